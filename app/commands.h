@@ -1,0 +1,12 @@
+// commands.h: each `cutrain` subcommand adds itself to the CLI11 app through one function.
+// A command's callback leaves its exit status in `exit_code`; errors are thrown as exceptions
+// and main() prints them as one line.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+namespace cutrain {
+
+void add_info_command(CLI::App& app, int& exit_code);
+
+}  // namespace cutrain

@@ -1,0 +1,47 @@
+// check.h: one error-check macro per NVIDIA library, all reporting through check_failed().
+//
+//   CUDA_CHECK(cudaMalloc(&p, n));
+//   CUDNN_CHECK(cudnnConvolutionForward(...));
+//   CUBLAS_CHECK(cublasGemmEx(...));
+//   NCCL_CHECK(ncclAllReduce(...));          // dist/nccl_check.h, since only dist/ links NCCL
+//
+// A failed call throws cutrain::CheckError whose message names the call, the file and line, and
+// the library's own error string, e.g.
+//   "cudaMalloc(&p, n) failed at nn/memory_plan.cpp:42: out of memory (cudaErrorMemoryAllocation)"
+// Programs catch it in main() and print that one line; nothing is swallowed.
+#pragma once
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+#include <cudnn.h>
+
+#include <stdexcept>
+#include <string>
+
+namespace cutrain {
+
+struct CheckError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+[[noreturn]] void check_failed(const char* call, const char* file, int line, const std::string& why);
+
+const char* cublas_error_string(cublasStatus_t status);
+
+}  // namespace cutrain
+
+#define CUTRAIN_CHECK_IMPL(call, ok, why_expr)                                      \
+  do {                                                                              \
+    auto cutrain_status_ = (call);                                                  \
+    if (cutrain_status_ != (ok)) {                                                  \
+      ::cutrain::check_failed(#call, __FILE__, __LINE__, why_expr(cutrain_status_)); \
+    }                                                                               \
+  } while (0)
+
+#define CUTRAIN_CUDA_WHY(s) (std::string(cudaGetErrorString(s)) + " (" + cudaGetErrorName(s) + ")")
+#define CUDA_CHECK(call) CUTRAIN_CHECK_IMPL(call, cudaSuccess, CUTRAIN_CUDA_WHY)
+#define CUDNN_CHECK(call) CUTRAIN_CHECK_IMPL(call, CUDNN_STATUS_SUCCESS, cudnnGetErrorString)
+#define CUBLAS_CHECK(call) CUTRAIN_CHECK_IMPL(call, CUBLAS_STATUS_SUCCESS, ::cutrain::cublas_error_string)
+
+// After a kernel launch: catches bad launch configurations at the launch site.
+#define CUDA_CHECK_LAUNCH() CUDA_CHECK(cudaGetLastError())

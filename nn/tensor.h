@@ -1,0 +1,41 @@
+// tensor.h: a Tensor is a typed, shaped view of memory that someone else owns (the memory plan,
+// the flat parameter buffer, a loader's ring). It never allocates or frees.
+//
+// Activations are NHWC on every device: shape {N, H, W, C}, C fastest. A [N, K] matrix is {N, K}.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <initializer_list>
+#include <string>
+#include <vector>
+
+namespace cutrain {
+
+enum class Device { cpu, cuda };
+enum class DType { f32, bf16 };
+
+size_t dtype_size(DType dtype);
+const char* device_name(Device device);  // "cpu" / "cuda"
+const char* dtype_name(DType dtype);     // "f32" / "bf16"
+
+struct Tensor {
+  void* data = nullptr;
+  DType dtype = DType::f32;
+  Device device = Device::cpu;
+  std::vector<int64_t> shape;
+
+  Tensor() = default;
+  Tensor(void* data, DType dtype, Device device, std::vector<int64_t> shape)
+      : data(data), dtype(dtype), device(device), shape(std::move(shape)) {}
+
+  int64_t numel() const;
+  size_t bytes() const { return size_t(numel()) * dtype_size(dtype); }
+  int64_t dim(int i) const { return shape.at(i < 0 ? shape.size() + i : i); }
+  std::string shape_string() const;  // "[256, 32, 32, 64]"
+
+  template <typename T>
+  T* as() const { return static_cast<T*>(data); }
+};
+
+}  // namespace cutrain

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Installs what cutrain needs to build and test, from Debian's packages. Idempotent: a second run
+# installs nothing. The CUDA toolkit (with cuDNN, cuBLAS and NCCL) must already be present, at
+# /usr/local/cuda or on PATH; it does not come from Debian.
+set -euo pipefail
+
+packages=(
+  g++ make cmake pkg-config     # the toolchain
+  catch2                        # tests (Catch2 v2)
+  libstb-dev                    # image decoding and writing
+  libgloo-dev                   # CPU collectives
+  libeigen3-dev                 # CPU reference matrix products
+  libcli11-dev                  # command line
+  nlohmann-json3-dev            # metrics and checkpoint headers
+  python3 python3-numpy         # bench/ scripts and their tests
+  python3-matplotlib            # scripts/plot_metrics.py
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "setup: installing ${missing[*]}"
+  sudo_cmd=""
+  [ "$(id -u)" -eq 0 ] || sudo_cmd="sudo"
+  $sudo_cmd apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+if ! command -v nvcc >/dev/null && [ ! -x /usr/local/cuda/bin/nvcc ]; then
+  echo "setup: error: no CUDA toolkit: nvcc is neither on PATH nor at /usr/local/cuda/bin/nvcc" >&2
+  exit 1
+fi
+echo "setup: dependencies present"

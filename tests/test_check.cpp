@@ -1,0 +1,42 @@
+// The error-check macros and the device probe.
+#include <catch2/catch.hpp>
+
+#include "kernels/check.h"
+#include "kernels/device.h"
+#include "tests/gpu.h"
+
+TEST_CASE("CUDA_CHECK names the call, the file and the library's error", "[nn]") {
+  try {
+    CUDA_CHECK(cudaErrorInvalidValue);
+    FAIL("CUDA_CHECK did not throw");
+  } catch (const cutrain::CheckError& e) {
+    std::string what = e.what();
+    CHECK(what.find("cudaErrorInvalidValue failed at") != std::string::npos);
+    CHECK(what.find("test_check.cpp:") != std::string::npos);
+    CHECK(what.find("invalid argument") != std::string::npos);
+  }
+}
+
+TEST_CASE("CUDNN_CHECK and CUBLAS_CHECK carry their library's error string", "[nn]") {
+  // The macros are statements; the lambdas make them expressions for Catch.
+  CHECK_THROWS_WITH([] { CUDNN_CHECK(CUDNN_STATUS_BAD_PARAM); }(), Catch::Contains("CUDNN_STATUS_BAD_PARAM"));
+  CHECK_THROWS_WITH([] { CUBLAS_CHECK(CUBLAS_STATUS_NOT_INITIALIZED); }(),
+                    Catch::Contains("CUBLAS_STATUS_NOT_INITIALIZED"));
+  CHECK_NOTHROW([] { CUDA_CHECK(cudaSuccess); }());
+}
+
+TEST_CASE("the device probe answers in one line either way", "[nn]") {
+  const std::string& why = cutrain::cuda_unavailable_reason();
+  if (!why.empty()) {
+    CHECK(why.rfind("no CUDA device: ", 0) == 0);
+    CHECK(why.find('\n') == std::string::npos);
+  }
+  CHECK(&why == &cutrain::cuda_unavailable_reason());  // asked once, cached
+}
+
+TEST_CASE("a CUDA device is visible", "[gpu]") {
+  CUTRAIN_REQUIRE_GPU();
+  int count = 0;
+  CUDA_CHECK(cudaGetDeviceCount(&count));
+  CHECK(count > 0);
+}
