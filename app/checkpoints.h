@@ -1,0 +1,68 @@
+// checkpoints.h: the checkpoint folder of a run (--save DIR), written by rank 0 alone.
+//
+// A checkpoint is two safetensors files named by the optimizer step it was taken after:
+//   DIR/checkpoint-00000196.safetensors        the model (torchvision's state_dict, nn/checkpoint.h)
+//   DIR/checkpoint-00000196.optim.safetensors  the momentum buffers and the training state
+// The training state (where in which epoch to go on, the step count, the seed...) is the
+// optim file's metadata; the model file carries the model's shape (stem, classes, width) so
+// `cutrain eval` needs nothing else. Each file is written atomically (nn/safetensors.h), the
+// model first, so a crash leaves at worst a model file without its optim file, which resume
+// skips. After each save only the newest --keep-last checkpoints stay.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "nn/checkpoint.h"
+
+namespace cutrain {
+
+class ResNet18;
+class SGD;
+
+// Where a run stands; everything needed to go on exactly as if it had not stopped. The
+// augmentation's randomness is keyed by (seed, epoch, sample), so no generator state is needed.
+struct TrainingState {
+  int epoch = 0;             // 0-based epoch to run (or finish)
+  int64_t batch = 0;         // the next batch of that epoch
+  int64_t global_step = 0;   // optimizer steps done
+  uint64_t seed = 0;
+  int world_size = 1;
+  int batch_size = 0;
+
+  CheckpointMetadata to_metadata() const;
+  // Throws naming `path` and the key that is missing or not a number.
+  static TrainingState from_metadata(const CheckpointMetadata& metadata, const std::string& path);
+};
+
+// The model's shape, as recorded in the model file's metadata.
+CheckpointMetadata model_metadata(const ResNet18& model);
+
+class CheckpointFolder {
+ public:
+  CheckpointFolder(std::string dir, int keep_last);
+
+  // Writes the checkpoint after `state.global_step` steps and prunes old ones; returns the model
+  // file's path.
+  std::string save(const ResNet18& model, const SGD& sgd, const TrainingState& state) const;
+
+  // The model files of complete checkpoints (an optim file beside them), newest first.
+  std::vector<std::string> complete_checkpoints() const;
+
+ private:
+  std::string path_for(int64_t step, bool optim) const;
+  void prune() const;
+
+  std::string dir_;
+  int keep_last_;
+};
+
+// The optim file that goes with a model checkpoint file.
+std::string optim_path_for(const std::string& model_path);
+
+// Loads model and momentum from `model_path` (and its optim file) and returns the state there.
+TrainingState load_checkpoint(const std::string& model_path, ResNet18& model, SGD& sgd);
+
+}  // namespace cutrain

@@ -1,0 +1,27 @@
+// datasets.h: the train and test sets a run uses. With --data, they are read from that folder
+// (CIFAR-10 binary or image folder, data/load.h). Without it, the synthetic CIFAR-format dataset
+// (data/synthetic.h) is the default: made once and cached in
+// $XDG_CACHE_HOME/cutrain (~/.cache/cutrain) as CIFAR-10 binary files, so later runs, other ranks
+// and other tools (bench/, inspect-data) read the very same bytes.
+#pragma once
+
+#include <string>
+
+#include "data/dataset.h"
+
+namespace cutrain {
+
+struct Datasets {
+  Dataset train;
+  Dataset test;
+  std::string source;  // the folder they came from
+};
+
+// `writer` is true on one process per machine (LOCAL_RANK 0): it writes the cache if missing,
+// atomically (a temporary folder renamed into place); the others make the same data in memory.
+Datasets load_datasets(const std::string& data_dir, int synthetic_train, int synthetic_test, bool writer);
+
+// The cache folder of the synthetic dataset of these sizes.
+std::string synthetic_cache_dir(int train, int test);
+
+}  // namespace cutrain

@@ -1,0 +1,99 @@
+// `cutrain eval`: the test accuracy of a checkpoint, overall and per class.
+//
+// The model's shape comes from the checkpoint itself (conv1's kernel gives the stem and the
+// width, fc's rows the classes), so a file exported from PyTorch works as well as our own.
+#include <algorithm>
+#include <cstdio>
+#include <stdexcept>
+
+#include "app/commands.h"
+#include "app/datasets.h"
+#include "app/evaluator.h"
+#include "kernels/device.h"
+#include "nn/checkpoint.h"
+#include "nn/context.h"
+#include "nn/resnet.h"
+#include "nn/safetensors.h"
+
+namespace cutrain {
+namespace {
+
+struct EvalOptions {
+  std::string data, checkpoint, device = "auto", precision;
+  int batch_size = 256;
+  int synthetic_train = 50000, synthetic_test = 10000;
+};
+
+// Stem, width and classes of the ResNet-18 stored in `path`.
+ResNetConfig config_from_checkpoint(const std::string& path) {
+  const SafeTensorsFile file = read_safetensors(path);
+  auto shape_of = [&](const std::string& name) {
+    auto it = file.tensors.find(name);
+    if (it == file.tensors.end()) throw std::runtime_error(path + ": no " + name + "; not a ResNet-18 checkpoint");
+    return it->second.shape;
+  };
+  const std::vector<int64_t> conv1 = shape_of("conv1.weight"), fc = shape_of("fc.weight");
+  if (conv1.size() != 4 || fc.size() != 2 || (conv1[2] != 3 && conv1[2] != 7))
+    throw std::runtime_error(path + ": conv1.weight or fc.weight does not have a ResNet-18 shape");
+  ResNetConfig c;
+  c.stem = conv1[2] == 7 ? Stem::imagenet : Stem::cifar;
+  c.width = int(conv1[0]);
+  c.num_classes = int(fc[0]);
+  return c;
+}
+
+int run_eval(const EvalOptions& o) {
+  const bool gpu = o.device == "cuda" || (o.device == "auto" && cuda_available());
+  if (o.device == "cuda" && !cuda_available()) throw std::runtime_error("--device cuda: " + cuda_unavailable_reason());
+  Datasets data = load_datasets(o.data, o.synthetic_train, o.synthetic_test, true);
+
+  ContextOptions co;
+  co.device = gpu ? Device::cuda : Device::cpu;
+  co.dtype = o.precision.empty() ? (gpu ? DType::bf16 : DType::f32) : parse_precision(o.precision);
+  if (co.dtype == DType::bf16 && !gpu) throw std::runtime_error("--precision bf16 needs a GPU");
+  Context ctx(co);
+
+  ResNetConfig mc = config_from_checkpoint(o.checkpoint);
+  if (mc.num_classes < data.test.num_classes)
+    throw std::runtime_error(o.checkpoint + ": " + std::to_string(mc.num_classes) + " classes, but " + data.source +
+                             " has " + std::to_string(data.test.num_classes));
+  mc.batch_size = std::min<int>(o.batch_size, int(data.test.size()));
+  mc.image_size = data.test.height;
+  ResNet18 model(ctx, mc);
+  load_model(o.checkpoint, model);
+
+  Evaluator evaluator(model, data.test, nullptr, 0, 1);
+  const EvalResult r = evaluator.run();
+  std::printf("test accuracy: %.2f%% (%lld/%lld) of %s on %s\n", 100 * r.accuracy(),
+              static_cast<long long>(r.correct), static_cast<long long>(r.total), o.checkpoint.c_str(),
+              data.source.c_str());
+  for (size_t k = 0; k < r.class_total.size(); ++k) {
+    if (r.class_total[k] == 0) continue;
+    const std::string name = k < data.test.class_names.size() ? data.test.class_names[k] : std::to_string(k);
+    std::printf("  %-12s %6.2f%%  (%lld/%lld)\n", name.c_str(), 100.0 * double(r.class_correct[k]) / double(r.class_total[k]),
+                static_cast<long long>(r.class_correct[k]), static_cast<long long>(r.class_total[k]));
+  }
+  return 0;
+}
+
+}  // namespace
+
+void add_eval_command(CLI::App& app, int& exit_code) {
+  auto* cmd = app.add_subcommand("eval", "Test accuracy of a checkpoint, overall and per class");
+  auto o = std::make_shared<EvalOptions>();
+  cmd->add_option("--checkpoint", o->checkpoint, "Model weights (safetensors, torchvision names)")->required();
+  cmd->add_option("--data", o->data, "CIFAR-10 binary folder or image folder (default: the synthetic dataset)");
+  cmd->add_option("--device", o->device, "auto, cuda or cpu")->capture_default_str()
+      ->check(CLI::IsMember({"auto", "cuda", "cpu"}));
+  cmd->add_option("--precision", o->precision, "fp32 or bf16 (default: bf16 on a GPU)")
+      ->check(CLI::IsMember({"fp32", "bf16"}));
+  cmd->add_option("--batch-size", o->batch_size, "Images per forward pass")->capture_default_str()
+      ->check(CLI::Range(1, 1 << 20));
+  cmd->add_option("--synthetic-train", o->synthetic_train, "Size of the synthetic default's training split")
+      ->capture_default_str();
+  cmd->add_option("--synthetic-test", o->synthetic_test, "Size of the synthetic default's test split")
+      ->capture_default_str();
+  cmd->callback([o, &exit_code] { exit_code = run_eval(*o); });
+}
+
+}  // namespace cutrain

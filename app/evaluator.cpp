@@ -1,0 +1,76 @@
+#include "app/evaluator.h"
+
+#include <numeric>
+
+#include "dist/communicator.h"
+#include "kernels/check.h"
+#include "kernels/cross_entropy.h"
+#include "nn/resnet.h"
+
+namespace cutrain {
+namespace {
+
+LoaderConfig eval_loader_config(const ResNet18& model) {
+  LoaderConfig config;
+  config.batch_size = model.config().batch_size;
+  config.augment.train = false;  // normalise only
+  config.drop_last = false;      // every test image counts
+  config.workers = 2;
+  return config;
+}
+
+}  // namespace
+
+Evaluator::Evaluator(ResNet18& model, const Dataset& test, Communicator* comm, int rank, int world_size)
+    : model_(model),
+      test_(test),
+      comm_(comm),
+      feed_(test, eval_loader_config(model), model),
+      counts_(model.context().device(), sizeof(int64_t) * (1 + 2 * size_t(model.config().num_classes))) {
+  const int64_t n = int64_t(test.size());
+  const int64_t begin = n * rank / world_size, end = n * (rank + 1) / world_size;
+  shard_.resize(size_t(end - begin));
+  std::iota(shard_.begin(), shard_.end(), begin);
+}
+
+EvalResult Evaluator::run() {
+  const int K = model_.config().num_classes;
+  Context& ctx = model_.context();
+  auto* counts = static_cast<int64_t*>(counts_.data());
+  int64_t* correct = counts;
+  int64_t* class_total = counts + 1;
+  int64_t* class_correct = counts + 1 + K;
+
+  if (ctx.on_gpu())
+    CUDA_CHECK(cudaMemsetAsync(counts, 0, counts_.bytes(), ctx.stream));
+  else
+    std::fill(counts, counts + 1 + 2 * K, 0);
+
+  feed_.start_epoch(shard_, 0);
+  for (int64_t b = 0; b < feed_.num_batches(); ++b) {
+    const int n = feed_.load(b);
+    model_.forward(false);
+    const float* logits = model_.logits().as<float>();
+    const int32_t* labels = model_.labels().as<int32_t>();
+    if (ctx.on_gpu())
+      count_correct_cuda(logits, labels, n, K, correct, class_total, class_correct, ctx.stream);
+    else
+      count_correct_cpu(logits, labels, n, K, correct, class_total, class_correct);
+  }
+
+  std::vector<int64_t> host(1 + 2 * size_t(K));
+  ctx.synchronize();
+  // A byte copy: the view's dtype only sets its size.
+  copy_to_host(Tensor(counts, DType::f32, ctx.device(), {int64_t(counts_.bytes() / 4)}), host.data());
+  std::vector<double> sums(host.begin(), host.end());  // exact: counts stay far below 2^53
+  if (comm_) comm_->all_reduce_host(sums.data(), sums.size(), ReduceOp::sum);
+
+  EvalResult result;
+  result.correct = int64_t(sums[0]);
+  result.class_total.assign(sums.begin() + 1, sums.begin() + 1 + K);
+  result.class_correct.assign(sums.begin() + 1 + K, sums.end());
+  result.total = std::accumulate(result.class_total.begin(), result.class_total.end(), int64_t(0));
+  return result;
+}
+
+}  // namespace cutrain

@@ -1,0 +1,43 @@
+// evaluator.h: top-1 accuracy on the test set, overall and per class.
+//
+// The test set is split into contiguous shards, one per rank, so each image is counted exactly
+// once (no sampler padding); the last batch of a shard may be partial, and only its real rows
+// are counted. Counting happens on the model's device (kernels/cross_entropy.h count_correct);
+// the counts of all ranks are summed at the end, so every rank returns the same result.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "app/batch_feed.h"
+#include "nn/memory_plan.h"
+
+namespace cutrain {
+
+class Communicator;
+
+struct EvalResult {
+  int64_t correct = 0;
+  int64_t total = 0;
+  std::vector<int64_t> class_correct, class_total;
+
+  double accuracy() const { return total ? double(correct) / double(total) : 0.0; }
+};
+
+class Evaluator {
+ public:
+  // `comm` may be null (a world of one).
+  Evaluator(ResNet18& model, const Dataset& test, Communicator* comm, int rank, int world_size);
+
+  EvalResult run();
+
+ private:
+  ResNet18& model_;
+  const Dataset& test_;
+  Communicator* comm_;
+  std::vector<int64_t> shard_;  // this rank's test indices
+  BatchFeed feed_;
+  DeviceBuffer counts_;         // int64: correct, class_total[K], class_correct[K]
+};
+
+}  // namespace cutrain

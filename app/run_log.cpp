@@ -1,0 +1,98 @@
+#include "app/run_log.h"
+
+#include <unistd.h>
+
+#include <cstdarg>
+#include <nlohmann/json.hpp>
+#include <stdexcept>
+
+namespace cutrain {
+namespace {
+
+// The JSON value of an optional number: the number, or null.
+nlohmann::json optional_number(const std::optional<double>& v) { return v ? nlohmann::json(*v) : nlohmann::json(); }
+
+}  // namespace
+
+RunLog::RunLog(bool active, const std::string& metrics_path)
+    : active_(active), progress_bar_(active && isatty(STDOUT_FILENO)) {
+  if (!active_ || metrics_path.empty()) return;
+  metrics_ = std::fopen(metrics_path.c_str(), "a");
+  if (metrics_ == nullptr) throw std::runtime_error("--metrics " + metrics_path + ": cannot open for writing");
+}
+
+RunLog::~RunLog() {
+  end_progress_bar();
+  if (metrics_) std::fclose(metrics_);
+}
+
+void RunLog::print(const char* format, ...) {
+  if (!active_) return;
+  end_progress_bar();
+  va_list args;
+  va_start(args, format);
+  std::vprintf(format, args);
+  va_end(args);
+  std::fputc('\n', stdout);
+  std::fflush(stdout);
+}
+
+void RunLog::end_progress_bar() {
+  if (!bar_open_) return;
+  std::fputc('\n', stdout);
+  bar_open_ = false;
+}
+
+void RunLog::write_json(const std::string& line) {
+  if (!metrics_) return;
+  std::fputs(line.c_str(), metrics_);
+  std::fputc('\n', metrics_);
+  std::fflush(metrics_);
+}
+
+void RunLog::step(const StepRecord& r) {
+  if (!active_) return;
+  if (progress_bar_) {
+    constexpr int width = 30;
+    const int filled = r.step * width / r.steps_per_epoch;
+    std::printf("\r[%d] %s%s %*d/%d | loss %.3f | acc %6.2f%% | %.0f img/s", r.epoch, std::string(filled, '#').c_str(),
+                std::string(width - filled, '.').c_str(), 4, r.step, r.steps_per_epoch, r.loss, 100 * r.acc,
+                r.images_per_s);
+    std::fflush(stdout);
+    bar_open_ = true;
+  } else {
+    std::printf("== step: [%3d/%d] [%d/%d] | loss: %.3f | acc: %.3f%% | %.0f img/s | %.1f ms/step\n", r.step,
+                r.steps_per_epoch, r.epoch, r.epochs, r.loss, 100 * r.acc, r.images_per_s, r.ms_per_step);
+    std::fflush(stdout);
+  }
+  write_json(nlohmann::json{{"kind", "step"}, {"epoch", r.epoch}, {"step", r.step},
+                            {"steps_per_epoch", r.steps_per_epoch}, {"global_step", r.global_step},
+                            {"loss", r.loss}, {"acc", r.acc}, {"lr", r.lr}, {"images_per_s", r.images_per_s},
+                            {"ms_per_step", r.ms_per_step}}
+                 .dump());
+}
+
+void RunLog::epoch(const EpochRecord& r) {
+  if (!active_) return;
+  std::string test = r.test_acc ? " | test acc: " + std::to_string(100 * *r.test_acc).substr(0, 6) + "%" : "";
+  print("== epoch %d/%d | loss: %.3f | acc: %.3f%%%s | %.1f s | %.0f img/s", r.epoch, r.epochs, r.loss,
+        100 * r.acc, test.c_str(), r.epoch_time_s, r.images_per_s);
+  write_json(nlohmann::json{{"kind", "epoch"}, {"epoch", r.epoch}, {"global_step", r.global_step},
+                            {"loss", r.loss}, {"acc", r.acc}, {"lr", r.lr}, {"images_per_s", r.images_per_s},
+                            {"epoch_time_s", r.epoch_time_s}, {"test_acc", optional_number(r.test_acc)},
+                            {"peak_memory_bytes", r.peak_memory_bytes}}
+                 .dump());
+}
+
+void RunLog::summary(const SummaryRecord& r) {
+  if (!active_) return;
+  write_json(nlohmann::json{{"kind", "summary"}, {"wall_time_s", r.wall_time_s},
+                            {"mean_images_per_s", r.mean_images_per_s},
+                            {"best_test_acc", optional_number(r.best_test_acc)},
+                            {"final_test_acc", optional_number(r.final_test_acc)},
+                            {"peak_memory_bytes", r.peak_memory_bytes}, {"world_size", r.world_size},
+                            {"precision", r.precision}, {"stem", r.stem}, {"batch_size", r.batch_size}}
+                 .dump());
+}
+
+}  // namespace cutrain

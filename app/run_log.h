@@ -1,0 +1,75 @@
+// run_log.h: what rank 0 tells the user and writes for plots. Other ranks hold a silent RunLog.
+//
+// Console, in the reference recipe's shape plus throughput:
+//   == step: [ 25/196] [1/20] | loss: 2.101 | acc: 23.456% | 12345 img/s | 20.7 ms/step
+// or, when standard output is a terminal, one progress bar line per epoch redrawn in place.
+// Metrics (--metrics FILE): JSON lines, one per logged step ("kind": "step"), one per epoch
+// ("kind": "epoch") and one at the end ("kind": "summary"); bench/ and scripts/plot_metrics.py
+// read them, and so does bench/pytorch_reference.py write them.
+#pragma once
+
+#include <cstdint>
+#include <cstdio>
+#include <optional>
+#include <string>
+
+namespace cutrain {
+
+struct StepRecord {
+  int epoch;               // 1-based
+  int step;                // 1-based within the epoch
+  int steps_per_epoch;
+  int epochs;
+  int64_t global_step;     // optimizer steps since the start of training
+  double loss, acc, lr;    // loss and accuracy averaged over the steps since the last record
+  double images_per_s;     // all ranks together
+  double ms_per_step;
+};
+
+struct EpochRecord {
+  int epoch;
+  int epochs;
+  int64_t global_step;
+  double loss, acc, lr;
+  double images_per_s;
+  double epoch_time_s;
+  std::optional<double> test_acc;
+  int64_t peak_memory_bytes;
+};
+
+struct SummaryRecord {
+  double wall_time_s;
+  double mean_images_per_s;  // after the first epoch's warm-up steps
+  std::optional<double> best_test_acc, final_test_acc;
+  int64_t peak_memory_bytes;
+  int world_size;
+  std::string precision, stem;
+  int batch_size;
+};
+
+class RunLog {
+ public:
+  // `active` is true on rank 0 only; an empty metrics_path writes no JSON.
+  RunLog(bool active, const std::string& metrics_path);
+  ~RunLog();
+  RunLog(const RunLog&) = delete;
+  RunLog& operator=(const RunLog&) = delete;
+
+  bool active() const { return active_; }
+  // printf-style line to the console (rank 0 only), ending any progress bar first.
+  void print(const char* format, ...) __attribute__((format(printf, 2, 3)));
+  void step(const StepRecord& r);
+  void epoch(const EpochRecord& r);
+  void summary(const SummaryRecord& r);
+
+ private:
+  void write_json(const std::string& line);
+  void end_progress_bar();
+
+  bool active_;
+  bool progress_bar_;  // stdout is a terminal
+  bool bar_open_ = false;
+  std::FILE* metrics_ = nullptr;
+};
+
+}  // namespace cutrain

@@ -1,0 +1,53 @@
+// train_options.h: everything `cutrain train` can be told. The defaults are the reference
+// PyTorch DDP recipe, per process: batch 256, SGD lr 0.002, momentum 0.9, Nesterov, weight
+// decay 1e-4, 20 epochs, random crop (pad 4) + flip + normalize.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace cutrain {
+
+struct TrainOptions {
+  // data
+  std::string data;                  // CIFAR-10 binary folder or image folder; empty: synthetic
+  int synthetic_train = 50000;       // size of the synthetic dataset made when no --data
+  int synthetic_test = 10000;
+  int workers = 4;                   // loader threads (CPU loader)
+  // model
+  std::string stem = "cifar";        // cifar | imagenet
+  int num_classes = 0;               // 0: from the data
+  int width = 64;
+  // optimisation
+  int epochs = 20;
+  int batch_size = 256;              // per process
+  double lr = 0.002;
+  double momentum = 0.9;
+  bool nesterov = true;
+  double weight_decay = 1e-4;
+  std::string lr_schedule = "constant";
+  double warmup_epochs = 0;
+  double label_smoothing = 0;
+  int64_t max_steps = 0;             // 0: no limit
+  uint64_t seed = 0;
+  // devices and speed
+  std::string device = "auto";       // auto | cuda | cpu
+  std::string precision;             // fp32 | bf16; empty: bf16 on a GPU, fp32 on the CPU
+  bool deterministic = false;
+  double bucket_cap_mb = 25;
+  bool sync_bn = false;
+  std::string cuda_graphs = "on";    // on | off
+  // evaluation, logging, checkpoints
+  int eval_every = 1;                // epochs; 0: never
+  int log_every = 25;                // steps
+  std::string metrics;               // JSON lines file
+  std::string save;                  // checkpoint folder
+  std::string resume;                // checkpoint path or "auto"
+  int keep_last = 3;
+  std::string init_from;             // start from these model weights (safetensors)
+  std::string dump_first_step;       // write the fixed first batch's loss and gradients, then exit
+  std::optional<int> local_rank;     // --local_rank, torch.distributed.launch style
+};
+
+}  // namespace cutrain

@@ -1,0 +1,489 @@
+#include "app/trainer.h"
+
+#include <sys/resource.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+
+#include "app/batch_feed.h"
+#include "app/checkpoints.h"
+#include "app/datasets.h"
+#include "app/evaluator.h"
+#include "app/first_step.h"
+#include "app/lr_schedule.h"
+#include "app/run_log.h"
+#include "app/shutdown.h"
+#include "app/step_graph.h"
+#include "app/step_metrics.h"
+#include "data/sampler.h"
+#include "dist/communicator.h"
+#include "dist/env.h"
+#include "dist/reducer.h"
+#include "dist/store.h"
+#include "kernels/check.h"
+#include "kernels/device.h"
+#include "nn/checkpoint.h"
+#include "nn/context.h"
+#include "nn/resnet.h"
+#include "nn/sgd.h"
+
+namespace cutrain {
+namespace {
+
+using SteadyClock = std::chrono::steady_clock;
+
+double seconds_since(SteadyClock::time_point start) {
+  return std::chrono::duration<double>(SteadyClock::now() - start).count();
+}
+
+// --device auto|cuda|cpu, checked against this machine.
+Device resolve_device(const std::string& flag) {
+  if (flag == "cpu") return Device::cpu;
+  if (flag == "cuda" && !cuda_available()) throw std::runtime_error("--device cuda: " + cuda_unavailable_reason());
+  return cuda_available() ? Device::cuda : Device::cpu;
+}
+
+// --precision, defaulting to bf16 on a GPU and fp32 on the CPU (the reference is fp32 only).
+DType resolve_precision(const std::string& flag, Device device) {
+  if (flag.empty()) return device == Device::cuda ? DType::bf16 : DType::f32;
+  const DType dtype = parse_precision(flag);
+  if (dtype == DType::bf16 && device == Device::cpu)
+    throw std::runtime_error("--precision bf16 needs a GPU: the CPU reference computes in fp32");
+  return dtype;
+}
+
+// Bytes this process holds: on the GPU what the run allocated on the device, on the CPU the peak
+// resident set.
+int64_t memory_in_use(Device device) {
+  if (device == Device::cuda) {
+    size_t free = 0, total = 0;
+    CUDA_CHECK(cudaMemGetInfo(&free, &total));
+    return int64_t(total - free);
+  }
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return int64_t(usage.ru_maxrss) * 1024;
+}
+
+enum class StopReason { none, max_steps, signal };
+
+class Trainer {
+ public:
+  explicit Trainer(const TrainOptions& options);
+  int run();
+
+ private:
+  void connect();
+  void build_model();
+  void restore();
+  void broadcast_state();
+  void print_banner() const;
+  void train_step();
+  void log_window(int epoch, int64_t batch);
+  bool stop_agreed(bool local_stop);
+  std::optional<EvalResult> maybe_evaluate(int epoch);
+  std::string save_checkpoint();
+  void print_class_accuracy(const EvalResult& r) const;
+
+  const TrainOptions& opt_;
+  DistEnv env_;
+  Device device_;
+  DType dtype_;
+  Datasets data_;
+  std::unique_ptr<Context> ctx_;
+  std::unique_ptr<TcpStore> store_;
+  std::unique_ptr<Communicator> comm_;
+  std::unique_ptr<ResNet18> model_;
+  std::unique_ptr<SGD> sgd_;
+  std::unique_ptr<GradReducer> reducer_;
+  std::unique_ptr<DistributedSampler> sampler_;
+  std::unique_ptr<BatchFeed> feed_;
+  std::unique_ptr<Evaluator> evaluator_;
+  std::unique_ptr<StepMetrics> metrics_;
+  std::unique_ptr<StepGraph> graph_;
+  std::unique_ptr<RunLog> log_;
+  std::optional<CheckpointFolder> checkpoints_;
+  LrSchedule schedule_;
+  TrainingState state_;
+  int64_t steps_per_epoch_ = 0;
+  bool broadcast_buffers_ = false;
+  int64_t memory_baseline_ = 0;
+  int64_t peak_memory_ = 0;
+  cudaEvent_t step_done_ = nullptr;  // GPU: recorded after each step (see train_step)
+
+  // Throughput bookkeeping: the window since the last log line, and the run after warm-up.
+  SteadyClock::time_point window_start_;
+  SteadyClock::time_point warm_start_;
+  int64_t warm_images_ = 0;
+  bool warm_ = false;
+  double epoch_loss_sum_ = 0;
+  int64_t epoch_correct_ = 0, epoch_images_ = 0, epoch_steps_ = 0;
+};
+
+Trainer::Trainer(const TrainOptions& options)
+    : opt_(options),
+      env_(dist_env_from_environment(options.local_rank)),
+      device_(resolve_device(options.device)),
+      dtype_(resolve_precision(options.precision, device_)) {
+  log_ = std::make_unique<RunLog>(env_.is_main(), opt_.metrics);
+  state_.seed = opt_.seed;
+  state_.world_size = env_.world_size;
+  state_.batch_size = opt_.batch_size;
+}
+
+// Devices, then the store and the communicator: NCCL on the GPU (for a world of one too, so the
+// single-GPU run goes through the same code), Gloo between CPU processes, none for one CPU process.
+void Trainer::connect() {
+  ContextOptions co;
+  co.device = device_;
+  co.dtype = dtype_;
+  co.deterministic = opt_.deterministic;
+  co.cuda_device = env_.local_rank;
+  if (device_ == Device::cuda) {
+    int count = 0;
+    CUDA_CHECK(cudaGetDeviceCount(&count));
+    if (env_.local_rank >= count)
+      throw std::runtime_error("LOCAL_RANK=" + std::to_string(env_.local_rank) + " but this machine has " +
+                               std::to_string(count) + " CUDA device(s)");
+  }
+  ctx_ = std::make_unique<Context>(co);
+  memory_baseline_ = device_ == Device::cuda ? memory_in_use(device_) : 0;
+  if (device_ == Device::cuda || env_.is_distributed()) {
+    store_ = std::make_unique<TcpStore>(env_);
+    rendezvous(*store_, env_);
+    CommunicatorOptions comm_options;
+    comm_options.use_cuda = device_ == Device::cuda;
+    comm_options.compute_stream = ctx_->stream;
+    comm_ = make_communicator(env_, *store_, comm_options);
+  }
+}
+
+void Trainer::build_model() {
+  data_ = load_datasets(opt_.data, opt_.synthetic_train, opt_.synthetic_test, env_.local_rank == 0);
+  const Dataset& train = data_.train;
+  if (train.height != train.width)
+    throw std::runtime_error(data_.source + ": images are " + std::to_string(train.height) + "x" +
+                             std::to_string(train.width) + "; ResNet-18 here takes square images");
+  if (opt_.num_classes != 0 && opt_.num_classes < train.num_classes)
+    throw std::runtime_error("--num-classes " + std::to_string(opt_.num_classes) + ": the data has " +
+                             std::to_string(train.num_classes) + " classes");
+
+  sampler_ = std::make_unique<DistributedSampler>(int64_t(train.size()), env_.world_size, env_.rank,
+                                                  /*shuffle=*/true, opt_.seed);
+  if (opt_.batch_size > sampler_->num_samples())
+    throw std::runtime_error("--batch-size " + std::to_string(opt_.batch_size) + " is larger than this rank's shard of " +
+                             std::to_string(sampler_->num_samples()) + " training images (" +
+                             std::to_string(train.size()) + " images over " + std::to_string(env_.world_size) +
+                             " ranks)");
+  steps_per_epoch_ = int64_t(count_batches(size_t(sampler_->num_samples()), opt_.batch_size, /*drop_last=*/true));
+
+  ResNetConfig mc;
+  mc.stem = parse_stem(opt_.stem);
+  mc.num_classes = opt_.num_classes ? opt_.num_classes : train.num_classes;
+  mc.width = opt_.width;
+  mc.batch_size = opt_.batch_size;
+  mc.image_size = train.height;
+  mc.label_smoothing = float(opt_.label_smoothing);
+  mc.seed = opt_.seed;
+  model_ = std::make_unique<ResNet18>(*ctx_, mc);
+  sgd_ = std::make_unique<SGD>(*ctx_, model_->params(),
+                               SgdConfig{float(opt_.momentum), float(opt_.weight_decay), opt_.nesterov});
+
+  if (comm_) {
+    std::vector<int64_t> sizes;
+    for (const Parameter* p : model_->params().in_layout_order()) sizes.push_back(p->numel);
+    ReducerOptions ro;
+    ro.bucket_cap_mb = opt_.bucket_cap_mb;
+    reducer_ = std::make_unique<GradReducer>(*comm_, model_->params().grads().as<float>(), sizes, ro);
+  }
+  if (comm_ && env_.is_distributed()) {
+    if (opt_.sync_bn) {
+      Communicator* comm = comm_.get();
+      model_->set_sync_batchnorm(
+          {[comm](float* data, size_t count) { comm->all_reduce(data, count, ReduceOp::sum); }, env_.world_size});
+    }
+    broadcast_buffers_ = !opt_.sync_bn;
+  }
+
+  LoaderConfig lc;
+  lc.batch_size = opt_.batch_size;
+  lc.workers = opt_.workers;
+  lc.augment.train = true;
+  lc.augment.seed = opt_.seed;
+  lc.drop_last = true;
+  feed_ = std::make_unique<BatchFeed>(train, lc, *model_);
+  evaluator_ = std::make_unique<Evaluator>(*model_, data_.test, comm_.get(), env_.rank, env_.world_size);
+  metrics_ = std::make_unique<StepMetrics>(*ctx_, opt_.log_every);
+  graph_ = std::make_unique<StepGraph>(ctx_->stream, opt_.cuda_graphs == "on");
+  if (ctx_->on_gpu()) CUDA_CHECK(cudaEventCreateWithFlags(&step_done_, cudaEventDisableTiming));
+
+  schedule_.kind = parse_lr_schedule(opt_.lr_schedule);
+  schedule_.base_lr = opt_.lr;
+  schedule_.total_steps = int64_t(opt_.epochs) * steps_per_epoch_;
+  schedule_.warmup_steps = int64_t(opt_.warmup_epochs * double(steps_per_epoch_));
+  if (!opt_.save.empty()) checkpoints_.emplace(opt_.save, opt_.keep_last);
+}
+
+// --init-from and --resume: every rank reads the same files; broadcast_state() then makes sure.
+void Trainer::restore() {
+  if (!opt_.init_from.empty()) load_model(opt_.init_from, *model_);
+  if (opt_.resume.empty()) return;
+  if (opt_.resume != "auto") {
+    state_ = load_checkpoint(opt_.resume, *model_, *sgd_);
+    log_->print("resumed from %s at epoch %d, step %lld", opt_.resume.c_str(), state_.epoch + 1,
+                static_cast<long long>(state_.global_step));
+    return;
+  }
+  if (!checkpoints_) throw std::runtime_error("--resume auto: needs --save DIR to look for checkpoints in");
+  for (const std::string& path : checkpoints_->complete_checkpoints()) {
+    try {
+      state_ = load_checkpoint(path, *model_, *sgd_);
+      log_->print("resumed from %s at epoch %d, step %lld", path.c_str(), state_.epoch + 1,
+                  static_cast<long long>(state_.global_step));
+      return;
+    } catch (const std::exception& e) {
+      log_->print("cutrain: warning: skipping checkpoint %s", e.what());
+    }
+  }
+  log_->print("no checkpoint in %s yet: starting from scratch", opt_.save.c_str());
+}
+
+void Trainer::broadcast_state() {
+  if (comm_ && env_.is_distributed()) {
+    ParameterSet& ps = model_->params();
+    comm_->broadcast(ps.values().as<float>(), size_t(ps.numel()), 0);
+    comm_->broadcast(ps.buffer_values().as<float>(), size_t(ps.buffer_values().numel()), 0);
+    comm_->broadcast(sgd_->momentum().as<float>(), size_t(ps.numel()), 0);
+  }
+  model_->sync_bf16_weights();
+}
+
+void Trainer::print_banner() const {
+  const ResNetConfig& c = model_->config();
+  std::string devices = device_ == Device::cuda ? "cuda:" + std::to_string(env_.local_rank) + " " +
+                                                      cuda_device_description(env_.local_rank)
+                                                : std::string("cpu");
+  log_->print("cutrain: ResNet-18, %s stem, width %d, %d classes, %lld parameters", stem_name(c.stem), c.width,
+              c.num_classes, static_cast<long long>(model_->num_parameters()));
+  log_->print("  world size %d, rank 0 on %s, precision %s, CUDA graphs %s", env_.world_size, devices.c_str(),
+              dtype_ == DType::bf16 ? "bf16" : "fp32", device_ == Device::cuda ? opt_.cuda_graphs.c_str() : "n/a");
+  log_->print("  data %s: %zu train, %zu test images", data_.source.c_str(), data_.train.size(), data_.test.size());
+  log_->print("  batch %d per rank (%d global), %lld steps per epoch, %d epochs; SGD lr %g (%s), momentum %g%s, "
+              "weight decay %g",
+              opt_.batch_size, opt_.batch_size * env_.world_size, static_cast<long long>(steps_per_epoch_),
+              opt_.epochs, opt_.lr, opt_.lr_schedule.c_str(), opt_.momentum, opt_.nesterov ? " nesterov" : "",
+              opt_.weight_decay);
+  if (reducer_)
+    log_->print("  gradients: %zu buckets (cap %g MiB) all-reduced over %s%s", reducer_->buckets().size(),
+                opt_.bucket_cap_mb, comm_->backend(), opt_.sync_bn ? ", sync batch norm" : "");
+}
+
+// One optimizer step on the batch already in the model's input (steps 2-5 of trainer.h).
+void Trainer::train_step() {
+  const float lr = float(schedule_.at(state_.global_step));
+  if (lr != sgd_->lr()) {
+    // SGD copies the rate from pinned memory when the step runs on the device; the step before
+    // must have taken its copy before the value changes. Constant rates never wait here.
+    if (step_done_) CUDA_CHECK(cudaEventSynchronize(step_done_));
+    sgd_->set_lr(lr);
+  }
+  const bool replayed = graph_->run([this] {
+    if (broadcast_buffers_) {
+      const Tensor buffers = model_->params().buffer_values();
+      comm_->broadcast(buffers.as<float>(), size_t(buffers.numel()), 0);
+    }
+    model_->forward(true);
+    if (reducer_) {
+      reducer_->begin_backward();
+      model_->backward([this](int64_t ready_end) { reducer_->grads_ready(ready_end); });
+      reducer_->finish();
+    } else {
+      model_->backward();
+    }
+    sgd_->step();
+  });
+  if (replayed) ++model_->num_batches_tracked;  // the forward's own count ran only when captured
+  if (step_done_) CUDA_CHECK(cudaEventRecord(step_done_, ctx_->stream));
+  metrics_->record(model_->loss(), model_->correct());
+}
+
+// All ranks stop together: each says whether it wants to, and all learn if any does.
+bool Trainer::stop_agreed(bool local_stop) {
+  if (!comm_ || !env_.is_distributed()) return local_stop;
+  double votes = local_stop ? 1.0 : 0.0;
+  comm_->all_reduce_host(&votes, 1, ReduceOp::sum);
+  return votes > 0;
+}
+
+// Reads the steps since the last log line, checks them, prints and records them.
+void Trainer::log_window(int epoch, int64_t batch) {
+  const MetricsWindow w = metrics_->flush();
+  if (w.steps == 0) return;
+  const double seconds = seconds_since(window_start_);
+  const int64_t first_step = state_.global_step - w.steps + 1;
+  if (w.first_nonfinite >= 0) {
+    const std::string last = checkpoints_ && !checkpoints_->complete_checkpoints().empty()
+                                 ? checkpoints_->complete_checkpoints().front()
+                                 : std::string("none");
+    throw std::runtime_error("the loss is " + std::to_string(w.nonfinite_value) + " at step " +
+                             std::to_string(first_step + w.first_nonfinite) + " (epoch " + std::to_string(epoch + 1) +
+                             "): stopping; last good checkpoint: " + last);
+  }
+  const int64_t images = int64_t(w.steps) * opt_.batch_size * env_.world_size;
+  if (warm_) {
+    warm_images_ += images;
+  } else {
+    warm_ = true;  // the first window (start-up, graph capture) is the warm-up
+    warm_start_ = SteadyClock::now();
+  }
+  peak_memory_ = std::max(peak_memory_, memory_in_use(device_) - memory_baseline_);
+  epoch_loss_sum_ += w.mean_loss * w.steps;
+  epoch_correct_ += w.correct;
+  epoch_images_ += int64_t(w.steps) * opt_.batch_size;
+  epoch_steps_ += w.steps;
+
+  StepRecord r;
+  r.epoch = epoch + 1;
+  r.step = int(batch);
+  r.steps_per_epoch = int(steps_per_epoch_);
+  r.epochs = opt_.epochs;
+  r.global_step = state_.global_step;
+  r.loss = w.mean_loss;
+  r.acc = double(w.correct) / (double(w.steps) * opt_.batch_size);
+  r.lr = sgd_->lr();
+  r.images_per_s = images / seconds;
+  r.ms_per_step = 1000 * seconds / w.steps;
+  log_->step(r);
+  window_start_ = SteadyClock::now();
+}
+
+std::optional<EvalResult> Trainer::maybe_evaluate(int epoch) {
+  const bool due = opt_.eval_every > 0 && ((epoch + 1) % opt_.eval_every == 0 || epoch + 1 == opt_.epochs);
+  if (!due) return std::nullopt;
+  return evaluator_->run();
+}
+
+std::string Trainer::save_checkpoint() {
+  if (!checkpoints_ || !env_.is_main()) return "";
+  ctx_->synchronize();
+  return checkpoints_->save(*model_, *sgd_, state_);
+}
+
+void Trainer::print_class_accuracy(const EvalResult& r) const {
+  for (size_t k = 0; k < r.class_total.size(); ++k) {
+    const std::string name = k < data_.test.class_names.size() ? data_.test.class_names[k] : std::to_string(k);
+    const double acc = r.class_total[k] ? 100.0 * double(r.class_correct[k]) / double(r.class_total[k]) : 0.0;
+    log_->print("  %-12s %6.2f%%  (%lld/%lld)", name.c_str(), acc, static_cast<long long>(r.class_correct[k]),
+                static_cast<long long>(r.class_total[k]));
+  }
+}
+
+int Trainer::run() {
+  install_shutdown_handlers();
+  const auto run_start = SteadyClock::now();
+  connect();
+  build_model();
+  if (!opt_.dump_first_step.empty()) {
+    if (!opt_.init_from.empty()) load_model(opt_.init_from, *model_);
+    dump_first_step(opt_.dump_first_step, *model_, data_.train);
+    log_->print("wrote the first step's loss and gradients to %s", opt_.dump_first_step.c_str());
+    return 0;
+  }
+  restore();
+  broadcast_state();
+  print_banner();
+
+  StopReason stop = StopReason::none;
+  std::optional<double> best_acc, final_acc;
+  std::optional<EvalResult> last_eval;
+  window_start_ = SteadyClock::now();
+  for (int epoch = state_.epoch; epoch < opt_.epochs && stop == StopReason::none; ++epoch) {
+    const auto epoch_start = SteadyClock::now();
+    epoch_loss_sum_ = 0;
+    epoch_correct_ = epoch_images_ = epoch_steps_ = 0;
+    sampler_->set_epoch(epoch);
+    feed_->start_epoch(sampler_->indices(), epoch, state_.batch);
+    for (int64_t b = state_.batch; b < steps_per_epoch_; ++b) {
+      feed_->load(b);
+      train_step();
+      ++state_.global_step;
+      state_.batch = b + 1;
+      const bool at_limit = opt_.max_steps > 0 && state_.global_step >= opt_.max_steps;
+      const bool log_now = metrics_->full() || b + 1 == steps_per_epoch_ || at_limit;
+      if (log_now) log_window(epoch, b + 1);
+      // Signals are agreed on every step on the CPU (cheap next to a CPU step) and at log lines
+      // on the GPU, where agreeing means waiting for the device.
+      if (log_now || device_ == Device::cpu) {
+        if (stop_agreed(shutdown_requested())) stop = StopReason::signal;
+      }
+      if (at_limit && stop == StopReason::none) stop = StopReason::max_steps;
+      if (stop != StopReason::none) {
+        log_window(epoch, b + 1);
+        break;
+      }
+    }
+    if (stop != StopReason::none && state_.batch < steps_per_epoch_) break;  // mid-epoch: saved below
+
+    // The epoch is complete.
+    state_.epoch = epoch + 1;
+    state_.batch = 0;
+    const double epoch_time = seconds_since(epoch_start);
+    last_eval = maybe_evaluate(epoch);
+    EpochRecord r;
+    r.epoch = epoch + 1;
+    r.epochs = opt_.epochs;
+    r.global_step = state_.global_step;
+    r.loss = epoch_steps_ ? epoch_loss_sum_ / double(epoch_steps_) : 0;
+    r.acc = epoch_images_ ? double(epoch_correct_) / double(epoch_images_) : 0;
+    r.lr = sgd_->lr();
+    r.images_per_s = double(epoch_images_) * env_.world_size / epoch_time;
+    r.epoch_time_s = epoch_time;
+    if (last_eval) {
+      r.test_acc = last_eval->accuracy();
+      final_acc = r.test_acc;
+      best_acc = std::max(best_acc.value_or(0.0), *r.test_acc);
+    }
+    r.peak_memory_bytes = peak_memory_;
+    log_->epoch(r);
+    save_checkpoint();
+  }
+  if (stop != StopReason::none && state_.batch != 0) {
+    const std::string path = save_checkpoint();
+    if (stop == StopReason::signal)
+      log_->print("cutrain: stopped by signal %d after step %lld; checkpoint: %s", shutdown_signal(),
+                  static_cast<long long>(state_.global_step), path.empty() ? "none (no --save)" : path.c_str());
+  }
+
+  const double wall = seconds_since(run_start);
+  const double warm_seconds = warm_ ? seconds_since(warm_start_) : 0;
+  SummaryRecord s;
+  s.wall_time_s = wall;
+  s.mean_images_per_s = warm_seconds > 0 ? double(warm_images_) / warm_seconds : 0;
+  s.best_test_acc = best_acc;
+  s.final_test_acc = final_acc;
+  s.peak_memory_bytes = peak_memory_;
+  s.world_size = env_.world_size;
+  s.precision = dtype_ == DType::bf16 ? "bf16" : "fp32";
+  s.stem = opt_.stem;
+  s.batch_size = opt_.batch_size;
+  log_->summary(s);
+  log_->print("done in %.1f s: %.0f images/s after warm-up%s%s", wall, s.mean_images_per_s,
+              final_acc ? (", final test accuracy " + std::to_string(100 * *final_acc).substr(0, 5) + "%").c_str() : "",
+              best_acc ? (", best " + std::to_string(100 * *best_acc).substr(0, 5) + "%").c_str() : "");
+  if (last_eval && stop == StopReason::none) print_class_accuracy(*last_eval);
+  if (step_done_) cudaEventDestroy(step_done_);
+  return 0;
+}
+
+}  // namespace
+
+int run_training(const TrainOptions& options) {
+  Trainer trainer(options);
+  return trainer.run();
+}
+
+}  // namespace cutrain
