@@ -11,6 +11,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "data/dataset.h"
 
@@ -18,6 +19,9 @@ namespace cutrain {
 
 // True when `root` holds a train/ or test/ sub-folder.
 bool looks_like_image_folder(const std::string& root);
+
+// The class folder names of a split folder, sorted: label i is the i-th.
+std::vector<std::string> image_folder_classes(const std::string& split_dir);
 
 // Reads one split folder (e.g. "root/train"). Throws std::runtime_error naming the folder (no
 // class folders, no images) or the file (unreadable image).
