@@ -33,6 +33,9 @@ class BatchNorm2d {
   Activation& y;
 
  private:
+  double count() const;
+  void reduce_across_ranks(float* data, int count) const;
+
   Net& net_;
   Activation& x_;
   Activation* residual_;

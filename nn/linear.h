@@ -28,8 +28,8 @@ class Linear {
   Net& net_;
   Activation& x_;
   int n_, in_, out_;
-  Tensor& ones_;      // [N] fp32 of ones (GPU: bias broadcast and db as products)
-  Tensor& dy_bf16_;   // [N, O] bf16 (GPU bf16 mode only)
+  Tensor* ones_ = nullptr;     // GPU: [N] fp32 ones (the bias broadcast and db as products)
+  Tensor* dy_bf16_ = nullptr;  // GPU bf16 mode: [N, O] dy rounded to bf16
 };
 
 }  // namespace cutrain

@@ -11,6 +11,7 @@
 
 #include <cstddef>
 #include <deque>
+#include <utility>
 #include <vector>
 
 #include "nn/tensor.h"
@@ -56,11 +57,13 @@ class MemoryPlan {
 
   Tensor& tensor(DType dtype, std::vector<int64_t> shape);
   Activation& activation(DType dtype, std::vector<int64_t> shape, bool with_grad = true);
+  // A planned fp32 tensor that allocate() fills with `value` (e.g. a vector of ones).
+  Tensor& constant(std::vector<int64_t> shape, float value);
   // The workspace is shared by every layer (one op runs at a time on the stream): its size is
   // the largest request.
   void reserve_workspace(size_t bytes);
 
-  void allocate();  // once, after every request; zero-fills the arena
+  void allocate();  // once, after every request; zero-fills the arena, then sets the constants
   bool allocated() const { return arena_.data() != nullptr; }
   size_t bytes() const { return arena_.bytes(); }
   void* workspace() const { return workspace_; }
@@ -70,7 +73,8 @@ class MemoryPlan {
   Device device_;
   std::deque<Tensor> tensors_;
   std::deque<Activation> activations_;
-  std::vector<Tensor*> planned_;  // every tensor above with a non-empty shape, in request order
+  std::vector<Tensor*> planned_;  // every tensor above, in request order
+  std::vector<std::pair<Tensor*, float>> constants_;
   size_t workspace_bytes_ = 0;
   void* workspace_ = nullptr;
   DeviceBuffer arena_;

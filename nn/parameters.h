@@ -22,6 +22,8 @@
 #include <string>
 #include <vector>
 
+#include <cuda_runtime.h>
+
 #include "nn/memory_plan.h"
 #include "nn/tensor.h"
 
@@ -73,6 +75,7 @@ class ParameterSet {
   const std::vector<Parameter*>& in_layout_order() const { return layout_; }
   const std::deque<BufferEntry>& buffers() const { return buffers_; }
   int64_t numel() const { return numel_; }
+  Device device() const { return device_; }
   Tensor values() const;       // [numel] fp32
   Tensor grads() const;        // [numel] fp32
   Tensor values_bf16() const;  // [numel] bf16, empty in f32 mode
@@ -91,6 +94,7 @@ class ParameterSet {
   std::deque<BufferEntry> buffers_;
   int64_t numel_ = 0;
   int64_t buffer_numel_ = 0;
+  Device device_ = Device::cpu;
   DType dtype_ = DType::f32;
   DeviceBuffer values_, grads_, values_bf16_, buffer_values_;
   // readiness: done_[i] for layout_[i]; ready_count_ = length of the all-done prefix
