@@ -1,0 +1,26 @@
+// eigen_cpu.h: what the CPU matrix products (conv2d_cpu.cpp, linear_cpu.cpp) share: row-major
+// Eigen views of our buffers, and cuDNN/cuBLAS's beta convention for outputs that may accumulate.
+#pragma once
+
+#include <Eigen/Core>
+
+#include <algorithm>
+#include <cstdint>
+
+namespace cutrain {
+
+using RowMatrix = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+using MatrixView = Eigen::Map<RowMatrix>;
+using ConstMatrixView = Eigen::Map<const RowMatrix>;
+
+// out = beta*out, where beta = 0 overwrites without reading (old NaNs do not survive) and
+// beta = 1 leaves out alone; the product is then added on top.
+inline void scale_by_beta(float* out, int64_t n, float beta) {
+  if (beta == 0.0f) {
+    std::fill_n(out, n, 0.0f);
+  } else if (beta != 1.0f) {
+    for (int64_t i = 0; i < n; ++i) out[i] *= beta;
+  }
+}
+
+}  // namespace cutrain

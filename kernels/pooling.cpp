@@ -1,0 +1,39 @@
+// pooling.cpp: the CPU reference of pooling.h, one loop over output elements calling the shared
+// element math of pooling.cuh.
+#include "kernels/pooling.h"
+
+#include "kernels/pooling.cuh"
+
+namespace cutrain {
+
+void maxpool3x3s2_forward_cpu(const float* x, int N, int H, int W, int C, float* y) {
+  const int Ho = maxpool_out_size(H), Wo = maxpool_out_size(W);
+  for (int n = 0; n < N; ++n)
+    for (int i = 0; i < Ho; ++i)
+      for (int j = 0; j < Wo; ++j)
+        for (int c = 0; c < C; ++c)
+          *y++ = x[maxpool3x3s2_argmax(x, n, i, j, c, H, W, C)];
+}
+
+void maxpool3x3s2_backward_cpu(const float* x, const float* dy, int N, int H, int W, int C, float* dx) {
+  for (int n = 0; n < N; ++n)
+    for (int h = 0; h < H; ++h)
+      for (int w = 0; w < W; ++w)
+        for (int c = 0; c < C; ++c)
+          *dx++ = maxpool3x3s2_input_grad(x, dy, n, h, w, c, H, W, C);
+}
+
+void global_avgpool_forward_cpu(const float* x, int N, int H, int W, int C, float* y) {
+  for (int n = 0; n < N; ++n)
+    for (int c = 0; c < C; ++c) y[int64_t(n) * C + c] = global_avgpool_channel(x, n, c, H * W, C);
+}
+
+// dx[n,h,w,c] = dy[n,c] / (H*W)
+void global_avgpool_backward_cpu(const float* dy, int N, int H, int W, int C, float* dx) {
+  const int HW = H * W;
+  for (int n = 0; n < N; ++n)
+    for (int p = 0; p < HW; ++p)
+      for (int c = 0; c < C; ++c) *dx++ = dy[int64_t(n) * C + c] / float(HW);
+}
+
+}  // namespace cutrain

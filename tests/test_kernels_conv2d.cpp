@@ -1,0 +1,94 @@
+// The CPU reference convolution: forward against the direct sum, both backward passes against
+// finite differences, for 1x1 and 3x3 filters, stride 1 and 2, padding 0 and 1, and beta 0 and 1.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "kernels/conv2d_cpu.h"
+#include "tests/gradcheck.h"
+
+using namespace cutrain;
+
+namespace {
+
+size_t input_size(const ConvShape& s) { return size_t(s.N) * s.H * s.W * s.C; }
+size_t output_size(const ConvShape& s) { return size_t(s.N) * s.P() * s.Q() * s.K; }
+size_t filter_size(const ConvShape& s) { return size_t(s.K) * s.R * s.S * s.C; }
+
+// y[n,p,q,o] = sum_{r,s,i} x[n, p*stride - pad + r, q*stride - pad + s, i] * w[o,r,s,i], in double.
+std::vector<double> direct_conv(const std::vector<float>& x, const std::vector<float>& w, const ConvShape& sh) {
+  std::vector<double> y(output_size(sh), 0.0);
+  for (int n = 0; n < sh.N; ++n)
+    for (int p = 0; p < sh.P(); ++p)
+      for (int q = 0; q < sh.Q(); ++q)
+        for (int o = 0; o < sh.K; ++o) {
+          double sum = 0;
+          for (int r = 0; r < sh.R; ++r)
+            for (int s = 0; s < sh.S; ++s) {
+              const int h = p * sh.stride - sh.pad + r, ww = q * sh.stride - sh.pad + s;
+              if (h < 0 || h >= sh.H || ww < 0 || ww >= sh.W) continue;
+              for (int i = 0; i < sh.C; ++i)
+                sum += double(x[((size_t(n) * sh.H + h) * sh.W + ww) * sh.C + i]) * w[((size_t(o) * sh.R + r) * sh.S + s) * sh.C + i];
+            }
+          y[((size_t(n) * sh.P() + p) * sh.Q() + q) * sh.K + o] = sum;
+        }
+  return y;
+}
+
+void check_convolution(const ConvShape& sh) {
+  std::mt19937 rng(8);
+  std::vector<float> x = test::random_vector(input_size(sh), rng), w = test::random_vector(filter_size(sh), rng),
+                     y(output_size(sh));
+  conv2d_forward_cpu(x.data(), w.data(), sh, y.data());
+  const std::vector<double> expected = direct_conv(x, w, sh);
+  for (size_t i = 0; i < y.size(); ++i) {
+    INFO("y[" << i << "]");
+    CHECK(y[i] == Approx(expected[i]).margin(1e-4));  // a sum of up to R*S*C products of O(1)
+  }
+
+  const std::vector<float> r = test::random_vector(y.size(), rng);
+  std::vector<float> dx(x.size(), NAN), dw(w.size(), NAN);  // beta = 0 must not read them
+  conv2d_backward_data_cpu(r.data(), w.data(), sh, 0.0f, dx.data());
+  conv2d_backward_filter_cpu(x.data(), r.data(), sh, 0.0f, dw.data());
+  auto loss = [&] {
+    conv2d_forward_cpu(x.data(), w.data(), sh, y.data());
+    return test::weighted_sum(y, r);
+  };
+  // Linear in x and in w, so a large step costs no truncation error: h = 0.25. A nudge moves at
+  // most R*S*K outputs (x) or N*P*Q outputs (w), each rounding by ~6e-8 * |y|; for the largest
+  // case below (576 outputs of |y| ~ 25) that is ~sqrt(576)*1.5e-6/0.5 ~ 7e-5, against gradients
+  // of size ~1-10; bound 1e-3 * (1 + |g|).
+  test::check_gradient("dx", x, dx, loss, 0.25f, 1e-3);
+  test::check_gradient("dw", w, dw, loss, 0.25f, 1e-3);
+
+  // beta = 1 adds the gradient to what is there (a residual branch's input gradient).
+  const std::vector<float> old_dx = test::random_vector(dx.size(), rng), old_dw = test::random_vector(dw.size(), rng);
+  std::vector<float> dx_acc = old_dx, dw_acc = old_dw;
+  conv2d_backward_data_cpu(r.data(), w.data(), sh, 1.0f, dx_acc.data());
+  conv2d_backward_filter_cpu(x.data(), r.data(), sh, 1.0f, dw_acc.data());
+  for (size_t i = 0; i < dx.size(); ++i) CHECK(dx_acc[i] == Approx(old_dx[i] + dx[i]).margin(1e-5));
+  for (size_t i = 0; i < dw.size(); ++i) CHECK(dw_acc[i] == Approx(old_dw[i] + dw[i]).margin(1e-4));
+}
+
+}  // namespace
+
+TEST_CASE("conv2d CPU: forward by definition, gradients by finite differences, beta 0 and 1", "[nn]") {
+  //                         N  H  W  C  K  R  S  stride pad
+  const ConvShape shape = GENERATE(ConvShape{2, 5, 6, 3, 4, 3, 3, 1, 1},   // ResNet's 3x3
+                                   ConvShape{2, 5, 6, 3, 4, 3, 3, 2, 1},   // 3x3 downsampling
+                                   ConvShape{2, 5, 6, 3, 4, 1, 1, 1, 0},   // pointwise: no im2col
+                                   ConvShape{2, 5, 6, 3, 4, 1, 1, 2, 0},   // the shortcut's 1x1/2
+                                   ConvShape{2, 6, 5, 2, 3, 3, 3, 1, 0},   // unpadded
+                                   ConvShape{1, 9, 9, 3, 2, 7, 7, 2, 3});  // the imagenet stem
+  INFO("N " << shape.N << " H " << shape.H << " W " << shape.W << " C " << shape.C << " K " << shape.K << " R "
+            << shape.R << " stride " << shape.stride << " pad " << shape.pad);
+  check_convolution(shape);
+}
+
+TEST_CASE("conv2d CPU splits a large batch into several im2col chunks correctly", "[nn]") {
+  // 8x8 pixels of 3x3x512 windows are 295k floats an image: the 8 MiB scratch holds 7 images, so
+  // 9 images take two chunks (7 + 2).
+  check_convolution(ConvShape{9, 8, 8, 512, 2, 3, 3, 1, 1});
+}

@@ -1,0 +1,80 @@
+// SGD's CPU reference against PyTorch's torch.optim.SGD algorithm, written out as PyTorch states it
+// (with the momentum buffer created from the first gradient), and against hand-computed numbers.
+#include <catch2/catch.hpp>
+
+#include <optional>
+#include <random>
+#include <vector>
+
+#include "kernels/sgd.h"
+#include "tests/gradcheck.h"
+
+using namespace cutrain;
+
+namespace {
+
+// torch.optim.SGD.step for one tensor, dampening 0, as in torch/optim/sgd.py.
+struct PyTorchSgd {
+  SgdConfig cfg;
+  float lr;
+  std::optional<std::vector<float>> buf;
+
+  void step(std::vector<float>& p, const std::vector<float>& grad) {
+    std::vector<float> d_p = grad;
+    if (cfg.weight_decay != 0) for (size_t i = 0; i < p.size(); ++i) d_p[i] = d_p[i] + cfg.weight_decay * p[i];
+    if (cfg.momentum != 0) {
+      if (!buf) {
+        buf = d_p;  // torch.clone(d_p).detach()
+      } else {
+        for (size_t i = 0; i < p.size(); ++i) (*buf)[i] = (*buf)[i] * cfg.momentum + d_p[i];
+      }
+      if (cfg.nesterov) {
+        for (size_t i = 0; i < p.size(); ++i) d_p[i] = d_p[i] + cfg.momentum * (*buf)[i];
+      } else {
+        d_p = *buf;
+      }
+    }
+    for (size_t i = 0; i < p.size(); ++i) p[i] = p[i] + (-lr) * d_p[i];
+  }
+};
+
+}  // namespace
+
+TEST_CASE("SGD matches PyTorch's algorithm over three steps", "[nn]") {
+  const auto [momentum, weight_decay, nesterov] = GENERATE(table<float, float, bool>({
+      {0.9f, 5e-4f, true}, {0.9f, 5e-4f, false}, {0.9f, 0.0f, true}, {0.0f, 1e-2f, false}, {0.5f, 1e-1f, true}}));
+  const SgdConfig cfg{momentum, weight_decay, nesterov};
+  std::mt19937 rng(7);
+  std::vector<float> param = test::random_vector(37, rng);
+  std::vector<float> expected = param, buf(param.size(), 0.0f);
+  PyTorchSgd torch_sgd{cfg, 0.0f, std::nullopt};
+  const float lrs[] = {0.1f, 0.05f, 0.2f};  // a schedule: the rate is read from memory each step
+  for (float lr : lrs) {
+    const std::vector<float> grad = test::random_vector(param.size(), rng);
+    torch_sgd.lr = lr;
+    torch_sgd.step(expected, grad);
+    sgd_step_cpu(param.data(), grad.data(), buf.data(), int64_t(param.size()), &lr, cfg);
+  }
+  INFO("momentum " << momentum << ", weight decay " << weight_decay << ", nesterov " << nesterov);
+  // The same float operations in the same order, up to the compiler's choice of fused multiply-adds.
+  CHECK(test::max_abs_difference(param, expected) <= 1e-6);
+}
+
+TEST_CASE("SGD by hand: two steps with and without Nesterov", "[nn]") {
+  // param 1, grad 0.5, lr 0.1, momentum 0.9, weight decay 0.1.
+  //   plain:    g = 0.6,   buf = 0.6,   p = 1 - 0.06 = 0.94;
+  //             g = 0.5 + 0.094 = 0.594, buf = 0.54 + 0.594 = 1.134, p = 0.94 - 0.1134 = 0.8266
+  //   nesterov: g = 0.6,   buf = 0.6,   d = 0.6 + 0.54 = 1.14,  p = 1 - 0.114 = 0.886
+  const bool nesterov = GENERATE(false, true);
+  float param = 1.0f, buf = 0.0f;
+  const float grad = 0.5f, lr = 0.1f;
+  const SgdConfig cfg{0.9f, 0.1f, nesterov};
+  sgd_step_cpu(&param, &grad, &buf, 1, &lr, cfg);
+  CHECK(buf == Approx(0.6f).epsilon(1e-6));
+  CHECK(param == Approx(nesterov ? 0.886f : 0.94f).epsilon(1e-6));
+  if (!nesterov) {
+    sgd_step_cpu(&param, &grad, &buf, 1, &lr, cfg);
+    CHECK(buf == Approx(1.134f).epsilon(1e-6));
+    CHECK(param == Approx(0.8266f).epsilon(1e-6));
+  }
+}
