@@ -2,9 +2,16 @@
 
 namespace cutrain {
 
-size_t dtype_size(DType dtype) { return dtype == DType::f32 ? 4 : 2; }
+size_t dtype_size(DType dtype) { return dtype == DType::bf16 ? 2 : 4; }
 const char* device_name(Device device) { return device == Device::cpu ? "cpu" : "cuda"; }
-const char* dtype_name(DType dtype) { return dtype == DType::f32 ? "f32" : "bf16"; }
+const char* dtype_name(DType dtype) {
+  switch (dtype) {
+    case DType::f32: return "f32";
+    case DType::bf16: return "bf16";
+    case DType::i32: return "i32";
+  }
+  return "?";
+}
 
 int64_t Tensor::numel() const {
   int64_t n = 1;

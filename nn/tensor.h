@@ -13,11 +13,11 @@
 namespace cutrain {
 
 enum class Device { cpu, cuda };
-enum class DType { f32, bf16 };
+enum class DType { f32, bf16, i32 };  // i32: labels and counts
 
 size_t dtype_size(DType dtype);
 const char* device_name(Device device);  // "cpu" / "cuda"
-const char* dtype_name(DType dtype);     // "f32" / "bf16"
+const char* dtype_name(DType dtype);     // "f32" / "bf16" / "i32"
 
 struct Tensor {
   void* data = nullptr;

@@ -1,0 +1,41 @@
+#include "nn/basic_block.h"
+
+namespace cutrain {
+
+BasicBlock::BasicBlock(Net& net, const std::string& name, Activation& x, int out_channels, int stride) : x_(x) {
+  const int in_channels = int(x.value.dim(3));
+  Activation* shortcut = &x;
+  if (stride != 1 || in_channels != out_channels) {
+    downsample_conv_ = std::make_unique<Conv2d>(net, name + ".downsample.0", x, in_channels, out_channels, 1, stride, 0);
+    downsample_bn_ = std::make_unique<BatchNorm2d>(net, name + ".downsample.1", downsample_conv_->y, /*relu=*/false);
+    shortcut = &downsample_bn_->y;
+  }
+  conv1_ = std::make_unique<Conv2d>(net, name + ".conv1", x, in_channels, out_channels, 3, stride, 1);
+  bn1_ = std::make_unique<BatchNorm2d>(net, name + ".bn1", conv1_->y, /*relu=*/true);
+  conv2_ = std::make_unique<Conv2d>(net, name + ".conv2", bn1_->y, out_channels, out_channels, 3, 1, 1);
+  bn2_ = std::make_unique<BatchNorm2d>(net, name + ".bn2", conv2_->y, /*relu=*/true, shortcut);
+}
+
+void BasicBlock::forward(bool train) {
+  if (downsample_conv_) {
+    downsample_conv_->forward();
+    downsample_bn_->forward(train);
+  }
+  conv1_->forward();
+  bn1_->forward(train);
+  conv2_->forward();
+  bn2_->forward(train);
+}
+
+void BasicBlock::backward() {
+  bn2_->backward();  // also writes the shortcut's gradient
+  conv2_->backward(0.0f);
+  bn1_->backward();
+  conv1_->backward(downsample_conv_ ? 0.0f : 1.0f);  // identity: adds to the shortcut's share
+  if (downsample_conv_) {
+    downsample_bn_->backward();
+    downsample_conv_->backward(1.0f);
+  }
+}
+
+}  // namespace cutrain

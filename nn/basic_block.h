@@ -1,0 +1,42 @@
+// basic_block.h: ResNet's BasicBlock (torchvision's names):
+//
+//   out = relu( bn2(conv2( relu(bn1(conv1(x))) )) + shortcut(x) )
+//   shortcut = identity, or downsample = bn(conv1x1 stride s) when the shape changes
+//
+// bn1 is fused with its ReLU, bn2 with the residual add and the final ReLU.
+// Backward, in the order the flat gradient buffer is laid out: bn2 (which also writes the
+// residual's gradient), conv2, bn1, conv1, then downsample.1, downsample.0. The block input's
+// gradient gathers two shares: with an identity shortcut bn2 writes the residual share (=) and
+// conv1 adds its own (beta 1); with a downsample conv1 writes (=) and downsample.0 adds.
+// The downsample is registered first so that it lands last in the reversed layout.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "nn/batchnorm2d.h"
+#include "nn/conv2d.h"
+
+namespace cutrain {
+
+class BasicBlock {
+ public:
+  // name: "layer2.0"; x: [N,H,W,in_channels]
+  BasicBlock(Net& net, const std::string& name, Activation& x, int out_channels, int stride);
+
+  void forward(bool train);
+  void backward();
+
+  Activation& y() { return bn2_->y; }
+
+ private:
+  Activation& x_;
+  std::unique_ptr<Conv2d> downsample_conv_;     // downsample.0 (null: identity shortcut)
+  std::unique_ptr<BatchNorm2d> downsample_bn_;  // downsample.1
+  std::unique_ptr<Conv2d> conv1_;
+  std::unique_ptr<BatchNorm2d> bn1_;
+  std::unique_ptr<Conv2d> conv2_;
+  std::unique_ptr<BatchNorm2d> bn2_;
+};
+
+}  // namespace cutrain

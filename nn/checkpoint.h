@@ -1,0 +1,33 @@
+// checkpoint.h: the model's state_dict as a safetensors file, with torchvision's names, shapes,
+// layouts and dtypes (conv weights OIHW, converted from and to the OHWI in memory; F32 tensors;
+// num_batches_tracked I64), so torchvision.models.resnet18(num_classes=K) loads an imagenet-stem
+// checkpoint with strict=True (the cifar stem differs only in conv1.weight's shape). Training
+// state (epoch, step, RNG, sampler position...) travels as string metadata.
+//
+// The optimizer's momentum buffers go to their own file under the same names, prefixed
+// "momentum_buffer.".
+//
+// Loading checks every expected name, shape and dtype and reports all that do not match in ONE
+// line ("ckpt.safetensors: missing fc.bias; conv1.weight has shape [64, 3, 7, 7], expected
+// [64, 3, 3, 3]"); nothing in the model changes unless the whole file matches.
+#pragma once
+
+#include <map>
+#include <string>
+
+namespace cutrain {
+
+class ResNet18;
+class SGD;
+
+using CheckpointMetadata = std::map<std::string, std::string>;
+
+void save_model(const std::string& path, const ResNet18& model, const CheckpointMetadata& metadata = {});
+// Returns the file's metadata. Synchronises the device; refreshes the bf16 copy in bf16 mode.
+CheckpointMetadata load_model(const std::string& path, ResNet18& model);
+
+void save_momentum(const std::string& path, const ResNet18& model, const SGD& sgd,
+                   const CheckpointMetadata& metadata = {});
+CheckpointMetadata load_momentum(const std::string& path, const ResNet18& model, SGD& sgd);
+
+}  // namespace cutrain

@@ -1,0 +1,49 @@
+#include "nn/context.h"
+
+#include <stdexcept>
+
+#include "kernels/check.h"
+#include "kernels/device.h"
+
+namespace cutrain {
+
+Device parse_device(const std::string& name) {
+  if (name == "cpu") return Device::cpu;
+  if (name == "cuda") return Device::cuda;
+  throw std::runtime_error("--device " + name + ": expected cpu or cuda");
+}
+
+DType parse_precision(const std::string& name) {
+  if (name == "fp32") return DType::f32;
+  if (name == "bf16") return DType::bf16;
+  throw std::runtime_error("--precision " + name + ": expected fp32 or bf16");
+}
+
+Context::Context(const ContextOptions& opts) : options(opts) {
+  if (!on_gpu()) {
+    if (opts.dtype == DType::bf16) throw std::runtime_error("--precision bf16: needs --device cuda");
+    return;
+  }
+  if (!cuda_available()) throw std::runtime_error(cuda_unavailable_reason());
+  CUDA_CHECK(cudaSetDevice(opts.cuda_device));
+  CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  CUDNN_CHECK(cudnnCreate(&cudnn));
+  CUDNN_CHECK(cudnnSetStream(cudnn, stream));
+  CUBLAS_CHECK(cublasCreate(&cublas));
+  CUBLAS_CHECK(cublasSetStream(cublas, stream));
+  // Pedantic: no TF32 and no reduced-precision reductions behind our back in fp32.
+  CUBLAS_CHECK(cublasSetMathMode(cublas, opts.allow_tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
+}
+
+Context::~Context() {
+  // Destructors do not throw: release what exists, ignoring errors of a dying context.
+  if (cublas) cublasDestroy(cublas);
+  if (cudnn) cudnnDestroy(cudnn);
+  if (stream) cudaStreamDestroy(stream);
+}
+
+void Context::synchronize() const {
+  if (on_gpu()) CUDA_CHECK(cudaStreamSynchronize(stream));
+}
+
+}  // namespace cutrain

@@ -1,0 +1,26 @@
+#include "nn/cross_entropy_loss.h"
+
+#include "kernels/cross_entropy.h"
+
+namespace cutrain {
+
+CrossEntropyLoss::CrossEntropyLoss(Net& net, Activation& logits, float label_smoothing)
+    : labels(net.plan.tensor(DType::i32, {logits.value.dim(0)})),
+      loss(net.plan.tensor(DType::f32, {1})),
+      correct(net.plan.tensor(DType::i32, {1})),
+      net_(net),
+      logits_(logits),
+      label_smoothing_(label_smoothing) {}
+
+void CrossEntropyLoss::forward() {
+  const int N = int(logits_.value.dim(0)), K = int(logits_.value.dim(1));
+  if (!net_.ctx.on_gpu()) {
+    softmax_cross_entropy_cpu(logits_.value.as<float>(), labels.as<int32_t>(), N, K, label_smoothing_,
+                              loss.as<float>(), logits_.grad.as<float>(), correct.as<int32_t>());
+  } else {
+    softmax_cross_entropy_cuda(logits_.value.as<float>(), labels.as<int32_t>(), N, K, label_smoothing_,
+                               loss.as<float>(), logits_.grad.as<float>(), correct.as<int32_t>(), net_.ctx.stream);
+  }
+}
+
+}  // namespace cutrain

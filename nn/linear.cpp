@@ -1,0 +1,90 @@
+#include "nn/linear.h"
+
+#include <cmath>
+
+#include "kernels/cast.h"
+#include "kernels/check.h"
+#include "kernels/linear_cpu.h"
+
+namespace cutrain {
+
+Linear::Linear(Net& net, const std::string& name, Activation& x, int out_features)
+    : weight(net.params.add(name + ".weight", {out_features, x.value.dim(1)}, false, Init::uniform,
+                            1.0f / std::sqrt(float(x.value.dim(1))))),
+      bias(net.params.add(name + ".bias", {out_features}, false, Init::uniform, 1.0f / std::sqrt(float(x.value.dim(1))))),
+      y(net.plan.activation(DType::f32, {x.value.dim(0), out_features})),
+      net_(net),
+      x_(x),
+      n_(int(x.value.dim(0))),
+      in_(int(x.value.dim(1))),
+      out_(out_features) {
+  if (!net.ctx.on_gpu()) return;
+  ones_ = &net.plan.constant({n_}, 1.0f);
+  if (net.act_dtype() == DType::bf16) dy_bf16_ = &net.plan.tensor(DType::bf16, {n_, out_});
+}
+
+// cuBLAS is column-major: a row-major [R, C] matrix is a column-major [C, R] one with leading
+// dimension C. So every product below is the transposed one: y^T = W x^T and so on.
+namespace {
+
+cudaDataType_t cuda_dtype(DType dtype) { return dtype == DType::bf16 ? CUDA_R_16BF : CUDA_R_32F; }
+
+cublasComputeType_t compute_type(const Context& ctx) {
+  bool tf32 = ctx.dtype() == DType::f32 && ctx.options.allow_tf32;
+  return tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+}
+
+}  // namespace
+
+void Linear::forward() {
+  if (!net_.ctx.on_gpu()) {
+    linear_forward_cpu(x_.value.as<float>(), weight.value.as<float>(), bias.value.as<float>(), n_, in_, out_,
+                       y.value.as<float>());
+    return;
+  }
+  const Context& ctx = net_.ctx;
+  const float one = 1.0f, zero = 0.0f;
+  // y^T[O,N] = b[O,1] ones[1,N]   (the bias in every column)
+  CUBLAS_CHECK(cublasSgemm(ctx.cublas, CUBLAS_OP_N, CUBLAS_OP_N, out_, n_, 1, &one, bias.value.as<float>(), out_,
+                           ones_->as<float>(), 1, &zero, y.value.as<float>(), out_));
+  // y^T[O,N] += W[O,I] x^T[I,N]   (W is column-major [I,O]: transposed)
+  const bool bf16 = ctx.dtype() == DType::bf16;
+  const void* w = bf16 ? weight.value_bf16.data : weight.value.data;
+  CUBLAS_CHECK(cublasGemmEx(ctx.cublas, CUBLAS_OP_T, CUBLAS_OP_N, out_, n_, in_, &one, w, cuda_dtype(ctx.dtype()),
+                            in_, x_.value.data, cuda_dtype(ctx.dtype()), in_, &one, y.value.data, CUDA_R_32F, out_,
+                            compute_type(ctx), CUBLAS_GEMM_DEFAULT));
+}
+
+void Linear::backward() {
+  if (!net_.ctx.on_gpu()) {
+    linear_backward_cpu(x_.value.as<float>(), weight.value.as<float>(), y.grad.as<float>(), n_, in_, out_, 0.0f,
+                        x_.grad.as<float>(), weight.grad.as<float>(), bias.grad.as<float>());
+    net_.params.grad_done(weight);
+    net_.params.grad_done(bias);
+    return;
+  }
+  const Context& ctx = net_.ctx;
+  const float one = 1.0f, zero = 0.0f;
+  const cudaDataType_t t = cuda_dtype(ctx.dtype());
+  const bool bf16 = ctx.dtype() == DType::bf16;
+  // The products with x and W take dy in their own type: bf16 needs a rounded copy.
+  const void* dy = y.grad.data;
+  if (bf16) {
+    cast_f32_to_bf16_cuda(y.grad.as<float>(), dy_bf16_->as<__nv_bfloat16>(), int64_t(n_) * out_, ctx.stream);
+    dy = dy_bf16_->data;
+  }
+  // dW^T[I,O] = x^T[I,N] dy[N,O]   (dy is column-major [O,N]: transposed); fp32 out
+  CUBLAS_CHECK(cublasGemmEx(ctx.cublas, CUBLAS_OP_N, CUBLAS_OP_T, in_, out_, n_, &one, x_.value.data, t, in_, dy, t,
+                            out_, &zero, weight.grad.data, CUDA_R_32F, in_, compute_type(ctx), CUBLAS_GEMM_DEFAULT));
+  // db[O] = dy^T[O,N] ones[N]   (fp32 dy, exact in both precisions)
+  CUBLAS_CHECK(cublasSgemv(ctx.cublas, CUBLAS_OP_N, out_, n_, &one, y.grad.as<float>(), out_, ones_->as<float>(), 1,
+                           &zero, bias.grad.as<float>(), 1));
+  net_.params.grad_done(weight);
+  net_.params.grad_done(bias);
+  // dx^T[I,N] = W^T[I,O] dy^T[O,N]   (W is column-major [I,O]: as is)
+  const void* w = bf16 ? weight.value_bf16.data : weight.value.data;
+  CUBLAS_CHECK(cublasGemmEx(ctx.cublas, CUBLAS_OP_N, CUBLAS_OP_N, in_, n_, out_, &one, w, t, in_, dy, t, out_, &zero,
+                            x_.grad.data, t, in_, compute_type(ctx), CUBLAS_GEMM_DEFAULT));
+}
+
+}  // namespace cutrain

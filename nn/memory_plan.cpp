@@ -1,0 +1,115 @@
+#include "nn/memory_plan.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <stdexcept>
+#include <utility>
+
+#include <cuda_runtime.h>
+
+#include "kernels/check.h"
+
+namespace cutrain {
+
+namespace {
+constexpr size_t kAlignment = 256;  // cudaMalloc's guarantee; also a cache-line multiple on the CPU
+size_t align_up(size_t n) { return (n + kAlignment - 1) / kAlignment * kAlignment; }
+}  // namespace
+
+DeviceBuffer::DeviceBuffer(Device device, size_t bytes) : device_(device), bytes_(bytes) {
+  if (bytes == 0) return;
+  if (device == Device::cuda) {
+    CUDA_CHECK(cudaMalloc(&data_, bytes));
+    CUDA_CHECK(cudaMemset(data_, 0, bytes));
+  } else {
+    data_ = std::aligned_alloc(kAlignment, align_up(bytes));
+    if (!data_) throw std::runtime_error("out of host memory allocating " + std::to_string(bytes) + " bytes");
+    std::memset(data_, 0, bytes);
+  }
+}
+
+DeviceBuffer::~DeviceBuffer() {
+  if (!data_) return;
+  if (device_ == Device::cuda) {
+    cudaFree(data_);  // no throwing from a destructor
+  } else {
+    std::free(data_);
+  }
+}
+
+DeviceBuffer::DeviceBuffer(DeviceBuffer&& other) noexcept
+    : device_(other.device_), data_(std::exchange(other.data_, nullptr)), bytes_(std::exchange(other.bytes_, 0)) {}
+
+DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& other) noexcept {
+  std::swap(device_, other.device_);
+  std::swap(data_, other.data_);
+  std::swap(bytes_, other.bytes_);
+  return *this;
+}
+
+void copy_to_host(const Tensor& t, void* host) {
+  if (t.device == Device::cuda) {
+    CUDA_CHECK(cudaMemcpy(host, t.data, t.bytes(), cudaMemcpyDeviceToHost));
+  } else {
+    std::memcpy(host, t.data, t.bytes());
+  }
+}
+
+void copy_from_host(const void* host, const Tensor& t) {
+  if (t.device == Device::cuda) {
+    CUDA_CHECK(cudaMemcpy(t.data, host, t.bytes(), cudaMemcpyHostToDevice));
+  } else {
+    std::memcpy(t.data, host, t.bytes());
+  }
+}
+
+Tensor& MemoryPlan::tensor(DType dtype, std::vector<int64_t> shape) {
+  if (allocated()) throw std::logic_error("MemoryPlan::tensor after allocate()");
+  Tensor& t = tensors_.emplace_back(nullptr, dtype, device_, std::move(shape));
+  planned_.push_back(&t);
+  return t;
+}
+
+Activation& MemoryPlan::activation(DType dtype, std::vector<int64_t> shape, bool with_grad) {
+  if (allocated()) throw std::logic_error("MemoryPlan::activation after allocate()");
+  Activation& a = activations_.emplace_back();
+  a.value = Tensor(nullptr, dtype, device_, shape);
+  planned_.push_back(&a.value);
+  if (with_grad) {
+    a.grad = Tensor(nullptr, dtype, device_, std::move(shape));
+    planned_.push_back(&a.grad);
+  }
+  return a;
+}
+
+Tensor& MemoryPlan::constant(std::vector<int64_t> shape, float value) {
+  Tensor& t = tensor(DType::f32, std::move(shape));
+  constants_.emplace_back(&t, value);
+  return t;
+}
+
+void MemoryPlan::reserve_workspace(size_t bytes) {
+  if (allocated()) throw std::logic_error("MemoryPlan::reserve_workspace after allocate()");
+  workspace_bytes_ = std::max(workspace_bytes_, bytes);
+}
+
+void MemoryPlan::allocate() {
+  if (allocated()) throw std::logic_error("MemoryPlan::allocate called twice");
+  size_t total = align_up(workspace_bytes_);
+  for (const Tensor* t : planned_) total += align_up(t->bytes());
+  arena_ = DeviceBuffer(device_, std::max<size_t>(total, kAlignment));
+  auto* base = static_cast<char*>(arena_.data());
+  workspace_ = workspace_bytes_ ? base : nullptr;
+  size_t offset = align_up(workspace_bytes_);
+  for (Tensor* t : planned_) {
+    t->data = base + offset;
+    offset += align_up(t->bytes());
+  }
+  for (auto [t, value] : constants_) {
+    std::vector<float> host(t->numel(), value);
+    copy_from_host(host.data(), *t);
+  }
+}
+
+}  // namespace cutrain

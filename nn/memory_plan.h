@@ -1,0 +1,83 @@
+// memory_plan.h: static memory. A model is built in two phases. First every layer asks the plan
+// for the tensors it will need (activations, their gradients, statistics, scratch) and for its
+// largest workspace; then allocate() makes ONE arena on the device and points every planned
+// tensor into it. Nothing is allocated afterwards, so a training step can be captured and
+// replayed as a CUDA graph.
+//
+// Planned tensors live as long as the plan and never move: layers keep references to them.
+// Gradients of activations are planned next to their values (an Activation); a layer writes
+// its output gradient slot with = and residual branches add into it (cuDNN's beta = 1).
+#pragma once
+
+#include <cstddef>
+#include <deque>
+#include <utility>
+#include <vector>
+
+#include "nn/tensor.h"
+
+namespace cutrain {
+
+// Owned bytes on a device: page-aligned host memory on the CPU, cudaMalloc on the GPU.
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  DeviceBuffer(Device device, size_t bytes);  // zero-filled
+  ~DeviceBuffer();
+  DeviceBuffer(DeviceBuffer&& other) noexcept;
+  DeviceBuffer& operator=(DeviceBuffer&& other) noexcept;
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+
+  void* data() const { return data_; }
+  size_t bytes() const { return bytes_; }
+
+ private:
+  Device device_ = Device::cpu;
+  void* data_ = nullptr;
+  size_t bytes_ = 0;
+};
+
+// Synchronous copies between a tensor (on any device) and host memory of t.bytes() bytes.
+// For set-up, checkpoints and tests; never inside a step.
+void copy_to_host(const Tensor& t, void* host);
+void copy_from_host(const void* host, const Tensor& t);
+
+// A value and the gradient of the loss with respect to it (grad empty: no gradient needed).
+struct Activation {
+  Tensor value;
+  Tensor grad;
+};
+
+class MemoryPlan {
+ public:
+  explicit MemoryPlan(Device device) : device_(device) {}
+  MemoryPlan(const MemoryPlan&) = delete;
+  MemoryPlan& operator=(const MemoryPlan&) = delete;
+
+  Tensor& tensor(DType dtype, std::vector<int64_t> shape);
+  Activation& activation(DType dtype, std::vector<int64_t> shape, bool with_grad = true);
+  // A planned fp32 tensor that allocate() fills with `value` (e.g. a vector of ones).
+  Tensor& constant(std::vector<int64_t> shape, float value);
+  // The workspace is shared by every layer (one op runs at a time on the stream): its size is
+  // the largest request.
+  void reserve_workspace(size_t bytes);
+
+  void allocate();  // once, after every request; zero-fills the arena, then sets the constants
+  bool allocated() const { return arena_.data() != nullptr; }
+  size_t bytes() const { return arena_.bytes(); }
+  void* workspace() const { return workspace_; }
+  size_t workspace_bytes() const { return workspace_bytes_; }
+
+ private:
+  Device device_;
+  std::deque<Tensor> tensors_;
+  std::deque<Activation> activations_;
+  std::vector<Tensor*> planned_;  // every tensor above, in request order
+  std::vector<std::pair<Tensor*, float>> constants_;
+  size_t workspace_bytes_ = 0;
+  void* workspace_ = nullptr;
+  DeviceBuffer arena_;
+};
+
+}  // namespace cutrain

@@ -1,0 +1,43 @@
+// net.h: what the layers of one model share while it is built and run (Caffe's Net): the
+// context, the memory plan of activations, and the flat parameter set. Layers are constructed
+// in forward order against a Net (each plans its outputs and registers its parameters), then
+// net.allocate() makes the memory real and initialises the parameters.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+
+#include "nn/context.h"
+#include "nn/memory_plan.h"
+#include "nn/parameters.h"
+
+namespace cutrain {
+
+// SyncBatchNorm: when set, batch norm sums its per-channel statistics (and in backward its
+// gradient sums) across ranks between its stages with this all-reduce-sum callback, enqueued
+// on the compute stream. nn/ knows nothing of dist/: the trainer supplies the callback. Every
+// rank must use the same batch size (the global count is batch rows x world_size).
+struct SyncBatchNorm {
+  std::function<void(float* data, size_t count)> all_reduce_sum;
+  int world_size = 1;
+  bool enabled() const { return static_cast<bool>(all_reduce_sum); }
+};
+
+struct Net {
+  explicit Net(Context& ctx) : ctx(ctx), plan(ctx.device()) {}
+  Net(const Net&) = delete;
+  Net& operator=(const Net&) = delete;
+
+  Context& ctx;
+  MemoryPlan plan;
+  ParameterSet params;
+  SyncBatchNorm sync_batchnorm;
+
+  DType act_dtype() const { return ctx.dtype(); }
+  void allocate(uint64_t seed) {
+    plan.allocate();
+    params.allocate(ctx.device(), ctx.dtype(), seed);
+  }
+};
+
+}  // namespace cutrain

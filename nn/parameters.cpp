@@ -1,0 +1,132 @@
+#include "nn/parameters.h"
+
+#include <algorithm>
+#include <stdexcept>
+
+#include "kernels/cast.h"
+
+namespace cutrain {
+
+Parameter& ParameterSet::add(std::string name, std::vector<int64_t> shape, bool ohwi, Init init, float init_scale) {
+  if (!layout_.empty()) throw std::logic_error("ParameterSet::add after allocate(): " + name);
+  Parameter& p = params_.emplace_back();
+  p.name = std::move(name);
+  p.shape = std::move(shape);
+  p.ohwi = ohwi;
+  p.init = init;
+  p.init_scale = init_scale;
+  p.numel = 1;
+  for (int64_t d : p.shape) p.numel *= d;
+  return p;
+}
+
+BufferEntry& ParameterSet::add_buffer(std::string name, int64_t numel, float initial) {
+  if (!layout_.empty()) throw std::logic_error("ParameterSet::add_buffer after allocate(): " + name);
+  BufferEntry& b = buffers_.emplace_back();
+  b.name = std::move(name);
+  b.numel = numel;
+  b.initial = initial;
+  return b;
+}
+
+namespace {
+
+// torchvision's initialisation of one parameter, drawn in registration (forward) order.
+void initialize(const Parameter& p, std::mt19937_64& rng, float* out) {
+  switch (p.init) {
+    case Init::normal: {
+      std::normal_distribution<float> dist(0.0f, p.init_scale);
+      for (int64_t i = 0; i < p.numel; ++i) out[i] = dist(rng);
+      break;
+    }
+    case Init::uniform: {
+      std::uniform_real_distribution<float> dist(-p.init_scale, p.init_scale);
+      for (int64_t i = 0; i < p.numel; ++i) out[i] = dist(rng);
+      break;
+    }
+    case Init::ones: std::fill(out, out + p.numel, 1.0f); break;
+    case Init::zeros: std::fill(out, out + p.numel, 0.0f); break;
+  }
+}
+
+}  // namespace
+
+void ParameterSet::allocate(Device device, DType dtype, uint64_t seed) {
+  if (!layout_.empty()) throw std::logic_error("ParameterSet::allocate called twice");
+  device_ = device;
+  dtype_ = dtype;
+  for (auto it = params_.rbegin(); it != params_.rend(); ++it) {
+    it->offset = numel_;
+    numel_ += it->numel;
+    layout_.push_back(&*it);
+  }
+  for (BufferEntry& b : buffers_) {
+    b.offset = buffer_numel_;
+    buffer_numel_ += b.numel;
+  }
+
+  values_ = DeviceBuffer(device, numel_ * sizeof(float));
+  grads_ = DeviceBuffer(device, numel_ * sizeof(float));
+  if (dtype == DType::bf16) values_bf16_ = DeviceBuffer(device, numel_ * dtype_size(DType::bf16));
+  buffer_values_ = DeviceBuffer(device, buffer_numel_ * sizeof(float));
+  for (Parameter& p : params_) {
+    p.value = Tensor(values().as<float>() + p.offset, DType::f32, device, {p.numel});
+    p.grad = Tensor(grads().as<float>() + p.offset, DType::f32, device, {p.numel});
+    if (dtype == DType::bf16) {
+      p.value_bf16 = Tensor(static_cast<uint16_t*>(values_bf16_.data()) + p.offset, DType::bf16, device, {p.numel});
+    }
+  }
+  for (BufferEntry& b : buffers_) {
+    b.value = Tensor(buffer_values().as<float>() + b.offset, DType::f32, device, {b.numel});
+  }
+
+  // Initialise on the host, in forward order, then copy: the same seed gives the same model on
+  // every device and rank.
+  std::mt19937_64 rng(seed);
+  std::vector<float> host(numel_);
+  for (const Parameter& p : params_) initialize(p, rng, host.data() + p.offset);
+  copy_from_host(host.data(), values());
+  std::vector<float> host_buffers(buffer_numel_);
+  for (const BufferEntry& b : buffers_) {
+    std::fill_n(host_buffers.data() + b.offset, b.numel, b.initial);
+  }
+  copy_from_host(host_buffers.data(), buffer_values());
+  done_.assign(layout_.size(), 0);
+}
+
+Tensor ParameterSet::values() const { return Tensor(values_.data(), DType::f32, device(), {numel_}); }
+Tensor ParameterSet::grads() const { return Tensor(grads_.data(), DType::f32, device(), {numel_}); }
+Tensor ParameterSet::values_bf16() const {
+  if (dtype_ != DType::bf16) return Tensor();
+  return Tensor(values_bf16_.data(), DType::bf16, device(), {numel_});
+}
+Tensor ParameterSet::buffer_values() const {
+  return Tensor(buffer_values_.data(), DType::f32, device(), {buffer_numel_});
+}
+
+void ParameterSet::sync_bf16(cudaStream_t stream) const {
+  if (dtype_ != DType::bf16) return;
+  cast_f32_to_bf16_cuda(values().as<float>(), values_bf16().as<__nv_bfloat16>(), numel_, stream);
+}
+
+void ParameterSet::begin_backward(std::function<void(int64_t ready_end)> on_grads_ready) {
+  on_grads_ready_ = std::move(on_grads_ready);
+  std::fill(done_.begin(), done_.end(), 0);
+  ready_count_ = 0;
+}
+
+void ParameterSet::grad_done(const Parameter& p) {
+  // Parameters are few (62 in ResNet-18): find p's slot by its offset order.
+  size_t index = 0;
+  while (index < layout_.size() && layout_[index] != &p) ++index;
+  if (index == layout_.size()) throw std::logic_error("grad_done: unknown parameter " + p.name);
+  done_[index] = 1;
+  size_t before = ready_count_;
+  while (ready_count_ < layout_.size() && done_[ready_count_]) ++ready_count_;
+  if (ready_count_ > before && on_grads_ready_) {
+    const Parameter& last = *layout_[ready_count_ - 1];
+    on_grads_ready_(last.offset + last.numel);
+  }
+}
+
+}  // namespace cutrain

@@ -1,0 +1,106 @@
+// parameters.h: ONE flat fp32 buffer each for the parameters and their gradients (and in bf16
+// mode a bf16 copy of the parameters that forward reads). Layers register their parameters
+// while the model is built, in forward order; allocate() lays them out in REVERSE order, which
+// is the order backward completes their gradients (fc first ... conv1 last). So the distributed
+// reducer's buckets are contiguous spans of the gradient buffer, as in PyTorch's DDP.
+//
+// Each parameter keeps its torchvision name and shape (conv weights OIHW). In memory a conv
+// weight is OHWI (cuDNN's NHWC filter layout, "KRSC"); checkpoints convert.
+//
+// Gradients are written (=), never accumulated, so nothing has to zero them between steps.
+// During backward each layer calls grad_done() for its parameters; whenever that extends the
+// prefix [0, ready_end) of gradients that are all final, the on_grads_ready callback hears
+// ready_end (on the GPU: final once the work enqueued so far on the stream completes).
+//
+// Buffers (BN running statistics) live in a second flat fp32 array, not reduced, not trained.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <cuda_runtime.h>
+
+#include "nn/memory_plan.h"
+#include "nn/tensor.h"
+
+namespace cutrain {
+
+// How a parameter starts (torchvision's initialisation), with scale computed by its layer.
+enum class Init {
+  normal,   // N(0, scale^2): Kaiming-normal, fan_out, ReLU gain: scale = sqrt(2 / fan_out)
+  uniform,  // U(-scale, scale): nn.Linear's default, scale = 1 / sqrt(fan_in)
+  ones,
+  zeros,
+};
+
+struct Parameter {
+  std::string name;            // torchvision state_dict key, "layer1.0.conv1.weight"
+  std::vector<int64_t> shape;  // torchvision shape: conv OIHW, fc [out, in], BN [C]
+  bool ohwi = false;           // stored as OHWI (conv weights)
+  Init init = Init::zeros;
+  float init_scale = 0;
+  int64_t offset = 0;          // into the flat buffers, in elements
+  int64_t numel = 0;
+  Tensor value;                // fp32 views into the flat buffers (storage layout, OHWI for convs)
+  Tensor grad;
+  Tensor value_bf16;           // bf16 mode only: the copy forward reads
+};
+
+struct BufferEntry {
+  std::string name;  // "bn1.running_mean"
+  int64_t numel = 0;
+  float initial = 0;
+  int64_t offset = 0;
+  Tensor value;      // fp32 view into the flat buffer array
+};
+
+class ParameterSet {
+ public:
+  ParameterSet() = default;
+  ParameterSet(const ParameterSet&) = delete;
+  ParameterSet& operator=(const ParameterSet&) = delete;
+
+  // While building (forward order). References stay valid for the life of the set.
+  Parameter& add(std::string name, std::vector<int64_t> shape, bool ohwi, Init init, float init_scale);
+  BufferEntry& add_buffer(std::string name, int64_t numel, float initial);
+
+  // Lays out, allocates and initialises from `seed` (on the host, so every device starts equal).
+  void allocate(Device device, DType dtype, uint64_t seed);
+
+  // In layout order: fc.weight first (offset 0) ... conv1.weight last.
+  const std::vector<Parameter*>& in_layout_order() const { return layout_; }
+  const std::deque<BufferEntry>& buffers() const { return buffers_; }
+  int64_t numel() const { return numel_; }
+  Device device() const { return device_; }
+  Tensor values() const;       // [numel] fp32
+  Tensor grads() const;        // [numel] fp32
+  Tensor values_bf16() const;  // [numel] bf16, empty in f32 mode
+  Tensor buffer_values() const;
+
+  // bf16 mode: refresh the bf16 copy from the fp32 master (after initialising or loading).
+  void sync_bf16(cudaStream_t stream) const;
+
+  // Backward bookkeeping, see the note above.
+  void begin_backward(std::function<void(int64_t ready_end)> on_grads_ready);
+  void grad_done(const Parameter& p);
+
+ private:
+  std::deque<Parameter> params_;  // registration (forward) order
+  std::vector<Parameter*> layout_;
+  std::deque<BufferEntry> buffers_;
+  int64_t numel_ = 0;
+  int64_t buffer_numel_ = 0;
+  Device device_ = Device::cpu;
+  DType dtype_ = DType::f32;
+  DeviceBuffer values_, grads_, values_bf16_, buffer_values_;
+  // readiness: done_[i] for layout_[i]; ready_count_ = length of the all-done prefix
+  std::vector<char> done_;
+  size_t ready_count_ = 0;
+  std::function<void(int64_t)> on_grads_ready_;
+};
+
+}  // namespace cutrain

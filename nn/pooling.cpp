@@ -1,0 +1,64 @@
+#include "nn/pooling.h"
+
+#include "kernels/pooling.h"
+#include "nn/dispatch.h"
+
+namespace cutrain {
+
+namespace {
+// The four numbers every pooling kernel takes, from an NHWC activation.
+struct Nhwc {
+  int N, H, W, C;
+  explicit Nhwc(const Tensor& t) : N(int(t.dim(0))), H(int(t.dim(1))), W(int(t.dim(2))), C(int(t.dim(3))) {}
+};
+}  // namespace
+
+MaxPool2d::MaxPool2d(Net& net, Activation& x)
+    : y(net.plan.activation(net.act_dtype(), {x.value.dim(0), maxpool_out_size(int(x.value.dim(1))),
+                                              maxpool_out_size(int(x.value.dim(2))), x.value.dim(3)})),
+      net_(net),
+      x_(x) {}
+
+void MaxPool2d::forward() {
+  Nhwc s(x_.value);
+  if (!net_.ctx.on_gpu()) return maxpool3x3s2_forward_cpu(x_.value.as<float>(), s.N, s.H, s.W, s.C, y.value.as<float>());
+  dispatch_activation(net_.act_dtype(), [&](auto zero) {
+    using T = decltype(zero);
+    maxpool3x3s2_forward_cuda<T>(x_.value.as<T>(), s.N, s.H, s.W, s.C, y.value.as<T>(), net_.ctx.stream);
+  });
+}
+
+void MaxPool2d::backward() {
+  Nhwc s(x_.value);
+  if (!net_.ctx.on_gpu()) {
+    return maxpool3x3s2_backward_cpu(x_.value.as<float>(), y.grad.as<float>(), s.N, s.H, s.W, s.C, x_.grad.as<float>());
+  }
+  dispatch_activation(net_.act_dtype(), [&](auto zero) {
+    using T = decltype(zero);
+    maxpool3x3s2_backward_cuda<T>(x_.value.as<T>(), y.grad.as<T>(), s.N, s.H, s.W, s.C, x_.grad.as<T>(),
+                                  net_.ctx.stream);
+  });
+}
+
+GlobalAvgPool2d::GlobalAvgPool2d(Net& net, Activation& x)
+    : y(net.plan.activation(net.act_dtype(), {x.value.dim(0), x.value.dim(3)})), net_(net), x_(x) {}
+
+void GlobalAvgPool2d::forward() {
+  Nhwc s(x_.value);
+  if (!net_.ctx.on_gpu()) return global_avgpool_forward_cpu(x_.value.as<float>(), s.N, s.H, s.W, s.C, y.value.as<float>());
+  dispatch_activation(net_.act_dtype(), [&](auto zero) {
+    using T = decltype(zero);
+    global_avgpool_forward_cuda<T>(x_.value.as<T>(), s.N, s.H, s.W, s.C, y.value.as<T>(), net_.ctx.stream);
+  });
+}
+
+void GlobalAvgPool2d::backward() {
+  Nhwc s(x_.value);
+  if (!net_.ctx.on_gpu()) return global_avgpool_backward_cpu(y.grad.as<float>(), s.N, s.H, s.W, s.C, x_.grad.as<float>());
+  dispatch_activation(net_.act_dtype(), [&](auto zero) {
+    using T = decltype(zero);
+    global_avgpool_backward_cuda<T>(y.grad.as<T>(), s.N, s.H, s.W, s.C, x_.grad.as<T>(), net_.ctx.stream);
+  });
+}
+
+}  // namespace cutrain

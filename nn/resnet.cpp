@@ -1,0 +1,99 @@
+#include "nn/resnet.h"
+
+#include <stdexcept>
+
+namespace cutrain {
+
+Stem parse_stem(const std::string& name) {
+  if (name == "cifar") return Stem::cifar;
+  if (name == "imagenet") return Stem::imagenet;
+  throw std::runtime_error("--stem " + name + ": expected cifar or imagenet");
+}
+
+const char* stem_name(Stem stem) { return stem == Stem::cifar ? "cifar" : "imagenet"; }
+
+namespace {
+constexpr int kImageChannels = 3;
+constexpr int kGpuInputChannels = 8;  // cuDNN's tensor-core kernels want channels in multiples of 8
+}  // namespace
+
+ResNet18::ResNet18(Context& ctx, const ResNetConfig& config)
+    : config_(config),
+      net_(ctx),
+      input_(net_.plan.activation(ctx.dtype(),
+                                  {config.batch_size, config.image_size, config.image_size,
+                                   ctx.on_gpu() ? kGpuInputChannels : kImageChannels},
+                                  /*with_grad=*/false)) {
+  if (config.batch_size < 1 || config.width < 1 || config.num_classes < 1 || config.image_size < 1) {
+    throw std::runtime_error("ResNet18: batch size, width, classes and image size must be positive");
+  }
+  const int w = config.width;
+  if (config.stem == Stem::cifar) {
+    conv1_ = std::make_unique<Conv2d>(net_, "conv1", input_, kImageChannels, w, 3, 1, 1);
+  } else {
+    conv1_ = std::make_unique<Conv2d>(net_, "conv1", input_, kImageChannels, w, 7, 2, 3);
+  }
+  bn1_ = std::make_unique<BatchNorm2d>(net_, "bn1", conv1_->y, /*relu=*/true);
+  Activation* x = &bn1_->y;
+  if (config.stem == Stem::imagenet) {
+    maxpool_ = std::make_unique<MaxPool2d>(net_, *x);
+    x = &maxpool_->y;
+  }
+  const int widths[4] = {w, 2 * w, 4 * w, 8 * w};
+  for (int layer = 0; layer < 4; ++layer) {
+    for (int block = 0; block < 2; ++block) {
+      int stride = (layer > 0 && block == 0) ? 2 : 1;
+      std::string name = "layer" + std::to_string(layer + 1) + "." + std::to_string(block);
+      blocks_.push_back(std::make_unique<BasicBlock>(net_, name, *x, widths[layer], stride));
+      x = &blocks_.back()->y();
+    }
+  }
+  avgpool_ = std::make_unique<GlobalAvgPool2d>(net_, *x);
+  fc_ = std::make_unique<Linear>(net_, "fc", avgpool_->y, config.num_classes);
+  loss_ = std::make_unique<CrossEntropyLoss>(net_, fc_->y, config.label_smoothing);
+  net_.allocate(config.seed);
+  sync_bf16_weights();
+  ctx.synchronize();
+}
+
+ResNet18::~ResNet18() = default;
+
+int ResNet18::input_channels() const { return int(input_.value.dim(3)); }
+const Tensor& ResNet18::input() const { return input_.value; }
+const Tensor& ResNet18::labels() const { return loss_->labels; }
+const Tensor& ResNet18::logits() const { return fc_->y.value; }
+const float* ResNet18::loss() const { return loss_->loss.as<float>(); }
+const int32_t* ResNet18::correct() const { return loss_->correct.as<int32_t>(); }
+
+void ResNet18::forward(bool train) {
+  conv1_->forward();
+  bn1_->forward(train);
+  if (maxpool_) maxpool_->forward();
+  for (auto& block : blocks_) block->forward(train);
+  avgpool_->forward();
+  fc_->forward();
+  if (train) {
+    loss_->forward();
+    ++num_batches_tracked;
+  }
+}
+
+void ResNet18::backward(std::function<void(int64_t ready_end)> on_grads_ready) {
+  net_.params.begin_backward(std::move(on_grads_ready));
+  fc_->backward();
+  avgpool_->backward();
+  for (auto it = blocks_.rbegin(); it != blocks_.rend(); ++it) (*it)->backward();
+  if (maxpool_) maxpool_->backward();
+  bn1_->backward();
+  conv1_->backward(0.0f);  // the image needs no gradient: weights only
+}
+
+std::vector<ParameterInfo> ResNet18::parameters() const {
+  std::vector<ParameterInfo> out;
+  for (const Parameter* p : net_.params.in_layout_order()) out.push_back({p->name, p->shape, p->offset, p->numel});
+  return out;
+}
+
+void ResNet18::sync_bf16_weights() { net_.params.sync_bf16(net_.ctx.stream); }
+
+}  // namespace cutrain

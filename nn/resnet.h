@@ -1,0 +1,106 @@
+// resnet.h: ResNet-18 (torchvision's resnet18: BasicBlock x [2,2,2,2], widths w, 2w, 4w, 8w with
+// w = 64 by default) on NHWC activations, with two stems:
+//   cifar:    conv1 3x3 stride 1, no max-pool          (11,173,962 parameters at 10 classes)
+//   imagenet: conv1 7x7 stride 2 + max-pool 3x3/2      (11,689,512 at 1000 classes, torchvision's)
+//
+// The model owns its memory for one batch size: the input [B,H,W,Cin] (activation dtype, on its
+// device; Cin = input_channels(): 3 on the CPU, 8 on the GPU with the extra channels zero) and
+// the labels [B] int32, which the loader fills; every activation and gradient; the flat
+// parameter and gradient buffers (nn/parameters.h). A training step is
+//
+//   model.forward(true);           // logits, loss, correct count, dlogits (no host sync)
+//   model.backward(on_ready);      // gradients into the flat buffer; on_ready(ready_end) per layer
+//   sgd.step();                    // nn/sgd.h
+//
+// and nothing in it allocates or waits on the host. forward(false) evaluates with BN's running
+// statistics and leaves only the logits (count them with kernels/cross_entropy.h count_correct).
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "nn/basic_block.h"
+#include "nn/cross_entropy_loss.h"
+#include "nn/linear.h"
+#include "nn/pooling.h"
+
+namespace cutrain {
+
+enum class Stem { cifar, imagenet };
+Stem parse_stem(const std::string& name);  // "cifar" / "imagenet", else throws naming the value
+const char* stem_name(Stem stem);
+
+struct ResNetConfig {
+  Stem stem = Stem::cifar;
+  int num_classes = 10;
+  int width = 64;        // base width: channels of conv1 and layer1
+  int batch_size = 32;
+  int image_size = 32;   // square H = W of the input
+  float label_smoothing = 0;
+  uint64_t seed = 0;     // initial weights
+};
+
+// A parameter as torchvision names it; offset and numel index the flat buffers.
+struct ParameterInfo {
+  std::string name;
+  std::vector<int64_t> shape;
+  int64_t offset;
+  int64_t numel;
+};
+
+class ResNet18 {
+ public:
+  ResNet18(Context& ctx, const ResNetConfig& config);
+  ~ResNet18();
+  ResNet18(const ResNet18&) = delete;
+  ResNet18& operator=(const ResNet18&) = delete;
+
+  const ResNetConfig& config() const { return config_; }
+  Context& context() const { return net_.ctx; }
+
+  // What the loader fills.
+  int input_channels() const;
+  const Tensor& input() const;   // [B, H, W, input_channels()], activation dtype
+  const Tensor& labels() const;  // [B] int32
+
+  void forward(bool train);
+  void backward(std::function<void(int64_t ready_end)> on_grads_ready = {});
+
+  const Tensor& logits() const;   // [B, num_classes] fp32
+  const float* loss() const;      // training forward: mean loss (device memory on the GPU)
+  const int32_t* correct() const; // training forward: rows whose argmax is the label
+
+  // Parameters (flat fp32 buffers in backward order) and state.
+  std::vector<ParameterInfo> parameters() const;
+  int64_t num_parameters() const { return net_.params.numel(); }
+  ParameterSet& params() { return net_.params; }
+  const ParameterSet& params() const { return net_.params; }
+  // Batch norm buffers: "bn1.running_mean", "bn1.running_var" (fp32 [C]); every BN's
+  // num_batches_tracked is this one counter, incremented by each training forward as in PyTorch
+  // (a trainer that replays a captured graph adds the replays itself).
+  const std::deque<BufferEntry>& buffers() const { return net_.params.buffers(); }
+  int64_t num_batches_tracked = 0;
+
+  // bf16 mode: refresh the bf16 weight copy after changing the fp32 weights outside SGD.
+  void sync_bf16_weights();
+  void set_sync_batchnorm(SyncBatchNorm sync) { net_.sync_batchnorm = std::move(sync); }
+  size_t planned_bytes() const { return net_.plan.bytes(); }
+
+ private:
+  ResNetConfig config_;
+  Net net_;
+  Activation& input_;
+  std::unique_ptr<Conv2d> conv1_;
+  std::unique_ptr<BatchNorm2d> bn1_;
+  std::unique_ptr<MaxPool2d> maxpool_;  // imagenet stem only
+  std::vector<std::unique_ptr<BasicBlock>> blocks_;
+  std::unique_ptr<GlobalAvgPool2d> avgpool_;
+  std::unique_ptr<Linear> fc_;
+  std::unique_ptr<CrossEntropyLoss> loss_;
+};
+
+}  // namespace cutrain

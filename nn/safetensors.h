@@ -1,0 +1,37 @@
+// safetensors.h: the safetensors file format (Hugging Face), read and written without Python.
+//
+//   [8 bytes: N, little-endian u64] [N bytes: JSON header] [data]
+//   header = { "name": {"dtype": "F32", "shape": [64, 3, 3, 3], "data_offsets": [begin, end]}, ...,
+//              "__metadata__": {"key": "value", ...} }      offsets relative to the data start
+//
+// Writing is atomic: a temporary file beside the target, fsync, rename. Reading validates
+// everything before trusting it (header length against the file size, the JSON, each entry's
+// dtype, shape and offsets inside the data and equal to numel x element size) and throws
+// std::runtime_error("<path>: <what is wrong>") in one line; a corrupt file never crashes.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace cutrain {
+
+struct SafeTensor {
+  std::string dtype;           // "F32", "I64", "BF16", ...
+  std::vector<int64_t> shape;
+  std::vector<uint8_t> data;   // little-endian, row-major
+};
+
+struct SafeTensorsFile {
+  std::map<std::string, SafeTensor> tensors;
+  std::map<std::string, std::string> metadata;
+};
+
+// Bytes per element of a safetensors dtype name; 0 for a name it does not know.
+size_t safetensors_dtype_size(const std::string& dtype);
+
+void write_safetensors(const std::string& path, const SafeTensorsFile& file);
+SafeTensorsFile read_safetensors(const std::string& path);
+
+}  // namespace cutrain
