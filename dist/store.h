@@ -72,7 +72,7 @@ class TcpStore {
 
  private:
   // Sends one request and returns the reply's fields; throws on a refused request or a lost server.
-  std::vector<std::string> request(char op, const std::vector<std::string>& fields,
+  std::vector<std::string> request(const std::string& op, const std::vector<std::string>& args,
                                    std::chrono::milliseconds reply_within);
 
   std::unique_ptr<StoreServer> server_;  // rank 0 only
