@@ -10,5 +10,6 @@ namespace cutrain {
 void add_info_command(CLI::App& app, int& exit_code);
 void add_train_command(CLI::App& app, int& exit_code);
 void add_eval_command(CLI::App& app, int& exit_code);
+void add_bench_allreduce_command(CLI::App& app, int& exit_code);
 
 }  // namespace cutrain

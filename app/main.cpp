@@ -1,5 +1,7 @@
 // cutrain: one binary, one subcommand per job. `cutrain --help` lists them.
 #include <cstdio>
+#include <cstdlib>
+#include <string>
 #include <exception>
 
 #include "app/commands.h"
@@ -11,6 +13,13 @@ int main(int argc, char** argv) {
   cutrain::add_info_command(app, exit_code);
   cutrain::add_train_command(app, exit_code);
   cutrain::add_eval_command(app, exit_code);
+  cutrain::add_bench_allreduce_command(app, exit_code);
+  // torch.distributed.launch's way of telling a worker its GPU: `cutrain --local_rank=N train ...`
+  // means the same as LOCAL_RANK=N, which dist_env_from_environment() reads.
+  app.add_option_function<int>("--local_rank", [](int r) { setenv("LOCAL_RANK", std::to_string(r).c_str(), 1); },
+                               "this process's GPU on its node (as LOCAL_RANK; set by launchers)")
+      ->trigger_on_parse();
+  app.fallthrough();  // ... and `cutrain train --local_rank=N ...` too
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

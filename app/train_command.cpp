@@ -59,7 +59,6 @@ void add_train_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--init-from", o.init_from, "Start from these model weights (safetensors, torchvision names)");
   cmd->add_option("--dump-first-step", o.dump_first_step,
                   "Write the loss and gradients of the first batch (in file order, normalised only) and exit");
-  cmd->add_option("--local_rank,--local-rank", o.local_rank, "Local rank (as torch.distributed.launch passes it)");
 
   cmd->callback([opts, &exit_code] { exit_code = run_training(*opts); });
 }

@@ -4,7 +4,6 @@
 #pragma once
 
 #include <cstdint>
-#include <optional>
 #include <string>
 
 namespace cutrain {
@@ -47,7 +46,6 @@ struct TrainOptions {
   int keep_last = 3;
   std::string init_from;             // start from these model weights (safetensors)
   std::string dump_first_step;       // write the fixed first batch's loss and gradients, then exit
-  std::optional<int> local_rank;     // --local_rank, torch.distributed.launch style
 };
 
 }  // namespace cutrain

@@ -126,7 +126,7 @@ class Trainer {
 
 Trainer::Trainer(const TrainOptions& options)
     : opt_(options),
-      env_(dist_env_from_environment(options.local_rank)),
+      env_(dist_env_from_environment()),
       device_(resolve_device(options.device)),
       dtype_(resolve_precision(options.precision, device_)) {
   log_ = std::make_unique<RunLog>(env_.is_main(), opt_.metrics);

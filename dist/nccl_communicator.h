@@ -1,0 +1,80 @@
+// nccl_communicator.h: the Communicator for device buffers, over NCCL.
+//
+// Collectives run on a communication stream of the communicator's own (high priority, so they
+// are scheduled as soon as their inputs are ready). Two events tie it to the caller's compute
+// stream:
+//   compute_ready_: recorded on the compute stream; the comm stream waits on it before a
+//                   collective, which so starts after the compute work issued before it;
+//   comm_done_:     recorded on the comm stream after every collective; the compute stream waits on
+//                   it where the caller needs the results (blocking calls, wait_async()).
+// No host synchronisation except in barrier() and all_reduce_host(), which return host-visible
+// results by nature; the step's calls can be captured in a CUDA graph.
+//
+// The communicator is created non-blocking (ncclConfig_t::blocking = 0), so a peer that never
+// comes cannot hang initialisation past the timeout. A watchdog thread polls ncclCommGetAsyncError
+// and the age of the last collective still running; on an error, or no progress for the timeout,
+// it aborts the communicator (ncclCommAbort) and ends the process with a one-line message, as
+// PyTorch's NCCL watchdog does, so that cutrun can stop the other ranks.
+#pragma once
+
+#include <nccl.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+
+#include "dist/communicator.h"
+
+namespace cutrain {
+
+class NcclCommunicator final : public Communicator {
+ public:
+  // The caller has chosen the device (cudaSetDevice(LOCAL_RANK)).
+  NcclCommunicator(const DistEnv& env, TcpStore& store, const CommunicatorOptions& options);
+  ~NcclCommunicator() override;
+
+  int rank() const override { return rank_; }
+  int world_size() const override { return world_size_; }
+  const char* backend() const override { return "nccl"; }
+
+  void all_reduce(float* data, size_t count, ReduceOp op) override;
+  void broadcast(float* data, size_t count, int root) override;
+  void barrier() override;
+  void all_reduce_host(double* data, size_t count, ReduceOp op) override;
+  void all_reduce_async(float* data, size_t count, ReduceOp op) override;
+  void wait_async() override;
+
+  cudaStream_t comm_stream() const { return comm_stream_; }
+
+ private:
+  // Waits out a non-blocking call's ncclInProgress; throws naming `call` if it failed or took
+  // longer than the timeout (then the communicator is aborted).
+  void settle(ncclResult_t result, const char* call);
+  void start_after_compute();   // comm stream waits for the compute stream's work so far
+  void mark_issued();           // records comm_done_ after the collective just enqueued
+  void compute_waits_for_comm();
+  void watch();                 // the watchdog thread
+
+  int rank_ = 0;
+  int world_size_ = 1;
+  int device_ = 0;
+  std::chrono::milliseconds timeout_;
+  ncclComm_t comm_ = nullptr;
+  cudaStream_t compute_stream_ = nullptr;
+  cudaStream_t comm_stream_ = nullptr;
+  cudaEvent_t compute_ready_ = nullptr;
+  cudaEvent_t comm_done_ = nullptr;
+  float* scratch_ = nullptr;         // barrier()'s one float
+  double* host_values_ = nullptr;    // all_reduce_host()'s device copy
+  size_t host_values_capacity_ = 0;
+
+  // When comm_done_ was last recorded, in steady-clock nanoseconds; the watchdog's clock.
+  std::atomic<int64_t> last_issue_ns_{0};
+  std::mutex watchdog_mutex_;
+  std::condition_variable watchdog_stop_;
+  bool stopping_ = false;
+  std::thread watchdog_;
+};
+
+}  // namespace cutrain

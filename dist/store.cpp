@@ -1,0 +1,98 @@
+#include "dist/store.h"
+
+#include <unistd.h>
+
+#include <stdexcept>
+
+#include "dist/socket.h"
+#include "dist/store_server.h"
+
+namespace cutrain {
+namespace {
+
+// A get or wait is answered by the server at its deadline; the client allows this much more for
+// the reply to arrive before it calls the server lost.
+constexpr auto kReplyGrace = std::chrono::seconds(10);
+
+}  // namespace
+
+TcpStore::TcpStore(const DistEnv& env, std::chrono::milliseconds timeout) : run_id_(env.run_id), timeout_(timeout) {
+  std::string host = env.master_addr;
+  int port = env.master_port;
+  if (env.world_size == 1) {
+    host = "127.0.0.1";
+    port = 0;
+  }
+  if (env.rank == 0) {
+    server_ = std::make_unique<StoreServer>(host, port, /*loopback_only=*/env.world_size == 1, run_id_, env.world_size);
+    port = server_->port();
+  }
+  address_ = host + ":" + std::to_string(port);
+  socket_ = connect_tcp(host, port, Clock::now() + timeout_);
+  request("join", {std::to_string(env.rank), std::to_string(env.world_size)}, timeout_);
+}
+
+TcpStore::~TcpStore() {
+  if (socket_ >= 0) ::close(socket_);
+}
+
+std::vector<std::string> TcpStore::request(const std::string& op, const std::vector<std::string>& args,
+                                           std::chrono::milliseconds reply_within) {
+  Fields request{op, run_id_};
+  request.insert(request.end(), args.begin(), args.end());
+  std::lock_guard<std::mutex> lock(mutex_);
+  send_all(socket_, encode_frame(request));
+  Fields reply = receive_frame(socket_, Clock::now() + reply_within, "the store at " + address_);
+  if (reply.empty()) throw std::runtime_error("store at " + address_ + ": empty reply");
+  if (reply[0] == "error") throw std::runtime_error("store at " + address_ + ": " + (reply.size() > 1 ? reply[1] : "refused"));
+  return reply;
+}
+
+void TcpStore::set(const std::string& key, const std::vector<char>& value) {
+  request("set", {key, std::string(value.begin(), value.end())}, timeout_);
+}
+
+std::vector<char> TcpStore::get(const std::string& key) { return get(key, timeout_); }
+
+std::vector<char> TcpStore::get(const std::string& key, std::chrono::milliseconds timeout) {
+  Fields reply = request("get", {std::to_string(timeout.count()), key}, timeout + kReplyGrace);
+  if (reply[0] != "ok" || reply.size() != 2)
+    throw std::runtime_error("store: key '" + key + "' was not set within " + describe(timeout));
+  return std::vector<char>(reply[1].begin(), reply[1].end());
+}
+
+int64_t TcpStore::add(const std::string& key, int64_t delta) {
+  Fields reply = request("add", {key, std::to_string(delta)}, timeout_);
+  return std::stoll(reply.at(1));
+}
+
+std::vector<std::string> TcpStore::wait_for(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) {
+  Fields args{std::to_string(timeout.count())};
+  args.insert(args.end(), keys.begin(), keys.end());
+  Fields reply = request("wait", args, timeout + kReplyGrace);
+  return Fields(reply.begin() + 1, reply.end());
+}
+
+void TcpStore::wait(const std::vector<std::string>& keys) {
+  std::vector<std::string> missing = wait_for(keys, timeout_);
+  if (missing.empty()) return;
+  std::string names;
+  for (const std::string& key : missing) names += (names.empty() ? "'" : ", '") + key + "'";
+  throw std::runtime_error("store: " + names + (missing.size() == 1 ? " was" : " were") + " not set within " +
+                           describe(timeout_));
+}
+
+void rendezvous(TcpStore& store, const DistEnv& env) {
+  const std::string prefix = "rendezvous/rank/";
+  store.set(prefix + std::to_string(env.rank), {});
+  std::vector<std::string> everyone;
+  for (int r = 0; r < env.world_size; ++r) everyone.push_back(prefix + std::to_string(r));
+  std::vector<std::string> missing = store.wait_for(everyone, store.timeout());
+  if (missing.empty()) return;
+  std::string ranks;
+  for (const std::string& key : missing) ranks += (ranks.empty() ? "" : ", ") + key.substr(prefix.size());
+  throw std::runtime_error("rendezvous: rank" + std::string(missing.size() == 1 ? " " : "s ") + ranks + " of " +
+                           std::to_string(env.world_size) + " did not arrive within " + describe(store.timeout()) + " (store at " + store.address() + ")");
+}
+
+}  // namespace cutrain

@@ -1,0 +1,91 @@
+// store.h: the job's meeting point, a small TCP key-value store like PyTorch's c10d TCPStore.
+//
+// Rank 0 serves it from a thread at MASTER_ADDR:MASTER_PORT; every rank, rank 0 included, is a
+// client. It carries the few bytes the processes must agree on before they can talk directly:
+// NCCL's unique id, Gloo's addresses, and who has arrived.
+//
+//   TcpStore store(env);          // rank 0 starts the server; every rank joins it
+//   rendezvous(store, env);       // every rank waits for all the others
+//   store.set("nccl/id", bytes);  // rank 0
+//   auto id = store.get("nccl/id");  // others: waits until rank 0 has set it
+//
+// Design notes
+// - get() and wait() block in the SERVER until the key exists or the deadline passes; the client
+//   never polls and never sleeps a fixed time. Only connecting retries, until the timeout, since
+//   rank 0 may start after the others.
+// - Every request carries the launcher's run id (CUTRAIN_RUN_ID); the server refuses requests of
+//   another run, so a leftover process from an earlier job cannot join this one. A client that
+//   joins with another WORLD_SIZE, or a rank that joins twice, is refused too.
+// - Errors are one line naming what is wrong: the port in use, the key that never came, the ranks
+//   that never arrived.
+// - A job of one process (WORLD_SIZE=1) serves its store on a free loopback port: nobody else has to
+//   find it, and two single-process runs never collide on MASTER_PORT.
+// - Keep the store alive as long as the communicators made through it.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "dist/env.h"
+
+namespace cutrain {
+
+class StoreServer;  // dist/store_server.h: rank 0's thread
+
+class TcpStore {
+ public:
+  static constexpr std::chrono::milliseconds kDefaultTimeout = std::chrono::minutes(5);
+
+  // Rank 0 first starts the server. Then every rank connects (retrying until `timeout`) and joins:
+  // the server checks the run id, the world size and that the rank is new. `timeout` is also the
+  // default for get() and wait().
+  explicit TcpStore(const DistEnv& env, std::chrono::milliseconds timeout = kDefaultTimeout);
+  ~TcpStore();
+  TcpStore(const TcpStore&) = delete;
+  TcpStore& operator=(const TcpStore&) = delete;
+
+  void set(const std::string& key, const std::vector<char>& value);
+
+  // The value of `key`, waiting until some rank sets it; after `timeout` throws
+  // "store: key 'nccl/id' was not set within 30 s".
+  std::vector<char> get(const std::string& key);
+  std::vector<char> get(const std::string& key, std::chrono::milliseconds timeout);
+
+  // Adds `delta` to the integer at `key` (0 when missing) and returns the new value. The value is
+  // kept as decimal text, so get() of the key reads "3".
+  int64_t add(const std::string& key, int64_t delta);
+
+  // Waits until every key exists; returns the keys still missing when `timeout` passed (empty when
+  // all arrived in time).
+  std::vector<std::string> wait_for(const std::vector<std::string>& keys, std::chrono::milliseconds timeout);
+
+  // wait_for() with the store's timeout that throws naming the missing keys.
+  void wait(const std::vector<std::string>& keys);
+
+  std::chrono::milliseconds timeout() const { return timeout_; }
+  // "127.0.0.1:29500": where the server listens, for messages.
+  const std::string& address() const { return address_; }
+
+ private:
+  // Sends one request and returns the reply's fields; throws on a refused request or a lost server.
+  std::vector<std::string> request(const std::string& op, const std::vector<std::string>& args,
+                                   std::chrono::milliseconds reply_within);
+
+  std::unique_ptr<StoreServer> server_;  // rank 0 only
+  std::string run_id_;
+  std::string address_;
+  std::chrono::milliseconds timeout_;
+  int socket_ = -1;
+  std::mutex mutex_;  // one request at a time on the connection
+};
+
+// Every rank announces itself and waits for all WORLD_SIZE ranks. When some never arrive within
+// the store's timeout, throws
+//   "rendezvous: rank 2 of 3 did not arrive within 30 s (store at 127.0.0.1:29500)".
+void rendezvous(TcpStore& store, const DistEnv& env);
+
+}  // namespace cutrain

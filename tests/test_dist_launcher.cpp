@@ -1,0 +1,107 @@
+// cutrun, the launcher: environment, rank-prefixed output, log files, stopping on failure and on
+// signals, and one-line errors. The ranks are tiny shell programs.
+#include <catch2/catch.hpp>
+
+#include <fstream>
+#include <sstream>
+
+#include "tests/test_dist_process.h"
+
+using cutrain::test::Process;
+using cutrain::test::run;
+using cutrain::test::TempDir;
+
+namespace {
+
+const std::string kCutrun = CUTRAIN_BIN_DIR "/cutrun";
+
+std::vector<std::string> cutrun_sh(const std::vector<std::string>& flags, const std::string& script) {
+  std::vector<std::string> argv{kCutrun};
+  argv.insert(argv.end(), flags.begin(), flags.end());
+  argv.insert(argv.end(), {"/bin/sh", "-c", script});
+  return argv;
+}
+
+std::string read_file(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+}  // namespace
+
+TEST_CASE("cutrun gives every rank torchrun's environment and prefixes its output", "[dist]") {
+  auto r = run(cutrun_sh({"--standalone", "--nproc-per-node", "3"},
+                         "echo env $RANK $LOCAL_RANK $WORLD_SIZE $LOCAL_WORLD_SIZE $GROUP_RANK $MASTER_ADDR "
+                         "omp=$OMP_NUM_THREADS run=${#CUTRAIN_RUN_ID}; echo to-stderr >&2"));
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(r.output, Catch::Contains("[rank0]: env 0 0 3 3 0 127.0.0.1 omp=1 run=16"));
+  CHECK_THAT(r.output, Catch::Contains("[rank1]: env 1 1 3 3 0 127.0.0.1 omp=1 run=16"));
+  CHECK_THAT(r.output, Catch::Contains("[rank2]: env 2 2 3 3 0 127.0.0.1 omp=1 run=16"));
+  CHECK_THAT(r.output, Catch::Contains("[rank2]: to-stderr"));
+}
+
+TEST_CASE("cutrun numbers ranks across nodes and takes torchrun's underscore spellings", "[dist]") {
+  auto r = run(cutrun_sh({"--nnodes", "2", "--node_rank", "1", "--nproc_per_node", "2", "--master_port", "1234"},
+                         "echo at $RANK of $WORLD_SIZE local $LOCAL_RANK group $GROUP_RANK port $MASTER_PORT"));
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(r.output, Catch::Contains("[rank2]: at 2 of 4 local 0 group 1 port 1234"));
+  CHECK_THAT(r.output, Catch::Contains("[rank3]: at 3 of 4 local 1 group 1 port 1234"));
+}
+
+TEST_CASE("cutrun --log-dir keeps one file per rank; --local-ranks-filter picks the console's", "[dist]") {
+  TempDir dir;
+  auto r = run(cutrun_sh({"--nproc-per-node", "2", "--log-dir", dir.path().string(), "--local-ranks-filter", "1"},
+                         "echo out $RANK; echo err $RANK >&2"));
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(r.output, Catch::Contains("[rank1]: out 1"));
+  CHECK_THAT(r.output, !Catch::Contains("[rank0]:"));
+  std::string rank0 = read_file(dir.path() / "rank0.log");
+  CHECK_THAT(rank0, Catch::Contains("out 0\n"));
+  CHECK_THAT(rank0, Catch::Contains("err 0\n"));
+  CHECK_THAT(read_file(dir.path() / "rank1.log"), Catch::Contains("out 1\n"));
+}
+
+TEST_CASE("a rank exiting with code 3 makes cutrun stop the others and exit 3, naming it", "[dist]") {
+  auto r = run(cutrun_sh({"--nproc-per-node", "3"}, "if [ $RANK = 1 ]; then exit 3; fi; sleep 60"));
+  CHECK(r.exit_code == 3);
+  CHECK_THAT(r.output, Catch::Contains("rank 1 (local rank 1, pid"));
+  CHECK_THAT(r.output, Catch::Contains("exited with code 3; stopping the other ranks"));
+  CHECK(r.seconds < 30);  // not the 60 s the other ranks would sleep
+}
+
+TEST_CASE("a rank that ignores SIGTERM is killed after the grace period; a signal death is named", "[dist]") {
+  auto r = run(cutrun_sh({"--nproc-per-node", "2", "--grace-period", "1"},
+                         "if [ $RANK = 1 ]; then kill -SEGV $$; fi; trap '' TERM; sleep 60"));
+  CHECK(r.exit_code == 128 + SIGSEGV);
+  CHECK_THAT(r.output, Catch::Contains("rank 1 (local rank 1, pid"));
+  CHECK_THAT(r.output, Catch::Contains("was killed by signal SIGSEGV"));
+  CHECK(r.seconds < 30);
+}
+
+TEST_CASE("SIGTERM to cutrun reaches every rank", "[dist]") {
+  Process p(cutrun_sh({"--nproc-per-node", "2"},
+                      "trap 'echo rank $RANK got TERM; exit 0' TERM; echo ready; while :; do sleep 1; done"));
+  REQUIRE(p.read_until("ready", 2));
+  p.signal(SIGTERM);
+  auto r = p.finish();
+  CHECK_THAT(r.output, Catch::Contains("[rank0]: rank 0 got TERM"));
+  CHECK_THAT(r.output, Catch::Contains("[rank1]: rank 1 got TERM"));
+  CHECK(r.exit_code == 128 + SIGTERM);
+}
+
+TEST_CASE("cutrun refuses bad flags and missing programs in one line", "[dist]") {
+  auto zero = run({kCutrun, "--nproc-per-node", "0", "/bin/true"});
+  CHECK(zero.exit_code == 2);
+  CHECK(zero.output == "cutrun: error: --nproc-per-node 0: must be 1 or more\n");
+  auto node = run({kCutrun, "--nnodes", "2", "--node-rank", "2", "/bin/true"});
+  CHECK_THAT(node.output, Catch::StartsWith("cutrun: error: --node-rank 2: must be in 0..1"));
+  auto missing = run({kCutrun, "--nproc-per-node", "2", "/no/such/program"});
+  CHECK(missing.exit_code == 2);
+  CHECK(missing.output == "cutrun: error: program '/no/such/program' not found\n");
+  auto unknown = run({kCutrun, "--nproc-per-nod", "2", "/bin/true"});
+  CHECK(unknown.exit_code == 2);
+  CHECK_THAT(unknown.output, Catch::StartsWith("cutrun: error: unrecognized arguments: --nproc-per-nod"));
+  CHECK(std::count(unknown.output.begin(), unknown.output.end(), '\n') == 1);
+}

@@ -1,0 +1,139 @@
+// test_dist_process.h: starting real processes from [dist] tests (cutrun and the programs it runs).
+//
+//   Process p({CUTRAIN_BIN_DIR "/cutrun", "--nproc-per-node", "2", "sh", "-c", "echo hi"});
+//   p.read_until("hi");          // optional: wait for some output
+//   Process::Result r = p.finish();   // all output (stdout and stderr together), exit status
+//
+// Multi-process tests run this test binary itself under cutrun with a hidden tag, e.g.
+//   cutrun --standalone --nproc-per-node 3 cutrain_tests "[.dist-worker-collectives]"
+// and the hidden test case does one rank's part, reading RANK and WORLD_SIZE from the environment.
+#pragma once
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace cutrain::test {
+
+class Process {
+ public:
+  struct Result {
+    std::string output;
+    int exit_code = -1;     // when it exited
+    int signal = 0;         // when a signal ended it
+    double seconds = 0;     // from start to end
+  };
+
+  explicit Process(const std::vector<std::string>& argv) : start_(std::chrono::steady_clock::now()) {
+    int pipe_fds[2];
+    if (::pipe2(pipe_fds, O_CLOEXEC) != 0) throw std::runtime_error("pipe failed");
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      ::dup2(pipe_fds[1], 1);
+      ::dup2(pipe_fds[1], 2);
+      std::vector<char*> args;
+      for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+      args.push_back(nullptr);
+      ::execv(args[0], args.data());
+      ::_exit(127);
+    }
+    ::close(pipe_fds[1]);
+    output_fd_ = pipe_fds[0];
+  }
+
+  ~Process() {
+    if (pid_ > 0) {
+      ::kill(pid_, SIGKILL);
+      ::waitpid(pid_, nullptr, 0);
+    }
+    if (output_fd_ >= 0) ::close(output_fd_);
+  }
+
+  // Reads output until it contains `text` `times` times or `seconds` pass; returns whether it did.
+  bool read_until(const std::string& text, size_t times = 1, int seconds = 20) {
+    auto deadline = start_ + std::chrono::seconds(seconds);
+    for (;;) {
+      if (count(text) >= times) return true;
+      if (!read_some(deadline)) return false;
+    }
+  }
+
+  void signal(int signum) { ::kill(pid_, signum); }
+
+  // Reads the rest of the output and waits for the process to end.
+  Result finish() {
+    while (read_some(std::chrono::steady_clock::time_point::max())) {
+    }
+    int status = 0;
+    ::waitpid(pid_, &status, 0);
+    pid_ = -1;
+    Result r;
+    r.output = output_;
+    r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+    if (WIFEXITED(status)) r.exit_code = WEXITSTATUS(status);
+    if (WIFSIGNALED(status)) r.signal = WTERMSIG(status);
+    return r;
+  }
+
+ private:
+  size_t count(const std::string& text) const {
+    size_t n = 0;
+    for (size_t at = output_.find(text); at != std::string::npos; at = output_.find(text, at + 1)) ++n;
+    return n;
+  }
+
+  // One chunk of output; false at the end of output or at the deadline.
+  bool read_some(std::chrono::steady_clock::time_point deadline) {
+    auto now = std::chrono::steady_clock::now();
+    int wait_ms = deadline == std::chrono::steady_clock::time_point::max()
+                      ? -1
+                      : int(std::max<long long>(0, std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now).count()));
+    pollfd p{output_fd_, POLLIN, 0};
+    if (::poll(&p, 1, wait_ms) <= 0) return false;
+    char chunk[4096];
+    ssize_t n = ::read(output_fd_, chunk, sizeof chunk);
+    if (n <= 0) return false;
+    output_.append(chunk, size_t(n));
+    return true;
+  }
+
+  pid_t pid_ = -1;
+  int output_fd_ = -1;
+  std::string output_;
+  std::chrono::steady_clock::time_point start_;
+};
+
+inline Process::Result run(const std::vector<std::string>& argv) { return Process(argv).finish(); }
+
+// cutrun --standalone --nproc-per-node N <this test binary> "<tag>": every rank runs one hidden test.
+inline Process::Result run_test_workers(int nproc, const std::string& tag) {
+  return run({CUTRAIN_BIN_DIR "/cutrun", "--standalone", "--nproc-per-node", std::to_string(nproc),
+              CUTRAIN_BIN_DIR "/cutrain_tests", tag});
+}
+
+// A fresh directory for one test, removed at the end of it.
+class TempDir {
+ public:
+  TempDir() {
+    std::string pattern = (std::filesystem::temp_directory_path() / "cutrain-test-XXXXXX").string();
+    if (::mkdtemp(pattern.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
+    path_ = pattern;
+  }
+  ~TempDir() { std::filesystem::remove_all(path_); }
+  const std::filesystem::path& path() const { return path_; }
+
+ private:
+  std::filesystem::path path_;
+};
+
+}  // namespace cutrain::test
