@@ -178,7 +178,7 @@ def dump_first_step(model, train_images, train_labels, args, device, path):
 
 # ------------------------------------------------------------------------------------------- training
 
-def evaluate(model, test_x, test_y, env, args, amp):
+def evaluate(model, test_x, test_y, env, amp):
     """Top-1 accuracy on the test set; rank r scores images r, r + world, ...; the counts are summed."""
     model.eval()
     correct = torch.zeros((), dtype=torch.int64, device=env.device)
@@ -309,7 +309,7 @@ def train(model, env, args, train_set, test_set):
                       lr=opt.param_groups[0]["lr"], images_per_s=images_per_step * step / epoch_time,
                       epoch_time_s=epoch_time)
         if epoch % args.eval_every == 0 or epoch == epochs:
-            record["test_acc"] = evaluate(model, test_x, test_y, env, args, amp)
+            record["test_acc"] = evaluate(model, test_x, test_y, env, amp)
             test_accs.append(record["test_acc"])
             env.print(f"epoch {epoch}: test accuracy {100 * record['test_acc']:.2f}%, {epoch_time:.1f} s")
         record["peak_memory_bytes"] = peak_memory(device)

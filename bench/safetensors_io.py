@@ -19,7 +19,7 @@ _NAMES = {np.dtype(v): k for k, v in _DTYPES.items()}
 
 def save(tensors, path, metadata=None):
     """Write a dict name -> numpy array (any dtype in _DTYPES) to `path`."""
-    tensors = {k: np.ascontiguousarray(v) for k, v in tensors.items()}
+    tensors = {k: np.asarray(v, order="C") for k, v in tensors.items()}  # keeps 0-d shapes
     try:
         from safetensors.numpy import save_file
     except ImportError:
@@ -49,8 +49,11 @@ def _save_file(tensors, path, metadata=None):
 
 def load(path):
     """Read `path` -> dict name -> numpy array (BF16 widened to float32). Raises ValueError naming the file."""
-    with open(path, "rb") as f:
-        blob = f.read()
+    try:
+        with open(path, "rb") as f:
+            blob = f.read()
+    except OSError as e:
+        raise ValueError(f"{path}: cannot read: {e.strerror}") from None
     if len(blob) < 8:
         raise ValueError(f"{path}: too short for a safetensors header")
     (n,) = struct.unpack("<Q", blob[:8])
