@@ -1,0 +1,79 @@
+#!/usr/bin/env python3
+"""The reference recipe in PyTorch, to measure cutrain against: ResNet-18 on CIFAR-10 with DDP.
+
+    torchrun --nproc-per-node 8 bench/pytorch_reference.py --data cifar-10-batches-bin --amp bf16 --channels-last
+    python3 bench/pytorch_reference.py --data DIR            # one process, no torchrun needed
+
+Same flags, same data files, same metrics lines as `cutrain train`. The flags are parsed before torch is
+imported, so --help and a bad flag answer on machines without torch; the training itself is in
+reference_trainer.py.
+"""
+import argparse
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import cli  # noqa: E402  (this folder's modules, found through the line above)
+
+PROG = "pytorch_reference.py"
+
+
+def parse_args(argv=None):
+    p = cli.Parser(prog=PROG, description=__doc__.split("\n\n")[0])
+    p.add_argument("--data", metavar="DIR", help="CIFAR-10 binary folder (data_batch_*.bin, test_batch.bin)")
+    p.add_argument("--epochs", type=int, default=20)
+    p.add_argument("--batch-size", type=int, default=256, help="per process, as cutrain's")
+    p.add_argument("--lr", type=float, default=0.002)
+    p.add_argument("--momentum", type=float, default=0.9)
+    p.add_argument("--nesterov", action=argparse.BooleanOptionalAction, default=True, help="Nesterov momentum (default on)")
+    p.add_argument("--weight-decay", type=float, default=1e-4)
+    p.add_argument("--workers", type=int, default=4, help="DataLoader worker processes per rank")
+    p.add_argument("--stem", choices=["cifar", "imagenet"], default="cifar",
+                   help="cifar: conv1 3x3 stride 1 and no max-pool; imagenet: torchvision's own")
+    p.add_argument("--device", choices=["auto", "cuda", "cpu"], default="auto")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--max-steps", type=int, default=0, help="stop after this many steps in all (0: no limit)")
+    p.add_argument("--eval-every", type=int, default=1, help="test accuracy every E epochs (and at the end)")
+    p.add_argument("--log-every", type=int, default=25)
+    p.add_argument("--metrics", metavar="FILE", help="JSON lines, cutrain's schema (rank 0 writes)")
+    p.add_argument("--warmup-steps", type=int, default=50,
+                   help="steps left out of the summary's mean images/s")
+    p.add_argument("--amp", choices=["none", "bf16"], default="none", help="bf16 autocast")
+    p.add_argument("--channels-last", action="store_true", help="NHWC model and inputs")
+    p.add_argument("--compile", nargs="?", const="default", choices=["default", "max-autotune"],
+                   help="torch.compile the model, in this mode (default: default)")
+    p.add_argument("--data-on-gpu", action="store_true",
+                   help="uint8 dataset on the GPU, crop/flip/normalize there (no DataLoader)")
+    p.add_argument("--export-init", metavar="PATH", help="write the initial weights (torchvision names)")
+    p.add_argument("--dump-first-step", metavar="PATH",
+                   help="write the loss and gradients of one fp32 step on the first batch-size train "
+                        "images (normalized only), then exit")
+    args = p.parse_args(argv)
+    for flag in ("epochs", "batch_size", "log_every", "eval_every"):
+        if getattr(args, flag) <= 0:
+            p.error(f"--{flag.replace('_', '-')} must be positive")
+    if args.max_steps < 0 or args.workers < 0:
+        p.error("--max-steps and --workers must not be negative")
+    if args.data is None and not (args.export_init and not args.dump_first_step):
+        p.error("--data DIR is required (only --export-init alone needs no data)")
+    return args
+
+
+def main():
+    args = parse_args()
+    try:
+        import torch
+        import torchvision  # noqa: F401
+    except ImportError as e:
+        cli.fail(PROG, f"torch not importable: {e}")
+    if args.device == "cuda" and not torch.cuda.is_available():
+        cli.fail(PROG, "no CUDA device: torch.cuda.is_available() is False")
+    import reference_trainer
+    try:
+        reference_trainer.run(args)
+    except (ValueError, OSError) as e:  # bad data or paths: one line
+        cli.fail(PROG, str(e))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,330 @@
+"""The PyTorch side of the comparison: model, data, DDP training loop, metrics. Started by pytorch_reference.py.
+
+Everything a careful PyTorch user would do, and nothing cutrain-specific:
+- torchvision's resnet18; the CIFAR stem replaces conv1 by a 3x3 stride-1 convolution (initialised as
+  torchvision initialises its convolutions) and the max-pool by Identity, so state_dict names match.
+- DDP over NCCL (Gloo on the CPU) when started by torchrun; one plain process otherwise.
+- Data: a DataLoader over PIL images with torchvision's transforms (the recipe), or, with --data-on-gpu,
+  the uint8 dataset resident on the GPU and crop + flip + normalize as one gather on the GPU.
+- Timing: the loss and accuracy are summed on the device and read back only every --log-every steps,
+  so no step waits for the host; an interval's time runs from one such read-back to the next.
+"""
+import json
+import os
+import statistics
+import time
+
+import numpy as np
+import torch
+import torch.distributed as dist
+import torch.nn as nn
+import torch.nn.functional as F
+import torchvision
+from torch.nn.parallel import DistributedDataParallel
+from torch.utils.data import DataLoader, Dataset, DistributedSampler
+
+import cifar10
+import safetensors_io
+
+
+# ---------------------------------------------------------------------------------------------- model
+
+def build_model(stem, num_classes=cifar10.NUM_CLASSES):
+    model = torchvision.models.resnet18(num_classes=num_classes)
+    if stem == "cifar":
+        model.conv1 = nn.Conv2d(3, 64, kernel_size=3, stride=1, padding=1, bias=False)
+        nn.init.kaiming_normal_(model.conv1.weight, mode="fan_out", nonlinearity="relu")
+        model.maxpool = nn.Identity()
+    return model
+
+
+def export_weights(model, path):
+    """state_dict -> safetensors, torchvision's names, shapes and dtypes (num_batches_tracked int64)."""
+    safetensors_io.save({k: v.detach().cpu().numpy() for k, v in model.state_dict().items()}, path)
+
+
+# ----------------------------------------------------------------------------------------------- data
+
+class AugmentedCifar(Dataset):
+    """The recipe's training set: PIL image -> RandomCrop(32, 4) -> flip -> ToTensor -> Normalize."""
+
+    def __init__(self, images, labels):
+        import torchvision.transforms as T
+        self.images, self.labels = images, labels
+        self.transform = T.Compose([T.RandomCrop(32, padding=4), T.RandomHorizontalFlip(), T.ToTensor(),
+                                    T.Normalize(cifar10.MEAN, cifar10.STD)])
+
+    def __len__(self):
+        return len(self.labels)
+
+    def __getitem__(self, i):
+        from PIL import Image
+        return self.transform(Image.fromarray(self.images[i])), int(self.labels[i])
+
+
+class LoaderBatches:
+    """The recipe's input pipeline: DataLoader worker processes, pinned memory, copies to the device."""
+
+    def __init__(self, dataset, sampler, args, device):
+        self.device = device
+        self.loader = DataLoader(dataset, batch_size=args.batch_size, sampler=sampler, num_workers=args.workers,
+                                 pin_memory=device.type == "cuda", drop_last=True,
+                                 persistent_workers=args.workers > 0)
+
+    def __call__(self):
+        for x, y in self.loader:
+            yield x.to(self.device, non_blocking=True), y.to(self.device, non_blocking=True)
+
+
+def gpu_augment(images, mean, std):
+    """uint8 [B, 3, 32, 32] on the device -> float32 normalized batch, with the recipe's augmentation.
+
+    Zero-pad 4, take the 32x32 window at a random (dy, dx) in [0, 8]^2, and mirror it with p = 0.5:
+    out[b, c, i, j] = padded[b, c, dy_b + i, dx_b + (31 - j if flip_b else j)], all as one gather.
+    """
+    b, dev = images.shape[0], images.device
+    padded = F.pad(images, (4, 4, 4, 4))
+    dy = torch.randint(0, 9, (b, 1), device=dev)
+    dx = torch.randint(0, 9, (b, 1), device=dev)
+    flip = torch.rand(b, 1, device=dev) < 0.5
+    j = torch.arange(32, device=dev)
+    rows = dy + j
+    cols = dx + torch.where(flip, 31 - j, j)
+    batch = torch.arange(b, device=dev)[:, None, None, None]
+    channel = torch.arange(3, device=dev)[None, :, None, None]
+    crops = padded[batch, channel, rows[:, None, :, None], cols[:, None, None, :]]
+    return (crops.float() / 255.0 - mean) / std
+
+
+class ResidentBatches:
+    """The fast CIFAR trainers' input pipeline: the uint8 dataset lives on the device; a batch is an index
+    gather and gpu_augment, with no host work but the epoch's sampler order."""
+
+    def __init__(self, images, labels, sampler, batch_size, device):
+        self.images = torch.from_numpy(images).to(device).permute(0, 3, 1, 2).contiguous()
+        self.labels = torch.from_numpy(labels).to(device)
+        self.sampler, self.batch_size, self.device = sampler, batch_size, device
+        self.mean = torch.tensor(cifar10.MEAN, device=device).view(1, 3, 1, 1)
+        self.std = torch.tensor(cifar10.STD, device=device).view(1, 3, 1, 1)
+
+    def __call__(self):
+        order = torch.tensor(list(self.sampler), device=self.device)
+        for start in range(0, len(order) - self.batch_size + 1, self.batch_size):  # last partial batch dropped
+            idx = order[start:start + self.batch_size]
+            yield gpu_augment(self.images[idx], self.mean, self.std), self.labels[idx]
+
+
+# ---------------------------------------------------------------------------------------- distributed
+
+class Env:
+    """torchrun's RANK / WORLD_SIZE / LOCAL_RANK, or one process when they are absent."""
+
+    def __init__(self, device_flag):
+        self.distributed = "RANK" in os.environ and "WORLD_SIZE" in os.environ
+        self.rank = int(os.environ.get("RANK", 0))
+        self.world = int(os.environ.get("WORLD_SIZE", 1))
+        self.local_rank = int(os.environ.get("LOCAL_RANK", 0))
+        use_cuda = device_flag == "cuda" or (device_flag == "auto" and torch.cuda.is_available())
+        self.device = torch.device("cuda", self.local_rank) if use_cuda else torch.device("cpu")
+        if use_cuda:
+            torch.cuda.set_device(self.device)
+        if self.distributed:
+            dist.init_process_group("nccl" if use_cuda else "gloo")
+
+    def sum(self, t):
+        if self.distributed:
+            dist.all_reduce(t)
+        return t
+
+    def print(self, *a):
+        if self.rank == 0:
+            print(*a, flush=True)
+
+
+class Metrics:
+    """cutrain's JSON lines, written by rank 0 alone."""
+
+    def __init__(self, path, env):
+        self.file = open(path, "w") if path and env.rank == 0 else None
+
+    def write(self, **record):
+        if self.file:
+            self.file.write(json.dumps(record) + "\n")
+            self.file.flush()
+
+
+# ------------------------------------------------------------------------------------- first-step dump
+
+def dump_first_step(model, train_images, train_labels, args, device, path):
+    """Loss and gradients of one fp32 forward + backward (train-mode batch statistics, no update) on the
+    first batch-size train images in file order, normalized only: what `cutrain train --dump-first-step`
+    writes, for a tensor-by-tensor comparison."""
+    torch.backends.cudnn.allow_tf32 = False
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.deterministic = True
+    n = min(args.batch_size, len(train_labels))
+    x = torch.from_numpy(cifar10.normalize(train_images[:n])).to(device)
+    y = torch.from_numpy(train_labels[:n]).to(device)
+    model.train()
+    model.zero_grad(set_to_none=True)
+    loss = F.cross_entropy(model(x), y)
+    loss.backward()
+    tensors = {"loss": np.array([loss.item()], dtype=np.float32)}
+    for name, p in model.named_parameters():
+        tensors["grad." + name] = p.grad.detach().float().cpu().numpy()
+    safetensors_io.save(tensors, path)
+    print(f"first step: loss {loss.item():.6f}, {len(tensors) - 1} gradients -> {path}", flush=True)
+
+
+# ------------------------------------------------------------------------------------------- training
+
+def evaluate(model, test_x, test_y, env, amp):
+    """Top-1 accuracy on the test set; rank r scores images r, r + world, ...; the counts are summed."""
+    model.eval()
+    correct = torch.zeros((), dtype=torch.int64, device=env.device)
+    mine = torch.arange(env.rank, len(test_y), env.world, device=env.device)
+    with torch.no_grad(), amp():
+        for start in range(0, len(mine), 1024):
+            idx = mine[start:start + 1024]
+            correct += (model(test_x[idx]).argmax(1) == test_y[idx]).sum()
+    model.train()
+    return env.sum(correct).item() / len(test_y)
+
+
+def run(args):
+    env = Env(args.device)
+    device = env.device
+    torch.manual_seed(args.seed)
+    model = build_model(args.stem).to(device)
+    if args.export_init and env.rank == 0:
+        export_weights(model, args.export_init)
+        print(f"initial weights -> {args.export_init}", flush=True)
+    if args.data is None:
+        return
+    train_x, train_y = cifar10.load_split(args.data, train=True)
+    if args.dump_first_step:
+        if env.rank == 0:
+            dump_first_step(model, train_x, train_y, args, device, args.dump_first_step)
+        return
+    test_x, test_y = cifar10.load_split(args.data, train=False)
+    train(model, env, args, (train_x, train_y), (test_x, test_y))
+    if env.distributed:
+        dist.destroy_process_group()
+
+
+def train(model, env, args, train_set, test_set):
+    device = env.device
+    memory_format = torch.channels_last if args.channels_last else torch.contiguous_format
+    torch.backends.cudnn.benchmark = True
+    model = model.to(memory_format=memory_format)
+    net = DistributedDataParallel(model, device_ids=[device] if device.type == "cuda" else None) \
+        if env.distributed else model
+    if args.compile:
+        net = torch.compile(net, mode=args.compile)
+    opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=args.momentum, nesterov=args.nesterov,
+                          weight_decay=args.weight_decay)
+
+    def amp():
+        return torch.autocast(device.type, dtype=torch.bfloat16, enabled=args.amp == "bf16")
+
+    n_train = len(train_set[1])
+    sampler = DistributedSampler(range(n_train), num_replicas=env.world, rank=env.rank, shuffle=True,
+                                 seed=args.seed)
+    steps_per_epoch = len(sampler) // args.batch_size
+    if steps_per_epoch == 0:
+        raise ValueError(f"--batch-size {args.batch_size}: larger than this rank's {len(sampler)} train images")
+    if args.data_on_gpu:
+        batches = ResidentBatches(*train_set, sampler, args.batch_size, device)
+    else:
+        batches = LoaderBatches(AugmentedCifar(*train_set), sampler, args, device)
+    test_x = torch.from_numpy(cifar10.normalize(test_set[0])).to(device).contiguous(memory_format=memory_format)
+    test_y = torch.from_numpy(test_set[1]).to(device)
+
+    total_steps = args.epochs * steps_per_epoch
+    if args.max_steps:
+        total_steps = min(total_steps, args.max_steps)
+    epochs = -(-total_steps // steps_per_epoch)
+    precision = "bf16" if args.amp == "bf16" else "fp32"
+    n_params = sum(p.numel() for p in model.parameters())
+    env.print(f"pytorch reference: world size {env.world}, device {device}"
+              f"{' (' + torch.cuda.get_device_name(device) + ')' if device.type == 'cuda' else ''}, "
+              f"precision {precision}{' autocast' if args.amp == 'bf16' else ''}"
+              f"{', channels_last' if args.channels_last else ''}"
+              f"{', torch.compile ' + args.compile if args.compile else ''}"
+              f", data {f'resident on {device}' if args.data_on_gpu else f'DataLoader ({args.workers} workers)'}")
+    env.print(f"resnet18 ({args.stem} stem), {n_params:,} parameters; train {n_train} / test {len(test_y)} "
+              f"images; {steps_per_epoch} steps per epoch, {total_steps} steps, batch {args.batch_size} "
+              f"per rank")
+    metrics = Metrics(args.metrics, env)
+    images_per_step = args.batch_size * env.world
+    width = len(str(steps_per_epoch))
+    global_step, step_rates, test_accs = 0, [], []
+    wall_start = time.perf_counter()
+
+    def sync():
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        return time.perf_counter()
+
+    for epoch in range(1, epochs + 1):
+        sampler.set_epoch(epoch - 1)
+        loss_sum = torch.zeros((), device=device)
+        correct = torch.zeros((), dtype=torch.int64, device=device)
+        seen = step = 0
+        epoch_start = interval_start = sync()
+        interval_first_step = 0
+        for x, y in batches():
+            x = x.contiguous(memory_format=memory_format)
+            with amp():
+                logits = net(x)
+                loss = F.cross_entropy(logits, y)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+            loss_sum += loss.detach()
+            correct += (logits.argmax(1) == y).sum()
+            seen += len(y)
+            step += 1
+            global_step += 1
+            last = step == steps_per_epoch or global_step == total_steps
+            if step % args.log_every == 0 or last:
+                mean_loss, acc = loss_sum.item() / step, correct.item() / seen  # the read-back syncs
+                now = sync()
+                ms = (now - interval_start) * 1000 / (step - interval_first_step)
+                rate = images_per_step * 1000 / ms
+                if global_step > args.warmup_steps:
+                    step_rates.append(rate)
+                env.print(f"== step: [{step:>{width}}/{steps_per_epoch}] [{epoch}/{epochs}] | loss: {mean_loss:.3f}"
+                          f" | acc: {100 * acc:.3f}% | {rate:,.0f} images/s | {ms:.2f} ms/step")
+                metrics.write(kind="step", epoch=epoch, step=step, steps_per_epoch=steps_per_epoch,
+                              global_step=global_step, loss=mean_loss, acc=acc, lr=opt.param_groups[0]["lr"],
+                              images_per_s=rate, ms_per_step=ms)
+                interval_start, interval_first_step = sync(), step
+            if last:
+                break
+        epoch_time = sync() - epoch_start
+        totals = env.sum(torch.stack([loss_sum.float(), correct.float(), torch.tensor(float(seen), device=device)]))
+        record = dict(kind="epoch", epoch=epoch, global_step=global_step,
+                      loss=totals[0].item() / (step * env.world), acc=totals[1].item() / totals[2].item(),
+                      lr=opt.param_groups[0]["lr"], images_per_s=images_per_step * step / epoch_time,
+                      epoch_time_s=epoch_time)
+        if epoch % args.eval_every == 0 or epoch == epochs:
+            record["test_acc"] = evaluate(model, test_x, test_y, env, amp)
+            test_accs.append(record["test_acc"])
+            env.print(f"epoch {epoch}: test accuracy {100 * record['test_acc']:.2f}%, {epoch_time:.1f} s")
+        record["peak_memory_bytes"] = peak_memory(device)
+        metrics.write(**record)
+
+    wall = time.perf_counter() - wall_start
+    mean_rate = statistics.fmean(step_rates) if step_rates else None
+    metrics.write(kind="summary", wall_time_s=wall, mean_images_per_s=mean_rate, best_test_acc=max(test_accs),
+                  final_test_acc=test_accs[-1], peak_memory_bytes=peak_memory(device), world_size=env.world,
+                  precision=precision, stem=args.stem, batch_size=args.batch_size, program="pytorch",
+                  channels_last=args.channels_last, compile=args.compile, data_on_gpu=args.data_on_gpu)
+    env.print(f"done: {wall:.1f} s, mean {mean_rate or 0:,.0f} images/s after {args.warmup_steps} warm-up steps, "
+              f"best test accuracy {100 * max(test_accs):.2f}%, final {100 * test_accs[-1]:.2f}%")
+
+
+def peak_memory(device):
+    """Bytes the caching allocator took from the GPU at most (what the process held, like cudaMalloc totals)."""
+    return torch.cuda.max_memory_reserved(device) if device.type == "cuda" else None
