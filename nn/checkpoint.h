@@ -30,4 +30,9 @@ void save_momentum(const std::string& path, const ResNet18& model, const SGD& sg
                    const CheckpointMetadata& metadata = {});
 CheckpointMetadata load_momentum(const std::string& path, const ResNet18& model, SGD& sgd);
 
+// The gradients of the last backward under the names "grad.<parameter>", in torchvision
+// layouts, and `loss` as the F32 tensor "loss" of shape [1]: the first-step cross-check with
+// PyTorch (bench/check_parity.py).
+void save_gradients(const std::string& path, const ResNet18& model, float loss);
+
 }  // namespace cutrain
