@@ -3,6 +3,7 @@
 #include <sys/resource.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <memory>
@@ -88,6 +89,7 @@ class Trainer {
   std::optional<EvalResult> maybe_evaluate(int epoch);
   std::string save_checkpoint();
   void print_class_accuracy(const EvalResult& r) const;
+  void check_replicas_agree();
 
   const TrainOptions& opt_;
   DistEnv env_;
@@ -382,6 +384,31 @@ void Trainer::print_class_accuracy(const EvalResult& r) const {
   }
 }
 
+// DDP keeps the replicas identical by construction (same start, same averaged gradients, same
+// update); this checks that it did, once at the end, with a checksum of every parameter.
+void Trainer::check_replicas_agree() {
+  if (!comm_ || !env_.is_distributed()) return;
+  const Tensor values = model_->params().values();
+  std::vector<float> host(size_t(values.numel()));
+  ctx_->synchronize();
+  copy_to_host(values, host.data());
+  double sums[2] = {0, 0};  // sum of values, sum of values weighted by position
+  for (size_t i = 0; i < host.size(); ++i) {
+    sums[0] += host[i];
+    sums[1] += host[i] * double(i % 1021 + 1);
+  }
+  double mean[2] = {sums[0], sums[1]};
+  comm_->all_reduce_host(mean, 2, ReduceOp::average);
+  double disagree = 0;
+  for (int k = 0; k < 2; ++k)
+    if (std::abs(mean[k] - sums[k]) > 1e-12 * std::max(1.0, std::abs(sums[k]))) disagree = 1;
+  comm_->all_reduce_host(&disagree, 1, ReduceOp::sum);
+  if (disagree > 0)
+    throw std::runtime_error("the parameters of " + std::to_string(int(disagree)) + " rank(s) differ from the others' "
+                             "at the end of training");
+  log_->print("parameters identical on all %d ranks", env_.world_size);
+}
+
 int Trainer::run() {
   install_shutdown_handlers();
   const auto run_start = SteadyClock::now();
@@ -458,6 +485,7 @@ int Trainer::run() {
                   static_cast<long long>(state_.global_step), path.empty() ? "none (no --save)" : path.c_str());
   }
 
+  check_replicas_agree();
   const double wall = seconds_since(run_start);
   const double warm_seconds = warm_ ? seconds_since(warm_start_) : 0;
   SummaryRecord s;

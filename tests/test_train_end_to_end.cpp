@@ -1,0 +1,175 @@
+// [train]: `cutrain train` end to end on the CPU, through the real binary, on a small synthetic
+// dataset and a narrow ResNet-18 (width 8), so each test takes seconds.
+#include <catch2/catch.hpp>
+
+#include <csignal>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "data/load.h"
+#include "data/synthetic.h"
+#include "nn/safetensors.h"
+#include "tests/test_dist_process.h"
+
+namespace {
+
+using cutrain::test::Process;
+using cutrain::test::TempDir;
+
+// A synthetic dataset of `train` + `test` images in CIFAR-10 binary form under dir/data.
+std::string make_data(const TempDir& dir, int train = 1024, int test = 256) {
+  const std::string data = (dir.path() / "data").string();
+  cutrain::write_dataset(data, cutrain::DataFormat::cifar10, cutrain::make_synthetic(train, 0, true),
+                         cutrain::make_synthetic(test, 0, false));
+  return data;
+}
+
+// `cutrain train` on `data` with small, fast settings, then `extra` flags.
+std::vector<std::string> train_command(const std::string& data, std::vector<std::string> extra) {
+  std::vector<std::string> argv = {CUTRAIN_BIN_DIR "/cutrain", "train", "--data", data, "--device", "cpu",
+                                   "--width", "8", "--batch-size", "32", "--workers", "2", "--lr", "0.05"};
+  argv.insert(argv.end(), extra.begin(), extra.end());
+  return argv;
+}
+
+std::vector<nlohmann::json> read_metrics(const std::string& path, const std::string& kind) {
+  std::vector<nlohmann::json> lines;
+  std::ifstream in(path);
+  for (std::string line; std::getline(in, line);) {
+    auto j = nlohmann::json::parse(line);
+    if (j["kind"] == kind) lines.push_back(j);
+  }
+  return lines;
+}
+
+// Every tensor of two safetensors files, byte for byte.
+void require_identical(const std::string& a, const std::string& b) {
+  const cutrain::SafeTensorsFile fa = cutrain::read_safetensors(a), fb = cutrain::read_safetensors(b);
+  REQUIRE(fa.tensors.size() == fb.tensors.size());
+  for (const auto& [name, t] : fa.tensors) {
+    INFO(name);
+    REQUIRE(fb.tensors.count(name) == 1);
+    CHECK(t.data == fb.tensors.at(name).data);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("training learns: the loss falls and test accuracy beats chance by far", "[train]") {
+  TempDir dir;
+  const std::string data = make_data(dir, 2048, 512);
+  const std::string metrics = (dir.path() / "m.jsonl").string();
+  auto r = cutrain::test::run(train_command(data, {"--epochs", "4", "--metrics", metrics, "--log-every", "16"}));
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  CHECK(r.output.find("== step: [ 16/64] [1/4] | loss: ") != std::string::npos);
+
+  const auto steps = read_metrics(metrics, "step");
+  const auto epochs = read_metrics(metrics, "epoch");
+  REQUIRE(epochs.size() == 4);
+  CHECK(steps.back()["loss"].get<double>() < 0.8 * steps.front()["loss"].get<double>());
+  CHECK(epochs.back()["test_acc"].get<double>() > 0.3);  // chance is 0.1
+  const auto summary = read_metrics(metrics, "summary");
+  REQUIRE(summary.size() == 1);
+  CHECK(summary[0]["final_test_acc"] == epochs.back()["test_acc"]);
+}
+
+TEST_CASE("a resumed run continues exactly as the uninterrupted one, bit for bit", "[train]") {
+  TempDir dir;
+  const std::string data = make_data(dir, 512, 64);
+  const std::string straight = (dir.path() / "straight").string(), halves = (dir.path() / "halves").string();
+  const std::string m1 = (dir.path() / "m1.jsonl").string(), m2 = (dir.path() / "m2.jsonl").string();
+  // 20 steps cross the epoch boundary (16 steps per epoch), and the stop at 10 is mid-epoch.
+  const std::vector<std::string> common = {"--epochs", "3", "--log-every", "1", "--eval-every", "0"};
+
+  auto run = [&](std::vector<std::string> extra) {
+    extra.insert(extra.end(), common.begin(), common.end());
+    auto r = cutrain::test::run(train_command(data, extra));
+    INFO(r.output);
+    REQUIRE(r.exit_code == 0);
+  };
+  run({"--max-steps", "20", "--save", straight, "--metrics", m1});
+  run({"--max-steps", "10", "--save", halves, "--metrics", m2});
+  run({"--max-steps", "20", "--save", halves, "--metrics", m2, "--resume", "auto"});
+
+  const std::string last = "/checkpoint-00000020";
+  require_identical(straight + last + ".safetensors", halves + last + ".safetensors");
+  require_identical(straight + last + ".optim.safetensors", halves + last + ".optim.safetensors");
+
+  const auto a = read_metrics(m1, "step"), b = read_metrics(m2, "step");
+  REQUIRE(a.size() == 20);
+  REQUIRE(b.size() == 20);
+  for (size_t i = 0; i < a.size(); ++i) {
+    INFO("step " << i + 1);
+    CHECK(a[i]["loss"].get<double>() == b[i]["loss"].get<double>());
+  }
+}
+
+TEST_CASE("SIGTERM: the step finishes, a loadable checkpoint is written, the exit status is 0", "[train]") {
+  TempDir dir;
+  const std::string data = make_data(dir, 512, 64);
+  const std::string save = (dir.path() / "ckpt").string();
+  Process p(train_command(data, {"--epochs", "1000", "--log-every", "1", "--save", save}));
+  REQUIRE(p.read_until("== step: [  3/", 1, 60));
+  p.signal(SIGTERM);
+  auto r = p.finish();
+  INFO(r.output);
+  CHECK(r.exit_code == 0);
+  REQUIRE(r.output.find("stopped by signal 15 after step ") != std::string::npos);
+  const auto at = r.output.find("checkpoint: ") + 12;
+  const std::string path = r.output.substr(at, r.output.find('\n', at) - at);
+  const cutrain::SafeTensorsFile file = cutrain::read_safetensors(path);
+  CHECK(file.tensors.count("fc.weight") == 1);
+}
+
+TEST_CASE("an absurd learning rate stops with the step of the non-finite loss", "[train]") {
+  TempDir dir;
+  const std::string data = make_data(dir, 512, 64);
+  auto r = cutrain::test::run(train_command(data, {"--epochs", "50", "--lr", "1e12", "--log-every", "4"}));
+  INFO(r.output);
+  CHECK(r.exit_code != 0);
+  CHECK(r.output.find("cutrain: error: the loss is ") != std::string::npos);
+  CHECK(r.output.find(" at step ") != std::string::npos);
+}
+
+TEST_CASE("two processes through cutrun train together; rank 0 alone logs and saves", "[train]") {
+  TempDir dir;
+  const std::string data = make_data(dir, 512, 64);
+  const std::string save = (dir.path() / "ckpt").string(), metrics = (dir.path() / "m.jsonl").string();
+  std::vector<std::string> argv = {CUTRAIN_BIN_DIR "/cutrun", "--standalone", "--nproc-per-node", "2"};
+  auto train = train_command(data, {"--epochs", "1", "--log-every", "4", "--save", save, "--metrics", metrics});
+  argv.insert(argv.end(), train.begin(), train.end());
+  auto r = cutrain::test::run(argv);
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  CHECK(r.output.find("[rank0]: == step: [  4/8] [1/1]") != std::string::npos);
+  CHECK(r.output.find("[rank1]: == step") == std::string::npos);
+  CHECK(r.output.find("parameters identical on all 2 ranks") != std::string::npos);
+  CHECK(read_metrics(metrics, "step").size() == 2);  // one writer: steps 4 and 8
+  CHECK(std::filesystem::exists(save + "/checkpoint-00000008.safetensors"));
+}
+
+TEST_CASE("bad input to train: one line naming what is wrong, non-zero exit", "[train]") {
+  TempDir dir;
+  const std::string data = make_data(dir, 64, 16);
+  struct Case {
+    std::string data;
+    std::vector<std::string> extra;
+    std::string message;
+  };
+  const std::string nowhere = (dir.path() / "nowhere").string();
+  const std::vector<Case> cases = {
+      {nowhere, {}, nowhere},
+      {data, {"--batch-size", "100"}, "--batch-size 100 is larger than this rank's shard of 64 training images"},
+      {data, {"--resume", (dir.path() / "missing.safetensors").string()}, "missing.safetensors"},
+      {data, {"--precision", "bf16", "--device", "cpu"}, "--precision bf16 needs a GPU"},
+      {data, {"--lr-schedule", "linear"}, "--lr-schedule"},
+  };
+  for (const Case& c : cases) {
+    auto r = cutrain::test::run(train_command(c.data, c.extra));
+    INFO(r.output);
+    CHECK(r.exit_code != 0);
+    CHECK(r.output.find(c.message) != std::string::npos);
+    CHECK(r.output.find("terminate called") == std::string::npos);
+  }
+}
