@@ -13,8 +13,9 @@ static constexpr int kSide = 32;
 static constexpr int kClasses = 10;
 
 const std::vector<std::string>& synthetic_class_names() {
-  static const std::vector<std::string> names = {"disc",    "ring",  "square",   "frame",    "triangle",
-                                                 "plus",    "cross", "hstripes", "vstripes", "checker"};
+  // In sorted order, so that an image folder of them (classes sorted by name) keeps the labels.
+  static const std::vector<std::string> names = {"checker", "cross", "disc",   "frame",    "hstripes",
+                                                 "plus",    "ring",  "square", "triangle", "vstripes"};
   return names;
 }
 
@@ -42,16 +43,16 @@ bool inside(int label, const Placement& s, int x, int y) {
   const bool in_box = ax <= s.r && ay <= s.r;
   const int px = x + s.phase, py = y + s.phase;
   switch (label) {
-    case 0: return d2 <= s.r * s.r;                                               // disc
-    case 1: return d2 <= s.r * s.r && d2 >= (s.r - 2.5f) * (s.r - 2.5f);          // ring
-    case 2: return ax <= box && ay <= box;                                        // square
+    case 0: return in_box && (px / 3 + py / 3) % 2 == 0;                         // checkerboard
+    case 1: return std::fabs(ax - ay) <= 1.2f && ax <= box;                        // cross (X)
+    case 2: return d2 <= s.r * s.r;                                               // disc
     case 3: return std::max(ax, ay) <= box && std::max(ax, ay) >= box - 2.0f;     // frame
-    case 4: return dy >= -s.r && dy <= 0.8f * s.r && ax <= 0.6f * (dy + s.r);     // triangle, apex up
+    case 4: return in_box && (py / 2) % 2 == 0;                                   // horizontal stripes
     case 5: return (ax <= 1.5f && ay <= s.r) || (ay <= 1.5f && ax <= s.r);        // plus
-    case 6: return std::fabs(ax - ay) <= 1.2f && ax <= box;                        // cross (X)
-    case 7: return in_box && (py / 2) % 2 == 0;                                   // horizontal stripes
-    case 8: return in_box && (px / 2) % 2 == 0;                                   // vertical stripes
-    default: return in_box && (px / 3 + py / 3) % 2 == 0;                         // checkerboard
+    case 6: return d2 <= s.r * s.r && d2 >= (s.r - 2.5f) * (s.r - 2.5f);          // ring
+    case 7: return ax <= box && ay <= box;                                        // square
+    case 8: return dy >= -s.r && dy <= 0.8f * s.r && ax <= 0.6f * (dy + s.r);     // triangle, apex up
+    default: return in_box && (px / 2) % 2 == 0;                                  // vertical stripes
   }
 }
 

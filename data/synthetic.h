@@ -1,14 +1,15 @@
 // synthetic.h: a deterministic 10-class CIFAR-sized dataset, the default when no data is given.
 //
-// Each image is one shape or texture patch of its class (disc, ring, square, frame, triangle,
-// plus, cross, horizontal stripes, vertical stripes, checkerboard), drawn at a random position
+// Each image is one shape or texture patch of its class (checkerboard, cross, disc, frame,
+// horizontal stripes, plus, ring, square, triangle, vertical stripes: labels in the sorted
+// order of the names, as in CIFAR-10, so an image folder keeps them), drawn at a random position
 // and scale in a random foreground colour over a random background colour with a random
 // brightness gradient, plus per-pixel noise. Since the position, colours and phase vary, no
 // pixel or colour on its own says the class: a linear model on the pixels does poorly, while a
 // convolutional network learns the shapes well above 90%.
 //
-// Image i of a split depends only on (seed, split, i): generation is parallel and repeatable,
-// and the train and test images are different draws.
+// Image i of a split depends only on (seed, split, i): generation is repeatable, a shorter set
+// is a prefix of a longer one, and the train and test images are different draws.
 #pragma once
 
 #include <cstdint>
