@@ -3,8 +3,12 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <filesystem>
+#include <system_error>
+#include <unistd.h>
 #include <stdexcept>
 
+#include "data/cifar10.h"
 #include "kernels/rng.cuh"
 
 namespace cutrain {
@@ -94,6 +98,23 @@ Dataset make_synthetic(int64_t count, uint64_t seed, bool train) {
     draw_image(dataset.labels[i], split_key + (uint64_t(i) << 32), dataset.images.data() + i * dataset.image_bytes());
   }
   return dataset;
+}
+
+bool ensure_synthetic_cifar10(const std::string& dir, int64_t train, int64_t test, uint64_t seed) {
+  namespace fs = std::filesystem;
+  if (fs::is_directory(dir)) return false;
+  const fs::path target = fs::path(dir).lexically_normal();
+  if (target.has_parent_path()) fs::create_directories(target.parent_path());
+  const fs::path staging = target.string() + ".partial-" + std::to_string(getpid());
+  write_cifar10(staging.string(), make_synthetic(train, seed, true), make_synthetic(test, seed, false));
+  std::error_code error;
+  fs::rename(staging, target, error);  // atomic; fails when another process got there first
+  if (error) {
+    fs::remove_all(staging);
+    if (!fs::is_directory(target)) throw std::runtime_error(dir + ": cannot create: " + error.message());
+    return false;
+  }
+  return true;
 }
 
 }  // namespace cutrain

@@ -25,4 +25,12 @@ const std::vector<std::string>& synthetic_class_names();
 // `count` images of 32 x 32 x 3, labels cycling 0..9 so the classes are balanced.
 Dataset make_synthetic(int64_t count, uint64_t seed, bool train);
 
+// Makes sure `dir` holds the synthetic dataset in CIFAR-10 binary form, writing it only when it
+// does not exist yet; returns true when this call wrote it. Safe when several processes (the
+// ranks of one run) call it at once: each writes to a private folder beside `dir` and renames it
+// into place, and whoever loses the race keeps the winner's identical copy. `dir` should name
+// its parameters (e.g. ~/.cache/cutrain/synthetic-50000-10000-seed0): an existing folder is
+// trusted, not regenerated.
+bool ensure_synthetic_cifar10(const std::string& dir, int64_t train, int64_t test, uint64_t seed);
+
 }  // namespace cutrain
