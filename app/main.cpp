@@ -20,6 +20,10 @@ int main(int argc, char** argv) {
                                "this process's GPU on its node (as LOCAL_RANK; set by launchers)")
       ->trigger_on_parse();
   app.fallthrough();  // ... and `cutrain train --local_rank=N ...` too
+  cutrain::add_make_synthetic_command(app, exit_code);
+  cutrain::add_inspect_data_command(app, exit_code);
+  cutrain::add_show_sampler_command(app, exit_code);
+  cutrain::add_bench_data_command(app, exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

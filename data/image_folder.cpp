@@ -76,10 +76,20 @@ Dataset load_image_folder(const std::string& split_dir, int height, int width) {
 }
 
 void write_image_folder(const std::string& split_dir, const Dataset& dataset) {
+  std::vector<std::string> names = dataset.class_names;
+  if (names.empty())
+    for (int label = 0; label < dataset.num_classes; ++label) {
+      char name[32];
+      std::snprintf(name, sizeof name, "class_%04d", label);
+      names.push_back(name);
+    }
+  // Reading sorts the folders by name; only names already sorted give back the same labels.
+  if (names.size() != size_t(dataset.num_classes) || !std::is_sorted(names.begin(), names.end()) ||
+      std::adjacent_find(names.begin(), names.end()) != names.end())
+    throw std::invalid_argument(split_dir + ": class names must be distinct and sorted, one per class, "
+                                "for the folder order to keep the labels");
   std::vector<fs::path> class_dirs;
-  for (int label = 0; label < dataset.num_classes; ++label) {
-    std::string name = size_t(label) < dataset.class_names.size() ? dataset.class_names[label]
-                                                                   : "class_" + std::to_string(label);
+  for (const auto& name : names) {
     class_dirs.push_back(fs::path(split_dir) / name);
     fs::create_directories(class_dirs.back());
   }

@@ -28,7 +28,8 @@ std::vector<std::string> image_folder_classes(const std::string& split_dir);
 Dataset load_image_folder(const std::string& split_dir, int height = 32, int width = 32);
 
 // Writes dataset image i as split_dir/<class name>/<i, 5 digits>.png (class names default to
-// "class_<label>"). Creates the folders.
+// "class_0000", "class_0001", ...). Creates the folders. The class names must
+// be sorted, since reading sorts the folders: otherwise the labels would come back permuted.
 void write_image_folder(const std::string& split_dir, const Dataset& dataset);
 
 }  // namespace cutrain

@@ -3,8 +3,12 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <filesystem>
+#include <system_error>
+#include <unistd.h>
 #include <stdexcept>
 
+#include "data/cifar10.h"
 #include "kernels/rng.cuh"
 
 namespace cutrain {
@@ -13,8 +17,9 @@ static constexpr int kSide = 32;
 static constexpr int kClasses = 10;
 
 const std::vector<std::string>& synthetic_class_names() {
-  static const std::vector<std::string> names = {"disc",    "ring",  "square",   "frame",    "triangle",
-                                                 "plus",    "cross", "hstripes", "vstripes", "checker"};
+  // In sorted order, so that an image folder of them (classes sorted by name) keeps the labels.
+  static const std::vector<std::string> names = {"checker", "cross", "disc",   "frame",    "hstripes",
+                                                 "plus",    "ring",  "square", "triangle", "vstripes"};
   return names;
 }
 
@@ -42,16 +47,16 @@ bool inside(int label, const Placement& s, int x, int y) {
   const bool in_box = ax <= s.r && ay <= s.r;
   const int px = x + s.phase, py = y + s.phase;
   switch (label) {
-    case 0: return d2 <= s.r * s.r;                                               // disc
-    case 1: return d2 <= s.r * s.r && d2 >= (s.r - 2.5f) * (s.r - 2.5f);          // ring
-    case 2: return ax <= box && ay <= box;                                        // square
+    case 0: return in_box && (px / 3 + py / 3) % 2 == 0;                         // checkerboard
+    case 1: return std::fabs(ax - ay) <= 1.2f && ax <= box;                        // cross (X)
+    case 2: return d2 <= s.r * s.r;                                               // disc
     case 3: return std::max(ax, ay) <= box && std::max(ax, ay) >= box - 2.0f;     // frame
-    case 4: return dy >= -s.r && dy <= 0.8f * s.r && ax <= 0.6f * (dy + s.r);     // triangle, apex up
+    case 4: return in_box && (py / 2) % 2 == 0;                                   // horizontal stripes
     case 5: return (ax <= 1.5f && ay <= s.r) || (ay <= 1.5f && ax <= s.r);        // plus
-    case 6: return std::fabs(ax - ay) <= 1.2f && ax <= box;                        // cross (X)
-    case 7: return in_box && (py / 2) % 2 == 0;                                   // horizontal stripes
-    case 8: return in_box && (px / 2) % 2 == 0;                                   // vertical stripes
-    default: return in_box && (px / 3 + py / 3) % 2 == 0;                         // checkerboard
+    case 6: return d2 <= s.r * s.r && d2 >= (s.r - 2.5f) * (s.r - 2.5f);          // ring
+    case 7: return ax <= box && ay <= box;                                        // square
+    case 8: return dy >= -s.r && dy <= 0.8f * s.r && ax <= 0.6f * (dy + s.r);     // triangle, apex up
+    default: return in_box && (px / 2) % 2 == 0;                                  // vertical stripes
   }
 }
 
@@ -93,6 +98,23 @@ Dataset make_synthetic(int64_t count, uint64_t seed, bool train) {
     draw_image(dataset.labels[i], split_key + (uint64_t(i) << 32), dataset.images.data() + i * dataset.image_bytes());
   }
   return dataset;
+}
+
+bool ensure_synthetic_cifar10(const std::string& dir, int64_t train, int64_t test, uint64_t seed) {
+  namespace fs = std::filesystem;
+  if (fs::is_directory(dir)) return false;
+  const fs::path target = fs::path(dir).lexically_normal();
+  if (target.has_parent_path()) fs::create_directories(target.parent_path());
+  const fs::path staging = target.string() + ".partial-" + std::to_string(getpid());
+  write_cifar10(staging.string(), make_synthetic(train, seed, true), make_synthetic(test, seed, false));
+  std::error_code error;
+  fs::rename(staging, target, error);  // atomic; fails when another process got there first
+  if (error) {
+    fs::remove_all(staging);
+    if (!fs::is_directory(target)) throw std::runtime_error(dir + ": cannot create: " + error.message());
+    return false;
+  }
+  return true;
 }
 
 }  // namespace cutrain

@@ -70,6 +70,10 @@ TEST_CASE("image folder writer and reader round-trip", "[data]") {
     size_t original = (i % 4) * 3 + back.labels[i];  // class c holds originals c, c+3, c+6, c+9
     CHECK(std::equal(back.image(i), back.image(i) + back.image_bytes(), train.image(original)));
   }
+  // Names that do not sort in label order would come back as other labels: refused.
+  Dataset unsorted = train;
+  unsorted.class_names = {"z", "y", "x"};
+  CHECK_THROWS_WITH(write_image_folder(dir / "other", unsorted), Catch::Contains("must be distinct and sorted"));
 }
 
 TEST_CASE("image folder bad inputs give one-line errors naming the file or folder", "[data]") {

@@ -1,7 +1,9 @@
 // The synthetic dataset: deterministic, balanced, different across splits and seeds.
 #include <catch2/catch.hpp>
 
+#include "data/cifar10.h"
 #include "data/synthetic.h"
+#include "tests/test_data_util.h"
 
 using namespace cutrain;
 
@@ -33,4 +35,17 @@ TEST_CASE("synthetic: deterministic, balanced, and varied", "[data]") {
   auto [lo, hi] = std::minmax_element(a.images.begin(), a.images.end());
   CHECK(*lo < 10);
   CHECK(*hi > 245);
+}
+
+TEST_CASE("synthetic: the cached CIFAR-format copy is written once and reads back the same", "[data]") {
+  cutrain::test::TempDir tmp;
+  const std::string dir = tmp / "cache/synthetic-60-20-seed4";
+  CHECK(ensure_synthetic_cifar10(dir, 60, 20, 4));
+  CHECK_FALSE(ensure_synthetic_cifar10(dir, 60, 20, 4));  // already there: untouched
+  Dataset train = load_cifar10(dir, true), test = load_cifar10(dir, false);
+  CHECK(train.images == make_synthetic(60, 4, true).images);
+  CHECK(test.labels == make_synthetic(20, 4, false).labels);
+  CHECK(train.class_names == synthetic_class_names());
+  // no staging folders left behind
+  CHECK(std::distance(std::filesystem::directory_iterator(tmp / "cache"), std::filesystem::directory_iterator()) == 1);
 }
