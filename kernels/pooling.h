@@ -14,7 +14,7 @@
 
 namespace cutrain {
 
-inline int maxpool_out_size(int in) { return (in + 2 * 1 - 3) / 2 + 1; }
+__host__ __device__ inline int maxpool_out_size(int in) { return (in + 2 * 1 - 3) / 2 + 1; }
 
 void maxpool3x3s2_forward_cpu(const float* x, int N, int H, int W, int C, float* y);
 void maxpool3x3s2_backward_cpu(const float* x, const float* dy, int N, int H, int W, int C, float* dx);
