@@ -25,7 +25,8 @@ template <typename T>
 void maxpool3x3s2_forward_cuda(const T* x, int N, int H, int W, int C, T* y, cudaStream_t stream);
 template <typename T>
 void maxpool3x3s2_backward_cuda(const T* x, const T* dy, int N, int H, int W, int C, T* dx, cudaStream_t stream);
-// The pooled features feed the classifier in T; its gradient comes back in fp32 from cuBLAS.
+// The pooled features feed the classifier in T, and their gradient comes back in T (cuBLAS
+// accumulates in fp32 and writes T).
 template <typename T>
 void global_avgpool_forward_cuda(const T* x, int N, int H, int W, int C, T* y, cudaStream_t stream);
 template <typename T>
