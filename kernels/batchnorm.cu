@@ -1,11 +1,15 @@
 // batchnorm.cu: the CUDA side of batchnorm.h, with the element math of batchnorm.cuh.
 //
-// x[M, C] is NHWC memory, so a row is one pixel's C channels, contiguous. Two kernel shapes:
+// x[M, C] is NHWC memory, so a row is one pixel's C channels, contiguous. Every kernel over x
+// uses one thread layout (RowsLayout): threadIdx.x and blockIdx.x pick a pack of VEC channels that
+// stays the thread's for its whole life, so per-channel constants are loaded once into registers;
+// threadIdx.y and blockIdx.y pick rows, striding over M. Neighbouring threads read neighbouring
+// packs of a row, then the next rows: contiguous memory. Packs are 16 bytes when C and the
+// addresses allow (4 floats, 8 bf16), single elements otherwise.
 //   channel_sums_kernel   per-channel fp32 sums over rows (stage 1 of the forward and backward),
 //                         its per-row work given by an Op (SumsOp, BackwardSumsOp);
-//   elementwise kernels   over packs of VEC channels of one row (apply, backward apply);
-// plus one thread per channel for the statistics. Packs are 16 bytes when C and the addresses
-// allow (4 floats, 8 bf16), single elements otherwise.
+//   bn_apply_kernel, bn_backward_apply_kernel: elementwise;
+// plus one thread per channel for the statistics (stage 2).
 #include "kernels/batchnorm.h"
 
 #include <cuda_bf16.h>
@@ -21,27 +25,48 @@ namespace cutrain {
 
 namespace {
 
+// ---- the thread layout over x[M, C] ----------------------------------------------------------
+
+// 256-thread blocks: as many threads across a row as it has packs (up to 256), the rest down the
+// rows; enough blocks down the rows that each thread visits about kRowsPerThread rows.
+struct RowsLayout {
+  dim3 grid, block;
+  RowsLayout(int64_t M, int C, int vec) {
+    constexpr int kRowsPerThread = 8;
+    const int packs = C / vec;
+    block = dim3(std::min(packs, kBlockThreads), kBlockThreads / std::min(packs, kBlockThreads));
+    const int64_t rows_per_block = int64_t(block.y) * kRowsPerThread;
+    grid = dim3((packs + block.x - 1) / block.x,
+                unsigned(std::clamp<int64_t>((M + rows_per_block - 1) / rows_per_block, 1, 65535)));
+  }
+};
+
+// This thread's first channel, first row and row stride under RowsLayout.
+template <int VEC>
+__device__ int thread_channel() {
+  return (blockIdx.x * blockDim.x + threadIdx.x) * VEC;
+}
+__device__ int64_t thread_first_row() { return int64_t(blockIdx.y) * blockDim.y + threadIdx.y; }
+__device__ int64_t row_stride() { return int64_t(gridDim.y) * blockDim.y; }
+
 // ---- stage 1: per-channel sums -----------------------------------------------------------
 
 // out_a[c] = sum_m a(m, c),  out_b[c] = sum_m b(m, c), where op.accumulate adds row m's a and b
 // for the VEC channels from c0.
 //
-// Thread (x, y) of a block: x picks a pack of VEC channels, y a row. Block (bx, by) covers the
-// channels [bx*blockDim.x*VEC, (bx+1)*blockDim.x*VEC) and the rows by*blockDim.y + y, striding
-// by gridDim.y*blockDim.y. Each thread sums its rows in fp32 registers; the block adds up its
-// rows through shared memory, and one thread per channel adds the block's share to the output
-// with atomicAdd (zeroed by the launcher). The order of those atomic additions varies, so the
-// last bits of a sum can differ from run to run.
+// Each thread sums its rows in fp32 registers; the block adds up its rows through shared memory,
+// and one thread per channel adds the block's share to the output with atomicAdd (zeroed by the
+// launcher). The order of those atomic additions varies, so the last bits of a sum can differ
+// from run to run.
 template <int VEC, typename Op>
 __global__ void channel_sums_kernel(Op op, int64_t M, int C, float* out_a, float* out_b) {
   extern __shared__ float partial[];  // a then b, each [blockDim.y][width]
   const int width = blockDim.x * VEC;
-  const int c0 = blockIdx.x * width + threadIdx.x * VEC;
+  const int c0 = thread_channel<VEC>();
   float a[VEC] = {}, b[VEC] = {};
   if (c0 < C) {
     const typename Op::Channels channels = op.channels(c0);
-    for (int64_t m = int64_t(blockIdx.y) * blockDim.y + threadIdx.y; m < M; m += int64_t(gridDim.y) * blockDim.y)
-      op.accumulate(channels, m, c0, a, b);
+    for (int64_t m = thread_first_row(); m < M; m += row_stride()) op.accumulate(channels, m, c0, a, b);
   }
   float* partial_a = partial;
   float* partial_b = partial + blockDim.y * width;
@@ -119,21 +144,14 @@ struct BackwardSumsOp {
   }
 };
 
-// Zeroes the outputs, then launches channel_sums_kernel with 256-thread blocks: as many threads
-// across a row as it has packs (up to 256), the rest down the rows; each thread sums about
-// kRowsPerThread rows before the block combines.
+// Zeroes the outputs, then launches channel_sums_kernel.
 template <int VEC, typename Op>
 void launch_channel_sums(const Op& op, int64_t M, int C, float* out_a, float* out_b, cudaStream_t stream) {
-  constexpr int kRowsPerThread = 16;
   CUDA_CHECK(cudaMemsetAsync(out_a, 0, sizeof(float) * C, stream));
   CUDA_CHECK(cudaMemsetAsync(out_b, 0, sizeof(float) * C, stream));
-  const int packs = C / VEC;
-  const dim3 block(std::min(packs, kBlockThreads), kBlockThreads / std::min(packs, kBlockThreads));
-  const int64_t rows_per_block = int64_t(block.y) * kRowsPerThread;
-  const dim3 grid((packs + block.x - 1) / block.x,
-                  unsigned(std::clamp<int64_t>((M + rows_per_block - 1) / rows_per_block, 1, 65535)));
-  const size_t shared_bytes = 2 * sizeof(float) * block.y * block.x * VEC;
-  channel_sums_kernel<VEC><<<grid, block, shared_bytes, stream>>>(op, M, C, out_a, out_b);
+  const RowsLayout layout(M, C, VEC);
+  const size_t shared_bytes = 2 * sizeof(float) * layout.block.y * layout.block.x * VEC;
+  channel_sums_kernel<VEC><<<layout.grid, layout.block, shared_bytes, stream>>>(op, M, C, out_a, out_b);
   CUDA_CHECK_LAUNCH();
 }
 
@@ -157,36 +175,25 @@ __global__ void bn_eval_stats_kernel(const float* running_mean, const float* run
 
 // ---- stage 3 and the backward apply: elementwise -------------------------------------------
 
-// The channel of a grid-stride loop's pack: found once by division, then advanced by the
-// constant stride, since a pack never straddles two rows.
-struct PackChannel {
-  int c0, step, C;
-  __device__ PackChannel(int64_t first_element, int64_t stride_elements, int C_)
-      : c0(int(first_element % C_)), step(int(stride_elements % C_)), C(C_) {}
-  __device__ void advance() {
-    c0 += step;
-    if (c0 >= C) c0 -= C;
-  }
-};
-
 // y = act(scale*x + shift [+ residual]),  scale = gamma*invstd,  shift = beta - mean*scale
 template <typename T, int VEC>
 __global__ void bn_apply_kernel(const T* x, const T* residual, int64_t M, int C, const float* mean,
                                 const float* invstd, const float* gamma, const float* beta, BatchNormFusion fusion,
                                 T* y) {
-  const int64_t packs = M * C / VEC, stride = int64_t(gridDim.x) * blockDim.x;
-  int64_t p = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  for (PackChannel ch(p * VEC, stride * VEC, C); p < packs; p += stride, ch.advance()) {
-    const int64_t i = p * VEC;
+  const int c0 = thread_channel<VEC>();
+  if (c0 >= C) return;
+  float scale[VEC], shift[VEC];
+  for (int v = 0; v < VEC; ++v) {
+    scale[v] = bn_scale(gamma[c0 + v], invstd[c0 + v]);
+    shift[v] = bn_shift(beta[c0 + v], mean[c0 + v], scale[v]);
+  }
+  for (int64_t m = thread_first_row(); m < M; m += row_stride()) {
+    const int64_t i = m * C + c0;
     const Pack<T, VEC> xs = load_pack<VEC>(x + i);
     Pack<T, VEC> rs{}, out;
     if (fusion.residual) rs = load_pack<VEC>(residual + i);
-    for (int v = 0; v < VEC; ++v) {
-      const int c = ch.c0 + v;
-      const float scale = bn_scale(gamma[c], invstd[c]);
-      out.v[v] = from_float<T>(
-          bn_forward(to_float(xs.v[v]), to_float(rs.v[v]), scale, bn_shift(beta[c], mean[c], scale), fusion));
-    }
+    for (int v = 0; v < VEC; ++v)
+      out.v[v] = from_float<T>(bn_forward(to_float(xs.v[v]), to_float(rs.v[v]), scale[v], shift[v], fusion));
     store_pack<VEC>(y + i, out);
   }
 }
@@ -196,19 +203,25 @@ template <typename T, int VEC>
 __global__ void bn_backward_apply_kernel(const T* x, const T* y, const T* dy, int64_t M, int C, const float* mean,
                                          const float* invstd, const float* gamma, const float* t1, const float* t2,
                                          float inv_count, BatchNormFusion fusion, T* dx) {
-  const int64_t packs = M * C / VEC, stride = int64_t(gridDim.x) * blockDim.x;
-  int64_t p = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  for (PackChannel ch(p * VEC, stride * VEC, C); p < packs; p += stride, ch.advance()) {
-    const int64_t i = p * VEC;
+  const int c0 = thread_channel<VEC>();
+  if (c0 >= C) return;
+  float ch_mean[VEC], ch_invstd[VEC], ch_gamma[VEC], ch_t1[VEC], ch_t2[VEC];
+  for (int v = 0; v < VEC; ++v) {
+    ch_mean[v] = mean[c0 + v];
+    ch_invstd[v] = invstd[c0 + v];
+    ch_gamma[v] = gamma[c0 + v];
+    ch_t1[v] = t1[c0 + v];
+    ch_t2[v] = t2[c0 + v];
+  }
+  for (int64_t m = thread_first_row(); m < M; m += row_stride()) {
+    const int64_t i = m * C + c0;
     const Pack<T, VEC> xs = load_pack<VEC>(x + i), dys = load_pack<VEC>(dy + i);
     Pack<T, VEC> ys{}, out;
     if (fusion.relu) ys = load_pack<VEC>(y + i);
     for (int v = 0; v < VEC; ++v) {
-      const int c = ch.c0 + v;
       const float dz = bn_dz(to_float(dys.v[v]), to_float(ys.v[v]), fusion);
-      out.v[v] = from_float<T>(
-          bn_backward_dx(dz, bn_xhat(to_float(xs.v[v]), mean[c], invstd[c]), gamma[c], invstd[c], t1[c], t2[c],
-                         inv_count));
+      const float xhat = bn_xhat(to_float(xs.v[v]), ch_mean[v], ch_invstd[v]);
+      out.v[v] = from_float<T>(bn_backward_dx(dz, xhat, ch_gamma[v], ch_invstd[v], ch_t1[v], ch_t2[v], inv_count));
     }
     store_pack<VEC>(dx + i, out);
   }
@@ -244,8 +257,9 @@ void bn_apply_cuda(const T* x, const T* residual, int64_t M, int C, const float*
   const bool fits = widest_packs_fit<T>(C, {x, y, fusion.residual ? residual : nullptr});
   with_pack_width<T>(fits, [&](auto vec) {
     constexpr int VEC = decltype(vec)::value;
-    bn_apply_kernel<T, VEC><<<grid_for(M * C / VEC), kBlockThreads, 0, stream>>>(x, residual, M, C, mean, invstd,
-                                                                                 gamma, beta, fusion, y);
+    const RowsLayout layout(M, C, VEC);
+    bn_apply_kernel<T, VEC><<<layout.grid, layout.block, 0, stream>>>(x, residual, M, C, mean, invstd, gamma, beta,
+                                                                      fusion, y);
     CUDA_CHECK_LAUNCH();
   });
 }
@@ -270,7 +284,8 @@ void bn_backward_apply_cuda(const T* x, const T* y, const T* dy, int64_t M, int 
   const bool fits = widest_packs_fit<T>(C, {x, dy, dx, fusion.relu ? y : nullptr});
   with_pack_width<T>(fits, [&](auto vec) {
     constexpr int VEC = decltype(vec)::value;
-    bn_backward_apply_kernel<T, VEC><<<grid_for(M * C / VEC), kBlockThreads, 0, stream>>>(
+    const RowsLayout layout(M, C, VEC);
+    bn_backward_apply_kernel<T, VEC><<<layout.grid, layout.block, 0, stream>>>(
         x, y, dy, M, C, mean, invstd, gamma, t1, t2, float(1.0 / count), fusion, dx);
     CUDA_CHECK_LAUNCH();
   });
