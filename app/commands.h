@@ -8,5 +8,6 @@
 namespace cutrain {
 
 void add_info_command(CLI::App& app, int& exit_code);
+void add_bench_step_command(CLI::App& app, int& exit_code);
 
 }  // namespace cutrain

@@ -109,12 +109,6 @@ std::vector<std::string> num_batches_tracked_names(const ParameterSet& params) {
   return names;
 }
 
-std::vector<float> to_host(const Tensor& t) {
-  std::vector<float> host(size_t(t.numel()));
-  copy_to_host(t, host.data());
-  return host;
-}
-
 }  // namespace
 
 void save_model(const std::string& path, const ResNet18& model, const CheckpointMetadata& metadata) {
@@ -122,8 +116,8 @@ void save_model(const std::string& path, const ResNet18& model, const Checkpoint
   const ParameterSet& params = model.params();
   SafeTensorsFile file;
   file.metadata = metadata;
-  add_parameter_tensors(params, to_host(params.values()), "", file);
-  std::vector<float> buffers = to_host(params.buffer_values());
+  add_parameter_tensors(params, read_floats(params.values()), "", file);
+  std::vector<float> buffers = read_floats(params.buffer_values());
   for (const BufferEntry& b : params.buffers()) file.tensors[b.name] = f32_tensor({b.numel}, buffers.data() + b.offset, b.numel);
   for (const std::string& name : num_batches_tracked_names(params)) {
     SafeTensor t{"I64", {}, std::vector<uint8_t>(sizeof(int64_t))};
@@ -161,7 +155,7 @@ void save_momentum(const std::string& path, const ResNet18& model, const SGD& sg
   model.context().synchronize();
   SafeTensorsFile file;
   file.metadata = metadata;
-  add_parameter_tensors(model.params(), to_host(sgd.momentum()), kMomentumPrefix, file);
+  add_parameter_tensors(model.params(), read_floats(sgd.momentum()), kMomentumPrefix, file);
   write_safetensors(path, file);
 }
 

@@ -32,12 +32,6 @@ inline void fill_random_batch(ResNet18& model, uint32_t seed) {
   for (int64_t i = 0; i < model.labels().numel(); ++i) labels[i] = int32_t(rng() % model.config().num_classes);
 }
 
-inline std::vector<float> host_copy(const Tensor& t) {
-  std::vector<float> v(size_t(t.numel()));
-  copy_to_host(t, v.data());
-  return v;
-}
-
 // A fresh directory under $TMPDIR (or /tmp) for one test; tests run in parallel.
 inline std::string make_temp_dir() {
   const char* base = std::getenv("TMPDIR");

@@ -70,21 +70,21 @@ TEST_CASE("Model and momentum checkpoints round trip exactly", "[nn]") {
   Context ctx({});
   ResNet18 b(ctx, test::tiny_resnet(Stem::imagenet, /*different seed*/ 99));
   SGD sgd_b(ctx, b.params(), SgdConfig{});
-  REQUIRE(test::host_copy(b.params().values()) != test::host_copy(a.model.params().values()));
+  REQUIRE(read_floats(b.params().values()) != read_floats(a.model.params().values()));
   CheckpointMetadata meta = load_model(dir + "/model.safetensors", b);
   CHECK(meta == CheckpointMetadata{{"epoch", "3"}, {"step", "120"}});
   CHECK(load_momentum(dir + "/momentum.safetensors", b, sgd_b) == CheckpointMetadata{{"lr", "0.1"}});
 
-  CHECK(test::host_copy(b.params().values()) == test::host_copy(a.model.params().values()));
-  CHECK(test::host_copy(b.params().buffer_values()) == test::host_copy(a.model.params().buffer_values()));
-  CHECK(test::host_copy(sgd_b.momentum()) == test::host_copy(a.sgd.momentum()));
+  CHECK(read_floats(b.params().values()) == read_floats(a.model.params().values()));
+  CHECK(read_floats(b.params().buffer_values()) == read_floats(a.model.params().buffer_values()));
+  CHECK(read_floats(sgd_b.momentum()) == read_floats(a.sgd.momentum()));
   CHECK(b.num_batches_tracked == 2);
   // The same weights and statistics give the same evaluation.
   test::fill_random_batch(a.model, 7);
   test::fill_random_batch(b, 7);
   a.model.forward(false);
   b.forward(false);
-  CHECK(test::host_copy(a.model.logits()) == test::host_copy(b.logits()));
+  CHECK(read_floats(a.model.logits()) == read_floats(b.logits()));
   std::filesystem::remove_all(dir);
 }
 
@@ -202,8 +202,8 @@ TEST_CASE("A model whose load fails is left unchanged", "[nn]") {
   ResNetConfig c = test::tiny_resnet(Stem::imagenet);
   c.num_classes = 5;
   ResNet18 b(ctx, c);
-  std::vector<float> before = test::host_copy(b.params().values());
+  std::vector<float> before = read_floats(b.params().values());
   CHECK_THROWS_AS(load_model(path, b), std::runtime_error);
-  CHECK(test::host_copy(b.params().values()) == before);
+  CHECK(read_floats(b.params().values()) == before);
   std::filesystem::remove_all(dir);
 }

@@ -95,7 +95,7 @@ TEST_CASE("on_grads_ready reports a growing prefix of final gradients that reach
   for (size_t i = 1; i < ends.size(); ++i) CHECK(ends[i] > ends[i - 1]);
   CHECK(ends.back() == model.num_parameters());
   // "Final" means later layers never touch an announced span again.
-  std::vector<float> final_grads = test::host_copy(model.params().grads());
+  std::vector<float> final_grads = read_floats(model.params().grads());
   for (const auto& prefix : seen) {
     CHECK(std::equal(prefix.begin(), prefix.end(), final_grads.begin()));
   }
@@ -117,26 +117,26 @@ TEST_CASE("Batch norm uses batch statistics in training and running statistics i
 
   // Training: image 0's logits depend on the other images through the batch statistics.
   model.forward(true);
-  std::vector<float> train_before = test::host_copy(model.logits());
-  std::vector<float> running_before = test::host_copy(model.params().buffer_values());
+  std::vector<float> train_before = read_floats(model.logits());
+  std::vector<float> running_before = read_floats(model.params().buffer_values());
   for (int64_t i = per_image; i < model.input().numel(); ++i) x[i] *= 2.0f;
   model.forward(true);
-  std::vector<float> train_after = test::host_copy(model.logits());
+  std::vector<float> train_after = read_floats(model.logits());
   CHECK(train_before[0] != train_after[0]);
   CHECK(model.num_batches_tracked == 2);
   // ... and each training forward moves the running statistics (momentum 0.1).
-  std::vector<float> running_after = test::host_copy(model.params().buffer_values());
+  std::vector<float> running_after = read_floats(model.params().buffer_values());
   CHECK(running_before != running_after);
 
   // Eval: image 0's logits are its own business, and the running statistics stay put.
   model.forward(false);
-  std::vector<float> eval_before = test::host_copy(model.logits());
+  std::vector<float> eval_before = read_floats(model.logits());
   for (int64_t i = per_image; i < model.input().numel(); ++i) x[i] *= -3.0f;
   model.forward(false);
-  std::vector<float> eval_after = test::host_copy(model.logits());
+  std::vector<float> eval_after = read_floats(model.logits());
   for (int k = 0; k < model.config().num_classes; ++k) CHECK(eval_before[k] == eval_after[k]);
   CHECK(eval_before[0] != train_after[0]);
-  CHECK(test::host_copy(model.params().buffer_values()) == running_after);
+  CHECK(read_floats(model.params().buffer_values()) == running_after);
   CHECK(model.num_batches_tracked == 2);
 }
 
