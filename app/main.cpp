@@ -24,6 +24,7 @@ int main(int argc, char** argv) {
   cutrain::add_inspect_data_command(app, exit_code);
   cutrain::add_show_sampler_command(app, exit_code);
   cutrain::add_bench_data_command(app, exit_code);
+  cutrain::add_bench_step_command(app, exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -31,6 +31,8 @@ Context::Context(const ContextOptions& opts) : options(opts) {
   CUDNN_CHECK(cudnnSetStream(cudnn, stream));
   CUBLAS_CHECK(cublasCreate(&cublas));
   CUBLAS_CHECK(cublasSetStream(cublas, stream));
+  cublas_workspace_ = DeviceBuffer(Device::cuda, kCublasWorkspaceBytes);
+  CUBLAS_CHECK(cublasSetWorkspace(cublas, cublas_workspace_.data(), cublas_workspace_.bytes()));
   // Pedantic: no TF32 and no reduced-precision reductions behind our back in fp32.
   CUBLAS_CHECK(cublasSetMathMode(cublas, opts.allow_tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
 }

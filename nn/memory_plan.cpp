@@ -48,22 +48,6 @@ DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& other) noexcept {
   return *this;
 }
 
-void copy_to_host(const Tensor& t, void* host) {
-  if (t.device == Device::cuda) {
-    CUDA_CHECK(cudaMemcpy(host, t.data, t.bytes(), cudaMemcpyDeviceToHost));
-  } else {
-    std::memcpy(host, t.data, t.bytes());
-  }
-}
-
-void copy_from_host(const void* host, const Tensor& t) {
-  if (t.device == Device::cuda) {
-    CUDA_CHECK(cudaMemcpy(t.data, host, t.bytes(), cudaMemcpyHostToDevice));
-  } else {
-    std::memcpy(t.data, host, t.bytes());
-  }
-}
-
 Tensor& MemoryPlan::tensor(DType dtype, std::vector<int64_t> shape) {
   if (allocated()) throw std::logic_error("MemoryPlan::tensor after allocate()");
   Tensor& t = tensors_.emplace_back(nullptr, dtype, device_, std::move(shape));

@@ -38,11 +38,6 @@ class DeviceBuffer {
   size_t bytes_ = 0;
 };
 
-// Synchronous copies between a tensor (on any device) and host memory of t.bytes() bytes.
-// For set-up, checkpoints and tests; never inside a step.
-void copy_to_host(const Tensor& t, void* host);
-void copy_from_host(const void* host, const Tensor& t);
-
 // A value and the gradient of the loss with respect to it (grad empty: no gradient needed).
 struct Activation {
   Tensor value;

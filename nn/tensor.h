@@ -38,4 +38,12 @@ struct Tensor {
   T* as() const { return static_cast<T*>(data); }
 };
 
+// Synchronous copies between a tensor (on any device) and host memory, for set-up, checkpoints,
+// benchmarks and tests; never inside a step. The first pair moves t.bytes() raw bytes; the
+// second converts to and from fp32 on the host (bf16 rounds to nearest even).
+void copy_to_host(const Tensor& t, void* host);
+void copy_from_host(const void* host, const Tensor& t);
+std::vector<float> read_floats(const Tensor& t);             // f32 or bf16 tensor
+void write_floats(const std::vector<float>& values, const Tensor& t);
+
 }  // namespace cutrain

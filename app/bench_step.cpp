@@ -1,0 +1,134 @@
+// `cutrain bench-step`: milliseconds per training step (forward + backward + SGD) of ResNet-18
+// on one device, on a fixed synthetic batch, after a warm-up. Nothing else runs: no loader, no
+// communication, no host synchronisation inside the timed steps. With --cuda-graph the step is
+// captured once as a CUDA graph and replayed, as a trainer with static shapes can do.
+#include <chrono>
+#include <cstdio>
+#include <random>
+
+#include "app/commands.h"
+#include "kernels/check.h"
+#include "kernels/device.h"
+#include "nn/resnet.h"
+#include "nn/sgd.h"
+
+namespace cutrain {
+
+namespace {
+
+struct BenchStepOptions {
+  std::string stem = "cifar";
+  std::string precision = "fp32";
+  std::string device;  // default: cuda when there is one, else cpu
+  int batch_size = 0;  // default: 256 on the GPU, 32 on the CPU
+  int width = 64;
+  int image_size = 32;
+  int steps = 0;       // default: 50 on the GPU, 5 on the CPU
+  int warmup = 0;      // default: 10 on the GPU, 2 on the CPU
+  bool cuda_graph = false;
+};
+
+// N(0,1) pixels in the image channels (the GPU's padding channels stay zero), random labels.
+void fill_synthetic_batch(ResNet18& model) {
+  std::mt19937 rng(0);
+  std::normal_distribution<float> pixel(0.0f, 1.0f);
+  std::vector<float> x(size_t(model.input().numel()), 0.0f);
+  const int channels = model.input_channels();
+  for (size_t i = 0; i < x.size(); ++i) {
+    if (int(i % channels) < 3) x[i] = pixel(rng);
+  }
+  write_floats(x, model.input());
+  std::vector<int32_t> labels(size_t(model.labels().numel()));
+  for (int32_t& label : labels) label = int32_t(rng() % model.config().num_classes);
+  copy_from_host(labels.data(), model.labels());
+}
+
+void run_bench_step(const BenchStepOptions& o) {
+  ContextOptions context_options;
+  context_options.device = parse_device(o.device.empty() ? (cuda_available() ? "cuda" : "cpu") : o.device);
+  context_options.dtype = parse_precision(o.precision);
+  Context ctx(context_options);
+  const bool gpu = ctx.on_gpu();
+  if (o.cuda_graph && !gpu) throw std::runtime_error("--cuda-graph: needs --device cuda");
+
+  ResNetConfig config;
+  config.stem = parse_stem(o.stem);
+  config.width = o.width;
+  config.image_size = o.image_size;
+  config.batch_size = o.batch_size > 0 ? o.batch_size : (gpu ? 256 : 32);
+  ResNet18 model(ctx, config);
+  SGD sgd(ctx, model.params(), SgdConfig{});
+  sgd.set_lr(0.01f);
+  fill_synthetic_batch(model);
+
+  auto step = [&] {
+    model.forward(true);
+    model.backward();
+    sgd.step();
+  };
+  cudaGraphExec_t graph_exec = nullptr;
+  if (o.cuda_graph) {
+    step();  // cuBLAS and cuDNN settle their lazy state outside the capture
+    ctx.synchronize();
+    cudaGraph_t graph;
+    CUDA_CHECK(cudaStreamBeginCapture(ctx.stream, cudaStreamCaptureModeThreadLocal));
+    step();
+    CUDA_CHECK(cudaStreamEndCapture(ctx.stream, &graph));
+    CUDA_CHECK(cudaGraphInstantiate(&graph_exec, graph, 0));
+    CUDA_CHECK(cudaGraphDestroy(graph));
+  }
+  auto run = [&] {
+    if (graph_exec) {
+      CUDA_CHECK(cudaGraphLaunch(graph_exec, ctx.stream));
+    } else {
+      step();
+    }
+  };
+
+  const int warmup = o.warmup > 0 ? o.warmup : (gpu ? 10 : 2);
+  const int steps = o.steps > 0 ? o.steps : (gpu ? 50 : 5);
+  for (int i = 0; i < warmup; ++i) run();
+  ctx.synchronize();
+  auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < steps; ++i) run();
+  ctx.synchronize();
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (graph_exec) CUDA_CHECK(cudaGraphExecDestroy(graph_exec));
+
+  float loss = 0;
+  copy_to_host(Tensor(const_cast<float*>(model.loss()), DType::f32, ctx.device(), {1}), &loss);
+  const double ms = 1000.0 * seconds / steps;
+  std::printf("bench-step: ResNet-18 %s stem, width %d, %d classes, %s, %s, batch %d, %dx%d images%s\n",
+              stem_name(config.stem), config.width, config.num_classes, device_name(ctx.device()), o.precision.c_str(),
+              config.batch_size, config.image_size, config.image_size, graph_exec || o.cuda_graph ? ", CUDA graph" : "");
+  std::printf("  %lld parameters, %.1f MiB planned activations\n", (long long)model.num_parameters(),
+              model.planned_bytes() / 1048576.0);
+  std::printf("  %.2f ms/step, %.0f images/s (%d steps after %d warm-up; last loss %.4f)\n", ms,
+              config.batch_size * steps / seconds, steps, warmup, loss);
+}
+
+}  // namespace
+
+void add_bench_step_command(CLI::App& app, int& exit_code) {
+  auto options = std::make_shared<BenchStepOptions>();
+  auto* cmd = app.add_subcommand("bench-step", "Time ResNet-18 training steps (forward + backward + SGD) on one device");
+  cmd->add_option("--stem", options->stem, "cifar (3x3 conv) or imagenet (7x7/2 conv + max-pool)")
+      ->check(CLI::IsMember({"cifar", "imagenet"}));
+  cmd->add_option("--precision", options->precision, "fp32 or bf16 (GPU)")->check(CLI::IsMember({"fp32", "bf16"}));
+  cmd->add_option("--device", options->device, "cpu or cuda (default: cuda when present)")
+      ->check(CLI::IsMember({"cpu", "cuda"}));
+  cmd->add_option("--batch-size", options->batch_size, "images per step (default 256 on cuda, 32 on cpu)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--width", options->width, "base width (64 = torchvision)")->check(CLI::PositiveNumber);
+  cmd->add_option("--image-size", options->image_size, "square image side")->check(CLI::PositiveNumber);
+  cmd->add_option("--steps", options->steps, "timed steps (default 50 on cuda, 5 on cpu)")->check(CLI::PositiveNumber);
+  cmd->add_option("--warmup", options->warmup, "untimed steps first (default 10 on cuda, 2 on cpu)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_flag("--cuda-graph", options->cuda_graph, "capture one step as a CUDA graph and replay it");
+  cmd->callback([options, &exit_code] {
+    run_bench_step(*options);
+    exit_code = 0;
+  });
+}
+
+}  // namespace cutrain

@@ -1,0 +1,172 @@
+#include "nn/checkpoint.h"
+
+#include <cstring>
+#include <stdexcept>
+
+#include "nn/resnet.h"
+#include "nn/safetensors.h"
+#include "nn/sgd.h"
+
+namespace cutrain {
+
+namespace {
+
+const std::string kMomentumPrefix = "momentum_buffer.";
+const std::string kRunningMean = ".running_mean";
+
+std::string shape_text(const std::vector<int64_t>& shape) { return Tensor(nullptr, DType::f32, Device::cpu, shape).shape_string(); }
+
+// Conv weights: OHWI in memory, OIHW (torchvision) in files. out[o,i,h,w] = in[o,h,w,i] and back.
+void ohwi_to_oihw(const float* in, const std::vector<int64_t>& oihw, float* out) {
+  const int64_t O = oihw[0], I = oihw[1], HW = oihw[2] * oihw[3];
+  for (int64_t o = 0; o < O; ++o)
+    for (int64_t i = 0; i < I; ++i)
+      for (int64_t hw = 0; hw < HW; ++hw) out[(o * I + i) * HW + hw] = in[(o * HW + hw) * I + i];
+}
+
+void oihw_to_ohwi(const float* in, const std::vector<int64_t>& oihw, float* out) {
+  const int64_t O = oihw[0], I = oihw[1], HW = oihw[2] * oihw[3];
+  for (int64_t o = 0; o < O; ++o)
+    for (int64_t i = 0; i < I; ++i)
+      for (int64_t hw = 0; hw < HW; ++hw) out[(o * HW + hw) * I + i] = in[(o * I + i) * HW + hw];
+}
+
+SafeTensor f32_tensor(std::vector<int64_t> shape, const float* data, int64_t numel) {
+  SafeTensor t{"F32", std::move(shape), std::vector<uint8_t>(size_t(numel) * sizeof(float))};
+  std::memcpy(t.data.data(), data, t.data.size());
+  return t;
+}
+
+// A flat fp32 array in the parameter layout (values, or momentum) as named torchvision tensors.
+void add_parameter_tensors(const ParameterSet& params, const std::vector<float>& flat, const std::string& prefix,
+                           SafeTensorsFile& file) {
+  std::vector<float> oihw;
+  for (const Parameter* p : params.in_layout_order()) {
+    const float* data = flat.data() + p->offset;
+    if (p->ohwi) {
+      oihw.resize(size_t(p->numel));
+      ohwi_to_oihw(data, p->shape, oihw.data());
+      data = oihw.data();
+    }
+    file.tensors[prefix + p->name] = f32_tensor(p->shape, data, p->numel);
+  }
+}
+
+// ... and back (the file has been checked against the expected names and shapes).
+void read_parameter_tensors(const ParameterSet& params, const SafeTensorsFile& file, const std::string& prefix,
+                            std::vector<float>& flat) {
+  for (const Parameter* p : params.in_layout_order()) {
+    const auto* data = reinterpret_cast<const float*>(file.tensors.at(prefix + p->name).data.data());
+    if (p->ohwi) {
+      oihw_to_ohwi(data, p->shape, flat.data() + p->offset);
+    } else {
+      std::memcpy(flat.data() + p->offset, data, size_t(p->numel) * sizeof(float));
+    }
+  }
+}
+
+struct Expected {
+  std::string dtype;
+  std::vector<int64_t> shape;
+};
+
+// Every mismatch between the file and what the model expects, in one line.
+void check_against(const std::string& path, const SafeTensorsFile& file, const std::map<std::string, Expected>& expected) {
+  std::string missing, unexpected, wrong;
+  auto append = [](std::string& list, const std::string& item) { list += (list.empty() ? "" : ", ") + item; };
+  for (const auto& [name, e] : expected) {
+    auto it = file.tensors.find(name);
+    if (it == file.tensors.end()) {
+      append(missing, name);
+    } else if (it->second.shape != e.shape) {
+      append(wrong, name + " has shape " + shape_text(it->second.shape) + ", expected " + shape_text(e.shape));
+    } else if (it->second.dtype != e.dtype) {
+      append(wrong, name + " has dtype " + it->second.dtype + ", expected " + e.dtype);
+    }
+  }
+  for (const auto& [name, t] : file.tensors) {
+    if (!expected.count(name)) append(unexpected, name);
+  }
+  std::string problems;
+  if (!missing.empty()) problems += "missing " + missing;
+  if (!unexpected.empty()) problems += (problems.empty() ? "" : "; ") + ("unexpected " + unexpected);
+  if (!wrong.empty()) problems += (problems.empty() ? "" : "; ") + wrong;
+  if (!problems.empty()) throw std::runtime_error(path + ": " + problems);
+}
+
+std::map<std::string, Expected> expected_parameters(const ParameterSet& params, const std::string& prefix) {
+  std::map<std::string, Expected> expected;
+  for (const Parameter* p : params.in_layout_order()) expected[prefix + p->name] = {"F32", p->shape};
+  return expected;
+}
+
+// "bn1.running_mean" -> "bn1.num_batches_tracked"
+std::vector<std::string> num_batches_tracked_names(const ParameterSet& params) {
+  std::vector<std::string> names;
+  for (const BufferEntry& b : params.buffers()) {
+    if (b.name.ends_with(kRunningMean)) names.push_back(b.name.substr(0, b.name.size() - kRunningMean.size()) + ".num_batches_tracked");
+  }
+  return names;
+}
+
+}  // namespace
+
+void save_model(const std::string& path, const ResNet18& model, const CheckpointMetadata& metadata) {
+  model.context().synchronize();
+  const ParameterSet& params = model.params();
+  SafeTensorsFile file;
+  file.metadata = metadata;
+  add_parameter_tensors(params, read_floats(params.values()), "", file);
+  std::vector<float> buffers = read_floats(params.buffer_values());
+  for (const BufferEntry& b : params.buffers()) file.tensors[b.name] = f32_tensor({b.numel}, buffers.data() + b.offset, b.numel);
+  for (const std::string& name : num_batches_tracked_names(params)) {
+    SafeTensor t{"I64", {}, std::vector<uint8_t>(sizeof(int64_t))};
+    std::memcpy(t.data.data(), &model.num_batches_tracked, sizeof(int64_t));
+    file.tensors[name] = std::move(t);
+  }
+  write_safetensors(path, file);
+}
+
+CheckpointMetadata load_model(const std::string& path, ResNet18& model) {
+  ParameterSet& params = model.params();
+  SafeTensorsFile file = read_safetensors(path);
+  std::map<std::string, Expected> expected = expected_parameters(params, "");
+  for (const BufferEntry& b : params.buffers()) expected[b.name] = {"F32", {b.numel}};
+  const std::vector<std::string> counters = num_batches_tracked_names(params);
+  for (const std::string& name : counters) expected[name] = {"I64", {}};
+  check_against(path, file, expected);
+
+  model.context().synchronize();
+  std::vector<float> values(size_t(params.numel()));
+  read_parameter_tensors(params, file, "", values);
+  copy_from_host(values.data(), params.values());
+  std::vector<float> buffers(size_t(params.buffer_values().numel()));
+  for (const BufferEntry& b : params.buffers()) {
+    std::memcpy(buffers.data() + b.offset, file.tensors.at(b.name).data.data(), size_t(b.numel) * sizeof(float));
+  }
+  copy_from_host(buffers.data(), params.buffer_values());
+  if (!counters.empty()) std::memcpy(&model.num_batches_tracked, file.tensors.at(counters[0]).data.data(), sizeof(int64_t));
+  model.sync_bf16_weights();
+  model.context().synchronize();
+  return file.metadata;
+}
+
+void save_momentum(const std::string& path, const ResNet18& model, const SGD& sgd, const CheckpointMetadata& metadata) {
+  model.context().synchronize();
+  SafeTensorsFile file;
+  file.metadata = metadata;
+  add_parameter_tensors(model.params(), read_floats(sgd.momentum()), kMomentumPrefix, file);
+  write_safetensors(path, file);
+}
+
+CheckpointMetadata load_momentum(const std::string& path, const ResNet18& model, SGD& sgd) {
+  SafeTensorsFile file = read_safetensors(path);
+  check_against(path, file, expected_parameters(model.params(), kMomentumPrefix));
+  model.context().synchronize();
+  std::vector<float> momentum(size_t(model.params().numel()));
+  read_parameter_tensors(model.params(), file, kMomentumPrefix, momentum);
+  copy_from_host(momentum.data(), sgd.momentum());
+  return file.metadata;
+}
+
+}  // namespace cutrain

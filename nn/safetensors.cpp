@@ -1,0 +1,165 @@
+#include "nn/safetensors.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <stdexcept>
+
+#include <nlohmann/json.hpp>
+
+namespace cutrain {
+
+size_t safetensors_dtype_size(const std::string& dtype) {
+  if (dtype == "F64" || dtype == "I64" || dtype == "U64") return 8;
+  if (dtype == "F32" || dtype == "I32" || dtype == "U32") return 4;
+  if (dtype == "F16" || dtype == "BF16" || dtype == "I16" || dtype == "U16") return 2;
+  if (dtype == "I8" || dtype == "U8" || dtype == "BOOL") return 1;
+  return 0;
+}
+
+namespace {
+
+[[noreturn]] void fail(const std::string& path, const std::string& what) { throw std::runtime_error(path + ": " + what); }
+
+void write_all(int fd, const void* data, size_t n, const std::string& path) {
+  auto* p = static_cast<const char*>(data);
+  while (n > 0) {
+    ssize_t w = ::write(fd, p, n);
+    if (w < 0 && errno == EINTR) continue;
+    if (w < 0) fail(path, std::string("cannot write: ") + std::strerror(errno));
+    p += w;
+    n -= size_t(w);
+  }
+}
+
+std::string directory_of(const std::string& path) {
+  size_t slash = path.find_last_of('/');
+  return slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
+}
+
+}  // namespace
+
+void write_safetensors(const std::string& path, const SafeTensorsFile& file) {
+  nlohmann::json header = nlohmann::json::object();
+  uint64_t offset = 0;
+  for (const auto& [name, t] : file.tensors) {
+    header[name] = {{"dtype", t.dtype}, {"shape", t.shape}, {"data_offsets", {offset, offset + t.data.size()}}};
+    offset += t.data.size();
+  }
+  if (!file.metadata.empty()) header["__metadata__"] = file.metadata;
+  std::string text = header.dump();
+  text.append((8 - text.size() % 8) % 8, ' ');  // the data starts 8-byte aligned, as Python writes it
+  uint64_t length = text.size();
+  uint8_t length_le[8];
+  for (int i = 0; i < 8; ++i) length_le[i] = uint8_t(length >> (8 * i));
+
+  // Atomic: write a temporary beside the target, flush it to disk, then rename over the target.
+  std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) fail(path, std::string("cannot create ") + tmp + ": " + std::strerror(errno));
+  try {
+    write_all(fd, length_le, 8, path);
+    write_all(fd, text.data(), text.size(), path);
+    for (const auto& [name, t] : file.tensors) write_all(fd, t.data.data(), t.data.size(), path);
+    if (::fsync(fd) != 0) fail(path, std::string("fsync: ") + std::strerror(errno));
+  } catch (...) {
+    ::close(fd);
+    ::unlink(tmp.c_str());
+    throw;
+  }
+  ::close(fd);
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    int err = errno;
+    ::unlink(tmp.c_str());
+    fail(path, std::string("cannot rename the temporary file: ") + std::strerror(err));
+  }
+  int dir = ::open(directory_of(path).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir >= 0) {  // make the rename itself durable
+    ::fsync(dir);
+    ::close(dir);
+  }
+}
+
+namespace {
+
+// One header entry, checked against the data section (bytes from data_start to the end).
+SafeTensor parse_entry(const std::string& path, const std::string& name, const nlohmann::json& entry,
+                       const std::vector<uint8_t>& bytes, uint64_t data_start) {
+  const std::string where = "tensor " + name;
+  if (!entry.is_object()) fail(path, where + ": header entry is not an object");
+  const auto dtype = entry.find("dtype");
+  const auto shape = entry.find("shape");
+  const auto offsets = entry.find("data_offsets");
+  if (dtype == entry.end() || !dtype->is_string()) fail(path, where + ": no string \"dtype\"");
+  if (shape == entry.end() || !shape->is_array()) fail(path, where + ": no array \"shape\"");
+  if (offsets == entry.end() || !offsets->is_array() || offsets->size() != 2 || !(*offsets)[0].is_number_unsigned() ||
+      !(*offsets)[1].is_number_unsigned()) {
+    fail(path, where + ": \"data_offsets\" is not two unsigned integers");
+  }
+  SafeTensor t;
+  t.dtype = dtype->get<std::string>();
+  size_t element = safetensors_dtype_size(t.dtype);
+  if (element == 0) fail(path, where + ": unknown dtype " + t.dtype);
+  uint64_t numel = 1;
+  for (const auto& d : *shape) {
+    if (!d.is_number_unsigned()) fail(path, where + ": shape has an entry that is not a non-negative integer");
+    uint64_t n = d.get<uint64_t>();
+    if (n != 0 && numel > (uint64_t(1) << 62) / n) fail(path, where + ": shape is absurdly large");
+    numel *= n;
+    t.shape.push_back(int64_t(n));
+  }
+  uint64_t begin = (*offsets)[0].get<uint64_t>(), end = (*offsets)[1].get<uint64_t>();
+  uint64_t data_size = bytes.size() - data_start;
+  if (begin > end || end > data_size) {
+    fail(path, where + ": data_offsets [" + std::to_string(begin) + ", " + std::to_string(end) +
+                   "] outside the data section of " + std::to_string(data_size) + " bytes");
+  }
+  if (end - begin != numel * element) {
+    fail(path, where + ": holds " + std::to_string(end - begin) + " bytes, but " + t.dtype + " of " +
+                   std::to_string(numel) + " elements needs " + std::to_string(numel * element));
+  }
+  t.data.assign(bytes.begin() + int64_t(data_start + begin), bytes.begin() + int64_t(data_start + end));
+  return t;
+}
+
+}  // namespace
+
+SafeTensorsFile read_safetensors(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail(path, std::string("cannot open: ") + std::strerror(errno));
+  std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (in.bad()) fail(path, "read error");
+  if (bytes.size() < 8) fail(path, "file of " + std::to_string(bytes.size()) + " bytes is too short for a header");
+  uint64_t length = 0;
+  for (int i = 0; i < 8; ++i) length |= uint64_t(bytes[i]) << (8 * i);
+  if (length > bytes.size() - 8) {
+    fail(path, "header length " + std::to_string(length) + " exceeds the file (" + std::to_string(bytes.size()) +
+                   " bytes): truncated or not a safetensors file");
+  }
+  nlohmann::json header;
+  try {
+    header = nlohmann::json::parse(bytes.begin() + 8, bytes.begin() + 8 + int64_t(length));
+  } catch (const nlohmann::json::exception& e) {
+    fail(path, std::string("header is not valid JSON: ") + e.what());
+  }
+  if (!header.is_object()) fail(path, "header is not a JSON object");
+
+  SafeTensorsFile file;
+  for (const auto& [name, entry] : header.items()) {
+    if (name == "__metadata__") {
+      if (!entry.is_object()) fail(path, "__metadata__ is not an object");
+      for (const auto& [key, value] : entry.items()) {
+        if (!value.is_string()) fail(path, "__metadata__ " + key + " is not a string");
+        file.metadata[key] = value.get<std::string>();
+      }
+      continue;
+    }
+    file.tensors[name] = parse_entry(path, name, entry, bytes, 8 + length);
+  }
+  return file;
+}
+
+}  // namespace cutrain

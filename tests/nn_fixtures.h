@@ -1,0 +1,45 @@
+// nn_fixtures.h: small models and random batches for the [nn] tests, on the CPU.
+#pragma once
+
+#include <cstdlib>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "nn/resnet.h"
+
+namespace cutrain::test {
+
+// A ResNet-18 small enough to run in milliseconds: width 4, 8x8 images, batch 4.
+inline ResNetConfig tiny_resnet(Stem stem = Stem::cifar, uint64_t seed = 1) {
+  ResNetConfig c;
+  c.stem = stem;
+  c.width = 4;
+  c.batch_size = 4;
+  c.image_size = 8;
+  c.num_classes = 10;
+  c.seed = seed;
+  return c;
+}
+
+// Fills a CPU model's input with N(0,1) pixels and its labels with classes in [0, K).
+inline void fill_random_batch(ResNet18& model, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> pixel(0.0f, 1.0f);
+  float* x = model.input().as<float>();
+  for (int64_t i = 0; i < model.input().numel(); ++i) x[i] = pixel(rng);
+  int32_t* labels = model.labels().as<int32_t>();
+  for (int64_t i = 0; i < model.labels().numel(); ++i) labels[i] = int32_t(rng() % model.config().num_classes);
+}
+
+// A fresh directory under $TMPDIR (or /tmp) for one test; tests run in parallel.
+inline std::string make_temp_dir() {
+  const char* base = std::getenv("TMPDIR");
+  std::string pattern = std::string(base ? base : "/tmp") + "/cutrain-test-XXXXXX";
+  std::vector<char> buf(pattern.begin(), pattern.end());
+  buf.push_back('\0');
+  if (!mkdtemp(buf.data())) throw std::runtime_error("mkdtemp failed for " + pattern);
+  return buf.data();
+}
+
+}  // namespace cutrain::test

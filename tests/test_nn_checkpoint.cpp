@@ -1,0 +1,209 @@
+// Checkpoints: the model and momentum round trip exactly through safetensors files with
+// torchvision's names and layouts, and every kind of bad file is refused in one line that names
+// what is wrong, without crashing.
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <fstream>
+
+#include "nn/checkpoint.h"
+#include "nn/safetensors.h"
+#include "nn/sgd.h"
+#include "tests/nn_fixtures.h"
+
+using namespace cutrain;
+
+namespace {
+
+// A tiny imagenet-stem model after two training steps (momentum and running statistics set).
+struct Trained {
+  Context ctx{ContextOptions{}};
+  ResNet18 model{ctx, test::tiny_resnet(Stem::imagenet, 21)};
+  SGD sgd{ctx, model.params(), SgdConfig{}};
+  Trained() {
+    sgd.set_lr(0.1f);
+    for (int step = 0; step < 2; ++step) {
+      test::fill_random_batch(model, 100 + step);
+      model.forward(true);
+      model.backward();
+      sgd.step();
+    }
+  }
+};
+
+// The message of the error that loading `path` into a fresh tiny model throws.
+std::string load_error(const std::string& path, Stem stem = Stem::imagenet, int num_classes = 10) {
+  Context ctx({});
+  ResNetConfig c = test::tiny_resnet(stem);
+  c.num_classes = num_classes;
+  ResNet18 model(ctx, c);
+  try {
+    load_model(path, model);
+  } catch (const std::runtime_error& e) {
+    std::string message = e.what();
+    CHECK(message.find('\n') == std::string::npos);  // one line
+    CHECK(message.rfind(path, 0) == 0);              // starting with the file
+    return message;
+  }
+  FAIL("loading " << path << " did not fail");
+  return "";
+}
+
+std::vector<char> read_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::vector<char>(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+void write_bytes(const std::string& path, const std::vector<char>& bytes, size_t length) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(bytes.data(), std::streamsize(length));
+}
+
+}  // namespace
+
+TEST_CASE("Model and momentum checkpoints round trip exactly", "[nn]") {
+  const std::string dir = test::make_temp_dir();
+  Trained a;
+  save_model(dir + "/model.safetensors", a.model, {{"epoch", "3"}, {"step", "120"}});
+  save_momentum(dir + "/momentum.safetensors", a.model, a.sgd, {{"lr", "0.1"}});
+
+  Context ctx({});
+  ResNet18 b(ctx, test::tiny_resnet(Stem::imagenet, /*different seed*/ 99));
+  SGD sgd_b(ctx, b.params(), SgdConfig{});
+  REQUIRE(read_floats(b.params().values()) != read_floats(a.model.params().values()));
+  CheckpointMetadata meta = load_model(dir + "/model.safetensors", b);
+  CHECK(meta == CheckpointMetadata{{"epoch", "3"}, {"step", "120"}});
+  CHECK(load_momentum(dir + "/momentum.safetensors", b, sgd_b) == CheckpointMetadata{{"lr", "0.1"}});
+
+  CHECK(read_floats(b.params().values()) == read_floats(a.model.params().values()));
+  CHECK(read_floats(b.params().buffer_values()) == read_floats(a.model.params().buffer_values()));
+  CHECK(read_floats(sgd_b.momentum()) == read_floats(a.sgd.momentum()));
+  CHECK(b.num_batches_tracked == 2);
+  // The same weights and statistics give the same evaluation.
+  test::fill_random_batch(a.model, 7);
+  test::fill_random_batch(b, 7);
+  a.model.forward(false);
+  b.forward(false);
+  CHECK(read_floats(a.model.logits()) == read_floats(b.logits()));
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("Checkpoints hold torchvision's state_dict: names, OIHW layout, dtypes", "[nn]") {
+  const std::string dir = test::make_temp_dir();
+  Trained a;
+  save_model(dir + "/model.safetensors", a.model);
+  SafeTensorsFile file = read_safetensors(dir + "/model.safetensors");
+  // 62 parameters + 20 batch norms x (running_mean, running_var, num_batches_tracked)
+  CHECK(file.tensors.size() == 62 + 60);
+  const SafeTensor& nbt = file.tensors.at("layer3.1.bn2.num_batches_tracked");
+  CHECK(nbt.dtype == "I64");
+  CHECK(nbt.shape.empty());
+  CHECK(file.tensors.at("layer2.0.downsample.0.weight").shape == std::vector<int64_t>{8, 4, 1, 1});
+  CHECK(file.tensors.at("fc.weight").shape == std::vector<int64_t>{10, 32});
+  // conv1.weight[o, i, h, w] in the file is the OHWI memory's [o, h, w, i].
+  const SafeTensor& conv1 = file.tensors.at("conv1.weight");
+  REQUIRE(conv1.shape == std::vector<int64_t>{4, 3, 7, 7});
+  REQUIRE(conv1.dtype == "F32");
+  const auto* oihw = reinterpret_cast<const float*>(conv1.data.data());
+  const float* ohwi = a.model.params().in_layout_order().back()->value.as<float>();
+  for (int o : {0, 3})
+    for (int i : {0, 2})
+      for (int h : {0, 4})
+        for (int w : {1, 6}) CHECK(oihw[((o * 3 + i) * 7 + h) * 7 + w] == ohwi[((o * 7 + h) * 7 + w) * 3 + i]);
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("Truncated checkpoints are refused in one line", "[nn]") {
+  const std::string dir = test::make_temp_dir();
+  Trained a;
+  const std::string good = dir + "/model.safetensors";
+  save_model(good, a.model);
+  std::vector<char> bytes = read_bytes(good);
+  uint64_t header = 0;
+  for (int i = 0; i < 8; ++i) header |= uint64_t(uint8_t(bytes[i])) << (8 * i);
+  const std::string bad = dir + "/truncated.safetensors";
+  for (size_t length : {size_t(0), size_t(5), size_t(8), size_t(100), size_t(8 + header - 1), size_t(8 + header),
+                        size_t(8 + header + 10), bytes.size() / 2, bytes.size() - 1}) {
+    INFO("truncated to " << length << " of " << bytes.size() << " bytes");
+    write_bytes(bad, bytes, length);
+    std::string message = load_error(bad);
+    CHECK((message.find("too short") != std::string::npos || message.find("exceeds the file") != std::string::npos ||
+           message.find("outside the data section") != std::string::npos));
+  }
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("Corrupt checkpoint headers are refused in one line", "[nn]") {
+  const std::string dir = test::make_temp_dir();
+  const std::string path = dir + "/corrupt.safetensors";
+  auto write_header = [&](const std::string& json, size_t data_bytes) {
+    std::vector<char> bytes(8);
+    for (int i = 0; i < 8; ++i) bytes[i] = char(uint64_t(json.size()) >> (8 * i));
+    bytes.insert(bytes.end(), json.begin(), json.end());
+    bytes.resize(bytes.size() + data_bytes);
+    write_bytes(path, bytes, bytes.size());
+  };
+  write_header("{\"conv1.weight\": {\"dtype\": \"F32\", \"shape\": [1], \"data_offs", 4);
+  CHECK_THAT(load_error(path), Catch::Contains("not valid JSON"));
+  write_header("[1, 2, 3]", 0);
+  CHECK_THAT(load_error(path), Catch::Contains("not a JSON object"));
+  write_header(R"({"fc.bias": {"dtype": "F32", "shape": [10], "data_offsets": [0, 4000]}})", 40);
+  CHECK_THAT(load_error(path), Catch::Contains("fc.bias: data_offsets [0, 4000] outside the data section of 40 bytes"));
+  write_header(R"({"fc.bias": {"dtype": "F32", "shape": [10], "data_offsets": [0, 36]}})", 40);
+  CHECK_THAT(load_error(path), Catch::Contains("fc.bias: holds 36 bytes"));
+  write_header(R"({"fc.bias": {"dtype": "Q7", "shape": [10], "data_offsets": [0, 40]}})", 40);
+  CHECK_THAT(load_error(path), Catch::Contains("fc.bias: unknown dtype Q7"));
+  write_header(R"({"fc.bias": {"dtype": "F32", "shape": [-10], "data_offsets": [0, 40]}})", 40);
+  CHECK_THAT(load_error(path), Catch::Contains("fc.bias: shape has an entry"));
+  write_header(R"({"fc.bias": {"dtype": "F32", "shape": [4611686018427387904, 4], "data_offsets": [0, 40]}})", 40);
+  CHECK_THAT(load_error(path), Catch::Contains("absurdly large"));
+  write_header(R"({"__metadata__": {"epoch": 3}})", 0);
+  CHECK_THAT(load_error(path), Catch::Contains("__metadata__ epoch is not a string"));
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("Checkpoints that do not fit the model name every mismatch in one line", "[nn]") {
+  const std::string dir = test::make_temp_dir();
+  Trained a;
+  const std::string path = dir + "/model.safetensors";
+  save_model(path, a.model);
+
+  SECTION("another number of classes") {
+    CHECK_THAT(load_error(path, Stem::imagenet, 5),
+               Catch::Contains("fc.bias has shape [10], expected [5]") &&
+                   Catch::Contains("fc.weight has shape [10, 32], expected [5, 32]"));
+  }
+  SECTION("another stem") {
+    CHECK_THAT(load_error(path, Stem::cifar), Catch::Contains("conv1.weight has shape [4, 3, 7, 7], expected [4, 3, 3, 3]"));
+  }
+  SECTION("missing and unexpected names, wrong dtype") {
+    SafeTensorsFile file = read_safetensors(path);
+    file.tensors.erase("layer1.0.bn1.bias");
+    file.tensors.erase("fc.bias");
+    file.tensors["fc.extra"] = file.tensors.at("bn1.running_var");
+    file.tensors.at("bn1.running_mean").dtype = "I32";
+    write_safetensors(path, file);
+    CHECK_THAT(load_error(path), Catch::Contains("missing fc.bias, layer1.0.bn1.bias; unexpected fc.extra; "
+                                                 "bn1.running_mean has dtype I32, expected F32"));
+  }
+  SECTION("a momentum file is not a model file") {
+    save_momentum(path, a.model, a.sgd);
+    CHECK_THAT(load_error(path), Catch::Contains("missing bn1.bias") && Catch::Contains("unexpected momentum_buffer."));
+  }
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("A model whose load fails is left unchanged", "[nn]") {
+  const std::string dir = test::make_temp_dir();
+  Trained a;
+  const std::string path = dir + "/model.safetensors";
+  save_model(path, a.model);
+  Context ctx({});
+  ResNetConfig c = test::tiny_resnet(Stem::imagenet);
+  c.num_classes = 5;
+  ResNet18 b(ctx, c);
+  std::vector<float> before = read_floats(b.params().values());
+  CHECK_THROWS_AS(load_model(path, b), std::runtime_error);
+  CHECK(read_floats(b.params().values()) == before);
+  std::filesystem::remove_all(dir);
+}

@@ -1,0 +1,172 @@
+// ResNet-18 on the CPU: parameter counts against torchvision, shapes, the flat buffer's layout
+// (backward order, contiguous) and the gradient-readiness callback, and batch norm's train/eval
+// behaviour seen from the model.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cmath>
+
+#include "nn/resnet.h"
+#include "tests/nn_fixtures.h"
+
+using namespace cutrain;
+
+namespace {
+
+int64_t count_parameters(Stem stem, int num_classes) {
+  Context ctx({});
+  ResNetConfig c;
+  c.stem = stem;
+  c.num_classes = num_classes;
+  c.batch_size = 1;
+  c.image_size = 32;
+  ResNet18 model(ctx, c);
+  return model.num_parameters();
+}
+
+}  // namespace
+
+TEST_CASE("ResNet-18 has torchvision's parameter counts", "[nn]") {
+  CHECK(count_parameters(Stem::cifar, 10) == 11'173'962);
+  CHECK(count_parameters(Stem::imagenet, 1000) == 11'689'512);  // torchvision.models.resnet18()
+  // 1000 classes -> 10: fc loses 512*990 + 990 parameters.
+  CHECK(count_parameters(Stem::imagenet, 10) == 11'689'512 - 512 * 990 - 990);
+}
+
+TEST_CASE("ResNet-18 tensors have the planned shapes", "[nn]") {
+  Context ctx({});
+  for (Stem stem : {Stem::cifar, Stem::imagenet}) {
+    ResNetConfig c = test::tiny_resnet(stem);
+    c.num_classes = 7;
+    ResNet18 model(ctx, c);
+    CHECK(model.input_channels() == 3);
+    CHECK(model.input().shape == std::vector<int64_t>{4, 8, 8, 3});
+    CHECK(model.labels().shape == std::vector<int64_t>{4});
+    CHECK(model.labels().dtype == DType::i32);
+    CHECK(model.logits().shape == std::vector<int64_t>{4, 7});
+    test::fill_random_batch(model, 3);
+    model.forward(true);
+    CHECK(std::isfinite(*model.loss()));
+    CHECK(*model.correct() >= 0);
+    CHECK(*model.correct() <= 4);
+  }
+}
+
+TEST_CASE("The flat buffers are laid out in backward order with torchvision's names", "[nn]") {
+  Context ctx({});
+  ResNet18 model(ctx, test::tiny_resnet(Stem::imagenet));
+  std::vector<ParameterInfo> params = model.parameters();
+  REQUIRE(params.size() == 62);  // torchvision's resnet18 has 62 parameter tensors
+  CHECK(params[0].name == "fc.bias");
+  CHECK(params[1].name == "fc.weight");
+  CHECK(params[1].shape == std::vector<int64_t>{10, 32});
+  CHECK(params.back().name == "conv1.weight");
+  CHECK(params.back().shape == std::vector<int64_t>{4, 3, 7, 7});  // OIHW, as torchvision names it
+  int64_t offset = 0;
+  for (const ParameterInfo& p : params) {
+    CHECK(p.offset == offset);  // contiguous, no gaps
+    offset += p.numel;
+  }
+  CHECK(offset == model.num_parameters());
+  // Within a block with a downsample: bn2, conv2, bn1, conv1, downsample.1, downsample.0.
+  std::vector<std::string> names;
+  for (const ParameterInfo& p : params) names.push_back(p.name);
+  auto at = [&](const std::string& n) { return std::find(names.begin(), names.end(), n) - names.begin(); };
+  CHECK(at("layer2.0.bn2.weight") < at("layer2.0.conv2.weight"));
+  CHECK(at("layer2.0.conv1.weight") < at("layer2.0.downsample.1.weight"));
+  CHECK(at("layer2.0.downsample.1.weight") < at("layer2.0.downsample.0.weight"));
+  CHECK(at("layer2.0.downsample.0.weight") < at("layer1.1.bn2.weight"));
+  CHECK(model.buffers().size() == 2 * 20);  // running_mean and running_var of 20 batch norms
+}
+
+TEST_CASE("on_grads_ready reports a growing prefix of final gradients that reaches the end", "[nn]") {
+  Context ctx({});
+  ResNet18 model(ctx, test::tiny_resnet());
+  test::fill_random_batch(model, 5);
+  model.forward(true);
+  std::vector<int64_t> ends;
+  std::vector<std::vector<float>> seen;  // the prefix as it was when announced
+  model.backward([&](int64_t ready_end) {
+    ends.push_back(ready_end);
+    const float* g = model.params().grads().as<float>();
+    seen.emplace_back(g, g + ready_end);
+  });
+  REQUIRE(!ends.empty());
+  for (size_t i = 1; i < ends.size(); ++i) CHECK(ends[i] > ends[i - 1]);
+  CHECK(ends.back() == model.num_parameters());
+  // "Final" means later layers never touch an announced span again.
+  std::vector<float> final_grads = read_floats(model.params().grads());
+  for (const auto& prefix : seen) {
+    CHECK(std::equal(prefix.begin(), prefix.end(), final_grads.begin()));
+  }
+  // Every parameter got a gradient (not all elements: layer4 runs at 1x1 pixels here, where the
+  // off-centre taps of its 3x3 filters see only padding).
+  for (const ParameterInfo& p : model.parameters()) {
+    INFO(p.name);
+    CHECK(std::any_of(final_grads.begin() + p.offset, final_grads.begin() + p.offset + p.numel,
+                      [](float g) { return g != 0.0f; }));
+  }
+}
+
+TEST_CASE("Batch norm uses batch statistics in training and running statistics in eval", "[nn]") {
+  Context ctx({});
+  ResNet18 model(ctx, test::tiny_resnet());
+  test::fill_random_batch(model, 7);
+  float* x = model.input().as<float>();
+  const int64_t per_image = model.input().numel() / model.config().batch_size;
+
+  // Training: image 0's logits depend on the other images through the batch statistics.
+  model.forward(true);
+  std::vector<float> train_before = read_floats(model.logits());
+  std::vector<float> running_before = read_floats(model.params().buffer_values());
+  for (int64_t i = per_image; i < model.input().numel(); ++i) x[i] *= 2.0f;
+  model.forward(true);
+  std::vector<float> train_after = read_floats(model.logits());
+  CHECK(train_before[0] != train_after[0]);
+  CHECK(model.num_batches_tracked == 2);
+  // ... and each training forward moves the running statistics (momentum 0.1).
+  std::vector<float> running_after = read_floats(model.params().buffer_values());
+  CHECK(running_before != running_after);
+
+  // Eval: image 0's logits are its own business, and the running statistics stay put.
+  model.forward(false);
+  std::vector<float> eval_before = read_floats(model.logits());
+  for (int64_t i = per_image; i < model.input().numel(); ++i) x[i] *= -3.0f;
+  model.forward(false);
+  std::vector<float> eval_after = read_floats(model.logits());
+  for (int k = 0; k < model.config().num_classes; ++k) CHECK(eval_before[k] == eval_after[k]);
+  CHECK(eval_before[0] != train_after[0]);
+  CHECK(read_floats(model.params().buffer_values()) == running_after);
+  CHECK(model.num_batches_tracked == 2);
+}
+
+TEST_CASE("The first training forward sets bn1's running statistics as PyTorch does", "[nn]") {
+  // From running_mean 0 and running_var 1, one step with momentum 0.1 gives
+  // running_mean = 0.1 * batch mean and running_var = 0.9 + 0.1 * unbiased batch variance
+  // of bn1's input, conv1's output, recomputed here from the model's own weights.
+  Context ctx({});
+  ResNetConfig c = test::tiny_resnet();
+  ResNet18 model(ctx, c);
+  test::fill_random_batch(model, 9);
+  model.forward(true);
+  const Parameter& conv1 = *model.params().in_layout_order().back();
+  REQUIRE(conv1.name == "conv1.weight");
+  ConvShape shape{c.batch_size, c.image_size, c.image_size, 3, c.width, 3, 3, 1, 1};
+  const int64_t rows = int64_t(c.batch_size) * shape.P() * shape.Q();
+  std::vector<float> y(size_t(rows * c.width));
+  conv2d_forward_cpu(model.input().as<float>(), conv1.value.as<float>(), shape, y.data());
+
+  const BufferEntry& mean = model.buffers()[0];
+  const BufferEntry& var = model.buffers()[1];
+  REQUIRE(mean.name == "bn1.running_mean");
+  REQUIRE(var.name == "bn1.running_var");
+  for (int ch = 0; ch < c.width; ++ch) {
+    double sum = 0, sum_sq = 0;
+    for (int64_t r = 0; r < rows; ++r) sum += y[r * c.width + ch];
+    const double m = sum / rows;
+    for (int64_t r = 0; r < rows; ++r) sum_sq += (y[r * c.width + ch] - m) * (y[r * c.width + ch] - m);
+    const double unbiased = sum_sq / (rows - 1);
+    CHECK(mean.value.as<float>()[ch] == Approx(0.1 * m).margin(1e-6));
+    CHECK(var.value.as<float>()[ch] == Approx(0.9 + 0.1 * unbiased).epsilon(1e-5));
+  }
+}
