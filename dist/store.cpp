@@ -27,6 +27,7 @@ TcpStore::TcpStore(const DistEnv& env, std::chrono::milliseconds timeout) : run_
     server_ = std::make_unique<StoreServer>(host, port, /*loopback_only=*/env.world_size == 1, run_id_, env.world_size);
     port = server_->port();
   }
+  port_ = port;
   address_ = host + ":" + std::to_string(port);
   socket_ = connect_tcp(host, port, Clock::now() + timeout_);
   request("join", {std::to_string(env.rank), std::to_string(env.world_size)}, timeout_);

@@ -42,7 +42,7 @@ class TcpStore {
 
   // Rank 0 first starts the server. Then every rank connects (retrying until `timeout`) and joins:
   // the server checks the run id, the world size and that the rank is new. `timeout` is also the
-  // default for get() and wait().
+  // default for get() and wait(). MASTER_PORT 0 lets rank 0 pick a free port (see port()).
   explicit TcpStore(const DistEnv& env, std::chrono::milliseconds timeout = kDefaultTimeout);
   ~TcpStore();
   TcpStore(const TcpStore&) = delete;
@@ -69,6 +69,8 @@ class TcpStore {
   std::chrono::milliseconds timeout() const { return timeout_; }
   // "127.0.0.1:29500": where the server listens, for messages.
   const std::string& address() const { return address_; }
+  // The server's port: MASTER_PORT, or the free port chosen when that was 0 (or the world is one).
+  int port() const { return port_; }
 
  private:
   // Sends one request and returns the reply's fields; throws on a refused request or a lost server.
@@ -78,6 +80,7 @@ class TcpStore {
   std::unique_ptr<StoreServer> server_;  // rank 0 only
   std::string run_id_;
   std::string address_;
+  int port_ = 0;
   std::chrono::milliseconds timeout_;
   int socket_ = -1;
   std::mutex mutex_;  // one request at a time on the connection
