@@ -57,6 +57,7 @@ std::vector<char> TcpStore::get(const std::string& key) { return get(key, timeou
 
 std::vector<char> TcpStore::get(const std::string& key, std::chrono::milliseconds timeout) {
   Fields reply = request("get", {std::to_string(timeout.count()), key}, timeout + kReplyGrace);
+  if (reply[0] == "closed") throw std::runtime_error("store: key '" + key + "' was not set before rank 0's store closed");
   if (reply[0] != "ok" || reply.size() != 2)
     throw std::runtime_error("store: key '" + key + "' was not set within " + describe(timeout));
   return std::vector<char>(reply[1].begin(), reply[1].end());

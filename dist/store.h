@@ -59,8 +59,8 @@ class TcpStore {
   // kept as decimal text, so get() of the key reads "3".
   int64_t add(const std::string& key, int64_t delta);
 
-  // Waits until every key exists; returns the keys still missing when `timeout` passed (empty when
-  // all arrived in time).
+  // Waits until every key exists; returns the keys still missing when `timeout` passed, or when
+  // rank 0's store closed first (empty when all arrived in time).
   std::vector<std::string> wait_for(const std::vector<std::string>& keys, std::chrono::milliseconds timeout);
 
   // wait_for() with the store's timeout that throws naming the missing keys.

@@ -93,6 +93,19 @@ class StoreState {
     return replies;
   }
 
+  // At shutdown: every parked waiter hears "closed" with its missing keys, so the other ranks learn
+  // what never came (say, a rank that never arrived) instead of just a dropped connection.
+  std::vector<std::pair<int, Fields>> close_replies() {
+    std::vector<std::pair<int, Fields>> replies;
+    for (const Waiter& w : waiters_) {
+      Fields fields = missing(w.keys);
+      fields.insert(fields.begin(), "closed");
+      replies.emplace_back(w.fd, fields);
+    }
+    waiters_.clear();
+    return replies;
+  }
+
   void forget(int fd) {
     std::erase_if(waiters_, [fd](const Waiter& w) { return w.fd == fd; });
   }
@@ -203,6 +216,7 @@ void StoreServer::serve() {
     std::erase_if(connections, [](const Connection& c) { return c.fd < 0; });
     for (auto& [fd, fields] : state.due_replies(Clock::now())) reply(fd, fields);
   }
+  for (auto& [fd, fields] : state.close_replies()) reply(fd, fields);
   for (const Connection& c : connections) ::close(c.fd);
 }
 
