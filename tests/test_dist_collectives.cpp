@@ -1,14 +1,18 @@
-// Gloo collectives and the gradient reducer across real processes started by cutrun. Each
-// "[dist]" test runs this binary under cutrun with a hidden tag; the hidden test case is one rank's
-// part and checks its own results, so any wrong value makes its rank, and so cutrun, fail.
+// Collectives and the gradient reducer across real processes started by cutrun: Gloo here, NCCL
+// where there are GPUs (the same checks). Each "[dist]" test runs this binary under cutrun with a
+// hidden tag; the hidden test case is one rank's part and checks its own results, so any wrong
+// value makes its rank, and so cutrun, fail.
 #include <catch2/catch.hpp>
 
 #include <cstdlib>
+#include <iostream>
 
 #include "dist/communicator.h"
 #include "dist/env.h"
 #include "dist/reducer.h"
 #include "dist/store.h"
+#include "kernels/check.h"
+#include "tests/gpu.h"
 #include "tests/test_dist_process.h"
 
 using namespace cutrain;
@@ -34,6 +38,145 @@ void check_workers_passed(int nproc, const std::string& tag) {
 float contribution(int r, size_t i) { return float((r + 1) * int(i % 13 + 1)); }
 float average(int n, size_t i) { return float(n + 1) / 2 * float(i % 13 + 1); }
 
+// This process as one rank: store, rendezvous, communicator; on the GPU also its compute stream.
+struct Rank {
+  explicit Rank(bool on_gpu) : env(dist_env_from_environment()), on_gpu(on_gpu) {
+    if (on_gpu) {
+      CUDA_CHECK(cudaSetDevice(env.local_rank));
+      CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    }
+    store = std::make_unique<TcpStore>(env, kWorkerTimeout);
+    rendezvous(*store, env);
+    comm = make_communicator(env, *store, {.use_cuda = on_gpu, .compute_stream = stream, .timeout = kWorkerTimeout});
+  }
+  ~Rank() {
+    comm.reset();
+    if (stream != nullptr) cudaStreamDestroy(stream);
+  }
+
+  DistEnv env;
+  bool on_gpu;
+  cudaStream_t stream = nullptr;
+  std::unique_ptr<TcpStore> store;
+  std::unique_ptr<Communicator> comm;
+};
+
+// Values on the host, and where the communicator wants them: the same memory for Gloo, a device
+// copy for NCCL, moved on the compute stream (so the copies are ordered with the collectives).
+class Buffer {
+ public:
+  Buffer(const Rank& rank, size_t count) : host(count), stream_(rank.stream) {
+    if (rank.on_gpu) CUDA_CHECK(cudaMalloc(&device_, count * sizeof(float)));
+  }
+  ~Buffer() { cudaFree(device_); }
+
+  float* data() { return device_ != nullptr ? device_ : host.data(); }
+  // Host [begin, end) to where the communicator reads it.
+  void upload(size_t begin, size_t end) {
+    if (device_ != nullptr)
+      CUDA_CHECK(cudaMemcpyAsync(device_ + begin, host.data() + begin, (end - begin) * sizeof(float),
+                                 cudaMemcpyHostToDevice, stream_));
+  }
+  void upload() { upload(0, host.size()); }
+  void download() {
+    if (device_ == nullptr) return;
+    CUDA_CHECK(cudaMemcpyAsync(host.data(), device_, host.size() * sizeof(float), cudaMemcpyDeviceToHost, stream_));
+    CUDA_CHECK(cudaStreamSynchronize(stream_));
+  }
+
+  std::vector<float> host;
+
+ private:
+  float* device_ = nullptr;
+  cudaStream_t stream_;
+};
+
+void check_collectives(Rank& rank) {
+  Communicator& comm = *rank.comm;
+  const int n = rank.env.world_size, r = rank.env.rank;
+  REQUIRE(comm.rank() == r);
+  REQUIRE(comm.world_size() == n);
+  CHECK(std::string(comm.backend()) == (rank.on_gpu ? "nccl" : "gloo"));
+
+  Buffer x(rank, 1000);
+  for (size_t i = 0; i < x.host.size(); ++i) x.host[i] = contribution(r, i);
+  x.upload();
+  comm.all_reduce(x.data(), x.host.size(), ReduceOp::sum);
+  x.download();
+  for (size_t i = 0; i < x.host.size(); ++i) REQUIRE(x.host[i] == float(n * (n + 1) / 2 * int(i % 13 + 1)));
+
+  for (size_t i = 0; i < x.host.size(); ++i) x.host[i] = contribution(r, i);
+  x.upload();
+  comm.all_reduce(x.data(), x.host.size(), ReduceOp::average);
+  x.download();
+  for (size_t i = 0; i < x.host.size(); ++i) REQUIRE(x.host[i] == Approx(average(n, i)));
+
+  // Broadcast from the last rank: everyone ends with its values.
+  for (size_t i = 0; i < x.host.size(); ++i) x.host[i] = float(r * 10000 + int(i));
+  x.upload();
+  comm.broadcast(x.data(), x.host.size(), n - 1);
+  x.download();
+  for (size_t i = 0; i < x.host.size(); ++i) REQUIRE(x.host[i] == float((n - 1) * 10000 + int(i)));
+  CHECK_THROWS_WITH(comm.broadcast(x.data(), 1, n), Catch::Contains("outside the world"));
+
+  double counts[2] = {double(r), 1.0};
+  comm.all_reduce_host(counts, 2, ReduceOp::sum);
+  CHECK(counts[0] == n * (n - 1) / 2);
+  CHECK(counts[1] == n);
+
+  // Several collectives in flight at once, then joined.
+  std::vector<std::unique_ptr<Buffer>> buffers;
+  for (int b = 0; b < 3; ++b) {
+    buffers.push_back(std::make_unique<Buffer>(rank, 5000));
+    for (size_t i = 0; i < 5000; ++i) buffers.back()->host[i] = contribution(r, i);
+    buffers.back()->upload();
+  }
+  for (auto& b : buffers) comm.all_reduce_async(b->data(), b->host.size(), ReduceOp::average);
+  comm.wait_async();
+  for (auto& b : buffers) {
+    b->download();
+    for (size_t i = 0; i < b->host.size(); ++i) REQUIRE(b->host[i] == Approx(average(n, i)));
+  }
+  comm.barrier();
+}
+
+void check_reducer(Rank& rank) {
+  Communicator& comm = *rank.comm;
+  const int n = rank.env.world_size, r = rank.env.rank;
+  // Parameters in flat (backward) order: 1.4 MiB of fp32 gradients.
+  const std::vector<int64_t> sizes{3, 1000, 70000, 5, 300000, 17};
+  std::vector<int64_t> ends;
+  int64_t total = 0;
+  for (int64_t s : sizes) ends.push_back(total += s);
+  Buffer grads(rank, size_t(total));
+
+  // cap (MiB) -> buckets: one per parameter; 256 KiB closes after parameters 3 and 5; one.
+  const std::vector<std::pair<double, size_t>> caps{{0, 6}, {0.25, 3}, {1000, 1}};
+  for (auto [cap_mb, bucket_count] : caps) {
+    GradReducer reducer(comm, grads.data(), sizes, {.bucket_cap_mb = cap_mb});
+    REQUIRE(reducer.buckets().size() == bucket_count);
+    for (int step = 0; step < 2; ++step) {
+      reducer.begin_backward();
+      for (size_t p = 0; p < sizes.size(); ++p) {
+        // "Backward" writes parameter p's gradients while earlier buckets may be in flight.
+        const size_t begin = size_t(ends[p] - sizes[p]), end = size_t(ends[p]);
+        for (size_t i = begin; i < end; ++i) grads.host[i] = contribution(r, i) * float(step + 1);
+        grads.upload(begin, end);
+        reducer.grads_ready(ends[p]);
+        if (p == 2) {
+          // A blocking collective in the middle of backward (as SyncBN's) keeps its place in line.
+          double one = 1;
+          comm.all_reduce_host(&one, 1, ReduceOp::sum);
+          REQUIRE(one == n);
+        }
+      }
+      reducer.finish();
+      grads.download();
+      for (size_t i = 0; i < grads.host.size(); ++i) REQUIRE(grads.host[i] == Approx(average(n, i) * float(step + 1)));
+    }
+  }
+}
+
 }  // namespace
 
 TEST_CASE("Gloo all-reduce, broadcast and barrier agree across 2 and 3 processes", "[dist]") {
@@ -42,44 +185,8 @@ TEST_CASE("Gloo all-reduce, broadcast and barrier agree across 2 and 3 processes
 }
 
 TEST_CASE("one rank's part: Gloo collectives", "[.dist-worker-collectives]") {
-  DistEnv env = dist_env_from_environment();
-  TcpStore store(env, kWorkerTimeout);
-  rendezvous(store, env);
-  auto comm = make_communicator(env, store, {.timeout = kWorkerTimeout});
-  const int n = env.world_size, r = env.rank;
-  REQUIRE(comm->rank() == r);
-  REQUIRE(comm->world_size() == n);
-  CHECK(std::string(comm->backend()) == "gloo");
-
-  std::vector<float> x(1000);
-  for (size_t i = 0; i < x.size(); ++i) x[i] = contribution(r, i);
-  comm->all_reduce(x.data(), x.size(), ReduceOp::sum);
-  for (size_t i = 0; i < x.size(); ++i) REQUIRE(x[i] == float(n * (n + 1) / 2 * int(i % 13 + 1)));
-
-  for (size_t i = 0; i < x.size(); ++i) x[i] = contribution(r, i);
-  comm->all_reduce(x.data(), x.size(), ReduceOp::average);
-  for (size_t i = 0; i < x.size(); ++i) REQUIRE(x[i] == Approx(average(n, i)));
-
-  // Broadcast from the last rank: everyone ends with its values.
-  for (size_t i = 0; i < x.size(); ++i) x[i] = float(r * 10000 + int(i));
-  comm->broadcast(x.data(), x.size(), n - 1);
-  for (size_t i = 0; i < x.size(); ++i) REQUIRE(x[i] == float((n - 1) * 10000 + int(i)));
-  CHECK_THROWS_WITH(comm->broadcast(x.data(), 1, n), Catch::Contains("outside the world"));
-
-  double counts[2] = {double(r), 1.0};
-  comm->all_reduce_host(counts, 2, ReduceOp::sum);
-  CHECK(counts[0] == n * (n - 1) / 2);
-  CHECK(counts[1] == n);
-
-  // Several collectives in flight at once, then joined.
-  std::vector<std::vector<float>> buffers(3, std::vector<float>(5000));
-  for (auto& b : buffers)
-    for (size_t i = 0; i < b.size(); ++i) b[i] = contribution(r, i);
-  for (auto& b : buffers) comm->all_reduce_async(b.data(), b.size(), ReduceOp::average);
-  comm->wait_async();
-  for (auto& b : buffers)
-    for (size_t i = 0; i < b.size(); ++i) REQUIRE(b[i] == Approx(average(n, i)));
-  comm->barrier();
+  Rank rank(/*on_gpu=*/false);
+  check_collectives(rank);
 }
 
 TEST_CASE("the gradient reducer leaves every rank with the average, for caps 0, small and huge", "[dist]") {
@@ -87,42 +194,33 @@ TEST_CASE("the gradient reducer leaves every rank with the average, for caps 0, 
   check_workers_passed(3, "[.dist-worker-reducer]");
 }
 
-TEST_CASE("one rank's part: the gradient reducer", "[.dist-worker-reducer]") {
-  DistEnv env = dist_env_from_environment();
-  TcpStore store(env, kWorkerTimeout);
-  rendezvous(store, env);
-  auto comm = make_communicator(env, store, {.timeout = kWorkerTimeout});
-  const int n = env.world_size, r = env.rank;
+TEST_CASE("one rank's part: the gradient reducer over Gloo", "[.dist-worker-reducer]") {
+  Rank rank(/*on_gpu=*/false);
+  check_reducer(rank);
+}
 
-  // Parameters in flat (backward) order: 1.4 MiB of fp32 gradients.
-  const std::vector<int64_t> sizes{3, 1000, 70000, 5, 300000, 17};
-  std::vector<int64_t> ends;
-  int64_t total = 0;
-  for (int64_t s : sizes) ends.push_back(total += s);
-  std::vector<float> grads(size_t(total), 0.0f);
+TEST_CASE("NCCL collectives and the reducer, world of one", "[dist][gpu]") {
+  CUTRAIN_REQUIRE_GPU();
+  Rank rank(/*on_gpu=*/true);  // no launcher: RANK 0 of 1 on cuda:0
+  check_collectives(rank);
+  check_reducer(rank);
+}
 
-  // cap (MiB) -> buckets: one per parameter; 256 KiB closes after parameters 3 and 5; one.
-  const std::vector<std::pair<double, size_t>> caps{{0, 6}, {0.25, 3}, {1000, 1}};
-  for (auto [cap_mb, bucket_count] : caps) {
-    GradReducer reducer(*comm, grads.data(), sizes, {.bucket_cap_mb = cap_mb});
-    REQUIRE(reducer.buckets().size() == bucket_count);
-    for (int step = 0; step < 2; ++step) {
-      reducer.begin_backward();
-      for (size_t p = 0; p < sizes.size(); ++p) {
-        // "Backward" writes parameter p's gradients while earlier buckets may be in flight.
-        for (int64_t i = ends[p] - sizes[p]; i < ends[p]; ++i) grads[size_t(i)] = contribution(r, size_t(i)) * float(step + 1);
-        reducer.grads_ready(ends[p]);
-        if (p == 2) {
-          // A blocking collective in the middle of backward (as SyncBN's) keeps its place in line.
-          double one = 1;
-          comm->all_reduce_host(&one, 1, ReduceOp::sum);
-          REQUIRE(one == n);
-        }
-      }
-      reducer.finish();
-      for (size_t i = 0; i < grads.size(); ++i) REQUIRE(grads[i] == Approx(average(n, i) * float(step + 1)));
-    }
+TEST_CASE("NCCL collectives and the reducer across 2 GPUs", "[dist][gpu]") {
+  CUTRAIN_REQUIRE_GPU();
+  int devices = 0;
+  CUDA_CHECK(cudaGetDeviceCount(&devices));
+  if (devices < 2) {
+    std::cout << "SKIPPED: NCCL across processes needs 2 GPUs, this machine has " << devices << "\n";
+    return;
   }
+  check_workers_passed(2, "[.dist-worker-nccl]");
+}
+
+TEST_CASE("one rank's part: NCCL collectives and the reducer", "[.dist-worker-nccl]") {
+  Rank rank(/*on_gpu=*/true);
+  check_collectives(rank);
+  check_reducer(rank);
 }
 
 TEST_CASE("a rank that never arrives makes the others fail within the timeout, naming it", "[dist]") {
@@ -149,16 +247,13 @@ TEST_CASE("a Gloo peer that exits makes the next collective fail instead of hang
 }
 
 TEST_CASE("one rank's part: rank 1 leaves after connecting", "[.dist-worker-peer-exits]") {
-  DistEnv env = dist_env_from_environment();
-  TcpStore store(env, kWorkerTimeout);
-  rendezvous(store, env);
-  auto comm = make_communicator(env, store, {.timeout = kWorkerTimeout});
-  if (env.rank == 1) std::_Exit(0);  // gone without a word: its sockets close
+  Rank rank(/*on_gpu=*/false);
+  if (rank.env.rank == 1) std::_Exit(0);  // gone without a word: its sockets close
   std::vector<float> x(100, 1.0f);
-  CHECK_THROWS_WITH(comm->all_reduce(x.data(), x.size(), ReduceOp::sum),
+  CHECK_THROWS_WITH(rank.comm->all_reduce(x.data(), x.size(), ReduceOp::sum),
                     Catch::StartsWith("gloo all_reduce of 100 elements failed on rank 0: "));
   // Once failed, the communicator says so again rather than waiting on the lost peer.
-  CHECK_THROWS_WITH(comm->all_reduce(x.data(), x.size(), ReduceOp::sum), Catch::Contains("failed on rank 0"));
+  CHECK_THROWS_WITH(rank.comm->all_reduce(x.data(), x.size(), ReduceOp::sum), Catch::Contains("failed on rank 0"));
 }
 
 TEST_CASE("a world of one reduces to itself, on its own free port", "[dist]") {
