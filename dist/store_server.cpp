@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <charconv>
 #include <climits>
 #include <cstdio>
 #include <map>
@@ -34,9 +35,10 @@ struct Waiter {
 };
 
 int64_t parse_int(const std::string& text, const char* what) {
-  size_t used = 0;
-  long long value = std::stoll(text, &used);
-  if (used != text.size()) throw std::invalid_argument(std::string("bad ") + what);
+  int64_t value = 0;
+  auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (error != std::errc() || end != text.data() + text.size())
+    throw std::invalid_argument(std::string("malformed request: ") + what + " '" + text + "' is not an integer");
   return value;
 }
 
