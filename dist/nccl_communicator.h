@@ -8,7 +8,9 @@
 //   comm_done_:     recorded on the comm stream after every collective; the compute stream waits on
 //                   it where the caller needs the results (blocking calls, wait_async()).
 // No host synchronisation except in barrier() and all_reduce_host(), which return host-visible
-// results by nature; the step's calls can be captured in a CUDA graph.
+// results by nature; the step's calls can be captured in a CUDA graph (capture in
+// cudaStreamCaptureModeThreadLocal: the watchdog thread below keeps querying an event meanwhile,
+// which the global mode forbids).
 //
 // The communicator is created non-blocking (ncclConfig_t::blocking = 0), so a peer that never
 // comes cannot hang initialisation past the timeout. A watchdog thread polls ncclCommGetAsyncError

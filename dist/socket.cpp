@@ -41,6 +41,19 @@ int milliseconds_until(Clock::time_point deadline) {
   return int(std::clamp<long long>(left, 0, 1 << 30));
 }
 
+using AddressList = std::unique_ptr<addrinfo, decltype(&::freeaddrinfo)>;
+
+// The addresses of host:port (MASTER_ADDR's), or a one-line error naming the host.
+AddressList resolve(const std::string& host, int port, int family, int socket_type) {
+  addrinfo hints{};
+  hints.ai_family = family;
+  hints.ai_socktype = socket_type;
+  addrinfo* found = nullptr;
+  int status = ::getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &found);
+  if (status != 0) throw std::runtime_error("MASTER_ADDR " + host + ": " + ::gai_strerror(status));
+  return AddressList(found, ::freeaddrinfo);
+}
+
 }  // namespace
 
 int listen_tcp(const std::string& host, int port, bool loopback_only) {
@@ -78,13 +91,7 @@ int socket_port(int fd) {
 }
 
 int connect_tcp(const std::string& host, int port, Clock::time_point deadline) {
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  addrinfo* found = nullptr;
-  int status = ::getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &found);
-  if (status != 0) throw std::runtime_error("MASTER_ADDR " + host + ": " + ::gai_strerror(status));
-  std::unique_ptr<addrinfo, decltype(&::freeaddrinfo)> addresses(found, ::freeaddrinfo);
+  AddressList addresses = resolve(host, port, AF_UNSPEC, SOCK_STREAM);
 
   // Rank 0 may not listen yet: retry, backing off from 10 ms to 1 s, until the deadline.
   auto backoff = std::chrono::milliseconds(10);
@@ -110,13 +117,7 @@ int connect_tcp(const std::string& host, int port, Clock::time_point deadline) {
 }
 
 std::string local_address_toward(const std::string& host, int port) {
-  addrinfo hints{};
-  hints.ai_family = AF_INET;
-  hints.ai_socktype = SOCK_DGRAM;
-  addrinfo* found = nullptr;
-  int status = ::getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &found);
-  if (status != 0) throw std::runtime_error("MASTER_ADDR " + host + ": " + ::gai_strerror(status));
-  std::unique_ptr<addrinfo, decltype(&::freeaddrinfo)> address(found, ::freeaddrinfo);
+  AddressList address = resolve(host, port, AF_INET, SOCK_DGRAM);
   // Connecting a UDP socket only picks the route; getsockname then tells its local end.
   int fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
   if (fd < 0) throw system_error("socket");

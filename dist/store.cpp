@@ -27,6 +27,7 @@ TcpStore::TcpStore(const DistEnv& env, std::chrono::milliseconds timeout) : run_
     server_ = std::make_unique<StoreServer>(host, port, /*loopback_only=*/env.world_size == 1, run_id_, env.world_size);
     port = server_->port();
   }
+  port_ = port;
   address_ = host + ":" + std::to_string(port);
   socket_ = connect_tcp(host, port, Clock::now() + timeout_);
   request("join", {std::to_string(env.rank), std::to_string(env.world_size)}, timeout_);
@@ -56,6 +57,7 @@ std::vector<char> TcpStore::get(const std::string& key) { return get(key, timeou
 
 std::vector<char> TcpStore::get(const std::string& key, std::chrono::milliseconds timeout) {
   Fields reply = request("get", {std::to_string(timeout.count()), key}, timeout + kReplyGrace);
+  if (reply[0] == "closed") throw std::runtime_error("store: key '" + key + "' was not set before rank 0's store closed");
   if (reply[0] != "ok" || reply.size() != 2)
     throw std::runtime_error("store: key '" + key + "' was not set within " + describe(timeout));
   return std::vector<char>(reply[1].begin(), reply[1].end());

@@ -42,7 +42,7 @@ class TcpStore {
 
   // Rank 0 first starts the server. Then every rank connects (retrying until `timeout`) and joins:
   // the server checks the run id, the world size and that the rank is new. `timeout` is also the
-  // default for get() and wait().
+  // default for get() and wait(). MASTER_PORT 0 lets rank 0 pick a free port (see port()).
   explicit TcpStore(const DistEnv& env, std::chrono::milliseconds timeout = kDefaultTimeout);
   ~TcpStore();
   TcpStore(const TcpStore&) = delete;
@@ -59,8 +59,8 @@ class TcpStore {
   // kept as decimal text, so get() of the key reads "3".
   int64_t add(const std::string& key, int64_t delta);
 
-  // Waits until every key exists; returns the keys still missing when `timeout` passed (empty when
-  // all arrived in time).
+  // Waits until every key exists; returns the keys still missing when `timeout` passed, or when
+  // rank 0's store closed first (empty when all arrived in time).
   std::vector<std::string> wait_for(const std::vector<std::string>& keys, std::chrono::milliseconds timeout);
 
   // wait_for() with the store's timeout that throws naming the missing keys.
@@ -69,6 +69,8 @@ class TcpStore {
   std::chrono::milliseconds timeout() const { return timeout_; }
   // "127.0.0.1:29500": where the server listens, for messages.
   const std::string& address() const { return address_; }
+  // The server's port: MASTER_PORT, or the free port chosen when that was 0 (or the world is one).
+  int port() const { return port_; }
 
  private:
   // Sends one request and returns the reply's fields; throws on a refused request or a lost server.
@@ -78,6 +80,7 @@ class TcpStore {
   std::unique_ptr<StoreServer> server_;  // rank 0 only
   std::string run_id_;
   std::string address_;
+  int port_ = 0;
   std::chrono::milliseconds timeout_;
   int socket_ = -1;
   std::mutex mutex_;  // one request at a time on the connection

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <charconv>
 #include <climits>
 #include <cstdio>
 #include <map>
@@ -34,9 +35,10 @@ struct Waiter {
 };
 
 int64_t parse_int(const std::string& text, const char* what) {
-  size_t used = 0;
-  long long value = std::stoll(text, &used);
-  if (used != text.size()) throw std::invalid_argument(std::string("bad ") + what);
+  int64_t value = 0;
+  auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (error != std::errc() || end != text.data() + text.size())
+    throw std::invalid_argument(std::string("malformed request: ") + what + " '" + text + "' is not an integer");
   return value;
 }
 
@@ -90,6 +92,19 @@ class StoreState {
       }
       return false;
     });
+    return replies;
+  }
+
+  // At shutdown: every parked waiter hears "closed" with its missing keys, so the other ranks learn
+  // what never came (say, a rank that never arrived) instead of just a dropped connection.
+  std::vector<std::pair<int, Fields>> close_replies() {
+    std::vector<std::pair<int, Fields>> replies;
+    for (const Waiter& w : waiters_) {
+      Fields fields = missing(w.keys);
+      fields.insert(fields.begin(), "closed");
+      replies.emplace_back(w.fd, fields);
+    }
+    waiters_.clear();
     return replies;
   }
 
@@ -203,6 +218,7 @@ void StoreServer::serve() {
     std::erase_if(connections, [](const Connection& c) { return c.fd < 0; });
     for (auto& [fd, fields] : state.due_replies(Clock::now())) reply(fd, fields);
   }
+  for (auto& [fd, fields] : state.close_replies()) reply(fd, fields);
   for (const Connection& c : connections) ::close(c.fd);
 }
 

@@ -8,7 +8,8 @@
 //   "get"   timeout ms, key         -> "ok", value     |  "timeout", key
 //   "add"   key, delta              -> "ok", new value (decimal text)
 //   "wait"  timeout ms, keys...     -> "ok"            |  "timeout", missing keys...
-// and any request of another run id, or a malformed one, gets "error", why.
+// and any request of another run id, or a malformed one, gets "error", why. A get or wait still
+// waiting when the server stops gets "closed", missing keys.
 //
 // One thread polls the listening socket and every connection. A get or wait whose keys are not all
 // there is parked as a waiter and answered by the set or add that completes it, or by its deadline.

@@ -1,0 +1,108 @@
+// The TCP store and the rendezvous: operations, waiting, and the one-line refusals (another run,
+// another world size, a busy port, ranks that never come). Ranks are threads of this process here;
+// test_dist_collectives.cpp has real processes.
+#include <catch2/catch.hpp>
+
+#include <future>
+#include <thread>
+
+#include "dist/socket.h"
+#include "dist/store.h"
+#include "tests/test_dist_process.h"
+
+using cutrain::DistEnv;
+using cutrain::TcpStore;
+using namespace std::chrono_literals;
+
+namespace {
+
+// Rank `rank` of a world of `world_size` whose store is at 127.0.0.1:port (0: rank 0 picks one).
+DistEnv rank_env(int rank, int world_size, int port, std::string run_id = "test-run") {
+  DistEnv env;
+  env.rank = rank;
+  env.world_size = world_size;
+  env.master_port = port;
+  env.run_id = std::move(run_id);
+  return env;
+}
+
+std::string text(const std::vector<char>& bytes) { return std::string(bytes.begin(), bytes.end()); }
+
+}  // namespace
+
+TEST_CASE("the store sets, gets, adds and waits", "[dist]") {
+  TcpStore store(DistEnv{}, 5s);  // a world of one: its own free loopback port
+  store.set("greeting", {'h', 'i'});
+  CHECK(text(store.get("greeting")) == "hi");
+  store.set("greeting", {'y', 'o'});
+  CHECK(text(store.get("greeting")) == "yo");
+  CHECK(store.add("counter", 2) == 2);
+  CHECK(store.add("counter", -5) == -3);
+  CHECK(text(store.get("counter")) == "-3");
+  store.set("empty", {});
+  CHECK(store.get("empty").empty());
+  CHECK_NOTHROW(store.wait({"greeting", "counter", "empty"}));
+  CHECK(store.wait_for({"greeting", "absent", "gone"}, 50ms) == std::vector<std::string>{"absent", "gone"});
+}
+
+TEST_CASE("a get waits for another rank's set, and times out naming the key", "[dist]") {
+  TcpStore server(rank_env(0, 2, 0), 5s);
+  TcpStore client(rank_env(1, 2, server.port()), 5s);
+  auto value = std::async(std::launch::async, [&] { return text(client.get("nccl/id")); });
+  server.set("nccl/id", {'4', '2'});
+  CHECK(value.get() == "42");
+  CHECK_THROWS_WITH(client.get("never", 200ms), "store: key 'never' was not set within 200 ms");
+  // The connection is still in step after a timeout.
+  CHECK(server.add("after", 1) == 1);
+  CHECK(text(client.get("after")) == "1");
+}
+
+TEST_CASE("the store refuses a client of another run, another world size, or a rank seen twice", "[dist]") {
+  TcpStore server(rank_env(0, 2, 0, "run-a"), 5s);
+  CHECK_THROWS_WITH(TcpStore(rank_env(1, 2, server.port(), "run-b"), 5s),
+                    Catch::Contains("belongs to run 'run-a', not to run 'run-b'"));
+  CHECK_THROWS_WITH(TcpStore(rank_env(1, 3, server.port(), "run-a"), 5s),
+                    Catch::Contains("rank 1 has WORLD_SIZE=3 but rank 0 has WORLD_SIZE=2"));
+  TcpStore rank1(rank_env(1, 2, server.port(), "run-a"), 5s);
+  CHECK_THROWS_WITH(TcpStore(rank_env(1, 2, server.port(), "run-a"), 5s), Catch::Contains("rank 1 joined twice"));
+}
+
+TEST_CASE("a MASTER_PORT in use is one clear line", "[dist]") {
+  int busy = cutrain::listen_tcp("127.0.0.1", 0, /*loopback_only=*/true);
+  int port = cutrain::socket_port(busy);
+  CHECK_THROWS_WITH(TcpStore(rank_env(0, 2, port), 1s),
+                    Catch::StartsWith("MASTER_PORT " + std::to_string(port) + " on 127.0.0.1 is in use"));
+  ::close(busy);
+}
+
+TEST_CASE("a rank that cannot reach rank 0's store gives up after the timeout", "[dist]") {
+  int free_port = 0;
+  {
+    int fd = cutrain::listen_tcp("127.0.0.1", 0, true);
+    free_port = cutrain::socket_port(fd);
+    ::close(fd);
+  }
+  CHECK_THROWS_WITH(TcpStore(rank_env(1, 2, free_port), 300ms),
+                    Catch::StartsWith("could not reach the store of rank 0 at 127.0.0.1:" + std::to_string(free_port)));
+}
+
+TEST_CASE("rendezvous names the ranks that never arrive", "[dist]") {
+  TcpStore rank0(rank_env(0, 4, 0), 500ms);
+  TcpStore rank2(rank_env(2, 4, rank0.port()), 500ms);
+  auto other = std::async(std::launch::async, [&] { cutrain::rendezvous(rank2, rank_env(2, 4, rank0.port())); });
+  CHECK_THROWS_WITH(cutrain::rendezvous(rank0, rank_env(0, 4, 0)),
+                    "rendezvous: ranks 1, 3 of 4 did not arrive within 500 ms (store at 127.0.0.1:" +
+                        std::to_string(rank0.port()) + ")");
+  CHECK_THROWS_WITH(other.get(), Catch::StartsWith("rendezvous: ranks 1, 3 of 4 did not arrive"));
+}
+
+TEST_CASE("rendezvous returns once every rank has arrived", "[dist]") {
+  TcpStore rank0(rank_env(0, 3, 0), 5s);
+  std::vector<std::future<void>> others;
+  std::vector<std::unique_ptr<TcpStore>> stores;
+  for (int r = 1; r < 3; ++r) stores.push_back(std::make_unique<TcpStore>(rank_env(r, 3, rank0.port()), 5s));
+  for (int r = 1; r < 3; ++r)
+    others.push_back(std::async(std::launch::async, [&, r] { cutrain::rendezvous(*stores[r - 1], rank_env(r, 3, 0)); }));
+  CHECK_NOTHROW(cutrain::rendezvous(rank0, rank_env(0, 3, 0)));
+  for (auto& o : others) CHECK_NOTHROW(o.get());
+}
