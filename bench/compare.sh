@@ -1,0 +1,202 @@
+#!/usr/bin/env bash
+# compare.sh: cutrain against the PyTorch reference, side by side, in one invocation.
+#
+# Both programs get the same data files, GPUs, model, per-GPU batch, precision and number of steps, and
+# run one after the other, alternating (cutrain, PyTorch, cutrain, PyTorch, ...), so that a machine that
+# warms up or slows down treats them alike. Then one table (bench/summarize.py): images/s and ms/step
+# (medians over the logged intervals after the warm-up), epoch time, peak GPU memory, test accuracy after
+# the same epochs, and cutrain's ratio against each PyTorch configuration:
+#   torch-eager-fp32       the reference recipe as written: fp32 eager, DataLoader with PIL transforms
+#   torch-eager-bf16-cl    bf16 autocast and channels_last, data resident on the GPU
+#   torch-compile-bf16-cl  the same under torch.compile
+# Before the runs, two correctness checks (bench/check_parity.py): the first step's loss and gradients from
+# the same initial weights, and a cutrain checkpoint's accuracy in torchvision.
+# One GPU: each program runs as one plain process; N GPUs: cutrain through cutrun, PyTorch through torchrun.
+set -euo pipefail
+
+usage() {
+  cat <<'EOF'
+usage: bench/compare.sh [options]
+  --nproc N          GPUs of this node to use (default 1)
+  --quick            a few hundred steps on a small synthetic dataset: about 3 minutes on one GPU
+  --data DIR         CIFAR-10 binary folder (default: a synthetic one made by `cutrain make-synthetic`)
+  --out DIR          where the logs, metrics, results.json and compare.png go (default bench-out)
+  --bin DIR          where cutrain and cutrun are (default build/bin)
+  --epochs E         epochs per run (default 20; --quick: 4)
+  --batch-size B     per GPU (default 256)
+  --stem S           cifar or imagenet (default cifar)
+  --repeats R        rounds of all runs, pooled in the medians (default 1)
+  --compile-mode M   default or max-autotune (default: default)
+  --torch-data D     gpu (the fast configurations keep the data on the GPU) or loader (DataLoader for all)
+  --no-parity        skip the two correctness checks
+  --device D         cuda (default) or cpu (to try this script on a machine without a GPU: tiny runs only)
+  -h, --help         this text
+Environment: PYTHON (default python3) is the interpreter with torch, torchvision and numpy.
+EOF
+}
+
+die() { echo "compare.sh: error: $*" >&2; exit 1; }
+bad_usage() { echo "compare.sh: error: $* (see --help)" >&2; exit 2; }
+value_of() { (($# >= 2)) || bad_usage "$1 needs a value"; printf '%s' "$2"; }
+
+here="$(cd "$(dirname "$0")" && pwd)"
+nproc=1 quick=0 data="" out="bench-out" bin="build/bin" epochs="" batch=256 stem=cifar repeats=1
+compile_mode=default torch_data=gpu parity=1 device=cuda
+while (($#)); do
+  case "$1" in
+    --nproc) nproc="$(value_of "$@")"; shift ;;
+    --quick) quick=1 ;;
+    --data) data="$(value_of "$@")"; shift ;;
+    --out) out="$(value_of "$@")"; shift ;;
+    --bin) bin="$(value_of "$@")"; shift ;;
+    --epochs) epochs="$(value_of "$@")"; shift ;;
+    --batch-size) batch="$(value_of "$@")"; shift ;;
+    --stem) stem="$(value_of "$@")"; shift ;;
+    --repeats) repeats="$(value_of "$@")"; shift ;;
+    --compile-mode) compile_mode="$(value_of "$@")"; shift ;;
+    --torch-data) torch_data="$(value_of "$@")"; shift ;;
+    --no-parity) parity=0 ;;
+    --device) device="$(value_of "$@")"; shift ;;
+    -h|--help) usage; exit 0 ;;
+    *) bad_usage "unknown option '$1'" ;;
+  esac
+  shift
+done
+for n in "$nproc" "$batch" "$repeats" ${epochs:+"$epochs"}; do
+  [[ "$n" =~ ^[1-9][0-9]*$ ]] || bad_usage "'$n' is not a positive integer"
+done
+[[ "$stem" =~ ^(cifar|imagenet)$ ]] || bad_usage "--stem must be cifar or imagenet"
+[[ "$compile_mode" =~ ^(default|max-autotune)$ ]] || bad_usage "--compile-mode must be default or max-autotune"
+[[ "$torch_data" =~ ^(gpu|loader)$ ]] || bad_usage "--torch-data must be gpu or loader"
+[[ "$device" =~ ^(cuda|cpu)$ ]] || bad_usage "--device must be cuda or cpu"
+
+# Quick: 12,800 synthetic images are 50 steps per epoch at batch 256 on one GPU; 4 epochs = 200 steps.
+if ((quick)); then
+  epochs="${epochs:-4}" train_n=$((12800 * nproc)) test_n=2000 log_every=10 warmup=30 limit=240
+else
+  epochs="${epochs:-20}" train_n=50000 test_n=10000 log_every=25 warmup=50 limit=7200
+fi
+
+# ---- what must be present: the binaries, torch with a CUDA device, enough GPUs
+PYTHON="${PYTHON:-python3}"
+cutrain="$bin/cutrain"
+[ -x "$cutrain" ] || die "$cutrain: not found or not executable (build first, or pass --bin DIR)"
+((nproc == 1)) || [ -x "$bin/cutrun" ] || die "$bin/cutrun: not found (needed for --nproc $nproc)"
+reason="$("$PYTHON" - "$nproc" "$device" 2>&1 <<'EOF' || true
+import sys
+try:
+    import numpy, torch, torchvision
+except ImportError as e:
+    sys.exit(f"torch not importable: {e}")
+if sys.argv[2] == "cpu":
+    sys.exit(0)
+if not torch.cuda.is_available():
+    sys.exit("no CUDA device: torch.cuda.is_available() is False")
+if torch.cuda.device_count() < int(sys.argv[1]):
+    sys.exit(f"--nproc {sys.argv[1]} but torch sees {torch.cuda.device_count()} CUDA devices")
+EOF
+)"
+[ -z "$reason" ] || die "$(tail -n 1 <<<"$reason") ($PYTHON)"
+
+mkdir -p "$out/runs" "$out/parity"
+out="$(cd "$out" && pwd)"
+log="$out/compare.log"
+: >"$log"
+say() { echo "$*" | tee -a "$log"; }
+
+# run NAME TIMEOUT CMD...: one step, its output in runs/NAME.log (and compare.log), one status line here.
+failures=0
+run() {
+  local name="$1" limit="$2"; shift 2
+  local start=$SECONDS status=0
+  echo "== $name: $*" >>"$log"
+  timeout --kill-after=15 "$limit" "$@" >"$out/runs/$name.log" 2>&1 || status=$?
+  cat "$out/runs/$name.log" >>"$log"
+  if ((status == 0)); then
+    say "$(printf '%-28s ok     %4d s' "$name" $((SECONDS - start)))"
+  else
+    if ((status == 124)); then status="timeout after $limit s"; else status="exit $status"; fi
+    say "$(printf '%-28s FAILED %4d s (%s): %s' "$name" $((SECONDS - start)) "$status" \
+      "$(grep -v '^\s*$' "$out/runs/$name.log" | tail -n 1 | cut -c1-160)")"
+    failures=$((failures + 1))
+    return 1
+  fi
+}
+
+# ---- data: the given folder, or a synthetic one in CIFAR-10's binary layout that both programs read
+if [ -z "$data" ]; then
+  data="$out/data"
+  [ -f "$data/test_batch.bin" ] || run make-synthetic 600 "$cutrain" make-synthetic --out "$data" \
+    --train "$train_n" --test "$test_n" || die "could not make the synthetic dataset (see $out/runs/make-synthetic.log)"
+fi
+[ -d "$data" ] || die "--data $data: no such folder"
+
+cutrain_launch=("$cutrain")
+torch_launch=("$PYTHON" "$here/pytorch_reference.py")
+if ((nproc > 1)); then
+  cutrain_launch=("$bin/cutrun" --standalone --nproc-per-node "$nproc" "$cutrain")
+  torch_launch=("$PYTHON" -m torch.distributed.run --standalone --nproc-per-node "$nproc" "$here/pytorch_reference.py")
+fi
+common=(--data "$data" --epochs "$epochs" --batch-size "$batch" --stem "$stem" --seed 0 --device "$device"
+        --log-every "$log_every")
+say "compare: $nproc GPU(s), resnet18 $stem stem, batch $batch per GPU, $epochs epochs, data $data"
+
+# ---- correctness first: same initial weights, same fixed batch, fp32
+if ((parity)); then
+  p="$out/parity"
+  rm -f "$p/parity.json"
+  if run torch-first-step 300 "$PYTHON" "$here/pytorch_reference.py" --data "$data" --stem "$stem" \
+       --batch-size "$batch" --device "$device" --export-init "$p/init.safetensors" \
+       --dump-first-step "$p/torch-first-step.safetensors" &&
+     run cutrain-first-step 300 "$cutrain" train --data "$data" --stem "$stem" --batch-size "$batch" \
+       --device "$device" --precision fp32 --init-from "$p/init.safetensors" \
+       --dump-first-step "$p/cutrain-first-step.safetensors"; then
+    run parity-grads 120 "$PYTHON" "$here/check_parity.py" grads "$p/torch-first-step.safetensors" \
+      "$p/cutrain-first-step.safetensors" --json "$p/parity.json" || true
+  fi
+fi
+
+# ---- the runs, alternating programs; each writes runs/NAME.rK.jsonl
+fast_data=(--data-on-gpu)
+[ "$torch_data" = gpu ] || fast_data=()
+summary_args=()
+for ((r = 1; r <= repeats; r++)); do
+  for config in cutrain-fp32 torch-eager-fp32 cutrain-bf16 torch-eager-bf16-cl torch-compile-bf16-cl; do
+    metrics="$out/runs/$config.r$r.jsonl"
+    case "$config" in
+      cutrain-fp32) cmd=("${cutrain_launch[@]}" train "${common[@]}" --precision fp32 --save "$out/runs/ckpt-fp32.r$r") ;;
+      cutrain-bf16) cmd=("${cutrain_launch[@]}" train "${common[@]}" --precision bf16) ;;
+      torch-eager-fp32) cmd=("${torch_launch[@]}" "${common[@]}") ;;
+      torch-eager-bf16-cl) cmd=("${torch_launch[@]}" "${common[@]}" --amp bf16 --channels-last "${fast_data[@]}") ;;
+      torch-compile-bf16-cl) cmd=("${torch_launch[@]}" "${common[@]}" --amp bf16 --channels-last "${fast_data[@]}"
+                                  --compile "$compile_mode") ;;
+    esac
+    run "$config.r$r" "$limit" "${cmd[@]}" --metrics "$metrics" && summary_args+=("$config=$metrics") || true
+  done
+done
+
+# ---- a cutrain checkpoint, evaluated by cutrain and by torchvision
+if ((parity)); then
+  checkpoint="$(ls -t "$out"/runs/ckpt-fp32.r1/*.safetensors 2>/dev/null | grep -v '\.optim\.' | head -n 1 || true)"
+  if [ -z "$checkpoint" ]; then
+    say "checkpoint check skipped: cutrain-fp32 wrote no checkpoint"
+  elif run cutrain-eval 300 "$cutrain" eval --data "$data" --checkpoint "$checkpoint" --device "$device"; then
+    acc="$(sed -n 's/^test accuracy: *\([0-9.]*\)%.*/\1/p' "$out/runs/cutrain-eval.log" | head -n 1)"
+    if [ -n "$acc" ]; then
+      run parity-checkpoint 300 "$PYTHON" "$here/check_parity.py" checkpoint --data "$data" \
+        --checkpoint "$checkpoint" --stem "$stem" --cutrain-acc "$acc" --json "$out/parity/parity.json" || true
+    else
+      say "checkpoint check skipped: no 'test accuracy: X%' line in runs/cutrain-eval.log"
+    fi
+  fi
+fi
+
+# ---- the table
+((${#summary_args[@]})) || die "no run finished; see $log"
+parity_args=()
+[ -f "$out/parity/parity.json" ] && parity_args=(--parity "$out/parity/parity.json")
+gpu="$("$PYTHON" -c 'import torch; print(torch.cuda.get_device_name(0))' 2>/dev/null || echo unknown)"
+echo | tee -a "$log"
+"$PYTHON" "$here/summarize.py" "${summary_args[@]}" "${parity_args[@]}" --warmup-steps "$warmup" --out "$out" \
+  --note "gpu=$gpu" --note "nproc=$nproc" --note "epochs=$epochs" --note "data=$data" | tee "$out/table.txt" | tee -a "$log"
+((failures == 0)) || { echo "compare.sh: $failures step(s) failed; see $log" >&2; exit 1; }
