@@ -1,7 +1,5 @@
 #include "app/datasets.h"
 
-#include <unistd.h>
-
 #include <cstdlib>
 #include <filesystem>
 
@@ -18,22 +16,12 @@ std::string synthetic_cache_dir(int train, int test) {
   return (root / "cutrain" / ("synthetic-" + std::to_string(train) + "-" + std::to_string(test))).string();
 }
 
-Datasets load_datasets(const std::string& data_dir, int synthetic_train, int synthetic_test, bool writer) {
+Datasets load_datasets(const std::string& data_dir, int synthetic_train, int synthetic_test) {
   if (!data_dir.empty()) return {load_dataset(data_dir, true), load_dataset(data_dir, false), data_dir};
-
-  const std::string cache = synthetic_cache_dir(synthetic_train, synthetic_test);
-  if (fs::exists(cache)) return {load_dataset(cache, true), load_dataset(cache, false), cache};
-
   // The synthetic dataset's seed is fixed: the data is the same whatever the training seed.
-  Datasets sets{make_synthetic(synthetic_train, 0, true), make_synthetic(synthetic_test, 0, false), cache};
-  if (writer) {
-    const std::string partial = cache + ".partial-" + std::to_string(getpid());
-    write_dataset(partial, DataFormat::cifar10, sets.train, sets.test);
-    std::error_code ec;
-    fs::rename(partial, cache, ec);  // another machine's writer may have won the race: fine
-    if (ec) fs::remove_all(partial);
-  }
-  return sets;
+  const std::string cache = synthetic_cache_dir(synthetic_train, synthetic_test);
+  ensure_synthetic_cifar10(cache, synthetic_train, synthetic_test, 0);
+  return {load_dataset(cache, true), load_dataset(cache, false), cache};
 }
 
 }  // namespace cutrain

@@ -17,9 +17,9 @@ struct Datasets {
   std::string source;  // the folder they came from
 };
 
-// `writer` is true on one process per machine (LOCAL_RANK 0): it writes the cache if missing,
-// atomically (a temporary folder renamed into place); the others make the same data in memory.
-Datasets load_datasets(const std::string& data_dir, int synthetic_train, int synthetic_test, bool writer);
+// Every rank may call it at once: the first to finish writing the cache wins the race, atomically
+// (data/synthetic.h ensure_synthetic_cifar10), and all read the same files.
+Datasets load_datasets(const std::string& data_dir, int synthetic_train, int synthetic_test);
 
 // The cache folder of the synthetic dataset of these sizes.
 std::string synthetic_cache_dir(int train, int test);

@@ -45,7 +45,7 @@ ResNetConfig config_from_checkpoint(const std::string& path) {
 int run_eval(const EvalOptions& o) {
   const bool gpu = o.device == "cuda" || (o.device == "auto" && cuda_available());
   if (o.device == "cuda" && !cuda_available()) throw std::runtime_error("--device cuda: " + cuda_unavailable_reason());
-  Datasets data = load_datasets(o.data, o.synthetic_train, o.synthetic_test, true);
+  Datasets data = load_datasets(o.data, o.synthetic_train, o.synthetic_test);
 
   ContextOptions co;
   co.device = gpu ? Device::cuda : Device::cpu;

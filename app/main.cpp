@@ -14,17 +14,17 @@ int main(int argc, char** argv) {
   cutrain::add_train_command(app, exit_code);
   cutrain::add_eval_command(app, exit_code);
   cutrain::add_bench_allreduce_command(app, exit_code);
+  cutrain::add_make_synthetic_command(app, exit_code);
+  cutrain::add_inspect_data_command(app, exit_code);
+  cutrain::add_show_sampler_command(app, exit_code);
+  cutrain::add_bench_data_command(app, exit_code);
+  cutrain::add_bench_step_command(app, exit_code);
   // torch.distributed.launch's way of telling a worker its GPU: `cutrain --local_rank=N train ...`
   // means the same as LOCAL_RANK=N, which dist_env_from_environment() reads.
   app.add_option_function<int>("--local_rank", [](int r) { setenv("LOCAL_RANK", std::to_string(r).c_str(), 1); },
                                "this process's GPU on its node (as LOCAL_RANK; set by launchers)")
       ->trigger_on_parse();
   app.fallthrough();  // ... and `cutrain train --local_rank=N ...` too
-  cutrain::add_make_synthetic_command(app, exit_code);
-  cutrain::add_inspect_data_command(app, exit_code);
-  cutrain::add_show_sampler_command(app, exit_code);
-  cutrain::add_bench_data_command(app, exit_code);
-  cutrain::add_bench_step_command(app, exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

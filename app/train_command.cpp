@@ -7,6 +7,8 @@ namespace cutrain {
 
 void add_train_command(CLI::App& app, int& exit_code) {
   auto* cmd = app.add_subcommand("train", "Train ResNet-18 (one process per GPU; start several with cutrun)");
+  // A flag given twice takes its last value, so presets (scripts/quickstart.sh) can be overridden.
+  cmd->option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   auto opts = std::make_shared<TrainOptions>();
   TrainOptions& o = *opts;
 

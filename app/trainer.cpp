@@ -165,7 +165,7 @@ void Trainer::connect() {
 }
 
 void Trainer::build_model() {
-  data_ = load_datasets(opt_.data, opt_.synthetic_train, opt_.synthetic_test, env_.local_rank == 0);
+  data_ = load_datasets(opt_.data, opt_.synthetic_train, opt_.synthetic_test);
   const Dataset& train = data_.train;
   if (train.height != train.width)
     throw std::runtime_error(data_.source + ": images are " + std::to_string(train.height) + "x" +

@@ -159,6 +159,14 @@ void save_momentum(const std::string& path, const ResNet18& model, const SGD& sg
   write_safetensors(path, file);
 }
 
+void save_gradients(const std::string& path, const ResNet18& model, float loss) {
+  model.context().synchronize();
+  SafeTensorsFile file;
+  file.tensors["loss"] = f32_tensor({1}, &loss, 1);
+  add_parameter_tensors(model.params(), read_floats(model.params().grads()), "grad.", file);
+  write_safetensors(path, file);
+}
+
 CheckpointMetadata load_momentum(const std::string& path, const ResNet18& model, SGD& sgd) {
   SafeTensorsFile file = read_safetensors(path);
   check_against(path, file, expected_parameters(model.params(), kMomentumPrefix));

@@ -33,16 +33,22 @@ std::string train(const TempDir& dir, const std::string& data, int world, int ba
   return save + name;
 }
 
-// ||a - b|| / ||b|| over a tensor's floats.
-double relative_error(const cutrain::SafeTensor& a, const cutrain::SafeTensor& b) {
+// The largest |a - b| over a tensor's floats, and the squared norms of a - b and b.
+struct Difference {
+  double max_abs = 0, diff_sq = 0, norm_sq = 0;
+};
+
+Difference compare(const cutrain::SafeTensor& a, const cutrain::SafeTensor& b) {
   const auto* x = reinterpret_cast<const float*>(a.data.data());
   const auto* y = reinterpret_cast<const float*>(b.data.data());
-  double diff = 0, norm = 0;
+  Difference d;
   for (size_t i = 0; i < a.data.size() / 4; ++i) {
-    diff += (double(x[i]) - y[i]) * (double(x[i]) - y[i]);
-    norm += double(y[i]) * y[i];
+    const double e = double(x[i]) - y[i];
+    d.max_abs = std::max(d.max_abs, std::abs(e));
+    d.diff_sq += e * e;
+    d.norm_sq += double(y[i]) * y[i];
   }
-  return std::sqrt(diff / std::max(norm, 1e-30));
+  return d;
 }
 
 }  // namespace
@@ -58,16 +64,24 @@ TEST_CASE("sync-bn: 2 and 3 ranks take the same steps as one process with the gl
     INFO("world size " << world);
     const auto parallel = cutrain::read_safetensors(train(dir, data, world, 24 / world, steps));
     REQUIRE(parallel.tensors.size() == single.tensors.size());
+    // The sums run in another order, so results differ in their last bits, and now and then a
+    // ReLU input within rounding of zero falls on the other side: that element's gradient then
+    // passes or not, which moves the small BN biases of the early, large layers by ~1e-5 after
+    // a few steps. Hence: each element within 1e-4 of the other, the whole model within 1e-5.
+    double diff_sq = 0, norm_sq = 0;
     for (const auto& [name, t] : single.tensors) {
       INFO(name);
       const cutrain::SafeTensor& p = parallel.tensors.at(name);
       REQUIRE(p.shape == t.shape);
       if (t.dtype == "I64") {
         CHECK(p.data == t.data);  // num_batches_tracked
-      } else {
-        // fp32 sums in another order: a few ulps per step, far below 1e-4.
-        CHECK(relative_error(p, t) <= 1e-4);
+        continue;
       }
+      const Difference d = compare(p, t);
+      CHECK(d.max_abs <= 1e-4);
+      diff_sq += d.diff_sq;
+      norm_sq += d.norm_sq;
     }
+    CHECK(std::sqrt(diff_sq / norm_sq) <= 1e-5);
   }
 }
