@@ -23,10 +23,9 @@ const std::string& cuda_unavailable_reason() {
 std::string cuda_device_description(int device) {
   cudaDeviceProp prop{};
   if (cudaGetDeviceProperties(&prop, device) != cudaSuccess) return "CUDA device " + std::to_string(device);
-  char buf[256];
-  std::snprintf(buf, sizeof buf, "%s (sm_%d%d, %.1f GiB)", prop.name, prop.major, prop.minor,
-                prop.totalGlobalMem / double(1ull << 30));
-  return buf;
+  char memory[32];
+  std::snprintf(memory, sizeof memory, "%.1f GiB", prop.totalGlobalMem / double(1ull << 30));
+  return std::string(prop.name) + " (sm_" + std::to_string(prop.major) + std::to_string(prop.minor) + ", " + memory + ")";
 }
 
 }  // namespace cutrain
