@@ -89,8 +89,9 @@ CUTRAIN_HOST_DEVICE inline void store_pixel(float v, __nv_bfloat16* out) {
 #else
   uint32_t bits;
   std::memcpy(&bits, &v, sizeof bits);
-  const uint16_t rounded = uint16_t((bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16);
-  std::memcpy(out, &rounded, sizeof rounded);
+  __nv_bfloat16_raw rounded;
+  rounded.x = uint16_t((bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16);
+  *out = rounded;
 #endif
 }
 
