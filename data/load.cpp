@@ -16,16 +16,22 @@ DataFormat parse_data_format(const std::string& name) {
   throw std::invalid_argument("--format: '" + name + "' is neither cifar nor folder");
 }
 
+// cifar-10-binary.tar.gz unpacks into cifar-10-batches-bin/: the folder above it is accepted too.
+static std::string cifar10_dir(const std::string& dir) {
+  const std::string inner = (fs::path(dir) / "cifar-10-batches-bin").string();
+  return !looks_like_cifar10(dir) && looks_like_cifar10(inner) ? inner : dir;
+}
+
 DataFormat detect_data_format(const std::string& dir) {
   if (!fs::is_directory(dir)) throw std::runtime_error(dir + ": no such folder");
-  if (looks_like_cifar10(dir)) return DataFormat::cifar10;
+  if (looks_like_cifar10(cifar10_dir(dir))) return DataFormat::cifar10;
   if (looks_like_image_folder(dir)) return DataFormat::image_folder;
   throw std::runtime_error(dir + ": not a dataset; it must hold either CIFAR-10's data_batch_1.bin .. "
                            "data_batch_5.bin and test_batch.bin, or train/<class>/*.png and test/<class>/*.png");
 }
 
 Dataset load_dataset(const std::string& dir, bool train) {
-  if (detect_data_format(dir) == DataFormat::cifar10) return load_cifar10(dir, train);
+  if (detect_data_format(dir) == DataFormat::cifar10) return load_cifar10(cifar10_dir(dir), train);
   const std::string train_dir = (fs::path(dir) / "train").string();
   Dataset dataset = load_image_folder(train ? train_dir : (fs::path(dir) / "test").string());
   if (!train && fs::is_directory(train_dir) && dataset.class_names != image_folder_classes(train_dir))

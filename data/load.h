@@ -2,7 +2,8 @@
 //
 //   Dataset train = load_dataset("data/cifar-10-batches-bin", /*train=*/true);
 //
-// A folder with CIFAR-10 .bin files is read as CIFAR-10 (data/cifar10.h); a folder with train/
+// A folder with CIFAR-10 .bin files is read as CIFAR-10 (data/cifar10.h), and so is the folder
+// that cifar-10-binary.tar.gz was unpacked in (holding cifar-10-batches-bin/); a folder with train/
 // and test/ class folders as an image folder (data/image_folder.h). Anything else is an error
 // that names the folder and says what it must hold.
 #pragma once

@@ -24,9 +24,14 @@ Loader::Loader(const Dataset& dataset, const LoaderConfig& config)
   if (dataset.channels != 3) throw std::invalid_argument("loader: images must have 3 channels");
   pinned_ = config.pinned && cuda_available();
   slots_.resize(size_t(config.prefetch > 0 ? config.prefetch : 2 * config.workers));
-  for (Slot& slot : slots_) {
-    slot.images = allocate(size_t(config.batch_size) * image_elements() * pixel_type_size(config.pixel_type));
-    slot.labels = static_cast<int32_t*>(allocate(size_t(config.batch_size) * sizeof(int32_t)));
+  try {
+    for (Slot& slot : slots_) {
+      slot.images = allocate(size_t(config.batch_size) * image_elements() * pixel_type_size(config.pixel_type));
+      slot.labels = static_cast<int32_t*>(allocate(size_t(config.batch_size) * sizeof(int32_t)));
+    }
+  } catch (...) {
+    release_slots();
+    throw;
   }
   for (int w = 0; w < config.workers; ++w) workers_.emplace_back([this] { work(); });
 }
@@ -38,10 +43,7 @@ Loader::~Loader() {
   }
   changed_.notify_all();
   for (auto& worker : workers_) worker.join();
-  for (Slot& slot : slots_) {
-    release(slot.images);
-    release(slot.labels);
-  }
+  release_slots();
 }
 
 size_t Loader::image_elements() const { return size_t(dataset_.height) * dataset_.width * config_.out_channels; }
@@ -56,11 +58,14 @@ void* Loader::allocate(size_t bytes) {
   return memory;
 }
 
-void Loader::release(void* memory) {
-  if (pinned_)
-    cudaFreeHost(memory);  // in a destructor: nothing to do about a failure
-  else
-    std::free(memory);
+void Loader::release_slots() {
+  for (Slot& slot : slots_)
+    for (void* memory : {slot.images, static_cast<void*>(slot.labels)}) {
+      if (pinned_)
+        cudaFreeHost(memory);  // in a destructor: nothing to do about a failure
+      else
+        std::free(memory);
+    }
 }
 
 void Loader::start_epoch(std::vector<int64_t> indices, int64_t epoch) {

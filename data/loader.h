@@ -77,7 +77,7 @@ class Loader {
   void work();
   void fill(size_t batch, Slot& slot);
   void* allocate(size_t bytes);
-  void release(void* memory);
+  void release_slots();
 
   const Dataset& dataset_;
   LoaderConfig config_;

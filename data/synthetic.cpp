@@ -69,7 +69,8 @@ void draw_image(int label, uint64_t key, uint8_t* out) {
   do {
     for (float& v : fg) v = draw.uniform(0, 255);
   } while (std::fabs(fg[0] - bg[0]) + std::fabs(fg[1] - bg[1]) + std::fabs(fg[2] - bg[2]) < 150);
-  const Placement s{draw.uniform(10, 22), draw.uniform(10, 22), draw.uniform(6, 11), draw.integer(0, 5)};
+  // Centre and size keep the whole shape inside the 32 x 32 image.
+  const Placement s{draw.uniform(11, 21), draw.uniform(11, 21), draw.uniform(6, 10), draw.integer(0, 5)};
   const float gx = draw.uniform(-2, 2), gy = draw.uniform(-2, 2);  // gradient, per pixel
   for (int y = 0; y < kSide; ++y)
     for (int x = 0; x < kSide; ++x) {

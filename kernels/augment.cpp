@@ -30,24 +30,48 @@ AugmentParams make_augment_params(const AugmentConfig& config, int height, int w
   return p;
 }
 
-// One image: out[y][x][c] = augment_pixel(...) for every output pixel. The crop and flip are
-// drawn once per image; the loops are plain so the compiler can hoist and unswitch them.
+// The CPU's shortcut: a source value is a byte, so normalize() has only 3 x 256 possible results.
+// They are computed once per batch with the shared function, already in the output type, and
+// looked up; the results are bit for bit those of augment_pixel.
 template <typename T>
-static void augment_image(const uint8_t* image, const AugmentParams& p, CropFlip cf, T* out) {
+struct NormalizeTable {
+  T value[3][256];
+  T zero;
+  explicit NormalizeTable(const AugmentParams& p) {
+    for (int c = 0; c < 3; ++c)
+      for (int v = 0; v < 256; ++v) store_pixel(normalize(p, v, c), &value[c][v]);
+    store_pixel(0.0f, &zero);
+  }
+};
+
+// One image: out[y][x][c] = augment_pixel(image, p, cf, y, x, c), through the table. Padding
+// pixels read three zero bytes, exactly as the formula does.
+template <typename T>
+static void augment_image(const uint8_t* image, const AugmentParams& p, CropFlip cf, const NormalizeTable<T>& table,
+                          T* out) {
+  static const uint8_t padding[3] = {0, 0, 0};
   const int channels = p.out_channels;
   for (int y = 0; y < p.height; ++y)
-    for (int x = 0; x < p.width; ++x, out += channels)
-      for (int c = 0; c < channels; ++c) store_pixel(augment_pixel(image, p, cf, y, x, c), out + c);
+    for (int x = 0; x < p.width; ++x, out += channels) {
+      const int source = source_pixel(p, cf, y, x);
+      const uint8_t* v = source < 0 ? padding : image + source * 3;
+      out[0] = table.value[0][v[0]];
+      out[1] = table.value[1][v[1]];
+      out[2] = table.value[2][v[2]];
+      for (int c = 3; c < channels; ++c) out[c] = table.zero;
+    }
 }
 
 template <typename T>
 static void gather_augment(const uint8_t* images, const int32_t* labels, const int64_t* indices, int count,
                            int64_t epoch, const AugmentParams& p, T* out_images, int32_t* out_labels) {
+  const NormalizeTable<T> table(p);
   const size_t in_bytes = size_t(p.height) * p.width * 3;
   const size_t out_elements = size_t(p.height) * p.width * p.out_channels;
   for (int i = 0; i < count; ++i) {
-    int64_t sample = indices[i];
-    augment_image(images + size_t(sample) * in_bytes, p, crop_flip(p, epoch, sample), out_images + i * out_elements);
+    const int64_t sample = indices[i];
+    augment_image(images + size_t(sample) * in_bytes, p, crop_flip(p, epoch, sample), table,
+                  out_images + i * out_elements);
     out_labels[i] = labels[sample];
   }
 }

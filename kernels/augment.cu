@@ -3,7 +3,8 @@
 // One thread per output pixel (i, y, x) of the batch: it finds sample indices[i], draws that
 // sample's crop and flip (cheap: three hashes), and writes the pixel's out_channels values with
 // the shared per-pixel math of augment.cuh. The thread of each image's pixel (0, 0) also copies
-// the label. Reads are 3 bytes per pixel from a dataset that stays in L2 for a CIFAR-sized batch.
+// the label. Neighbouring threads read neighbouring pixels of one source image and write
+// neighbouring output pixels, so both sides coalesce.
 #include "kernels/augment.h"
 #include "kernels/check.h"
 

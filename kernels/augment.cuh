@@ -18,6 +18,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 
 #include <cuda_bf16.h>
 
@@ -56,19 +57,42 @@ CUTRAIN_HOST_DEVICE inline CropFlip crop_flip(const AugmentParams& p, int64_t ep
   return cf;
 }
 
+// Where output pixel (y, x) comes from: the index y' * W + x' of the source pixel, or -1 when it
+// falls in the zero padding.
+CUTRAIN_HOST_DEVICE inline int source_pixel(const AugmentParams& p, CropFlip cf, int y, int x) {
+  const int sy = y + cf.dy;
+  const int sx = (cf.flip ? p.width - 1 - x : x) + cf.dx;
+  const bool inside = sy >= 0 && sy < p.height && sx >= 0 && sx < p.width;
+  return inside ? sy * p.width + sx : -1;
+}
+
+// The normalisation of byte v of channel c < 3.
+CUTRAIN_HOST_DEVICE inline float normalize(const AugmentParams& p, int v, int c) {
+  return (float(v) - p.mean255[c]) * p.inv_std255[c];
+}
+
 // One output value out[y][x][c] of the formula above; `image` is the uint8 H x W x 3 source.
 CUTRAIN_HOST_DEVICE inline float augment_pixel(const uint8_t* image, const AugmentParams& p, CropFlip cf,
                                                int y, int x, int c) {
   if (c >= 3) return 0.0f;
-  int sy = y + cf.dy;
-  int sx = (cf.flip ? p.width - 1 - x : x) + cf.dx;
-  bool inside = sy >= 0 && sy < p.height && sx >= 0 && sx < p.width;
-  float v = inside ? float(image[(sy * p.width + sx) * 3 + c]) : 0.0f;
-  return (v - p.mean255[c]) * p.inv_std255[c];
+  const int source = source_pixel(p, cf, y, x);
+  return normalize(p, source < 0 ? 0 : image[source * 3 + c], c);
 }
 
-// Writing an output value as fp32, or as bf16 rounded to nearest even.
+// Writing an output value as fp32, or as bf16 rounded to nearest even. On the host the rounding
+// is spelled out (cuda_bf16's host version is several times slower): add 0x7fff plus the lowest
+// kept bit, keep the top 16 bits. Exact for the finite values augment_pixel produces.
 CUTRAIN_HOST_DEVICE inline void store_pixel(float v, float* out) { *out = v; }
-CUTRAIN_HOST_DEVICE inline void store_pixel(float v, __nv_bfloat16* out) { *out = __float2bfloat16_rn(v); }
+CUTRAIN_HOST_DEVICE inline void store_pixel(float v, __nv_bfloat16* out) {
+#ifdef __CUDA_ARCH__
+  *out = __float2bfloat16_rn(v);
+#else
+  uint32_t bits;
+  std::memcpy(&bits, &v, sizeof bits);
+  __nv_bfloat16_raw rounded;
+  rounded.x = uint16_t((bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16);
+  *out = rounded;
+#endif
+}
 
 }  // namespace cutrain

@@ -66,6 +66,12 @@ TEST_CASE("CIFAR-10 writer and reader round-trip, with class names", "[data]") {
   Dataset back_test = load_dataset(dir.path.string(), false);
   CHECK(back_test.images == test.images);
   CHECK(back_test.labels == test.labels);
+
+  // The folder the tarball was unpacked in works too.
+  TempDir parent;
+  write_cifar10(parent / "cifar-10-batches-bin", train, test);
+  CHECK(detect_data_format(parent.path.string()) == DataFormat::cifar10);
+  CHECK(load_dataset(parent.path.string(), true).images == train.images);
 }
 
 TEST_CASE("CIFAR-10 bad inputs give one-line errors naming the file", "[data]") {

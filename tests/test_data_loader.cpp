@@ -46,11 +46,16 @@ TEST_CASE("loader: output is identical with 1 and 4 workers, and equals the dire
     Loader one(d, config);
     config.workers = 4;
     Loader four(d, config);
+    config.workers = 8;
+    config.prefetch = 1;  // more workers than slots: they queue for the one slot
+    Loader crowded(d, config);
     Epoch a = run_epoch(one, indices, 3, image_bytes);
     Epoch b = run_epoch(four, indices, 3, image_bytes);
+    Epoch c = run_epoch(crowded, indices, 3, image_bytes);
     CHECK(a.sizes == std::vector<int>(9, 16));  // 150 samples: 9 full batches, the last 6 dropped
     CHECK(a.images == b.images);
     CHECK(a.labels == b.labels);
+    CHECK(c.images == a.images);
 
     AugmentParams p = make_augment_params(config.augment, 32, 32, 4);
     std::vector<uint8_t> direct(144 * image_bytes);
