@@ -33,7 +33,7 @@ Context::Context(const ContextOptions& opts) : options(opts) {
   CUBLAS_CHECK(cublasSetStream(cublas, stream));
   cublas_workspace_ = DeviceBuffer(Device::cuda, kCublasWorkspaceBytes);
   CUBLAS_CHECK(cublasSetWorkspace(cublas, cublas_workspace_.data(), cublas_workspace_.bytes()));
-  // Pedantic: no TF32 and no reduced-precision reductions behind our back in fp32.
+  // fp32 products stay fp32 (no TF32) unless asked for.
   CUBLAS_CHECK(cublasSetMathMode(cublas, opts.allow_tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
 }
 

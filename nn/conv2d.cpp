@@ -100,9 +100,12 @@ struct Conv2d::Gpu {
     a.forward = f.algo;
     a.backward_data = d.algo;
     a.backward_filter = w.algo;
-    a.forward_math = f.mathType;
-    a.backward_data_math = d.mathType;
-    a.backward_filter_math = w.mathType;
+    // Run each with the math type it was measured with; strict fp32 pins FMA, because a result's
+    // CUDNN_DEFAULT_MATH would let Ampere and newer use TF32.
+    const bool strict_fp32 = allowed_math(ctx) == CUDNN_FMA_MATH;
+    a.forward_math = strict_fp32 ? CUDNN_FMA_MATH : f.mathType;
+    a.backward_data_math = strict_fp32 ? CUDNN_FMA_MATH : d.mathType;
+    a.backward_filter_math = strict_fp32 ? CUDNN_FMA_MATH : w.mathType;
     a.workspace = std::max({f.memory, d.memory, w.memory});
     return a;
   }

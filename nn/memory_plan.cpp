@@ -22,6 +22,7 @@ DeviceBuffer::DeviceBuffer(Device device, size_t bytes) : device_(device), bytes
   if (device == Device::cuda) {
     CUDA_CHECK(cudaMalloc(&data_, bytes));
     CUDA_CHECK(cudaMemset(data_, 0, bytes));
+    CUDA_CHECK(cudaDeviceSynchronize());  // done before any stream of ours touches it
   } else {
     data_ = std::aligned_alloc(kAlignment, align_up(bytes));
     if (!data_) throw std::runtime_error("out of host memory allocating " + std::to_string(bytes) + " bytes");

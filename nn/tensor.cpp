@@ -33,8 +33,11 @@ std::string Tensor::shape_string() const {
   return s + "]";
 }
 
+// The model's stream does not synchronise with cudaMemcpy's default stream, so the GPU copies
+// wait for the whole device before and after: correct whatever stream wrote or reads the tensor.
 void copy_to_host(const Tensor& t, void* host) {
   if (t.device == Device::cuda) {
+    CUDA_CHECK(cudaDeviceSynchronize());
     CUDA_CHECK(cudaMemcpy(host, t.data, t.bytes(), cudaMemcpyDeviceToHost));
   } else {
     std::memcpy(host, t.data, t.bytes());
@@ -43,7 +46,9 @@ void copy_to_host(const Tensor& t, void* host) {
 
 void copy_from_host(const void* host, const Tensor& t) {
   if (t.device == Device::cuda) {
+    CUDA_CHECK(cudaDeviceSynchronize());
     CUDA_CHECK(cudaMemcpy(t.data, host, t.bytes(), cudaMemcpyHostToDevice));
+    CUDA_CHECK(cudaDeviceSynchronize());
   } else {
     std::memcpy(t.data, host, t.bytes());
   }

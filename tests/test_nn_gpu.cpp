@@ -31,7 +31,10 @@ double relative_error(const float* a, const float* b, int64_t n) {
   return std::sqrt(diff) / std::max(std::sqrt(norm), 1e-30);
 }
 
-void poison(const Tensor& t) { CUDA_CHECK(cudaMemset(t.data, 0xFF, t.bytes())); }
+void poison(const Tensor& t) {
+  CUDA_CHECK(cudaMemset(t.data, 0xFF, t.bytes()));
+  CUDA_CHECK(cudaDeviceSynchronize());
+}
 
 ResNetConfig parity_config(Stem stem) {
   ResNetConfig c;
