@@ -6,8 +6,9 @@
 //   1. bn_channel_sums:   s1[c] = sum_m x[m,c],  s2[c] = sum_m x[m,c]^2                (fp32)
 //      (SyncBN: all-reduce s1, s2 and the count across ranks here)
 //   2. bn_finalize_stats: mean = s1/count, var = s2/count - mean^2 (biased, for normalising),
-//                         invstd = 1/sqrt(var + eps); running_mean += momentum*(mean - running_mean),
-//                         running_var += momentum*(var*count/(count-1) - running_var)   (PyTorch)
+//                         invstd = 1/sqrt(var + eps); as PyTorch, with the unbiased variance:
+//                         running_mean = (1 - momentum)*running_mean + momentum*mean,
+//                         running_var  = (1 - momentum)*running_var + momentum*var*count/(count-1)
 //   3. bn_apply:          y = act(gamma*(x - mean)*invstd + beta [+ residual])
 // Eval forward: bn_eval_stats turns the running statistics into mean/invstd, then bn_apply.
 //
@@ -20,7 +21,11 @@
 //   2. bn_backward_apply: dx = gamma*invstd*(dz - t1/count - xhat*t2/count)
 //
 // Sums and statistics are fp32 arrays of C; x, y, residual and gradients are activations of type
-// T (float, or __nv_bfloat16 on the GPU). The _cpu functions are the fp32 reference.
+// T (float, or __nv_bfloat16 on the GPU). The _cpu functions are the fp32 reference (sums in
+// double). Pointers a fusion does not use may be nullptr: residual and d_residual without the
+// residual, y in the backward without the ReLU. count (the rows over all ranks) must exceed 1.
+// On the GPU, stage 1 adds each block's fp32 partial sums with atomics, so the last bits of
+// s1, s2, t1, t2 may differ from run to run; all launchers are asynchronous and capturable.
 #pragma once
 
 #include <cstdint>

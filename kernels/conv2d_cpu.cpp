@@ -16,7 +16,7 @@ namespace cutrain {
 
 namespace {
 
-constexpr int64_t kChunkFloats = int64_t(1) << 21;  // 8 MiB of im2col rows per GEMM
+constexpr int64_t kChunkFloats = int64_t(1) << 20;  // 4 MiB of im2col rows per GEMM
 
 bool is_pointwise(const ConvShape& s) { return s.R == 1 && s.S == 1 && s.stride == 1 && s.pad == 0; }
 
@@ -35,51 +35,41 @@ float* scratch(int64_t floats) {
   return buffer.data();
 }
 
-// The input pixel that window tap (r, s) of output pixel (p, q) reads, or false outside the image.
-bool tap_source(const ConvShape& sh, int p, int q, int r, int s, int* h, int* w) {
-  *h = p * sh.stride - sh.pad + r;
-  *w = q * sh.stride - sh.pad + s;
-  return *h >= 0 && *h < sh.H && *w >= 0 && *w < sh.W;
+// Walks the im2col matrix of images [first, first + count) in memory order: for each output
+// pixel (n, p, q) and window tap (r, s), visit(column, source) gets the offset of the tap's C
+// values in the matrix and the offset of input pixel (n, p*stride - pad + r, q*stride - pad + s)
+// in x, or -1 where the window leaves the image.
+template <typename Visit>
+void for_each_tap(const ConvShape& sh, int first, int count, Visit visit) {
+  int64_t column = 0;
+  for (int n = first; n < first + count; ++n)
+    for (int p = 0; p < sh.P(); ++p)
+      for (int q = 0; q < sh.Q(); ++q)
+        for (int r = 0; r < sh.R; ++r)
+          for (int s = 0; s < sh.S; ++s, column += sh.C) {
+            const int h = p * sh.stride - sh.pad + r, w = q * sh.stride - sh.pad + s;
+            const bool inside = h >= 0 && h < sh.H && w >= 0 && w < sh.W;
+            visit(column, inside ? ((int64_t(n) * sh.H + h) * sh.W + w) * sh.C : int64_t(-1));
+          }
 }
 
 // cols[(n*P + p)*Q + q, (r*S + s)*C + i] = x[n, p*stride - pad + r, q*stride - pad + s, i], or 0
-// outside the image, for the images n of [first, first + count).
+// outside the image.
 void im2col(const float* x, const ConvShape& sh, int first, int count, float* cols) {
-  const int64_t image = int64_t(sh.H) * sh.W * sh.C;
-  for (int n = first; n < first + count; ++n) {
-    for (int p = 0; p < sh.P(); ++p) {
-      for (int q = 0; q < sh.Q(); ++q) {
-        for (int r = 0; r < sh.R; ++r) {
-          for (int s = 0; s < sh.S; ++s, cols += sh.C) {
-            int h, w;
-            if (tap_source(sh, p, q, r, s, &h, &w))
-              std::memcpy(cols, x + n * image + (int64_t(h) * sh.W + w) * sh.C, sizeof(float) * sh.C);
-            else
-              std::memset(cols, 0, sizeof(float) * sh.C);
-          }
-        }
-      }
-    }
-  }
+  for_each_tap(sh, first, count, [&](int64_t column, int64_t source) {
+    if (source >= 0)
+      std::memcpy(cols + column, x + source, sizeof(float) * sh.C);
+    else
+      std::memset(cols + column, 0, sizeof(float) * sh.C);
+  });
 }
 
 // The transpose of im2col: dx[n, h, w, i] += dcols[row of (n,p,q), column of (r,s,i)].
 void col2im_add(const float* dcols, const ConvShape& sh, int first, int count, float* dx) {
-  const int64_t image = int64_t(sh.H) * sh.W * sh.C;
-  for (int n = first; n < first + count; ++n) {
-    for (int p = 0; p < sh.P(); ++p) {
-      for (int q = 0; q < sh.Q(); ++q) {
-        for (int r = 0; r < sh.R; ++r) {
-          for (int s = 0; s < sh.S; ++s, dcols += sh.C) {
-            int h, w;
-            if (!tap_source(sh, p, q, r, s, &h, &w)) continue;
-            float* target = dx + n * image + (int64_t(h) * sh.W + w) * sh.C;
-            for (int i = 0; i < sh.C; ++i) target[i] += dcols[i];
-          }
-        }
-      }
-    }
-  }
+  for_each_tap(sh, first, count, [&](int64_t column, int64_t source) {
+    if (source < 0) return;
+    for (int i = 0; i < sh.C; ++i) dx[source + i] += dcols[column + i];
+  });
 }
 
 // The im2col matrix of images [first, first + count): x itself for a pointwise convolution.

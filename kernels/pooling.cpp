@@ -28,12 +28,10 @@ void global_avgpool_forward_cpu(const float* x, int N, int H, int W, int C, floa
     for (int c = 0; c < C; ++c) y[int64_t(n) * C + c] = global_avgpool_channel(x, n, c, H * W, C);
 }
 
-// dx[n,h,w,c] = dy[n,c] / (H*W)
 void global_avgpool_backward_cpu(const float* dy, int N, int H, int W, int C, float* dx) {
-  const int HW = H * W;
   for (int n = 0; n < N; ++n)
-    for (int p = 0; p < HW; ++p)
-      for (int c = 0; c < C; ++c) *dx++ = dy[int64_t(n) * C + c] / float(HW);
+    for (int p = 0; p < H * W; ++p)
+      for (int c = 0; c < C; ++c) *dx++ = global_avgpool_input_grad(dy, n, c, H * W, C);
 }
 
 }  // namespace cutrain

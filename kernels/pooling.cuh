@@ -59,4 +59,10 @@ __host__ __device__ inline float global_avgpool_channel(const T* x, int n, int c
   return sum / float(HW);
 }
 
+// dx[n,h,w,c] = dy[n,c] / (H*W)
+template <typename T>
+__host__ __device__ inline float global_avgpool_input_grad(const T* dy, int n, int c, int HW, int C) {
+  return to_float(dy[int64_t(n) * C + c]) / float(HW);
+}
+
 }  // namespace cutrain

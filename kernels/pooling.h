@@ -14,7 +14,7 @@
 
 namespace cutrain {
 
-inline int maxpool_out_size(int in) { return (in + 2 * 1 - 3) / 2 + 1; }
+__host__ __device__ inline int maxpool_out_size(int in) { return (in + 2 * 1 - 3) / 2 + 1; }
 
 void maxpool3x3s2_forward_cpu(const float* x, int N, int H, int W, int C, float* y);
 void maxpool3x3s2_backward_cpu(const float* x, const float* dy, int N, int H, int W, int C, float* dx);
@@ -25,7 +25,8 @@ template <typename T>
 void maxpool3x3s2_forward_cuda(const T* x, int N, int H, int W, int C, T* y, cudaStream_t stream);
 template <typename T>
 void maxpool3x3s2_backward_cuda(const T* x, const T* dy, int N, int H, int W, int C, T* dx, cudaStream_t stream);
-// The pooled features feed the classifier in T; its gradient comes back in fp32 from cuBLAS.
+// The pooled features feed the classifier in T, and their gradient comes back in T (cuBLAS
+// accumulates in fp32 and writes T).
 template <typename T>
 void global_avgpool_forward_cuda(const T* x, int N, int H, int W, int C, T* y, cudaStream_t stream);
 template <typename T>

@@ -1,0 +1,69 @@
+// launch.cuh: what the .cu files of kernels/ share to launch their kernels: one block size, the
+// grid of a grid-stride loop, and packs of elements moved by one (up to 16-byte) load or store.
+// Device-side only: included by .cu files, never by the CPU twins.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <initializer_list>
+#include <type_traits>
+
+namespace cutrain {
+
+constexpr int kBlockThreads = 256;
+
+// Blocks for a grid-stride loop over n items: one item per thread up to a cap of 8192 blocks
+// (2M threads, several waves on any GPU); beyond it each thread takes several items.
+inline unsigned grid_for(int64_t n, int threads = kBlockThreads) {
+  return unsigned(std::clamp<int64_t>((n + threads - 1) / threads, 1, 8192));
+}
+
+// for (int64_t i = first index of this thread; i < n; i += all threads of the grid)
+#define CUTRAIN_GRID_STRIDE_LOOP(i, n)                                         \
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < (n); \
+       i += int64_t(gridDim.x) * blockDim.x)
+
+// VEC consecutive elements, aligned so that one instruction moves them all.
+template <typename T, int VEC>
+struct alignas(sizeof(T) * VEC) Pack {
+  T v[VEC];
+};
+
+template <int VEC, typename T>
+__device__ inline Pack<T, VEC> load_pack(const T* p) {
+  return *reinterpret_cast<const Pack<T, VEC>*>(p);
+}
+
+template <int VEC, typename T>
+__device__ inline void store_pack(T* p, const Pack<T, VEC>& pack) {
+  *reinterpret_cast<Pack<T, VEC>*>(p) = pack;
+}
+
+// The widest pack: 16 bytes, 4 floats or 8 bf16.
+template <typename T>
+constexpr int kWidestPack = int(16 / sizeof(T));
+
+// Whether rows of C elements starting at these addresses (nullptr ones skipped) can be moved in
+// widest packs: C a multiple of the pack, every address 16-byte aligned.
+template <typename T>
+bool widest_packs_fit(int C, std::initializer_list<const void*> pointers) {
+  if (C % kWidestPack<T> != 0) return false;
+  for (const void* p : pointers)
+    if (reinterpret_cast<uintptr_t>(p) % 16 != 0) return false;
+  return true;
+}
+
+// Calls launch(std::integral_constant<int, VEC>{}) with VEC the widest pack when it fits, else 1,
+// so each kernel is compiled for both and chosen per call.
+template <typename T, typename Launch>
+void with_pack_width(bool widest_fits, Launch&& launch) {
+  if (widest_fits) {
+    launch(std::integral_constant<int, kWidestPack<T>>{});
+  } else {
+    launch(std::integral_constant<int, 1>{});
+  }
+}
+
+}  // namespace cutrain
