@@ -5,12 +5,12 @@
 #include <map>
 #include <mutex>
 #include <stdexcept>
-#include <type_traits>
 
 #include <cuda_bf16.h>
 
 #include "kernels/check.h"
 #include "kernels/nn_copy_rows.h"
+#include "nn/dispatch.h"
 
 namespace cutrain {
 
@@ -156,24 +156,13 @@ Conv2d::Conv2d(Net& net, const std::string& name, Activation& x, int in_channels
 
 Conv2d::~Conv2d() = default;
 
-namespace {
-
-// The GPU half of forward and backward for activation type T (float or __nv_bfloat16).
-template <typename T>
-const T* filter_for_forward(const Parameter& w, const Tensor* padded, const ConvShape& s, int in_channels,
-                            cudaStream_t stream) {
-  const T* source = nullptr;
-  if constexpr (std::is_same_v<T, float>) {
-    source = w.value.as<float>();
-  } else {
-    source = w.value_bf16.as<T>();
-  }
-  if (!padded) return source;
-  copy_rows_cuda<T, T>(source, in_channels, padded->as<T>(), s.C, int64_t(s.K) * s.R * s.S, in_channels, stream);
-  return padded->as<T>();
+// The parameter in the activation dtype: the fp32 master, or its bf16 copy.
+const void* Conv2d::weight_data() const {
+  return net_.act_dtype() == DType::bf16 ? weight.value_bf16.data : weight.value.data;
 }
 
-}  // namespace
+// The filter cuDNN reads: the parameter itself, or the padded stem filter.
+const void* Conv2d::filter_data() const { return gpu_->filter ? gpu_->filter->data : weight_data(); }
 
 void Conv2d::forward() {
   if (!gpu_) {
@@ -181,16 +170,19 @@ void Conv2d::forward() {
     return;
   }
   const Context& ctx = net_.ctx;
-  const void* w = net_.act_dtype() == DType::bf16
-                      ? static_cast<const void*>(filter_for_forward<__nv_bfloat16>(weight, gpu_->filter, shape_,
-                                                                                   in_channels_, ctx.stream))
-                      : static_cast<const void*>(filter_for_forward<float>(weight, gpu_->filter, shape_,
-                                                                           in_channels_, ctx.stream));
-  const float alpha = 1.0f, beta = 0.0f;
+  const int64_t rows = int64_t(shape_.K) * shape_.R * shape_.S;  // OHWI rows of in_channels_ each
+  if (gpu_->filter) {  // this step's weights into the real channels of the padded filter
+    dispatch_activation(net_.act_dtype(), [&](auto zero) {
+      using T = decltype(zero);
+      copy_rows_cuda<T, T>(static_cast<const T*>(weight_data()), in_channels_, gpu_->filter->as<T>(), shape_.C, rows,
+                           in_channels_, ctx.stream);
+    });
+  }
+  const float one = 1.0f, zero = 0.0f;
   CUDNN_CHECK(cudnnSetConvolutionMathType(gpu_->conv_desc, gpu_->algos.forward_math));
-  CUDNN_CHECK(cudnnConvolutionForward(ctx.cudnn, &alpha, gpu_->x_desc, x_.value.data, gpu_->w_desc, w,
+  CUDNN_CHECK(cudnnConvolutionForward(ctx.cudnn, &one, gpu_->x_desc, x_.value.data, gpu_->w_desc, filter_data(),
                                       gpu_->conv_desc, gpu_->algos.forward, net_.plan.workspace(),
-                                      net_.plan.workspace_bytes(), &beta, gpu_->y_desc, y.value.data));
+                                      net_.plan.workspace_bytes(), &zero, gpu_->y_desc, y.value.data));
 }
 
 void Conv2d::backward(float dx_beta) {
@@ -203,7 +195,7 @@ void Conv2d::backward(float dx_beta) {
   }
   const Context& ctx = net_.ctx;
   const float one = 1.0f, zero = 0.0f;
-  // dw: straight into the fp32 gradient buffer, or staged in the activation dtype and widened.
+  // dw: straight into the fp32 gradient buffer, or staged (bf16, padded) and then widened.
   void* dw = gpu_->dw_staged ? gpu_->dw_staged->data : weight.grad.data;
   CUDNN_CHECK(cudnnSetConvolutionMathType(gpu_->conv_desc, gpu_->algos.backward_filter_math));
   CUDNN_CHECK(cudnnConvolutionBackwardFilter(ctx.cudnn, &one, gpu_->x_desc, x_.value.data, gpu_->y_desc,
@@ -211,22 +203,17 @@ void Conv2d::backward(float dx_beta) {
                                              net_.plan.workspace(), net_.plan.workspace_bytes(), &zero,
                                              gpu_->w_desc, dw));
   if (gpu_->dw_staged) {
-    int64_t rows = int64_t(shape_.K) * shape_.R * shape_.S;
-    if (net_.act_dtype() == DType::bf16) {
-      copy_rows_cuda<__nv_bfloat16, float>(gpu_->dw_staged->as<__nv_bfloat16>(), shape_.C, weight.grad.as<float>(),
-                                           in_channels_, rows, in_channels_, ctx.stream);
-    } else {
-      copy_rows_cuda<float, float>(gpu_->dw_staged->as<float>(), shape_.C, weight.grad.as<float>(), in_channels_,
-                                   rows, in_channels_, ctx.stream);
-    }
+    const int64_t rows = int64_t(shape_.K) * shape_.R * shape_.S;
+    dispatch_activation(net_.act_dtype(), [&](auto zero_value) {
+      using T = decltype(zero_value);
+      copy_rows_cuda<T, float>(gpu_->dw_staged->as<T>(), shape_.C, weight.grad.as<float>(), in_channels_, rows,
+                               in_channels_, ctx.stream);
+    });
   }
   net_.params.grad_done(weight);
   if (x_.grad.shape.empty()) return;
-  // dx with the filter forward used (padded or bf16 staging already holds this step's weights).
-  const void* w = gpu_->filter ? gpu_->filter->data
-                               : (net_.act_dtype() == DType::bf16 ? weight.value_bf16.data : weight.value.data);
   CUDNN_CHECK(cudnnSetConvolutionMathType(gpu_->conv_desc, gpu_->algos.backward_data_math));
-  CUDNN_CHECK(cudnnConvolutionBackwardData(ctx.cudnn, &one, gpu_->w_desc, w, gpu_->y_desc, y.grad.data,
+  CUDNN_CHECK(cudnnConvolutionBackwardData(ctx.cudnn, &one, gpu_->w_desc, filter_data(), gpu_->y_desc, y.grad.data,
                                            gpu_->conv_desc, gpu_->algos.backward_data, net_.plan.workspace(),
                                            net_.plan.workspace_bytes(), &dx_beta, gpu_->x_desc, x_.grad.data));
 }
