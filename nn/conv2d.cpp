@@ -34,14 +34,17 @@ cudnnMathType_t allowed_math(const Context& ctx) {
   return ctx.options.allow_tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH;
 }
 
-// cudnnFind* returns its candidates fastest first; take the first that ran, is deterministic
-// when that is asked for, and (fp32 without TF32) does not use tensor cores.
+// A workspace beyond this buys little speed for ResNet-18's shapes and would crowd out the batch.
+constexpr size_t kMaxWorkspaceBytes = size_t(512) << 20;
+
+// cudnnFind* returns its candidates fastest first; take the first that ran, fits the workspace
+// limit, is deterministic when that is asked for, and (fp32 without TF32) avoids tensor cores.
 template <typename Perf>
 const Perf& fastest_usable(const Perf* perf, int count, const Context& ctx, const char* what) {
   for (int i = 0; i < count; ++i) {
     const Perf& p = perf[i];
     bool tensor_op = p.mathType == CUDNN_TENSOR_OP_MATH || p.mathType == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION;
-    if (p.status != CUDNN_STATUS_SUCCESS) continue;
+    if (p.status != CUDNN_STATUS_SUCCESS || p.memory > kMaxWorkspaceBytes) continue;
     if (ctx.options.deterministic && p.determinism != CUDNN_DETERMINISTIC) continue;
     if (ctx.dtype() == DType::f32 && !ctx.options.allow_tf32 && tensor_op) continue;
     return p;
