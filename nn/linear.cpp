@@ -11,7 +11,8 @@ namespace cutrain {
 Linear::Linear(Net& net, const std::string& name, Activation& x, int out_features)
     : weight(net.params.add(name + ".weight", {out_features, x.value.dim(1)}, false, Init::uniform,
                             1.0f / std::sqrt(float(x.value.dim(1))))),
-      bias(net.params.add(name + ".bias", {out_features}, false, Init::uniform, 1.0f / std::sqrt(float(x.value.dim(1))))),
+      bias(net.params.add(name + ".bias", {out_features}, false, Init::uniform,
+                          1.0f / std::sqrt(float(x.value.dim(1))))),
       y(net.plan.activation(DType::f32, {x.value.dim(0), out_features})),
       net_(net),
       x_(x),

@@ -22,7 +22,9 @@ size_t safetensors_dtype_size(const std::string& dtype) {
 
 namespace {
 
-[[noreturn]] void fail(const std::string& path, const std::string& what) { throw std::runtime_error(path + ": " + what); }
+[[noreturn]] void fail(const std::string& path, const std::string& what) {
+  throw std::runtime_error(path + ": " + what);
+}
 
 void write_all(int fd, const void* data, size_t n, const std::string& path) {
   auto* p = static_cast<const char*>(data);

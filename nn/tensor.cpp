@@ -69,7 +69,8 @@ std::vector<float> read_floats(const Tensor& t) {
 }
 
 void write_floats(const std::vector<float>& values, const Tensor& t) {
-  if (int64_t(values.size()) != t.numel()) throw std::logic_error("write_floats: size differs from " + t.shape_string());
+  if (int64_t(values.size()) != t.numel())
+    throw std::logic_error("write_floats: size differs from " + t.shape_string());
   if (t.dtype == DType::f32) {
     copy_from_host(values.data(), t);
   } else if (t.dtype == DType::bf16) {

@@ -169,7 +169,8 @@ TEST_CASE("Checkpoints that do not fit the model name every mismatch in one line
                    Catch::Contains("fc.weight has shape [10, 32], expected [5, 32]"));
   }
   SECTION("another stem") {
-    CHECK_THAT(load_error(path, Stem::cifar), Catch::Contains("conv1.weight has shape [4, 3, 7, 7], expected [4, 3, 3, 3]"));
+    CHECK_THAT(load_error(path, Stem::cifar),
+               Catch::Contains("conv1.weight has shape [4, 3, 7, 7], expected [4, 3, 3, 3]"));
   }
   SECTION("missing and unexpected names, wrong dtype") {
     SafeTensorsFile file = read_safetensors(path);
