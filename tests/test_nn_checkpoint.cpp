@@ -115,6 +115,30 @@ TEST_CASE("Checkpoints hold torchvision's state_dict: names, OIHW layout, dtypes
         for (int w : {1, 6}) CHECK(oihw[((o * 3 + i) * 7 + h) * 7 + w] == ohwi[((o * 7 + h) * 7 + w) * 3 + i]);
 }
 
+TEST_CASE("Checkpoint files follow the safetensors layout byte for byte", "[nn]") {
+  // What Python's safetensors expects: a little-endian u64 header length, a JSON object padded
+  // with spaces to a multiple of 8 bytes, and tensors packed back to back from offset 0 to the
+  // end of the file, with no gaps and no overlaps.
+  SavedModel saved;
+  std::vector<char> bytes = read_bytes(saved.path);
+  REQUIRE(bytes.size() > 8);
+  uint64_t length = 0;
+  for (int i = 0; i < 8; ++i) length |= uint64_t(uint8_t(bytes[i])) << (8 * i);
+  CHECK(length % 8 == 0);
+  REQUIRE(8 + length <= bytes.size());
+  const std::string header(bytes.begin() + 8, bytes.begin() + 8 + int64_t(length));
+  CHECK(header.front() == '{');
+  CHECK(header.find_last_not_of(' ') == header.rfind('}'));
+  SafeTensorsFile file = read_safetensors(saved.path);
+  uint64_t data_bytes = 0;
+  for (const auto& [name, t] : file.tensors) data_bytes += t.data.size();
+  CHECK(8 + length + data_bytes == bytes.size());
+  CHECK(header.find("\"__metadata__\":{\"epoch\":\"3\",\"step\":\"120\"}") != std::string::npos);
+  // Tensors are stored in name order: bn1.bias (4 channels) first.
+  CHECK(header.find("\"bn1.bias\":{\"data_offsets\":[0,16],\"dtype\":\"F32\",\"shape\":[4]}") !=
+        std::string::npos);
+}
+
 TEST_CASE("Truncated checkpoints are refused in one line", "[nn]") {
   SavedModel saved;
   std::vector<char> bytes = read_bytes(saved.path);
@@ -155,6 +179,11 @@ TEST_CASE("Corrupt checkpoint headers are refused in one line", "[nn]") {
   CHECK_THAT(load_error(path), Catch::Contains("fc.bias: shape has an entry"));
   write_header(R"({"fc.bias": {"dtype": "F32", "shape": [4611686018427387904, 4], "data_offsets": [0, 40]}})", 40);
   CHECK_THAT(load_error(path), Catch::Contains("absurdly large"));
+  write_header(R"({"a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]},
+                   "b": {"dtype": "F32", "shape": [2], "data_offsets": [4, 12]}})", 12);
+  CHECK_THAT(load_error(path), Catch::Contains("tensor b: data_offsets start at 4 where byte 8 was expected"));
+  write_header(R"({"a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}})", 12);
+  CHECK_THAT(load_error(path), Catch::Contains("4 bytes after the last tensor"));
   write_header(R"({"__metadata__": {"epoch": 3}})", 0);
   CHECK_THAT(load_error(path), Catch::Contains("__metadata__ epoch is not a string"));
 }
