@@ -21,7 +21,10 @@ BatchNorm2d::BatchNorm2d(Net& net, const std::string& name, Activation& x, bool 
       channels_(int(x.value.dim(-1))),
       sums_(net.plan.tensor(DType::f32, {2 * x.value.dim(-1)})),
       mean_(net.plan.tensor(DType::f32, {x.value.dim(-1)})),
-      invstd_(net.plan.tensor(DType::f32, {x.value.dim(-1)})) {}
+      invstd_(net.plan.tensor(DType::f32, {x.value.dim(-1)})) {
+  net.plan.reads(x);
+  if (residual) net.plan.reads(*residual);
+}
 
 // Rows over all ranks that take part in the statistics.
 double BatchNorm2d::count() const {

@@ -142,6 +142,7 @@ Conv2d::Conv2d(Net& net, const std::string& name, Activation& x, int in_channels
       shape_{int(x.value.dim(0)), int(x.value.dim(1)), int(x.value.dim(2)), int(x.value.dim(3)),
              out_channels, kernel, kernel, stride, pad},
       in_channels_(in_channels) {
+  net.plan.reads(x);
   if (shape_.C < in_channels) throw std::logic_error(name + ": input has fewer channels than the filter");
   if (!net.ctx.on_gpu()) {
     if (shape_.C != in_channels) throw std::logic_error(name + ": padded input channels are a GPU layout");

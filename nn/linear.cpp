@@ -19,6 +19,7 @@ Linear::Linear(Net& net, const std::string& name, Activation& x, int out_feature
       n_(int(x.value.dim(0))),
       in_(int(x.value.dim(1))),
       out_(out_features) {
+  net.plan.reads(x);
   if (!net.ctx.on_gpu()) return;
   ones_ = &net.plan.constant({n_}, 1.0f);
   if (net.act_dtype() == DType::bf16) dy_bf16_ = &net.plan.tensor(DType::bf16, {n_, out_});

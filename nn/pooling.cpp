@@ -17,7 +17,9 @@ MaxPool2d::MaxPool2d(Net& net, Activation& x)
     : y(net.plan.activation(net.act_dtype(), {x.value.dim(0), maxpool_out_size(int(x.value.dim(1))),
                                               maxpool_out_size(int(x.value.dim(2))), x.value.dim(3)})),
       net_(net),
-      x_(x) {}
+      x_(x) {
+  net.plan.reads(x);
+}
 
 void MaxPool2d::forward() {
   Nhwc s(x_.value);
@@ -45,7 +47,9 @@ void MaxPool2d::backward() {
 }
 
 GlobalAvgPool2d::GlobalAvgPool2d(Net& net, Activation& x)
-    : y(net.plan.activation(net.act_dtype(), {x.value.dim(0), x.value.dim(3)})), net_(net), x_(x) {}
+    : y(net.plan.activation(net.act_dtype(), {x.value.dim(0), x.value.dim(3)})), net_(net), x_(x) {
+  net.plan.reads(x);
+}
 
 void GlobalAvgPool2d::forward() {
   Nhwc s(x_.value);
