@@ -112,6 +112,27 @@ struct SumsOp {
   }
 };
 
+// What both backward kernels read of row element i onwards: the packs of x, and
+// dz = dy * act'(z) (y is read only for the ReLU's mask).
+template <int VEC>
+struct BackwardInputs {
+  float x[VEC], dz[VEC];
+};
+
+template <typename T, int VEC>
+__device__ BackwardInputs<VEC> load_backward_inputs(const T* x, const T* y, const T* dy, int64_t i,
+                                                       BatchNormFusion fusion) {
+  const Pack<T, VEC> xs = load_pack<VEC>(x + i), dys = load_pack<VEC>(dy + i);
+  Pack<T, VEC> ys{};
+  if (fusion.relu) ys = load_pack<VEC>(y + i);
+  BackwardInputs<VEC> in;
+  for (int v = 0; v < VEC; ++v) {
+    in.x[v] = to_float(xs.v[v]);
+    in.dz[v] = bn_dz(to_float(dys.v[v]), to_float(ys.v[v]), fusion);
+  }
+  return in;
+}
+
 // Backward sums: a = dz, b = dz*xhat; dz goes to d_residual when the residual was fused.
 template <typename T, int VEC>
 struct BackwardSumsOp {
@@ -135,14 +156,12 @@ struct BackwardSumsOp {
   }
   __device__ void accumulate(const Channels& ch, int64_t m, int c0, float* a, float* b) const {
     const int64_t i = m * C + c0;
-    const Pack<T, VEC> xs = load_pack<VEC>(x + i), dys = load_pack<VEC>(dy + i);
-    Pack<T, VEC> ys{}, dzs;
-    if (fusion.relu) ys = load_pack<VEC>(y + i);
+    const BackwardInputs<VEC> in = load_backward_inputs<T, VEC>(x, y, dy, i, fusion);
+    Pack<T, VEC> dzs;
     for (int v = 0; v < VEC; ++v) {
-      const float dz = bn_dz(to_float(dys.v[v]), to_float(ys.v[v]), fusion);
-      a[v] += dz;
-      b[v] += dz * bn_xhat(to_float(xs.v[v]), ch.mean[v], ch.invstd[v]);
-      dzs.v[v] = from_float<T>(dz);
+      a[v] += in.dz[v];
+      b[v] += in.dz[v] * bn_xhat(in.x[v], ch.mean[v], ch.invstd[v]);
+      dzs.v[v] = from_float<T>(in.dz[v]);
     }
     if (fusion.residual) store_pack<VEC>(d_residual + i, dzs);
   }
@@ -217,13 +236,12 @@ __global__ void bn_backward_apply_kernel(const T* x, const T* y, const T* dy, in
   load_channels(t2, c0, ch_t2);
   for (int64_t m = thread_first_row(); m < M; m += row_stride()) {
     const int64_t i = m * C + c0;
-    const Pack<T, VEC> xs = load_pack<VEC>(x + i), dys = load_pack<VEC>(dy + i);
-    Pack<T, VEC> ys{}, out;
-    if (fusion.relu) ys = load_pack<VEC>(y + i);
+    const BackwardInputs<VEC> in = load_backward_inputs<T, VEC>(x, y, dy, i, fusion);
+    Pack<T, VEC> out;
     for (int v = 0; v < VEC; ++v) {
-      const float dz = bn_dz(to_float(dys.v[v]), to_float(ys.v[v]), fusion);
-      const float xhat = bn_xhat(to_float(xs.v[v]), ch_mean[v], ch_invstd[v]);
-      out.v[v] = from_float<T>(bn_backward_dx(dz, xhat, ch_gamma[v], ch_invstd[v], ch_t1[v], ch_t2[v], inv_count));
+      const float xhat = bn_xhat(in.x[v], ch_mean[v], ch_invstd[v]);
+      out.v[v] =
+          from_float<T>(bn_backward_dx(in.dz[v], xhat, ch_gamma[v], ch_invstd[v], ch_t1[v], ch_t2[v], inv_count));
     }
     store_pack<VEC>(dx + i, out);
   }
