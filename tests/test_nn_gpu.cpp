@@ -9,8 +9,8 @@
 #include <algorithm>
 #include <cmath>
 #include <initializer_list>
-#include <utility>
 #include <random>
+#include <utility>
 
 #include <cuda_bf16.h>
 
