@@ -100,9 +100,10 @@ void run_bench_step(const BenchStepOptions& o) {
   const double ms = 1000.0 * seconds / steps;
   std::printf("bench-step: ResNet-18 %s stem, width %d, %d classes, %s, %s, batch %d, %dx%d images%s\n",
               stem_name(config.stem), config.width, config.num_classes, device_name(ctx.device()), o.precision.c_str(),
-              config.batch_size, config.image_size, config.image_size, graph_exec || o.cuda_graph ? ", CUDA graph" : "");
-  std::printf("  %lld parameters, %.1f MiB planned activations\n", (long long)model.num_parameters(),
-              model.planned_bytes() / 1048576.0);
+              config.batch_size, config.image_size, config.image_size,
+              graph_exec || o.cuda_graph ? ", CUDA graph" : "");
+  std::printf("  %lld parameters, %.1f MiB planned (activations, their gradients, workspace)\n",
+              (long long)model.num_parameters(), model.planned_bytes() / 1048576.0);
   std::printf("  %.2f ms/step, %.0f images/s (%d steps after %d warm-up; last loss %.4f)\n", ms,
               config.batch_size * steps / seconds, steps, warmup, loss);
 }
@@ -111,7 +112,8 @@ void run_bench_step(const BenchStepOptions& o) {
 
 void add_bench_step_command(CLI::App& app, int& exit_code) {
   auto options = std::make_shared<BenchStepOptions>();
-  auto* cmd = app.add_subcommand("bench-step", "Time ResNet-18 training steps (forward + backward + SGD) on one device");
+  auto* cmd =
+      app.add_subcommand("bench-step", "Time ResNet-18 training steps (forward + backward + SGD) on one device");
   cmd->add_option("--stem", options->stem, "cifar (3x3 conv) or imagenet (7x7/2 conv + max-pool)")
       ->check(CLI::IsMember({"cifar", "imagenet"}));
   cmd->add_option("--precision", options->precision, "fp32 or bf16 (GPU)")->check(CLI::IsMember({"fp32", "bf16"}));

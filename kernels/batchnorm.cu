@@ -49,6 +49,12 @@ __device__ int thread_channel() {
 __device__ int64_t thread_first_row() { return int64_t(blockIdx.y) * blockDim.y + threadIdx.y; }
 __device__ int64_t row_stride() { return int64_t(gridDim.y) * blockDim.y; }
 
+// values[v] = per_channel[c0 + v]: a thread's channel constants, into registers.
+template <int VEC>
+__device__ void load_channels(const float* per_channel, int c0, float (&values)[VEC]) {
+  for (int v = 0; v < VEC; ++v) values[v] = per_channel[c0 + v];
+}
+
 // ---- stage 1: per-channel sums -----------------------------------------------------------
 
 // out_a[c] = sum_m a(m, c),  out_b[c] = sum_m b(m, c), where op.accumulate adds row m's a and b
@@ -106,6 +112,27 @@ struct SumsOp {
   }
 };
 
+// What both backward kernels read of row element i onwards: the packs of x, and
+// dz = dy * act'(z) (y is read only for the ReLU's mask).
+template <int VEC>
+struct BackwardInputs {
+  float x[VEC], dz[VEC];
+};
+
+template <typename T, int VEC>
+__device__ BackwardInputs<VEC> load_backward_inputs(const T* x, const T* y, const T* dy, int64_t i,
+                                                       BatchNormFusion fusion) {
+  const Pack<T, VEC> xs = load_pack<VEC>(x + i), dys = load_pack<VEC>(dy + i);
+  Pack<T, VEC> ys{};
+  if (fusion.relu) ys = load_pack<VEC>(y + i);
+  BackwardInputs<VEC> in;
+  for (int v = 0; v < VEC; ++v) {
+    in.x[v] = to_float(xs.v[v]);
+    in.dz[v] = bn_dz(to_float(dys.v[v]), to_float(ys.v[v]), fusion);
+  }
+  return in;
+}
+
 // Backward sums: a = dz, b = dz*xhat; dz goes to d_residual when the residual was fused.
 template <typename T, int VEC>
 struct BackwardSumsOp {
@@ -123,22 +150,18 @@ struct BackwardSumsOp {
   };
   __device__ Channels channels(int c0) const {
     Channels ch;
-    for (int v = 0; v < VEC; ++v) {
-      ch.mean[v] = mean[c0 + v];
-      ch.invstd[v] = invstd[c0 + v];
-    }
+    load_channels(mean, c0, ch.mean);
+    load_channels(invstd, c0, ch.invstd);
     return ch;
   }
   __device__ void accumulate(const Channels& ch, int64_t m, int c0, float* a, float* b) const {
     const int64_t i = m * C + c0;
-    const Pack<T, VEC> xs = load_pack<VEC>(x + i), dys = load_pack<VEC>(dy + i);
-    Pack<T, VEC> ys{}, dzs;
-    if (fusion.relu) ys = load_pack<VEC>(y + i);
+    const BackwardInputs<VEC> in = load_backward_inputs<T, VEC>(x, y, dy, i, fusion);
+    Pack<T, VEC> dzs;
     for (int v = 0; v < VEC; ++v) {
-      const float dz = bn_dz(to_float(dys.v[v]), to_float(ys.v[v]), fusion);
-      a[v] += dz;
-      b[v] += dz * bn_xhat(to_float(xs.v[v]), ch.mean[v], ch.invstd[v]);
-      dzs.v[v] = from_float<T>(dz);
+      a[v] += in.dz[v];
+      b[v] += in.dz[v] * bn_xhat(in.x[v], ch.mean[v], ch.invstd[v]);
+      dzs.v[v] = from_float<T>(in.dz[v]);
     }
     if (fusion.residual) store_pack<VEC>(d_residual + i, dzs);
   }
@@ -206,22 +229,19 @@ __global__ void bn_backward_apply_kernel(const T* x, const T* y, const T* dy, in
   const int c0 = thread_channel<VEC>();
   if (c0 >= C) return;
   float ch_mean[VEC], ch_invstd[VEC], ch_gamma[VEC], ch_t1[VEC], ch_t2[VEC];
-  for (int v = 0; v < VEC; ++v) {
-    ch_mean[v] = mean[c0 + v];
-    ch_invstd[v] = invstd[c0 + v];
-    ch_gamma[v] = gamma[c0 + v];
-    ch_t1[v] = t1[c0 + v];
-    ch_t2[v] = t2[c0 + v];
-  }
+  load_channels(mean, c0, ch_mean);
+  load_channels(invstd, c0, ch_invstd);
+  load_channels(gamma, c0, ch_gamma);
+  load_channels(t1, c0, ch_t1);
+  load_channels(t2, c0, ch_t2);
   for (int64_t m = thread_first_row(); m < M; m += row_stride()) {
     const int64_t i = m * C + c0;
-    const Pack<T, VEC> xs = load_pack<VEC>(x + i), dys = load_pack<VEC>(dy + i);
-    Pack<T, VEC> ys{}, out;
-    if (fusion.relu) ys = load_pack<VEC>(y + i);
+    const BackwardInputs<VEC> in = load_backward_inputs<T, VEC>(x, y, dy, i, fusion);
+    Pack<T, VEC> out;
     for (int v = 0; v < VEC; ++v) {
-      const float dz = bn_dz(to_float(dys.v[v]), to_float(ys.v[v]), fusion);
-      const float xhat = bn_xhat(to_float(xs.v[v]), ch_mean[v], ch_invstd[v]);
-      out.v[v] = from_float<T>(bn_backward_dx(dz, xhat, ch_gamma[v], ch_invstd[v], ch_t1[v], ch_t2[v], inv_count));
+      const float xhat = bn_xhat(in.x[v], ch_mean[v], ch_invstd[v]);
+      out.v[v] =
+          from_float<T>(bn_backward_dx(in.dz[v], xhat, ch_gamma[v], ch_invstd[v], ch_t1[v], ch_t2[v], inv_count));
     }
     store_pack<VEC>(dx + i, out);
   }

@@ -16,7 +16,7 @@ namespace cutrain {
 
 namespace {
 
-constexpr int64_t kChunkFloats = int64_t(1) << 21;  // 8 MiB of im2col rows per GEMM
+constexpr int64_t kChunkFloats = int64_t(1) << 20;  // 4 MiB of im2col rows per GEMM
 
 bool is_pointwise(const ConvShape& s) { return s.R == 1 && s.S == 1 && s.stride == 1 && s.pad == 0; }
 

@@ -15,7 +15,7 @@ template <typename T>
 __host__ __device__ inline T from_float(float v);
 template <>
 __host__ __device__ inline float from_float<float>(float v) { return v; }
-template <>
-__host__ __device__ inline __nv_bfloat16 from_float<__nv_bfloat16>(float v) { return __float2bfloat16(v); }  // round to nearest even
+template <>  // round to nearest even
+__host__ __device__ inline __nv_bfloat16 from_float<__nv_bfloat16>(float v) { return __float2bfloat16(v); }
 
 }  // namespace cutrain

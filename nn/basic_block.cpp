@@ -6,7 +6,8 @@ BasicBlock::BasicBlock(Net& net, const std::string& name, Activation& x, int out
   const int in_channels = int(x.value.dim(3));
   Activation* shortcut = &x;
   if (stride != 1 || in_channels != out_channels) {
-    downsample_conv_ = std::make_unique<Conv2d>(net, name + ".downsample.0", x, in_channels, out_channels, 1, stride, 0);
+    downsample_conv_ =
+        std::make_unique<Conv2d>(net, name + ".downsample.0", x, in_channels, out_channels, 1, stride, 0);
     downsample_bn_ = std::make_unique<BatchNorm2d>(net, name + ".downsample.1", downsample_conv_->y, /*relu=*/false);
     shortcut = &downsample_bn_->y;
   }

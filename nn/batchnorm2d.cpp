@@ -1,6 +1,8 @@
 #include "nn/batchnorm2d.h"
 
 #include <algorithm>
+#include <stdexcept>
+#include <string>
 
 #include "kernels/check.h"
 #include "nn/dispatch.h"
@@ -13,6 +15,7 @@ BatchNorm2d::BatchNorm2d(Net& net, const std::string& name, Activation& x, bool 
       running_mean(net.params.add_buffer(name + ".running_mean", x.value.dim(-1), 0.0f)),
       running_var(net.params.add_buffer(name + ".running_var", x.value.dim(-1), 1.0f)),
       y(net.plan.activation(net.act_dtype(), x.value.shape)),
+      name_(name),
       net_(net),
       x_(x),
       residual_(residual),
@@ -21,7 +24,10 @@ BatchNorm2d::BatchNorm2d(Net& net, const std::string& name, Activation& x, bool 
       channels_(int(x.value.dim(-1))),
       sums_(net.plan.tensor(DType::f32, {2 * x.value.dim(-1)})),
       mean_(net.plan.tensor(DType::f32, {x.value.dim(-1)})),
-      invstd_(net.plan.tensor(DType::f32, {x.value.dim(-1)})) {}
+      invstd_(net.plan.tensor(DType::f32, {x.value.dim(-1)})) {
+  net.plan.reads(x);
+  if (residual) net.plan.reads(*residual);
+}
 
 // Rows over all ranks that take part in the statistics.
 double BatchNorm2d::count() const {
@@ -29,6 +35,11 @@ double BatchNorm2d::count() const {
 }
 
 void BatchNorm2d::forward(bool train) {
+  if (train && count() < 2) {  // PyTorch's rule too: the unbiased variance needs two values
+    throw std::runtime_error(name_ + ": batch norm in training needs more than one value per channel (batch " +
+                             std::to_string(x_.value.dim(0)) + " x " + std::to_string(rows_ / x_.value.dim(0)) +
+                             " pixels)");
+  }
   const int C = channels_;
   float* s1 = sums_.as<float>();
   float* s2 = s1 + C;

@@ -36,6 +36,7 @@ class BatchNorm2d {
   double count() const;
   void reduce_across_ranks(float* data, int count) const;
 
+  std::string name_;
   Net& net_;
   Activation& x_;
   Activation* residual_;

@@ -14,7 +14,9 @@ namespace {
 const std::string kMomentumPrefix = "momentum_buffer.";
 const std::string kRunningMean = ".running_mean";
 
-std::string shape_text(const std::vector<int64_t>& shape) { return Tensor(nullptr, DType::f32, Device::cpu, shape).shape_string(); }
+std::string shape_text(const std::vector<int64_t>& shape) {
+  return Tensor(nullptr, DType::f32, Device::cpu, shape).shape_string();
+}
 
 // Conv weights: OHWI in memory, OIHW (torchvision) in files. out[o,i,h,w] = in[o,h,w,i] and back.
 void ohwi_to_oihw(const float* in, const std::vector<int64_t>& oihw, float* out) {
@@ -71,7 +73,8 @@ struct Expected {
 };
 
 // Every mismatch between the file and what the model expects, in one line.
-void check_against(const std::string& path, const SafeTensorsFile& file, const std::map<std::string, Expected>& expected) {
+void check_against(const std::string& path, const SafeTensorsFile& file,
+                   const std::map<std::string, Expected>& expected) {
   std::string missing, unexpected, wrong;
   auto append = [](std::string& list, const std::string& item) { list += (list.empty() ? "" : ", ") + item; };
   for (const auto& [name, e] : expected) {
@@ -104,7 +107,8 @@ std::map<std::string, Expected> expected_parameters(const ParameterSet& params, 
 std::vector<std::string> num_batches_tracked_names(const ParameterSet& params) {
   std::vector<std::string> names;
   for (const BufferEntry& b : params.buffers()) {
-    if (b.name.ends_with(kRunningMean)) names.push_back(b.name.substr(0, b.name.size() - kRunningMean.size()) + ".num_batches_tracked");
+    if (b.name.ends_with(kRunningMean))
+      names.push_back(b.name.substr(0, b.name.size() - kRunningMean.size()) + ".num_batches_tracked");
   }
   return names;
 }
@@ -118,7 +122,8 @@ void save_model(const std::string& path, const ResNet18& model, const Checkpoint
   file.metadata = metadata;
   add_parameter_tensors(params, read_floats(params.values()), "", file);
   std::vector<float> buffers = read_floats(params.buffer_values());
-  for (const BufferEntry& b : params.buffers()) file.tensors[b.name] = f32_tensor({b.numel}, buffers.data() + b.offset, b.numel);
+  for (const BufferEntry& b : params.buffers())
+    file.tensors[b.name] = f32_tensor({b.numel}, buffers.data() + b.offset, b.numel);
   for (const std::string& name : num_batches_tracked_names(params)) {
     SafeTensor t{"I64", {}, std::vector<uint8_t>(sizeof(int64_t))};
     std::memcpy(t.data.data(), &model.num_batches_tracked, sizeof(int64_t));
@@ -145,7 +150,8 @@ CheckpointMetadata load_model(const std::string& path, ResNet18& model) {
     std::memcpy(buffers.data() + b.offset, file.tensors.at(b.name).data.data(), size_t(b.numel) * sizeof(float));
   }
   copy_from_host(buffers.data(), params.buffer_values());
-  if (!counters.empty()) std::memcpy(&model.num_batches_tracked, file.tensors.at(counters[0]).data.data(), sizeof(int64_t));
+  if (!counters.empty())
+    std::memcpy(&model.num_batches_tracked, file.tensors.at(counters[0]).data.data(), sizeof(int64_t));
   model.sync_bf16_weights();
   model.context().synchronize();
   return file.metadata;

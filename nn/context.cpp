@@ -25,23 +25,33 @@ Context::Context(const ContextOptions& opts) : options(opts) {
     return;
   }
   if (!cuda_available()) throw std::runtime_error(cuda_unavailable_reason());
-  CUDA_CHECK(cudaSetDevice(opts.cuda_device));
-  CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-  CUDNN_CHECK(cudnnCreate(&cudnn));
-  CUDNN_CHECK(cudnnSetStream(cudnn, stream));
-  CUBLAS_CHECK(cublasCreate(&cublas));
-  CUBLAS_CHECK(cublasSetStream(cublas, stream));
-  cublas_workspace_ = DeviceBuffer(Device::cuda, kCublasWorkspaceBytes);
-  CUBLAS_CHECK(cublasSetWorkspace(cublas, cublas_workspace_.data(), cublas_workspace_.bytes()));
-  // Pedantic: no TF32 and no reduced-precision reductions behind our back in fp32.
-  CUBLAS_CHECK(cublasSetMathMode(cublas, opts.allow_tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
+  try {
+    CUDA_CHECK(cudaSetDevice(opts.cuda_device));
+    CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    CUDNN_CHECK(cudnnCreate(&cudnn));
+    CUDNN_CHECK(cudnnSetStream(cudnn, stream));
+    CUBLAS_CHECK(cublasCreate(&cublas));
+    CUBLAS_CHECK(cublasSetStream(cublas, stream));
+    // fp32 products stay fp32 (no TF32) unless asked for.
+    CUBLAS_CHECK(cublasSetMathMode(cublas, opts.allow_tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
+    cublas_workspace_ = DeviceBuffer(Device::cuda, kCublasWorkspaceBytes);
+    CUBLAS_CHECK(cublasSetWorkspace(cublas, cublas_workspace_.data(), cublas_workspace_.bytes()));
+  } catch (...) {
+    release();  // a constructor that throws gets no destructor
+    throw;
+  }
 }
 
-Context::~Context() {
-  // Destructors do not throw: release what exists, ignoring errors of a dying context.
+Context::~Context() { release(); }
+
+// Destroys what exists, ignoring errors: nothing can be done about them here.
+void Context::release() noexcept {
   if (cublas) cublasDestroy(cublas);
   if (cudnn) cudnnDestroy(cudnn);
   if (stream) cudaStreamDestroy(stream);
+  cublas = nullptr;
+  cudnn = nullptr;
+  stream = nullptr;
 }
 
 void Context::synchronize() const {

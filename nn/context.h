@@ -55,6 +55,8 @@ class Context {
   void synchronize() const;
 
  private:
+  void release() noexcept;
+
   DeviceBuffer cublas_workspace_;
 };
 

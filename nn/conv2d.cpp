@@ -5,12 +5,12 @@
 #include <map>
 #include <mutex>
 #include <stdexcept>
-#include <type_traits>
 
 #include <cuda_bf16.h>
 
 #include "kernels/check.h"
 #include "kernels/nn_copy_rows.h"
+#include "nn/dispatch.h"
 
 namespace cutrain {
 
@@ -34,14 +34,17 @@ cudnnMathType_t allowed_math(const Context& ctx) {
   return ctx.options.allow_tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH;
 }
 
-// cudnnFind* returns its candidates fastest first; take the first that ran, is deterministic
-// when that is asked for, and (fp32 without TF32) does not use tensor cores.
+// A workspace beyond this buys little speed for ResNet-18's shapes and would crowd out the batch.
+constexpr size_t kMaxWorkspaceBytes = size_t(512) << 20;
+
+// cudnnFind* returns its candidates fastest first; take the first that ran, fits the workspace
+// limit, is deterministic when that is asked for, and (fp32 without TF32) avoids tensor cores.
 template <typename Perf>
 const Perf& fastest_usable(const Perf* perf, int count, const Context& ctx, const char* what) {
   for (int i = 0; i < count; ++i) {
     const Perf& p = perf[i];
     bool tensor_op = p.mathType == CUDNN_TENSOR_OP_MATH || p.mathType == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION;
-    if (p.status != CUDNN_STATUS_SUCCESS) continue;
+    if (p.status != CUDNN_STATUS_SUCCESS || p.memory > kMaxWorkspaceBytes) continue;
     if (ctx.options.deterministic && p.determinism != CUDNN_DETERMINISTIC) continue;
     if (ctx.dtype() == DType::f32 && !ctx.options.allow_tf32 && tensor_op) continue;
     return p;
@@ -100,9 +103,12 @@ struct Conv2d::Gpu {
     a.forward = f.algo;
     a.backward_data = d.algo;
     a.backward_filter = w.algo;
-    a.forward_math = f.mathType;
-    a.backward_data_math = d.mathType;
-    a.backward_filter_math = w.mathType;
+    // Run each with the math type it was measured with; strict fp32 pins FMA, because a result's
+    // CUDNN_DEFAULT_MATH would let Ampere and newer use TF32.
+    const bool strict_fp32 = allowed_math(ctx) == CUDNN_FMA_MATH;
+    a.forward_math = strict_fp32 ? CUDNN_FMA_MATH : f.mathType;
+    a.backward_data_math = strict_fp32 ? CUDNN_FMA_MATH : d.mathType;
+    a.backward_filter_math = strict_fp32 ? CUDNN_FMA_MATH : w.mathType;
     a.workspace = std::max({f.memory, d.memory, w.memory});
     return a;
   }
@@ -136,6 +142,7 @@ Conv2d::Conv2d(Net& net, const std::string& name, Activation& x, int in_channels
       shape_{int(x.value.dim(0)), int(x.value.dim(1)), int(x.value.dim(2)), int(x.value.dim(3)),
              out_channels, kernel, kernel, stride, pad},
       in_channels_(in_channels) {
+  net.plan.reads(x);
   if (shape_.C < in_channels) throw std::logic_error(name + ": input has fewer channels than the filter");
   if (!net.ctx.on_gpu()) {
     if (shape_.C != in_channels) throw std::logic_error(name + ": padded input channels are a GPU layout");
@@ -153,24 +160,13 @@ Conv2d::Conv2d(Net& net, const std::string& name, Activation& x, int in_channels
 
 Conv2d::~Conv2d() = default;
 
-namespace {
-
-// The GPU half of forward and backward for activation type T (float or __nv_bfloat16).
-template <typename T>
-const T* filter_for_forward(const Parameter& w, const Tensor* padded, const ConvShape& s, int in_channels,
-                            cudaStream_t stream) {
-  const T* source = nullptr;
-  if constexpr (std::is_same_v<T, float>) {
-    source = w.value.as<float>();
-  } else {
-    source = w.value_bf16.as<T>();
-  }
-  if (!padded) return source;
-  copy_rows_cuda<T, T>(source, in_channels, padded->as<T>(), s.C, int64_t(s.K) * s.R * s.S, in_channels, stream);
-  return padded->as<T>();
+// The parameter in the activation dtype: the fp32 master, or its bf16 copy.
+const void* Conv2d::weight_data() const {
+  return net_.act_dtype() == DType::bf16 ? weight.value_bf16.data : weight.value.data;
 }
 
-}  // namespace
+// The filter cuDNN reads: the parameter itself, or the padded stem filter.
+const void* Conv2d::filter_data() const { return gpu_->filter ? gpu_->filter->data : weight_data(); }
 
 void Conv2d::forward() {
   if (!gpu_) {
@@ -178,16 +174,19 @@ void Conv2d::forward() {
     return;
   }
   const Context& ctx = net_.ctx;
-  const void* w = net_.act_dtype() == DType::bf16
-                      ? static_cast<const void*>(filter_for_forward<__nv_bfloat16>(weight, gpu_->filter, shape_,
-                                                                                   in_channels_, ctx.stream))
-                      : static_cast<const void*>(filter_for_forward<float>(weight, gpu_->filter, shape_,
-                                                                           in_channels_, ctx.stream));
-  const float alpha = 1.0f, beta = 0.0f;
+  const int64_t rows = int64_t(shape_.K) * shape_.R * shape_.S;  // OHWI rows of in_channels_ each
+  if (gpu_->filter) {  // this step's weights into the real channels of the padded filter
+    dispatch_activation(net_.act_dtype(), [&](auto zero) {
+      using T = decltype(zero);
+      copy_rows_cuda<T, T>(static_cast<const T*>(weight_data()), in_channels_, gpu_->filter->as<T>(), shape_.C, rows,
+                           in_channels_, ctx.stream);
+    });
+  }
+  const float one = 1.0f, zero = 0.0f;
   CUDNN_CHECK(cudnnSetConvolutionMathType(gpu_->conv_desc, gpu_->algos.forward_math));
-  CUDNN_CHECK(cudnnConvolutionForward(ctx.cudnn, &alpha, gpu_->x_desc, x_.value.data, gpu_->w_desc, w,
+  CUDNN_CHECK(cudnnConvolutionForward(ctx.cudnn, &one, gpu_->x_desc, x_.value.data, gpu_->w_desc, filter_data(),
                                       gpu_->conv_desc, gpu_->algos.forward, net_.plan.workspace(),
-                                      net_.plan.workspace_bytes(), &beta, gpu_->y_desc, y.value.data));
+                                      net_.plan.workspace_bytes(), &zero, gpu_->y_desc, y.value.data));
 }
 
 void Conv2d::backward(float dx_beta) {
@@ -200,7 +199,7 @@ void Conv2d::backward(float dx_beta) {
   }
   const Context& ctx = net_.ctx;
   const float one = 1.0f, zero = 0.0f;
-  // dw: straight into the fp32 gradient buffer, or staged in the activation dtype and widened.
+  // dw: straight into the fp32 gradient buffer, or staged (bf16, padded) and then widened.
   void* dw = gpu_->dw_staged ? gpu_->dw_staged->data : weight.grad.data;
   CUDNN_CHECK(cudnnSetConvolutionMathType(gpu_->conv_desc, gpu_->algos.backward_filter_math));
   CUDNN_CHECK(cudnnConvolutionBackwardFilter(ctx.cudnn, &one, gpu_->x_desc, x_.value.data, gpu_->y_desc,
@@ -208,22 +207,17 @@ void Conv2d::backward(float dx_beta) {
                                              net_.plan.workspace(), net_.plan.workspace_bytes(), &zero,
                                              gpu_->w_desc, dw));
   if (gpu_->dw_staged) {
-    int64_t rows = int64_t(shape_.K) * shape_.R * shape_.S;
-    if (net_.act_dtype() == DType::bf16) {
-      copy_rows_cuda<__nv_bfloat16, float>(gpu_->dw_staged->as<__nv_bfloat16>(), shape_.C, weight.grad.as<float>(),
-                                           in_channels_, rows, in_channels_, ctx.stream);
-    } else {
-      copy_rows_cuda<float, float>(gpu_->dw_staged->as<float>(), shape_.C, weight.grad.as<float>(), in_channels_,
-                                   rows, in_channels_, ctx.stream);
-    }
+    const int64_t rows = int64_t(shape_.K) * shape_.R * shape_.S;
+    dispatch_activation(net_.act_dtype(), [&](auto zero_value) {
+      using T = decltype(zero_value);
+      copy_rows_cuda<T, float>(gpu_->dw_staged->as<T>(), shape_.C, weight.grad.as<float>(), in_channels_, rows,
+                               in_channels_, ctx.stream);
+    });
   }
   net_.params.grad_done(weight);
   if (x_.grad.shape.empty()) return;
-  // dx with the filter forward used (padded or bf16 staging already holds this step's weights).
-  const void* w = gpu_->filter ? gpu_->filter->data
-                               : (net_.act_dtype() == DType::bf16 ? weight.value_bf16.data : weight.value.data);
   CUDNN_CHECK(cudnnSetConvolutionMathType(gpu_->conv_desc, gpu_->algos.backward_data_math));
-  CUDNN_CHECK(cudnnConvolutionBackwardData(ctx.cudnn, &one, gpu_->w_desc, w, gpu_->y_desc, y.grad.data,
+  CUDNN_CHECK(cudnnConvolutionBackwardData(ctx.cudnn, &one, gpu_->w_desc, filter_data(), gpu_->y_desc, y.grad.data,
                                            gpu_->conv_desc, gpu_->algos.backward_data, net_.plan.workspace(),
                                            net_.plan.workspace_bytes(), &dx_beta, gpu_->x_desc, x_.grad.data));
 }

@@ -40,6 +40,9 @@ class Conv2d {
   Activation& y;      // [N,P,Q,K]
 
  private:
+  const void* weight_data() const;
+  const void* filter_data() const;
+
   struct Gpu;  // cuDNN descriptors, algorithms, padded filter (conv2d.cpp)
   Net& net_;
   Activation& x_;

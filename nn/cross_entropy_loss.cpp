@@ -10,7 +10,9 @@ CrossEntropyLoss::CrossEntropyLoss(Net& net, Activation& logits, float label_smo
       correct(net.plan.tensor(DType::i32, {1})),
       net_(net),
       logits_(logits),
-      label_smoothing_(label_smoothing) {}
+      label_smoothing_(label_smoothing) {
+  net.plan.reads(logits);  // in forward: see nn/memory_plan.h
+}
 
 void CrossEntropyLoss::forward() {
   const int N = int(logits_.value.dim(0)), K = int(logits_.value.dim(1));

@@ -11,13 +11,15 @@ namespace cutrain {
 Linear::Linear(Net& net, const std::string& name, Activation& x, int out_features)
     : weight(net.params.add(name + ".weight", {out_features, x.value.dim(1)}, false, Init::uniform,
                             1.0f / std::sqrt(float(x.value.dim(1))))),
-      bias(net.params.add(name + ".bias", {out_features}, false, Init::uniform, 1.0f / std::sqrt(float(x.value.dim(1))))),
+      bias(net.params.add(name + ".bias", {out_features}, false, Init::uniform,
+                          1.0f / std::sqrt(float(x.value.dim(1))))),
       y(net.plan.activation(DType::f32, {x.value.dim(0), out_features})),
       net_(net),
       x_(x),
       n_(int(x.value.dim(0))),
       in_(int(x.value.dim(1))),
       out_(out_features) {
+  net.plan.reads(x);
   if (!net.ctx.on_gpu()) return;
   ones_ = &net.plan.constant({n_}, 1.0f);
   if (net.act_dtype() == DType::bf16) dy_bf16_ = &net.plan.tensor(DType::bf16, {n_, out_});

@@ -22,6 +22,7 @@ DeviceBuffer::DeviceBuffer(Device device, size_t bytes) : device_(device), bytes
   if (device == Device::cuda) {
     CUDA_CHECK(cudaMalloc(&data_, bytes));
     CUDA_CHECK(cudaMemset(data_, 0, bytes));
+    CUDA_CHECK(cudaDeviceSynchronize());  // done before any stream of ours touches it
   } else {
     data_ = std::aligned_alloc(kAlignment, align_up(bytes));
     if (!data_) throw std::runtime_error("out of host memory allocating " + std::to_string(bytes) + " bytes");
@@ -57,14 +58,23 @@ Tensor& MemoryPlan::tensor(DType dtype, std::vector<int64_t> shape) {
 
 Activation& MemoryPlan::activation(DType dtype, std::vector<int64_t> shape, bool with_grad) {
   if (allocated()) throw std::logic_error("MemoryPlan::activation after allocate()");
+  const int number = int(activations_.size());
   Activation& a = activations_.emplace_back();
   a.value = Tensor(nullptr, dtype, device_, shape);
   planned_.push_back(&a.value);
   if (with_grad) {
     a.grad = Tensor(nullptr, dtype, device_, std::move(shape));
-    planned_.push_back(&a.grad);
+    gradients_.push_back({&a.grad, number, number});
   }
   return a;
+}
+
+void MemoryPlan::reads(const Activation& input) {
+  if (allocated() || activations_.empty()) throw std::logic_error("MemoryPlan::reads out of order");
+  const int reader = int(activations_.size()) - 1;
+  for (GradientSpan& g : gradients_) {
+    if (g.grad == &input.grad) g.last = std::max(g.last, reader);
+  }
 }
 
 Tensor& MemoryPlan::constant(std::vector<int64_t> shape, float value) {
@@ -78,14 +88,45 @@ void MemoryPlan::reserve_workspace(size_t bytes) {
   workspace_bytes_ = std::max(workspace_bytes_, bytes);
 }
 
+// Greedy by size (as TensorFlow Lite's arena planner): the largest gradient first, each at the
+// lowest offset where it overlaps no gradient already placed whose lifetime overlaps its own.
+size_t MemoryPlan::pack_gradients() {
+  std::vector<GradientSpan*> order;
+  for (GradientSpan& g : gradients_) order.push_back(&g);
+  std::stable_sort(order.begin(), order.end(),
+                   [](const GradientSpan* a, const GradientSpan* b) { return a->grad->bytes() > b->grad->bytes(); });
+  std::vector<GradientSpan*> placed;
+  size_t region = 0;
+  for (GradientSpan* g : order) {
+    std::vector<GradientSpan*> live;  // placed gradients alive at the same time, by offset
+    for (GradientSpan* p : placed) {
+      if (p->first <= g->last && g->first <= p->last) live.push_back(p);
+    }
+    std::sort(live.begin(), live.end(), [](auto* a, auto* b) { return a->offset < b->offset; });
+    const size_t size = align_up(g->grad->bytes());
+    size_t offset = 0;
+    for (const GradientSpan* p : live) {
+      if (offset + size <= p->offset) break;  // fits in the gap below p
+      offset = std::max(offset, p->offset + align_up(p->grad->bytes()));
+    }
+    g->offset = offset;
+    placed.push_back(g);
+    region = std::max(region, offset + size);
+  }
+  return region;
+}
+
 void MemoryPlan::allocate() {
   if (allocated()) throw std::logic_error("MemoryPlan::allocate called twice");
-  size_t total = align_up(workspace_bytes_);
+  gradient_bytes_ = pack_gradients();
+  size_t total = align_up(workspace_bytes_) + gradient_bytes_;
   for (const Tensor* t : planned_) total += align_up(t->bytes());
   arena_ = DeviceBuffer(device_, std::max<size_t>(total, kAlignment));
   auto* base = static_cast<char*>(arena_.data());
   workspace_ = workspace_bytes_ ? base : nullptr;
-  size_t offset = align_up(workspace_bytes_);
+  char* gradients = base + align_up(workspace_bytes_);
+  for (GradientSpan& g : gradients_) g.grad->data = gradients + g.offset;
+  size_t offset = align_up(workspace_bytes_) + gradient_bytes_;
   for (Tensor* t : planned_) {
     t->data = base + offset;
     offset += align_up(t->bytes());

@@ -5,8 +5,17 @@
 // replayed as a CUDA graph.
 //
 // Planned tensors live as long as the plan and never move: layers keep references to them.
-// Gradients of activations are planned next to their values (an Activation); a layer writes
-// its output gradient slot with = and residual branches add into it (cuDNN's beta = 1).
+// Each activation has a gradient slot beside its value; the first layer to reach it in backward
+// writes it with = and residual branches add into it (cuDNN's beta = 1).
+//
+// Gradients share memory when their lifetimes do not overlap. Activations are numbered in the
+// order they are planned, which is forward order, and backward visits the layers that made them
+// in the reverse order. The gradient of activation k is written in backward by the last layer
+// that reads k and read for the last time by the layer that made k, so it lives over the
+// numbers [k, last reader] and any two gradients with disjoint spans can share bytes. (The
+// loss writes the logits' gradient during forward, when no other gradient is in use.) Values,
+// statistics and scratch live for the whole step. Activation gradients are backward's own
+// scratch: once it is over, only the last ones written (the earliest layers') still hold theirs.
 #pragma once
 
 #include <cstddef>
@@ -52,6 +61,9 @@ class MemoryPlan {
 
   Tensor& tensor(DType dtype, std::vector<int64_t> shape);
   Activation& activation(DType dtype, std::vector<int64_t> shape, bool with_grad = true);
+  // Declares that the layer which planned the latest activation reads `input` (and so writes
+  // its gradient in backward). Every layer calls it for each of its inputs.
+  void reads(const Activation& input);
   // A planned fp32 tensor that allocate() fills with `value` (e.g. a vector of ones).
   Tensor& constant(std::vector<int64_t> shape, float value);
   // The workspace is shared by every layer (one op runs at a time on the stream): its size is
@@ -61,6 +73,7 @@ class MemoryPlan {
   void allocate();  // once, after every request; zero-fills the arena, then sets the constants
   bool allocated() const { return arena_.data() != nullptr; }
   size_t bytes() const { return arena_.bytes(); }
+  size_t gradient_bytes() const { return gradient_bytes_; }  // the shared gradient region
   void* workspace() const { return workspace_; }
   size_t workspace_bytes() const { return workspace_bytes_; }
 
@@ -68,8 +81,18 @@ class MemoryPlan {
   Device device_;
   std::deque<Tensor> tensors_;
   std::deque<Activation> activations_;
-  std::vector<Tensor*> planned_;  // every tensor above, in request order
+  // The lifetime of a gradient, in activation numbers (see the note above).
+  struct GradientSpan {
+    Tensor* grad;
+    int first, last;
+    size_t offset = 0;  // within the gradient region
+  };
+  size_t pack_gradients();  // sets every offset; returns the region's size
+
+  std::vector<Tensor*> planned_;  // values, statistics, scratch: live for the whole step
+  std::vector<GradientSpan> gradients_;
   std::vector<std::pair<Tensor*, float>> constants_;
+  size_t gradient_bytes_ = 0;
   size_t workspace_bytes_ = 0;
   void* workspace_ = nullptr;
   DeviceBuffer arena_;

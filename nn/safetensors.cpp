@@ -3,10 +3,12 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
 #include <stdexcept>
+#include <tuple>
 
 #include <nlohmann/json.hpp>
 
@@ -22,7 +24,9 @@ size_t safetensors_dtype_size(const std::string& dtype) {
 
 namespace {
 
-[[noreturn]] void fail(const std::string& path, const std::string& what) { throw std::runtime_error(path + ": " + what); }
+[[noreturn]] void fail(const std::string& path, const std::string& what) {
+  throw std::runtime_error(path + ": " + what);
+}
 
 void write_all(int fd, const void* data, size_t n, const std::string& path) {
   auto* p = static_cast<const char*>(data);
@@ -85,9 +89,16 @@ void write_safetensors(const std::string& path, const SafeTensorsFile& file) {
 
 namespace {
 
+// Where a tensor's bytes lie in the data section.
+struct Span {
+  uint64_t begin, end;
+  std::string name;
+  bool operator<(const Span& other) const { return std::tie(begin, end) < std::tie(other.begin, other.end); }
+};
+
 // One header entry, checked against the data section (bytes from data_start to the end).
 SafeTensor parse_entry(const std::string& path, const std::string& name, const nlohmann::json& entry,
-                       const std::vector<uint8_t>& bytes, uint64_t data_start) {
+                       const std::vector<uint8_t>& bytes, uint64_t data_start, std::vector<Span>& spans) {
   const std::string where = "tensor " + name;
   if (!entry.is_object()) fail(path, where + ": header entry is not an object");
   const auto dtype = entry.find("dtype");
@@ -122,7 +133,24 @@ SafeTensor parse_entry(const std::string& path, const std::string& name, const n
                    std::to_string(numel) + " elements needs " + std::to_string(numel * element));
   }
   t.data.assign(bytes.begin() + int64_t(data_start + begin), bytes.begin() + int64_t(data_start + end));
+  spans.push_back({begin, end, name});
   return t;
+}
+
+// The tensors must tile the data section exactly, no gaps, no overlaps (as Python requires).
+void check_tiling(const std::string& path, std::vector<Span> spans, uint64_t data_size) {
+  std::sort(spans.begin(), spans.end());
+  uint64_t covered = 0;
+  for (const Span& s : spans) {
+    if (s.begin != covered) {
+      fail(path, "tensor " + s.name + ": data_offsets start at " + std::to_string(s.begin) + " where byte " +
+                     std::to_string(covered) + " was expected (a gap or an overlap)");
+    }
+    covered = s.end;
+  }
+  if (covered != data_size) {
+    fail(path, "the data section has " + std::to_string(data_size - covered) + " bytes after the last tensor");
+  }
 }
 
 }  // namespace
@@ -148,6 +176,7 @@ SafeTensorsFile read_safetensors(const std::string& path) {
   if (!header.is_object()) fail(path, "header is not a JSON object");
 
   SafeTensorsFile file;
+  std::vector<Span> spans;
   for (const auto& [name, entry] : header.items()) {
     if (name == "__metadata__") {
       if (!entry.is_object()) fail(path, "__metadata__ is not an object");
@@ -157,8 +186,9 @@ SafeTensorsFile read_safetensors(const std::string& path) {
       }
       continue;
     }
-    file.tensors[name] = parse_entry(path, name, entry, bytes, 8 + length);
+    file.tensors[name] = parse_entry(path, name, entry, bytes, 8 + length, spans);
   }
+  check_tiling(path, std::move(spans), bytes.size() - 8 - length);
   return file;
 }
 

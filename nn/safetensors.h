@@ -6,7 +6,8 @@
 //
 // Writing is atomic: a temporary file beside the target, fsync, rename. Reading validates
 // everything before trusting it (header length against the file size, the JSON, each entry's
-// dtype, shape and offsets inside the data and equal to numel x element size) and throws
+// dtype, shape and offsets inside the data and equal to numel x element size, the tensors tiling
+// the data without gaps or overlaps) and throws
 // std::runtime_error("<path>: <what is wrong>") in one line; a corrupt file never crashes.
 #pragma once
 

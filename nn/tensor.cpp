@@ -33,8 +33,11 @@ std::string Tensor::shape_string() const {
   return s + "]";
 }
 
+// The model's stream does not synchronise with cudaMemcpy's default stream, so the GPU copies
+// wait for the whole device before and after: correct whatever stream wrote or reads the tensor.
 void copy_to_host(const Tensor& t, void* host) {
   if (t.device == Device::cuda) {
+    CUDA_CHECK(cudaDeviceSynchronize());
     CUDA_CHECK(cudaMemcpy(host, t.data, t.bytes(), cudaMemcpyDeviceToHost));
   } else {
     std::memcpy(host, t.data, t.bytes());
@@ -43,7 +46,9 @@ void copy_to_host(const Tensor& t, void* host) {
 
 void copy_from_host(const void* host, const Tensor& t) {
   if (t.device == Device::cuda) {
+    CUDA_CHECK(cudaDeviceSynchronize());
     CUDA_CHECK(cudaMemcpy(t.data, host, t.bytes(), cudaMemcpyHostToDevice));
+    CUDA_CHECK(cudaDeviceSynchronize());
   } else {
     std::memcpy(t.data, host, t.bytes());
   }
@@ -64,7 +69,8 @@ std::vector<float> read_floats(const Tensor& t) {
 }
 
 void write_floats(const std::vector<float>& values, const Tensor& t) {
-  if (int64_t(values.size()) != t.numel()) throw std::logic_error("write_floats: size differs from " + t.shape_string());
+  if (int64_t(values.size()) != t.numel())
+    throw std::logic_error("write_floats: size differs from " + t.shape_string());
   if (t.dtype == DType::f32) {
     copy_from_host(values.data(), t);
   } else if (t.dtype == DType::bf16) {

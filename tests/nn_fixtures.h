@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdlib>
+#include <filesystem>
 #include <random>
 #include <string>
 #include <vector>
@@ -32,14 +33,21 @@ inline void fill_random_batch(ResNet18& model, uint32_t seed) {
   for (int64_t i = 0; i < model.labels().numel(); ++i) labels[i] = int32_t(rng() % model.config().num_classes);
 }
 
-// A fresh directory under $TMPDIR (or /tmp) for one test; tests run in parallel.
-inline std::string make_temp_dir() {
-  const char* base = std::getenv("TMPDIR");
-  std::string pattern = std::string(base ? base : "/tmp") + "/cutrain-test-XXXXXX";
-  std::vector<char> buf(pattern.begin(), pattern.end());
-  buf.push_back('\0');
-  if (!mkdtemp(buf.data())) throw std::runtime_error("mkdtemp failed for " + pattern);
-  return buf.data();
-}
+// A fresh directory under $TMPDIR (or /tmp) for one test (tests run in parallel), removed with
+// everything in it when the test ends, pass or fail.
+struct TempDir {
+  std::string path;
+  TempDir() {
+    const char* base = std::getenv("TMPDIR");
+    std::string pattern = std::string(base ? base : "/tmp") + "/cutrain-test-XXXXXX";
+    std::vector<char> buf(pattern.begin(), pattern.end());
+    buf.push_back('\0');
+    if (!mkdtemp(buf.data())) throw std::runtime_error("mkdtemp failed for " + pattern);
+    path = buf.data();
+  }
+  ~TempDir() { std::filesystem::remove_all(path); }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+};
 
 }  // namespace cutrain::test

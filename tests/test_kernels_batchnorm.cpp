@@ -88,7 +88,8 @@ BatchNormGrads backward(const BatchNormCase& bn, const std::vector<float>& dy) {
 }  // namespace
 
 TEST_CASE("batch norm training gradients match finite differences, every fusion", "[nn]") {
-  const auto [relu, residual] = GENERATE(table<bool, bool>({{false, false}, {true, false}, {false, true}, {true, true}}));
+  const auto [relu, residual] =
+      GENERATE(table<bool, bool>({{false, false}, {true, false}, {false, true}, {true, true}}));
   INFO("relu " << relu << ", residual " << residual);
   std::mt19937 rng(11);
   BatchNormCase bn(2 * 3 * 4, 5, BatchNormFusion{relu, residual}, rng);

@@ -29,7 +29,8 @@ TEMPLATE_TEST_CASE("batch norm CUDA training forward and backward match the CPU 
   CUTRAIN_REQUIRE_GPU();
   using T = TestType;
   const auto [M, C] = GENERATE(table<int64_t, int>({{8 * 32 * 32, 64}, {1000, 512}, {333, 10}}));
-  const auto [relu, residual] = GENERATE(table<bool, bool>({{false, false}, {true, false}, {false, true}, {true, true}}));
+  const auto [relu, residual] =
+      GENERATE(table<bool, bool>({{false, false}, {true, false}, {false, true}, {true, true}}));
   const BatchNormFusion fusion{relu, residual};
   INFO("M " << M << ", C " << C << ", relu " << relu << ", residual " << residual);
   std::mt19937 rng(21);
@@ -37,7 +38,8 @@ TEMPLATE_TEST_CASE("batch norm CUDA training forward and backward match the CPU 
   const std::vector<float> res = test::rounded_to<T>(test::random_vector(M * C, rng));
   const std::vector<float> dy = test::rounded_to<T>(test::random_vector(M * C, rng));
   const std::vector<float> gamma = test::random_vector(C, rng, 0.5f, 1.5f), beta = test::random_vector(C, rng);
-  const std::vector<float> running_mean = test::random_vector(C, rng), running_var = test::random_vector(C, rng, 0.5f, 2.0f);
+  const std::vector<float> running_mean = test::random_vector(C, rng);
+  const std::vector<float> running_var = test::random_vector(C, rng, 0.5f, 2.0f);
 
   // CPU reference.
   std::vector<float> s1(C), s2(C), mean(C), invstd(C), rm = running_mean, rv = running_var, y(M * C);

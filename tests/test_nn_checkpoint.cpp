@@ -3,7 +3,6 @@
 // what is wrong, without crashing.
 #include <catch2/catch.hpp>
 
-#include <filesystem>
 #include <fstream>
 
 #include "nn/checkpoint.h"
@@ -29,6 +28,14 @@ struct Trained {
       sgd.step();
     }
   }
+};
+
+// A scratch directory (removed at the end, pass or fail) holding a trained model's checkpoint.
+struct SavedModel {
+  test::TempDir dir;
+  Trained trained;
+  std::string path = dir.path + "/model.safetensors";
+  SavedModel() { save_model(path, trained.model, {{"epoch", "3"}, {"step", "120"}}); }
 };
 
 // The message of the error that loading `path` into a fresh tiny model throws.
@@ -62,18 +69,17 @@ void write_bytes(const std::string& path, const std::vector<char>& bytes, size_t
 }  // namespace
 
 TEST_CASE("Model and momentum checkpoints round trip exactly", "[nn]") {
-  const std::string dir = test::make_temp_dir();
-  Trained a;
-  save_model(dir + "/model.safetensors", a.model, {{"epoch", "3"}, {"step", "120"}});
-  save_momentum(dir + "/momentum.safetensors", a.model, a.sgd, {{"lr", "0.1"}});
+  SavedModel saved;
+  Trained& a = saved.trained;
+  save_momentum(saved.dir.path + "/momentum.safetensors", a.model, a.sgd, {{"lr", "0.1"}});
 
   Context ctx({});
   ResNet18 b(ctx, test::tiny_resnet(Stem::imagenet, /*different seed*/ 99));
   SGD sgd_b(ctx, b.params(), SgdConfig{});
   REQUIRE(read_floats(b.params().values()) != read_floats(a.model.params().values()));
-  CheckpointMetadata meta = load_model(dir + "/model.safetensors", b);
+  CheckpointMetadata meta = load_model(saved.path, b);
   CHECK(meta == CheckpointMetadata{{"epoch", "3"}, {"step", "120"}});
-  CHECK(load_momentum(dir + "/momentum.safetensors", b, sgd_b) == CheckpointMetadata{{"lr", "0.1"}});
+  CHECK(load_momentum(saved.dir.path + "/momentum.safetensors", b, sgd_b) == CheckpointMetadata{{"lr", "0.1"}});
 
   CHECK(read_floats(b.params().values()) == read_floats(a.model.params().values()));
   CHECK(read_floats(b.params().buffer_values()) == read_floats(a.model.params().buffer_values()));
@@ -85,14 +91,11 @@ TEST_CASE("Model and momentum checkpoints round trip exactly", "[nn]") {
   a.model.forward(false);
   b.forward(false);
   CHECK(read_floats(a.model.logits()) == read_floats(b.logits()));
-  std::filesystem::remove_all(dir);
 }
 
 TEST_CASE("Checkpoints hold torchvision's state_dict: names, OIHW layout, dtypes", "[nn]") {
-  const std::string dir = test::make_temp_dir();
-  Trained a;
-  save_model(dir + "/model.safetensors", a.model);
-  SafeTensorsFile file = read_safetensors(dir + "/model.safetensors");
+  SavedModel saved;
+  SafeTensorsFile file = read_safetensors(saved.path);
   // 62 parameters + 20 batch norms x (running_mean, running_var, num_batches_tracked)
   CHECK(file.tensors.size() == 62 + 60);
   const SafeTensor& nbt = file.tensors.at("layer3.1.bn2.num_batches_tracked");
@@ -105,23 +108,43 @@ TEST_CASE("Checkpoints hold torchvision's state_dict: names, OIHW layout, dtypes
   REQUIRE(conv1.shape == std::vector<int64_t>{4, 3, 7, 7});
   REQUIRE(conv1.dtype == "F32");
   const auto* oihw = reinterpret_cast<const float*>(conv1.data.data());
-  const float* ohwi = a.model.params().in_layout_order().back()->value.as<float>();
+  const float* ohwi = saved.trained.model.params().in_layout_order().back()->value.as<float>();
   for (int o : {0, 3})
     for (int i : {0, 2})
       for (int h : {0, 4})
         for (int w : {1, 6}) CHECK(oihw[((o * 3 + i) * 7 + h) * 7 + w] == ohwi[((o * 7 + h) * 7 + w) * 3 + i]);
-  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("Checkpoint files follow the safetensors layout byte for byte", "[nn]") {
+  // What Python's safetensors expects: a little-endian u64 header length, a JSON object padded
+  // with spaces to a multiple of 8 bytes, and tensors packed back to back from offset 0 to the
+  // end of the file, with no gaps and no overlaps.
+  SavedModel saved;
+  std::vector<char> bytes = read_bytes(saved.path);
+  REQUIRE(bytes.size() > 8);
+  uint64_t length = 0;
+  for (int i = 0; i < 8; ++i) length |= uint64_t(uint8_t(bytes[i])) << (8 * i);
+  CHECK(length % 8 == 0);
+  REQUIRE(8 + length <= bytes.size());
+  const std::string header(bytes.begin() + 8, bytes.begin() + 8 + int64_t(length));
+  CHECK(header.front() == '{');
+  CHECK(header.find_last_not_of(' ') == header.rfind('}'));
+  SafeTensorsFile file = read_safetensors(saved.path);
+  uint64_t data_bytes = 0;
+  for (const auto& [name, t] : file.tensors) data_bytes += t.data.size();
+  CHECK(8 + length + data_bytes == bytes.size());
+  CHECK(header.find("\"__metadata__\":{\"epoch\":\"3\",\"step\":\"120\"}") != std::string::npos);
+  // Tensors are stored in name order: bn1.bias (4 channels) first.
+  CHECK(header.find("\"bn1.bias\":{\"data_offsets\":[0,16],\"dtype\":\"F32\",\"shape\":[4]}") !=
+        std::string::npos);
 }
 
 TEST_CASE("Truncated checkpoints are refused in one line", "[nn]") {
-  const std::string dir = test::make_temp_dir();
-  Trained a;
-  const std::string good = dir + "/model.safetensors";
-  save_model(good, a.model);
-  std::vector<char> bytes = read_bytes(good);
+  SavedModel saved;
+  std::vector<char> bytes = read_bytes(saved.path);
   uint64_t header = 0;
   for (int i = 0; i < 8; ++i) header |= uint64_t(uint8_t(bytes[i])) << (8 * i);
-  const std::string bad = dir + "/truncated.safetensors";
+  const std::string bad = saved.dir.path + "/truncated.safetensors";
   for (size_t length : {size_t(0), size_t(5), size_t(8), size_t(100), size_t(8 + header - 1), size_t(8 + header),
                         size_t(8 + header + 10), bytes.size() / 2, bytes.size() - 1}) {
     INFO("truncated to " << length << " of " << bytes.size() << " bytes");
@@ -130,12 +153,11 @@ TEST_CASE("Truncated checkpoints are refused in one line", "[nn]") {
     CHECK((message.find("too short") != std::string::npos || message.find("exceeds the file") != std::string::npos ||
            message.find("outside the data section") != std::string::npos));
   }
-  std::filesystem::remove_all(dir);
 }
 
 TEST_CASE("Corrupt checkpoint headers are refused in one line", "[nn]") {
-  const std::string dir = test::make_temp_dir();
-  const std::string path = dir + "/corrupt.safetensors";
+  test::TempDir dir;
+  const std::string path = dir.path + "/corrupt.safetensors";
   auto write_header = [&](const std::string& json, size_t data_bytes) {
     std::vector<char> bytes(8);
     for (int i = 0; i < 8; ++i) bytes[i] = char(uint64_t(json.size()) >> (8 * i));
@@ -157,16 +179,18 @@ TEST_CASE("Corrupt checkpoint headers are refused in one line", "[nn]") {
   CHECK_THAT(load_error(path), Catch::Contains("fc.bias: shape has an entry"));
   write_header(R"({"fc.bias": {"dtype": "F32", "shape": [4611686018427387904, 4], "data_offsets": [0, 40]}})", 40);
   CHECK_THAT(load_error(path), Catch::Contains("absurdly large"));
+  write_header(R"({"a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]},
+                   "b": {"dtype": "F32", "shape": [2], "data_offsets": [4, 12]}})", 12);
+  CHECK_THAT(load_error(path), Catch::Contains("tensor b: data_offsets start at 4 where byte 8 was expected"));
+  write_header(R"({"a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}})", 12);
+  CHECK_THAT(load_error(path), Catch::Contains("4 bytes after the last tensor"));
   write_header(R"({"__metadata__": {"epoch": 3}})", 0);
   CHECK_THAT(load_error(path), Catch::Contains("__metadata__ epoch is not a string"));
-  std::filesystem::remove_all(dir);
 }
 
 TEST_CASE("Checkpoints that do not fit the model name every mismatch in one line", "[nn]") {
-  const std::string dir = test::make_temp_dir();
-  Trained a;
-  const std::string path = dir + "/model.safetensors";
-  save_model(path, a.model);
+  SavedModel saved;
+  const std::string& path = saved.path;
 
   SECTION("another number of classes") {
     CHECK_THAT(load_error(path, Stem::imagenet, 5),
@@ -174,7 +198,8 @@ TEST_CASE("Checkpoints that do not fit the model name every mismatch in one line
                    Catch::Contains("fc.weight has shape [10, 32], expected [5, 32]"));
   }
   SECTION("another stem") {
-    CHECK_THAT(load_error(path, Stem::cifar), Catch::Contains("conv1.weight has shape [4, 3, 7, 7], expected [4, 3, 3, 3]"));
+    CHECK_THAT(load_error(path, Stem::cifar),
+               Catch::Contains("conv1.weight has shape [4, 3, 7, 7], expected [4, 3, 3, 3]"));
   }
   SECTION("missing and unexpected names, wrong dtype") {
     SafeTensorsFile file = read_safetensors(path);
@@ -187,17 +212,14 @@ TEST_CASE("Checkpoints that do not fit the model name every mismatch in one line
                                                  "bn1.running_mean has dtype I32, expected F32"));
   }
   SECTION("a momentum file is not a model file") {
-    save_momentum(path, a.model, a.sgd);
+    save_momentum(path, saved.trained.model, saved.trained.sgd);
     CHECK_THAT(load_error(path), Catch::Contains("missing bn1.bias") && Catch::Contains("unexpected momentum_buffer."));
   }
-  std::filesystem::remove_all(dir);
 }
 
 TEST_CASE("A model whose load fails is left unchanged", "[nn]") {
-  const std::string dir = test::make_temp_dir();
-  Trained a;
-  const std::string path = dir + "/model.safetensors";
-  save_model(path, a.model);
+  SavedModel saved;
+  const std::string& path = saved.path;
   Context ctx({});
   ResNetConfig c = test::tiny_resnet(Stem::imagenet);
   c.num_classes = 5;
@@ -205,5 +227,4 @@ TEST_CASE("A model whose load fails is left unchanged", "[nn]") {
   std::vector<float> before = read_floats(b.params().values());
   CHECK_THROWS_AS(load_model(path, b), std::runtime_error);
   CHECK(read_floats(b.params().values()) == before);
-  std::filesystem::remove_all(dir);
 }

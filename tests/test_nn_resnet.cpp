@@ -52,6 +52,19 @@ TEST_CASE("ResNet-18 tensors have the planned shapes", "[nn]") {
   }
 }
 
+TEST_CASE("Training with one value per channel is refused in one line", "[nn]") {
+  // The imagenet stem at 32x32 pixels ends at 1x1 in layer4: batch 1 leaves BN one value.
+  Context ctx({});
+  ResNetConfig c = test::tiny_resnet(Stem::imagenet);
+  c.batch_size = 1;
+  c.image_size = 32;
+  ResNet18 model(ctx, c);
+  test::fill_random_batch(model, 1);
+  CHECK_THROWS_WITH(model.forward(true), Catch::Contains("layer4.0.downsample.1: batch norm in training needs more "
+                                                         "than one value per channel (batch 1 x 1 pixels)"));
+  model.forward(false);  // evaluation is fine
+}
+
 TEST_CASE("The flat buffers are laid out in backward order with torchvision's names", "[nn]") {
   Context ctx({});
   ResNet18 model(ctx, test::tiny_resnet(Stem::imagenet));

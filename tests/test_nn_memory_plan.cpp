@@ -1,0 +1,55 @@
+// The memory plan: one arena, every planned tensor inside it, gradients sharing bytes only when
+// their lifetimes (nn/memory_plan.h) do not overlap.
+#include <catch2/catch.hpp>
+
+#include <cstdint>
+
+#include "nn/memory_plan.h"
+
+using namespace cutrain;
+
+namespace {
+
+bool bytes_overlap(const Tensor& a, const Tensor& b) {
+  auto begin = [](const Tensor& t) { return reinterpret_cast<uintptr_t>(t.data); };
+  return begin(a) < begin(b) + b.bytes() && begin(b) < begin(a) + a.bytes();
+}
+
+}  // namespace
+
+TEST_CASE("Gradients share memory only when their lifetimes are disjoint", "[nn]") {
+  // A chain with a residual: a1 = f(a0), a2 = g(a1), a3 = h(a2, a0).
+  // Gradient lifetimes: a0 [0, 3], a1 [1, 2], a2 [2, 3], a3 [3, 3]: only a1 and a3 are disjoint.
+  MemoryPlan plan(Device::cpu);
+  Activation& a0 = plan.activation(DType::f32, {4, 8});
+  Activation& a1 = plan.activation(DType::f32, {4, 8});
+  plan.reads(a0);
+  Activation& a2 = plan.activation(DType::f32, {4, 8});
+  plan.reads(a1);
+  Activation& a3 = plan.activation(DType::f32, {4, 8});
+  plan.reads(a2);
+  plan.reads(a0);
+  Tensor& stats = plan.tensor(DType::f32, {8});
+  plan.reserve_workspace(1000);
+  plan.allocate();
+
+  const Activation* all[] = {&a0, &a1, &a2, &a3};
+  const int first[] = {0, 1, 2, 3}, last[] = {3, 2, 3, 3};
+  for (int i = 0; i < 4; ++i) {
+    for (int j = i + 1; j < 4; ++j) {
+      INFO("gradients of a" << i << " and a" << j);
+      const bool lifetimes_overlap = first[i] <= last[j] && first[j] <= last[i];
+      if (lifetimes_overlap) CHECK_FALSE(bytes_overlap(all[i]->grad, all[j]->grad));
+    }
+    for (const Activation* other : all) CHECK_FALSE(bytes_overlap(all[i]->grad, other->value));
+    CHECK_FALSE(bytes_overlap(all[i]->grad, stats));
+  }
+  CHECK(a3.grad.data == a1.grad.data);     // the one disjoint pair shares
+  CHECK(plan.gradient_bytes() == 3 * 256);  // three 128-byte gradients, each 256-aligned
+  // Everything lies inside the arena, after the workspace.
+  auto* base = static_cast<char*>(plan.workspace());
+  for (const Tensor* t : {&a0.value, &a3.value, &a2.grad, &stats}) {
+    CHECK(static_cast<char*>(t->data) >= base + 1000);
+    CHECK(static_cast<char*>(t->data) + t->bytes() <= base + plan.bytes());
+  }
+}
