@@ -30,7 +30,12 @@ TcpStore::TcpStore(const DistEnv& env, std::chrono::milliseconds timeout) : run_
   port_ = port;
   address_ = host + ":" + std::to_string(port);
   socket_ = connect_tcp(host, port, Clock::now() + timeout_);
-  request("join", {std::to_string(env.rank), std::to_string(env.world_size)}, timeout_);
+  try {
+    request("join", {std::to_string(env.rank), std::to_string(env.world_size)}, timeout_);
+  } catch (...) {
+    ::close(socket_);  // the destructor will not run
+    throw;
+  }
 }
 
 TcpStore::~TcpStore() {
