@@ -119,8 +119,8 @@ int run_bench(const BenchOptions& o) {
 
   const int n = comm->world_size();
   if (env.is_main()) {
-    std::printf("# all_reduce of float32 sums, %s over %d rank%s, %d iterations after %d warm-up\n",
-                comm->backend(), n, n == 1 ? "" : "s", o.iters, o.warmup);
+    std::printf("# all_reduce of float32 sums, %s over %d rank%s, %d iterations after %d warm-up\n", comm->backend(), n,
+                n == 1 ? "" : "s", o.iters, o.warmup);
     std::printf("# %12s %12s %12s %12s %12s %8s\n", "size(B)", "count", "time(us)", "algbw(GB/s)", "busbw(GB/s)",
                 "#wrong");
   }
@@ -145,8 +145,8 @@ int run_bench(const BenchOptions& o) {
 }  // namespace
 
 void add_bench_allreduce_command(CLI::App& app, int& exit_code) {
-  auto* cmd = app.add_subcommand("bench-allreduce",
-                                 "Time all-reduce per message size (run it under cutrun), like nccl-tests' all_reduce_perf");
+  auto* cmd = app.add_subcommand(
+      "bench-allreduce", "Time all-reduce per message size (run it under cutrun), like nccl-tests' all_reduce_perf");
   auto options = std::make_shared<BenchOptions>();
   cmd->add_option("--device", options->device, "cpu (Gloo) or cuda (NCCL)")
       ->check(CLI::IsMember({"cpu", "cuda"}))

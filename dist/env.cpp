@@ -38,12 +38,13 @@ DistEnv dist_env_from_environment(std::optional<int> local_rank_flag) {
 
   if (env.world_size < 1) throw std::runtime_error("WORLD_SIZE=0: a job needs at least one process");
   if (env.rank >= env.world_size)
-    throw std::runtime_error("RANK=" + std::to_string(env.rank) + " is not below WORLD_SIZE=" +
-                             std::to_string(env.world_size));
+    throw std::runtime_error("RANK=" + std::to_string(env.rank) +
+                             " is not below WORLD_SIZE=" + std::to_string(env.world_size));
   if (env.local_rank >= env.local_world_size)
-    throw std::runtime_error("LOCAL_RANK=" + std::to_string(env.local_rank) + " is not below LOCAL_WORLD_SIZE=" +
-                             std::to_string(env.local_world_size));
-  if (env.master_port > 65535) throw std::runtime_error("MASTER_PORT=" + std::to_string(env.master_port) + " is not a port");
+    throw std::runtime_error("LOCAL_RANK=" + std::to_string(env.local_rank) +
+                             " is not below LOCAL_WORLD_SIZE=" + std::to_string(env.local_world_size));
+  if (env.master_port > 65535)
+    throw std::runtime_error("MASTER_PORT=" + std::to_string(env.master_port) + " is not a port");
   return env;
 }
 

@@ -31,7 +31,8 @@ ncclUniqueId exchange_unique_id(const DistEnv& env, TcpStore& store, const std::
   } else {
     std::vector<char> bytes = store.get(key);
     if (bytes.size() != sizeof id.internal)
-      throw std::runtime_error("store: '" + key + "' holds " + std::to_string(bytes.size()) + " bytes, not an ncclUniqueId");
+      throw std::runtime_error("store: '" + key + "' holds " + std::to_string(bytes.size()) +
+                               " bytes, not an ncclUniqueId");
     std::memcpy(id.internal, bytes.data(), sizeof id.internal);
   }
   return id;

@@ -53,10 +53,10 @@ class NcclCommunicator final : public Communicator {
   // Waits out a non-blocking call's ncclInProgress; throws naming `call` if it failed or took
   // longer than the timeout (then the communicator is aborted).
   void settle(ncclResult_t result, const char* call);
-  void start_after_compute();   // comm stream waits for the compute stream's work so far
-  void mark_issued();           // records comm_done_ after the collective just enqueued
+  void start_after_compute();  // comm stream waits for the compute stream's work so far
+  void mark_issued();          // records comm_done_ after the collective just enqueued
   void compute_waits_for_comm();
-  void watch();                 // the watchdog thread
+  void watch();  // the watchdog thread
 
   int rank_ = 0;
   int world_size_ = 1;
@@ -67,8 +67,8 @@ class NcclCommunicator final : public Communicator {
   cudaStream_t comm_stream_ = nullptr;
   cudaEvent_t compute_ready_ = nullptr;
   cudaEvent_t comm_done_ = nullptr;
-  float* scratch_ = nullptr;         // barrier()'s one float
-  double* host_values_ = nullptr;    // all_reduce_host()'s device copy
+  float* scratch_ = nullptr;       // barrier()'s one float
+  double* host_values_ = nullptr;  // all_reduce_host()'s device copy
   size_t host_values_capacity_ = 0;
 
   // When comm_done_ was last recorded, in steady-clock nanoseconds; the watchdog's clock.

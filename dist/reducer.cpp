@@ -38,7 +38,8 @@ std::vector<Bucket> plan_buckets(const std::vector<int64_t>& param_sizes, int64_
 namespace {
 
 int64_t mib_to_bytes(double mib, const char* flag) {
-  if (!(mib >= 0) || mib > 1e9) throw std::invalid_argument(std::string(flag) + " " + std::to_string(mib) + ": must be a size in MiB, 0 or more");
+  if (!(mib >= 0) || mib > 1e9)
+    throw std::invalid_argument(std::string(flag) + " " + std::to_string(mib) + ": must be a size in MiB, 0 or more");
   return std::llround(mib * (1 << 20));
 }
 

@@ -71,8 +71,9 @@ int listen_tcp(const std::string& host, int port, bool loopback_only) {
     int error = errno;
     ::close(fd);
     if (error == EADDRINUSE)
-      throw std::runtime_error("MASTER_PORT " + std::to_string(port) + " on " + host +
-                               " is in use (another job?): choose another with --master-port, or use cutrun --standalone");
+      throw std::runtime_error(
+          "MASTER_PORT " + std::to_string(port) + " on " + host +
+          " is in use (another job?): choose another with --master-port, or use cutrun --standalone");
     errno = error;
     throw system_error("binding MASTER_PORT " + std::to_string(port) + " on " + host);
   }
@@ -109,8 +110,8 @@ int connect_tcp(const std::string& host, int port, Clock::time_point deadline) {
       ::close(fd);
     }
     if (Clock::now() + backoff > deadline)
-      throw std::runtime_error("could not reach the store of rank 0 at " + host + ":" + std::to_string(port) +
-                               " (" + last_error + "): did rank 0 start?");
+      throw std::runtime_error("could not reach the store of rank 0 at " + host + ":" + std::to_string(port) + " (" +
+                               last_error + "): did rank 0 start?");
     std::this_thread::sleep_for(backoff);
     backoff = std::min(backoff * 2, std::chrono::milliseconds(1000));
   }
@@ -146,7 +147,8 @@ std::string encode_frame(const Fields& fields) {
 std::optional<Fields> pop_frame(std::string& buffer) {
   if (buffer.size() < 4) return std::nullopt;
   uint32_t length = get_u32(buffer, 0);
-  if (length > kMaxFrameBytes) throw std::runtime_error("store: a message of " + std::to_string(length) + " bytes is not a store message");
+  if (length > kMaxFrameBytes)
+    throw std::runtime_error("store: a message of " + std::to_string(length) + " bytes is not a store message");
   if (buffer.size() < 4 + size_t(length)) return std::nullopt;
   Fields fields;
   size_t at = 4, end = 4 + size_t(length);

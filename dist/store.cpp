@@ -30,7 +30,12 @@ TcpStore::TcpStore(const DistEnv& env, std::chrono::milliseconds timeout) : run_
   port_ = port;
   address_ = host + ":" + std::to_string(port);
   socket_ = connect_tcp(host, port, Clock::now() + timeout_);
-  request("join", {std::to_string(env.rank), std::to_string(env.world_size)}, timeout_);
+  try {
+    request("join", {std::to_string(env.rank), std::to_string(env.world_size)}, timeout_);
+  } catch (...) {
+    ::close(socket_);  // the destructor will not run
+    throw;
+  }
 }
 
 TcpStore::~TcpStore() {
@@ -45,7 +50,8 @@ std::vector<std::string> TcpStore::request(const std::string& op, const std::vec
   send_all(socket_, encode_frame(request));
   Fields reply = receive_frame(socket_, Clock::now() + reply_within, "the store at " + address_);
   if (reply.empty()) throw std::runtime_error("store at " + address_ + ": empty reply");
-  if (reply[0] == "error") throw std::runtime_error("store at " + address_ + ": " + (reply.size() > 1 ? reply[1] : "refused"));
+  if (reply[0] == "error")
+    throw std::runtime_error("store at " + address_ + ": " + (reply.size() > 1 ? reply[1] : "refused"));
   return reply;
 }
 
@@ -57,7 +63,8 @@ std::vector<char> TcpStore::get(const std::string& key) { return get(key, timeou
 
 std::vector<char> TcpStore::get(const std::string& key, std::chrono::milliseconds timeout) {
   Fields reply = request("get", {std::to_string(timeout.count()), key}, timeout + kReplyGrace);
-  if (reply[0] == "closed") throw std::runtime_error("store: key '" + key + "' was not set before rank 0's store closed");
+  if (reply[0] == "closed")
+    throw std::runtime_error("store: key '" + key + "' was not set before rank 0's store closed");
   if (reply[0] != "ok" || reply.size() != 2)
     throw std::runtime_error("store: key '" + key + "' was not set within " + describe(timeout));
   return std::vector<char>(reply[1].begin(), reply[1].end());
@@ -94,7 +101,8 @@ void rendezvous(TcpStore& store, const DistEnv& env) {
   std::string ranks;
   for (const std::string& key : missing) ranks += (ranks.empty() ? "" : ", ") + key.substr(prefix.size());
   throw std::runtime_error("rendezvous: rank" + std::string(missing.size() == 1 ? " " : "s ") + ranks + " of " +
-                           std::to_string(env.world_size) + " did not arrive within " + describe(store.timeout()) + " (store at " + store.address() + ")");
+                           std::to_string(env.world_size) + " did not arrive within " + describe(store.timeout()) +
+                           " (store at " + store.address() + ")");
 }
 
 }  // namespace cutrain

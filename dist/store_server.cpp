@@ -55,7 +55,8 @@ class StoreState {
       return Fields{"error", "this store belongs to run '" + run_id_ + "', not to run '" + request[1] +
                                  "' (another job on the same MASTER_PORT?)"};
     Fields args(request.begin() + 2, request.end());
-    if (op == "join" && args.size() == 2) return join(int(parse_int(args[0], "rank")), int(parse_int(args[1], "world size")));
+    if (op == "join" && args.size() == 2)
+      return join(int(parse_int(args[0], "rank")), int(parse_int(args[1], "world size")));
     if (op == "set" && args.size() == 2) {
       data_[args[0]] = args[1];
       return Fields{"ok"};
@@ -115,8 +116,9 @@ class StoreState {
   // Milliseconds until the next waiter's deadline, or -1 (poll's "forever") when none waits.
   int poll_timeout(Clock::time_point now) const {
     if (waiters_.empty()) return -1;
-    auto next = std::min_element(waiters_.begin(), waiters_.end(),
-                                 [](const Waiter& a, const Waiter& b) { return a.deadline < b.deadline; })->deadline;
+    auto next = std::min_element(waiters_.begin(), waiters_.end(), [](const Waiter& a, const Waiter& b) {
+                  return a.deadline < b.deadline;
+                })->deadline;
     auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(next - now).count() + 1;
     return int(std::clamp<long long>(ms, 0, INT_MAX));
   }
@@ -139,9 +141,7 @@ class StoreState {
     return absent;
   }
 
-  Fields answer(const Waiter& w) const {
-    return w.wants_value ? Fields{"ok", data_.at(w.keys[0])} : Fields{"ok"};
-  }
+  Fields answer(const Waiter& w) const { return w.wants_value ? Fields{"ok", data_.at(w.keys[0])} : Fields{"ok"}; }
 
   std::string run_id_;
   int world_size_;

@@ -3,7 +3,6 @@
 // hidden tag; the hidden test case is one rank's part and checks its own results, so any wrong
 // value makes its rank, and so cutrun, fail.
 #include <catch2/catch.hpp>
-
 #include <cstdlib>
 #include <iostream>
 
@@ -234,9 +233,9 @@ TEST_CASE("one rank's part: the last rank stays away", "[.dist-worker-late-rank]
   DistEnv env = dist_env_from_environment();
   if (env.rank == env.world_size - 1) return;
   TcpStore store(env, 2s);
-  CHECK_THROWS_WITH(rendezvous(store, env), Catch::StartsWith("rendezvous: rank " + std::to_string(env.world_size - 1) +
-                                                             " of " + std::to_string(env.world_size) +
-                                                             " did not arrive within 2 s"));
+  CHECK_THROWS_WITH(rendezvous(store, env),
+                    Catch::StartsWith("rendezvous: rank " + std::to_string(env.world_size - 1) + " of " +
+                                      std::to_string(env.world_size) + " did not arrive within 2 s"));
 }
 
 TEST_CASE("a Gloo peer that exits makes the next collective fail instead of hang", "[dist]") {

@@ -1,7 +1,6 @@
 // cutrun, the launcher: environment, rank-prefixed output, log files, stopping on failure and on
 // signals, and one-line errors. The ranks are tiny shell programs.
 #include <catch2/catch.hpp>
-
 #include <fstream>
 #include <sstream>
 
@@ -113,4 +112,13 @@ TEST_CASE("cutrun refuses bad flags and missing programs in one line", "[dist]")
   CHECK(unknown.exit_code == 2);
   CHECK_THAT(unknown.output, Catch::StartsWith("cutrun: error: unrecognized arguments: --nproc-per-nod"));
   CHECK(std::count(unknown.output.begin(), unknown.output.end(), '\n') == 1);
+}
+
+TEST_CASE("cutrain --local_rank N means LOCAL_RANK=N, as under torch.distributed.launch", "[dist]") {
+  // A world of one has a single local rank, so local rank 1 must be refused, and named.
+  auto r = run({CUTRAIN_BIN_DIR "/cutrain", "--local_rank=1", "bench-allreduce", "--max-bytes", "4K"});
+  CHECK(r.exit_code == 1);
+  CHECK(r.output == "cutrain: error: LOCAL_RANK=1 is not below LOCAL_WORLD_SIZE=1\n");
+  CHECK(run({CUTRAIN_BIN_DIR "/cutrain", "--local_rank", "0", "bench-allreduce", "--max-bytes", "4K", "--iters", "1"})
+            .exit_code == 0);
 }

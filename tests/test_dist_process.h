@@ -29,9 +29,9 @@ class Process {
  public:
   struct Result {
     std::string output;
-    int exit_code = -1;     // when it exited
-    int signal = 0;         // when a signal ended it
-    double seconds = 0;     // from start to end
+    int exit_code = -1;  // when it exited
+    int signal = 0;      // when a signal ended it
+    double seconds = 0;  // from start to end
   };
 
   explicit Process(const std::vector<std::string>& argv) : start_(std::chrono::steady_clock::now()) {
@@ -97,7 +97,8 @@ class Process {
     auto now = std::chrono::steady_clock::now();
     int wait_ms = deadline == std::chrono::steady_clock::time_point::max()
                       ? -1
-                      : int(std::max<long long>(0, std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now).count()));
+                      : int(std::max<long long>(
+                            0, std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now).count()));
     pollfd p{output_fd_, POLLIN, 0};
     if (::poll(&p, 1, wait_ms) <= 0) return false;
     char chunk[4096];

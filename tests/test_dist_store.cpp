@@ -2,7 +2,6 @@
 // another world size, a busy port, ranks that never come). Ranks are threads of this process here;
 // test_dist_collectives.cpp has real processes.
 #include <catch2/catch.hpp>
-
 #include <future>
 #include <thread>
 
@@ -102,7 +101,8 @@ TEST_CASE("rendezvous returns once every rank has arrived", "[dist]") {
   std::vector<std::unique_ptr<TcpStore>> stores;
   for (int r = 1; r < 3; ++r) stores.push_back(std::make_unique<TcpStore>(rank_env(r, 3, rank0.port()), 5s));
   for (int r = 1; r < 3; ++r)
-    others.push_back(std::async(std::launch::async, [&, r] { cutrain::rendezvous(*stores[r - 1], rank_env(r, 3, 0)); }));
+    others.push_back(
+        std::async(std::launch::async, [&, r] { cutrain::rendezvous(*stores[r - 1], rank_env(r, 3, 0)); }));
   CHECK_NOTHROW(cutrain::rendezvous(rank0, rank_env(0, 3, 0)));
   for (auto& o : others) CHECK_NOTHROW(o.get());
 }
