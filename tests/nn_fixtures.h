@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "nn/resnet.h"
+#include "tests/temp_dir.h"
 
 namespace cutrain::test {
 
@@ -32,22 +33,5 @@ inline void fill_random_batch(ResNet18& model, uint32_t seed) {
   int32_t* labels = model.labels().as<int32_t>();
   for (int64_t i = 0; i < model.labels().numel(); ++i) labels[i] = int32_t(rng() % model.config().num_classes);
 }
-
-// A fresh directory under $TMPDIR (or /tmp) for one test (tests run in parallel), removed with
-// everything in it when the test ends, pass or fail.
-struct TempDir {
-  std::string path;
-  TempDir() {
-    const char* base = std::getenv("TMPDIR");
-    std::string pattern = std::string(base ? base : "/tmp") + "/cutrain-test-XXXXXX";
-    std::vector<char> buf(pattern.begin(), pattern.end());
-    buf.push_back('\0');
-    if (!mkdtemp(buf.data())) throw std::runtime_error("mkdtemp failed for " + pattern);
-    path = buf.data();
-  }
-  ~TempDir() { std::filesystem::remove_all(path); }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-};
 
 }  // namespace cutrain::test

@@ -35,7 +35,7 @@ TEST_CASE("CIFAR-10 records are read in file order and transposed from planar to
   TempDir dir;
   write_split(dir, true, 3);
   write_split(dir, false, 2);
-  Dataset train = load_cifar10(dir.path.string(), true);
+  Dataset train = load_cifar10(dir.path().string(), true);
   REQUIRE(train.size() == 15);
   REQUIRE(train.num_classes == 10);
   REQUIRE(train.class_names.empty());
@@ -47,7 +47,7 @@ TEST_CASE("CIFAR-10 records are read in file order and transposed from planar to
     CHECK(px[1] == uint8_t(i + 7 + 34));
     CHECK(px[2] == uint8_t(i + 14 + 34));
   }
-  Dataset test = load_cifar10(dir.path.string(), false);
+  Dataset test = load_cifar10(dir.path().string(), false);
   REQUIRE(test.size() == 2);
   CHECK(test.labels[1] == 1);
 }
@@ -57,21 +57,21 @@ TEST_CASE("CIFAR-10 writer and reader round-trip, with class names", "[data]") {
   Dataset train = test::patterned_dataset(23);
   train.class_names = {"a", "b", "c", "d", "e", "f", "g", "h", "i", "j"};
   Dataset test = test::patterned_dataset(7);
-  write_cifar10(dir.path.string(), train, test);
-  REQUIRE(detect_data_format(dir.path.string()) == DataFormat::cifar10);
-  Dataset back = load_dataset(dir.path.string(), true);
+  write_cifar10(dir.path().string(), train, test);
+  REQUIRE(detect_data_format(dir.path().string()) == DataFormat::cifar10);
+  Dataset back = load_dataset(dir.path().string(), true);
   CHECK(back.images == train.images);
   CHECK(back.labels == train.labels);
   CHECK(back.class_names == train.class_names);
-  Dataset back_test = load_dataset(dir.path.string(), false);
+  Dataset back_test = load_dataset(dir.path().string(), false);
   CHECK(back_test.images == test.images);
   CHECK(back_test.labels == test.labels);
 
   // The folder the tarball was unpacked in works too.
   TempDir parent;
   write_cifar10(parent / "cifar-10-batches-bin", train, test);
-  CHECK(detect_data_format(parent.path.string()) == DataFormat::cifar10);
-  CHECK(load_dataset(parent.path.string(), true).images == train.images);
+  CHECK(detect_data_format(parent.path().string()) == DataFormat::cifar10);
+  CHECK(load_dataset(parent.path().string(), true).images == train.images);
 }
 
 TEST_CASE("CIFAR-10 bad inputs give one-line errors naming the file", "[data]") {
@@ -81,14 +81,14 @@ TEST_CASE("CIFAR-10 bad inputs give one-line errors naming the file", "[data]") 
 
   SECTION("a missing file says what the folder must hold") {
     std::filesystem::remove(dir / "data_batch_3.bin");
-    CHECK_THROWS_WITH(load_cifar10(dir.path.string(), true),
+    CHECK_THROWS_WITH(load_cifar10(dir.path().string(), true),
                       Catch::Contains("data_batch_3.bin: missing") && Catch::Contains("test_batch.bin"));
   }
   SECTION("a size that is not a multiple of 3073") {
     auto bytes = record(1, 0);
     bytes.pop_back();
     write_bytes(dir / "test_batch.bin", bytes);
-    CHECK_THROWS_WITH(load_cifar10(dir.path.string(), false),
+    CHECK_THROWS_WITH(load_cifar10(dir.path().string(), false),
                       Catch::Contains("test_batch.bin: size 3072 is not a multiple of the 3073-byte record"));
   }
   SECTION("a label of 10 or more, with the record's index") {
@@ -96,21 +96,21 @@ TEST_CASE("CIFAR-10 bad inputs give one-line errors naming the file", "[data]") 
     auto bad = record(10, 1);
     bytes.insert(bytes.end(), bad.begin(), bad.end());
     write_bytes(dir / "data_batch_2.bin", bytes);
-    CHECK_THROWS_WITH(load_cifar10(dir.path.string(), true),
+    CHECK_THROWS_WITH(load_cifar10(dir.path().string(), true),
                       Catch::Contains("data_batch_2.bin: record 1 has label 10"));
   }
   SECTION("empty files") {
     write_bytes(dir / "test_batch.bin", {});
-    CHECK_THROWS_WITH(load_cifar10(dir.path.string(), false), Catch::Contains("hold no records"));
+    CHECK_THROWS_WITH(load_cifar10(dir.path().string(), false), Catch::Contains("hold no records"));
   }
   SECTION("a folder that is no dataset at all") {
     TempDir empty;
-    CHECK_THROWS_WITH(load_dataset(empty.path.string(), true),
-                      Catch::Contains(empty.path.string() + ": not a dataset") && Catch::Contains("data_batch_1.bin"));
+    CHECK_THROWS_WITH(load_dataset(empty.path().string(), true),
+                      Catch::Contains(empty.path().string() + ": not a dataset") && Catch::Contains("data_batch_1.bin"));
     CHECK_THROWS_WITH(load_dataset(empty / "nope", true), Catch::Contains("nope: no such folder"));
   }
   SECTION("a class-name file with the wrong count") {
     write_bytes(dir / "batches.meta.txt", {'a', '\n', 'b', '\n'});
-    CHECK_THROWS_WITH(load_cifar10(dir.path.string(), true), Catch::Contains("batches.meta.txt: 2 class names"));
+    CHECK_THROWS_WITH(load_cifar10(dir.path().string(), true), Catch::Contains("batches.meta.txt: 2 class names"));
   }
 }

@@ -45,9 +45,9 @@ TEST_CASE("make-synthetic then inspect-data, through the binary", "[data]") {
 
 TEST_CASE("inspect-data and make-synthetic report bad input in one line", "[data]") {
   cutrain::test::TempDir dir;
-  auto [output, status] = cutrain_run("inspect-data --data " + dir.path.string());
+  auto [output, status] = cutrain_run("inspect-data --data " + dir.path().string());
   CHECK(status == 1);
-  CHECK_THAT(output, Catch::StartsWith("cutrain: error: " + dir.path.string() + ": not a dataset"));
+  CHECK_THAT(output, Catch::StartsWith("cutrain: error: " + dir.path().string() + ": not a dataset"));
   CHECK(std::count(output.begin(), output.end(), '\n') == 1);
 
   auto [bad_format, format_status] = cutrain_run("make-synthetic --out " + (dir / "x") + " --format png");

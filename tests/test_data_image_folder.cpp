@@ -29,8 +29,8 @@ TEST_CASE("image folder: classes sorted by name, grey and RGBA become RGB, other
   write_png(dir / "test/apple/0.png", 32, 32, 1, std::vector<uint8_t>(32 * 32, 5));
   std::filesystem::create_directories(dir / "test/zebra");
 
-  REQUIRE(detect_data_format(dir.path.string()) == DataFormat::image_folder);
-  Dataset train = load_dataset(dir.path.string(), true);
+  REQUIRE(detect_data_format(dir.path().string()) == DataFormat::image_folder);
+  Dataset train = load_dataset(dir.path().string(), true);
   REQUIRE(train.size() == 3);
   CHECK(train.num_classes == 2);
   CHECK(train.class_names == std::vector<std::string>{"apple", "zebra"});
@@ -50,7 +50,7 @@ TEST_CASE("image folder: classes sorted by name, grey and RGBA become RGB, other
   CHECK(train.image(2)[3 * 40 + 1] == 77);
   CHECK(train.image(2)[3 * 40 + 2] == 77);
 
-  Dataset test = load_dataset(dir.path.string(), false);
+  Dataset test = load_dataset(dir.path().string(), false);
   CHECK(test.size() == 1);
   CHECK(test.class_names == train.class_names);
 }
@@ -61,8 +61,8 @@ TEST_CASE("image folder writer and reader round-trip", "[data]") {
   train.class_names = {"x", "y", "z"};
   Dataset test = test::patterned_dataset(4, 3);
   test.class_names = train.class_names;
-  write_dataset(dir.path.string(), DataFormat::image_folder, train, test);
-  Dataset back = load_dataset(dir.path.string(), true);
+  write_dataset(dir.path().string(), DataFormat::image_folder, train, test);
+  Dataset back = load_dataset(dir.path().string(), true);
   REQUIRE(back.size() == 12);
   CHECK(back.class_names == train.class_names);
   // the folder groups by class: back holds labels 0,0,0,0,1,... in the order written within each
@@ -81,20 +81,20 @@ TEST_CASE("image folder bad inputs give one-line errors naming the file or folde
   SECTION("an unreadable image") {
     std::filesystem::create_directories(dir / "train/cat");
     test::write_bytes(dir / "train/cat/broken.png", {1, 2, 3, 4, 5});
-    CHECK_THROWS_WITH(load_dataset(dir.path.string(), true), Catch::Contains("broken.png: cannot decode image"));
+    CHECK_THROWS_WITH(load_dataset(dir.path().string(), true), Catch::Contains("broken.png: cannot decode image"));
   }
   SECTION("class folders without images") {
     std::filesystem::create_directories(dir / "train/cat");
-    CHECK_THROWS_WITH(load_dataset(dir.path.string(), true), Catch::Contains("train: no .png"));
+    CHECK_THROWS_WITH(load_dataset(dir.path().string(), true), Catch::Contains("train: no .png"));
   }
   SECTION("no class folders") {
     std::filesystem::create_directories(dir / "train");
-    CHECK_THROWS_WITH(load_dataset(dir.path.string(), true), Catch::Contains("train: no class folders"));
+    CHECK_THROWS_WITH(load_dataset(dir.path().string(), true), Catch::Contains("train: no class folders"));
   }
   SECTION("test classes that differ from train classes") {
     write_png(dir / "train/cat/0.png", 32, 32, 1, std::vector<uint8_t>(32 * 32, 1));
     write_png(dir / "train/dog/0.png", 32, 32, 1, std::vector<uint8_t>(32 * 32, 1));
     write_png(dir / "test/dog/0.png", 32, 32, 1, std::vector<uint8_t>(32 * 32, 1));
-    CHECK_THROWS_WITH(load_dataset(dir.path.string(), false), Catch::Contains("different class folders"));
+    CHECK_THROWS_WITH(load_dataset(dir.path().string(), false), Catch::Contains("different class folders"));
   }
 }

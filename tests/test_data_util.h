@@ -1,5 +1,5 @@
-// test_data_util.h: helpers for the [data] tests: a unique temporary folder that removes itself,
-// and small datasets built by hand.
+// test_data_util.h: helpers for the [data] tests: small datasets built by hand (and the
+// temporary folder of tests/temp_dir.h).
 #pragma once
 
 #include <cstdint>
@@ -11,20 +11,9 @@
 #include <vector>
 
 #include "data/dataset.h"
+#include "tests/temp_dir.h"
 
 namespace cutrain::test {
-
-// mkdtemp under the system temp folder, so parallel tests never collide.
-struct TempDir {
-  std::filesystem::path path;
-  TempDir() {
-    std::string pattern = (std::filesystem::temp_directory_path() / "cutrain-test-XXXXXX").string();
-    if (!mkdtemp(pattern.data())) throw std::runtime_error("mkdtemp failed");
-    path = pattern;
-  }
-  ~TempDir() { std::filesystem::remove_all(path); }
-  std::string operator/(const std::string& name) const { return (path / name).string(); }
-};
 
 inline void write_bytes(const std::string& path, const std::vector<uint8_t>& bytes) {
   std::ofstream out(path, std::ios::binary);

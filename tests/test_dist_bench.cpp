@@ -3,7 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include "kernels/device.h"
-#include "tests/test_dist_process.h"
+#include "tests/process.h"
 
 using cutrain::test::run;
 

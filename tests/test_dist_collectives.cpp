@@ -12,7 +12,7 @@
 #include "dist/store.h"
 #include "kernels/check.h"
 #include "tests/gpu.h"
-#include "tests/test_dist_process.h"
+#include "tests/process.h"
 
 using namespace cutrain;
 using namespace std::chrono_literals;

@@ -4,7 +4,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "tests/test_dist_process.h"
+#include "tests/process.h"
 
 using cutrain::test::Process;
 using cutrain::test::run;

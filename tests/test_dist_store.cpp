@@ -7,7 +7,7 @@
 
 #include "dist/socket.h"
 #include "dist/store.h"
-#include "tests/test_dist_process.h"
+#include "tests/process.h"
 
 using cutrain::DistEnv;
 using cutrain::TcpStore;

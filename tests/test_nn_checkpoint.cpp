@@ -34,7 +34,7 @@ struct Trained {
 struct SavedModel {
   test::TempDir dir;
   Trained trained;
-  std::string path = dir.path + "/model.safetensors";
+  std::string path = dir / "model.safetensors";
   SavedModel() { save_model(path, trained.model, {{"epoch", "3"}, {"step", "120"}}); }
 };
 
@@ -71,7 +71,7 @@ void write_bytes(const std::string& path, const std::vector<char>& bytes, size_t
 TEST_CASE("Model and momentum checkpoints round trip exactly", "[nn]") {
   SavedModel saved;
   Trained& a = saved.trained;
-  save_momentum(saved.dir.path + "/momentum.safetensors", a.model, a.sgd, {{"lr", "0.1"}});
+  save_momentum(saved.dir / "momentum.safetensors", a.model, a.sgd, {{"lr", "0.1"}});
 
   Context ctx({});
   ResNet18 b(ctx, test::tiny_resnet(Stem::imagenet, /*different seed*/ 99));
@@ -79,7 +79,7 @@ TEST_CASE("Model and momentum checkpoints round trip exactly", "[nn]") {
   REQUIRE(read_floats(b.params().values()) != read_floats(a.model.params().values()));
   CheckpointMetadata meta = load_model(saved.path, b);
   CHECK(meta == CheckpointMetadata{{"epoch", "3"}, {"step", "120"}});
-  CHECK(load_momentum(saved.dir.path + "/momentum.safetensors", b, sgd_b) == CheckpointMetadata{{"lr", "0.1"}});
+  CHECK(load_momentum(saved.dir / "momentum.safetensors", b, sgd_b) == CheckpointMetadata{{"lr", "0.1"}});
 
   CHECK(read_floats(b.params().values()) == read_floats(a.model.params().values()));
   CHECK(read_floats(b.params().buffer_values()) == read_floats(a.model.params().buffer_values()));
@@ -144,7 +144,7 @@ TEST_CASE("Truncated checkpoints are refused in one line", "[nn]") {
   std::vector<char> bytes = read_bytes(saved.path);
   uint64_t header = 0;
   for (int i = 0; i < 8; ++i) header |= uint64_t(uint8_t(bytes[i])) << (8 * i);
-  const std::string bad = saved.dir.path + "/truncated.safetensors";
+  const std::string bad = saved.dir / "truncated.safetensors";
   for (size_t length : {size_t(0), size_t(5), size_t(8), size_t(100), size_t(8 + header - 1), size_t(8 + header),
                         size_t(8 + header + 10), bytes.size() / 2, bytes.size() - 1}) {
     INFO("truncated to " << length << " of " << bytes.size() << " bytes");
@@ -157,7 +157,7 @@ TEST_CASE("Truncated checkpoints are refused in one line", "[nn]") {
 
 TEST_CASE("Corrupt checkpoint headers are refused in one line", "[nn]") {
   test::TempDir dir;
-  const std::string path = dir.path + "/corrupt.safetensors";
+  const std::string path = dir / "corrupt.safetensors";
   auto write_header = [&](const std::string& json, size_t data_bytes) {
     std::vector<char> bytes(8);
     for (int i = 0; i < 8; ++i) bytes[i] = char(uint64_t(json.size()) >> (8 * i));

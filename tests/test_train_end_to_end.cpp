@@ -9,7 +9,7 @@
 #include "data/load.h"
 #include "data/synthetic.h"
 #include "nn/safetensors.h"
-#include "tests/test_dist_process.h"
+#include "tests/process.h"
 
 namespace {
 

@@ -1,4 +1,4 @@
-// test_dist_process.h: starting real processes from [dist] tests (cutrun and the programs it runs).
+// process.h: starting real processes from tests (cutrun, cutrain, and the programs they run).
 //
 //   Process p({CUTRAIN_BIN_DIR "/cutrun", "--nproc-per-node", "2", "sh", "-c", "echo hi"});
 //   p.read_until("hi");          // optional: wait for some output
@@ -22,6 +22,8 @@
 #include <stdexcept>
 #include <string>
 #include <vector>
+
+#include "tests/temp_dir.h"
 
 namespace cutrain::test {
 
@@ -121,20 +123,5 @@ inline Process::Result run_test_workers(int nproc, const std::string& tag) {
   return run({CUTRAIN_BIN_DIR "/cutrun", "--standalone", "--nproc-per-node", std::to_string(nproc),
               CUTRAIN_BIN_DIR "/cutrain_tests", tag});
 }
-
-// A fresh directory for one test, removed at the end of it.
-class TempDir {
- public:
-  TempDir() {
-    std::string pattern = (std::filesystem::temp_directory_path() / "cutrain-test-XXXXXX").string();
-    if (::mkdtemp(pattern.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
-    path_ = pattern;
-  }
-  ~TempDir() { std::filesystem::remove_all(path_); }
-  const std::filesystem::path& path() const { return path_; }
-
- private:
-  std::filesystem::path path_;
-};
 
 }  // namespace cutrain::test
