@@ -74,9 +74,10 @@ void RunLog::step(const StepRecord& r) {
 
 void RunLog::epoch(const EpochRecord& r) {
   if (!active_) return;
-  std::string test = r.test_acc ? " | test acc: " + std::to_string(100 * *r.test_acc).substr(0, 6) + "%" : "";
+  char test[32] = "";
+  if (r.test_acc) std::snprintf(test, sizeof test, " | test acc: %.2f%%", 100 * *r.test_acc);
   print("== epoch %d/%d | loss: %.3f | acc: %.3f%%%s | %.1f s | %.0f img/s", r.epoch, r.epochs, r.loss,
-        100 * r.acc, test.c_str(), r.epoch_time_s, r.images_per_s);
+        100 * r.acc, test, r.epoch_time_s, r.images_per_s);
   write_json(nlohmann::json{{"kind", "epoch"}, {"epoch", r.epoch}, {"global_step", r.global_step},
                             {"loss", r.loss}, {"acc", r.acc}, {"lr", r.lr}, {"images_per_s", r.images_per_s},
                             {"epoch_time_s", r.epoch_time_s}, {"test_acc", optional_number(r.test_acc)},

@@ -328,9 +328,8 @@ void Trainer::log_window(int epoch, int64_t batch) {
   const double seconds = seconds_since(window_start_);
   const int64_t first_step = state_.global_step - w.steps + 1;
   if (w.first_nonfinite >= 0) {
-    const std::string last = checkpoints_ && !checkpoints_->complete_checkpoints().empty()
-                                 ? checkpoints_->complete_checkpoints().front()
-                                 : std::string("none");
+    const std::vector<std::string> saved = checkpoints_ ? checkpoints_->complete_checkpoints() : std::vector<std::string>{};
+    const std::string last = saved.empty() ? std::string("none") : saved.front();
     throw std::runtime_error("the loss is " + std::to_string(w.nonfinite_value) + " at step " +
                              std::to_string(first_step + w.first_nonfinite) + " (epoch " + std::to_string(epoch + 1) +
                              "): stopping; last good checkpoint: " + last);
@@ -376,6 +375,7 @@ std::string Trainer::save_checkpoint() {
 }
 
 void Trainer::print_class_accuracy(const EvalResult& r) const {
+  log_->print("test accuracy per class:");
   for (size_t k = 0; k < r.class_total.size(); ++k) {
     const std::string name = k < data_.test.class_names.size() ? data_.test.class_names[k] : std::to_string(k);
     const double acc = r.class_total[k] ? 100.0 * double(r.class_correct[k]) / double(r.class_total[k]) : 0.0;
@@ -499,9 +499,11 @@ int Trainer::run() {
   s.stem = opt_.stem;
   s.batch_size = opt_.batch_size;
   log_->summary(s);
-  log_->print("done in %.1f s: %.0f images/s after warm-up%s%s", wall, s.mean_images_per_s,
-              final_acc ? (", final test accuracy " + std::to_string(100 * *final_acc).substr(0, 5) + "%").c_str() : "",
-              best_acc ? (", best " + std::to_string(100 * *best_acc).substr(0, 5) + "%").c_str() : "");
+  char accuracy[64] = "";
+  if (final_acc)
+    std::snprintf(accuracy, sizeof accuracy, ", final test accuracy %.2f%% (best %.2f%%)", 100 * *final_acc,
+                  100 * *best_acc);
+  log_->print("done in %.1f s: %.0f images/s after warm-up%s", wall, s.mean_images_per_s, accuracy);
   if (last_eval && stop == StopReason::none) print_class_accuracy(*last_eval);
   if (step_done_) cudaEventDestroy(step_done_);
   return 0;
