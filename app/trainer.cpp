@@ -196,8 +196,8 @@ void Trainer::build_model() {
                                SgdConfig{float(opt_.momentum), float(opt_.weight_decay), opt_.nesterov});
 
   if (comm_) {
-    std::vector<int64_t> sizes;
-    for (const Parameter* p : model_->params().in_layout_order()) sizes.push_back(p->numel);
+    std::vector<int64_t> sizes;  // with each parameter's alignment padding: buckets tile the buffer
+    for (const Parameter* p : model_->params().in_layout_order()) sizes.push_back(p->padded_numel);
     ReducerOptions ro;
     ro.bucket_cap_mb = opt_.bucket_cap_mb;
     reducer_ = std::make_unique<GradReducer>(*comm_, model_->params().grads().as<float>(), sizes, ro);
