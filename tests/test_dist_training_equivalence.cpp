@@ -22,7 +22,7 @@ std::string train(const TempDir& dir, const std::string& data, int world, int ba
   std::vector<std::string> argv = {CUTRAIN_BIN_DIR "/cutrun", "--standalone", "--nproc-per-node",
                                    std::to_string(world),     CUTRAIN_BIN_DIR "/cutrain", "train",
                                    "--data", data, "--device", "cpu", "--width", "8", "--batch-size",
-                                   std::to_string(batch), "--lr", "0.02", "--epochs", "1", "--max-steps",
+                                   std::to_string(batch), "--lr", "0.002", "--epochs", "1", "--max-steps",
                                    std::to_string(steps), "--eval-every", "0", "--save", save, "--workers", "1"};
   if (world > 1) argv.push_back("--sync-bn");
   auto r = cutrain::test::run(argv);
