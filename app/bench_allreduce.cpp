@@ -44,13 +44,19 @@ class MessageBuffer {
   MessageBuffer& operator=(const MessageBuffer&) = delete;
 
   float* data() { return on_gpu_ ? device_ : host_.data(); }
-  // The host copy, where filling and checking happen.
+  // The host copy, where filling and checking happen. The collectives run on the communicator's
+  // non-blocking streams, which cudaMemcpy's default stream does not wait for (and a pageable
+  // upload may still be landing when it returns): both copies wait for the whole device.
   std::vector<float>& host() { return host_; }
   void upload(size_t count) {
-    if (on_gpu_) CUDA_CHECK(cudaMemcpy(device_, host_.data(), count * sizeof(float), cudaMemcpyHostToDevice));
+    if (!on_gpu_) return;
+    CUDA_CHECK(cudaMemcpy(device_, host_.data(), count * sizeof(float), cudaMemcpyHostToDevice));
+    CUDA_CHECK(cudaDeviceSynchronize());
   }
   void download(size_t count) {
-    if (on_gpu_) CUDA_CHECK(cudaMemcpy(host_.data(), device_, count * sizeof(float), cudaMemcpyDeviceToHost));
+    if (!on_gpu_) return;
+    CUDA_CHECK(cudaDeviceSynchronize());
+    CUDA_CHECK(cudaMemcpy(host_.data(), device_, count * sizeof(float), cudaMemcpyDeviceToHost));
   }
 
  private:

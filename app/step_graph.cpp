@@ -2,13 +2,14 @@
 
 #include <cstdio>
 #include <exception>
+#include <utility>
 
 #include "kernels/check.h"
 
 namespace cutrain {
 
-StepGraph::StepGraph(cudaStream_t stream, bool enabled, int warmup)
-    : stream_(stream), enabled_(enabled && stream != nullptr), warmup_(warmup) {}
+StepGraph::StepGraph(cudaStream_t stream, bool enabled, int warmup, std::function<bool(bool ok)> agree)
+    : stream_(stream), enabled_(enabled && stream != nullptr), warmup_(warmup), agree_(std::move(agree)) {}
 
 StepGraph::~StepGraph() {
   if (exec_) cudaGraphExecDestroy(exec_);
@@ -43,9 +44,11 @@ bool StepGraph::capture(const std::function<void()>& step) {
     if (made != cudaSuccess) failure_ = std::string("cudaGraphInstantiate: ") + cudaGetErrorString(made);
   }
   if (graph) cudaGraphDestroy(graph);
+  if (agree_ && !agree_(failure_.empty()) && failure_.empty()) failure_ = "another rank's capture failed";
   if (failure_.empty()) return true;
 
   cudaGetLastError();  // clear the capture's error; the stream is usable again
+  if (exec_) cudaGraphExecDestroy(exec_);
   exec_ = nullptr;
   enabled_ = false;
   std::fprintf(stderr, "cutrain: warning: CUDA graph capture failed, running steps eagerly: %s\n", failure_.c_str());

@@ -6,7 +6,9 @@
 // (cuDNN and NCCL finish their lazy set-up), the next one captures and launches, the rest replay.
 // Host code inside the step (bookkeeping such as BN's num_batches_tracked) runs only on the eager
 // and capturing calls: run() says when it did not, so the caller can do it by hand.
-// If capturing fails, the reason is printed once and every later step runs eagerly.
+// If capturing fails, the reason is printed once and every later step runs eagerly. With several
+// ranks, `agree` (when given) tells every rank whether all captures succeeded, and all fall back
+// together: whether a collective runs from a graph must be the same on every rank (NCCL's rule).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -18,7 +20,8 @@ namespace cutrain {
 
 class StepGraph {
  public:
-  StepGraph(cudaStream_t stream, bool enabled, int warmup = 1);
+  // agree(ok): called by every rank after its capture; true when every rank's was ok.
+  StepGraph(cudaStream_t stream, bool enabled, int warmup = 1, std::function<bool(bool ok)> agree = {});
   ~StepGraph();
   StepGraph(const StepGraph&) = delete;
   StepGraph& operator=(const StepGraph&) = delete;
@@ -35,6 +38,7 @@ class StepGraph {
   cudaStream_t stream_;
   bool enabled_;
   int warmup_;
+  std::function<bool(bool)> agree_;
   int calls_ = 0;
   cudaGraphExec_t exec_ = nullptr;
   std::string failure_;

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <stdexcept>
@@ -196,8 +197,8 @@ void Trainer::build_model() {
                                SgdConfig{float(opt_.momentum), float(opt_.weight_decay), opt_.nesterov});
 
   if (comm_) {
-    std::vector<int64_t> sizes;
-    for (const Parameter* p : model_->params().in_layout_order()) sizes.push_back(p->numel);
+    std::vector<int64_t> sizes;  // with each parameter's alignment padding: buckets tile the buffer
+    for (const Parameter* p : model_->params().in_layout_order()) sizes.push_back(p->padded_numel);
     ReducerOptions ro;
     ro.bucket_cap_mb = opt_.bucket_cap_mb;
     reducer_ = std::make_unique<GradReducer>(*comm_, model_->params().grads().as<float>(), sizes, ro);
@@ -220,7 +221,9 @@ void Trainer::build_model() {
   feed_ = std::make_unique<BatchFeed>(train, lc, *model_);
   evaluator_ = std::make_unique<Evaluator>(*model_, data_.test, comm_.get(), env_.rank, env_.world_size);
   metrics_ = std::make_unique<StepMetrics>(*ctx_, opt_.log_every);
-  graph_ = std::make_unique<StepGraph>(ctx_->stream, opt_.cuda_graphs == "on");
+  std::function<bool(bool)> all_captured;
+  if (comm_ && env_.is_distributed()) all_captured = [this](bool ok) { return !stop_agreed(!ok); };
+  graph_ = std::make_unique<StepGraph>(ctx_->stream, opt_.cuda_graphs == "on", /*warmup=*/1, all_captured);
   if (ctx_->on_gpu()) CUDA_CHECK(cudaEventCreateWithFlags(&step_done_, cudaEventDisableTiming));
 
   schedule_.kind = parse_lr_schedule(opt_.lr_schedule);

@@ -48,6 +48,7 @@ NcclCommunicator::NcclCommunicator(const DistEnv& env, TcpStore& store, const Co
   CUDA_CHECK(cudaStreamCreateWithPriority(&comm_stream_, cudaStreamNonBlocking, greatest));
   CUDA_CHECK(cudaEventCreateWithFlags(&compute_ready_, cudaEventDisableTiming));
   CUDA_CHECK(cudaEventCreateWithFlags(&comm_done_, cudaEventDisableTiming));
+  CUDA_CHECK(cudaEventCreateWithFlags(&watched_, cudaEventDisableTiming));
   CUDA_CHECK(cudaMalloc(&scratch_, sizeof(float)));
 
   ncclUniqueId id = exchange_unique_id(env, store, options.name);
@@ -75,6 +76,7 @@ NcclCommunicator::~NcclCommunicator() {
   }
   cudaFree(host_values_);
   cudaFree(scratch_);
+  cudaEventDestroy(watched_);
   cudaEventDestroy(comm_done_);
   cudaEventDestroy(compute_ready_);
   cudaStreamDestroy(comm_stream_);
@@ -104,9 +106,13 @@ void NcclCommunicator::start_after_compute() {
 }
 
 void NcclCommunicator::mark_issued() {
+  CUDA_CHECK(cudaEventRecord(comm_done_, comm_stream_));
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  CUDA_CHECK(cudaStreamIsCapturing(comm_stream_, &capture));
+  if (capture != cudaStreamCaptureStatusNone) return;  // see the header: not watched
   // The time first, then the event: a watchdog that sees the new event also sees the new time.
   last_issue_ns_ = now_ns();
-  CUDA_CHECK(cudaEventRecord(comm_done_, comm_stream_));
+  CUDA_CHECK(cudaEventRecord(watched_, comm_stream_));
 }
 
 void NcclCommunicator::compute_waits_for_comm() { CUDA_CHECK(cudaStreamWaitEvent(compute_stream_, comm_done_, 0)); }
@@ -168,7 +174,7 @@ void NcclCommunicator::watch() {
     ncclResult_t state = ncclSuccess;
     if (ncclCommGetAsyncError(comm_, &state) == ncclSuccess && state != ncclSuccess && state != ncclInProgress) {
       failure = "NCCL reported " + nccl_error_string(state) + ": " + ncclGetLastError(comm_);
-    } else if (cudaEventQuery(comm_done_) == cudaErrorNotReady && now_ns() - last_issue_ns_ > timeout_ns) {
+    } else if (cudaEventQuery(watched_) == cudaErrorNotReady && now_ns() - last_issue_ns_ > timeout_ns) {
       // Event first, time second (see mark_issued): an unfinished event with an old time is a
       // collective that has truly been running for longer than the timeout.
       failure = "a collective made no progress for " + describe(timeout_) + " (a rank died or hangs?)";

@@ -10,7 +10,9 @@
 // No host synchronisation except in barrier() and all_reduce_host(), which return host-visible
 // results by nature; the step's calls can be captured in a CUDA graph (capture in
 // cudaStreamCaptureModeThreadLocal: the watchdog thread below keeps querying an event meanwhile,
-// which the global mode forbids).
+// which the global mode forbids). The watchdog queries an event of its own, watched_, recorded
+// only by collectives issued outside a capture: querying an event recorded into a capture under
+// way invalidates that capture. Collectives replayed from a graph are therefore not watched.
 //
 // The communicator is created non-blocking (ncclConfig_t::blocking = 0), so a peer that never
 // comes cannot hang initialisation past the timeout. A watchdog thread polls ncclCommGetAsyncError
@@ -67,11 +69,12 @@ class NcclCommunicator final : public Communicator {
   cudaStream_t comm_stream_ = nullptr;
   cudaEvent_t compute_ready_ = nullptr;
   cudaEvent_t comm_done_ = nullptr;
+  cudaEvent_t watched_ = nullptr;  // comm_done_ for the watchdog, never recorded into a capture
   float* scratch_ = nullptr;       // barrier()'s one float
   double* host_values_ = nullptr;  // all_reduce_host()'s device copy
   size_t host_values_capacity_ = 0;
 
-  // When comm_done_ was last recorded, in steady-clock nanoseconds; the watchdog's clock.
+  // When watched_ was last recorded, in steady-clock nanoseconds; the watchdog's clock.
   std::atomic<int64_t> last_issue_ns_{0};
   std::mutex watchdog_mutex_;
   std::condition_variable watchdog_stop_;

@@ -57,7 +57,8 @@ void ParameterSet::allocate(Device device, DType dtype, uint64_t seed) {
   dtype_ = dtype;
   for (auto it = params_.rbegin(); it != params_.rend(); ++it) {
     it->offset = numel_;
-    numel_ += it->numel;
+    it->padded_numel = (it->numel + kAlignElements - 1) / kAlignElements * kAlignElements;
+    numel_ += it->padded_numel;
     layout_.push_back(&*it);
   }
   for (BufferEntry& b : buffers_) {
@@ -94,6 +95,12 @@ void ParameterSet::allocate(Device device, DType dtype, uint64_t seed) {
   done_.assign(layout_.size(), 0);
 }
 
+int64_t ParameterSet::parameter_count() const {
+  int64_t count = 0;
+  for (const Parameter& p : params_) count += p.numel;
+  return count;
+}
+
 Tensor ParameterSet::values() const { return Tensor(values_.data(), DType::f32, device(), {numel_}); }
 Tensor ParameterSet::grads() const { return Tensor(grads_.data(), DType::f32, device(), {numel_}); }
 Tensor ParameterSet::values_bf16() const {
@@ -125,7 +132,7 @@ void ParameterSet::grad_done(const Parameter& p) {
   while (ready_count_ < layout_.size() && done_[ready_count_]) ++ready_count_;
   if (ready_count_ > before && on_grads_ready_) {
     const Parameter& last = *layout_[ready_count_ - 1];
-    on_grads_ready_(last.offset + last.numel);
+    on_grads_ready_(last.offset + last.padded_numel);
   }
 }
 

@@ -3,6 +3,10 @@
 // while the model is built, in forward order; allocate() lays them out in REVERSE order, which
 // is the order backward completes their gradients (fc first ... conv1 last). So the distributed
 // reducer's buckets are contiguous spans of the gradient buffer, as in PyTorch's DDP.
+// Every parameter starts on a 256-byte boundary (kAlignElements floats; the bf16 copy: 128 bytes):
+// cuDNN's NHWC tensor-core kernels need 16-byte aligned filters and filter gradients, and
+// fc.bias's 10 floats would otherwise shift every later parameter off that boundary. The few
+// elements of padding after a parameter stay zero (no gradient, so SGD leaves them at zero).
 //
 // Each parameter keeps its torchvision name and shape (conv weights OIHW). In memory a conv
 // weight is OHWI (cuDNN's NHWC filter layout, "KRSC"); checkpoints convert.
@@ -45,6 +49,7 @@ struct Parameter {
   float init_scale = 0;
   int64_t offset = 0;          // into the flat buffers, in elements
   int64_t numel = 0;
+  int64_t padded_numel = 0;    // numel and the padding after it: the next offset is offset + padded_numel
   Tensor value;                // fp32 views into the flat buffers (storage layout, OHWI for convs)
   Tensor grad;
   Tensor value_bf16;           // bf16 mode only: the copy forward reads
@@ -74,7 +79,9 @@ class ParameterSet {
   // In layout order: fc.weight first (offset 0) ... conv1.weight last.
   const std::vector<Parameter*>& in_layout_order() const { return layout_; }
   const std::deque<BufferEntry>& buffers() const { return buffers_; }
-  int64_t numel() const { return numel_; }
+  static constexpr int64_t kAlignElements = 64;
+  int64_t numel() const { return numel_; }  // of the flat buffers, padding included
+  int64_t parameter_count() const;           // the parameters' own elements (torchvision's count)
   Device device() const { return device_; }
   Tensor values() const;       // [numel] fp32
   Tensor grads() const;        // [numel] fp32

@@ -76,7 +76,7 @@ class ResNet18 {
 
   // Parameters (flat fp32 buffers in backward order) and state.
   std::vector<ParameterInfo> parameters() const;
-  int64_t num_parameters() const { return net_.params.numel(); }
+  int64_t num_parameters() const { return net_.params.parameter_count(); }
   ParameterSet& params() { return net_.params; }
   const ParameterSet& params() const { return net_.params; }
   // Batch norm buffers: "bn1.running_mean", "bn1.running_var" (fp32 [C]); every BN's

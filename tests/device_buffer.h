@@ -26,6 +26,7 @@ class DeviceBuffer {
   explicit DeviceBuffer(size_t n) : size_(n) {
     CUDA_CHECK(cudaMalloc(&data_, bytes()));
     CUDA_CHECK(cudaMemset(data_, 0xFF, bytes()));
+    CUDA_CHECK(cudaDeviceSynchronize());  // before a kernel on a non-blocking stream writes it
   }
   explicit DeviceBuffer(const std::vector<T>& host) : DeviceBuffer(host.size()) { copy_from(host); }
   ~DeviceBuffer() { cudaFree(data_); }
@@ -38,6 +39,7 @@ class DeviceBuffer {
   void copy_from(const std::vector<T>& host) {
     REQUIRE(host.size() == size_);
     CUDA_CHECK(cudaMemcpy(data_, host.data(), bytes(), cudaMemcpyHostToDevice));
+    CUDA_CHECK(cudaDeviceSynchronize());  // a pageable upload may still be landing
   }
   // Waits for the device, so a kernel's error surfaces here rather than in a later test.
   std::vector<T> copy_to_host() const {

@@ -79,7 +79,7 @@ TEST_CASE("SyncBatchNorm over two ranks computes the whole batch's step", "[nn]"
 
   const std::vector<float> whole_logits = read_floats(whole.logits());
   const std::vector<float> whole_buffers = read_floats(whole.params().buffer_values());
-  std::vector<float> mean_grads(size_t(whole.num_parameters()), 0.0f);
+  std::vector<float> mean_grads(size_t(whole.params().numel()), 0.0f);
   for (int r = 0; r < kWorld; ++r) {
     std::vector<float> logits = read_floats(ranks[r]->logits());
     std::vector<float> rows(whole_logits.begin() + int64_t(r * logits.size()),
