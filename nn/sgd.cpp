@@ -32,8 +32,8 @@ SGD::~SGD() {
 Tensor SGD::momentum() const { return Tensor(momentum_.data(), DType::f32, ctx_.device(), {params_.numel()}); }
 
 // On the GPU the copy reads the pinned value when the stream reaches it, not when step() is
-// called: a learning rate set while earlier steps are still queued reaches them too. Schedules
-// change the rate slowly, so the trainer need not wait for that.
+// called: a learning rate set while earlier steps are still queued would reach them too. So a
+// caller that changes the rate first waits for the step before (app/trainer.cpp does).
 void SGD::step() {
   float* param = params_.values().as<float>();
   const float* grad = params_.grads().as<float>();
