@@ -1,6 +1,7 @@
 #include "app/trainer.h"
 
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cmath>
@@ -83,6 +84,7 @@ class Trainer {
   void build_model();
   void restore();
   void broadcast_state();
+  void gather_devices();
   void print_banner() const;
   void train_step();
   void log_window(int epoch, int64_t batch);
@@ -117,6 +119,7 @@ class Trainer {
   int64_t memory_baseline_ = 0;
   int64_t peak_memory_ = 0;
   cudaEvent_t step_done_ = nullptr;  // GPU: recorded after each step (see train_step)
+  std::vector<std::string> rank_devices_;  // rank 0: where each rank runs, for the banner
 
   // Throughput bookkeeping: the window since the last log line, and the run after warm-up.
   SteadyClock::time_point window_start_;
@@ -162,6 +165,31 @@ void Trainer::connect() {
     comm_options.use_cuda = device_ == Device::cuda;
     comm_options.compute_stream = ctx_->stream;
     comm_ = make_communicator(env_, *store_, comm_options);
+  }
+}
+
+// "cuda:3 NVIDIA H200 (sm_90, 139.8 GiB) on node-a", or "cpu on node-a".
+std::string this_rank_device(Device device, int local_rank) {
+  char host[256] = "";
+  gethostname(host, sizeof host - 1);
+  const std::string where = device == Device::cuda
+                                ? "cuda:" + std::to_string(local_rank) + " " + cuda_device_description(local_rank)
+                                : std::string("cpu");
+  return where + " on " + host;
+}
+
+// Every rank says through the store where it runs; rank 0 collects the answers for the banner.
+void Trainer::gather_devices() {
+  const std::string mine = this_rank_device(device_, env_.local_rank);
+  if (!store_) {
+    rank_devices_ = {mine};
+    return;
+  }
+  store_->set("device/" + std::to_string(env_.rank), std::vector<char>(mine.begin(), mine.end()));
+  if (!env_.is_main()) return;
+  for (int r = 0; r < env_.world_size; ++r) {
+    const std::vector<char> text = store_->get("device/" + std::to_string(r));
+    rank_devices_.emplace_back(text.begin(), text.end());
   }
 }
 
@@ -268,14 +296,13 @@ void Trainer::broadcast_state() {
 }
 
 void Trainer::print_banner() const {
+  if (!log_->active()) return;  // rank 0 alone knows every rank's device
   const ResNetConfig& c = model_->config();
-  std::string devices = device_ == Device::cuda ? "cuda:" + std::to_string(env_.local_rank) + " " +
-                                                      cuda_device_description(env_.local_rank)
-                                                : std::string("cpu");
   log_->print("cutrain: ResNet-18, %s stem, width %d, %d classes, %lld parameters", stem_name(c.stem), c.width,
               c.num_classes, static_cast<long long>(model_->num_parameters()));
-  log_->print("  world size %d, rank 0 on %s, precision %s, CUDA graphs %s", env_.world_size, devices.c_str(),
-              dtype_ == DType::bf16 ? "bf16" : "fp32", device_ == Device::cuda ? opt_.cuda_graphs.c_str() : "n/a");
+  log_->print("  world size %d, precision %s, CUDA graphs %s", env_.world_size, dtype_ == DType::bf16 ? "bf16" : "fp32",
+              device_ == Device::cuda ? opt_.cuda_graphs.c_str() : "n/a");
+  for (int r = 0; r < env_.world_size; ++r) log_->print("  rank %d: %s", r, rank_devices_[size_t(r)].c_str());
   log_->print("  data %s: %zu train, %zu test images", data_.source.c_str(), data_.train.size(), data_.test.size());
   log_->print("  batch %d per rank (%d global), %lld steps per epoch, %d epochs; SGD lr %g (%s), momentum %g%s, "
               "weight decay %g",
@@ -283,8 +310,9 @@ void Trainer::print_banner() const {
               opt_.epochs, opt_.lr, opt_.lr_schedule.c_str(), opt_.momentum, opt_.nesterov ? " nesterov" : "",
               opt_.weight_decay);
   if (reducer_)
-    log_->print("  gradients: %zu buckets (cap %g MiB) all-reduced over %s%s", reducer_->buckets().size(),
-                opt_.bucket_cap_mb, comm_->backend(), opt_.sync_bn ? ", sync batch norm" : "");
+    log_->print("  gradients: %zu bucket%s (cap %g MiB) all-reduced over %s%s", reducer_->buckets().size(),
+                reducer_->buckets().size() == 1 ? "" : "s", opt_.bucket_cap_mb, comm_->backend(),
+                opt_.sync_bn ? ", sync batch norm" : "");
 }
 
 // One optimizer step on the batch already in the model's input (steps 2-5 of trainer.h).
@@ -425,6 +453,7 @@ int Trainer::run() {
   }
   restore();
   broadcast_state();
+  gather_devices();
   print_banner();
 
   StopReason stop = StopReason::none;
