@@ -29,6 +29,7 @@ usage: bench/compare.sh [options]
   --compile-mode M   default or max-autotune (default: default)
   --torch-data D     gpu (the fast configurations keep the data on the GPU) or loader (DataLoader for all)
   --no-parity        skip the two correctness checks
+  --budget S         stop starting runs when S seconds are spent; the table covers what finished
   --device D         cuda (default) or cpu (to try this script on a machine without a GPU: tiny runs only)
   -h, --help         this text
 Environment: PYTHON (default python3) is the interpreter with torch, torchvision and numpy.
@@ -41,7 +42,7 @@ value_of() { (($# >= 2)) || bad_usage "$1 needs a value"; printf '%s' "$2"; }
 
 here="$(cd "$(dirname "$0")" && pwd)"
 nproc=1 quick=0 data="" out="bench-out" bin="build/bin" epochs="" batch=256 stem=cifar repeats=1
-compile_mode=default torch_data=gpu parity=1 device=cuda
+compile_mode=default torch_data=gpu parity=1 device=cuda budget=
 while (($#)); do
   case "$1" in
     --nproc) nproc="$(value_of "$@")"; shift ;;
@@ -57,12 +58,13 @@ while (($#)); do
     --torch-data) torch_data="$(value_of "$@")"; shift ;;
     --no-parity) parity=0 ;;
     --device) device="$(value_of "$@")"; shift ;;
+    --budget) budget="$(value_of "$@")"; shift ;;
     -h|--help) usage; exit 0 ;;
     *) bad_usage "unknown option '$1'" ;;
   esac
   shift
 done
-for n in "$nproc" "$batch" "$repeats" ${epochs:+"$epochs"}; do
+for n in "$nproc" "$batch" "$repeats" ${epochs:+"$epochs"} ${budget:+"$budget"}; do
   [[ "$n" =~ ^[1-9][0-9]*$ ]] || bad_usage "'$n' is not a positive integer"
 done
 [[ "$stem" =~ ^(cifar|imagenet)$ ]] || bad_usage "--stem must be cifar or imagenet"
@@ -105,10 +107,16 @@ log="$out/compare.log"
 say() { echo "$*" | tee -a "$log"; }
 
 # run NAME TIMEOUT CMD...: one step, its output in runs/NAME.log (and compare.log), one status line here.
+# With --budget, a step gets at most what is left (less 20 s kept for the table) and none when under 10 s.
 failures=0
+deadline=$((budget ? SECONDS + budget - 20 : 1 << 62))
 run() {
   local name="$1" limit="$2"; shift 2
   local start=$SECONDS status=0
+  if ((deadline - SECONDS < 10)); then
+    say "$(printf '%-28s SKIPPED (out of time)' "$name")"; failures=$((failures + 1)); return 1
+  fi
+  ((limit <= deadline - SECONDS)) || limit=$((deadline - SECONDS))
   echo "== $name: $*" >>"$log"
   timeout --kill-after=15 "$limit" "$@" >"$out/runs/$name.log" 2>&1 || status=$?
   cat "$out/runs/$name.log" >>"$log"
