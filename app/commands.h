@@ -8,5 +8,9 @@
 namespace cutrain {
 
 void add_info_command(CLI::App& app, int& exit_code);
+void add_make_synthetic_command(CLI::App& app, int& exit_code);
+void add_inspect_data_command(CLI::App& app, int& exit_code);
+void add_show_sampler_command(CLI::App& app, int& exit_code);
+void add_bench_data_command(CLI::App& app, int& exit_code);
 
 }  // namespace cutrain

@@ -9,6 +9,10 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   int exit_code = 0;
   cutrain::add_info_command(app, exit_code);
+  cutrain::add_make_synthetic_command(app, exit_code);
+  cutrain::add_inspect_data_command(app, exit_code);
+  cutrain::add_show_sampler_command(app, exit_code);
+  cutrain::add_bench_data_command(app, exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -1,0 +1,78 @@
+// `cutrain bench-data`: how fast the CPU input pipeline turns a dataset into augmented batches.
+// Prints the loader's throughput with T worker threads, and the augmentation alone on one core.
+#include <chrono>
+#include <cstdio>
+#include <thread>
+
+#include "app/commands.h"
+#include "data/load.h"
+#include "data/loader.h"
+#include "data/sampler.h"
+#include "data/synthetic.h"
+
+namespace cutrain {
+
+static double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+void add_bench_data_command(CLI::App& app, int& exit_code) {
+  auto* cmd = app.add_subcommand("bench-data", "Measure augmented images per second of the CPU loader");
+  struct Options {
+    std::string data;
+    int threads = int(std::max(1u, std::thread::hardware_concurrency()));
+    int batch_size = 256;
+    int epochs = 3;
+    int out_channels = 3;
+    std::string dtype = "f32";
+  };
+  auto o = std::make_shared<Options>();
+  cmd->add_option("--data", o->data, "Dataset folder; default: 50,000 synthetic images made in memory");
+  cmd->add_option("--threads", o->threads, "Loader worker threads")->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("--batch-size", o->batch_size, "Images per batch")->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("--epochs", o->epochs, "Epochs to time")->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("--out-channels", o->out_channels, "Output channels (>= 3, extra ones zero)")->capture_default_str();
+  cmd->add_option("--dtype", o->dtype, "Output type")->capture_default_str()->check(CLI::IsMember({"f32", "bf16"}));
+  cmd->callback([o, &exit_code] {
+    Dataset train = o->data.empty() ? make_synthetic(50000, 0, true) : load_dataset(o->data, true);
+    LoaderConfig config;
+    config.batch_size = o->batch_size;
+    config.workers = o->threads;
+    config.out_channels = o->out_channels;
+    config.pixel_type = o->dtype == "f32" ? PixelType::f32 : PixelType::bf16;
+    Loader loader(train, config);
+    DistributedSampler sampler(int64_t(train.size()), 1, 0);
+
+    // The loader: T workers filling the ring, this thread taking batches as a trainer would.
+    int64_t images = 0;
+    auto start = std::chrono::steady_clock::now();
+    for (int epoch = 0; epoch < o->epochs; ++epoch) {
+      sampler.set_epoch(epoch);
+      loader.start_epoch(sampler.indices(), epoch);
+      Batch batch;
+      while (loader.next(batch)) images += batch.size;
+    }
+    double loader_rate = double(images) / seconds_since(start);
+
+    // The augmentation alone, one batch after another on this one core.
+    AugmentParams p = make_augment_params(config.augment, train.height, train.width, config.out_channels);
+    std::vector<uint8_t> out(loader.image_elements() * pixel_type_size(config.pixel_type) * config.batch_size);
+    std::vector<int32_t> labels(config.batch_size);
+    std::vector<int64_t> order = sampler.indices();
+    const size_t batches = count_batches(order.size(), config.batch_size, true);
+    start = std::chrono::steady_clock::now();
+    for (size_t b = 0; b < batches; ++b)
+      gather_augment_cpu(train.images.data(), train.labels.data(), order.data() + b * config.batch_size,
+                         config.batch_size, 0, p, config.pixel_type, out.data(), labels.data());
+    double core_rate = double(batches * config.batch_size) / seconds_since(start);
+
+    std::printf("bench-data: %zu images, batch %d, %s x %d channels out\n", train.size(), config.batch_size,
+                o->dtype.c_str(), config.out_channels);
+    std::printf("loader, %d threads: %.0f images/s (%.0f per thread)\n", o->threads, loader_rate,
+                loader_rate / o->threads);
+    std::printf("augment on one core: %.0f images/s\n", core_rate);
+    exit_code = 0;
+  });
+}
+
+}  // namespace cutrain

@@ -1,0 +1,128 @@
+#include "data/cifar10.h"
+
+#include <filesystem>
+#include <fstream>
+#include <stdexcept>
+
+namespace cutrain {
+
+namespace fs = std::filesystem;
+
+static constexpr int kSide = 32;
+static constexpr int kPlane = kSide * kSide;
+
+std::vector<std::string> cifar10_files(bool train) {
+  if (!train) return {"test_batch.bin"};
+  return {"data_batch_1.bin", "data_batch_2.bin", "data_batch_3.bin", "data_batch_4.bin", "data_batch_5.bin"};
+}
+
+bool looks_like_cifar10(const std::string& dir) {
+  for (bool train : {true, false})
+    for (const auto& name : cifar10_files(train))
+      if (fs::is_regular_file(fs::path(dir) / name)) return true;
+  return false;
+}
+
+static std::vector<uint8_t> read_file(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw std::runtime_error(path.string() + ": cannot open");
+  std::vector<uint8_t> bytes(fs::file_size(path));
+  in.read(reinterpret_cast<char*>(bytes.data()), std::streamsize(bytes.size()));
+  if (!in) throw std::runtime_error(path.string() + ": read failed");
+  return bytes;
+}
+
+// Appends the records of one file: label byte, then the R, G, B planes, transposed to HWC.
+static void append_records(const fs::path& path, Dataset& dataset) {
+  std::vector<uint8_t> bytes = read_file(path);
+  if (bytes.size() % kCifarRecordBytes != 0)
+    throw std::runtime_error(path.string() + ": size " + std::to_string(bytes.size()) +
+                             " is not a multiple of the 3073-byte record");
+  const size_t records = bytes.size() / kCifarRecordBytes;
+  const size_t first = dataset.size();
+  dataset.labels.resize(first + records);
+  dataset.images.resize((first + records) * dataset.image_bytes());
+  for (size_t r = 0; r < records; ++r) {
+    const uint8_t* record = bytes.data() + r * kCifarRecordBytes;
+    if (record[0] >= kCifarClasses)
+      throw std::runtime_error(path.string() + ": record " + std::to_string(r) + " has label " +
+                               std::to_string(record[0]) + ", CIFAR-10 labels are 0..9");
+    dataset.labels[first + r] = record[0];
+    const uint8_t* planes = record + 1;
+    uint8_t* hwc = dataset.images.data() + (first + r) * dataset.image_bytes();
+    for (int p = 0; p < kPlane; ++p)
+      for (int c = 0; c < 3; ++c) hwc[p * 3 + c] = planes[c * kPlane + p];
+  }
+}
+
+// batches.meta.txt: one class name per line (blank lines ignored); absent means unnamed.
+static std::vector<std::string> read_class_names(const fs::path& path) {
+  std::vector<std::string> names;
+  std::ifstream in(path);
+  for (std::string line; std::getline(in, line);) {
+    while (!line.empty() && (line.back() == '\r' || line.back() == ' ')) line.pop_back();
+    if (!line.empty()) names.push_back(line);
+  }
+  if (!names.empty() && names.size() != size_t(kCifarClasses))
+    throw std::runtime_error(path.string() + ": " + std::to_string(names.size()) + " class names, expected " +
+                             std::to_string(kCifarClasses));
+  return names;
+}
+
+Dataset load_cifar10(const std::string& dir, bool train) {
+  Dataset dataset;
+  dataset.num_classes = kCifarClasses;
+  const fs::path root(dir);
+  for (const auto& name : cifar10_files(train)) {
+    const fs::path path = root / name;
+    if (!fs::is_regular_file(path))
+      throw std::runtime_error(path.string() + ": missing; a CIFAR-10 folder holds data_batch_1.bin .. "
+                               "data_batch_5.bin and test_batch.bin (the binary version, cifar-10-binary.tar.gz)");
+    append_records(path, dataset);
+  }
+  if (dataset.size() == 0)
+    throw std::runtime_error(dir + ": the " + std::string(train ? "train" : "test") + " files hold no records");
+  if (fs::is_regular_file(root / "batches.meta.txt")) dataset.class_names = read_class_names(root / "batches.meta.txt");
+  dataset.validate(dir);
+  return dataset;
+}
+
+static void check_writable(const Dataset& dataset, const std::string& what) {
+  if (dataset.height != kSide || dataset.width != kSide || dataset.channels != 3)
+    throw std::invalid_argument(what + ": CIFAR-10 files hold 32 x 32 x 3 images");
+  for (int32_t label : dataset.labels)
+    if (label < 0 || label > 255) throw std::invalid_argument(what + ": a label does not fit in a byte");
+}
+
+// Records [begin, end) of `dataset` as one .bin file, HWC transposed back to planar.
+static void write_records(const fs::path& path, const Dataset& dataset, size_t begin, size_t end) {
+  std::vector<uint8_t> bytes((end - begin) * kCifarRecordBytes);
+  for (size_t i = begin; i < end; ++i) {
+    uint8_t* record = bytes.data() + (i - begin) * kCifarRecordBytes;
+    record[0] = uint8_t(dataset.labels[i]);
+    const uint8_t* hwc = dataset.image(i);
+    for (int c = 0; c < 3; ++c)
+      for (int p = 0; p < kPlane; ++p) record[1 + c * kPlane + p] = hwc[p * 3 + c];
+  }
+  std::ofstream out(path, std::ios::binary);
+  out.write(reinterpret_cast<const char*>(bytes.data()), std::streamsize(bytes.size()));
+  if (!out) throw std::runtime_error(path.string() + ": write failed");
+}
+
+void write_cifar10(const std::string& dir, const Dataset& train, const Dataset& test) {
+  check_writable(train, "train set");
+  check_writable(test, "test set");
+  fs::create_directories(dir);
+  const auto train_files = cifar10_files(true);
+  const size_t files = train_files.size();
+  for (size_t f = 0; f < files; ++f)
+    write_records(fs::path(dir) / train_files[f], train, train.size() * f / files, train.size() * (f + 1) / files);
+  write_records(fs::path(dir) / cifar10_files(false)[0], test, 0, test.size());
+  if (!train.class_names.empty()) {
+    std::ofstream meta(fs::path(dir) / "batches.meta.txt");
+    for (const auto& name : train.class_names) meta << name << "\n";
+    if (!meta) throw std::runtime_error(dir + "/batches.meta.txt: write failed");
+  }
+}
+
+}  // namespace cutrain

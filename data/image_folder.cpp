@@ -1,0 +1,106 @@
+#include "data/image_folder.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <stdexcept>
+
+#include <stb_image.h>
+#include <stb_image_resize.h>
+#include <stb_image_write.h>
+
+namespace cutrain {
+
+namespace fs = std::filesystem;
+
+bool looks_like_image_folder(const std::string& root) {
+  return fs::is_directory(fs::path(root) / "train") || fs::is_directory(fs::path(root) / "test");
+}
+
+static bool is_image_file(const fs::path& path) {
+  std::string ext = path.extension().string();
+  std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char ch) { return std::tolower(ch); });
+  return ext == ".png" || ext == ".jpg" || ext == ".jpeg" || ext == ".bmp";
+}
+
+static std::vector<fs::path> sorted_entries(const fs::path& dir, bool directories) {
+  std::vector<fs::path> entries;
+  for (const auto& entry : fs::directory_iterator(dir))
+    if (directories ? entry.is_directory() : (entry.is_regular_file() && is_image_file(entry.path())))
+      entries.push_back(entry.path());
+  std::sort(entries.begin(), entries.end());
+  return entries;
+}
+
+// Decodes `path` as RGB (stb converts grey and drops alpha) and resizes it to height x width.
+static void read_image(const fs::path& path, int height, int width, uint8_t* out) {
+  int w = 0, h = 0, channels_in_file = 0;
+  std::unique_ptr<uint8_t, void (*)(void*)> pixels(stbi_load(path.c_str(), &w, &h, &channels_in_file, 3),
+                                                    stbi_image_free);
+  if (!pixels) throw std::runtime_error(path.string() + ": cannot decode image: " + stbi_failure_reason());
+  if (w == width && h == height) {
+    std::copy(pixels.get(), pixels.get() + size_t(w) * h * 3, out);
+  } else if (!stbir_resize_uint8(pixels.get(), w, h, 0, out, width, height, 0, 3)) {
+    throw std::runtime_error(path.string() + ": cannot resize " + std::to_string(w) + "x" + std::to_string(h) +
+                             " to " + std::to_string(width) + "x" + std::to_string(height));
+  }
+}
+
+std::vector<std::string> image_folder_classes(const std::string& split_dir) {
+  std::vector<std::string> names;
+  for (const auto& dir : sorted_entries(split_dir, /*directories=*/true)) names.push_back(dir.filename().string());
+  return names;
+}
+
+Dataset load_image_folder(const std::string& split_dir, int height, int width) {
+  if (!fs::is_directory(split_dir))
+    throw std::runtime_error(split_dir + ": missing; an image folder holds <class>/*.png|jpg|jpeg|bmp");
+  Dataset dataset;
+  dataset.height = height;
+  dataset.width = width;
+  std::vector<fs::path> classes = sorted_entries(split_dir, /*directories=*/true);
+  if (classes.empty()) throw std::runtime_error(split_dir + ": no class folders (expected <class>/*.png|jpg|jpeg|bmp)");
+  dataset.num_classes = int(classes.size());
+  for (size_t label = 0; label < classes.size(); ++label) {
+    dataset.class_names.push_back(classes[label].filename().string());
+    for (const auto& file : sorted_entries(classes[label], /*directories=*/false)) {
+      dataset.images.resize(dataset.images.size() + dataset.image_bytes());
+      read_image(file, height, width, dataset.images.data() + dataset.images.size() - dataset.image_bytes());
+      dataset.labels.push_back(int32_t(label));
+    }
+  }
+  if (dataset.size() == 0) throw std::runtime_error(split_dir + ": no .png, .jpg, .jpeg or .bmp images in its class folders");
+  dataset.validate(split_dir);
+  return dataset;
+}
+
+void write_image_folder(const std::string& split_dir, const Dataset& dataset) {
+  std::vector<std::string> names = dataset.class_names;
+  if (names.empty())
+    for (int label = 0; label < dataset.num_classes; ++label) {
+      char name[32];
+      std::snprintf(name, sizeof name, "class_%04d", label);
+      names.push_back(name);
+    }
+  // Reading sorts the folders by name; only names already sorted give back the same labels.
+  if (names.size() != size_t(dataset.num_classes) || !std::is_sorted(names.begin(), names.end()) ||
+      std::adjacent_find(names.begin(), names.end()) != names.end())
+    throw std::invalid_argument(split_dir + ": class names must be distinct and sorted, one per class, "
+                                "for the folder order to keep the labels");
+  std::vector<fs::path> class_dirs;
+  for (const auto& name : names) {
+    class_dirs.push_back(fs::path(split_dir) / name);
+    fs::create_directories(class_dirs.back());
+  }
+  for (size_t i = 0; i < dataset.size(); ++i) {
+    char name[32];
+    std::snprintf(name, sizeof name, "%05zu.png", i);
+    const fs::path path = class_dirs.at(dataset.labels[i]) / name;
+    if (!stbi_write_png(path.c_str(), dataset.width, dataset.height, dataset.channels, dataset.image(i),
+                        dataset.width * dataset.channels))
+      throw std::runtime_error(path.string() + ": cannot write PNG");
+  }
+}
+
+}  // namespace cutrain

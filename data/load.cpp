@@ -1,0 +1,45 @@
+#include "data/load.h"
+
+#include <filesystem>
+#include <stdexcept>
+
+#include "data/cifar10.h"
+#include "data/image_folder.h"
+
+namespace cutrain {
+
+namespace fs = std::filesystem;
+
+DataFormat parse_data_format(const std::string& name) {
+  if (name == "cifar") return DataFormat::cifar10;
+  if (name == "folder") return DataFormat::image_folder;
+  throw std::invalid_argument("--format: '" + name + "' is neither cifar nor folder");
+}
+
+DataFormat detect_data_format(const std::string& dir) {
+  if (!fs::is_directory(dir)) throw std::runtime_error(dir + ": no such folder");
+  if (looks_like_cifar10(dir)) return DataFormat::cifar10;
+  if (looks_like_image_folder(dir)) return DataFormat::image_folder;
+  throw std::runtime_error(dir + ": not a dataset; it must hold either CIFAR-10's data_batch_1.bin .. "
+                           "data_batch_5.bin and test_batch.bin, or train/<class>/*.png and test/<class>/*.png");
+}
+
+Dataset load_dataset(const std::string& dir, bool train) {
+  if (detect_data_format(dir) == DataFormat::cifar10) return load_cifar10(dir, train);
+  const std::string train_dir = (fs::path(dir) / "train").string();
+  Dataset dataset = load_image_folder(train ? train_dir : (fs::path(dir) / "test").string());
+  if (!train && fs::is_directory(train_dir) && dataset.class_names != image_folder_classes(train_dir))
+    throw std::runtime_error(dir + ": test/ and train/ hold different class folders, so their labels would differ");
+  return dataset;
+}
+
+void write_dataset(const std::string& dir, DataFormat format, const Dataset& train, const Dataset& test) {
+  if (format == DataFormat::cifar10) {
+    write_cifar10(dir, train, test);
+  } else {
+    write_image_folder((fs::path(dir) / "train").string(), train);
+    write_image_folder((fs::path(dir) / "test").string(), test);
+  }
+}
+
+}  // namespace cutrain

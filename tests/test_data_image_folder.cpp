@@ -1,0 +1,100 @@
+// Image folders: class order, grey and alpha to RGB, resizing, the writer round trip, bad files.
+#include <catch2/catch.hpp>
+
+#include <stb_image_write.h>
+
+#include "data/image_folder.h"
+#include "data/load.h"
+#include "tests/test_data_util.h"
+
+using namespace cutrain;
+using cutrain::test::TempDir;
+
+static void write_png(const std::string& path, int w, int h, int channels, const std::vector<uint8_t>& pixels) {
+  std::filesystem::create_directories(std::filesystem::path(path).parent_path());
+  REQUIRE(stbi_write_png(path.c_str(), w, h, channels, pixels.data(), w * channels));
+}
+
+TEST_CASE("image folder: classes sorted by name, grey and RGBA become RGB, other sizes are resized", "[data]") {
+  TempDir dir;
+  // class "zebra" sorts after "apple" although written first
+  write_png(dir / "train/zebra/0.png", 32, 32, 1, std::vector<uint8_t>(32 * 32, 77));  // grey
+  std::vector<uint8_t> rgba(32 * 32 * 4);
+  for (size_t i = 0; i < rgba.size(); i += 4) rgba[i] = 10, rgba[i + 1] = 20, rgba[i + 2] = 30, rgba[i + 3] = 128;
+  write_png(dir / "train/apple/1.png", 32, 32, 4, rgba);
+  std::vector<uint8_t> small(16 * 8 * 3);
+  for (size_t i = 0; i < small.size(); i += 3) small[i] = 200, small[i + 1] = 100, small[i + 2] = 50;
+  write_png(dir / "train/apple/0.png", 16, 8, 3, small);  // 16 wide, 8 high: resized to 32 x 32
+  std::filesystem::create_directories(dir / "train/zebra/notes");  // not an image: ignored
+  write_png(dir / "test/apple/0.png", 32, 32, 1, std::vector<uint8_t>(32 * 32, 5));
+  std::filesystem::create_directories(dir / "test/zebra");
+
+  REQUIRE(detect_data_format(dir.path.string()) == DataFormat::image_folder);
+  Dataset train = load_dataset(dir.path.string(), true);
+  REQUIRE(train.size() == 3);
+  CHECK(train.num_classes == 2);
+  CHECK(train.class_names == std::vector<std::string>{"apple", "zebra"});
+  CHECK(train.labels == std::vector<int32_t>{0, 0, 1});
+  // apple/0.png (resized, constant colour stays constant)
+  for (int p : {0, 500, 1023}) {
+    CHECK(int(train.image(0)[p * 3 + 0]) == Approx(200).margin(1));
+    CHECK(int(train.image(0)[p * 3 + 1]) == Approx(100).margin(1));
+    CHECK(int(train.image(0)[p * 3 + 2]) == Approx(50).margin(1));
+  }
+  // apple/1.png: alpha dropped
+  CHECK(train.image(1)[0] == 10);
+  CHECK(train.image(1)[1] == 20);
+  CHECK(train.image(1)[2] == 30);
+  // zebra/0.png: grey to R = G = B
+  CHECK(train.image(2)[3 * 40 + 0] == 77);
+  CHECK(train.image(2)[3 * 40 + 1] == 77);
+  CHECK(train.image(2)[3 * 40 + 2] == 77);
+
+  Dataset test = load_dataset(dir.path.string(), false);
+  CHECK(test.size() == 1);
+  CHECK(test.class_names == train.class_names);
+}
+
+TEST_CASE("image folder writer and reader round-trip", "[data]") {
+  TempDir dir;
+  Dataset train = test::patterned_dataset(12, 3);
+  train.class_names = {"x", "y", "z"};
+  Dataset test = test::patterned_dataset(4, 3);
+  test.class_names = train.class_names;
+  write_dataset(dir.path.string(), DataFormat::image_folder, train, test);
+  Dataset back = load_dataset(dir.path.string(), true);
+  REQUIRE(back.size() == 12);
+  CHECK(back.class_names == train.class_names);
+  // the folder groups by class: back holds labels 0,0,0,0,1,... in the order written within each
+  for (size_t i = 0; i < back.size(); ++i) {
+    size_t original = (i % 4) * 3 + back.labels[i];  // class c holds originals c, c+3, c+6, c+9
+    CHECK(std::equal(back.image(i), back.image(i) + back.image_bytes(), train.image(original)));
+  }
+  // Names that do not sort in label order would come back as other labels: refused.
+  Dataset unsorted = train;
+  unsorted.class_names = {"z", "y", "x"};
+  CHECK_THROWS_WITH(write_image_folder(dir / "other", unsorted), Catch::Contains("must be distinct and sorted"));
+}
+
+TEST_CASE("image folder bad inputs give one-line errors naming the file or folder", "[data]") {
+  TempDir dir;
+  SECTION("an unreadable image") {
+    std::filesystem::create_directories(dir / "train/cat");
+    test::write_bytes(dir / "train/cat/broken.png", {1, 2, 3, 4, 5});
+    CHECK_THROWS_WITH(load_dataset(dir.path.string(), true), Catch::Contains("broken.png: cannot decode image"));
+  }
+  SECTION("class folders without images") {
+    std::filesystem::create_directories(dir / "train/cat");
+    CHECK_THROWS_WITH(load_dataset(dir.path.string(), true), Catch::Contains("train: no .png"));
+  }
+  SECTION("no class folders") {
+    std::filesystem::create_directories(dir / "train");
+    CHECK_THROWS_WITH(load_dataset(dir.path.string(), true), Catch::Contains("train: no class folders"));
+  }
+  SECTION("test classes that differ from train classes") {
+    write_png(dir / "train/cat/0.png", 32, 32, 1, std::vector<uint8_t>(32 * 32, 1));
+    write_png(dir / "train/dog/0.png", 32, 32, 1, std::vector<uint8_t>(32 * 32, 1));
+    write_png(dir / "test/dog/0.png", 32, 32, 1, std::vector<uint8_t>(32 * 32, 1));
+    CHECK_THROWS_WITH(load_dataset(dir.path.string(), false), Catch::Contains("different class folders"));
+  }
+}
