@@ -15,7 +15,7 @@
 # curves.png, train.jsonl and compare-runs.tar.gz (the comparison's metrics and logs).
 set -euo pipefail
 
-usage() { sed -n '2,17s/^# \{0,1\}//p' "$0"; }
+usage() { echo "usage: scripts/gpu-check.sh [--prebuilt [DIR]] [--out DIR] [--budget SECONDS]"; sed -n '2,17s/^# \{0,1\}//p' "$0"; }
 bad_usage() { echo "gpu-check.sh: error: $* (see --help)" >&2; exit 2; }
 die() { echo "gpu-check.sh: error: $*" >&2; exit 1; }
 

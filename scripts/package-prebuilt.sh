@@ -9,7 +9,7 @@
 # CUDA toolkit or in Python's nvidia-* packages. In practice: Gloo, hiredis, ibverbs, libnl, stb.
 set -euo pipefail
 
-usage() { sed -n '2,9s/^# \{0,1\}//p' "$0"; }
+usage() { echo "usage: scripts/package-prebuilt.sh [--bin DIR] [--out DIR]"; sed -n '2,9s/^# \{0,1\}//p' "$0"; }
 bad_usage() { echo "package-prebuilt.sh: error: $* (see --help)" >&2; exit 2; }
 die() { echo "package-prebuilt.sh: error: $*" >&2; exit 1; }
 
