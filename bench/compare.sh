@@ -179,6 +179,7 @@ for ((r = 1; r <= repeats; r++)); do
       torch-compile-bf16-cl) cmd=("${torch_launch[@]}" "${common[@]}" --amp bf16 --channels-last "${fast_data[@]}"
                                   --compile "$compile_mode") ;;
     esac
+    rm -f "$metrics"  # cutrain appends to a metrics file
     run "$config.r$r" "$limit" "${cmd[@]}" --metrics "$metrics" && summary_args+=("$config=$metrics") || true
   done
 done
@@ -188,7 +189,8 @@ if ((parity)); then
   checkpoint="$(ls -t "$out"/runs/ckpt-fp32.r1/*.safetensors 2>/dev/null | grep -v '\.optim\.' | head -n 1 || true)"
   if [ -z "$checkpoint" ]; then
     say "checkpoint check skipped: cutrain-fp32 wrote no checkpoint"
-  elif run cutrain-eval 300 "$cutrain" eval --data "$data" --checkpoint "$checkpoint" --device "$device"; then
+  elif run cutrain-eval 300 "$cutrain" eval --data "$data" --checkpoint "$checkpoint" --device "$device" \
+         --precision fp32; then
     acc="$(sed -n 's/^test accuracy: *\([0-9.]*\)%.*/\1/p' "$out/runs/cutrain-eval.log" | head -n 1)"
     if [ -n "$acc" ]; then
       run parity-checkpoint 300 "$PYTHON" "$here/check_parity.py" checkpoint --data "$data" \

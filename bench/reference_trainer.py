@@ -257,7 +257,6 @@ def train(model, env, args, train_set, test_set):
               f"per rank")
     metrics = Metrics(args.metrics, env)
     images_per_step = args.batch_size * env.world
-    width = len(str(steps_per_epoch))
     global_step, step_rates, test_accs = 0, [], []
     wall_start = time.perf_counter()
 
@@ -294,8 +293,8 @@ def train(model, env, args, train_set, test_set):
                 rate = images_per_step * 1000 / ms
                 if global_step > args.warmup_steps:
                     step_rates.append(rate)
-                env.print(f"== step: [{step:>{width}}/{steps_per_epoch}] [{epoch}/{epochs}] | loss: {mean_loss:.3f}"
-                          f" | acc: {100 * acc:.3f}% | {rate:,.0f} images/s | {ms:.2f} ms/step")
+                env.print(f"== step: [{step:>3}/{steps_per_epoch}] [{epoch}/{epochs}] | loss: {mean_loss:.3f} "
+                          f"| acc: {100 * acc:.3f}% | {rate:.0f} img/s | {ms:.1f} ms/step")  # cutrain's shape
                 metrics.write(kind="step", epoch=epoch, step=step, steps_per_epoch=steps_per_epoch,
                               global_step=global_step, loss=mean_loss, acc=acc, lr=opt.param_groups[0]["lr"],
                               images_per_s=rate, ms_per_step=ms)
@@ -308,11 +307,14 @@ def train(model, env, args, train_set, test_set):
                       loss=totals[0].item() / (step * env.world), acc=totals[1].item() / totals[2].item(),
                       lr=opt.param_groups[0]["lr"], images_per_s=images_per_step * step / epoch_time,
                       epoch_time_s=epoch_time)
+        test = ""
         if epoch % args.eval_every == 0 or epoch == epochs:
             record["test_acc"] = evaluate(model, test_x, test_y, env, amp)
             test_accs.append(record["test_acc"])
-            env.print(f"epoch {epoch}: test accuracy {100 * record['test_acc']:.2f}%, {epoch_time:.1f} s")
+            test = f" | test acc: {100 * record['test_acc']:.3f}%"
         record["peak_memory_bytes"] = peak_memory(device)
+        env.print(f"== epoch {epoch}/{epochs} | loss: {record['loss']:.3f} | acc: {100 * record['acc']:.3f}%{test} "
+                  f"| {epoch_time:.1f} s | {record['images_per_s']:.0f} img/s")
         metrics.write(**record)
 
     wall = time.perf_counter() - wall_start

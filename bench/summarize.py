@@ -55,7 +55,7 @@ def summarize_run(name, paths, warmup_steps):
     timed = [r for r in steps if r["global_step"] > warmup_steps] or steps
     later_epochs = [r for r in epochs if r["epoch"] > 1] or epochs
     accs = [s["final_test_acc"] for s in summaries if s.get("final_test_acc") is not None] \
-        or [r["test_acc"] for r in epochs[-1:] if "test_acc" in r]
+        or [r["test_acc"] for r in epochs[-1:] if r.get("test_acc") is not None]
     peaks = [r.get("peak_memory_bytes") for r in epochs + summaries]
     peaks = [p for p in peaks if p]
     info = summaries[-1] if summaries else {}

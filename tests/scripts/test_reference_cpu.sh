@@ -10,7 +10,7 @@ ref=("$numpy_python" "$repo/bench/pytorch_reference.py" --device cpu --workers 0
 write_cifar "$scratch/d" data_batch_1.bin:40 data_batch_2.bin:40 data_batch_3.bin:16 data_batch_4.bin:0 data_batch_5.bin:0
 "${ref[@]}" --data "$scratch/d" --epochs 2 --max-steps 7 --log-every 2 --eval-every 1 --metrics "$scratch/m.jsonl" \
   >"$scratch/out.txt" 2>&1 || fail "training: $(tail -n 3 "$scratch/out.txt")"
-grep -q '^== step: \[2/6\] \[1/2\] | loss: [0-9.]* | acc: [0-9.]*%' "$scratch/out.txt" ||
+grep -q '^== step: \[  2/6\] \[1/2\] | loss: [0-9.]* | acc: [0-9.]*% | [0-9]* img/s | [0-9.]* ms/step$' "$scratch/out.txt" ||
   fail "step line shape: $(grep -m1 '== step' "$scratch/out.txt")"
 "${ref[@]}" --data "$scratch/d" --epochs 1 --max-steps 2 --data-on-gpu --amp bf16 --channels-last \
   --metrics "$scratch/g.jsonl" >"$scratch/out2.txt" 2>&1 || fail "resident data, bf16: $(tail -n 3 "$scratch/out2.txt")"
