@@ -20,6 +20,8 @@ import torch.distributed as dist
 import torch.nn as nn
 import torch.nn.functional as F
 import torchvision
+import torchvision.transforms as T
+from PIL import Image
 from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader, Dataset, DistributedSampler
 
@@ -49,7 +51,6 @@ class AugmentedCifar(Dataset):
     """The recipe's training set: PIL image -> RandomCrop(32, 4) -> flip -> ToTensor -> Normalize."""
 
     def __init__(self, images, labels):
-        import torchvision.transforms as T
         self.images, self.labels = images, labels
         self.transform = T.Compose([T.RandomCrop(32, padding=4), T.RandomHorizontalFlip(), T.ToTensor(),
                                     T.Normalize(cifar10.MEAN, cifar10.STD)])
@@ -58,7 +59,6 @@ class AugmentedCifar(Dataset):
         return len(self.labels)
 
     def __getitem__(self, i):
-        from PIL import Image
         return self.transform(Image.fromarray(self.images[i])), int(self.labels[i])
 
 
