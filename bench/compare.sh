@@ -172,7 +172,8 @@ for ((r = 1; r <= repeats; r++)); do
   for config in cutrain-fp32 torch-eager-fp32 cutrain-bf16 torch-eager-bf16-cl torch-compile-bf16-cl; do
     metrics="$out/runs/$config.r$r.jsonl"
     case "$config" in
-      cutrain-fp32) cmd=("${cutrain_launch[@]}" train "${common[@]}" --precision fp32 --save "$out/runs/ckpt-fp32.r$r") ;;
+      cutrain-fp32) cmd=("${cutrain_launch[@]}" train "${common[@]}" --precision fp32
+                         --save "$out/runs/ckpt-fp32.r$r") ;;
       cutrain-bf16) cmd=("${cutrain_launch[@]}" train "${common[@]}" --precision bf16) ;;
       torch-eager-fp32) cmd=("${torch_launch[@]}" "${common[@]}") ;;
       torch-eager-bf16-cl) cmd=("${torch_launch[@]}" "${common[@]}" --amp bf16 --channels-last "${fast_data[@]}") ;;
@@ -208,5 +209,6 @@ parity_args=()
 gpu="$("$PYTHON" -c 'import torch; print(torch.cuda.get_device_name(0))' 2>/dev/null || echo unknown)"
 echo | tee -a "$log"
 "$PYTHON" "$here/summarize.py" "${summary_args[@]}" "${parity_args[@]}" --warmup-steps "$warmup" --out "$out" \
-  --note "gpu=$gpu" --note "nproc=$nproc" --note "epochs=$epochs" --note "data=$data" | tee "$out/table.txt" | tee -a "$log"
+  --note "gpu=$gpu" --note "nproc=$nproc" --note "epochs=$epochs" --note "data=$data" |
+  tee "$out/table.txt" | tee -a "$log"
 ((failures == 0)) || { echo "compare.sh: $failures step(s) failed; see $log" >&2; exit 1; }

@@ -25,7 +25,8 @@ def parse_args(argv=None):
     p.add_argument("--batch-size", type=int, default=256, help="per process, as cutrain's")
     p.add_argument("--lr", type=float, default=0.002)
     p.add_argument("--momentum", type=float, default=0.9)
-    p.add_argument("--nesterov", action=argparse.BooleanOptionalAction, default=True, help="Nesterov momentum (default on)")
+    p.add_argument("--nesterov", action=argparse.BooleanOptionalAction, default=True,
+                   help="Nesterov momentum (default on)")
     p.add_argument("--weight-decay", type=float, default=1e-4)
     p.add_argument("--workers", type=int, default=4, help="DataLoader worker processes per rank")
     p.add_argument("--stem", choices=["cifar", "imagenet"], default="cifar",

@@ -164,7 +164,8 @@ def main(argv=None):
         with open(os.path.join(args.out, "results.json"), "w") as f:
             json.dump(results, f, indent=2)
         chart = os.path.join(args.out, "compare.png")
-        print(f"results: {os.path.join(args.out, 'results.json')}" + (f", {chart}" if draw_chart(runs, speedups, chart) else ""))
+        drawn = draw_chart(runs, speedups, chart)
+        print(f"results: {os.path.join(args.out, 'results.json')}" + (f", {chart}" if drawn else ""))
 
 
 def read_parity(path):

@@ -15,7 +15,10 @@
 # curves.png, train.jsonl and compare-runs.tar.gz (the comparison's metrics and logs).
 set -euo pipefail
 
-usage() { echo "usage: scripts/gpu-check.sh [--prebuilt [DIR]] [--out DIR] [--budget SECONDS]"; sed -n '2,17s/^# \{0,1\}//p' "$0"; }
+usage() {
+  echo "usage: scripts/gpu-check.sh [--prebuilt [DIR]] [--out DIR] [--budget SECONDS]"
+  sed -n '2,17s/^# \{0,1\}//p' "$0"
+}
 bad_usage() { echo "gpu-check.sh: error: $* (see --help)" >&2; exit 2; }
 die() { echo "gpu-check.sh: error: $*" >&2; exit 1; }
 
@@ -146,13 +149,15 @@ for f in "$work/compare/results.json" "$work/compare/compare.png" "$work/train.j
   [ -f "$f" ] && cp "$f" "$out/"
 done
 if ls "$work"/compare/runs/*.jsonl >/dev/null 2>&1; then
-  /usr/bin/env python3 "$repo/scripts/plot_metrics.py" "$work"/compare/runs/*.jsonl -o "$out/curves.png" >>"$log" 2>&1 || true
+  python3 "$repo/scripts/plot_metrics.py" "$work"/compare/runs/*.jsonl -o "$out/curves.png" >>"$log" 2>&1 || true
   tar -czf "$out/compare-runs.tar.gz" --exclude='*.safetensors' -C "$work/compare" runs parity compare.log \
     table.txt 2>>"$log" || true
 fi
 {
   echo
-  echo "gpu-check summary: $gpu, $([ -n "$prebuilt" ] && echo "prebuilt $prebuilt" || echo "built for sm_$arch"), ${SECONDS} s"
+  binaries="built for sm_$arch"
+  [ -z "$prebuilt" ] || binaries="prebuilt $prebuilt"
+  echo "gpu-check summary: $gpu, $binaries, ${SECONDS} s"
   printf '%-26s %-8s %5s  %s\n' step status time result
   printf '%s\n' "${rows[@]}"
   if [ -f "$work/compare/table.txt" ]; then echo; cat "$work/compare/table.txt"; fi

@@ -27,7 +27,8 @@ done
 
 # Libraries left to the GPU machine, by file name.
 base_runtime='^(linux-vdso|ld-linux[^ ]*|libc|libm|libdl|librt|libpthread|libresolv|libutil|libstdc\+\+|libgcc_s)\.so'
-cuda_runtime='^lib(cuda|cudart|cublas|cublasLt|cudnn[^ ]*|nccl|nvrtc[^ ]*|nvJitLink|cufft|curand|cusparse|cusolver|cupti|nvToolsExt|nvidia-[^ ]*)\.so'
+cuda_runtime='^lib(cuda|cudart|cublas|cublasLt|cudnn[^ ]*|nccl|nvrtc[^ ]*|nvJitLink|cufft|curand|cusparse|cusolver'
+cuda_runtime+='|cupti|nvToolsExt|nvidia-[^ ]*)\.so'
 
 rm -rf "$out/bin" "$out/lib"
 mkdir -p "$out/bin" "$out/lib"

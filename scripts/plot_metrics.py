@@ -85,7 +85,8 @@ def main():
     p.add_argument("-o", "--output", default="curves.png", help="PNG to write (default curves.png)")
     p.add_argument("--labels", help="comma-separated names of the runs (default: the file names)")
     args = p.parse_args()
-    labels = args.labels.split(",") if args.labels else [os.path.basename(m).removesuffix(".jsonl") for m in args.metrics]
+    labels = args.labels.split(",") if args.labels else \
+        [os.path.basename(m).removesuffix(".jsonl") for m in args.metrics]
     if len(labels) != len(args.metrics):
         p.error(f"--labels names {len(labels)} runs, but {len(args.metrics)} files are given")
     if len(set(labels)) != len(labels):
