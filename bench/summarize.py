@@ -107,7 +107,7 @@ def format_table(runs, speedups, parity):
     return "\n".join(lines)
 
 
-def draw_chart(runs, speedups, path):
+def draw_chart(runs, speedups, notes, path):
     """Horizontal bars of images/s, cutrain's in one colour, each PyTorch bar labelled with cutrain's ratio."""
     try:
         import matplotlib
@@ -128,7 +128,9 @@ def draw_chart(runs, speedups, path):
         ax.text(bar.get_width(), bar.get_y() + bar.get_height() / 2, label, va="center", fontsize=8)
     ax.set_xlabel("images/s (median after warm-up)")
     ax.set_xlim(0, max(values) * 1.45)
-    ax.set_title("cutrain vs PyTorch, ResNet-18 on CIFAR-10")
+    first = next(iter(runs.values()))
+    ax.set_title(f"cutrain vs PyTorch: ResNet-18 ({first['stem']} stem), batch {first['batch_size']} per GPU, "
+                 f"{notes.get('nproc', '?')} x {notes.get('gpu', 'GPU')}", fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
@@ -159,12 +161,13 @@ def main(argv=None):
     print(format_table(runs, speedups, parity))
     if args.out:
         os.makedirs(args.out, exist_ok=True)
+        notes = dict(n.partition("=")[::2] for n in args.note)
         results = {"runs": runs, "speedups": speedups, "parity": parity, "warmup_steps": args.warmup_steps,
-                   "notes": dict(n.partition("=")[::2] for n in args.note)}
+                   "notes": notes}
         with open(os.path.join(args.out, "results.json"), "w") as f:
             json.dump(results, f, indent=2)
         chart = os.path.join(args.out, "compare.png")
-        drawn = draw_chart(runs, speedups, chart)
+        drawn = draw_chart(runs, speedups, notes, chart)
         print(f"results: {os.path.join(args.out, 'results.json')}" + (f", {chart}" if drawn else ""))
 
 
