@@ -10,7 +10,8 @@
 #   torch-eager-bf16-cl    bf16 autocast and channels_last, data resident on the GPU
 #   torch-compile-bf16-cl  the same under torch.compile
 # Before the runs, two correctness checks (bench/check_parity.py): the first step's loss and gradients from
-# the same initial weights, and a cutrain checkpoint's accuracy in torchvision.
+# the same initial weights (each fp32 result measured against PyTorch's float64 step), and a cutrain
+# checkpoint's accuracy in torchvision.
 # One GPU: each program runs as one plain process; N GPUs: cutrain through cutrun, PyTorch through torchrun.
 set -euo pipefail
 
@@ -155,12 +156,12 @@ if ((parity)); then
   rm -f "$p/parity.json"
   if run torch-first-step 300 "$PYTHON" "$here/pytorch_reference.py" --data "$data" --stem "$stem" \
        --batch-size "$batch" --device "$device" --export-init "$p/init.safetensors" \
-       --dump-first-step "$p/torch-first-step.safetensors" &&
+       --dump-first-step "$p/torch-first-step.safetensors" --dump-fp64 "$p/torch-first-step-fp64.safetensors" &&
      run cutrain-first-step 300 "$cutrain" train --data "$data" --stem "$stem" --batch-size "$batch" \
        --device "$device" --precision fp32 --init-from "$p/init.safetensors" \
        --dump-first-step "$p/cutrain-first-step.safetensors"; then
     run parity-grads 120 "$PYTHON" "$here/check_parity.py" grads "$p/torch-first-step.safetensors" \
-      "$p/cutrain-first-step.safetensors" --json "$p/parity.json" || true
+      "$p/cutrain-first-step.safetensors" --fp64 "$p/torch-first-step-fp64.safetensors" --json "$p/parity.json" || true
   fi
 fi
 

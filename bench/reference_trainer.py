@@ -9,6 +9,7 @@ Everything a careful PyTorch user would do, and nothing cutrain-specific:
 - Timing: the loss and accuracy are summed on the device and read back only every --log-every steps,
   so no step waits for the host; an interval's time runs from one such read-back to the next.
 """
+import copy
 import json
 import os
 import statistics
@@ -155,25 +156,28 @@ class Metrics:
 
 # ------------------------------------------------------------------------------------- first-step dump
 
-def dump_first_step(model, train_images, train_labels, args, device, path):
-    """Loss and gradients of one fp32 forward + backward (train-mode batch statistics, no update) on the
-    first batch-size train images in file order, normalized only: what `cutrain train --dump-first-step`
-    writes, for a tensor-by-tensor comparison."""
+def dump_first_step(model, train_images, train_labels, batch_size, path, dtype=torch.float32):
+    """Loss and gradients of one forward + backward (train-mode batch statistics, no update) on the first
+    batch-size train images in file order, normalized only: what `cutrain train --dump-first-step` writes,
+    for a tensor-by-tensor comparison. fp32 without TF32; in float64 (a copy of the model) it is the
+    yardstick that tells how far any fp32 computation of this step may stray (check_parity.py --fp64)."""
     torch.backends.cudnn.allow_tf32 = False
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.deterministic = True
-    n = min(args.batch_size, len(train_labels))
-    x = torch.from_numpy(cifar10.normalize(train_images[:n])).to(device)
+    device = next(model.parameters()).device
+    model = copy.deepcopy(model).to(dtype).train()
+    n = min(batch_size, len(train_labels))
+    x = torch.from_numpy(cifar10.normalize(train_images[:n])).to(device, dtype)
     y = torch.from_numpy(train_labels[:n]).to(device)
-    model.train()
-    model.zero_grad(set_to_none=True)
     loss = F.cross_entropy(model(x), y)
     loss.backward()
-    tensors = {"loss": np.array([loss.item()], dtype=np.float32)}
+    numpy_dtype = np.float64 if dtype == torch.float64 else np.float32
+    tensors = {"loss": np.array([loss.item()], dtype=numpy_dtype)}
     for name, p in model.named_parameters():
-        tensors["grad." + name] = p.grad.detach().float().cpu().numpy()
+        tensors["grad." + name] = p.grad.detach().cpu().numpy().astype(numpy_dtype)
     safetensors_io.save(tensors, path)
-    print(f"first step: loss {loss.item():.6f}, {len(tensors) - 1} gradients -> {path}", flush=True)
+    print(f"first step ({str(dtype).removeprefix('torch.')}): loss {loss.item():.6f}, {len(tensors) - 1} gradients "
+          f"-> {path}", flush=True)
 
 
 # ------------------------------------------------------------------------------------------- training
@@ -204,7 +208,9 @@ def run(args):
     train_x, train_y = cifar10.load_split(args.data, train=True)
     if args.dump_first_step:
         if env.rank == 0:
-            dump_first_step(model, train_x, train_y, args, device, args.dump_first_step)
+            dump_first_step(model, train_x, train_y, args.batch_size, args.dump_first_step)
+            if args.dump_fp64:
+                dump_first_step(model, train_x, train_y, args.batch_size, args.dump_fp64, torch.float64)
         return
     test_x, test_y = cifar10.load_split(args.data, train=False)
     train(model, env, args, (train_x, train_y), (test_x, test_y))

@@ -48,6 +48,14 @@ far = dict(ref, **{"grad.fc.bias": ref["grad.fc.bias"] * np.float32(1 + 2e-3)})
 safetensors_io.save(far, f"{folder}/far.safetensors")
 safetensors_io.save({k: v for k, v in ref.items() if k != "grad.fc.bias"}, f"{folder}/missing.safetensors")
 safetensors_io.save(dict(ref, **{"grad.fc.bias": np.zeros((10, 1), np.float32)}), f"{folder}/shape.safetensors")
+# A float64 yardstick 1% away from PyTorch's fp32 dump on conv1 only: cutrain may then err up to 2% there.
+exact = {k: v.astype(np.float64) for k, v in ref.items()}
+exact["grad.conv1.weight"] = exact["grad.conv1.weight"] * 1.01
+safetensors_io.save(exact, f"{folder}/fp64.safetensors")
+safetensors_io.save(dict(ref, **{"grad.conv1.weight": ref["grad.conv1.weight"] * np.float32(0.995)}),
+                    f"{folder}/within.safetensors")   # 1.5% off fp64 on conv1: within 2 x 1%
+safetensors_io.save(dict(ref, **{"grad.conv1.weight": ref["grad.conv1.weight"] * np.float32(0.985)}),
+                    f"{folder}/beyond.safetensors")   # 2.5% off fp64 on conv1: beyond
 PY
 c=("$py" "$repo/bench/check_parity.py" grads "$scratch/torch.safetensors")
 "${c[@]}" "$scratch/torch.safetensors" --json "$scratch/p.json" | grep -q "PASS" || fail "equal dumps do not pass"
@@ -58,6 +66,12 @@ status=0
   fail "2e-3 relative error: status $status, $(cat "$scratch/far.txt")"
 "$py" -c "import json, sys; r = json.load(open(sys.argv[1]))['first_step']; assert not r['passed'] and \
   abs(r['relative_errors']['grad.fc.bias'] - 2e-3) < 1e-5, r" "$scratch/p.json" || fail "parity.json"
+"${c[@]}" "$scratch/within.safetensors" --fp64 "$scratch/fp64.safetensors" | grep -q PASS ||
+  fail "within 2 x PyTorch's own error against fp64 does not pass"
+status=0
+"${c[@]}" "$scratch/beyond.safetensors" --fp64 "$scratch/fp64.safetensors" >"$scratch/beyond.txt" || status=$?
+[ "$status" = 1 ] && grep -q "worst grad.conv1.weight" "$scratch/beyond.txt" ||
+  fail "beyond 2 x PyTorch's own error against fp64: status $status, $(cat "$scratch/beyond.txt")"
 one_line_error "a missing tensor" 1 "${c[@]}" "$scratch/missing.safetensors"
 grep -q "grad.fc.bias" "$scratch/stderr" || fail "the missing tensor is not named: $(cat "$scratch/stderr")"
 one_line_error "a shape mismatch" 1 "${c[@]}" "$scratch/shape.safetensors"

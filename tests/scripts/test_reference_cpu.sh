@@ -34,7 +34,8 @@ g = [json.loads(l) for l in open(sys.argv[2])]
 assert g[-1]["kind"] == "summary" and g[-1]["precision"] == "bf16" and g[-1]["data_on_gpu"], g[-1]
 PY
 "${ref[@]}" --data "$scratch/d" --export-init "$scratch/init.safetensors" \
-  --dump-first-step "$scratch/first.safetensors" >/dev/null || fail "export/dump: exit $?"
+  --dump-first-step "$scratch/first.safetensors" --dump-fp64 "$scratch/first64.safetensors" >/dev/null ||
+  fail "export/dump: exit $?"
 "$numpy_python" - "$scratch" <<'PY'
 import sys, torchvision, torch, numpy as np
 import safetensors_io, cifar10
@@ -47,10 +48,13 @@ params = {n for n, _ in torchvision.models.resnet18(num_classes=10).named_parame
 assert set(first) == {"loss"} | {"grad." + n for n in params}, set(first) ^ ({"loss"} | {"grad." + n for n in params})
 assert first["loss"].shape == (1,) and 1.0 < first["loss"][0] < 5.0, first["loss"]
 assert first["grad.fc.weight"].shape == (10, 512)
+first64 = safetensors_io.load(f"{folder}/first64.safetensors")
+assert set(first64) == set(first) and first64["grad.fc.weight"].dtype == np.float64
+assert abs(first64["loss"][0] - first["loss"][0]) < 1e-4, (first64["loss"], first["loss"])
 PY
 [ $? = 0 ] || fail "exported files"
-"$numpy_python" "$repo/bench/check_parity.py" grads "$scratch/first.safetensors" "$scratch/first.safetensors" >/dev/null ||
-  fail "a dump against itself"
+"$numpy_python" "$repo/bench/check_parity.py" grads "$scratch/first.safetensors" "$scratch/first.safetensors" \
+  --fp64 "$scratch/first64.safetensors" >/dev/null || fail "a dump against itself, float64 as yardstick"
 acc="$("$numpy_python" "$repo/bench/check_parity.py" checkpoint --data "$scratch/d" --checkpoint "$scratch/init.safetensors" \
   --cutrain-acc 0 --tolerance 100 | sed -n 's/.*torchvision \([0-9.]*\)%.*/\1/p')"
 [ -n "$acc" ] || fail "check_parity.py checkpoint printed no accuracy"
