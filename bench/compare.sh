@@ -148,7 +148,7 @@ if ((nproc > 1)); then
 fi
 common=(--data "$data" --epochs "$epochs" --batch-size "$batch" --stem "$stem" --seed 0 --device "$device"
         --log-every "$log_every")
-say "compare: $nproc GPU(s), resnet18 $stem stem, batch $batch per GPU, $epochs epochs, data $data"
+say "compare: $nproc process(es) on $device, resnet18 $stem stem, batch $batch per GPU, $epochs epochs, data $data"
 
 # ---- correctness first: same initial weights, same fixed batch, fp32
 if ((parity)); then
