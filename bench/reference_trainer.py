@@ -251,16 +251,7 @@ def train(model, env, args, train_set, test_set):
         total_steps = min(total_steps, args.max_steps)
     epochs = -(-total_steps // steps_per_epoch)
     precision = "bf16" if args.amp == "bf16" else "fp32"
-    n_params = sum(p.numel() for p in model.parameters())
-    env.print(f"pytorch reference: world size {env.world}, device {device}"
-              f"{' (' + torch.cuda.get_device_name(device) + ')' if device.type == 'cuda' else ''}, "
-              f"precision {precision}{' autocast' if args.amp == 'bf16' else ''}"
-              f"{', channels_last' if args.channels_last else ''}"
-              f"{', torch.compile ' + args.compile if args.compile else ''}"
-              f", data {f'resident on {device}' if args.data_on_gpu else f'DataLoader ({args.workers} workers)'}")
-    env.print(f"resnet18 ({args.stem} stem), {n_params:,} parameters; train {n_train} / test {len(test_y)} "
-              f"images; {steps_per_epoch} steps per epoch, {total_steps} steps, batch {args.batch_size} "
-              f"per rank")
+    print_banner(env, args, model, (n_train, len(test_y)), steps_per_epoch, total_steps)
     metrics = Metrics(args.metrics, env)
     images_per_step = args.batch_size * env.world
     global_step, step_rates, test_accs = 0, [], []
@@ -331,6 +322,24 @@ def train(model, env, args, train_set, test_set):
                   channels_last=args.channels_last, compile=args.compile, data_on_gpu=args.data_on_gpu)
     env.print(f"done: {wall:.1f} s, mean {mean_rate or 0:,.0f} images/s after {args.warmup_steps} warm-up steps, "
               f"best test accuracy {100 * max(test_accs):.2f}%, final {100 * test_accs[-1]:.2f}%")
+
+
+def print_banner(env, args, model, sizes, steps_per_epoch, total_steps):
+    """Rank 0's start-up lines: the configuration, the model and the data, as cutrain's banner gives them."""
+    device = env.device
+    setup = [f"world size {env.world}", f"device {device}"]
+    if device.type == "cuda":
+        setup[-1] += f" ({torch.cuda.get_device_name(device)})"
+    setup.append("precision bf16 autocast" if args.amp == "bf16" else "precision fp32")
+    if args.channels_last:
+        setup.append("channels_last")
+    if args.compile:
+        setup.append(f"torch.compile {args.compile}")
+    setup.append(f"data resident on {device}" if args.data_on_gpu else f"DataLoader ({args.workers} workers)")
+    env.print("pytorch reference: " + ", ".join(setup))
+    n_params = sum(p.numel() for p in model.parameters())
+    env.print(f"resnet18 ({args.stem} stem), {n_params:,} parameters; train {sizes[0]} / test {sizes[1]} images; "
+              f"{steps_per_epoch} steps per epoch, {total_steps} steps, batch {args.batch_size} per rank")
 
 
 def peak_memory(device):
