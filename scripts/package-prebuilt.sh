@@ -35,7 +35,7 @@ mkdir -p "$out/bin" "$out/lib"
 for f in "$bin"/*; do
   [ -f "$f" ] && [ -x "$f" ] || continue
   cp -p "$f" "$out/bin/"
-  file -b "$f" | grep -q '^ELF' || continue  # cutrun is a script
+  [ "$(head -c 4 "$f" | tail -c 3)" = ELF ] || continue  # cutrun is a script
   ldd "$f" | awk '$2 == "=>" && $3 ~ /^\// { print $1, $3 }' | while read -r name path; do
     if [[ "$name" =~ $base_runtime || "$name" =~ $cuda_runtime ]]; then continue; fi
     [ -e "$out/lib/$name" ] || cp -L "$path" "$out/lib/$name"
