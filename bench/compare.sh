@@ -134,7 +134,7 @@ run() {
 
 # ---- data: the given folder, or a synthetic one in CIFAR-10's binary layout that both programs read
 if [ -z "$data" ]; then
-  data="$out/data"
+  data="$out/data-$train_n"
   [ -f "$data/test_batch.bin" ] || run make-synthetic 600 "$cutrain" make-synthetic --out "$data" \
     --train "$train_n" --test "$test_n" || die "could not make the synthetic dataset (see $out/runs/make-synthetic.log)"
 fi
@@ -181,7 +181,7 @@ for ((r = 1; r <= repeats; r++)); do
       torch-compile-bf16-cl) cmd=("${torch_launch[@]}" "${common[@]}" --amp bf16 --channels-last "${fast_data[@]}"
                                   --compile "$compile_mode") ;;
     esac
-    rm -f "$metrics"  # cutrain appends to a metrics file
+    rm -rf "$metrics" "$out/runs/ckpt-fp32.r$r"  # cutrain appends to a metrics file; no old checkpoints
     run "$config.r$r" "$limit" "${cmd[@]}" --metrics "$metrics" && summary_args+=("$config=$metrics") || true
   done
 done
