@@ -165,12 +165,13 @@ if ((parity)); then
   fi
 fi
 
-# ---- the runs, alternating programs; each writes runs/NAME.rK.jsonl
+# ---- the runs, alternating programs, those the targets name first (a --budget may cut the last);
+# each writes runs/NAME.rK.jsonl
 fast_data=(--data-on-gpu)
 [ "$torch_data" = gpu ] || fast_data=()
 summary_args=()
 for ((r = 1; r <= repeats; r++)); do
-  for config in cutrain-fp32 torch-eager-fp32 cutrain-bf16 torch-eager-bf16-cl torch-compile-bf16-cl; do
+  for config in cutrain-bf16 torch-eager-bf16-cl cutrain-fp32 torch-compile-bf16-cl torch-eager-fp32; do
     metrics="$out/runs/$config.r$r.jsonl"
     case "$config" in
       cutrain-fp32) cmd=("${cutrain_launch[@]}" train "${common[@]}" --precision fp32
