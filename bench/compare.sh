@@ -173,16 +173,17 @@ summary_args=()
 for ((r = 1; r <= repeats; r++)); do
   for config in cutrain-bf16 torch-eager-bf16-cl cutrain-fp32 torch-compile-bf16-cl torch-eager-fp32; do
     metrics="$out/runs/$config.r$r.jsonl"
+    checkpoints="$out/runs/ckpt-fp32.r$r"
     case "$config" in
-      cutrain-fp32) cmd=("${cutrain_launch[@]}" train "${common[@]}" --precision fp32
-                         --save "$out/runs/ckpt-fp32.r$r") ;;
+      cutrain-fp32) cmd=("${cutrain_launch[@]}" train "${common[@]}" --precision fp32 --save "$checkpoints")
+                    rm -rf "$checkpoints" ;;  # the checkpoint check takes the newest file there
       cutrain-bf16) cmd=("${cutrain_launch[@]}" train "${common[@]}" --precision bf16) ;;
       torch-eager-fp32) cmd=("${torch_launch[@]}" "${common[@]}") ;;
       torch-eager-bf16-cl) cmd=("${torch_launch[@]}" "${common[@]}" --amp bf16 --channels-last "${fast_data[@]}") ;;
       torch-compile-bf16-cl) cmd=("${torch_launch[@]}" "${common[@]}" --amp bf16 --channels-last "${fast_data[@]}"
                                   --compile "$compile_mode") ;;
     esac
-    rm -rf "$metrics" "$out/runs/ckpt-fp32.r$r"  # cutrain appends to a metrics file; no old checkpoints
+    rm -f "$metrics"  # cutrain appends to a metrics file
     run "$config.r$r" "$limit" "${cmd[@]}" --metrics "$metrics" && summary_args+=("$config=$metrics") || true
   done
 done
