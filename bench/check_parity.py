@@ -1,10 +1,13 @@
 #!/usr/bin/env python3
 """Is cutrain computing what PyTorch computes? Two checks across the programs.
 
-    check_parity.py grads TORCH.safetensors CUTRAIN.safetensors [--rtol 1e-3] [--json FILE]
+    check_parity.py grads TORCH.safetensors CUTRAIN.safetensors [--rtol 1e-3] [--fp64 FP64.safetensors]
         The first step's loss and gradients, dumped by both programs from the same initial weights on the
         same fixed batch (--dump-first-step): per tensor, relative error |cutrain - torch|_2 / |torch|_2
-        must stay within --rtol. Needs numpy only.
+        must stay within --rtol. That asks more than fp32 can give where batch norm's backward cancels
+        (PyTorch's own fp32 gradients can be 4e-3 off its float64 ones on a small batch); so with --fp64,
+        both are measured against the float64 step and cutrain passes when its error is within
+        max(rtol, slack x PyTorch's). Needs numpy only.
     check_parity.py checkpoint --data DIR --checkpoint PATH --cutrain-acc PERCENT [--stem S] [--tolerance PP]
         A cutrain checkpoint loaded into torchvision's resnet18 (load_state_dict strict=True) and evaluated
         by PyTorch in fp32 must score the test accuracy `cutrain eval` printed, within --tolerance
@@ -23,26 +26,52 @@ import cli  # noqa: E402
 PROG = "check_parity.py"
 
 
-def compare_grads(torch_path, cutrain_path, rtol):
-    """-> (passed, detail, per-tensor relative errors). Raises ValueError on unreadable or mismatched files."""
+def relative_error(x, reference):
+    """|x - reference|_2 / |reference|_2, in float64."""
     import numpy as np
+    x, reference = x.astype(np.float64), reference.astype(np.float64)
+    return float(np.linalg.norm(x - reference) / max(np.linalg.norm(reference), 1e-30))
+
+
+def load_matching(path, reference, reference_path):
+    """A dump whose tensor names and shapes are the reference's; ValueError naming what differs."""
     import safetensors_io
-    ref, got = safetensors_io.load(torch_path), safetensors_io.load(cutrain_path)
-    missing = sorted(set(ref) - set(got))
-    extra = sorted(set(got) - set(ref))
+    tensors = safetensors_io.load(path)
+    missing, extra = sorted(set(reference) - set(tensors)), sorted(set(tensors) - set(reference))
     if missing or extra:
-        raise ValueError(f"{cutrain_path}: tensors differ from {torch_path}: missing {missing[:4]}, extra {extra[:4]}")
-    errors = {}
-    for name in sorted(ref):
-        a, b = ref[name].astype(np.float64), got[name].astype(np.float64)
-        if a.shape != b.shape:
-            raise ValueError(f"{cutrain_path}: {name} has shape {list(b.shape)}, PyTorch's {list(a.shape)}")
-        errors[name] = float(np.linalg.norm(b - a) / max(np.linalg.norm(a), 1e-30))
-    worst = sorted(errors, key=errors.get, reverse=True)[:3]
-    passed = all(e <= rtol for e in errors.values())  # NaN fails too
-    detail = (f"loss {float(ref['loss'][0]):.6f} vs {float(got['loss'][0]):.6f}; max relative error "
-              f"{errors[worst[0]]:.2e} ({worst[0]}) over {len(errors)} tensors, limit {rtol:.0e}")
-    return passed, detail, errors
+        raise ValueError(f"{path}: tensors differ from {reference_path}: missing {missing[:4]}, extra {extra[:4]}")
+    for name, t in tensors.items():
+        if t.shape != reference[name].shape:
+            raise ValueError(f"{path}: {name} has shape {list(t.shape)}, "
+                             f"{reference_path} {list(reference[name].shape)}")
+    return tensors
+
+
+def compare_grads(torch_path, cutrain_path, rtol, fp64_path=None, slack=2.0):
+    """-> (passed, detail, extra results). Without fp64_path each tensor of cutrain's dump must be within rtol
+    of PyTorch's. With it, both fp32 dumps are measured against the float64 step, and cutrain's error may
+    reach max(rtol, slack x PyTorch's own): what fp32 arithmetic allows for this step and batch."""
+    import safetensors_io
+    ref = safetensors_io.load(torch_path)
+    got = load_matching(cutrain_path, ref, torch_path)
+    direct = {name: relative_error(got[name], ref[name]) for name in ref}
+    if fp64_path is None:
+        errors, limits, extra = direct, {name: rtol for name in ref}, {}
+    else:
+        exact = load_matching(fp64_path, ref, torch_path)
+        torch_errors = {name: relative_error(ref[name], exact[name]) for name in ref}
+        errors = {name: relative_error(got[name], exact[name]) for name in ref}
+        limits = {name: max(rtol, slack * torch_errors[name]) for name in ref}
+        extra = {"torch_fp32_vs_fp64": torch_errors, "cutrain_vs_torch": direct}
+    failing = [name for name in ref if not errors[name] <= limits[name]]  # NaN fails too
+    worst = max(ref, key=lambda name: errors[name] / limits[name])
+    yardstick = "fp64" if fp64_path else "PyTorch fp32"
+    detail = (f"loss {float(ref['loss'][0]):.6f} vs {float(got['loss'][0]):.6f}; {len(failing)} of {len(ref)} "
+              f"tensors over their limit; worst {worst}: error {errors[worst]:.2e} against {yardstick}, "
+              f"limit {limits[worst]:.2e}")
+    if fp64_path:
+        detail += f" (PyTorch fp32's own {extra['torch_fp32_vs_fp64'][worst]:.2e})"
+    return not failing, detail, {"relative_errors": errors, "limits": limits, **extra}
 
 
 def checkpoint_accuracy(data, checkpoint, stem):
@@ -94,7 +123,10 @@ def main(argv=None):
     g = sub.add_parser("grads", help="first-step loss and gradients")
     g.add_argument("torch_dump")
     g.add_argument("cutrain_dump")
-    g.add_argument("--rtol", type=float, default=1e-3)
+    g.add_argument("--rtol", type=float, default=1e-3, help="relative error allowed per tensor (default 1e-3)")
+    g.add_argument("--fp64", metavar="PATH", help="the float64 step (pytorch_reference.py --dump-fp64) as yardstick")
+    g.add_argument("--slack", type=float, default=2.0,
+                   help="with --fp64: cutrain may err up to this many times PyTorch's fp32 error (default 2)")
     c = sub.add_parser("checkpoint", help="a cutrain checkpoint's accuracy in torchvision")
     c.add_argument("--data", required=True, metavar="DIR")
     c.add_argument("--checkpoint", required=True, metavar="PATH")
@@ -111,8 +143,8 @@ def main(argv=None):
         key, name = "checkpoint", "cutrain checkpoint in torchvision"
     try:
         if args.check == "grads":
-            passed, detail, errors = compare_grads(args.torch_dump, args.cutrain_dump, args.rtol)
-            extra = {"relative_errors": errors}
+            passed, detail, extra = compare_grads(args.torch_dump, args.cutrain_dump, args.rtol, args.fp64,
+                                                  args.slack)
         else:
             acc = 100 * checkpoint_accuracy(args.data, args.checkpoint, args.stem)
             passed = abs(acc - args.cutrain_acc) <= args.tolerance

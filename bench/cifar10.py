@@ -1,7 +1,7 @@
 """CIFAR-10 binary files read with numpy alone: the same files, and the same checks, as cutrain's reader.
 
-A folder holds data_batch_1.bin ... data_batch_5.bin (train; any of them may be absent, but not all)
-and test_batch.bin. Each record is 1 label byte and 3072 pixel bytes: 1024 red, 1024 green, 1024 blue,
+A folder holds data_batch_1.bin ... data_batch_5.bin (train) and test_batch.bin, any number of
+records in each. Each record is 1 label byte and 3072 pixel bytes: 1024 red, 1024 green, 1024 blue,
 each plane 32x32 row-major. Records are returned in file order as uint8 HWC images, as cutrain holds
 them, so the first `batch_size` train images are the fixed batch of `--dump-first-step`.
 
@@ -25,9 +25,9 @@ STD = (0.2023, 0.1994, 0.2010)
 def read_records(path):
     """One .bin file -> (images uint8 [N, 32, 32, 3], labels int64 [N]). Raises ValueError naming the file."""
     raw = np.fromfile(path, dtype=np.uint8)
-    if raw.size == 0 or raw.size % RECORD_BYTES:
-        raise ValueError(f"{path}: size {raw.size} bytes is not a positive multiple of {RECORD_BYTES} "
-                         "(1 label byte + 3072 pixel bytes per record)")
+    if raw.size % RECORD_BYTES:
+        raise ValueError(f"{path}: size {raw.size} bytes is not a multiple of the {RECORD_BYTES}-byte record "
+                         "(1 label byte + 3072 pixel bytes)")
     records = raw.reshape(-1, RECORD_BYTES)
     labels = records[:, 0].astype(np.int64)
     bad = np.flatnonzero(labels >= NUM_CLASSES)
@@ -39,13 +39,16 @@ def read_records(path):
 
 
 def load_split(folder, train):
-    """The train split (every data_batch_*.bin present, in order) or the test split of a CIFAR-10 folder."""
-    names = TRAIN_FILES if train else [TEST_FILE]
-    paths = [os.path.join(folder, n) for n in names if os.path.exists(os.path.join(folder, n))]
-    if not paths:
-        raise ValueError(f"{folder}: no CIFAR-10 {'train' if train else 'test'} files "
-                         f"(the folder must hold {', '.join(names)})")
-    parts = [read_records(p) for p in paths]
+    """The train split (data_batch_1..5.bin, in order) or the test split (test_batch.bin) of a CIFAR-10 folder."""
+    parts = []
+    for name in TRAIN_FILES if train else [TEST_FILE]:
+        path = os.path.join(folder, name)
+        if not os.path.isfile(path):
+            raise ValueError(f"{path}: missing; a CIFAR-10 folder holds {TRAIN_FILES[0]} .. {TRAIN_FILES[-1]} "
+                             f"and {TEST_FILE} (the binary version)")
+        parts.append(read_records(path))
+    if sum(len(p[1]) for p in parts) == 0:
+        raise ValueError(f"{folder}: the {'train' if train else 'test'} files hold no records")
     return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
 
 

@@ -10,7 +10,8 @@
 #   torch-eager-bf16-cl    bf16 autocast and channels_last, data resident on the GPU
 #   torch-compile-bf16-cl  the same under torch.compile
 # Before the runs, two correctness checks (bench/check_parity.py): the first step's loss and gradients from
-# the same initial weights, and a cutrain checkpoint's accuracy in torchvision.
+# the same initial weights (each fp32 result measured against PyTorch's float64 step), and a cutrain
+# checkpoint's accuracy in torchvision.
 # One GPU: each program runs as one plain process; N GPUs: cutrain through cutrun, PyTorch through torchrun.
 set -euo pipefail
 
@@ -29,6 +30,7 @@ usage: bench/compare.sh [options]
   --compile-mode M   default or max-autotune (default: default)
   --torch-data D     gpu (the fast configurations keep the data on the GPU) or loader (DataLoader for all)
   --no-parity        skip the two correctness checks
+  --budget S         stop starting runs when S seconds are spent; the table covers what finished
   --device D         cuda (default) or cpu (to try this script on a machine without a GPU: tiny runs only)
   -h, --help         this text
 Environment: PYTHON (default python3) is the interpreter with torch, torchvision and numpy.
@@ -41,7 +43,7 @@ value_of() { (($# >= 2)) || bad_usage "$1 needs a value"; printf '%s' "$2"; }
 
 here="$(cd "$(dirname "$0")" && pwd)"
 nproc=1 quick=0 data="" out="bench-out" bin="build/bin" epochs="" batch=256 stem=cifar repeats=1
-compile_mode=default torch_data=gpu parity=1 device=cuda
+compile_mode=default torch_data=gpu parity=1 device=cuda budget=
 while (($#)); do
   case "$1" in
     --nproc) nproc="$(value_of "$@")"; shift ;;
@@ -57,12 +59,13 @@ while (($#)); do
     --torch-data) torch_data="$(value_of "$@")"; shift ;;
     --no-parity) parity=0 ;;
     --device) device="$(value_of "$@")"; shift ;;
+    --budget) budget="$(value_of "$@")"; shift ;;
     -h|--help) usage; exit 0 ;;
     *) bad_usage "unknown option '$1'" ;;
   esac
   shift
 done
-for n in "$nproc" "$batch" "$repeats" ${epochs:+"$epochs"}; do
+for n in "$nproc" "$batch" "$repeats" ${epochs:+"$epochs"} ${budget:+"$budget"}; do
   [[ "$n" =~ ^[1-9][0-9]*$ ]] || bad_usage "'$n' is not a positive integer"
 done
 [[ "$stem" =~ ^(cifar|imagenet)$ ]] || bad_usage "--stem must be cifar or imagenet"
@@ -105,10 +108,16 @@ log="$out/compare.log"
 say() { echo "$*" | tee -a "$log"; }
 
 # run NAME TIMEOUT CMD...: one step, its output in runs/NAME.log (and compare.log), one status line here.
+# With --budget, a step gets at most what is left (less 20 s kept for the table) and none when under 10 s.
 failures=0
+deadline=$((budget ? SECONDS + budget - 20 : 1 << 62))
 run() {
   local name="$1" limit="$2"; shift 2
   local start=$SECONDS status=0
+  if ((deadline - SECONDS < 10)); then
+    say "$(printf '%-28s SKIPPED (out of time)' "$name")"; failures=$((failures + 1)); return 1
+  fi
+  ((limit <= deadline - SECONDS)) || limit=$((deadline - SECONDS))
   echo "== $name: $*" >>"$log"
   timeout --kill-after=15 "$limit" "$@" >"$out/runs/$name.log" 2>&1 || status=$?
   cat "$out/runs/$name.log" >>"$log"
@@ -125,7 +134,7 @@ run() {
 
 # ---- data: the given folder, or a synthetic one in CIFAR-10's binary layout that both programs read
 if [ -z "$data" ]; then
-  data="$out/data"
+  data="$out/data-$train_n"
   [ -f "$data/test_batch.bin" ] || run make-synthetic 600 "$cutrain" make-synthetic --out "$data" \
     --train "$train_n" --test "$test_n" || die "could not make the synthetic dataset (see $out/runs/make-synthetic.log)"
 fi
@@ -139,7 +148,7 @@ if ((nproc > 1)); then
 fi
 common=(--data "$data" --epochs "$epochs" --batch-size "$batch" --stem "$stem" --seed 0 --device "$device"
         --log-every "$log_every")
-say "compare: $nproc GPU(s), resnet18 $stem stem, batch $batch per GPU, $epochs epochs, data $data"
+say "compare: $nproc process(es) on $device, resnet18 $stem stem, batch $batch per GPU, $epochs epochs, data $data"
 
 # ---- correctness first: same initial weights, same fixed batch, fp32
 if ((parity)); then
@@ -147,30 +156,34 @@ if ((parity)); then
   rm -f "$p/parity.json"
   if run torch-first-step 300 "$PYTHON" "$here/pytorch_reference.py" --data "$data" --stem "$stem" \
        --batch-size "$batch" --device "$device" --export-init "$p/init.safetensors" \
-       --dump-first-step "$p/torch-first-step.safetensors" &&
+       --dump-first-step "$p/torch-first-step.safetensors" --dump-fp64 "$p/torch-first-step-fp64.safetensors" &&
      run cutrain-first-step 300 "$cutrain" train --data "$data" --stem "$stem" --batch-size "$batch" \
        --device "$device" --precision fp32 --init-from "$p/init.safetensors" \
        --dump-first-step "$p/cutrain-first-step.safetensors"; then
     run parity-grads 120 "$PYTHON" "$here/check_parity.py" grads "$p/torch-first-step.safetensors" \
-      "$p/cutrain-first-step.safetensors" --json "$p/parity.json" || true
+      "$p/cutrain-first-step.safetensors" --fp64 "$p/torch-first-step-fp64.safetensors" --json "$p/parity.json" || true
   fi
 fi
 
-# ---- the runs, alternating programs; each writes runs/NAME.rK.jsonl
+# ---- the runs, alternating programs, those the targets name first (a --budget may cut the last);
+# each writes runs/NAME.rK.jsonl
 fast_data=(--data-on-gpu)
 [ "$torch_data" = gpu ] || fast_data=()
 summary_args=()
 for ((r = 1; r <= repeats; r++)); do
-  for config in cutrain-fp32 torch-eager-fp32 cutrain-bf16 torch-eager-bf16-cl torch-compile-bf16-cl; do
+  for config in cutrain-bf16 torch-eager-bf16-cl cutrain-fp32 torch-compile-bf16-cl torch-eager-fp32; do
     metrics="$out/runs/$config.r$r.jsonl"
+    checkpoints="$out/runs/ckpt-fp32.r$r"
     case "$config" in
-      cutrain-fp32) cmd=("${cutrain_launch[@]}" train "${common[@]}" --precision fp32 --save "$out/runs/ckpt-fp32.r$r") ;;
+      cutrain-fp32) cmd=("${cutrain_launch[@]}" train "${common[@]}" --precision fp32 --save "$checkpoints")
+                    rm -rf "$checkpoints" ;;  # the checkpoint check takes the newest file there
       cutrain-bf16) cmd=("${cutrain_launch[@]}" train "${common[@]}" --precision bf16) ;;
       torch-eager-fp32) cmd=("${torch_launch[@]}" "${common[@]}") ;;
       torch-eager-bf16-cl) cmd=("${torch_launch[@]}" "${common[@]}" --amp bf16 --channels-last "${fast_data[@]}") ;;
       torch-compile-bf16-cl) cmd=("${torch_launch[@]}" "${common[@]}" --amp bf16 --channels-last "${fast_data[@]}"
                                   --compile "$compile_mode") ;;
     esac
+    rm -f "$metrics"  # cutrain appends to a metrics file
     run "$config.r$r" "$limit" "${cmd[@]}" --metrics "$metrics" && summary_args+=("$config=$metrics") || true
   done
 done
@@ -180,7 +193,8 @@ if ((parity)); then
   checkpoint="$(ls -t "$out"/runs/ckpt-fp32.r1/*.safetensors 2>/dev/null | grep -v '\.optim\.' | head -n 1 || true)"
   if [ -z "$checkpoint" ]; then
     say "checkpoint check skipped: cutrain-fp32 wrote no checkpoint"
-  elif run cutrain-eval 300 "$cutrain" eval --data "$data" --checkpoint "$checkpoint" --device "$device"; then
+  elif run cutrain-eval 300 "$cutrain" eval --data "$data" --checkpoint "$checkpoint" --device "$device" \
+         --precision fp32; then
     acc="$(sed -n 's/^test accuracy: *\([0-9.]*\)%.*/\1/p' "$out/runs/cutrain-eval.log" | head -n 1)"
     if [ -n "$acc" ]; then
       run parity-checkpoint 300 "$PYTHON" "$here/check_parity.py" checkpoint --data "$data" \
@@ -198,5 +212,6 @@ parity_args=()
 gpu="$("$PYTHON" -c 'import torch; print(torch.cuda.get_device_name(0))' 2>/dev/null || echo unknown)"
 echo | tee -a "$log"
 "$PYTHON" "$here/summarize.py" "${summary_args[@]}" "${parity_args[@]}" --warmup-steps "$warmup" --out "$out" \
-  --note "gpu=$gpu" --note "nproc=$nproc" --note "epochs=$epochs" --note "data=$data" | tee "$out/table.txt" | tee -a "$log"
+  --note "gpu=$gpu" --note "nproc=$nproc" --note "epochs=$epochs" --note "data=$data" |
+  tee "$out/table.txt" | tee -a "$log"
 ((failures == 0)) || { echo "compare.sh: $failures step(s) failed; see $log" >&2; exit 1; }

@@ -25,7 +25,8 @@ def parse_args(argv=None):
     p.add_argument("--batch-size", type=int, default=256, help="per process, as cutrain's")
     p.add_argument("--lr", type=float, default=0.002)
     p.add_argument("--momentum", type=float, default=0.9)
-    p.add_argument("--nesterov", action=argparse.BooleanOptionalAction, default=True, help="Nesterov momentum (default on)")
+    p.add_argument("--nesterov", action=argparse.BooleanOptionalAction, default=True,
+                   help="Nesterov momentum (default on)")
     p.add_argument("--weight-decay", type=float, default=1e-4)
     p.add_argument("--workers", type=int, default=4, help="DataLoader worker processes per rank")
     p.add_argument("--stem", choices=["cifar", "imagenet"], default="cifar",
@@ -48,12 +49,16 @@ def parse_args(argv=None):
     p.add_argument("--dump-first-step", metavar="PATH",
                    help="write the loss and gradients of one fp32 step on the first batch-size train "
                         "images (normalized only), then exit")
+    p.add_argument("--dump-fp64", metavar="PATH",
+                   help="with --dump-first-step: the same step in float64 too, the yardstick for both programs")
     args = p.parse_args(argv)
     for flag in ("epochs", "batch_size", "log_every", "eval_every"):
         if getattr(args, flag) <= 0:
             p.error(f"--{flag.replace('_', '-')} must be positive")
     if args.max_steps < 0 or args.workers < 0:
         p.error("--max-steps and --workers must not be negative")
+    if args.dump_fp64 and not args.dump_first_step:
+        p.error("--dump-fp64 goes with --dump-first-step")
     if args.data is None and not (args.export_init and not args.dump_first_step):
         p.error("--data DIR is required (only --export-init alone needs no data)")
     return args

@@ -9,6 +9,7 @@ Everything a careful PyTorch user would do, and nothing cutrain-specific:
 - Timing: the loss and accuracy are summed on the device and read back only every --log-every steps,
   so no step waits for the host; an interval's time runs from one such read-back to the next.
 """
+import copy
 import json
 import os
 import statistics
@@ -20,6 +21,8 @@ import torch.distributed as dist
 import torch.nn as nn
 import torch.nn.functional as F
 import torchvision
+import torchvision.transforms as T
+from PIL import Image
 from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader, Dataset, DistributedSampler
 
@@ -49,7 +52,6 @@ class AugmentedCifar(Dataset):
     """The recipe's training set: PIL image -> RandomCrop(32, 4) -> flip -> ToTensor -> Normalize."""
 
     def __init__(self, images, labels):
-        import torchvision.transforms as T
         self.images, self.labels = images, labels
         self.transform = T.Compose([T.RandomCrop(32, padding=4), T.RandomHorizontalFlip(), T.ToTensor(),
                                     T.Normalize(cifar10.MEAN, cifar10.STD)])
@@ -58,7 +60,6 @@ class AugmentedCifar(Dataset):
         return len(self.labels)
 
     def __getitem__(self, i):
-        from PIL import Image
         return self.transform(Image.fromarray(self.images[i])), int(self.labels[i])
 
 
@@ -155,25 +156,28 @@ class Metrics:
 
 # ------------------------------------------------------------------------------------- first-step dump
 
-def dump_first_step(model, train_images, train_labels, args, device, path):
-    """Loss and gradients of one fp32 forward + backward (train-mode batch statistics, no update) on the
-    first batch-size train images in file order, normalized only: what `cutrain train --dump-first-step`
-    writes, for a tensor-by-tensor comparison."""
+def dump_first_step(model, train_images, train_labels, batch_size, path, dtype=torch.float32):
+    """Loss and gradients of one forward + backward (train-mode batch statistics, no update) on the first
+    batch-size train images in file order, normalized only: what `cutrain train --dump-first-step` writes,
+    for a tensor-by-tensor comparison. fp32 without TF32; in float64 (a copy of the model) it is the
+    yardstick that tells how far any fp32 computation of this step may stray (check_parity.py --fp64)."""
     torch.backends.cudnn.allow_tf32 = False
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.deterministic = True
-    n = min(args.batch_size, len(train_labels))
-    x = torch.from_numpy(cifar10.normalize(train_images[:n])).to(device)
+    device = next(model.parameters()).device
+    model = copy.deepcopy(model).to(dtype).train()
+    n = min(batch_size, len(train_labels))
+    x = torch.from_numpy(cifar10.normalize(train_images[:n])).to(device, dtype)
     y = torch.from_numpy(train_labels[:n]).to(device)
-    model.train()
-    model.zero_grad(set_to_none=True)
     loss = F.cross_entropy(model(x), y)
     loss.backward()
-    tensors = {"loss": np.array([loss.item()], dtype=np.float32)}
+    numpy_dtype = np.float64 if dtype == torch.float64 else np.float32
+    tensors = {"loss": np.array([loss.item()], dtype=numpy_dtype)}
     for name, p in model.named_parameters():
-        tensors["grad." + name] = p.grad.detach().float().cpu().numpy()
+        tensors["grad." + name] = p.grad.detach().cpu().numpy().astype(numpy_dtype)
     safetensors_io.save(tensors, path)
-    print(f"first step: loss {loss.item():.6f}, {len(tensors) - 1} gradients -> {path}", flush=True)
+    print(f"first step ({str(dtype).removeprefix('torch.')}): loss {loss.item():.6f}, {len(tensors) - 1} gradients "
+          f"-> {path}", flush=True)
 
 
 # ------------------------------------------------------------------------------------------- training
@@ -204,7 +208,9 @@ def run(args):
     train_x, train_y = cifar10.load_split(args.data, train=True)
     if args.dump_first_step:
         if env.rank == 0:
-            dump_first_step(model, train_x, train_y, args, device, args.dump_first_step)
+            dump_first_step(model, train_x, train_y, args.batch_size, args.dump_first_step)
+            if args.dump_fp64:
+                dump_first_step(model, train_x, train_y, args.batch_size, args.dump_fp64, torch.float64)
         return
     test_x, test_y = cifar10.load_split(args.data, train=False)
     train(model, env, args, (train_x, train_y), (test_x, test_y))
@@ -245,19 +251,9 @@ def train(model, env, args, train_set, test_set):
         total_steps = min(total_steps, args.max_steps)
     epochs = -(-total_steps // steps_per_epoch)
     precision = "bf16" if args.amp == "bf16" else "fp32"
-    n_params = sum(p.numel() for p in model.parameters())
-    env.print(f"pytorch reference: world size {env.world}, device {device}"
-              f"{' (' + torch.cuda.get_device_name(device) + ')' if device.type == 'cuda' else ''}, "
-              f"precision {precision}{' autocast' if args.amp == 'bf16' else ''}"
-              f"{', channels_last' if args.channels_last else ''}"
-              f"{', torch.compile ' + args.compile if args.compile else ''}"
-              f", data {f'resident on {device}' if args.data_on_gpu else f'DataLoader ({args.workers} workers)'}")
-    env.print(f"resnet18 ({args.stem} stem), {n_params:,} parameters; train {n_train} / test {len(test_y)} "
-              f"images; {steps_per_epoch} steps per epoch, {total_steps} steps, batch {args.batch_size} "
-              f"per rank")
+    print_banner(env, args, model, (n_train, len(test_y)), steps_per_epoch, total_steps)
     metrics = Metrics(args.metrics, env)
     images_per_step = args.batch_size * env.world
-    width = len(str(steps_per_epoch))
     global_step, step_rates, test_accs = 0, [], []
     wall_start = time.perf_counter()
 
@@ -294,8 +290,8 @@ def train(model, env, args, train_set, test_set):
                 rate = images_per_step * 1000 / ms
                 if global_step > args.warmup_steps:
                     step_rates.append(rate)
-                env.print(f"== step: [{step:>{width}}/{steps_per_epoch}] [{epoch}/{epochs}] | loss: {mean_loss:.3f}"
-                          f" | acc: {100 * acc:.3f}% | {rate:,.0f} images/s | {ms:.2f} ms/step")
+                env.print(f"== step: [{step:>3}/{steps_per_epoch}] [{epoch}/{epochs}] | loss: {mean_loss:.3f} "
+                          f"| acc: {100 * acc:.3f}% | {rate:.0f} img/s | {ms:.1f} ms/step")  # cutrain's shape
                 metrics.write(kind="step", epoch=epoch, step=step, steps_per_epoch=steps_per_epoch,
                               global_step=global_step, loss=mean_loss, acc=acc, lr=opt.param_groups[0]["lr"],
                               images_per_s=rate, ms_per_step=ms)
@@ -308,11 +304,14 @@ def train(model, env, args, train_set, test_set):
                       loss=totals[0].item() / (step * env.world), acc=totals[1].item() / totals[2].item(),
                       lr=opt.param_groups[0]["lr"], images_per_s=images_per_step * step / epoch_time,
                       epoch_time_s=epoch_time)
+        test = ""
         if epoch % args.eval_every == 0 or epoch == epochs:
             record["test_acc"] = evaluate(model, test_x, test_y, env, amp)
             test_accs.append(record["test_acc"])
-            env.print(f"epoch {epoch}: test accuracy {100 * record['test_acc']:.2f}%, {epoch_time:.1f} s")
+            test = f" | test acc: {100 * record['test_acc']:.3f}%"
         record["peak_memory_bytes"] = peak_memory(device)
+        env.print(f"== epoch {epoch}/{epochs} | loss: {record['loss']:.3f} | acc: {100 * record['acc']:.3f}%{test} "
+                  f"| {epoch_time:.1f} s | {record['images_per_s']:.0f} img/s")
         metrics.write(**record)
 
     wall = time.perf_counter() - wall_start
@@ -323,6 +322,24 @@ def train(model, env, args, train_set, test_set):
                   channels_last=args.channels_last, compile=args.compile, data_on_gpu=args.data_on_gpu)
     env.print(f"done: {wall:.1f} s, mean {mean_rate or 0:,.0f} images/s after {args.warmup_steps} warm-up steps, "
               f"best test accuracy {100 * max(test_accs):.2f}%, final {100 * test_accs[-1]:.2f}%")
+
+
+def print_banner(env, args, model, sizes, steps_per_epoch, total_steps):
+    """Rank 0's start-up lines: the configuration, the model and the data, as cutrain's banner gives them."""
+    device = env.device
+    setup = [f"world size {env.world}", f"device {device}"]
+    if device.type == "cuda":
+        setup[-1] += f" ({torch.cuda.get_device_name(device)})"
+    setup.append("precision bf16 autocast" if args.amp == "bf16" else "precision fp32")
+    if args.channels_last:
+        setup.append("channels_last")
+    if args.compile:
+        setup.append(f"torch.compile {args.compile}")
+    setup.append(f"data resident on {device}" if args.data_on_gpu else f"DataLoader ({args.workers} workers)")
+    env.print("pytorch reference: " + ", ".join(setup))
+    n_params = sum(p.numel() for p in model.parameters())
+    env.print(f"resnet18 ({args.stem} stem), {n_params:,} parameters; train {sizes[0]} / test {sizes[1]} images; "
+              f"{steps_per_epoch} steps per epoch, {total_steps} steps, batch {args.batch_size} per rank")
 
 
 def peak_memory(device):

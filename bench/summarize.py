@@ -55,7 +55,7 @@ def summarize_run(name, paths, warmup_steps):
     timed = [r for r in steps if r["global_step"] > warmup_steps] or steps
     later_epochs = [r for r in epochs if r["epoch"] > 1] or epochs
     accs = [s["final_test_acc"] for s in summaries if s.get("final_test_acc") is not None] \
-        or [r["test_acc"] for r in epochs[-1:] if "test_acc" in r]
+        or [r["test_acc"] for r in epochs[-1:] if r.get("test_acc") is not None]
     peaks = [r.get("peak_memory_bytes") for r in epochs + summaries]
     peaks = [p for p in peaks if p]
     info = summaries[-1] if summaries else {}
@@ -107,7 +107,7 @@ def format_table(runs, speedups, parity):
     return "\n".join(lines)
 
 
-def draw_chart(runs, speedups, path):
+def draw_chart(runs, speedups, notes, path):
     """Horizontal bars of images/s, cutrain's in one colour, each PyTorch bar labelled with cutrain's ratio."""
     try:
         import matplotlib
@@ -128,7 +128,9 @@ def draw_chart(runs, speedups, path):
         ax.text(bar.get_width(), bar.get_y() + bar.get_height() / 2, label, va="center", fontsize=8)
     ax.set_xlabel("images/s (median after warm-up)")
     ax.set_xlim(0, max(values) * 1.45)
-    ax.set_title("cutrain vs PyTorch, ResNet-18 on CIFAR-10")
+    first = next(iter(runs.values()))
+    ax.set_title(f"cutrain vs PyTorch: ResNet-18 ({first['stem']} stem), batch {first['batch_size']} per GPU, "
+                 f"{notes.get('nproc', '?')} x {notes.get('gpu', 'GPU')}", fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
@@ -159,12 +161,14 @@ def main(argv=None):
     print(format_table(runs, speedups, parity))
     if args.out:
         os.makedirs(args.out, exist_ok=True)
+        notes = dict(n.partition("=")[::2] for n in args.note)
         results = {"runs": runs, "speedups": speedups, "parity": parity, "warmup_steps": args.warmup_steps,
-                   "notes": dict(n.partition("=")[::2] for n in args.note)}
+                   "notes": notes}
         with open(os.path.join(args.out, "results.json"), "w") as f:
             json.dump(results, f, indent=2)
         chart = os.path.join(args.out, "compare.png")
-        print(f"results: {os.path.join(args.out, 'results.json')}" + (f", {chart}" if draw_chart(runs, speedups, chart) else ""))
+        drawn = draw_chart(runs, speedups, notes, chart)
+        print(f"results: {os.path.join(args.out, 'results.json')}" + (f", {chart}" if drawn else ""))
 
 
 def read_parity(path):

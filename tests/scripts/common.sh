@@ -1,0 +1,50 @@
+# Shared by the script tests (sourced): arguments, a scratch folder, an interpreter that has what a test
+# needs, and the verdicts. Each test is `bash test_X.sh REPO_ROOT BIN_DIR`; "SKIPPED: why" makes CTest
+# count it as skipped.
+set -euo pipefail
+repo="$(cd "${1:?usage: $0 REPO_ROOT [BIN_DIR]}" && pwd)"
+bin="${2:-$repo/build/bin}"
+scratch="$(mktemp -d)"
+trap 'rm -rf "$scratch"' EXIT
+export PYTHONPYCACHEPREFIX="$scratch/pycache"  # no __pycache__ in the source tree
+
+fail() { echo "FAIL: $*" >&2; exit 1; }
+skip() { echo "SKIPPED: $*"; exit 0; }
+
+# python_with MODULES: the first of python3 on PATH and /usr/bin/python3 that imports them all (Debian's
+# has numpy and matplotlib; a pyenv python3 may have neither). Empty when none does.
+python_with() {
+  local py
+  for py in python3 /usr/bin/python3; do
+    if command -v "$py" >/dev/null && "$py" -c "import $1" 2>/dev/null; then echo "$py"; return; fi
+  done
+}
+
+# one_line_error WHAT EXPECTED_STATUS CMD...: CMD fails with that status and says why on exactly one line.
+one_line_error() {
+  local what="$1" expected="$2" status=0; shift 2
+  "$@" >"$scratch/stdout" 2>"$scratch/stderr" || status=$?
+  [ "$status" = "$expected" ] || fail "$what: exit status $status, expected $expected ($(head -c 300 "$scratch/stderr"))"
+  [ "$(wc -l <"$scratch/stderr")" = 1 ] || fail "$what: stderr is not one line: $(cat "$scratch/stderr")"
+  grep -q "error: " "$scratch/stderr" || fail "$what: no 'error: ' in: $(cat "$scratch/stderr")"
+}
+
+# write_cifar DIR TRAIN_FILES... : small CIFAR-10 binary files with numpy: label = record index % 10 and
+# pixels from a seeded generator; test_batch.bin gets 30 records. Needs $numpy_python.
+write_cifar() {
+  local dir="$1"; shift
+  mkdir -p "$dir"
+  "$numpy_python" - "$dir" "$@" <<'PY'
+import sys, numpy as np
+rng = np.random.default_rng(7)
+def write(path, n, offset):
+    labels = ((np.arange(n) + offset) % 10).astype(np.uint8)
+    pixels = rng.integers(0, 256, (n, 3072), dtype=np.uint8)
+    np.concatenate([labels[:, None], pixels], axis=1).tofile(path)
+folder, files = sys.argv[1], sys.argv[2:]
+for i, spec in enumerate(files):
+    name, n = spec.split(":")
+    write(f"{folder}/{name}", int(n), i)
+write(f"{folder}/test_batch.bin", 30, 0)
+PY
+}

@@ -1,0 +1,42 @@
+# Argument handling of the bench scripts, with no GPU and no torch needed: --help answers with a usage
+# text and status 0; an unknown flag is a one-line error and a non-zero status; a missing GPU or torch is a
+# one-line error naming it.
+source "$(dirname "$0")/common.sh"
+commands=(
+  "bash $repo/bench/compare.sh"
+  "bash $repo/scripts/gpu-check.sh"
+  "bash $repo/scripts/package-prebuilt.sh"
+  "python3 $repo/bench/pytorch_reference.py"
+  "python3 $repo/bench/summarize.py"
+  "python3 $repo/bench/check_parity.py"
+  "python3 $repo/scripts/plot_metrics.py"
+)
+for c in "${commands[@]}"; do
+  read -ra cmd <<<"$c"
+  "${cmd[@]}" --help >"$scratch/help" 2>&1 || fail "$c --help: exit status $?"
+  grep -qi "usage" "$scratch/help" || fail "$c --help: no usage text"
+  one_line_error "$c --no-such-flag" 2 "${cmd[@]}" --no-such-flag
+done
+one_line_error "compare.sh --nproc 0" 2 bash "$repo/bench/compare.sh" --nproc 0
+one_line_error "compare.sh --nproc (no value)" 2 bash "$repo/bench/compare.sh" --nproc
+one_line_error "pytorch_reference.py --batch-size 0" 2 python3 "$repo/bench/pytorch_reference.py" --data x --batch-size 0
+
+# No GPU / no torch: a stub cutrain gets compare.sh past its binary check to the torch and GPU check.
+mkdir -p "$scratch/bin"
+printf '#!/bin/sh\nexit 0\n' >"$scratch/bin/cutrain"
+chmod +x "$scratch/bin/cutrain"
+torch_cuda="$(python_with torch 2>/dev/null)"
+if [ -n "$torch_cuda" ] && "$torch_cuda" -c 'import sys, torch; sys.exit(not torch.cuda.is_available())'; then
+  echo "note: a CUDA device is present; the no-GPU errors are not checked"
+else
+  one_line_error "compare.sh without GPU" 1 bash "$repo/bench/compare.sh" --bin "$scratch/bin" --out "$scratch/o"
+  grep -qE "no CUDA device|torch not importable" "$scratch/stderr" || fail "compare.sh: $(cat "$scratch/stderr")"
+  one_line_error "pytorch_reference.py --device cuda" 1 python3 "$repo/bench/pytorch_reference.py" --data x --device cuda
+  grep -qE "no CUDA device|torch not importable" "$scratch/stderr" || fail "pytorch_reference.py: $(cat "$scratch/stderr")"
+fi
+one_line_error "compare.sh --bin (nothing there)" 1 bash "$repo/bench/compare.sh" --bin "$scratch/nothing"
+if ! nvidia-smi -L >/dev/null 2>&1; then
+  one_line_error "gpu-check.sh without GPU" 1 bash "$repo/scripts/gpu-check.sh" --out "$scratch/g"
+  grep -q "no CUDA device" "$scratch/stderr" || fail "gpu-check.sh: $(cat "$scratch/stderr")"
+fi
+echo "ok: ${#commands[@]} scripts answer --help and refuse a bad flag in one line; no-GPU errors are one line"

@@ -1,0 +1,14 @@
+# scripts/package-prebuilt.sh copies the built binaries and the shared libraries a GPU machine lacks
+# (Gloo and its dependencies) but neither the C/C++ runtime nor the CUDA/NVIDIA libraries.
+source "$(dirname "$0")/common.sh"
+[ -x "$bin/cutrain" ] || skip "$bin/cutrain not built"
+bash "$repo/scripts/package-prebuilt.sh" --bin "$bin" --out "$scratch/gpu" >"$scratch/out.txt" || fail "exit $?"
+[ -x "$scratch/gpu/bin/cutrain" ] || fail "bin/cutrain not copied"
+libs="$(ls "$scratch/gpu/lib")"
+if ldd "$bin/cutrain" | grep -q libgloo; then
+  grep -q '^libgloo' <<<"$libs" || fail "libgloo not copied: $libs"
+fi
+if grep -E '^(libc|libm|libstdc\+\+|libgcc_s|libcudart|libcublas|libcudnn|libnccl)\.so' <<<"$libs"; then
+  fail "a system or CUDA library was copied: $libs"
+fi
+echo "ok: $(tr '\n' ' ' <<<"$libs")"
