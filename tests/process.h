@@ -1,6 +1,6 @@
 // process.h: starting real processes from tests (cutrun, cutrain, and the programs they run).
 //
-//   Process p({CUTRAIN_BIN_DIR "/cutrun", "--nproc-per-node", "2", "sh", "-c", "echo hi"});
+//   Process p({cutrain::test::binary("cutrun"), "--nproc-per-node", "2", "sh", "-c", "echo hi"});
 //   p.read_until("hi");          // optional: wait for some output
 //   Process::Result r = p.finish();   // all output (stdout and stderr together), exit status
 //
@@ -23,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "tests/binaries.h"
 #include "tests/temp_dir.h"
 
 namespace cutrain::test {
@@ -120,8 +121,8 @@ inline Process::Result run(const std::vector<std::string>& argv) { return Proces
 
 // cutrun --standalone --nproc-per-node N <this test binary> "<tag>": every rank runs one hidden test.
 inline Process::Result run_test_workers(int nproc, const std::string& tag) {
-  return run({CUTRAIN_BIN_DIR "/cutrun", "--standalone", "--nproc-per-node", std::to_string(nproc),
-              CUTRAIN_BIN_DIR "/cutrain_tests", tag});
+  return run({cutrain::test::binary("cutrun"), "--standalone", "--nproc-per-node", std::to_string(nproc),
+              cutrain::test::binary("cutrain_tests"), tag});
 }
 
 }  // namespace cutrain::test

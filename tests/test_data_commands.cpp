@@ -8,10 +8,11 @@
 #include <sys/wait.h>
 
 #include "tests/test_data_util.h"
+#include "tests/binaries.h"
 
 // Runs `cutrain <args>` (stderr folded into stdout) and returns its output and exit status.
 static std::pair<std::string, int> cutrain_run(const std::string& args) {
-  std::string command = std::string(CUTRAIN_BIN_DIR) + "/cutrain " + args + " 2>&1";
+  std::string command = cutrain::test::binary("cutrain") + " " + args + " 2>&1";
   FILE* pipe = popen(command.c_str(), "r");
   REQUIRE(pipe);
   std::string output;

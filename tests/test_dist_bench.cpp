@@ -8,7 +8,7 @@
 using cutrain::test::run;
 
 TEST_CASE("cutrain bench-allreduce runs under cutrun and its check finds nothing wrong", "[dist]") {
-  auto r = run({CUTRAIN_BIN_DIR "/cutrun", "--standalone", "--nproc-per-node", "2", CUTRAIN_BIN_DIR "/cutrain",
+  auto r = run({cutrain::test::binary("cutrun"), "--standalone", "--nproc-per-node", "2", cutrain::test::binary("cutrain"),
                 "bench-allreduce", "--min-bytes", "1K", "--max-bytes", "64K", "--iters", "2", "--warmup", "1"});
   INFO(r.output);
   REQUIRE(r.exit_code == 0);
@@ -27,7 +27,7 @@ TEST_CASE("cutrain bench-allreduce runs under cutrun and its check finds nothing
 
 TEST_CASE("cutrain bench-allreduce --device cuda without a GPU is one line", "[dist]") {
   if (cutrain::cuda_available()) return;  // the [gpu] tests cover the machines that have one
-  auto r = run({CUTRAIN_BIN_DIR "/cutrain", "bench-allreduce", "--device", "cuda"});
+  auto r = run({cutrain::test::binary("cutrain"), "bench-allreduce", "--device", "cuda"});
   CHECK(r.exit_code == 1);
   CHECK(r.output == "cutrain: error: " + cutrain::cuda_unavailable_reason() + "\n");
 }

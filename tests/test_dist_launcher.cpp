@@ -12,7 +12,7 @@ using cutrain::test::TempDir;
 
 namespace {
 
-const std::string kCutrun = CUTRAIN_BIN_DIR "/cutrun";
+const std::string kCutrun = cutrain::test::binary("cutrun");
 
 std::vector<std::string> cutrun_sh(const std::vector<std::string>& flags, const std::string& script) {
   std::vector<std::string> argv{kCutrun};
@@ -116,9 +116,9 @@ TEST_CASE("cutrun refuses bad flags and missing programs in one line", "[dist]")
 
 TEST_CASE("cutrain --local_rank N means LOCAL_RANK=N, as under torch.distributed.launch", "[dist]") {
   // A world of one has a single local rank, so local rank 1 must be refused, and named.
-  auto r = run({CUTRAIN_BIN_DIR "/cutrain", "--local_rank=1", "bench-allreduce", "--max-bytes", "4K"});
+  auto r = run({cutrain::test::binary("cutrain"), "--local_rank=1", "bench-allreduce", "--max-bytes", "4K"});
   CHECK(r.exit_code == 1);
   CHECK(r.output == "cutrain: error: LOCAL_RANK=1 is not below LOCAL_WORLD_SIZE=1\n");
-  CHECK(run({CUTRAIN_BIN_DIR "/cutrain", "--local_rank", "0", "bench-allreduce", "--max-bytes", "4K", "--iters", "1"})
+  CHECK(run({cutrain::test::binary("cutrain"), "--local_rank", "0", "bench-allreduce", "--max-bytes", "4K", "--iters", "1"})
             .exit_code == 0);
 }

@@ -19,8 +19,8 @@ using cutrain::test::TempDir;
 // Trains `steps` steps with `world` processes of `batch` images each and returns the checkpoint.
 std::string train(const TempDir& dir, const std::string& data, int world, int batch, int steps) {
   const std::string save = (dir.path() / ("world" + std::to_string(world))).string();
-  std::vector<std::string> argv = {CUTRAIN_BIN_DIR "/cutrun", "--standalone", "--nproc-per-node",
-                                   std::to_string(world),     CUTRAIN_BIN_DIR "/cutrain", "train",
+  std::vector<std::string> argv = {cutrain::test::binary("cutrun"), "--standalone", "--nproc-per-node",
+                                   std::to_string(world),     cutrain::test::binary("cutrain"), "train",
                                    "--data", data, "--device", "cpu", "--width", "8", "--batch-size",
                                    std::to_string(batch), "--lr", "0.002", "--epochs", "1", "--max-steps",
                                    std::to_string(steps), "--eval-every", "0", "--save", save, "--workers", "1"};

@@ -26,7 +26,7 @@ std::string make_data(const TempDir& dir, int train = 1024, int test = 256) {
 
 // `cutrain train` on `data` with small, fast settings, then `extra` flags.
 std::vector<std::string> train_command(const std::string& data, std::vector<std::string> extra) {
-  std::vector<std::string> argv = {CUTRAIN_BIN_DIR "/cutrain", "train", "--data", data, "--device", "cpu",
+  std::vector<std::string> argv = {cutrain::test::binary("cutrain"), "train", "--data", data, "--device", "cpu",
                                    "--width", "8", "--batch-size", "32", "--workers", "2", "--lr", "0.05"};
   argv.insert(argv.end(), extra.begin(), extra.end());
   return argv;
@@ -136,7 +136,7 @@ TEST_CASE("two processes through cutrun train together; rank 0 alone logs and sa
   TempDir dir;
   const std::string data = make_data(dir, 512, 64);
   const std::string save = (dir.path() / "ckpt").string(), metrics = (dir.path() / "m.jsonl").string();
-  std::vector<std::string> argv = {CUTRAIN_BIN_DIR "/cutrun", "--standalone", "--nproc-per-node", "2"};
+  std::vector<std::string> argv = {cutrain::test::binary("cutrun"), "--standalone", "--nproc-per-node", "2"};
   auto train = train_command(data, {"--epochs", "1", "--log-every", "4", "--save", save, "--metrics", metrics});
   argv.insert(argv.end(), train.begin(), train.end());
   auto r = cutrain::test::run(argv);
