@@ -1,8 +1,14 @@
 #!/usr/bin/env bash
-# Installs what cutrain needs to build and test, from Debian's packages. Idempotent: a second run
-# installs nothing. The CUDA toolkit (with cuDNN, cuBLAS and NCCL) must already be present, at
-# /usr/local/cuda or on PATH; it does not come from Debian.
+# Installs what cutrain needs to build and run (and with --with-tests, to test), from Debian's
+# packages. Idempotent: a second run installs nothing. The CUDA toolkit (with cuDNN, cuBLAS and
+# NCCL) must already be present, at /usr/local/cuda or on PATH; it does not come from Debian.
+#
+#   scripts/setup.sh [--with-tests]
 set -euo pipefail
+case "${1:-}" in
+  "" | --with-tests) ;;
+  *) echo "setup: error: unknown argument '$1' (usage: scripts/setup.sh [--with-tests])" >&2; exit 2 ;;
+esac
 
 packages=(
   g++ make cmake pkg-config     # the toolchain
@@ -15,6 +21,12 @@ packages=(
   python3 python3-numpy         # bench/ scripts and their tests
   python3-matplotlib            # scripts/plot_metrics.py
 )
+
+# scripts/test.sh also wants PyTorch on the CPU, for the cross-checks of bench/ against cutrain
+# (tests/scripts/test_parity_cpu.sh, test_reference_cpu.sh); training does not.
+if [ "${1:-}" = "--with-tests" ]; then
+  packages+=(python3-torch python3-torchvision)
+fi
 
 missing=()
 for p in "${packages[@]}"; do
