@@ -8,8 +8,8 @@
 
 #include "app/commands.h"
 #include "app/datasets.h"
+#include "app/device_choice.h"
 #include "app/evaluator.h"
-#include "kernels/device.h"
 #include "nn/checkpoint.h"
 #include "nn/context.h"
 #include "nn/resnet.h"
@@ -43,14 +43,10 @@ ResNetConfig config_from_checkpoint(const std::string& path) {
 }
 
 int run_eval(const EvalOptions& o) {
-  const bool gpu = o.device == "cuda" || (o.device == "auto" && cuda_available());
-  if (o.device == "cuda" && !cuda_available()) throw std::runtime_error("--device cuda: " + cuda_unavailable_reason());
-  Datasets data = load_datasets(o.data, o.synthetic_train, o.synthetic_test);
-
   ContextOptions co;
-  co.device = gpu ? Device::cuda : Device::cpu;
-  co.dtype = o.precision.empty() ? (gpu ? DType::bf16 : DType::f32) : parse_precision(o.precision);
-  if (co.dtype == DType::bf16 && !gpu) throw std::runtime_error("--precision bf16 needs a GPU");
+  co.device = resolve_device(o.device);
+  co.dtype = resolve_precision(o.precision, co.device);
+  Datasets data = load_datasets(o.data, o.synthetic_train, o.synthetic_test);
   Context ctx(co);
 
   ResNetConfig mc = config_from_checkpoint(o.checkpoint);
@@ -67,12 +63,7 @@ int run_eval(const EvalOptions& o) {
   std::printf("test accuracy: %.2f%% (%lld/%lld) of %s on %s\n", 100 * r.accuracy(),
               static_cast<long long>(r.correct), static_cast<long long>(r.total), o.checkpoint.c_str(),
               data.source.c_str());
-  for (size_t k = 0; k < r.class_total.size(); ++k) {
-    if (r.class_total[k] == 0) continue;
-    const std::string name = k < data.test.class_names.size() ? data.test.class_names[k] : std::to_string(k);
-    std::printf("  %-12s %6.2f%%  (%lld/%lld)\n", name.c_str(), 100.0 * double(r.class_correct[k]) / double(r.class_total[k]),
-                static_cast<long long>(r.class_correct[k]), static_cast<long long>(r.class_total[k]));
-  }
+  for (const std::string& line : class_accuracy_lines(r, data.test.class_names)) std::printf("%s\n", line.c_str());
   return 0;
 }
 

@@ -1,5 +1,6 @@
 #include "app/evaluator.h"
 
+#include <cstdio>
 #include <numeric>
 
 #include "dist/communicator.h"
@@ -31,6 +32,20 @@ Evaluator::Evaluator(ResNet18& model, const Dataset& test, Communicator* comm, i
   const int64_t begin = n * rank / world_size, end = n * (rank + 1) / world_size;
   shard_.resize(size_t(end - begin));
   std::iota(shard_.begin(), shard_.end(), begin);
+}
+
+std::vector<std::string> class_accuracy_lines(const EvalResult& r, const std::vector<std::string>& class_names) {
+  std::vector<std::string> lines;
+  for (size_t k = 0; k < r.class_total.size(); ++k) {
+    if (r.class_total[k] == 0) continue;
+    const std::string name = k < class_names.size() ? class_names[k] : std::to_string(k);
+    char line[128];
+    std::snprintf(line, sizeof line, "  %-12s %6.2f%%  (%lld/%lld)", name.c_str(),
+                  100.0 * double(r.class_correct[k]) / double(r.class_total[k]),
+                  static_cast<long long>(r.class_correct[k]), static_cast<long long>(r.class_total[k]));
+    lines.push_back(line);
+  }
+  return lines;
 }
 
 EvalResult Evaluator::run() {

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "app/batch_feed.h"
@@ -23,6 +24,10 @@ struct EvalResult {
 
   double accuracy() const { return total ? double(correct) / double(total) : 0.0; }
 };
+
+// "  airplane      93.10%  (931/1000)", one line per class that has test images; `class_names`
+// may be shorter than the classes (numbers stand in).
+std::vector<std::string> class_accuracy_lines(const EvalResult& r, const std::vector<std::string>& class_names);
 
 class Evaluator {
  public:

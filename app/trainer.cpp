@@ -6,8 +6,6 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <filesystem>
-#include <functional>
 #include <memory>
 #include <optional>
 #include <stdexcept>
@@ -15,6 +13,7 @@
 #include "app/batch_feed.h"
 #include "app/checkpoints.h"
 #include "app/datasets.h"
+#include "app/device_choice.h"
 #include "app/evaluator.h"
 #include "app/first_step.h"
 #include "app/lr_schedule.h"
@@ -43,22 +42,6 @@ double seconds_since(SteadyClock::time_point start) {
   return std::chrono::duration<double>(SteadyClock::now() - start).count();
 }
 
-// --device auto|cuda|cpu, checked against this machine.
-Device resolve_device(const std::string& flag) {
-  if (flag == "cpu") return Device::cpu;
-  if (flag == "cuda" && !cuda_available()) throw std::runtime_error("--device cuda: " + cuda_unavailable_reason());
-  return cuda_available() ? Device::cuda : Device::cpu;
-}
-
-// --precision, defaulting to bf16 on a GPU and fp32 on the CPU (the reference is fp32 only).
-DType resolve_precision(const std::string& flag, Device device) {
-  if (flag.empty()) return device == Device::cuda ? DType::bf16 : DType::f32;
-  const DType dtype = parse_precision(flag);
-  if (dtype == DType::bf16 && device == Device::cpu)
-    throw std::runtime_error("--precision bf16 needs a GPU: the CPU reference computes in fp32");
-  return dtype;
-}
-
 // Bytes this process holds: on the GPU what the run allocated on the device, on the CPU the peak
 // resident set.
 int64_t memory_in_use(Device device) {
@@ -77,6 +60,7 @@ enum class StopReason { none, max_steps, signal };
 class Trainer {
  public:
   explicit Trainer(const TrainOptions& options);
+  ~Trainer();
   int run();
 
  private:
@@ -139,6 +123,10 @@ Trainer::Trainer(const TrainOptions& options)
   state_.seed = opt_.seed;
   state_.world_size = env_.world_size;
   state_.batch_size = opt_.batch_size;
+}
+
+Trainer::~Trainer() {
+  if (step_done_) cudaEventDestroy(step_done_);
 }
 
 // Devices, then the store and the communicator: NCCL on the GPU (for a world of one too, so the
@@ -407,12 +395,7 @@ std::string Trainer::save_checkpoint() {
 
 void Trainer::print_class_accuracy(const EvalResult& r) const {
   log_->print("test accuracy per class:");
-  for (size_t k = 0; k < r.class_total.size(); ++k) {
-    const std::string name = k < data_.test.class_names.size() ? data_.test.class_names[k] : std::to_string(k);
-    const double acc = r.class_total[k] ? 100.0 * double(r.class_correct[k]) / double(r.class_total[k]) : 0.0;
-    log_->print("  %-12s %6.2f%%  (%lld/%lld)", name.c_str(), acc, static_cast<long long>(r.class_correct[k]),
-                static_cast<long long>(r.class_total[k]));
-  }
+  for (const std::string& line : class_accuracy_lines(r, data_.test.class_names)) log_->print("%s", line.c_str());
 }
 
 // DDP keeps the replicas identical by construction (same start, same averaged gradients, same
@@ -537,7 +520,6 @@ int Trainer::run() {
                   100 * *best_acc);
   log_->print("done in %.1f s: %.0f images/s after warm-up%s", wall, s.mean_images_per_s, accuracy);
   if (last_eval && stop == StopReason::none) print_class_accuracy(*last_eval);
-  if (step_done_) cudaEventDestroy(step_done_);
   return 0;
 }
 

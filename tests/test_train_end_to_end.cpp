@@ -132,7 +132,7 @@ TEST_CASE("an absurd learning rate stops with the step of the non-finite loss", 
   CHECK(r.output.find(" at step ") != std::string::npos);
 }
 
-TEST_CASE("two processes through cutrun train together; rank 0 alone logs and saves", "[train]") {
+TEST_CASE("two processes through cutrun train together, and rank 0 alone logs and saves", "[train]") {
   TempDir dir;
   const std::string data = make_data(dir, 512, 64);
   const std::string save = (dir.path() / "ckpt").string(), metrics = (dir.path() / "m.jsonl").string();
@@ -173,4 +173,27 @@ TEST_CASE("bad input to train: one line naming what is wrong, non-zero exit", "[
     CHECK(r.output.find(c.message) != std::string::npos);
     CHECK(r.output.find("terminate called") == std::string::npos);
   }
+}
+
+TEST_CASE("eval prints the accuracy of a checkpoint, overall and per class, and a corrupt file in one line", "[train]") {
+  TempDir dir;
+  const std::string data = make_data(dir, 256, 64);
+  const std::string save = dir / "ckpt";
+  auto trained = cutrain::test::run(train_command(data, {"--epochs", "1", "--save", save, "--eval-every", "0"}));
+  REQUIRE(trained.exit_code == 0);
+  const std::string checkpoint = save + "/checkpoint-00000008.safetensors";
+
+  auto r = cutrain::test::run({cutrain::test::binary("cutrain"), "eval", "--data", data, "--checkpoint", checkpoint});
+  INFO(r.output);
+  CHECK(r.exit_code == 0);
+  CHECK(r.output.rfind("test accuracy: ", 0) == 0);
+  CHECK(r.output.find("/64) of " + checkpoint) != std::string::npos);  // every test image, once
+  CHECK(r.output.find("  checker ") != std::string::npos);              // the per-class table
+
+  const std::string corrupt = dir / "corrupt.safetensors";
+  std::ofstream(corrupt) << "not a checkpoint";
+  auto bad = cutrain::test::run({cutrain::test::binary("cutrain"), "eval", "--data", data, "--checkpoint", corrupt});
+  CHECK(bad.exit_code == 1);
+  CHECK(bad.output.rfind("cutrain: error: " + corrupt + ": ", 0) == 0);
+  CHECK(std::count(bad.output.begin(), bad.output.end(), '\n') == 1);
 }
