@@ -1,6 +1,5 @@
 #include "data/gpu_loader.h"
 
-#include <algorithm>
 #include <cstring>
 #include <stdexcept>
 #include <string>
@@ -10,11 +9,7 @@
 namespace cutrain {
 
 GpuLoader::GpuLoader(const Dataset& dataset, const LoaderConfig& config)
-    : config_(config),
-      params_(make_augment_params(config.augment, dataset.height, dataset.width, config.out_channels)),
-      dataset_size_(dataset.size()) {
-  if (config.batch_size < 1) throw std::invalid_argument("gpu loader: batch size must be >= 1");
-  if (dataset.channels != 3) throw std::invalid_argument("gpu loader: images must have 3 channels");
+    : config_(config), params_(loader_augment_params(dataset, config, "gpu loader")), dataset_size_(dataset.size()) {
   CUDA_CHECK(cudaMalloc(&images_, dataset.images.size()));
   CUDA_CHECK(cudaMalloc(&labels_, dataset.labels.size() * sizeof(int32_t)));
   CUDA_CHECK(cudaMalloc(&indices_, dataset_size_ * sizeof(int64_t)));
@@ -39,10 +34,7 @@ void GpuLoader::start_epoch(const std::vector<int64_t>& indices, int64_t epoch, 
   if (indices.size() > dataset_size_)
     throw std::invalid_argument("gpu loader: " + std::to_string(indices.size()) + " indices for an epoch, at most " +
                                 std::to_string(dataset_size_) + " (the dataset size)");
-  for (size_t i = 0; i < indices.size(); ++i)
-    if (indices[i] < 0 || size_t(indices[i]) >= dataset_size_)
-      throw std::out_of_range("gpu loader: index " + std::to_string(indices[i]) + " at position " + std::to_string(i) +
-                              " is outside the dataset of " + std::to_string(dataset_size_));
+  check_epoch_indices(indices, dataset_size_, "gpu loader");
   // Kernels of the previous epoch on `stream` may still read indices_: the copy queues behind
   // them, and the wait keeps staging_ untouched until the copy has read it.
   std::memcpy(staging_, indices.data(), indices.size() * sizeof(int64_t));
@@ -57,7 +49,7 @@ int GpuLoader::batch_size(size_t batch) const {
   if (batch >= num_batches_)
     throw std::out_of_range("gpu loader: batch " + std::to_string(batch) + " of an epoch of " +
                             std::to_string(num_batches_));
-  return int(std::min(epoch_samples_ - batch * config_.batch_size, size_t(config_.batch_size)));
+  return samples_in_batch(epoch_samples_, batch, config_.batch_size);
 }
 
 void GpuLoader::load_batch(size_t batch, void* out_images, int32_t* out_labels, cudaStream_t stream) const {

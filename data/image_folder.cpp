@@ -1,6 +1,7 @@
 #include "data/image_folder.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <filesystem>
 #include <memory>
@@ -59,12 +60,12 @@ Dataset load_image_folder(const std::string& split_dir, int height, int width) {
   Dataset dataset;
   dataset.height = height;
   dataset.width = width;
-  std::vector<fs::path> classes = sorted_entries(split_dir, /*directories=*/true);
-  if (classes.empty()) throw std::runtime_error(split_dir + ": no class folders (expected <class>/*.png|jpg|jpeg|bmp)");
-  dataset.num_classes = int(classes.size());
-  for (size_t label = 0; label < classes.size(); ++label) {
-    dataset.class_names.push_back(classes[label].filename().string());
-    for (const auto& file : sorted_entries(classes[label], /*directories=*/false)) {
+  dataset.class_names = image_folder_classes(split_dir);
+  if (dataset.class_names.empty())
+    throw std::runtime_error(split_dir + ": no class folders (expected <class>/*.png|jpg|jpeg|bmp)");
+  dataset.num_classes = int(dataset.class_names.size());
+  for (size_t label = 0; label < dataset.class_names.size(); ++label) {
+    for (const auto& file : sorted_entries(fs::path(split_dir) / dataset.class_names[label], /*directories=*/false)) {
       dataset.images.resize(dataset.images.size() + dataset.image_bytes());
       read_image(file, height, width, dataset.images.data() + dataset.images.size() - dataset.image_bytes());
       dataset.labels.push_back(int32_t(label));

@@ -15,13 +15,27 @@ size_t count_batches(size_t samples, int batch_size, bool drop_last) {
   return drop_last ? samples / size_t(batch_size) : (samples + size_t(batch_size) - 1) / size_t(batch_size);
 }
 
+int samples_in_batch(size_t samples, size_t batch, int batch_size) {
+  return int(std::min(samples - batch * size_t(batch_size), size_t(batch_size)));
+}
+
+AugmentParams loader_augment_params(const Dataset& dataset, const LoaderConfig& config, const std::string& loader) {
+  if (config.batch_size < 1) throw std::invalid_argument(loader + ": batch size must be >= 1");
+  if (dataset.channels != 3) throw std::invalid_argument(loader + ": images must have 3 channels");
+  return make_augment_params(config.augment, dataset.height, dataset.width, config.out_channels);
+}
+
+void check_epoch_indices(const std::vector<int64_t>& indices, size_t dataset_size, const std::string& loader) {
+  for (size_t i = 0; i < indices.size(); ++i)
+    if (indices[i] < 0 || size_t(indices[i]) >= dataset_size)
+      throw std::out_of_range(loader + ": index " + std::to_string(indices[i]) + " at position " + std::to_string(i) +
+                              " is outside the dataset of " + std::to_string(dataset_size));
+}
+
 Loader::Loader(const Dataset& dataset, const LoaderConfig& config)
-    : dataset_(dataset), config_(config),
-      params_(make_augment_params(config.augment, dataset.height, dataset.width, config.out_channels)) {
-  if (config.batch_size < 1) throw std::invalid_argument("loader: batch size must be >= 1");
+    : dataset_(dataset), config_(config), params_(loader_augment_params(dataset, config, "loader")) {
   if (config.workers < 1) throw std::invalid_argument("loader: workers must be >= 1");
   if (config.prefetch < 0) throw std::invalid_argument("loader: prefetch must be >= 0");
-  if (dataset.channels != 3) throw std::invalid_argument("loader: images must have 3 channels");
   pinned_ = config.pinned && cuda_available();
   slots_.resize(size_t(config.prefetch > 0 ? config.prefetch : 2 * config.workers));
   try {
@@ -69,10 +83,7 @@ void Loader::release_slots() {
 }
 
 void Loader::start_epoch(std::vector<int64_t> indices, int64_t epoch) {
-  for (size_t i = 0; i < indices.size(); ++i)
-    if (indices[i] < 0 || size_t(indices[i]) >= dataset_.size())
-      throw std::out_of_range("loader: index " + std::to_string(indices[i]) + " at position " + std::to_string(i) +
-                              " is outside the dataset of " + std::to_string(dataset_.size()));
+  check_epoch_indices(indices, dataset_.size(), "loader");
   std::unique_lock lock(mutex_);
   // Stop handing out new work, let batches being filled finish, then start over.
   num_batches_ = 0;
@@ -104,7 +115,7 @@ bool Loader::next(Batch& batch) {
   batch.images = slot.images;
   batch.labels = slot.labels;
   batch.index = int64_t(next_return_);
-  batch.size = int(std::min(indices_.size() - next_return_ * config_.batch_size, size_t(config_.batch_size)));
+  batch.size = samples_in_batch(indices_.size(), next_return_, config_.batch_size);
   ++next_return_;
   holding_ = true;
   return true;
@@ -131,10 +142,9 @@ void Loader::work() {
 }
 
 void Loader::fill(size_t batch, Slot& slot) {
-  const size_t first = batch * size_t(config_.batch_size);
-  const int count = int(std::min(indices_.size() - first, size_t(config_.batch_size)));
-  gather_augment_cpu(dataset_.images.data(), dataset_.labels.data(), indices_.data() + first, count, epoch_, params_,
-                     config_.pixel_type, slot.images, slot.labels);
+  gather_augment_cpu(dataset_.images.data(), dataset_.labels.data(), indices_.data() + batch * config_.batch_size,
+                     samples_in_batch(indices_.size(), batch, config_.batch_size), epoch_, params_, config_.pixel_type,
+                     slot.images, slot.labels);
 }
 
 }  // namespace cutrain

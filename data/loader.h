@@ -16,6 +16,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -24,7 +25,8 @@
 
 namespace cutrain {
 
-// How batches look; GpuLoader (data/gpu_loader.h) reads the same struct but workers and pinned.
+// How batches look; GpuLoader (data/gpu_loader.h) reads the same struct but workers, pinned and
+// prefetch.
 struct LoaderConfig {
   int batch_size = 128;
   int workers = 4;
@@ -47,6 +49,17 @@ struct Batch {
 
 // Batches in an epoch of `samples` samples.
 size_t count_batches(size_t samples, int batch_size, bool drop_last);
+
+// Samples in batch `batch` of that epoch: batch_size, or fewer for a kept last batch.
+int samples_in_batch(size_t samples, size_t batch, int batch_size);
+
+// What both loaders check of their config (batch_size >= 1, 3-channel images) and the augmentation
+// parameters for the dataset's image size. Throws std::invalid_argument starting with `loader`.
+AugmentParams loader_augment_params(const Dataset& dataset, const LoaderConfig& config, const std::string& loader);
+
+// Throws std::out_of_range starting with `loader`, naming the index and its position, for an
+// index outside [0, dataset_size).
+void check_epoch_indices(const std::vector<int64_t>& indices, size_t dataset_size, const std::string& loader);
 
 class Loader {
  public:

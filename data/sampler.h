@@ -25,7 +25,6 @@ class DistributedSampler {
                      bool drop_last = false);
 
   void set_epoch(int64_t epoch) { epoch_ = epoch; }
-  int64_t epoch() const { return epoch_; }
 
   // This rank's indices for the current epoch, num_samples() of them.
   std::vector<int64_t> indices() const;

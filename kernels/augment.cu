@@ -7,6 +7,7 @@
 // neighbouring output pixels, so both sides coalesce.
 #include "kernels/augment.h"
 #include "kernels/check.h"
+#include "kernels/launch.cuh"
 
 namespace cutrain {
 
@@ -33,9 +34,9 @@ static void launch(const uint8_t* images, const int32_t* labels, const int64_t* 
                    const AugmentParams& p, T* out_images, int32_t* out_labels, cudaStream_t stream) {
   if (count <= 0) return;
   const int64_t threads = int64_t(count) * p.height * p.width;
-  const int block = 256;
-  const unsigned grid = unsigned((threads + block - 1) / block);
-  gather_augment_kernel<T><<<grid, block, 0, stream>>>(images, labels, indices, count, epoch, p, out_images, out_labels);
+  const unsigned grid = unsigned((threads + kBlockThreads - 1) / kBlockThreads);
+  gather_augment_kernel<T><<<grid, kBlockThreads, 0, stream>>>(images, labels, indices, count, epoch, p, out_images,
+                                                                out_labels);
   CUDA_CHECK_LAUNCH();
 }
 

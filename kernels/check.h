@@ -26,8 +26,6 @@ struct CheckError : std::runtime_error {
 
 [[noreturn]] void check_failed(const char* call, const char* file, int line, const std::string& why);
 
-const char* cublas_error_string(cublasStatus_t status);
-
 }  // namespace cutrain
 
 #define CUTRAIN_CHECK_IMPL(call, ok, why_expr)                                      \
@@ -41,7 +39,7 @@ const char* cublas_error_string(cublasStatus_t status);
 #define CUTRAIN_CUDA_WHY(s) (std::string(cudaGetErrorString(s)) + " (" + cudaGetErrorName(s) + ")")
 #define CUDA_CHECK(call) CUTRAIN_CHECK_IMPL(call, cudaSuccess, CUTRAIN_CUDA_WHY)
 #define CUDNN_CHECK(call) CUTRAIN_CHECK_IMPL(call, CUDNN_STATUS_SUCCESS, cudnnGetErrorString)
-#define CUBLAS_CHECK(call) CUTRAIN_CHECK_IMPL(call, CUBLAS_STATUS_SUCCESS, ::cutrain::cublas_error_string)
+#define CUBLAS_CHECK(call) CUTRAIN_CHECK_IMPL(call, CUBLAS_STATUS_SUCCESS, cublasGetStatusString)
 
 // After a kernel launch: catches bad launch configurations at the launch site.
 #define CUDA_CHECK_LAUNCH() CUDA_CHECK(cudaGetLastError())

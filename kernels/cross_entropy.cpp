@@ -12,7 +12,7 @@ namespace cutrain {
 namespace {
 
 void check_label(int32_t label, int n, int K) {
-  if (label < 0 || label >= K)
+  if (!ce_label_valid(label, K))
     throw std::runtime_error("cross-entropy: label " + std::to_string(label) + " of row " + std::to_string(n) +
                              " is outside [0, " + std::to_string(K) + ")");
 }

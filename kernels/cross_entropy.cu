@@ -43,8 +43,6 @@ __device__ ArgMax warp_row_argmax(const float* row, int K, int lane) {
   return best;
 }
 
-__device__ bool label_valid(int label, int K) { return label >= 0 && label < K; }
-
 struct RowResult {
   float loss;  // NaN for a label outside [0, K), which the CPU twin reports as an error
   bool hit;    // argmax == label
@@ -62,7 +60,7 @@ __device__ RowResult softmax_cross_entropy_row(const float* row, int label, int 
   sum_exp = warp_sum(sum_exp);
   sum_logits = warp_sum(sum_logits);
   for (int k = lane; k < K; k += kWarp) drow[k] = ce_grad(row[k], best.value, sum_exp, ce_target(k, label, eps, K), N);
-  if (!label_valid(label, K)) return {NAN, false};
+  if (!ce_label_valid(label, K)) return {NAN, false};
   return {ce_row_loss(best.value, sum_exp, row[label], sum_logits, eps, K), best.k == label};
 }
 
@@ -107,7 +105,7 @@ __global__ void count_correct_kernel(const float* logits, const int32_t* labels,
   for (int n = blockIdx.x * (blockDim.x / kWarp) + threadIdx.x / kWarp; n < N; n += warps) {
     const ArgMax best = warp_row_argmax(logits + int64_t(n) * K, K, lane);
     const int label = labels[n];
-    if (lane != 0 || !label_valid(label, K)) continue;
+    if (lane != 0 || !ce_label_valid(label, K)) continue;
     const bool hit = best.k == label;
     if (hit) atomicAdd(correct, 1ull);
     if (class_total) atomicAdd(&class_total[label], 1ull);

@@ -9,6 +9,9 @@
 
 namespace cutrain {
 
+// A label the loss can use: a class index in [0, K).
+__host__ __device__ inline bool ce_label_valid(int label, int K) { return label >= 0 && label < K; }
+
 // The smoothed target of class k: (1 - eps)*[k == label] + eps/K.
 __host__ __device__ inline float ce_target(int k, int label, float eps, int K) {
   return (k == label ? 1.0f - eps : 0.0f) + eps / float(K);

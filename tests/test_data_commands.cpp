@@ -2,24 +2,21 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
-#include <array>
-#include <cstdio>
+#include <sstream>
 #include <string>
-#include <sys/wait.h>
+#include <vector>
 
+#include "tests/process.h"
 #include "tests/test_data_util.h"
-#include "tests/binaries.h"
 
-// Runs `cutrain <args>` (stderr folded into stdout) and returns its output and exit status.
+// Runs `cutrain <args>` (args split at spaces; stderr folded into stdout) and returns its output
+// and exit status.
 static std::pair<std::string, int> cutrain_run(const std::string& args) {
-  std::string command = cutrain::test::binary("cutrain") + " " + args + " 2>&1";
-  FILE* pipe = popen(command.c_str(), "r");
-  REQUIRE(pipe);
-  std::string output;
-  std::array<char, 4096> buffer;
-  while (size_t n = fread(buffer.data(), 1, buffer.size(), pipe)) output.append(buffer.data(), n);
-  int status = pclose(pipe);
-  return {output, WIFEXITED(status) ? WEXITSTATUS(status) : -1};
+  std::vector<std::string> argv = {cutrain::test::binary("cutrain")};
+  std::istringstream words(args);
+  for (std::string word; words >> word;) argv.push_back(word);
+  const cutrain::test::Process::Result result = cutrain::test::run(argv);
+  return {result.output, result.exit_code};
 }
 
 TEST_CASE("make-synthetic then inspect-data, through the binary", "[data]") {

@@ -1,5 +1,6 @@
-// Every CUDA launcher of kernels/ can be captured in a CUDA graph: none allocates, synchronises
-// or touches the legacy default stream, so a whole training step can be captured and replayed.
+// The CUDA launchers of kernels/ for batch norm, pooling, the loss, SGD and the bf16 cast can be
+// captured in a CUDA graph: none allocates, synchronises or touches the legacy default stream, so a
+// whole training step can be captured and replayed.
 #include <catch2/catch.hpp>
 
 #include <cuda_bf16.h>
