@@ -37,11 +37,8 @@ Environment: PYTHON (default python3) is the interpreter with torch, torchvision
 EOF
 }
 
-die() { echo "compare.sh: error: $*" >&2; exit 1; }
-bad_usage() { echo "compare.sh: error: $* (see --help)" >&2; exit 2; }
-value_of() { (($# >= 2)) || bad_usage "$1 needs a value"; printf '%s' "$2"; }
-
 here="$(cd "$(dirname "$0")" && pwd)"
+source "$here/../scripts/cli.sh"
 nproc=1 quick=0 data="" out="bench-out" bin="build/bin" epochs="" batch=256 stem=cifar repeats=1
 compile_mode=default torch_data=gpu parity=1 device=cuda budget=
 while (($#)); do

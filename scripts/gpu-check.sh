@@ -15,21 +15,17 @@
 # curves.png, train.jsonl and compare-runs.tar.gz (the comparison's metrics and logs).
 set -euo pipefail
 
-usage() {
-  echo "usage: scripts/gpu-check.sh [--prebuilt [DIR]] [--out DIR] [--budget SECONDS]"
-  sed -n '2,17s/^# \{0,1\}//p' "$0"
-}
-bad_usage() { echo "gpu-check.sh: error: $* (see --help)" >&2; exit 2; }
-die() { echo "gpu-check.sh: error: $*" >&2; exit 1; }
-
 repo="$(cd "$(dirname "$0")/.." && pwd)"
+source "$repo/scripts/cli.sh"
+usage() { echo "usage: scripts/gpu-check.sh [--prebuilt [DIR]] [--out DIR] [--budget SECONDS]"; header_help; }
+
 prebuilt="" out="${OUT:-gpu-check-out}" budget=470
 while (($#)); do
   case "$1" in
     --prebuilt) if (($# >= 2)) && [[ "$2" != -* ]]; then prebuilt="$2"; shift; else prebuilt=".gpu"; fi ;;
-    --out) (($# >= 2)) || bad_usage "--out needs a value"; out="$2"; shift ;;
-    --budget) (($# >= 2)) && [[ "$2" =~ ^[1-9][0-9]*$ ]] || bad_usage "--budget needs a number of seconds"
-              budget="$2"; shift ;;
+    --out) out="$(value_of "$@")"; shift ;;
+    --budget) budget="$(value_of "$@")"; shift
+              [[ "$budget" =~ ^[1-9][0-9]*$ ]] || bad_usage "--budget needs a number of seconds" ;;
     -h|--help) usage; exit 0 ;;
     *) bad_usage "unknown option '$1'" ;;
   esac
