@@ -105,9 +105,10 @@ log="$out/compare.log"
 say() { echo "$*" | tee -a "$log"; }
 
 # run NAME TIMEOUT CMD...: one step, its output in runs/NAME.log (and compare.log), one status line here.
-# With --budget, a step gets at most what is left (less 20 s kept for the table) and none when under 10 s.
+# With --budget, a step gets at most what is left (less 20 s kept for the table) and none when under 10 s;
+# the budget counts from the script's start (SECONDS), the torch check above included.
 failures=0
-deadline=$((budget ? SECONDS + budget - 20 : 1 << 62))
+deadline=$((budget ? budget - 20 : 1 << 62))
 run() {
   local name="$1" limit="$2"; shift 2
   local start=$SECONDS status=0
