@@ -31,6 +31,8 @@ while (($#)); do
   esac
   shift
 done
+[ -z "$prebuilt" ] || [ -x "$prebuilt/bin/cutrain" ] ||
+  die "$prebuilt/bin/cutrain: not found (make it with scripts/package-prebuilt.sh)"
 
 # ---- a GPU, or a one-line reason
 command -v nvidia-smi >/dev/null || die "no CUDA device: nvidia-smi not found"
@@ -102,7 +104,6 @@ say "gpu-check: run-time library path: $libpath"
 
 # ---- the binaries: prebuilt, or built here for this GPU's architecture
 if [ -n "$prebuilt" ]; then
-  [ -x "$prebuilt/bin/cutrain" ] || die "$prebuilt/bin/cutrain: not found (make it with scripts/package-prebuilt.sh)"
   real_bin="$(cd "$prebuilt/bin" && pwd)"
 else
   command -v cmake >/dev/null || die "cmake not found; build elsewhere and pass --prebuilt DIR"
