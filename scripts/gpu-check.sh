@@ -50,13 +50,14 @@ say() { echo "$*" | tee -a "$log"; }
 say "gpu-check: $gpu; work folder $work"
 
 # ---- step NAME LIMIT CMD...: runs CMD under timeout within the budget; one summary row per step
+row() { printf '%-26s %-8s %5s  %s' "$@"; }  # step, status, time, result
 rows=() failed=0
 step_out=""
 step() {
   local name="$1" limit="$2"; shift 2
   local start=$SECONDS status=0 left=$((budget - SECONDS - 15))
   if ((left < 10)); then
-    rows+=("$(printf '%-26s %-8s %5s  %s' "$name" SKIPPED - "out of time")"); failed=$((failed + 1)); return 1
+    rows+=("$(row "$name" SKIPPED - "out of time")"); failed=$((failed + 1)); return 1
   fi
   ((limit <= left)) || limit=$left
   say "== $name (limit $limit s): $*"
@@ -72,7 +73,7 @@ step() {
     failed=$((failed + 1))
     result="exit $status: $(grep -v '^\s*$' "$step_out" | tail -n 1 | cut -c1-90)"
   fi
-  rows+=("$(printf '%-26s %-8s %4ds  %s' "$name" "$verdict" $((SECONDS - start)) "$result")")
+  rows+=("$(row "$name" "$verdict" "$((SECONDS - start))s" "$result")")
   say "${rows[-1]}"
   ((status == 0))
 }
@@ -158,7 +159,7 @@ fi
   binaries="built for sm_$arch"
   [ -z "$prebuilt" ] || binaries="prebuilt $prebuilt"
   echo "gpu-check summary: $gpu, $binaries, ${SECONDS} s"
-  printf '%-26s %-8s %5s  %s\n' step status time result
+  row step status time result; echo
   printf '%s\n' "${rows[@]}"
   if [ -f "$work/compare/table.txt" ]; then echo; cat "$work/compare/table.txt"; fi
 } | tee "$out/summary.txt" | tee -a "$log"
