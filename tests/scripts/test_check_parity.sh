@@ -2,9 +2,7 @@
 # a 0-d tensor) and round-trips its own files; bench/check_parity.py grads passes equal dumps, fails a
 # gradient off by more than --rtol (naming it), and refuses mismatched files in one line.
 source "$(dirname "$0")/common.sh"
-py="$(python_with numpy)"
-[ -n "$py" ] || skip "numpy not importable by python3 or /usr/bin/python3"
-export PYTHONPATH="$repo/bench"
+require_python numpy
 "$py" - "$scratch" <<'PY'
 import json, struct, sys, numpy as np, safetensors_io
 folder = sys.argv[1]
