@@ -9,9 +9,9 @@
 #   torch-eager-fp32       the reference recipe as written: fp32 eager, DataLoader with PIL transforms
 #   torch-eager-bf16-cl    bf16 autocast and channels_last, data resident on the GPU
 #   torch-compile-bf16-cl  the same under torch.compile
-# Before the runs, two correctness checks (bench/check_parity.py): the first step's loss and gradients from
-# the same initial weights (each fp32 result measured against PyTorch's float64 step), and a cutrain
-# checkpoint's accuracy in torchvision.
+# Two correctness checks (bench/check_parity.py): before the runs, the first step's loss and gradients from
+# the same initial weights (each fp32 result measured against PyTorch's float64 step); after them, the
+# accuracy in torchvision of the checkpoint the cutrain-fp32 run saved.
 # One GPU: each program runs as one plain process; N GPUs: cutrain through cutrun, PyTorch through torchrun.
 set -euo pipefail
 
