@@ -6,11 +6,13 @@
 #                                            (DIR/bin and DIR/lib; default DIR .gpu)
 #   options: --out DIR (default $OUT if set, else ./gpu-check-out), --budget SECONDS (default 470)
 #
-# cuDNN, NCCL and cuBLAS are found at run time in the CUDA toolkit or in Python's nvidia-* packages;
-# the binaries run through small wrappers that put those folders (and DIR/lib) on LD_LIBRARY_PATH, so
-# the PyTorch processes of the comparison keep their own libraries. Steps, each under `timeout` and all
-# inside the budget: cutrain info; the [gpu] tests; one short epoch of training on synthetic data;
-# bench/compare.sh --quick; cutrain bench-step for both stems and precisions. A summary table comes LAST.
+# The CUDA runtime (libcudart.so.13), cuBLAS, cuDNN and NCCL are found at run time in the CUDA toolkit or in
+# Python's nvidia-* packages (CUDA 13's wheels put cudart and cuBLAS in nvidia/cu13/lib, cuDNN and NCCL in
+# nvidia/cudnn/lib and nvidia/nccl/lib); the binaries run through small wrappers that put those folders
+# (and DIR/lib) on LD_LIBRARY_PATH, so the PyTorch processes of the comparison keep their own libraries.
+# Steps, each under `timeout` and all inside the budget: cutrain info; the [gpu] tests; one short epoch of
+# training on synthetic data; bench/compare.sh --quick; cutrain bench-step for both stems and precisions.
+# A summary table comes LAST.
 # --out receives at most 7 files: gpu-check.log (everything), summary.txt, results.json, compare.png,
 # curves.png, train.jsonl and compare-runs.tar.gz (the comparison's metrics and logs).
 set -euo pipefail
