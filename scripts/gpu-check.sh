@@ -46,6 +46,7 @@ arch="$(cut -d, -f2 <<<"$gpu" | tr -d ' .')"
 mkdir -p "$out"
 out="$(cd "$out" && pwd)"
 work="$(mktemp -d "${TMPDIR:-/tmp}/gpu-check.XXXXXX")"
+trap 'rm -rf "$work"' EXIT  # what is worth keeping is copied to --out
 log="$out/gpu-check.log"
 : >"$log"
 say() { echo "$*" | tee -a "$log"; }
@@ -169,5 +170,4 @@ fi
   printf '%s\n' "${rows[@]}"
   if [ -f "$work/compare/table.txt" ]; then echo; cat "$work/compare/table.txt"; fi
 } | tee "$out/summary.txt" | tee -a "$log"
-rm -rf "$work"
 ((failed == 0)) || { echo "gpu-check.sh: $failed step(s) did not pass; see $log" >&2; exit 1; }
