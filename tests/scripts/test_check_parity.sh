@@ -18,9 +18,9 @@ with open(f"{folder}/hand.safetensors", "wb") as f:
 t = safetensors_io.load(f"{folder}/hand.safetensors")
 assert t["a"].tolist() == [0.25, -3.0] and t["b"].tolist() == [[1.5], [-2.0]] and t["b"].dtype == np.float32
 assert t["n"].shape == () and int(t["n"]) == 7 and t["n"].dtype == np.int64
-# Round trip through this module's writer (the one used without the safetensors package).
+# Round trip through this module's writer.
 x = {"w": np.arange(24, dtype=np.float32).reshape(2, 3, 2, 2), "k": np.array(5, dtype=np.int64)}
-safetensors_io._save_file(x, f"{folder}/rt.safetensors")
+safetensors_io.save(x, f"{folder}/rt.safetensors")
 y = safetensors_io.load(f"{folder}/rt.safetensors")
 assert y["w"].shape == (2, 3, 2, 2) and np.array_equal(x["w"], y["w"]) and y["k"].shape == () and int(y["k"]) == 5
 (n,) = struct.unpack("<Q", open(f"{folder}/rt.safetensors", "rb").read(8))
