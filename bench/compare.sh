@@ -9,9 +9,9 @@
 #   torch-eager-fp32       the reference recipe as written: fp32 eager, DataLoader with PIL transforms
 #   torch-eager-bf16-cl    bf16 autocast and channels_last, data resident on the GPU
 #   torch-compile-bf16-cl  the same under torch.compile
-# Before the runs, two correctness checks (bench/check_parity.py): the first step's loss and gradients from
-# the same initial weights (each fp32 result measured against PyTorch's float64 step), and a cutrain
-# checkpoint's accuracy in torchvision.
+# Two correctness checks (bench/check_parity.py): before the runs, the first step's loss and gradients from
+# the same initial weights (each fp32 result measured against PyTorch's float64 step); after them, the
+# accuracy in torchvision of the checkpoint the cutrain-fp32 run saved.
 # One GPU: each program runs as one plain process; N GPUs: cutrain through cutrun, PyTorch through torchrun.
 set -euo pipefail
 
@@ -37,11 +37,8 @@ Environment: PYTHON (default python3) is the interpreter with torch, torchvision
 EOF
 }
 
-die() { echo "compare.sh: error: $*" >&2; exit 1; }
-bad_usage() { echo "compare.sh: error: $* (see --help)" >&2; exit 2; }
-value_of() { (($# >= 2)) || bad_usage "$1 needs a value"; printf '%s' "$2"; }
-
 here="$(cd "$(dirname "$0")" && pwd)"
+source "$here/../scripts/cli.sh"
 nproc=1 quick=0 data="" out="bench-out" bin="build/bin" epochs="" batch=256 stem=cifar repeats=1
 compile_mode=default torch_data=gpu parity=1 device=cuda budget=
 while (($#)); do
@@ -108,9 +105,10 @@ log="$out/compare.log"
 say() { echo "$*" | tee -a "$log"; }
 
 # run NAME TIMEOUT CMD...: one step, its output in runs/NAME.log (and compare.log), one status line here.
-# With --budget, a step gets at most what is left (less 20 s kept for the table) and none when under 10 s.
+# With --budget, a step gets at most what is left (less 20 s kept for the table) and none when under 10 s;
+# the budget counts from the script's start (SECONDS), the torch check above included.
 failures=0
-deadline=$((budget ? SECONDS + budget - 20 : 1 << 62))
+deadline=$((budget ? budget - 20 : 1 << 62))
 run() {
   local name="$1" limit="$2"; shift 2
   local start=$SECONDS status=0

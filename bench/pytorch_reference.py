@@ -4,9 +4,10 @@
     torchrun --nproc-per-node 8 bench/pytorch_reference.py --data cifar-10-batches-bin --amp bf16 --channels-last
     python3 bench/pytorch_reference.py --data DIR            # one process, no torchrun needed
 
-Same flags, same data files, same metrics lines as `cutrain train`. The flags are parsed before torch is
-imported, so --help and a bad flag answer on machines without torch; the training itself is in
-reference_trainer.py.
+The same data files and metrics lines as `cutrain train`, and its flag names where the two share a setting;
+--amp, --channels-last, --compile, --data-on-gpu, --warmup-steps, --export-init and --dump-fp64 are this
+script's own. The flags are parsed before torch is imported, so --help and a bad flag answer on machines
+without torch; the training itself is in reference_trainer.py.
 """
 import argparse
 import os

@@ -4,8 +4,9 @@ Layout: an 8-byte little-endian header length N, N bytes of JSON
 {"name": {"dtype": "F32", "shape": [...], "data_offsets": [begin, end]}, ..., "__metadata__": {...}},
 then the tensors' bytes, little-endian, row-major, offsets counted from the end of the header.
 
-Writing uses the `safetensors` package when it is importable and this module's own writer otherwise;
-reading is always this module's (it also reads BF16, which numpy lacks, widened to float32).
+Both directions are this module's own, so the code that the tests check here is the code that runs on a
+GPU machine, whether or not the `safetensors` package is installed there. Reading also takes BF16, which
+numpy lacks, widened to float32.
 """
 import json
 import struct
@@ -17,17 +18,9 @@ _DTYPES = {"F64": np.float64, "F32": np.float32, "F16": np.float16, "I64": np.in
 _NAMES = {np.dtype(v): k for k, v in _DTYPES.items()}
 
 
-def save(tensors, path, metadata=None):
+def save(tensors, path):
     """Write a dict name -> numpy array (any dtype in _DTYPES) to `path`."""
     tensors = {k: np.asarray(v, order="C") for k, v in tensors.items()}  # keeps 0-d shapes
-    try:
-        from safetensors.numpy import save_file
-    except ImportError:
-        save_file = _save_file
-    save_file(tensors, path, metadata=metadata)
-
-
-def _save_file(tensors, path, metadata=None):
     header, offset = {}, 0
     for name in sorted(tensors):
         t = tensors[name]
@@ -36,8 +29,6 @@ def _save_file(tensors, path, metadata=None):
         header[name] = {"dtype": _NAMES[t.dtype], "shape": list(t.shape),
                         "data_offsets": [offset, offset + t.nbytes]}
         offset += t.nbytes
-    if metadata:
-        header["__metadata__"] = {str(k): str(v) for k, v in metadata.items()}
     text = json.dumps(header, separators=(",", ":")).encode()
     text += b" " * (-len(text) % 8)  # the data starts 8-byte aligned
     with open(path, "wb") as f:

@@ -9,15 +9,14 @@
 # CUDA toolkit or in Python's nvidia-* packages. In practice: Gloo, hiredis, ibverbs, libnl, stb.
 set -euo pipefail
 
-usage() { echo "usage: scripts/package-prebuilt.sh [--bin DIR] [--out DIR]"; sed -n '2,9s/^# \{0,1\}//p' "$0"; }
-bad_usage() { echo "package-prebuilt.sh: error: $* (see --help)" >&2; exit 2; }
-die() { echo "package-prebuilt.sh: error: $*" >&2; exit 1; }
+source "$(dirname "$0")/cli.sh"
+usage() { echo "usage: scripts/package-prebuilt.sh [--bin DIR] [--out DIR]"; header_help; }
 
 bin="build/bin" out=".gpu"
 while (($#)); do
   case "$1" in
-    --bin) (($# >= 2)) || bad_usage "--bin needs a value"; bin="$2"; shift ;;
-    --out) (($# >= 2)) || bad_usage "--out needs a value"; out="$2"; shift ;;
+    --bin) bin="$(value_of "$@")"; shift ;;
+    --out) out="$(value_of "$@")"; shift ;;
     -h|--help) usage; exit 0 ;;
     *) bad_usage "unknown option '$1'" ;;
   esac

@@ -8,43 +8,23 @@ Top row against the global step (one point per logged step): loss, train accurac
 Bottom row against the epoch: loss, train accuracy and test accuracy (dashed), images/s.
 Needs matplotlib (Debian's python3-matplotlib).
 """
-import argparse
-import json
 import os
 import sys
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "bench"))
+import cli  # noqa: E402  (bench/cli.py: the one-line errors)
+from summarize import read_metrics  # noqa: E402  (bench/summarize.py: a metrics file's records)
 
-class Parser(argparse.ArgumentParser):
-    def error(self, message):  # one line, exit status 2
-        sys.stderr.write(f"{self.prog}: error: {message} (see --help)\n")
-        sys.exit(2)
-
-
-def fail(message):
-    sys.stderr.write(f"plot_metrics.py: error: {message}\n")
-    sys.exit(1)
+PROG = "plot_metrics.py"
 
 
 def read_run(path):
-    """-> (step records, epoch records); a missing file or a line that is not JSON is a one-line error."""
-    steps, epochs = [], []
-    try:
-        with open(path) as f:
-            for n, line in enumerate(f, 1):
-                if not line.strip():
-                    continue
-                try:
-                    record = json.loads(line)
-                except ValueError:
-                    fail(f"{path}:{n}: not a JSON object")
-                if record.get("kind") == "step":
-                    steps.append(record)
-                elif record.get("kind") == "epoch":
-                    epochs.append(record)
-    except OSError as e:
-        fail(f"{path}: cannot read: {e.strerror}")
+    """-> (step records, epoch records). Raises ValueError naming the file (and line)."""
+    records = read_metrics(path)
+    steps = [r for r in records if r.get("kind") == "step"]
+    epochs = [r for r in records if r.get("kind") == "epoch"]
     if not steps and not epochs:
-        fail(f"{path}: no step or epoch records")
+        raise ValueError(f"{path}: no step or epoch records")
     return steps, epochs
 
 
@@ -80,7 +60,7 @@ def plot(runs, output):
 
 
 def main():
-    p = Parser(prog="plot_metrics.py", description=__doc__.split("\n\n")[0])
+    p = cli.Parser(prog=PROG, description=__doc__.split("\n\n")[0])
     p.add_argument("metrics", nargs="+", metavar="METRICS.jsonl")
     p.add_argument("-o", "--output", default="curves.png", help="PNG to write (default curves.png)")
     p.add_argument("--labels", help="comma-separated names of the runs (default: the file names)")
@@ -91,13 +71,16 @@ def main():
         p.error(f"--labels names {len(labels)} runs, but {len(args.metrics)} files are given")
     if len(set(labels)) != len(labels):
         labels = [f"{i + 1}: {label}" for i, label in enumerate(labels)]
-    runs = {label: read_run(path) for label, path in zip(labels, args.metrics)}
+    try:
+        runs = {label: read_run(path) for label, path in zip(labels, args.metrics)}
+    except ValueError as e:
+        cli.fail(PROG, str(e))
     try:
         import matplotlib  # noqa: F401
     except ImportError as e:
-        fail(f"matplotlib not importable ({e}); install python3-matplotlib or use /usr/bin/python3")
+        cli.fail(PROG, f"matplotlib not importable ({e}); install python3-matplotlib or use /usr/bin/python3")
     plot(runs, args.output)
-    print(f"plot_metrics.py: {len(runs)} run(s) -> {args.output}")
+    print(f"{PROG}: {len(runs)} run(s) -> {args.output}")
 
 
 if __name__ == "__main__":

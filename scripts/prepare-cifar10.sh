@@ -7,6 +7,7 @@
 # The archive is https://www.cs.toronto.edu/~kriz/cifar-10-binary.tar.gz (162 MiB); this script
 # downloads nothing, so it works on machines without a network once the file is there.
 set -euo pipefail
+source "$(dirname "$0")/cli.sh"
 
 published_md5=c32a1d4ab5d03f1284b67883e8d87530
 if [ $# -ne 2 ]; then
@@ -14,12 +15,10 @@ if [ $# -ne 2 ]; then
   exit 2
 fi
 archive=$1 out=$2
-[ -f "$archive" ] || { echo "prepare-cifar10: error: $archive: no such file" >&2; exit 1; }
+[ -f "$archive" ] || die "$archive: no such file"
 actual=$(md5sum "$archive" | cut -d' ' -f1)
-if [ "$actual" != "$published_md5" ]; then
-  echo "prepare-cifar10: error: $archive: MD5 $actual, expected $published_md5 (incomplete or not the binary version)" >&2
-  exit 1
-fi
+[ "$actual" = "$published_md5" ] ||
+  die "$archive: MD5 $actual, expected $published_md5 (incomplete or not the binary version)"
 mkdir -p "$out"
 tar -xzf "$archive" -C "$out"
-echo "prepare-cifar10: CIFAR-10 is in $out/cifar-10-batches-bin"
+echo "$prog: CIFAR-10 is in $out/cifar-10-batches-bin"

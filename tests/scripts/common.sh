@@ -7,6 +7,7 @@ bin="${2:-$repo/build/bin}"
 scratch="$(mktemp -d)"
 trap 'rm -rf "$scratch"' EXIT
 export PYTHONPYCACHEPREFIX="$scratch/pycache"  # no __pycache__ in the source tree
+export PYTHONPATH="$repo/bench"                # bench/'s modules, for the tests' Python snippets
 
 fail() { echo "FAIL: $*" >&2; exit 1; }
 skip() { echo "SKIPPED: $*"; exit 0; }
@@ -20,6 +21,12 @@ python_with() {
   done
 }
 
+# require_python MODULES: $py is the python_with MODULES, or the test is skipped.
+require_python() {
+  py="$(python_with "$1")"
+  [ -n "$py" ] || skip "$1 not importable by python3 or /usr/bin/python3"
+}
+
 # one_line_error WHAT EXPECTED_STATUS CMD...: CMD fails with that status and says why on exactly one line.
 one_line_error() {
   local what="$1" expected="$2" status=0; shift 2
@@ -30,11 +37,11 @@ one_line_error() {
 }
 
 # write_cifar DIR TRAIN_FILES... : small CIFAR-10 binary files with numpy: label = record index % 10 and
-# pixels from a seeded generator; test_batch.bin gets 30 records. Needs $numpy_python.
+# pixels from a seeded generator; test_batch.bin gets 30 records. Runs $py (numpy).
 write_cifar() {
   local dir="$1"; shift
   mkdir -p "$dir"
-  "$numpy_python" - "$dir" "$@" <<'PY'
+  "$py" - "$dir" "$@" <<'PY'
 import sys, numpy as np
 rng = np.random.default_rng(7)
 def write(path, n, offset):

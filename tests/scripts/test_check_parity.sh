@@ -2,9 +2,7 @@
 # a 0-d tensor) and round-trips its own files; bench/check_parity.py grads passes equal dumps, fails a
 # gradient off by more than --rtol (naming it), and refuses mismatched files in one line.
 source "$(dirname "$0")/common.sh"
-py="$(python_with numpy)"
-[ -n "$py" ] || skip "numpy not importable by python3 or /usr/bin/python3"
-export PYTHONPATH="$repo/bench"
+require_python numpy
 "$py" - "$scratch" <<'PY'
 import json, struct, sys, numpy as np, safetensors_io
 folder = sys.argv[1]
@@ -20,9 +18,9 @@ with open(f"{folder}/hand.safetensors", "wb") as f:
 t = safetensors_io.load(f"{folder}/hand.safetensors")
 assert t["a"].tolist() == [0.25, -3.0] and t["b"].tolist() == [[1.5], [-2.0]] and t["b"].dtype == np.float32
 assert t["n"].shape == () and int(t["n"]) == 7 and t["n"].dtype == np.int64
-# Round trip through this module's writer (the one used without the safetensors package).
+# Round trip through this module's writer.
 x = {"w": np.arange(24, dtype=np.float32).reshape(2, 3, 2, 2), "k": np.array(5, dtype=np.int64)}
-safetensors_io._save_file(x, f"{folder}/rt.safetensors")
+safetensors_io.save(x, f"{folder}/rt.safetensors")
 y = safetensors_io.load(f"{folder}/rt.safetensors")
 assert y["w"].shape == (2, 3, 2, 2) and np.array_equal(x["w"], y["w"]) and y["k"].shape == () and int(y["k"]) == 5
 (n,) = struct.unpack("<Q", open(f"{folder}/rt.safetensors", "rb").read(8))

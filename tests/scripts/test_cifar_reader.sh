@@ -3,12 +3,10 @@
 # 2. on files written by `cutrain make-synthetic` and on the numpy-written ones: the record counts,
 #    per-class counts and per-channel mean/std that `cutrain inspect-data` prints equal numpy's.
 source "$(dirname "$0")/common.sh"
-numpy_python="$(python_with numpy)"
-[ -n "$numpy_python" ] || skip "numpy not importable by python3 or /usr/bin/python3"
-export PYTHONPATH="$repo/bench"
+require_python numpy
 
 write_cifar "$scratch/np" data_batch_1.bin:40 data_batch_2.bin:25 data_batch_3.bin:1 data_batch_4.bin:9 data_batch_5.bin:3
-"$numpy_python" - "$scratch/np" <<'PY'
+"$py" - "$scratch/np" <<'PY'
 import os, sys, numpy as np, cifar10
 folder = sys.argv[1]
 x, y = cifar10.load_split(folder, train=True)
@@ -52,7 +50,7 @@ fi
 write_cifar "$scratch/np2" data_batch_1.bin:33 data_batch_2.bin:17 data_batch_3.bin:4 data_batch_4.bin:20 data_batch_5.bin:6
 for d in "$scratch/syn" "$scratch/np2"; do
   "$cutrain" inspect-data --data "$d" >"$scratch/inspect.txt" || fail "inspect-data --data $d: exit $?"
-  "$numpy_python" - "$d" "$scratch/inspect.txt" <<'PY' || fail "inspect-data and numpy disagree on $d"
+  "$py" - "$d" "$scratch/inspect.txt" <<'PY' || fail "inspect-data and numpy disagree on $d"
 import re, sys, numpy as np, cifar10
 folder, text = sys.argv[1], open(sys.argv[2]).read()
 x, y = cifar10.load_split(folder, train=True)

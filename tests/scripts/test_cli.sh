@@ -35,6 +35,11 @@ else
   grep -qE "no CUDA device|torch not importable" "$scratch/stderr" || fail "pytorch_reference.py: $(cat "$scratch/stderr")"
 fi
 one_line_error "compare.sh --bin (nothing there)" 1 bash "$repo/bench/compare.sh" --bin "$scratch/nothing"
+prepare=(bash "$repo/scripts/prepare-cifar10.sh")
+one_line_error "prepare-cifar10.sh on a missing archive" 1 "${prepare[@]}" "$scratch/none.tar.gz" "$scratch/c"
+echo "not the archive" >"$scratch/wrong.tar.gz"
+one_line_error "prepare-cifar10.sh on a wrong archive" 1 "${prepare[@]}" "$scratch/wrong.tar.gz" "$scratch/c"
+grep -q "MD5" "$scratch/stderr" || fail "prepare-cifar10.sh: $(cat "$scratch/stderr")"
 if ! nvidia-smi -L >/dev/null 2>&1; then
   one_line_error "gpu-check.sh without GPU" 1 bash "$repo/scripts/gpu-check.sh" --out "$scratch/g"
   grep -q "no CUDA device" "$scratch/stderr" || fail "gpu-check.sh: $(cat "$scratch/stderr")"

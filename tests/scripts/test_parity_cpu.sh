@@ -5,10 +5,9 @@
 #     with strict=True and scores the test accuracy `cutrain eval` printed.
 # Needs Debian's python3-torch and python3-torchvision (scripts/setup.sh installs them).
 source "$(dirname "$0")/common.sh"
-py="$(python_with "numpy, torch, torchvision")"
-[ -n "$py" ] || skip "torch and torchvision not importable by python3 or /usr/bin/python3"
+require_python "numpy, torch, torchvision"
 [ -x "$bin/cutrain" ] || skip "no cutrain binary in $bin"
-export OMP_NUM_THREADS=1 PYTHONPATH="$repo/bench"
+export OMP_NUM_THREADS=1
 cd "$scratch"
 "$bin/cutrain" make-synthetic --out data --train 256 --test 64 >/dev/null
 

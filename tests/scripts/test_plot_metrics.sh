@@ -1,8 +1,7 @@
 # scripts/plot_metrics.py draws a PNG from hand-made metrics files (two runs overlaid), and refuses a
 # file that is not metrics in one line.
 source "$(dirname "$0")/common.sh"
-py="$(python_with matplotlib)"
-[ -n "$py" ] || skip "matplotlib not importable by python3 or /usr/bin/python3"
+require_python matplotlib
 for run in a b; do
   for s in 1 2 3 4; do
     echo "{\"kind\":\"step\",\"epoch\":$(((s + 1) / 2)),\"step\":$s,\"steps_per_epoch\":2,\"global_step\":$s,\"loss\":2.$s,\"acc\":0.$s,\"lr\":0.002,\"images_per_s\":100$s,\"ms_per_step\":2$s}"

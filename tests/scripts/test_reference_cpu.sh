@@ -3,10 +3,9 @@
 # GPU-style resident data path runs too, and --export-init / --dump-first-step write torchvision's
 # names, which check_parity.py reads back (the gradients against themselves, the weights in torchvision).
 source "$(dirname "$0")/common.sh"
-numpy_python="$(python_with "numpy, torch, torchvision")"
-[ -n "$numpy_python" ] || skip "torch and torchvision not importable by python3 or /usr/bin/python3"
-export OMP_NUM_THREADS=1 PYTHONPATH="$repo/bench"
-ref=("$numpy_python" "$repo/bench/pytorch_reference.py" --device cpu --workers 0 --batch-size 16 --warmup-steps 1)
+require_python "numpy, torch, torchvision"
+export OMP_NUM_THREADS=1
+ref=("$py" "$repo/bench/pytorch_reference.py" --device cpu --workers 0 --batch-size 16 --warmup-steps 1)
 write_cifar "$scratch/d" data_batch_1.bin:40 data_batch_2.bin:40 data_batch_3.bin:16 data_batch_4.bin:0 data_batch_5.bin:0
 "${ref[@]}" --data "$scratch/d" --epochs 2 --max-steps 7 --log-every 2 --eval-every 1 --metrics "$scratch/m.jsonl" \
   >"$scratch/out.txt" 2>&1 || fail "training: $(tail -n 3 "$scratch/out.txt")"
@@ -14,7 +13,7 @@ grep -q '^== step: \[  2/6\] \[1/2\] | loss: [0-9.]* | acc: [0-9.]*% | [0-9]* im
   fail "step line shape: $(grep -m1 '== step' "$scratch/out.txt")"
 "${ref[@]}" --data "$scratch/d" --epochs 1 --max-steps 2 --data-on-gpu --amp bf16 --channels-last \
   --metrics "$scratch/g.jsonl" >"$scratch/out2.txt" 2>&1 || fail "resident data, bf16: $(tail -n 3 "$scratch/out2.txt")"
-"$numpy_python" - "$scratch/m.jsonl" "$scratch/g.jsonl" <<'PY'
+"$py" - "$scratch/m.jsonl" "$scratch/g.jsonl" <<'PY'
 import json, sys
 records = [json.loads(l) for l in open(sys.argv[1])]
 steps = [r for r in records if r["kind"] == "step"]
@@ -36,7 +35,7 @@ PY
 "${ref[@]}" --data "$scratch/d" --export-init "$scratch/init.safetensors" \
   --dump-first-step "$scratch/first.safetensors" --dump-fp64 "$scratch/first64.safetensors" >/dev/null ||
   fail "export/dump: exit $?"
-"$numpy_python" - "$scratch" <<'PY'
+"$py" - "$scratch" <<'PY'
 import sys, torchvision, torch, numpy as np
 import safetensors_io, cifar10
 folder = sys.argv[1]
@@ -53,9 +52,9 @@ assert set(first64) == set(first) and first64["grad.fc.weight"].dtype == np.floa
 assert abs(first64["loss"][0] - first["loss"][0]) < 1e-4, (first64["loss"], first["loss"])
 PY
 [ $? = 0 ] || fail "exported files"
-"$numpy_python" "$repo/bench/check_parity.py" grads "$scratch/first.safetensors" "$scratch/first.safetensors" \
+"$py" "$repo/bench/check_parity.py" grads "$scratch/first.safetensors" "$scratch/first.safetensors" \
   --fp64 "$scratch/first64.safetensors" >/dev/null || fail "a dump against itself, float64 as yardstick"
-acc="$("$numpy_python" "$repo/bench/check_parity.py" checkpoint --data "$scratch/d" --checkpoint "$scratch/init.safetensors" \
+acc="$("$py" "$repo/bench/check_parity.py" checkpoint --data "$scratch/d" --checkpoint "$scratch/init.safetensors" \
   --cutrain-acc 0 --tolerance 100 | sed -n 's/.*torchvision \([0-9.]*\)%.*/\1/p')"
 [ -n "$acc" ] || fail "check_parity.py checkpoint printed no accuracy"
 echo "ok: metrics schema, resident-data bf16 path, torchvision names in the exported weights and gradients (acc $acc%)"
