@@ -76,7 +76,7 @@ class ParameterSet {
   // Lays out, allocates and initialises from `seed` (on the host, so every device starts equal).
   void allocate(Device device, DType dtype, uint64_t seed);
 
-  // In layout order: fc.weight first (offset 0) ... conv1.weight last.
+  // In layout order: fc.bias first (offset 0), then fc.weight ... conv1.weight last.
   const std::vector<Parameter*>& in_layout_order() const { return layout_; }
   const std::deque<BufferEntry>& buffers() const { return buffers_; }
   static constexpr int64_t kAlignElements = 64;

@@ -1,5 +1,5 @@
 // ResNet-18 on the CPU: parameter counts against torchvision, shapes, the flat buffer's layout
-// (backward order, contiguous) and the gradient-readiness callback, and batch norm's train/eval
+// (backward order, each parameter 64-element aligned) and the gradient-readiness callback, and batch norm's train/eval
 // behaviour seen from the model.
 #include <catch2/catch.hpp>
 
