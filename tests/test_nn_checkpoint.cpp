@@ -9,6 +9,7 @@
 #include "nn/safetensors.h"
 #include "nn/sgd.h"
 #include "tests/nn_fixtures.h"
+#include "tests/temp_dir.h"
 
 using namespace cutrain;
 
