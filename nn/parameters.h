@@ -53,6 +53,10 @@ struct Parameter {
   Tensor value;                // fp32 views into the flat buffers (storage layout, OHWI for convs)
   Tensor grad;
   Tensor value_bf16;           // bf16 mode only: the copy forward reads
+
+  // The values the GPU's products read in activation dtype `dtype`: the bf16 copy in bf16 mode,
+  // else the fp32 master.
+  const void* value_in(DType dtype) const { return dtype == DType::bf16 ? value_bf16.data : value.data; }
 };
 
 struct BufferEntry {
