@@ -21,6 +21,8 @@
 #include "dist/store.h"
 #include "kernels/check.h"
 #include "kernels/device.h"
+#include "nn/memory_plan.h"
+#include "nn/tensor.h"
 
 namespace cutrain {
 namespace {
@@ -33,36 +35,24 @@ struct BenchOptions {
   int warmup = 5;
 };
 
-// A message buffer where the communicator wants it: host memory, or device memory for NCCL.
+// A message where the communicator wants it (device memory for NCCL, host memory for Gloo), and
+// its host copy, where filling and checking happen. The copies between the two are nn/tensor.h's,
+// which wait for the whole device: the collectives run on the communicator's non-blocking stream.
 class MessageBuffer {
  public:
-  MessageBuffer(size_t count, bool on_gpu) : host_(count), on_gpu_(on_gpu) {
-    if (on_gpu_) CUDA_CHECK(cudaMalloc(&device_, count * sizeof(float)));
-  }
-  ~MessageBuffer() { cudaFree(device_); }
-  MessageBuffer(const MessageBuffer&) = delete;
-  MessageBuffer& operator=(const MessageBuffer&) = delete;
+  MessageBuffer(size_t count, Device device) : device_(device), memory_(device, count * sizeof(float)), host_(count) {}
 
-  float* data() { return on_gpu_ ? device_ : host_.data(); }
-  // The host copy, where filling and checking happen. The collectives run on the communicator's
-  // non-blocking streams, which cudaMemcpy's default stream does not wait for (and a pageable
-  // upload may still be landing when it returns): both copies wait for the whole device.
+  float* data() { return static_cast<float*>(memory_.data()); }
   std::vector<float>& host() { return host_; }
-  void upload(size_t count) {
-    if (!on_gpu_) return;
-    CUDA_CHECK(cudaMemcpy(device_, host_.data(), count * sizeof(float), cudaMemcpyHostToDevice));
-    CUDA_CHECK(cudaDeviceSynchronize());
-  }
-  void download(size_t count) {
-    if (!on_gpu_) return;
-    CUDA_CHECK(cudaDeviceSynchronize());
-    CUDA_CHECK(cudaMemcpy(host_.data(), device_, count * sizeof(float), cudaMemcpyDeviceToHost));
-  }
+  void upload(size_t count) { copy_from_host(host_.data(), first(count)); }
+  void download(size_t count) { copy_to_host(first(count), host_.data()); }
 
  private:
+  Tensor first(size_t count) const { return Tensor(memory_.data(), DType::f32, device_, {int64_t(count)}); }
+
+  Device device_;
+  DeviceBuffer memory_;
   std::vector<float> host_;
-  float* device_ = nullptr;
-  bool on_gpu_;
 };
 
 // Rank r contributes (r + 1) * (i % 7 + 1) at element i, so the sum is n (n + 1) / 2 * (i % 7 + 1),
@@ -121,7 +111,7 @@ int run_bench(const BenchOptions& o) {
   TcpStore store(env);
   rendezvous(store, env);
   auto comm = make_communicator(env, store, {.use_cuda = on_gpu, .compute_stream = stream});
-  MessageBuffer buffer(size_t(o.max_bytes / sizeof(float)), on_gpu);
+  MessageBuffer buffer(size_t(o.max_bytes / sizeof(float)), on_gpu ? Device::cuda : Device::cpu);
 
   const int n = comm->world_size();
   if (env.is_main()) {

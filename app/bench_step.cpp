@@ -101,7 +101,7 @@ void run_bench_step(const BenchStepOptions& o) {
   std::printf("bench-step: ResNet-18 %s stem, width %d, %d classes, %s, %s, batch %d, %dx%d images%s\n",
               stem_name(config.stem), config.width, config.num_classes, device_name(ctx.device()), o.precision.c_str(),
               config.batch_size, config.image_size, config.image_size,
-              graph_exec || o.cuda_graph ? ", CUDA graph" : "");
+              o.cuda_graph ? ", CUDA graph" : "");
   std::printf("  %lld parameters, %.1f MiB planned (activations, their gradients, workspace)\n",
               (long long)model.num_parameters(), model.planned_bytes() / 1048576.0);
   std::printf("  %.2f ms/step, %.0f images/s (%d steps after %d warm-up; last loss %.4f)\n", ms,

@@ -1,9 +1,18 @@
 #include "dist/communicator.h"
 
+#include <stdexcept>
+#include <string>
+
 #include "dist/gloo_communicator.h"
 #include "dist/nccl_communicator.h"
 
 namespace cutrain {
+
+void Communicator::check_root(int root) const {
+  if (root < 0 || root >= world_size())
+    throw std::invalid_argument("broadcast: root " + std::to_string(root) + " is outside the world of " +
+                                std::to_string(world_size()));
+}
 
 std::unique_ptr<Communicator> make_communicator(const DistEnv& env, TcpStore& store,
                                                 const CommunicatorOptions& options) {

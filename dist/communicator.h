@@ -61,6 +61,10 @@ class Communicator {
   // waits on the comm stream, no host sync; CPU: returns when the comm thread is idle). Rethrows
   // a failure of any of them.
   virtual void wait_async() = 0;
+
+ protected:
+  // broadcast()'s argument check: throws std::invalid_argument unless 0 <= root < world_size().
+  void check_root(int root) const;
 };
 
 struct CommunicatorOptions {

@@ -124,9 +124,7 @@ void GlooCommunicator::all_reduce_host(double* data, size_t count, ReduceOp op) 
 }
 
 void GlooCommunicator::broadcast(float* data, size_t count, int root) {
-  if (root < 0 || root >= world_size_)
-    throw std::invalid_argument("broadcast: root " + std::to_string(root) + " is outside the world of " +
-                                std::to_string(world_size_));
+  check_root(root);
   enqueue({Task::broadcast_float, data, count, ReduceOp::sum, root});
   wait_async();
 }

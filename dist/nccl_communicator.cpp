@@ -131,9 +131,7 @@ void NcclCommunicator::all_reduce(float* data, size_t count, ReduceOp op) {
 }
 
 void NcclCommunicator::broadcast(float* data, size_t count, int root) {
-  if (root < 0 || root >= world_size_)
-    throw std::invalid_argument("broadcast: root " + std::to_string(root) + " is outside the world of " +
-                                std::to_string(world_size_));
+  check_root(root);
   start_after_compute();
   settle(ncclBroadcast(data, data, count, ncclFloat, root, comm_, comm_stream_), "ncclBroadcast");
   mark_issued();

@@ -49,8 +49,6 @@ class NcclCommunicator final : public Communicator {
   void all_reduce_async(float* data, size_t count, ReduceOp op) override;
   void wait_async() override;
 
-  cudaStream_t comm_stream() const { return comm_stream_; }
-
  private:
   // Waits out a non-blocking call's ncclInProgress; throws naming `call` if it failed or took
   // longer than the timeout (then the communicator is aborted).

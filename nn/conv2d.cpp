@@ -160,13 +160,10 @@ Conv2d::Conv2d(Net& net, const std::string& name, Activation& x, int in_channels
 
 Conv2d::~Conv2d() = default;
 
-// The parameter in the activation dtype: the fp32 master, or its bf16 copy.
-const void* Conv2d::weight_data() const {
-  return net_.act_dtype() == DType::bf16 ? weight.value_bf16.data : weight.value.data;
-}
-
 // The filter cuDNN reads: the parameter itself, or the padded stem filter.
-const void* Conv2d::filter_data() const { return gpu_->filter ? gpu_->filter->data : weight_data(); }
+const void* Conv2d::filter_data() const {
+  return gpu_->filter ? gpu_->filter->data : weight.value_in(net_.act_dtype());
+}
 
 void Conv2d::forward() {
   if (!gpu_) {
@@ -178,8 +175,8 @@ void Conv2d::forward() {
   if (gpu_->filter) {  // this step's weights into the real channels of the padded filter
     dispatch_activation(net_.act_dtype(), [&](auto zero) {
       using T = decltype(zero);
-      copy_rows_cuda<T, T>(static_cast<const T*>(weight_data()), in_channels_, gpu_->filter->as<T>(), shape_.C, rows,
-                           in_channels_, ctx.stream);
+      const auto* w = static_cast<const T*>(weight.value_in(net_.act_dtype()));
+      copy_rows_cuda<T, T>(w, in_channels_, gpu_->filter->as<T>(), shape_.C, rows, in_channels_, ctx.stream);
     });
   }
   const float one = 1.0f, zero = 0.0f;

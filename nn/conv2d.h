@@ -40,7 +40,6 @@ class Conv2d {
   Activation& y;      // [N,P,Q,K]
 
  private:
-  const void* weight_data() const;
   const void* filter_data() const;
 
   struct Gpu;  // cuDNN descriptors, algorithms, padded filter (conv2d.cpp)

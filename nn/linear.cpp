@@ -50,8 +50,7 @@ void Linear::forward() {
   CUBLAS_CHECK(cublasSgemm(ctx.cublas, CUBLAS_OP_N, CUBLAS_OP_N, out_, n_, 1, &one, bias.value.as<float>(), out_,
                            ones_->as<float>(), 1, &zero, y.value.as<float>(), out_));
   // y^T[O,N] += W[O,I] x^T[I,N]   (W is column-major [I,O]: transposed)
-  const bool bf16 = ctx.dtype() == DType::bf16;
-  const void* w = bf16 ? weight.value_bf16.data : weight.value.data;
+  const void* w = weight.value_in(ctx.dtype());
   CUBLAS_CHECK(cublasGemmEx(ctx.cublas, CUBLAS_OP_T, CUBLAS_OP_N, out_, n_, in_, &one, w, cuda_dtype(ctx.dtype()),
                             in_, x_.value.data, cuda_dtype(ctx.dtype()), in_, &one, y.value.data, CUDA_R_32F, out_,
                             compute_type(ctx), CUBLAS_GEMM_DEFAULT));
@@ -84,7 +83,7 @@ void Linear::backward() {
   net_.params.grad_done(weight);
   net_.params.grad_done(bias);
   // dx^T[I,N] = W^T[I,O] dy^T[O,N]   (W is column-major [I,O]: as is)
-  const void* w = bf16 ? weight.value_bf16.data : weight.value.data;
+  const void* w = weight.value_in(ctx.dtype());
   CUBLAS_CHECK(cublasGemmEx(ctx.cublas, CUBLAS_OP_N, CUBLAS_OP_N, in_, n_, out_, &one, w, t, in_, dy, t, out_, &zero,
                             x_.grad.data, t, in_, compute_type(ctx), CUBLAS_GEMM_DEFAULT));
 }

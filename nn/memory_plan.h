@@ -5,8 +5,9 @@
 // replayed as a CUDA graph.
 //
 // Planned tensors live as long as the plan and never move: layers keep references to them.
-// Each activation has a gradient slot beside its value; the first layer to reach it in backward
-// writes it with = and residual branches add into it (cuDNN's beta = 1).
+// Each activation pairs its value with a gradient (not beside it in memory: see below); the first
+// layer to reach the gradient in backward writes it with = and residual branches add into it
+// (cuDNN's beta = 1).
 //
 // Gradients share memory when their lifetimes do not overlap. Activations are numbered in the
 // order they are planned, which is forward order, and backward visits the layers that made them

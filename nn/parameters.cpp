@@ -123,7 +123,7 @@ void ParameterSet::begin_backward(std::function<void(int64_t ready_end)> on_grad
 }
 
 void ParameterSet::grad_done(const Parameter& p) {
-  // Parameters are few (62 in ResNet-18): find p's slot by its offset order.
+  // Parameters are few (62 in ResNet-18): a linear search of the layout finds p's slot.
   size_t index = 0;
   while (index < layout_.size() && layout_[index] != &p) ++index;
   if (index == layout_.size()) throw std::logic_error("grad_done: unknown parameter " + p.name);

@@ -53,6 +53,10 @@ struct Parameter {
   Tensor value;                // fp32 views into the flat buffers (storage layout, OHWI for convs)
   Tensor grad;
   Tensor value_bf16;           // bf16 mode only: the copy forward reads
+
+  // The values the GPU's products read in activation dtype `dtype`: the bf16 copy in bf16 mode,
+  // else the fp32 master.
+  const void* value_in(DType dtype) const { return dtype == DType::bf16 ? value_bf16.data : value.data; }
 };
 
 struct BufferEntry {
@@ -76,7 +80,7 @@ class ParameterSet {
   // Lays out, allocates and initialises from `seed` (on the host, so every device starts equal).
   void allocate(Device device, DType dtype, uint64_t seed);
 
-  // In layout order: fc.weight first (offset 0) ... conv1.weight last.
+  // In layout order: fc.bias first (offset 0), then fc.weight ... conv1.weight last.
   const std::vector<Parameter*>& in_layout_order() const { return layout_; }
   const std::deque<BufferEntry>& buffers() const { return buffers_; }
   static constexpr int64_t kAlignElements = 64;

@@ -88,12 +88,6 @@ void ResNet18::backward(std::function<void(int64_t ready_end)> on_grads_ready) {
   conv1_->backward(0.0f);  // the image needs no gradient: weights only
 }
 
-std::vector<ParameterInfo> ResNet18::parameters() const {
-  std::vector<ParameterInfo> out;
-  for (const Parameter* p : net_.params.in_layout_order()) out.push_back({p->name, p->shape, p->offset, p->numel});
-  return out;
-}
-
 void ResNet18::sync_bf16_weights() { net_.params.sync_bf16(net_.ctx.stream); }
 
 }  // namespace cutrain

@@ -44,14 +44,6 @@ struct ResNetConfig {
   uint64_t seed = 0;     // initial weights
 };
 
-// A parameter as torchvision names it; offset and numel index the flat buffers.
-struct ParameterInfo {
-  std::string name;
-  std::vector<int64_t> shape;
-  int64_t offset;
-  int64_t numel;
-};
-
 class ResNet18 {
  public:
   ResNet18(Context& ctx, const ResNetConfig& config);
@@ -74,8 +66,7 @@ class ResNet18 {
   const float* loss() const;      // training forward: mean loss (device memory on the GPU)
   const int32_t* correct() const; // training forward: rows whose argmax is the label
 
-  // Parameters (flat fp32 buffers in backward order) and state.
-  std::vector<ParameterInfo> parameters() const;
+  // Parameters (flat fp32 buffers in backward order: params().in_layout_order()) and state.
   int64_t num_parameters() const { return net_.params.parameter_count(); }
   ParameterSet& params() { return net_.params; }
   const ParameterSet& params() const { return net_.params; }

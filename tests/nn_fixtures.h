@@ -1,14 +1,10 @@
 // nn_fixtures.h: small models and random batches for the [nn] tests, on the CPU.
 #pragma once
 
-#include <cstdlib>
-#include <filesystem>
+#include <cstdint>
 #include <random>
-#include <string>
-#include <vector>
 
 #include "nn/resnet.h"
-#include "tests/temp_dir.h"
 
 namespace cutrain::test {
 

@@ -9,6 +9,7 @@
 #include "nn/safetensors.h"
 #include "nn/sgd.h"
 #include "tests/nn_fixtures.h"
+#include "tests/temp_dir.h"
 
 using namespace cutrain;
 
@@ -59,6 +60,13 @@ std::string load_error(const std::string& path, Stem stem = Stem::imagenet, int 
 std::vector<char> read_bytes(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   return std::vector<char>(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+// The file's first 8 bytes: the little-endian u64 length of the JSON header.
+uint64_t header_length(const std::vector<char>& bytes) {
+  uint64_t length = 0;
+  for (int i = 0; i < 8; ++i) length |= uint64_t(uint8_t(bytes[i])) << (8 * i);
+  return length;
 }
 
 void write_bytes(const std::string& path, const std::vector<char>& bytes, size_t length) {
@@ -122,8 +130,7 @@ TEST_CASE("Checkpoint files follow the safetensors layout byte for byte", "[nn]"
   SavedModel saved;
   std::vector<char> bytes = read_bytes(saved.path);
   REQUIRE(bytes.size() > 8);
-  uint64_t length = 0;
-  for (int i = 0; i < 8; ++i) length |= uint64_t(uint8_t(bytes[i])) << (8 * i);
+  const uint64_t length = header_length(bytes);
   CHECK(length % 8 == 0);
   REQUIRE(8 + length <= bytes.size());
   const std::string header(bytes.begin() + 8, bytes.begin() + 8 + int64_t(length));
@@ -142,8 +149,7 @@ TEST_CASE("Checkpoint files follow the safetensors layout byte for byte", "[nn]"
 TEST_CASE("Truncated checkpoints are refused in one line", "[nn]") {
   SavedModel saved;
   std::vector<char> bytes = read_bytes(saved.path);
-  uint64_t header = 0;
-  for (int i = 0; i < 8; ++i) header |= uint64_t(uint8_t(bytes[i])) << (8 * i);
+  const uint64_t header = header_length(bytes);
   const std::string bad = saved.dir / "truncated.safetensors";
   for (size_t length : {size_t(0), size_t(5), size_t(8), size_t(100), size_t(8 + header - 1), size_t(8 + header),
                         size_t(8 + header + 10), bytes.size() / 2, bytes.size() - 1}) {

@@ -1,5 +1,5 @@
 // ResNet-18 on the CPU: parameter counts against torchvision, shapes, the flat buffer's layout
-// (backward order, contiguous) and the gradient-readiness callback, and batch norm's train/eval
+// (backward order, each parameter 64-element aligned) and the gradient-readiness callback, and batch norm's train/eval
 // behaviour seen from the model.
 #include <catch2/catch.hpp>
 
@@ -68,25 +68,25 @@ TEST_CASE("Training with one value per channel is refused in one line", "[nn]") 
 TEST_CASE("The flat buffers are laid out in backward order with torchvision's names", "[nn]") {
   Context ctx({});
   ResNet18 model(ctx, test::tiny_resnet(Stem::imagenet));
-  std::vector<ParameterInfo> params = model.parameters();
+  const std::vector<Parameter*>& params = model.params().in_layout_order();
   REQUIRE(params.size() == 62);  // torchvision's resnet18 has 62 parameter tensors
-  CHECK(params[0].name == "fc.bias");
-  CHECK(params[1].name == "fc.weight");
-  CHECK(params[1].shape == std::vector<int64_t>{10, 32});
-  CHECK(params.back().name == "conv1.weight");
-  CHECK(params.back().shape == std::vector<int64_t>{4, 3, 7, 7});  // OIHW, as torchvision names it
+  CHECK(params[0]->name == "fc.bias");
+  CHECK(params[1]->name == "fc.weight");
+  CHECK(params[1]->shape == std::vector<int64_t>{10, 32});
+  CHECK(params.back()->name == "conv1.weight");
+  CHECK(params.back()->shape == std::vector<int64_t>{4, 3, 7, 7});  // OIHW, as torchvision names it
   int64_t offset = 0;
-  for (const ParameterInfo& p : params) {
-    CHECK(p.offset >= offset);  // in order, no overlap, gaps below the alignment only
-    CHECK(p.offset < offset + ParameterSet::kAlignElements);
-    CHECK(p.offset % ParameterSet::kAlignElements == 0);  // 256-byte aligned, for cuDNN
-    offset = p.offset + p.numel;
+  for (const Parameter* p : params) {
+    CHECK(p->offset >= offset);  // in order, no overlap, gaps below the alignment only
+    CHECK(p->offset < offset + ParameterSet::kAlignElements);
+    CHECK(p->offset % ParameterSet::kAlignElements == 0);  // 256-byte aligned, for cuDNN
+    offset = p->offset + p->numel;
   }
   CHECK(offset <= model.params().numel());
   CHECK(model.params().numel() < offset + ParameterSet::kAlignElements);
   // Within a block with a downsample: bn2, conv2, bn1, conv1, downsample.1, downsample.0.
   std::vector<std::string> names;
-  for (const ParameterInfo& p : params) names.push_back(p.name);
+  for (const Parameter* p : params) names.push_back(p->name);
   auto at = [&](const std::string& n) { return std::find(names.begin(), names.end(), n) - names.begin(); };
   CHECK(at("layer2.0.bn2.weight") < at("layer2.0.conv2.weight"));
   CHECK(at("layer2.0.conv1.weight") < at("layer2.0.downsample.1.weight"));
@@ -117,9 +117,9 @@ TEST_CASE("on_grads_ready reports a growing prefix of final gradients that reach
   }
   // Every parameter got a gradient (not all elements: layer4 runs at 1x1 pixels here, where the
   // off-centre taps of its 3x3 filters see only padding).
-  for (const ParameterInfo& p : model.parameters()) {
-    INFO(p.name);
-    CHECK(std::any_of(final_grads.begin() + p.offset, final_grads.begin() + p.offset + p.numel,
+  for (const Parameter* p : model.params().in_layout_order()) {
+    INFO(p->name);
+    CHECK(std::any_of(final_grads.begin() + p->offset, final_grads.begin() + p->offset + p->numel,
                       [](float g) { return g != 0.0f; }));
   }
 }
