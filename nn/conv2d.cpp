@@ -9,7 +9,7 @@
 #include <cuda_bf16.h>
 
 #include "kernels/check.h"
-#include "kernels/nn_copy_rows.h"
+#include "kernels/copy_rows.h"
 #include "nn/dispatch.h"
 
 namespace cutrain {

@@ -1,4 +1,4 @@
-// nn_copy_rows.h: copy a [rows, cols] block between arrays with different row pitches,
+// copy_rows.h: copy a [rows, cols] block between arrays with different row pitches,
 // converting the element type:
 //
 //   out[r * out_pitch + c] = Out(in[r * in_pitch + c])     for r < rows, c < cols

@@ -1,6 +1,6 @@
-// nn_copy_rows.cu: the CUDA side of nn_copy_rows.h, one grid-stride pass over the block, converting
+// copy_rows.cu: the CUDA side of copy_rows.h, one grid-stride pass over the block, converting
 // through float with numeric.cuh.
-#include "kernels/nn_copy_rows.h"
+#include "kernels/copy_rows.h"
 
 #include <cuda_bf16.h>
 
