@@ -29,7 +29,6 @@ class StepMetrics {
 
   // After a step: remember its loss and correct count (pointers into the model's memory).
   void record(const float* loss, const int32_t* correct);
-  int pending() const { return pending_; }
   bool full() const { return pending_ == capacity_; }
   // Waits for the device (GPU), returns the steps recorded since the last flush and forgets them.
   MetricsWindow flush();

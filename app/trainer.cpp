@@ -518,7 +518,8 @@ int Trainer::run() {
   if (final_acc)
     std::snprintf(accuracy, sizeof accuracy, ", final test accuracy %.2f%% (best %.2f%%)", 100 * *final_acc,
                   100 * *best_acc);
-  log_->print("done in %.1f s: %.0f images/s after warm-up%s", wall, s.mean_images_per_s, accuracy);
+  log_->print("done in %.1f s: %.0f images/s after warm-up%s%s", wall, s.mean_images_per_s, accuracy,
+              device_ == Device::cuda ? ("; CUDA graphs " + graph_->status()).c_str() : "");
   if (last_eval && stop == StopReason::none) print_class_accuracy(*last_eval);
   return 0;
 }
