@@ -112,7 +112,7 @@ static void write_records(const fs::path& path, const Dataset& dataset, size_t b
 void write_cifar10(const std::string& dir, const Dataset& train, const Dataset& test) {
   check_writable(train, "train set");
   check_writable(test, "test set");
-  fs::create_directories(dir);
+  create_dataset_folder(dir);
   const auto train_files = cifar10_files(true);
   const size_t files = train_files.size();
   for (size_t f = 0; f < files; ++f)

@@ -1,5 +1,6 @@
 #include "data/dataset.h"
 
+#include <filesystem>
 #include <stdexcept>
 
 namespace cutrain {
@@ -15,6 +16,12 @@ void Dataset::validate(const std::string& source) const {
     if (labels[i] < 0 || labels[i] >= num_classes)
       throw std::runtime_error(source + ": record " + std::to_string(i) + " has label " +
                                std::to_string(labels[i]) + ", not in [0, " + std::to_string(num_classes) + ")");
+}
+
+void create_dataset_folder(const std::string& dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) throw std::runtime_error(dir + ": cannot create the folder (" + ec.message() + ")");
 }
 
 }  // namespace cutrain

@@ -29,4 +29,8 @@ struct Dataset {
   void validate(const std::string& source) const;
 };
 
+// Creates `dir` and its parents for a dataset writer; throws "<dir>: cannot create the folder
+// (<why>)" in one line.
+void create_dataset_folder(const std::string& dir);
+
 }  // namespace cutrain

@@ -92,7 +92,7 @@ void write_image_folder(const std::string& split_dir, const Dataset& dataset) {
   std::vector<fs::path> class_dirs;
   for (const auto& name : names) {
     class_dirs.push_back(fs::path(split_dir) / name);
-    fs::create_directories(class_dirs.back());
+    create_dataset_folder(class_dirs.back().string());
   }
   for (size_t i = 0; i < dataset.size(); ++i) {
     char name[32];

@@ -105,7 +105,7 @@ bool ensure_synthetic_cifar10(const std::string& dir, int64_t train, int64_t tes
   namespace fs = std::filesystem;
   if (fs::is_directory(dir)) return false;
   const fs::path target = fs::path(dir).lexically_normal();
-  if (target.has_parent_path()) fs::create_directories(target.parent_path());
+  if (target.has_parent_path()) create_dataset_folder(target.parent_path().string());
   const fs::path staging = target.string() + ".partial-" + std::to_string(getpid());
   write_cifar10(staging.string(), make_synthetic(train, seed, true), make_synthetic(test, seed, false));
   std::error_code error;
