@@ -42,7 +42,8 @@ void add_train_command(CLI::App& app, int& exit_code) {
       ->check(CLI::IsMember({"auto", "cuda", "cpu"}));
   cmd->add_option("--precision", o.precision, "fp32 or bf16 (default: bf16 on a GPU, fp32 on the CPU)")
       ->check(CLI::IsMember({"fp32", "bf16"}));
-  cmd->add_flag("--deterministic", o.deterministic, "Deterministic cuDNN algorithms (bitwise-repeatable GPU runs)");
+  cmd->add_flag("--deterministic", o.deterministic,
+                "Only deterministic cuDNN algorithms (batch norm's GPU sums still add with atomics)");
   cmd->add_option("--bucket-cap-mb", o.bucket_cap_mb, "Gradient bucket size, MiB (0: one all-reduce per parameter)")
       ->capture_default_str()->check(CLI::NonNegativeNumber);
   cmd->add_flag("--sync-bn", o.sync_bn, "Synchronise batch norm statistics across ranks (SyncBatchNorm)");
