@@ -253,19 +253,16 @@ void Trainer::build_model() {
 void Trainer::restore() {
   if (!opt_.init_from.empty()) load_model(opt_.init_from, *model_);
   if (opt_.resume.empty()) return;
-  if (opt_.resume != "auto") {
-    state_ = load_checkpoint(opt_.resume, *model_, *sgd_);
-    log_->print("resumed from %s at epoch %d, step %lld", opt_.resume.c_str(), state_.epoch + 1,
+  auto resume_from = [this](const std::string& path) {
+    state_ = load_checkpoint(path, *model_, *sgd_);
+    log_->print("resumed from %s at epoch %d, step %lld", path.c_str(), state_.epoch + 1,
                 static_cast<long long>(state_.global_step));
-    return;
-  }
+  };
+  if (opt_.resume != "auto") return resume_from(opt_.resume);
   if (!checkpoints_) throw std::runtime_error("--resume auto: needs --save DIR to look for checkpoints in");
   for (const std::string& path : checkpoints_->complete_checkpoints()) {
     try {
-      state_ = load_checkpoint(path, *model_, *sgd_);
-      log_->print("resumed from %s at epoch %d, step %lld", path.c_str(), state_.epoch + 1,
-                  static_cast<long long>(state_.global_step));
-      return;
+      return resume_from(path);
     } catch (const std::exception& e) {
       log_->print("cutrain: warning: skipping checkpoint %s", e.what());
     }
@@ -428,13 +425,12 @@ int Trainer::run() {
   const auto run_start = SteadyClock::now();
   connect();
   build_model();
+  restore();
   if (!opt_.dump_first_step.empty()) {
-    if (!opt_.init_from.empty()) load_model(opt_.init_from, *model_);
     dump_first_step(opt_.dump_first_step, *model_, data_.train);
     log_->print("wrote the first step's loss and gradients to %s", opt_.dump_first_step.c_str());
     return 0;
   }
-  restore();
   broadcast_state();
   gather_devices();
   print_banner();
