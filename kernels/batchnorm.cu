@@ -66,7 +66,7 @@ __device__ void load_channels(const float* per_channel, int c0, float (&values)[
 // from run to run.
 template <int VEC, typename Op>
 __global__ void channel_sums_kernel(Op op, int64_t M, int C, float* out_a, float* out_b) {
-  extern __shared__ float partial[];  // a then b, each [blockDim.y][width]
+  CUTRAIN_DYNAMIC_SHARED(float, partial);  // a then b, each [blockDim.y][width]
   const int width = blockDim.x * VEC;
   const int c0 = thread_channel<VEC>();
   float a[VEC] = {}, b[VEC] = {};
