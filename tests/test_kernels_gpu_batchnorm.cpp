@@ -24,7 +24,7 @@ constexpr double kStatisticsTolerance = 1e-4;
 
 }  // namespace
 
-TEMPLATE_TEST_CASE("batch norm CUDA training forward and backward match the CPU reference", "[gpu]", float,
+TEMPLATE_TEST_CASE("batch norm CUDA training forward and backward match the CPU reference", CUTRAIN_GPU_TAG, float,
                    __nv_bfloat16) {
   CUTRAIN_REQUIRE_GPU();
   using T = TestType;
@@ -83,7 +83,7 @@ TEMPLATE_TEST_CASE("batch norm CUDA training forward and backward match the CPU 
   if (residual) CHECK(test::relative_error(test::download(gd_res), d_res) == 0.0);  // dz is dy or 0: exact
 }
 
-TEMPLATE_TEST_CASE("batch norm CUDA eval mode matches the CPU reference", "[gpu]", float, __nv_bfloat16) {
+TEMPLATE_TEST_CASE("batch norm CUDA eval mode matches the CPU reference", CUTRAIN_GPU_TAG, float, __nv_bfloat16) {
   CUTRAIN_REQUIRE_GPU();
   using T = TestType;
   const int64_t M = 2 * 7 * 7;
