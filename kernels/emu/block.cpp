@@ -73,7 +73,8 @@ struct Scheduler {
   Fiber* current = nullptr;
   ucontext_t host;  // where the launching thread waits while a fiber runs
   unsigned char* shared = nullptr;
-  std::mt19937_64 shuffle;
+  Schedule schedule;
+  std::mt19937_64 shuffle;  // seeded with schedule.seed
   // AddressSanitizer's view of the host stack, learnt at the first switch.
   void* host_fake_stack = nullptr;
   const void* host_stack = nullptr;
@@ -374,33 +375,13 @@ Schedule parse_schedule(const std::string& text) {
     } catch (const std::exception&) {
     }
   }
-  throw std::invalid_argument("CUTRAIN_EMU_ORDER is '" + text +
-                              "': expected forward, reverse, shuffle or shuffle:SEED");
+  throw std::invalid_argument("thread order '" + text + "': expected forward, reverse, shuffle or shuffle:SEED");
 }
 
-namespace {
-
-Schedule& current_schedule() {
-  static Schedule sched = [] {
-    const char* text = std::getenv("CUTRAIN_EMU_ORDER");
-    try {
-      const Schedule from_environment = text && *text ? parse_schedule(text) : Schedule{};
-      scheduler().shuffle.seed(from_environment.seed);
-      return from_environment;
-    } catch (const std::invalid_argument& e) {
-      std::fprintf(stderr, "cuda emulation: %s\n", e.what());
-      std::exit(2);
-    }
-  }();
-  return sched;
-}
-
-}  // namespace
-
-Schedule schedule() { return current_schedule(); }
+Schedule schedule() { return scheduler().schedule; }
 
 void set_schedule(Schedule sched) {
-  current_schedule() = sched;
+  scheduler().schedule = sched;
   scheduler().shuffle.seed(sched.seed);
 }
 
@@ -424,7 +405,6 @@ void run_grid(const Grid& g) {
     std::fprintf(stderr, "cuda emulation: %s launched from inside kernel %s\n", g.kernel, s.grid->kernel);
     std::abort();
   }
-  schedule();  // reads CUTRAIN_EMU_ORDER before the first block
   while (s.fibers.size() < threads) s.fibers.push_back(std::make_unique<Fiber>());
   // Exactly the launch's bytes, so that AddressSanitizer sees a kernel running past them.
   const std::unique_ptr<unsigned char[]> shared(new unsigned char[g.dynamic_shared_bytes]);

@@ -11,10 +11,10 @@
 // naming an exited lane, a lane at __syncthreads, a collective against another collective): the
 // kernel fails with its name and the culprit, as cudaErrorLaunchFailure.
 //
-// The order in which the threads take turns between two such points is chosen by
-// CUTRAIN_EMU_ORDER: forward (thread 0 first, the default), reverse, or shuffle[:seed] (a new
-// seeded permutation at every turn). A kernel that leans on an order, say by reading shared memory
-// before the barrier that should protect it, gives a wrong result in at least one of them.
+// The order in which the threads take turns between two such points is a Schedule: forward
+// (thread 0 first, the default), reverse, or shuffle (a new seeded permutation at every turn). A
+// kernel that leans on an order, say by reading shared memory before the barrier that should
+// protect it, gives a wrong result in at least one of them.
 #pragma once
 
 #include <cstddef>
@@ -41,7 +41,7 @@ struct Schedule {
 
 // "forward", "reverse", "shuffle" or "shuffle:SEED"; throws std::invalid_argument otherwise.
 Schedule parse_schedule(const std::string& text);
-// The schedule of every launch: CUTRAIN_EMU_ORDER's, unless set_schedule() chose another.
+// The schedule of the launches that follow (forward until set).
 Schedule schedule();
 void set_schedule(Schedule schedule);
 

@@ -277,7 +277,7 @@ TEST_CASE("emulation: copies, memsets and handles are checked like the runtime's
   CHECK(cudaGetLastError() == cudaErrorInvalidValue);
 }
 
-TEST_CASE("emulation: CUTRAIN_EMU_ORDER names a thread order", "[emu]") {
+TEST_CASE("emulation: --thread-order names a thread order", "[emu]") {
   CHECK(emu::parse_schedule("reverse").order == emu::ThreadOrder::reverse);
   CHECK(emu::parse_schedule("shuffle:42").seed == 42);
   CHECK_THROWS_WITH(emu::parse_schedule("backwards"), Catch::Contains("expected forward, reverse, shuffle"));
