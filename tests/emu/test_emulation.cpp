@@ -283,3 +283,28 @@ TEST_CASE("emulation: --thread-order names a thread order", "[emu]") {
   CHECK_THROWS_WITH(emu::parse_schedule("backwards"), Catch::Contains("expected forward, reverse, shuffle"));
   CHECK_THROWS(emu::parse_schedule("shuffle:x"));
 }
+
+namespace {
+
+// out[i] = in[i] as one 16-byte load and store per thread, and each thread's bit counts.
+__global__ void vector_copy_kernel(const float4* in, float4* out, int* bits) {
+  const unsigned i = threadIdx.x;
+  out[i] = in[i];
+  bits[i] = __popc(i) * 100 + __ffs(int(i));
+}
+
+}  // namespace
+
+TEST_CASE("emulation: vector types move 16 bytes at once, and the bit intrinsics count", "[emu]") {
+  static_assert(alignof(float4) == 16 && alignof(int4) == 16 && alignof(uint4) == 16 && alignof(float2) == 8);
+  const std::vector<float> values = iota_floats(4 * 32);
+  DeviceBuffer<float> in(values), out(values.size());
+  DeviceBuffer<int> bits(32);
+  launch_kernel("vector_copy_kernel", vector_copy_kernel, 1, 32, 0, nullptr, reinterpret_cast<const float4*>(in.get()),
+                reinterpret_cast<float4*>(out.get()), bits.get());
+  CHECK(out.copy_to_host() == values);
+  const std::vector<int> b = bits.copy_to_host();
+  CHECK(b[0] == 0);           // no bits set, no first bit
+  CHECK(b[12] == 200 + 3);    // 0b1100
+  CHECK(b[31] == 500 + 1);    // 0b11111
+}
