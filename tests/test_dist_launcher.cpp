@@ -81,6 +81,12 @@ TEST_CASE("a rank that ignores SIGTERM is killed after the grace period, and a d
   CHECK(r.seconds < 30);
 }
 
+TEST_CASE("a program that sends no heartbeats is not judged by the stall watch", "[dist]") {
+  auto r = run(cutrun_sh({"--nproc-per-node", "2", "--stall-timeout", "0.3"}, "sleep 1; echo finished"));
+  CHECK(r.exit_code == 0);
+  CHECK_THAT(r.output, Catch::Contains("[rank1]: finished"));
+}
+
 TEST_CASE("SIGTERM to cutrun reaches every rank", "[dist]") {
   // Python rather than sh: dash can lose a signal that lands while it forks its next command.
   Process p({kCutrun, "--nproc-per-node", "2", "--grace-period", "20", "python3", "-c",
@@ -138,6 +144,8 @@ TEST_CASE("cutrun bounds every number it is given, in one line and without a tra
       {{"--grace-period", "nan"}, "--grace-period nan: not a number of seconds"},
       {{"--grace-period", "1e308"}, "--grace-period 1e+308: must be 0..86400 seconds"},
       {{"--grace-period=-1"}, "--grace-period -1: must be 0..86400 seconds"},
+      {{"--stall-timeout=-inf"}, "--stall-timeout -inf: not a number of seconds"},
+      {{"--stall-timeout", "1e6"}, "--stall-timeout 1e+06: must be 0..86400 seconds"},
   };
   for (const auto& [flags, message] : cases) {
     std::vector<std::string> argv{kCutrun};
