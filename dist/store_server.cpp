@@ -20,6 +20,8 @@ namespace cutrain {
 namespace {
 
 constexpr size_t kReadChunk = 64 * 1024;
+// A join is a few dozen bytes: a connection that has not joined may not send more than this.
+constexpr size_t kMaxBytesBeforeJoin = 4096;
 constexpr int kAcceptsPerWake = 64;
 // Out of file descriptors: stop accepting for this long rather than spin on a listener that
 // stays readable.
@@ -74,7 +76,7 @@ class ServeLoop {
           continue;
         }
         if (revents & POLLOUT) flush(c);
-        if (revents & POLLIN) receive(c);
+        if (revents & POLLIN) receive(ids[i], c);
         serve_requests(ids[i], c);
       }
       for (auto& [id, reply] : state_.due_replies(Clock::now())) {
@@ -121,7 +123,7 @@ class ServeLoop {
     return false;
   }
 
-  void receive(Connection& c) {
+  void receive(int64_t id, Connection& c) {
     if (!c.wants_input()) return;
     char chunk[kReadChunk];
     ssize_t n = ::recv(c.fd, chunk, sizeof chunk, 0);
@@ -132,6 +134,10 @@ class ServeLoop {
     }
     if (c.input.empty()) c.input_since = Clock::now();
     c.input.append(chunk, size_t(n));
+    if (!state_.joined(id) && c.input.size() > kMaxBytesBeforeJoin) {
+      send(c, {"error", "too many bytes before a join"});
+      close(id, c);
+    }
   }
 
   // Answers the requests waiting in the connection's input, one at a time (see wants_input()).

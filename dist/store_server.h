@@ -9,7 +9,7 @@
 //   parked, nothing more is read from it. A client that sends without reading stalls only itself
 //   (the kernel's socket buffer holds what it sends).
 // - Input is kept only as it arrives, and never more than one frame of at most 1 MiB: a length
-//   prefix over that is refused at once.
+//   prefix over that is refused at once. Before its join a connection may send only 4 KiB.
 // - Time limits: a connection must join within `join_within`, a request must arrive whole within
 //   `request_within` of its first byte, a reply must be taken within `reply_within`.
 // - At most world size + `spare_connections` connections; one more takes the place of the oldest

@@ -79,7 +79,7 @@ double seconds_since(Clock::time_point start) { return std::chrono::duration<dou
 
 }  // namespace
 
-TEST_CASE("a 64 MiB length prefix is refused at once, and the store serves on", "[dist]") {
+TEST_CASE("a 64 MiB length prefix is refused at once, a stranger may send only 4 KiB, and the store serves on", "[dist]") {
   StoreServer server("127.0.0.1", 0, kRunId, 2);
   std::vector<std::unique_ptr<RawClient>> probes;
   for (int i = 0; i < 8; ++i) {
@@ -90,6 +90,12 @@ TEST_CASE("a 64 MiB length prefix is refused at once, and the store serves on", 
     CHECK(probe->reply() == Fields{"error", "a message of 67108864 bytes is over the limit of 1048576"});
     CHECK(probe->closed_within(2s));
   }
+  // A frame within the limit, but far longer than a join, from a connection that has not joined.
+  RawClient stranger(server.port());
+  stranger.send(u32(1 << 20) + std::string(8192, 'x'));
+  CHECK(stranger.reply() == Fields{"error", "too many bytes before a join"});
+  CHECK(stranger.closed_within(2s));
+
   auto rank1 = real_rank(server, 1, 2);
   rank1->set("k", {'v'});
   CHECK(rank1->get("k") == std::vector<char>{'v'});
