@@ -82,7 +82,7 @@ TEST_CASE("a rank that ignores SIGTERM is killed after the grace period, and a d
 }
 
 TEST_CASE("a program that sends no heartbeats is not judged by the stall watch", "[dist]") {
-  auto r = run(cutrun_sh({"--nproc-per-node", "2", "--stall-timeout", "0.3"}, "sleep 1; echo finished"));
+  auto r = run(cutrun_sh({"--nproc-per-node", "2", "--stall-timeout", "0.5"}, "sleep 1.5; echo finished"));
   CHECK(r.exit_code == 0);
   CHECK_THAT(r.output, Catch::Contains("[rank1]: finished"));
 }
@@ -145,7 +145,8 @@ TEST_CASE("cutrun bounds every number it is given, in one line and without a tra
       {{"--grace-period", "1e308"}, "--grace-period 1e+308: must be 0..86400 seconds"},
       {{"--grace-period=-1"}, "--grace-period -1: must be 0..86400 seconds"},
       {{"--stall-timeout=-inf"}, "--stall-timeout -inf: not a number of seconds"},
-      {{"--stall-timeout", "1e6"}, "--stall-timeout 1e+06: must be 0..86400 seconds"},
+      {{"--stall-timeout", "1e6"}, "--stall-timeout 1e+06: must be 0 (never) or 0.5..86400 seconds"},
+      {{"--stall-timeout", "0.1"}, "--stall-timeout 0.1: must be 0 (never) or 0.5..86400 seconds"},
   };
   for (const auto& [flags, message] : cases) {
     std::vector<std::string> argv{kCutrun};
