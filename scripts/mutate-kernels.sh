@@ -14,7 +14,7 @@ mutations=(
   "bn-sums-barrier|kernels/batchnorm.cu|  __syncthreads();|"
   "loss-barrier|kernels/cross_entropy.cu|  __syncthreads();|"
   "grid-stride-bound|kernels/launch.cuh|i < (n); \\|i <= (n); \\"
-  "shuffle-offset|kernels/cross_entropy.cu|offset = kWarp / 2; offset > 0; offset /= 2) value +=|offset = kWarp / 4; offset > 0; offset /= 2) value +="
+  "shuffle-offset|kernels/cross_entropy.cu|offset /= 2) value +=|offset /= 4) value +="
   "unaligned-pack|kernels/launch.cuh|if (reinterpret_cast<uintptr_t>(p) % 16 != 0) return false;|(void)p;"
   "skip-zeroing|kernels/batchnorm.cu|CUDA_CHECK(cudaMemsetAsync(out_a, 0, sizeof(float) * C, stream));|"
   "read-past-end|kernels/batchnorm.cu|if (c < C) bn_eval_channel|if (c <= C) bn_eval_channel"
