@@ -130,8 +130,8 @@ Trainer::~Trainer() {
   if (step_done_) cudaEventDestroy(step_done_);
 }
 
-// Devices, then the store and the communicator: NCCL on the GPU (for a world of one too, so the
-// single-GPU run goes through the same code), Gloo between CPU processes, none for one CPU process.
+// Devices, then the store and the communicator: NCCL between GPUs, Gloo between CPU processes,
+// none for one process (its gradients go straight to SGD: no store, reducer or collective).
 void Trainer::connect() {
   ContextOptions co;
   co.device = device_;
@@ -147,7 +147,7 @@ void Trainer::connect() {
   }
   ctx_ = std::make_unique<Context>(co);
   memory_baseline_ = device_ == Device::cuda ? memory_in_use(device_) : 0;
-  if (device_ == Device::cuda || env_.is_distributed()) {
+  if (env_.is_distributed()) {
     store_ = std::make_unique<TcpStore>(env_);
     rendezvous(*store_, env_);
     CommunicatorOptions comm_options;
@@ -298,10 +298,13 @@ void Trainer::print_banner() const {
               opt_.batch_size, opt_.batch_size * env_.world_size, static_cast<long long>(steps_per_epoch_),
               opt_.epochs, opt_.lr, opt_.lr_schedule.c_str(), opt_.momentum, opt_.nesterov ? " nesterov" : "",
               opt_.weight_decay);
-  if (reducer_)
+  if (reducer_) {
     log_->print("  gradients: %zu bucket%s (cap %g MiB) all-reduced over %s%s", reducer_->buckets().size(),
                 reducer_->buckets().size() == 1 ? "" : "s", opt_.bucket_cap_mb, comm_->backend(),
                 opt_.sync_bn ? ", sync batch norm" : "");
+  } else {
+    log_->print("  gradients: straight to SGD (one process: no communicator)");
+  }
 }
 
 // One optimizer step on the batch already in the model's input (steps 2-5 of trainer.h).
