@@ -137,6 +137,7 @@ void Trainer::connect() {
   co.device = device_;
   co.dtype = dtype_;
   co.deterministic = opt_.deterministic;
+  co.cudnn_benchmark = opt_.cudnn_benchmark;
   co.cuda_device = env_.local_rank;
   if (device_ == Device::cuda) {
     int count = 0;
