@@ -2,11 +2,13 @@
 // on one device, on a fixed synthetic batch, after a warm-up. Nothing else runs: no loader, no
 // communication, no host synchronisation inside the timed steps. With --cuda-graph the step is
 // captured once as a CUDA graph and replayed, as a trainer with static shapes can do.
+// With --plan nothing runs: it prints what one step launches (app/step_plan.h), GPU or not.
 #include <chrono>
 #include <cstdio>
 #include <random>
 
 #include "app/commands.h"
+#include "app/step_plan.h"
 #include "kernels/check.h"
 #include "kernels/device.h"
 #include "nn/resnet.h"
@@ -27,7 +29,25 @@ struct BenchStepOptions {
   int warmup = 0;      // default: 10 on the GPU, 2 on the CPU
   bool cuda_graph = false;
   bool cudnn_benchmark = false;
+  bool plan = false;
+  int world_size = 1;       // --plan: one rank of this many
+  double gpu_tflops = 0;    // --plan: 0 is the H200's for the precision
+  double gpu_tbps = GpuPeak{}.tbps;
 };
+
+void print_step_plan(const BenchStepOptions& o) {
+  StepPlanConfig c;
+  c.stem = o.stem;
+  c.precision = o.precision;
+  c.batch_size = o.batch_size > 0 ? o.batch_size : 256;
+  c.width = o.width;
+  c.image_size = o.image_size;
+  c.world_size = o.world_size;
+  GpuPeak peak;
+  peak.tflops = o.gpu_tflops > 0 ? o.gpu_tflops : (o.precision == "bf16" ? GpuPeak{}.tflops : kH200Fp32Tflops);
+  peak.tbps = o.gpu_tbps;
+  print_plan(stdout, c, plan_step(c), peak);
+}
 
 // N(0,1) pixels in the image channels (the GPU's padding channels stay zero), random labels.
 void fill_synthetic_batch(ResNet18& model) {
@@ -136,8 +156,22 @@ void add_bench_step_command(CLI::App& app, int& exit_code) {
   cmd->add_flag("--cuda-graph", options->cuda_graph, "capture one step as a CUDA graph and replay it");
   cmd->add_flag("--cudnn-benchmark", options->cudnn_benchmark,
                 "measure cuDNN's convolution algorithms (kept in ~/.cache/cutrain for later runs)");
+  cmd->add_flag("--plan", options->plan,
+                "run nothing: list what one step launches (kernels, cuDNN and cuBLAS calls, collectives, memsets) "
+                "with its bytes and FLOPs, and a roofline estimate; needs no GPU");
+  cmd->add_option("--world-size", options->world_size, "--plan: plan one rank of this many")
+      ->check(CLI::Range(1, 1 << 16));
+  cmd->add_option("--gpu-tflops", options->gpu_tflops,
+                  "--plan: the GPU's peak TFLOP/s (default: H200, 989 dense bf16 on tensor cores, 67 fp32)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--gpu-tbps", options->gpu_tbps, "--plan: the GPU's memory bandwidth in TB/s (default: H200, 4.8)")
+      ->check(CLI::PositiveNumber);
   cmd->callback([options, &exit_code] {
-    run_bench_step(*options);
+    if (options->plan) {
+      print_step_plan(*options);
+    } else {
+      run_bench_step(*options);
+    }
     exit_code = 0;
   });
 }

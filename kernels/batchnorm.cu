@@ -167,15 +167,17 @@ struct BackwardSumsOp {
   }
 };
 
-// Zeroes the outputs, then launches channel_sums_kernel.
+// Zeroes the outputs, then launches channel_sums_kernel; `bytes`: what op reads and writes besides.
 template <int VEC, typename Op>
-void launch_channel_sums(const Op& op, int64_t M, int C, float* out_a, float* out_b, cudaStream_t stream) {
-  CUDA_CHECK(cudaMemsetAsync(out_a, 0, sizeof(float) * C, stream));
-  CUDA_CHECK(cudaMemsetAsync(out_b, 0, sizeof(float) * C, stream));
+void launch_channel_sums(const Op& op, Traffic bytes, int64_t M, int C, float* out_a, float* out_b,
+                         cudaStream_t stream) {
+  memset_async(out_a, 0, sizeof(float) * C, stream);
+  memset_async(out_b, 0, sizeof(float) * C, stream);
   const RowsLayout layout(M, C, VEC);
   const size_t shared_bytes = 2 * sizeof(float) * layout.block.y * layout.block.x * VEC;
-  launch_kernel("channel_sums_kernel", channel_sums_kernel<VEC, Op>, layout.grid, layout.block, shared_bytes, stream,
-                op, M, C, out_a, out_b);
+  bytes.written += 2 * C * int64_t(sizeof(float));
+  launch_kernel({"channel_sums_kernel", bytes}, channel_sums_kernel<VEC, Op>, layout.grid, layout.block, shared_bytes,
+                stream, op, M, C, out_a, out_b);
 }
 
 // ---- stage 2: per-channel statistics -------------------------------------------------------
@@ -253,21 +255,22 @@ template <typename T>
 void bn_channel_sums_cuda(const T* x, int64_t M, int C, float* s1, float* s2, cudaStream_t stream) {
   with_pack_width<T>(widest_packs_fit<T>(C, {x}), [&](auto vec) {
     constexpr int VEC = decltype(vec)::value;
-    launch_channel_sums<VEC>(SumsOp<T, VEC>{x, C}, M, C, s1, s2, stream);
+    launch_channel_sums<VEC>(SumsOp<T, VEC>{x, C}, {bytes_of<T>(M * C), 0}, M, C, s1, s2, stream);
   });
 }
 
 void bn_finalize_stats_cuda(const float* s1, const float* s2, int C, double count, float eps, float momentum,
                             float* mean, float* invstd, float* running_mean, float* running_var,
                             cudaStream_t stream) {
-  launch_kernel("bn_finalize_stats_kernel", bn_finalize_stats_kernel, grid_for(C), kBlockThreads, 0, stream, s1, s2, C,
-                count, eps, momentum, mean, invstd, running_mean, running_var);
+  launch_kernel({"bn_finalize_stats_kernel", {bytes_of<float>(4 * C), bytes_of<float>(4 * C)}}, bn_finalize_stats_kernel,
+                grid_for(C), kBlockThreads, 0, stream, s1, s2, C, count, eps, momentum, mean, invstd, running_mean,
+                running_var);
 }
 
 void bn_eval_stats_cuda(const float* running_mean, const float* running_var, int C, float eps, float* mean,
                         float* invstd, cudaStream_t stream) {
-  launch_kernel("bn_eval_stats_kernel", bn_eval_stats_kernel, grid_for(C), kBlockThreads, 0, stream, running_mean,
-                running_var, C, eps, mean, invstd);
+  launch_kernel({"bn_eval_stats_kernel", {bytes_of<float>(2 * C), bytes_of<float>(2 * C)}}, bn_eval_stats_kernel,
+                grid_for(C), kBlockThreads, 0, stream, running_mean, running_var, C, eps, mean, invstd);
 }
 
 template <typename T>
@@ -277,8 +280,9 @@ void bn_apply_cuda(const T* x, const T* residual, int64_t M, int C, const float*
   with_pack_width<T>(fits, [&](auto vec) {
     constexpr int VEC = decltype(vec)::value;
     const RowsLayout layout(M, C, VEC);
-    launch_kernel("bn_apply_kernel", bn_apply_kernel<T, VEC>, layout.grid, layout.block, 0, stream, x, residual, M, C,
-                  mean, invstd, gamma, beta, fusion, y);
+    const Traffic bytes{bytes_of<T>(M * C * (fusion.residual ? 2 : 1)) + bytes_of<float>(4 * C), bytes_of<T>(M * C)};
+    launch_kernel({"bn_apply_kernel", bytes}, bn_apply_kernel<T, VEC>, layout.grid, layout.block, 0, stream, x,
+                  residual, M, C, mean, invstd, gamma, beta, fusion, y);
   });
 }
 
@@ -290,8 +294,10 @@ void bn_backward_sums_cuda(const T* x, const T* y, const T* dy, int64_t M, int C
       C, {x, dy, fusion.relu ? y : nullptr, fusion.residual ? d_residual : nullptr});
   with_pack_width<T>(fits, [&](auto vec) {
     constexpr int VEC = decltype(vec)::value;
-    launch_channel_sums<VEC>(BackwardSumsOp<T, VEC>{x, y, dy, mean, invstd, fusion, d_residual, C}, M, C, t1, t2,
-                             stream);
+    const Traffic bytes{bytes_of<T>(M * C * (fusion.relu ? 3 : 2)) + bytes_of<float>(2 * C),
+                        fusion.residual ? bytes_of<T>(M * C) : 0};
+    launch_channel_sums<VEC>(BackwardSumsOp<T, VEC>{x, y, dy, mean, invstd, fusion, d_residual, C}, bytes, M, C, t1,
+                             t2, stream);
   });
 }
 
@@ -303,8 +309,9 @@ void bn_backward_apply_cuda(const T* x, const T* y, const T* dy, int64_t M, int 
   with_pack_width<T>(fits, [&](auto vec) {
     constexpr int VEC = decltype(vec)::value;
     const RowsLayout layout(M, C, VEC);
-    launch_kernel("bn_backward_apply_kernel", bn_backward_apply_kernel<T, VEC>, layout.grid, layout.block, 0, stream, x,
-                  y, dy, M, C, mean, invstd, gamma, t1, t2, float(1.0 / count), fusion, dx);
+    const Traffic bytes{bytes_of<T>(M * C * (fusion.relu ? 3 : 2)) + bytes_of<float>(5 * C), bytes_of<T>(M * C)};
+    launch_kernel({"bn_backward_apply_kernel", bytes}, bn_backward_apply_kernel<T, VEC>, layout.grid, layout.block, 0,
+                  stream, x, y, dy, M, C, mean, invstd, gamma, t1, t2, float(1.0 / count), fusion, dx);
   });
 }
 

@@ -17,11 +17,13 @@ __global__ void cast_kernel(const In* in, Out* out, int64_t n) {
 }  // namespace
 
 void cast_f32_to_bf16_cuda(const float* in, __nv_bfloat16* out, int64_t n, cudaStream_t stream) {
-  launch_kernel("cast_kernel", cast_kernel<float, __nv_bfloat16>, grid_for(n), kBlockThreads, 0, stream, in, out, n);
+  launch_kernel({"cast_kernel", {n * 4, n * 2}}, cast_kernel<float, __nv_bfloat16>, grid_for(n), kBlockThreads, 0,
+                stream, in, out, n);
 }
 
 void cast_bf16_to_f32_cuda(const __nv_bfloat16* in, float* out, int64_t n, cudaStream_t stream) {
-  launch_kernel("cast_kernel", cast_kernel<__nv_bfloat16, float>, grid_for(n), kBlockThreads, 0, stream, in, out, n);
+  launch_kernel({"cast_kernel", {n * 2, n * 4}}, cast_kernel<__nv_bfloat16, float>, grid_for(n), kBlockThreads, 0,
+                stream, in, out, n);
 }
 
 }  // namespace cutrain

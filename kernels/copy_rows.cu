@@ -28,8 +28,9 @@ void copy_rows_cuda(const In* in, int64_t in_pitch, Out* out, int64_t out_pitch,
                     cudaStream_t stream) {
   const int64_t n = rows * cols;
   if (n == 0) return;
-  launch_kernel("copy_rows_kernel", copy_rows_kernel<In, Out>, grid_for(n), kBlockThreads, 0, stream, in, in_pitch,
-                out, out_pitch, rows, cols);
+  const Traffic bytes{n * int64_t(sizeof(In)), n * int64_t(sizeof(Out))};
+  launch_kernel({"copy_rows_kernel", bytes}, copy_rows_kernel<In, Out>, grid_for(n), kBlockThreads, 0, stream, in,
+                in_pitch, out, out_pitch, rows, cols);
 }
 
 template void copy_rows_cuda<float, float>(const float*, int64_t, float*, int64_t, int64_t, int64_t, cudaStream_t);

@@ -27,8 +27,9 @@ __global__ void sgd_step_kernel(float* param, const float* grad, float* momentum
 
 void sgd_step_cuda(float* param, const float* grad, float* momentum_buf, __nv_bfloat16* param_bf16, int64_t n,
                    const float* lr, SgdConfig cfg, cudaStream_t stream) {
-  launch_kernel("sgd_step_kernel", sgd_step_kernel, grid_for(n), kBlockThreads, 0, stream, param, grad, momentum_buf,
-                param_bf16, n, lr, cfg);
+  const Traffic bytes{n * 12, n * (param_bf16 ? 10 : 8)};  // param, grad, buf in; param, buf (and bf16) out
+  launch_kernel({"sgd_step_kernel", bytes}, sgd_step_kernel, grid_for(n), kBlockThreads, 0, stream, param, grad,
+                momentum_buf, param_bf16, n, lr, cfg);
 }
 
 }  // namespace cutrain

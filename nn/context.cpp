@@ -4,6 +4,7 @@
 
 #include "kernels/check.h"
 #include "kernels/device.h"
+#include "kernels/recording.h"
 
 namespace cutrain {
 
@@ -22,6 +23,11 @@ DType parse_precision(const std::string& name) {
 Context::Context(const ContextOptions& opts) : options(opts) {
   if (!on_gpu()) {
     if (opts.dtype == DType::bf16) throw std::runtime_error("--precision bf16: needs --device cuda");
+    return;
+  }
+  if (planning()) {  // no device: the stream is a name, and there are no library handles
+    planning_ = true;
+    stream = recording()->make_stream("main");
     return;
   }
   if (!cuda_available()) throw std::runtime_error(cuda_unavailable_reason());
@@ -46,6 +52,7 @@ Context::~Context() { release(); }
 
 // Destroys what exists, ignoring errors: nothing can be done about them here.
 void Context::release() noexcept {
+  if (planning_) return;
   if (cublas) cublasDestroy(cublas);
   if (cudnn) cudnnDestroy(cudnn);
   if (stream) cudaStreamDestroy(stream);
@@ -55,7 +62,7 @@ void Context::release() noexcept {
 }
 
 void Context::synchronize() const {
-  if (on_gpu()) CUDA_CHECK(cudaStreamSynchronize(stream));
+  if (on_gpu() && !planning_) CUDA_CHECK(cudaStreamSynchronize(stream));
 }
 
 }  // namespace cutrain

@@ -1,12 +1,14 @@
 #include "nn/conv2d.h"
 
 #include <cmath>
+#include <cstdio>
 #include <stdexcept>
 
 #include <cuda_bf16.h>
 
 #include "kernels/check.h"
 #include "kernels/copy_rows.h"
+#include "kernels/recording.h"
 #include "nn/conv_algorithms.h"
 #include "nn/dispatch.h"
 
@@ -15,6 +17,23 @@ namespace cutrain {
 namespace {
 
 cudnnDataType_t cudnn_dtype(DType dtype) { return dtype == DType::bf16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT; }
+
+// What one cuDNN call of this convolution computes and moves, for the step's inventory: each of
+// the three passes is 2*N*P*Q*K*R*S*C FLOPs; it reads two of x, w, dy (or y) and writes the third
+// (and reads it too when it accumulates).
+RecordedOp conv_call(const char* name, const ConvShape& s, DType dtype, int64_t read_elements,
+                     int64_t written_elements) {
+  const int64_t size = int64_t(dtype_size(dtype));
+  char detail[160];
+  std::snprintf(detail, sizeof detail, "N=%d H=%d W=%d C=%d K=%d R=%d S=%d stride=%d pad=%d", s.N, s.H, s.W, s.C, s.K,
+                s.R, s.S, s.stride, s.pad);
+  RecordedOp op;
+  op.name = name;
+  op.detail = detail;
+  op.bytes = {read_elements * size, written_elements * size};
+  op.flops = 2.0 * s.N * s.P() * s.Q() * s.K * s.R * s.S * s.C;
+  return op;
+}
 
 }  // namespace
 
@@ -67,9 +86,11 @@ Conv2d::Conv2d(Net& net, const std::string& name, Activation& x, int in_channels
     return;
   }
   gpu_ = std::make_unique<Gpu>();
-  gpu_->describe(shape_, net.act_dtype());
-  gpu_->algos = choose_conv_algorithms(net.ctx, gpu_->desc, shape_);
-  net.plan.reserve_workspace(gpu_->algos.workspace());
+  if (!net.ctx.plans()) {  // planning: no cuDNN, no algorithms, no workspace (nn/context.h)
+    gpu_->describe(shape_, net.act_dtype());
+    gpu_->algos = choose_conv_algorithms(net.ctx, gpu_->desc, shape_);
+    net.plan.reserve_workspace(gpu_->algos.workspace());
+  }
   std::vector<int64_t> filter_shape = {shape_.K, shape_.R, shape_.S, shape_.C};
   bool padded = shape_.C != in_channels;
   if (padded) gpu_->filter = &net.plan.tensor(net.act_dtype(), filter_shape);
@@ -99,10 +120,15 @@ void Conv2d::forward() {
   }
   const float one = 1.0f, zero = 0.0f;
   const ConvDescriptors& d = gpu_->desc;
-  CUDNN_CHECK(cudnnSetConvolutionMathType(d.conv, gpu_->algos.forward.math));
-  CUDNN_CHECK(cudnnConvolutionForward(ctx.cudnn, &one, d.x, x_.value.data, d.w, filter_data(), d.conv,
-                                      gpu_->algos.forward.algo, net_.plan.workspace(), net_.plan.workspace_bytes(),
-                                      &zero, d.y, y.value.data));
+  const int64_t x_elements = x_.value.numel(), w_elements = int64_t(shape_.K) * shape_.R * shape_.S * shape_.C;
+  run_or_record(ctx.stream, conv_call("cudnnConvolutionForward", shape_, net_.act_dtype(), x_elements + w_elements,
+                                      y.value.numel()),
+                [&] {
+                  CUDNN_CHECK(cudnnSetConvolutionMathType(d.conv, gpu_->algos.forward.math));
+                  CUDNN_CHECK(cudnnConvolutionForward(ctx.cudnn, &one, d.x, x_.value.data, d.w, filter_data(), d.conv,
+                                                      gpu_->algos.forward.algo, net_.plan.workspace(),
+                                                      net_.plan.workspace_bytes(), &zero, d.y, y.value.data));
+                });
 }
 
 void Conv2d::backward(float dx_beta) {
@@ -118,10 +144,16 @@ void Conv2d::backward(float dx_beta) {
   // dw: straight into the fp32 gradient buffer, or staged (bf16, padded) and then widened.
   void* dw = gpu_->dw_staged ? gpu_->dw_staged->data : weight.grad.data;
   const ConvDescriptors& d = gpu_->desc;
-  CUDNN_CHECK(cudnnSetConvolutionMathType(d.conv, gpu_->algos.backward_filter.math));
-  CUDNN_CHECK(cudnnConvolutionBackwardFilter(ctx.cudnn, &one, d.x, x_.value.data, d.y, y.grad.data, d.conv,
-                                             gpu_->algos.backward_filter.algo, net_.plan.workspace(),
-                                             net_.plan.workspace_bytes(), &zero, d.w, dw));
+  const int64_t x_elements = x_.value.numel(), w_elements = int64_t(shape_.K) * shape_.R * shape_.S * shape_.C;
+  run_or_record(ctx.stream, conv_call("cudnnConvolutionBackwardFilter", shape_, net_.act_dtype(),
+                                      x_elements + y.grad.numel(), w_elements),
+                [&] {
+                  CUDNN_CHECK(cudnnSetConvolutionMathType(d.conv, gpu_->algos.backward_filter.math));
+                  CUDNN_CHECK(cudnnConvolutionBackwardFilter(ctx.cudnn, &one, d.x, x_.value.data, d.y, y.grad.data,
+                                                             d.conv, gpu_->algos.backward_filter.algo,
+                                                             net_.plan.workspace(), net_.plan.workspace_bytes(), &zero,
+                                                             d.w, dw));
+                });
   if (gpu_->dw_staged) {
     const int64_t rows = int64_t(shape_.K) * shape_.R * shape_.S;
     dispatch_activation(net_.act_dtype(), [&](auto zero_value) {
@@ -132,10 +164,16 @@ void Conv2d::backward(float dx_beta) {
   }
   net_.params.grad_done(weight);
   if (x_.grad.shape.empty()) return;
-  CUDNN_CHECK(cudnnSetConvolutionMathType(d.conv, gpu_->algos.backward_data.math));
-  CUDNN_CHECK(cudnnConvolutionBackwardData(ctx.cudnn, &one, d.w, filter_data(), d.y, y.grad.data, d.conv,
-                                           gpu_->algos.backward_data.algo, net_.plan.workspace(),
-                                           net_.plan.workspace_bytes(), &dx_beta, d.x, x_.grad.data));
+  const int64_t dx_read = dx_beta != 0 ? x_elements : 0;  // beta 1 adds to what is there
+  run_or_record(ctx.stream, conv_call("cudnnConvolutionBackwardData", shape_, net_.act_dtype(),
+                                      y.grad.numel() + w_elements + dx_read, x_elements),
+                [&] {
+                  CUDNN_CHECK(cudnnSetConvolutionMathType(d.conv, gpu_->algos.backward_data.math));
+                  CUDNN_CHECK(cudnnConvolutionBackwardData(ctx.cudnn, &one, d.w, filter_data(), d.y, y.grad.data,
+                                                           d.conv, gpu_->algos.backward_data.algo,
+                                                           net_.plan.workspace(), net_.plan.workspace_bytes(),
+                                                           &dx_beta, d.x, x_.grad.data));
+                });
 }
 
 }  // namespace cutrain

@@ -9,6 +9,7 @@
 #include <cuda_runtime.h>
 
 #include "kernels/check.h"
+#include "kernels/recording.h"
 
 namespace cutrain {
 
@@ -19,7 +20,10 @@ size_t align_up(size_t n) { return (n + kAlignment - 1) / kAlignment * kAlignmen
 
 DeviceBuffer::DeviceBuffer(Device device, size_t bytes) : device_(device), bytes_(bytes) {
   if (bytes == 0) return;
-  if (device == Device::cuda) {
+  if (device == Device::cuda && planning()) {  // an address, never dereferenced (kernels/recording.h)
+    data_ = recording()->allocate(bytes);
+    planned_ = true;
+  } else if (device == Device::cuda) {
     CUDA_CHECK(cudaMalloc(&data_, bytes));
     CUDA_CHECK(cudaMemset(data_, 0, bytes));
     CUDA_CHECK(cudaDeviceSynchronize());  // done before any stream of ours touches it
@@ -31,7 +35,7 @@ DeviceBuffer::DeviceBuffer(Device device, size_t bytes) : device_(device), bytes
 }
 
 DeviceBuffer::~DeviceBuffer() {
-  if (!data_) return;
+  if (!data_ || planned_) return;
   if (device_ == Device::cuda) {
     cudaFree(data_);  // no throwing from a destructor
   } else {
@@ -40,12 +44,16 @@ DeviceBuffer::~DeviceBuffer() {
 }
 
 DeviceBuffer::DeviceBuffer(DeviceBuffer&& other) noexcept
-    : device_(other.device_), data_(std::exchange(other.data_, nullptr)), bytes_(std::exchange(other.bytes_, 0)) {}
+    : device_(other.device_),
+      data_(std::exchange(other.data_, nullptr)),
+      bytes_(std::exchange(other.bytes_, 0)),
+      planned_(other.planned_) {}
 
 DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& other) noexcept {
   std::swap(device_, other.device_);
   std::swap(data_, other.data_);
   std::swap(bytes_, other.bytes_);
+  std::swap(planned_, other.planned_);
   return *this;
 }
 

@@ -28,7 +28,8 @@
 
 namespace cutrain {
 
-// Owned bytes on a device: page-aligned host memory on the CPU, cudaMalloc on the GPU.
+// Owned bytes on a device: page-aligned host memory on the CPU, cudaMalloc on the GPU; while
+// planning (kernels/recording.h), a fake device address.
 class DeviceBuffer {
  public:
   DeviceBuffer() = default;
@@ -46,6 +47,7 @@ class DeviceBuffer {
   Device device_ = Device::cpu;
   void* data_ = nullptr;
   size_t bytes_ = 0;
+  bool planned_ = false;  // a fake address: nothing to free
 };
 
 // A value and the gradient of the loss with respect to it (grad empty: no gradient needed).

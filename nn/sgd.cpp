@@ -3,6 +3,7 @@
 #include <cuda_bf16.h>
 
 #include "kernels/check.h"
+#include "kernels/recording.h"
 #include "nn/context.h"
 
 namespace cutrain {
@@ -13,7 +14,7 @@ SGD::SGD(Context& ctx, ParameterSet& params, SgdConfig config)
       config_(config),
       momentum_(ctx.device(), params.numel() * sizeof(float)),
       lr_device_(ctx.device(), ctx.on_gpu() ? sizeof(float) : 0) {
-  if (ctx.on_gpu()) {
+  if (ctx.on_gpu() && !ctx.plans()) {
     CUDA_CHECK(cudaMallocHost(&lr_host_, sizeof(float)));
   } else {
     lr_host_ = new float;
@@ -22,7 +23,7 @@ SGD::SGD(Context& ctx, ParameterSet& params, SgdConfig config)
 }
 
 SGD::~SGD() {
-  if (ctx_.on_gpu()) {
+  if (ctx_.on_gpu() && !ctx_.plans()) {
     cudaFreeHost(lr_host_);
   } else {
     delete lr_host_;
@@ -43,7 +44,7 @@ void SGD::step() {
     return;
   }
   auto* lr = static_cast<float*>(lr_device_.data());
-  CUDA_CHECK(cudaMemcpyAsync(lr, lr_host_, sizeof(float), cudaMemcpyHostToDevice, ctx_.stream));
+  memcpy_async(lr, lr_host_, sizeof(float), cudaMemcpyHostToDevice, ctx_.stream);
   sgd_step_cuda(param, grad, buf, params_.values_bf16().as<__nv_bfloat16>(), params_.numel(), lr, config_,
                 ctx_.stream);
 }
