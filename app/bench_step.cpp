@@ -8,11 +8,12 @@
 #include <random>
 
 #include "app/commands.h"
+#include "app/profiler.h"
 #include "app/step_plan.h"
 #include "kernels/check.h"
 #include "kernels/device.h"
+#include "app/train_step.h"
 #include "nn/resnet.h"
-#include "nn/sgd.h"
 
 namespace cutrain {
 
@@ -29,6 +30,7 @@ struct BenchStepOptions {
   int warmup = 0;      // default: 10 on the GPU, 2 on the CPU
   bool cuda_graph = false;
   bool cudnn_benchmark = false;
+  std::string profile_steps;  // "A:B" of the timed steps
   bool plan = false;
   int world_size = 1;       // --plan: one rank of this many
   double gpu_tflops = 0;    // --plan: 0 is the H200's for the precision
@@ -73,6 +75,7 @@ void run_bench_step(const BenchStepOptions& o) {
   Context ctx(context_options);
   const bool gpu = ctx.on_gpu();
   if (o.cuda_graph && !gpu) throw std::runtime_error("--cuda-graph: needs --device cuda");
+  StepProfiler profiler(o.profile_steps.empty() ? StepRange{} : parse_step_range(o.profile_steps), gpu);
 
   ResNetConfig config;
   config.stem = parse_stem(o.stem);
@@ -81,29 +84,26 @@ void run_bench_step(const BenchStepOptions& o) {
   config.batch_size = o.batch_size > 0 ? o.batch_size : (gpu ? 256 : 32);
   ResNet18 model(ctx, config);
   const double setup_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - setup_start).count();
-  SGD sgd(ctx, model.params(), SgdConfig{});
-  sgd.set_lr(0.01f);
+  TrainStepOptions step_options;
+  step_options.schedule = LrSchedule{LrScheduleKind::constant, 0.01, 1, 0};
+  TrainStep train_step(model, nullptr, step_options);
   fill_synthetic_batch(model);
 
-  auto step = [&] {
-    model.forward(true);
-    model.backward();
-    sgd.step();
-  };
+  auto step = [&] { train_step.run(); };
   cudaGraphExec_t graph_exec = nullptr;
   if (o.cuda_graph) {
     step();  // cuBLAS and cuDNN settle their lazy state outside the capture
     ctx.synchronize();
     cudaGraph_t graph;
-    CUDA_CHECK(cudaStreamBeginCapture(ctx.stream, cudaStreamCaptureModeThreadLocal));
+    CUDA_CHECK(cudaStreamBeginCapture(ctx.main_stream(), cudaStreamCaptureModeThreadLocal));
     step();
-    CUDA_CHECK(cudaStreamEndCapture(ctx.stream, &graph));
+    CUDA_CHECK(cudaStreamEndCapture(ctx.main_stream(), &graph));
     CUDA_CHECK(cudaGraphInstantiate(&graph_exec, graph, 0));
     CUDA_CHECK(cudaGraphDestroy(graph));
   }
   auto run = [&] {
     if (graph_exec) {
-      CUDA_CHECK(cudaGraphLaunch(graph_exec, ctx.stream));
+      CUDA_CHECK(cudaGraphLaunch(graph_exec, ctx.main_stream()));
     } else {
       step();
     }
@@ -114,7 +114,11 @@ void run_bench_step(const BenchStepOptions& o) {
   for (int i = 0; i < warmup; ++i) run();
   ctx.synchronize();
   auto start = std::chrono::steady_clock::now();
-  for (int i = 0; i < steps; ++i) run();
+  for (int i = 0; i < steps; ++i) {
+    profiler.before_step(i);
+    run();
+    profiler.after_step(i);
+  }
   ctx.synchronize();
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (graph_exec) CUDA_CHECK(cudaGraphExecDestroy(graph_exec));
@@ -156,6 +160,9 @@ void add_bench_step_command(CLI::App& app, int& exit_code) {
   cmd->add_flag("--cuda-graph", options->cuda_graph, "capture one step as a CUDA graph and replay it");
   cmd->add_flag("--cudnn-benchmark", options->cudnn_benchmark,
                 "measure cuDNN's convolution algorithms (kept in ~/.cache/cutrain for later runs)");
+  cmd->add_option("--profile-steps", options->profile_steps,
+                  "A:B: run timed steps A to B (0-based) between cudaProfilerStart and cudaProfilerStop, for "
+                  "nsys profile --capture-range=cudaProfilerApi");
   cmd->add_flag("--plan", options->plan,
                 "run nothing: list what one step launches (kernels, cuDNN and cuBLAS calls, collectives, memsets) "
                 "with its bytes and FLOPs, and a roofline estimate; needs no GPU");

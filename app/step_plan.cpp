@@ -2,10 +2,13 @@
 
 #include <algorithm>
 #include <map>
+#include <memory>
+#include <stdexcept>
 
+#include "app/train_step.h"
+#include "dist/communicator.h"
 #include "nn/context.h"
 #include "nn/resnet.h"
-#include "nn/sgd.h"
 
 namespace cutrain {
 namespace {
@@ -54,9 +57,79 @@ void print_rows(std::FILE* out, const char* title, const std::vector<Row>& rows,
   }
 }
 
+// Per stream and per NVTX range: how many operations, and their estimated time.
+void print_streams(std::FILE* out, const Recorder& plan, const GpuPeak& peak) {
+  std::vector<std::string> order;
+  std::map<std::string, std::pair<int64_t, double>> by;  // "stream: phase" -> operations, seconds
+  for (const RecordedOp& op : plan.ops()) {
+    if (op.kind == Kind::wait) continue;
+    const std::string key = plan.stream_name(op.stream) + " stream, " + (op.phase.empty() ? "-" : op.phase);
+    auto [it, added] = by.emplace(key, std::pair<int64_t, double>{0, 0});
+    if (added) order.push_back(key);
+    ++it->second.first;
+    it->second.second += op_seconds(op, peak);
+  }
+  std::fprintf(out, "  %-34s %6s %43s\n", "where (stream, NVTX range)", "count", "est. ms");
+  for (const std::string& key : order)
+    std::fprintf(out, "    %-32s %6lld %43.3f\n", key.c_str(), (long long)by[key].first, by[key].second * 1e3);
+}
+
+// One rank of a planned world: its collectives are written down, on a communication stream of
+// their own tied to the main stream as NcclCommunicator ties them (dist/nccl_communicator.h).
+class PlannedCommunicator final : public Communicator {
+ public:
+  PlannedCommunicator(Recorder& recorder, int world_size, cudaStream_t compute)
+      : recorder_(recorder), world_size_(world_size), compute_(compute), comm_(recorder.make_stream("comm")) {}
+
+  int rank() const override { return 0; }
+  int world_size() const override { return world_size_; }
+  const char* backend() const override { return "nccl"; }
+
+  void all_reduce(float* data, size_t count, ReduceOp op) override {
+    all_reduce_async(data, count, op, {});
+    wait_async();
+  }
+  void broadcast(float* data, size_t count, int root) override {
+    collective("ncclBroadcast", count);
+    wait_async();
+  }
+  void barrier() override { throw std::logic_error("a planned step has no barrier"); }
+  void all_reduce_host(double*, size_t, ReduceOp) override {
+    throw std::logic_error("a planned step reduces no host values");
+  }
+  void all_reduce_async(float* data, size_t count, ReduceOp op, AfterCollective then) override {
+    collective("ncclAllReduce", count);
+    if (then) then(comm_);
+  }
+  void wait_async() override { wait(compute_, comm_); }
+
+ private:
+  void collective(const char* name, size_t count) {
+    wait(comm_, compute_);
+    RecordedOp op;
+    op.kind = Kind::collective;
+    op.name = name;
+    op.bytes = {int64_t(count * sizeof(float)), int64_t(count * sizeof(float))};
+    op.stream = comm_;
+    recorder_.add(std::move(op));
+  }
+  void wait(cudaStream_t waiter, cudaStream_t on) {
+    RecordedOp op;
+    op.kind = Kind::wait;
+    op.name = "wait";
+    op.stream = waiter;
+    op.waits_for = on;
+    recorder_.add(std::move(op));
+  }
+
+  Recorder& recorder_;
+  int world_size_;
+  cudaStream_t compute_, comm_;
+};
+
 }  // namespace
 
-std::vector<RecordedOp> plan_step(const StepPlanConfig& c) {
+Recorder plan_step(const StepPlanConfig& c) {
   Recorder recorder(Recorder::Mode::plan);
   RecordingScope scope(recorder);
   ContextOptions options;
@@ -69,12 +142,14 @@ std::vector<RecordedOp> plan_step(const StepPlanConfig& c) {
   config.image_size = c.image_size;
   config.batch_size = c.batch_size;
   ResNet18 model(ctx, config);
-  SGD sgd(ctx, model.params(), SgdConfig{});
-  recorder.clear();  // what building the model enqueued (the bf16 weight copy) is not the step's
-  model.forward(true);
-  model.backward();
-  sgd.step();
-  return recorder.ops();
+  std::unique_ptr<Communicator> comm;
+  if (c.world_size > 1) comm = std::make_unique<PlannedCommunicator>(recorder, c.world_size, ctx.main_stream());
+  TrainStepOptions options_of_train;  // `cutrain train`'s defaults: DDP broadcasts the BN buffers
+  options_of_train.broadcast_buffers = true;
+  TrainStep step(model, comm.get(), options_of_train);
+  recorder.clear();  // what building the model enqueued (the weight copies) is not the step's
+  step.run();
+  return recorder;
 }
 
 PlanSummary summarize(const std::vector<RecordedOp>& ops, const GpuPeak& peak) {
@@ -100,7 +175,8 @@ PlanSummary summarize(const std::vector<RecordedOp>& ops, const GpuPeak& peak) {
   return s;
 }
 
-void print_plan(std::FILE* out, const StepPlanConfig& c, const std::vector<RecordedOp>& ops, const GpuPeak& peak) {
+void print_plan(std::FILE* out, const StepPlanConfig& c, const Recorder& plan, const GpuPeak& peak) {
+  const std::vector<RecordedOp>& ops = plan.ops();
   const PlanSummary s = summarize(ops, peak);
   std::fprintf(out, "plan of one training step: ResNet-18 %s stem, width %d, %s, batch %d, %dx%d images, rank 0 of %d\n",
                c.stem.c_str(), c.width, c.precision.c_str(), c.batch_size, c.image_size, c.image_size, c.world_size);
@@ -116,6 +192,7 @@ void print_plan(std::FILE* out, const StepPlanConfig& c, const std::vector<Recor
                "%lld collectives, %lld memsets, %lld copies, %lld waits between streams\n",
                (long long)s.kernels, (long long)s.library_calls, (long long)s.collectives, (long long)s.memsets,
                (long long)s.memcpys, (long long)s.waits);
+  print_streams(out, plan, peak);
   std::fprintf(out,
                "plan: %lld graph nodes, %lld memsets, %.2f GB moved by custom kernels, %.1f GFLOP in convolutions, "
                "estimated %.2f ms/step\n",

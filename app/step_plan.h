@@ -56,13 +56,13 @@ struct PlanSummary {
   double estimated_seconds = 0;
 };
 
-// The ops of one planned step of `config`, the model built for it, and its summary.
-std::vector<RecordedOp> plan_step(const StepPlanConfig& config);
+// One step of `config` planned (the model built for it without a device, then the step run once):
+// the recorder holds its ops, with the names of its streams ("main", "side", "comm").
+Recorder plan_step(const StepPlanConfig& config);
 PlanSummary summarize(const std::vector<RecordedOp>& ops, const GpuPeak& peak);
 
-// The inventory, one table per kind, and last the line scripts read:
+// The inventory, one table per kind and one line per stream, and last the line scripts read:
 //   plan: N graph nodes, M memsets, X.XX GB moved by custom kernels, Y.Y GFLOP in convolutions, estimated Z.ZZ ms/step
-void print_plan(std::FILE* out, const StepPlanConfig& config, const std::vector<RecordedOp>& ops,
-                const GpuPeak& peak);
+void print_plan(std::FILE* out, const StepPlanConfig& config, const Recorder& plan, const GpuPeak& peak);
 
 }  // namespace cutrain

@@ -77,10 +77,15 @@ void Linear::backward() {
   if (!net_.ctx.on_gpu()) {
     linear_backward_cpu(x_.value.as<float>(), weight.value.as<float>(), y.grad.as<float>(), n_, in_, out_, 0.0f,
                         x_.grad.as<float>(), weight.grad.as<float>(), bias.grad.as<float>());
-    net_.params.grad_done(weight);
-    net_.params.grad_done(bias);
-    return;
+  } else {
+    backward_gpu();
   }
+  // Only now: dx above reads the weight, which SGD may update once the gradient is reported.
+  net_.params.grad_done(weight);
+  net_.params.grad_done(bias);
+}
+
+void Linear::backward_gpu() {
   const Context& ctx = net_.ctx;
   const float one = 1.0f, zero = 0.0f;
   const cudaDataType_t t = cuda_dtype(ctx.dtype());
@@ -101,8 +106,6 @@ void Linear::backward() {
     CUBLAS_CHECK(cublasSgemv(ctx.cublas, CUBLAS_OP_N, out_, n_, &one, y.grad.as<float>(), out_, ones_->as<float>(), 1,
                              &zero, bias.grad.as<float>(), 1));
   });
-  net_.params.grad_done(weight);
-  net_.params.grad_done(bias);
   // dx^T[I,N] = W^T[I,O] dy^T[O,N]   (W is column-major [I,O]: as is)
   const void* w = weight.value_in(ctx.dtype());
   run_or_record(ctx.stream, gemm_call("cublasGemmEx", in_, n_, out_, ctx.dtype(), ctx.dtype(), false), [&] {

@@ -57,6 +57,26 @@ DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& other) noexcept {
   return *this;
 }
 
+void copy_bytes_from_host(const void* host, const DeviceBuffer& buffer) {
+  if (buffer.bytes() == 0) return;
+  if (buffer.device() == Device::cpu) {
+    std::memcpy(buffer.data(), host, buffer.bytes());
+  } else if (!planning()) {
+    CUDA_CHECK(cudaMemcpy(buffer.data(), host, buffer.bytes(), cudaMemcpyHostToDevice));
+    CUDA_CHECK(cudaDeviceSynchronize());  // before a kernel on a non-blocking stream reads it
+  }
+}
+
+void copy_bytes_to_host(const DeviceBuffer& buffer, void* host) {
+  if (buffer.bytes() == 0) return;
+  if (buffer.device() == Device::cpu) {
+    std::memcpy(host, buffer.data(), buffer.bytes());
+  } else if (!planning()) {
+    CUDA_CHECK(cudaDeviceSynchronize());  // whichever stream wrote it
+    CUDA_CHECK(cudaMemcpy(host, buffer.data(), buffer.bytes(), cudaMemcpyDeviceToHost));
+  }
+}
+
 Tensor& MemoryPlan::tensor(DType dtype, std::vector<int64_t> shape) {
   if (allocated()) throw std::logic_error("MemoryPlan::tensor after allocate()");
   Tensor& t = tensors_.emplace_back(nullptr, dtype, device_, std::move(shape));
@@ -127,14 +147,16 @@ size_t MemoryPlan::pack_gradients() {
 void MemoryPlan::allocate() {
   if (allocated()) throw std::logic_error("MemoryPlan::allocate called twice");
   gradient_bytes_ = pack_gradients();
-  size_t total = align_up(workspace_bytes_) + gradient_bytes_;
+  const size_t workspaces = 2 * align_up(workspace_bytes_);
+  size_t total = workspaces + gradient_bytes_;
   for (const Tensor* t : planned_) total += align_up(t->bytes());
   arena_ = DeviceBuffer(device_, std::max<size_t>(total, kAlignment));
   auto* base = static_cast<char*>(arena_.data());
   workspace_ = workspace_bytes_ ? base : nullptr;
-  char* gradients = base + align_up(workspace_bytes_);
+  side_workspace_ = workspace_bytes_ ? base + align_up(workspace_bytes_) : nullptr;
+  char* gradients = base + workspaces;
   for (GradientSpan& g : gradients_) g.grad->data = gradients + g.offset;
-  size_t offset = align_up(workspace_bytes_) + gradient_bytes_;
+  size_t offset = workspaces + gradient_bytes_;
   for (Tensor* t : planned_) {
     t->data = base + offset;
     offset += align_up(t->bytes());

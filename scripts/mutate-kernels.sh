@@ -16,8 +16,13 @@ mutations=(
   "grid-stride-bound|kernels/launch.cuh|i < (n); \\|i <= (n); \\"
   "shuffle-offset|kernels/cross_entropy.cu|offset /= 2) value +=|offset /= 4) value +="
   "unaligned-pack|kernels/launch.cuh|if (reinterpret_cast<uintptr_t>(p) % 16 != 0) return false;|(void)p;"
-  "skip-zeroing|kernels/batchnorm.cu|CUDA_CHECK(cudaMemsetAsync(out_a, 0, sizeof(float) * C, stream));|"
+  "skip-zeroing|kernels/batchnorm.cu|memset_async(out_a, 0, sizeof(float) * C, stream);|"
   "read-past-end|kernels/batchnorm.cu|if (c < C) bn_eval_channel|if (c <= C) bn_eval_channel"
+  "sgd-pack-tail|kernels/sgd.cu|s.numel / kVec * kVec : 0;|(s.numel + kVec - 1) / kVec * kVec : 0;"
+  "sgd-pitch|kernels/sgd.cuh|i / a.cols * a.pitch + i % a.cols|i / a.cols * a.cols + i % a.cols"
+  "lr-step-counter|kernels/lr_schedule.cu|  *step += 1;|  *step += 2;"
+  "copy-rows-first-block|kernels/copy_rows.cu|for (int k = 0; k < count; ++k) {|for (int k = 1; k < count; ++k) {"
+  "launch-unrecorded|kernels/launch.cuh|    r->add(std::move(op));|    (void)op;"
 )
 
 build=build-emu

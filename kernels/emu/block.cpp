@@ -398,6 +398,7 @@ void run_grid(const Grid& g) {
     set_last_error(cudaErrorInvalidValue);
     return;
   }
+  count_grid();
 
   Scheduler& s = scheduler();
   std::lock_guard lock(s.mutex);
