@@ -21,7 +21,7 @@ mutations=(
   "sgd-pack-tail|kernels/sgd.cu|s.numel / kVec * kVec : 0;|(s.numel + kVec - 1) / kVec * kVec : 0;"
   "sgd-pitch|kernels/sgd.cuh|i / a.cols * a.pitch + i % a.cols|i / a.cols * a.cols + i % a.cols"
   "lr-step-counter|kernels/lr_schedule.cu|  *step += 1;|  *step += 2;"
-  "copy-rows-first-block|kernels/copy_rows.cu|for (int k = 0; k < count; ++k) {|for (int k = 1; k < count; ++k) {"
+  "copy-rows-last-row|kernels/copy_rows.cu|LOOP(i, b.rows * b.cols)|LOOP(i, b.rows * b.cols - b.cols)"
   "launch-unrecorded|kernels/launch.cuh|    r->add(std::move(op));|    (void)op;"
 )
 
