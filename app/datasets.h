@@ -17,6 +17,9 @@ struct Datasets {
   std::string source;  // the folder they came from
 };
 
+// The most images --synthetic-train and --synthetic-test may ask for (30 GB of pixels).
+inline constexpr int kMaxSyntheticImages = 10'000'000;
+
 // Every rank may call it at once: the first to finish writing the cache wins the race, atomically
 // (data/synthetic.h ensure_synthetic_cifar10), and all read the same files.
 Datasets load_datasets(const std::string& data_dir, int synthetic_train, int synthetic_test);

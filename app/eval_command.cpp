@@ -10,6 +10,7 @@
 #include "app/datasets.h"
 #include "app/device_choice.h"
 #include "app/evaluator.h"
+#include "app/flags.h"
 #include "nn/checkpoint.h"
 #include "nn/context.h"
 #include "nn/resnet.h"
@@ -78,12 +79,11 @@ void add_eval_command(CLI::App& app, int& exit_code) {
       ->check(CLI::IsMember({"auto", "cuda", "cpu"}));
   cmd->add_option("--precision", o->precision, "fp32 or bf16 (default: bf16 on a GPU)")
       ->check(CLI::IsMember({"fp32", "bf16"}));
-  cmd->add_option("--batch-size", o->batch_size, "Images per forward pass")->capture_default_str()
-      ->check(CLI::Range(1, 1 << 20));
-  cmd->add_option("--synthetic-train", o->synthetic_train, "Size of the synthetic default's training split")
-      ->capture_default_str();
-  cmd->add_option("--synthetic-test", o->synthetic_test, "Size of the synthetic default's test split")
-      ->capture_default_str();
+  add_number(cmd, "--batch-size", o->batch_size, "Images per forward pass", 1, 1 << 20)->capture_default_str();
+  add_number(cmd, "--synthetic-train", o->synthetic_train, "Size of the synthetic default's training split", 1,
+             kMaxSyntheticImages)->capture_default_str();
+  add_number(cmd, "--synthetic-test", o->synthetic_test, "Size of the synthetic default's test split", 1,
+             kMaxSyntheticImages)->capture_default_str();
   cmd->callback([o, &exit_code] { exit_code = run_eval(*o); });
 }
 

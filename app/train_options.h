@@ -8,6 +8,10 @@
 
 namespace cutrain {
 
+// The largest --epochs and --batch-size.
+inline constexpr int kMaxEpochs = 100000;
+inline constexpr int kMaxBatchSize = 1 << 20;
+
 struct TrainOptions {
   // data
   std::string data;                  // CIFAR-10 binary folder or image folder; empty: synthetic
