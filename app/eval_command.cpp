@@ -23,6 +23,7 @@ struct EvalOptions {
   std::string data, checkpoint, device = "auto", precision;
   int batch_size = 256;
   int synthetic_train = 50000, synthetic_test = 10000;
+  int64_t max_image_pixels = kDefaultMaxImagePixels;
 };
 
 // Stem, width and classes of the ResNet-18 stored in `path`.
@@ -47,7 +48,7 @@ int run_eval(const EvalOptions& o) {
   ContextOptions co;
   co.device = resolve_device(o.device);
   co.dtype = resolve_precision(o.precision, co.device);
-  Datasets data = load_datasets(o.data, o.synthetic_train, o.synthetic_test);
+  Datasets data = load_datasets(o.data, o.synthetic_train, o.synthetic_test, o.max_image_pixels);
   Context ctx(co);
 
   ResNetConfig mc = config_from_checkpoint(o.checkpoint);
@@ -84,6 +85,9 @@ void add_eval_command(CLI::App& app, int& exit_code) {
              kMaxSyntheticImages)->capture_default_str();
   add_number(cmd, "--synthetic-test", o->synthetic_test, "Size of the synthetic default's test split", 1,
              kMaxSyntheticImages)->capture_default_str();
+  add_number(cmd, "--max-image-pixels", o->max_image_pixels,
+             "Largest image (width x height) an image folder may hold; larger ones are refused", 1,
+             int64_t(1) << 28)->capture_default_str();
   cmd->callback([o, &exit_code] { exit_code = run_eval(*o); });
 }
 

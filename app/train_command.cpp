@@ -22,6 +22,9 @@ void add_train_command(CLI::App& app, int& exit_code) {
              kMaxSyntheticImages)->capture_default_str();
   add_number(cmd, "--synthetic-test", o.synthetic_test, "Test images of the synthetic default", 1,
              kMaxSyntheticImages)->capture_default_str();
+  add_number(cmd, "--max-image-pixels", o.max_image_pixels,
+             "Largest image (width x height) an image folder may hold; larger ones are refused", 1,
+             int64_t(1) << 28)->capture_default_str();
   add_number(cmd, "--workers", o.workers, "Loader threads", 1, 64)->capture_default_str();
 
   cmd->add_option("--stem", o.stem, "cifar (3x3 conv) or imagenet (torchvision's 7x7 conv + max-pool)")

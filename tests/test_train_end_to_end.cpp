@@ -158,6 +158,9 @@ TEST_CASE("bad input to train: one line naming what is wrong, non-zero exit", "[
     std::string message;
   };
   const std::string nowhere = (dir.path() / "nowhere").string();
+  const std::string images = (dir.path() / "images").string();  // the same, as PNG class folders
+  cutrain::write_dataset(images, cutrain::DataFormat::image_folder, cutrain::make_synthetic(64, 0, true),
+                         cutrain::make_synthetic(16, 0, false));
   const std::vector<Case> cases = {
       {nowhere, {}, nowhere},
       {data, {"--batch-size", "100"}, "--batch-size 100 is larger than this rank's shard of 64 training images"},
@@ -165,6 +168,7 @@ TEST_CASE("bad input to train: one line naming what is wrong, non-zero exit", "[
       {data, {"--precision", "bf16", "--device", "cpu"}, "--precision bf16 needs a GPU"},
       {data, {"--lr-schedule", "linear"}, "--lr-schedule"},
       {data, {"--local_rank=3"}, "LOCAL_RANK=3 is not below LOCAL_WORLD_SIZE=1"},  // the flag reaches LOCAL_RANK
+      {images, {"--max-image-pixels", "1000"}, "00000.png: the image is 32x32, more than 1000 pixels"},
   };
   for (const Case& c : cases) {
     auto r = cutrain::test::run(train_command(c.data, c.extra));
