@@ -192,6 +192,16 @@ TEST_CASE("Corrupt checkpoint headers are refused in one line", "[nn]") {
   CHECK_THAT(load_error(path), Catch::Contains("4 bytes after the last tensor"));
   write_header(R"({"__metadata__": {"epoch": 3}})", 0);
   CHECK_THAT(load_error(path), Catch::Contains("__metadata__ epoch is not a string"));
+  // nlohmann::json would keep the last of two equal keys, silently.
+  write_header(R"({"fc.bias": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]},
+                   "fc.bias": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}})", 4);
+  CHECK_THAT(load_error(path), Catch::Contains("header has the key \"fc.bias\" twice"));
+  write_header(R"({"__metadata__": {"epoch": "3", "epoch": "4"}})", 0);
+  CHECK_THAT(load_error(path), Catch::Contains("header has the key \"epoch\" twice"));
+  write_header(R"({"a": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4], "dtype": "I32"}})", 4);
+  CHECK_THAT(load_error(path), Catch::Contains("header has the key \"dtype\" twice"));
+  write_header(R"({"": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}})", 4);
+  CHECK_THAT(load_error(path), Catch::Contains("a tensor has an empty name"));
 }
 
 TEST_CASE("Checkpoints that do not fit the model name every mismatch in one line", "[nn]") {
