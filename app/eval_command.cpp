@@ -1,7 +1,8 @@
 // `cutrain eval`: the test accuracy of a checkpoint, overall and per class.
 //
-// The model's shape comes from the checkpoint itself (conv1's kernel gives the stem and the
-// width, fc's rows the classes), so a file exported from PyTorch works as well as our own.
+// The model's shape comes from the checkpoint itself (nn/checkpoint.h resnet_config_of: conv1
+// gives the stem and the width, fc the classes), so a file exported from PyTorch works as well
+// as our own; every tensor is checked before the model is built.
 #include <algorithm>
 #include <cstdio>
 #include <stdexcept>
@@ -26,32 +27,14 @@ struct EvalOptions {
   int64_t max_image_pixels = kDefaultMaxImagePixels;
 };
 
-// Stem, width and classes of the ResNet-18 stored in `path`.
-ResNetConfig config_from_checkpoint(const std::string& path) {
-  const SafeTensorsFile file = read_safetensors(path);
-  auto shape_of = [&](const std::string& name) {
-    auto it = file.tensors.find(name);
-    if (it == file.tensors.end()) throw std::runtime_error(path + ": no " + name + "; not a ResNet-18 checkpoint");
-    return it->second.shape;
-  };
-  const std::vector<int64_t> conv1 = shape_of("conv1.weight"), fc = shape_of("fc.weight");
-  if (conv1.size() != 4 || fc.size() != 2 || (conv1[2] != 3 && conv1[2] != 7))
-    throw std::runtime_error(path + ": conv1.weight or fc.weight does not have a ResNet-18 shape");
-  ResNetConfig c;
-  c.stem = conv1[2] == 7 ? Stem::imagenet : Stem::cifar;
-  c.width = int(conv1[0]);
-  c.num_classes = int(fc[0]);
-  return c;
-}
-
 int run_eval(const EvalOptions& o) {
   ContextOptions co;
   co.device = resolve_device(o.device);
   co.dtype = resolve_precision(o.precision, co.device);
+  ResNetConfig mc = resnet_config_of(read_safetensors(o.checkpoint), o.checkpoint);
   Datasets data = load_datasets(o.data, o.synthetic_train, o.synthetic_test, o.max_image_pixels);
   Context ctx(co);
 
-  ResNetConfig mc = config_from_checkpoint(o.checkpoint);
   if (mc.num_classes < data.test.num_classes)
     throw std::runtime_error(o.checkpoint + ": " + std::to_string(mc.num_classes) + " classes, but " + data.source +
                              " has " + std::to_string(data.test.num_classes));

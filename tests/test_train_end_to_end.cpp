@@ -200,4 +200,13 @@ TEST_CASE("eval prints the accuracy of a checkpoint, overall and per class, and 
   CHECK(bad.exit_code == 1);
   CHECK(bad.output.rfind("cutrain: error: " + corrupt + ": ", 0) == 0);
   CHECK(std::count(bad.output.begin(), bad.output.end(), '\n') == 1);
+
+  // A model too large for its file is refused before it is built ("-2147483648 classes" once).
+  cutrain::SafeTensorsFile file = cutrain::read_safetensors(checkpoint);
+  file.tensors.at("fc.weight") = {"F32", {int64_t(1) << 31, 0}, {}};
+  cutrain::write_safetensors(corrupt, file);
+  auto huge = cutrain::test::run({cutrain::test::binary("cutrain"), "eval", "--data", data, "--checkpoint", corrupt});
+  CHECK(huge.exit_code == 1);
+  CHECK(huge.output == "cutrain: error: " + corrupt + ": fc.weight [2147483648, 0] has 2147483648 classes; "
+                                                      "cutrain builds 1 to 100000\n");
 }
