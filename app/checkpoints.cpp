@@ -1,10 +1,12 @@
 #include "app/checkpoints.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cstdio>
 #include <filesystem>
 #include <stdexcept>
 
+#include "app/train_options.h"
 #include "nn/resnet.h"
 #include "nn/sgd.h"
 
@@ -20,16 +22,18 @@ bool ends_with(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
-int64_t metadata_int(const CheckpointMetadata& metadata, const std::string& key, const std::string& path) {
+// metadata[key] as a decimal number in [min, max]; throws naming `path` and the key otherwise.
+template <typename T>
+T metadata_number(const CheckpointMetadata& metadata, const std::string& key, const std::string& path, T min, T max) {
   auto it = metadata.find(key);
   if (it == metadata.end()) throw std::runtime_error(path + ": training state has no '" + key + "'");
-  try {
-    size_t used = 0;
-    int64_t value = std::stoll(it->second, &used);
-    if (used == it->second.size()) return value;
-  } catch (const std::exception&) {
-  }
-  throw std::runtime_error(path + ": training state '" + key + "' is '" + it->second + "', not an integer");
+  const std::string& text = it->second;
+  T value{};
+  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (error != std::errc() || end != text.data() + text.size() || value < min || value > max)
+    throw std::runtime_error(path + ": training state '" + key + "' is '" + text + "', not an integer in [" +
+                             std::to_string(min) + ", " + std::to_string(max) + "]");
+  return value;
 }
 
 }  // namespace
@@ -41,13 +45,38 @@ CheckpointMetadata TrainingState::to_metadata() const {
 }
 
 TrainingState TrainingState::from_metadata(const CheckpointMetadata& metadata, const std::string& path) {
+  constexpr int64_t kMaxSteps = int64_t(1) << 50;
+  constexpr int kMaxWorldSize = 1 << 20;
   TrainingState s;
-  s.epoch = int(metadata_int(metadata, "epoch", path));
-  s.batch = metadata_int(metadata, "batch", path);
-  s.global_step = metadata_int(metadata, "global_step", path);
-  s.seed = uint64_t(metadata_int(metadata, "seed", path));
-  s.world_size = int(metadata_int(metadata, "world_size", path));
-  s.batch_size = int(metadata_int(metadata, "batch_size", path));
+  s.epoch = metadata_number<int>(metadata, "epoch", path, 0, kMaxEpochs);
+  s.batch = metadata_number<int64_t>(metadata, "batch", path, 0, kMaxSteps);
+  s.global_step = metadata_number<int64_t>(metadata, "global_step", path, 0, kMaxSteps);
+  s.seed = metadata_number<uint64_t>(metadata, "seed", path, 0, UINT64_MAX);
+  s.world_size = metadata_number<int>(metadata, "world_size", path, 1, kMaxWorldSize);
+  s.batch_size = metadata_number<int>(metadata, "batch_size", path, 1, kMaxBatchSize);
+  return s;
+}
+
+TrainingState resume_state(const TrainingState& saved, const TrainingState& run, int64_t steps_per_epoch,
+                           const std::string& path) {
+  if (saved.batch > 0) {
+    // The position inside an epoch counts batches of the sampler's order for this seed, world
+    // size and batch size; under any other it would name other images.
+    if (saved.seed != run.seed || saved.world_size != run.world_size || saved.batch_size != run.batch_size)
+      throw ResumeMismatch(
+          path + ": saved in the middle of epoch " + std::to_string(saved.epoch + 1) + " (after batch " +
+          std::to_string(saved.batch) + ") by " + std::to_string(saved.world_size) + " rank(s) at batch size " +
+          std::to_string(saved.batch_size) + " and seed " + std::to_string(saved.seed) + "; this run has " +
+          std::to_string(run.world_size) + " at " + std::to_string(run.batch_size) + " and seed " +
+          std::to_string(run.seed) + ": resume it with the same, or from a checkpoint saved at the end of an epoch");
+    if (saved.batch >= steps_per_epoch)
+      throw ResumeMismatch(path + ": saved after batch " + std::to_string(saved.batch) +
+                           " of an epoch, but an epoch of this data has " + std::to_string(steps_per_epoch) + " batches");
+  }
+  TrainingState s = run;
+  s.epoch = saved.epoch;
+  s.batch = saved.batch;
+  s.global_step = saved.global_step;
   return s;
 }
 

@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -33,9 +34,22 @@ struct TrainingState {
   int batch_size = 0;
 
   CheckpointMetadata to_metadata() const;
-  // Throws naming `path` and the key that is missing or not a number.
+  // Throws naming `path` and the key that is missing, not a number, or outside what a run can
+  // be at (an epoch in [0, --epochs' largest], a world size and batch size of at least 1...).
   static TrainingState from_metadata(const CheckpointMetadata& metadata, const std::string& path);
 };
+
+// Where a run set up as `run` (its seed, world size and batch size; epochs of `steps_per_epoch`
+// batches) goes on from the state `saved` in the checkpoint at `path`: the saved position, with
+// the run's own seed, world size and batch size. A checkpoint from the middle of an epoch is
+// refused, naming both set-ups, unless the run splits the data the same way (seed, world size
+// and batch size), since its position counts batches of that split; one from an epoch's end
+// goes on under any. Throws ResumeMismatch: the file is sound, this run cannot go on from it.
+struct ResumeMismatch : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+TrainingState resume_state(const TrainingState& saved, const TrainingState& run, int64_t steps_per_epoch,
+                           const std::string& path);
 
 // The model's shape, as recorded in the model file's metadata.
 CheckpointMetadata model_metadata(const ResNet18& model);

@@ -10,7 +10,7 @@
 
 namespace cutrain {
 
-// The largest --epochs and --batch-size.
+// The largest --epochs and --batch-size, and so what a checkpoint's training state may say.
 inline constexpr int kMaxEpochs = 100000;
 inline constexpr int kMaxBatchSize = 1 << 20;
 

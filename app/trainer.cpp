@@ -253,8 +253,10 @@ void Trainer::build_model() {
 void Trainer::restore() {
   if (!opt_.init_from.empty()) load_model(opt_.init_from, *model_);
   if (opt_.resume.empty()) return;
-  auto resume_from = [this](const std::string& path) {
-    state_ = load_checkpoint(path, *model_, *sgd_);
+  // A checkpoint that does not load is skipped by 'auto'; one that loads but does not fit this
+  // run (resume_state) is refused either way.
+  auto resume_from = [this, run = state_](const std::string& path) {
+    state_ = resume_state(load_checkpoint(path, *model_, *sgd_), run, steps_per_epoch_, path);
     log_->print("resumed from %s at epoch %d, step %lld", path.c_str(), state_.epoch + 1,
                 static_cast<long long>(state_.global_step));
   };
@@ -263,6 +265,8 @@ void Trainer::restore() {
   for (const std::string& path : checkpoints_->complete_checkpoints()) {
     try {
       return resume_from(path);
+    } catch (const ResumeMismatch&) {
+      throw;
     } catch (const std::exception& e) {
       log_->print("cutrain: warning: skipping checkpoint %s", e.what());
     }

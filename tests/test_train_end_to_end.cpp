@@ -179,6 +179,34 @@ TEST_CASE("bad input to train: one line naming what is wrong, non-zero exit", "[
   }
 }
 
+TEST_CASE("resume refuses a checkpoint whose state is out of range or from another split of the data", "[train]") {
+  TempDir dir;
+  const std::string data = make_data(dir, 64, 16);  // 2 batches of 32 per epoch
+  const std::string save = dir / "ckpt";
+  auto first = cutrain::test::run(train_command(data, {"--epochs", "2", "--max-steps", "1", "--save", save}));
+  REQUIRE(first.exit_code == 0);
+  const std::string model = save + "/checkpoint-00000001.safetensors";
+  const std::string optim = save + "/checkpoint-00000001.optim.safetensors";
+
+  // Saved after batch 1 of 2 at batch size 32; at 16 that position names other images.
+  auto other_batch = cutrain::test::run(train_command(data, {"--epochs", "2", "--save", save, "--resume", "auto",
+                                                             "--batch-size", "16"}));
+  INFO(other_batch.output);
+  CHECK(other_batch.exit_code == 1);
+  CHECK_THAT(other_batch.output, Catch::Contains("cutrain: error: " + model + ": saved in the middle of epoch 1 "
+                                                 "(after batch 1) by 1 rank(s) at batch size 32 and seed 0; this run "
+                                                 "has 1 at 16 and seed 0"));
+
+  cutrain::SafeTensorsFile file = cutrain::read_safetensors(optim);
+  file.metadata["epoch"] = "-1000";
+  cutrain::write_safetensors(optim, file);
+  auto bad_epoch = cutrain::test::run(train_command(data, {"--epochs", "2", "--resume", model}));
+  INFO(bad_epoch.output);
+  CHECK(bad_epoch.exit_code == 1);
+  CHECK_THAT(bad_epoch.output, Catch::Contains("cutrain: error: " + optim + ": training state 'epoch' is '-1000', "
+                                               "not an integer in [0, 100000]"));
+}
+
 TEST_CASE("eval prints the accuracy of a checkpoint, overall and per class, and a corrupt file in one line", "[train]") {
   TempDir dir;
   const std::string data = make_data(dir, 256, 64);
