@@ -8,9 +8,14 @@
 // `cutrain eval` needs nothing else. Each file is written atomically (nn/safetensors.h), the
 // model first, so a crash leaves at worst a model file without its optim file, which resume
 // skips. After each save only the newest --keep-last checkpoints stay.
+//
+// What interrupted saves leave behind (a kill during a write: checkpoint-*.safetensors.tmp.<pid>
+// of a process that is gone; a full disk between the two files: half a checkpoint) is removed
+// by the writer when it opens the folder and each time it prunes, and said in one line.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -56,7 +61,10 @@ CheckpointMetadata model_metadata(const ResNet18& model);
 
 class CheckpointFolder {
  public:
-  CheckpointFolder(std::string dir, int keep_last);
+  using Report = std::function<void(const std::string& line)>;
+  // Creates `dir` if needed. `report` is for the writer alone (rank 0): given one, the folder
+  // removes what interrupted saves left, now and at each prune, and reports it there in one line.
+  CheckpointFolder(std::string dir, int keep_last, Report report = nullptr);
 
   // Writes the checkpoint after `state.global_step` steps and prunes old ones; returns the model
   // file's path.
@@ -68,9 +76,11 @@ class CheckpointFolder {
  private:
   std::string path_for(int64_t step, bool optim) const;
   void prune() const;
+  void remove_leftovers() const;
 
   std::string dir_;
   int keep_last_;
+  Report report_;
 };
 
 // The optim file that goes with a model checkpoint file.

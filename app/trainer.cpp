@@ -246,7 +246,11 @@ void Trainer::build_model() {
   schedule_.base_lr = opt_.lr;
   schedule_.total_steps = int64_t(opt_.epochs) * steps_per_epoch_;
   schedule_.warmup_steps = int64_t(opt_.warmup_epochs * double(steps_per_epoch_));
-  if (!opt_.save.empty()) checkpoints_.emplace(opt_.save, opt_.keep_last);
+  if (!opt_.save.empty()) {
+    CheckpointFolder::Report report;  // rank 0 writes the folder, and tidies it
+    if (env_.is_main()) report = [this](const std::string& line) { log_->print("%s", line.c_str()); };
+    checkpoints_.emplace(opt_.save, opt_.keep_last, report);
+  }
 }
 
 // --init-from and --resume: every rank reads the same files; broadcast_state() then makes sure.

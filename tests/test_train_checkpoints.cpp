@@ -1,12 +1,40 @@
-// Resuming (app/checkpoints.h): a checkpoint's training state is range-checked, and a run goes
-// on from the middle of an epoch only when it splits the data the same way.
+// The checkpoint folder of a run (app/checkpoints.h): what interrupted saves leave is removed by
+// the writer and said in one line; a checkpoint's training state is range-checked, and a run
+// goes on from the middle of an epoch only when it splits the data the same way.
 #include <catch2/catch.hpp>
 
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
 #include "app/checkpoints.h"
+#include "nn/sgd.h"
+#include "tests/nn_fixtures.h"
+#include "tests/temp_dir.h"
 
 using namespace cutrain;
+namespace fs = std::filesystem;
 
 namespace {
+
+// The pid of a process that has exited and been reaped.
+pid_t dead_pid() {
+  const pid_t pid = ::fork();
+  if (pid == 0) ::_exit(0);
+  ::waitpid(pid, nullptr, 0);
+  return pid;
+}
+
+void touch(const std::string& path) { std::ofstream(path) << "x"; }
+
+std::vector<std::string> names_in(const std::string& dir) {
+  std::vector<std::string> names;
+  for (const auto& entry : fs::directory_iterator(dir)) names.push_back(entry.path().filename().string());
+  std::sort(names.begin(), names.end());
+  return names;
+}
 
 TrainingState state_at(int epoch, int64_t batch, int world_size, int batch_size, uint64_t seed = 0) {
   TrainingState s;
@@ -29,6 +57,48 @@ std::string resume_error(const TrainingState& saved, const TrainingState& run, i
 }
 
 }  // namespace
+
+TEST_CASE("the writer removes what interrupted saves left, and says so in one line", "[train]") {
+  test::TempDir dir;
+  const std::string d = dir.path().string();
+  const std::string dead = std::to_string(dead_pid()), alive = std::to_string(::getppid());
+  touch(dir / "checkpoint-00000008.safetensors");  // a complete checkpoint
+  touch(dir / "checkpoint-00000008.optim.safetensors");
+  touch(dir / ("checkpoint-00000016.safetensors.tmp." + dead));        // a kill during a save
+  touch(dir / ("checkpoint-00000016.optim.safetensors.tmp." + alive));  // a save still going on
+  touch(dir / "checkpoint-00000024.safetensors");                      // full disk before the optim file
+  touch(dir / "checkpoint-00000004.optim.safetensors");                // a prune cut short
+  touch(dir / "notes.txt");                                            // not ours
+
+  CheckpointFolder reader(d, 3);  // another rank: looks, touches nothing
+  CHECK(names_in(d).size() == 7);
+  CHECK(reader.complete_checkpoints() == std::vector<std::string>{dir / "checkpoint-00000008.safetensors"});
+
+  std::vector<std::string> said;
+  CheckpointFolder writer(d, 3, [&](const std::string& line) { said.push_back(line); });
+  CHECK(names_in(d) == std::vector<std::string>{"checkpoint-00000008.optim.safetensors",
+                                                "checkpoint-00000008.safetensors",
+                                                "checkpoint-00000016.optim.safetensors.tmp." + alive, "notes.txt"});
+  REQUIRE(said.size() == 1);
+  CHECK(said[0] == "checkpoints: removed 3 file(s) that interrupted saves left in " + d +
+                       ": checkpoint-00000004.optim.safetensors (no model file), checkpoint-00000016.safetensors.tmp." +
+                       dead + " (writer " + dead + " gone), checkpoint-00000024.safetensors (no optim file)");
+
+  // Pruning after a save tidies too; this process's own temporary files are never in flight then.
+  Context ctx({});
+  ResNet18 model(ctx, test::tiny_resnet());
+  SGD sgd(ctx, model.params(), SgdConfig{});
+  touch(dir / ("checkpoint-00000030.safetensors.tmp." + std::to_string(::getpid())));
+  said.clear();
+  writer.save(model, sgd, state_at(1, 0, 1, 4));
+  CHECK(names_in(d) == std::vector<std::string>{"checkpoint-00000008.optim.safetensors",
+                                                "checkpoint-00000008.safetensors",
+                                                "checkpoint-00000016.optim.safetensors.tmp." + alive,
+                                                "checkpoint-00000100.optim.safetensors",
+                                                "checkpoint-00000100.safetensors", "notes.txt"});
+  REQUIRE(said.size() == 1);
+  CHECK_THAT(said[0], Catch::Contains("removed 1 file(s)") && Catch::Contains("(writer " + std::to_string(::getpid())));
+}
 
 TEST_CASE("a checkpoint's training state is range-checked before it is used", "[train]") {
   const CheckpointMetadata good = state_at(2, 3, 1, 32, 18446744073709551615ull).to_metadata();
