@@ -525,6 +525,7 @@ int Trainer::run() {
   log_->print("done in %.1f s: %.0f images/s after warm-up%s%s", wall, s.mean_images_per_s, accuracy,
               device_ == Device::cuda ? ("; CUDA graphs " + graph_->status()).c_str() : "");
   if (last_eval && stop == StopReason::none) print_class_accuracy(*last_eval);
+  log_->finish();  // a metrics file that could not take every record fails the run here
   return 0;
 }
 

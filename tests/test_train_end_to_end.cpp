@@ -179,6 +179,21 @@ TEST_CASE("bad input to train: one line naming what is wrong, non-zero exit", "[
   }
 }
 
+TEST_CASE("metrics that cannot be written: one warning, the training finishes, exit status 1", "[train]") {
+  TempDir dir;
+  const std::string data = make_data(dir, 64, 16);
+  auto r = cutrain::test::run(train_command(data, {"--epochs", "1", "--log-every", "1", "--metrics", "/dev/full"}));
+  INFO(r.output);
+  CHECK(r.exit_code == 1);
+  const std::string warning = "cutrain: warning: --metrics /dev/full: cannot write (No space left on device)";
+  CHECK(r.output.find(warning) != std::string::npos);
+  CHECK(r.output.find(warning) == r.output.rfind(warning));  // once
+  CHECK(r.output.find("done in ") != std::string::npos);    // the training went to its end
+  // 2 steps, 1 epoch, 1 summary
+  CHECK_THAT(r.output, Catch::EndsWith("cutrain: error: --metrics /dev/full: 4 record(s) could not be written "
+                                       "(No space left on device); the training itself finished\n"));
+}
+
 TEST_CASE("resume refuses a checkpoint whose state is out of range or from another split of the data", "[train]") {
   TempDir dir;
   const std::string data = make_data(dir, 64, 16);  // 2 batches of 32 per epoch
