@@ -57,6 +57,9 @@ void add_train_command(CLI::App& app, int& exit_code) {
   add_number(cmd, "--bucket-cap-mb", o.bucket_cap_mb, "Gradient bucket size, MiB (0: one all-reduce per parameter)",
              0, 65536)->capture_default_str();
   add_switch(cmd, "--sync-bn", o.sync_bn, "Synchronise batch norm statistics across ranks (SyncBatchNorm)");
+  add_number(cmd, "--collective-timeout", o.collective_timeout_s,
+             "Seconds a collective (Gloo or NCCL) may wait for the other ranks before the run fails", 1, 86400)
+      ->capture_default_str();
   cmd->add_option("--cuda-graphs", o.cuda_graphs, "Replay each training step as a CUDA graph: on or off")
       ->capture_default_str()->check(CLI::IsMember({"on", "off"}));
 
