@@ -54,6 +54,9 @@ void add_train_command(CLI::App& app, int& exit_code) {
       ->check(CLI::IsMember({"fp32", "bf16"}));
   add_switch(cmd, "--deterministic", o.deterministic,
              "Only deterministic cuDNN algorithms (batch norm's GPU sums still add with atomics)");
+  add_switch(cmd, "--cudnn-benchmark", o.cudnn_benchmark,
+             "Measure cuDNN's convolution algorithms instead of taking its heuristics' choice; the winners "
+             "are kept in ~/.cache/cutrain (or $CUTRAIN_CACHE_DIR) for later runs");
   add_number(cmd, "--bucket-cap-mb", o.bucket_cap_mb, "Gradient bucket size, MiB (0: one all-reduce per parameter)",
              0, 65536)->capture_default_str();
   add_switch(cmd, "--sync-bn", o.sync_bn, "Synchronise batch norm statistics across ranks (SyncBatchNorm)");
