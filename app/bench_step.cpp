@@ -8,11 +8,12 @@
 #include <random>
 
 #include "app/commands.h"
+#include "app/flags.h"
 #include "app/profiler.h"
 #include "app/step_plan.h"
+#include "app/train_step.h"
 #include "kernels/check.h"
 #include "kernels/device.h"
-#include "app/train_step.h"
 #include "nn/resnet.h"
 
 namespace cutrain {
@@ -150,29 +151,27 @@ void add_bench_step_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--precision", options->precision, "fp32 or bf16 (GPU)")->check(CLI::IsMember({"fp32", "bf16"}));
   cmd->add_option("--device", options->device, "cpu or cuda (default: cuda when present)")
       ->check(CLI::IsMember({"cpu", "cuda"}));
-  cmd->add_option("--batch-size", options->batch_size, "images per step (default 256 on cuda, 32 on cpu)")
-      ->check(CLI::PositiveNumber);
-  cmd->add_option("--width", options->width, "base width (64 = torchvision)")->check(CLI::PositiveNumber);
-  cmd->add_option("--image-size", options->image_size, "square image side")->check(CLI::PositiveNumber);
-  cmd->add_option("--steps", options->steps, "timed steps (default 50 on cuda, 5 on cpu)")->check(CLI::PositiveNumber);
-  cmd->add_option("--warmup", options->warmup, "untimed steps first (default 10 on cuda, 2 on cpu)")
-      ->check(CLI::PositiveNumber);
-  cmd->add_flag("--cuda-graph", options->cuda_graph, "capture one step as a CUDA graph and replay it");
-  cmd->add_flag("--cudnn-benchmark", options->cudnn_benchmark,
-                "measure cuDNN's convolution algorithms (kept in ~/.cache/cutrain for later runs)");
+  add_number(cmd, "--batch-size", options->batch_size, "images per step (default 256 on cuda, 32 on cpu)", 1, 1 << 20);
+  add_number(cmd, "--width", options->width, "base width (64 = torchvision)", 1, kMaxResNetWidth);
+  add_number(cmd, "--image-size", options->image_size, "square image side", 1, 4096);
+  add_number(cmd, "--steps", options->steps, "timed steps (default 50 on cuda, 5 on cpu)", 1, 1000000);
+  add_number(cmd, "--warmup", options->warmup, "untimed steps first (default 10 on cuda, 2 on cpu)", 1, 1000000);
+  add_switch(cmd, "--cuda-graph", options->cuda_graph, "capture one step as a CUDA graph and replay it");
+  add_switch(cmd, "--cudnn-benchmark", options->cudnn_benchmark,
+             "measure cuDNN's convolution algorithms (kept in ~/.cache/cutrain for later runs)");
   cmd->add_option("--profile-steps", options->profile_steps,
                   "A:B: run timed steps A to B (0-based) between cudaProfilerStart and cudaProfilerStop, for "
                   "nsys profile --capture-range=cudaProfilerApi");
-  cmd->add_flag("--plan", options->plan,
-                "run nothing: list what one step launches (kernels, cuDNN and cuBLAS calls, collectives, memsets) "
-                "with its bytes and FLOPs, and a roofline estimate; needs no GPU");
-  cmd->add_option("--world-size", options->world_size, "--plan: plan one rank of this many")
-      ->check(CLI::Range(1, 1 << 16));
-  cmd->add_option("--gpu-tflops", options->gpu_tflops,
-                  "--plan: the GPU's peak TFLOP/s (default: H200, 989 dense bf16 on tensor cores, 67 fp32)")
-      ->check(CLI::PositiveNumber);
-  cmd->add_option("--gpu-tbps", options->gpu_tbps, "--plan: the GPU's memory bandwidth in TB/s (default: H200, 4.8)")
-      ->check(CLI::PositiveNumber);
+  add_switch(cmd, "--plan", options->plan,
+             "run nothing: list what one step launches (kernels, cuDNN and cuBLAS calls, collectives, memsets) "
+             "with its bytes and FLOPs, and a roofline estimate; needs no GPU");
+  add_number(cmd, "--world-size", options->world_size, "--plan: plan one rank of this many", 1, 1 << 16);
+  add_number(cmd, "--gpu-tflops", options->gpu_tflops,
+             "--plan: the GPU's peak TFLOP/s (default 0: an H200's, 989 dense bf16 on tensor cores, 67 fp32)", 0.0,
+             1e6);
+  add_number(cmd, "--gpu-tbps", options->gpu_tbps, "--plan: the GPU's memory bandwidth in TB/s (default: an H200's)",
+             0.001, 1e3)
+      ->capture_default_str();
   cmd->callback([options, &exit_code] {
     if (options->plan) {
       print_step_plan(*options);
