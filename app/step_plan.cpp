@@ -16,7 +16,7 @@ namespace {
 using Kind = RecordedOp::Kind;
 
 double op_seconds(const RecordedOp& op, const GpuPeak& peak) {
-  if (op.kind == Kind::wait || op.kind == Kind::collective) return 0;
+  if (op.kind == Kind::wait || op.kind == Kind::host_wait || op.kind == Kind::collective) return 0;
   const double bytes = double(op.bytes.read + op.bytes.written);
   return std::max({op.flops / (peak.tflops * 1e12), bytes / (peak.tbps * 1e12), kMinOperationSeconds});
 }
@@ -62,7 +62,7 @@ void print_streams(std::FILE* out, const Recorder& plan, const GpuPeak& peak) {
   std::vector<std::string> order;
   std::map<std::string, std::pair<int64_t, double>> by;  // "stream: phase" -> operations, seconds
   for (const RecordedOp& op : plan.ops()) {
-    if (op.kind == Kind::wait) continue;
+    if (op.kind == Kind::wait || op.kind == Kind::host_wait) continue;
     const std::string key = plan.stream_name(op.stream) + " stream, " + (op.phase.empty() ? "-" : op.phase);
     auto [it, added] = by.emplace(key, std::pair<int64_t, double>{0, 0});
     if (added) order.push_back(key);
@@ -168,6 +168,7 @@ PlanSummary summarize(const std::vector<RecordedOp>& ops, const GpuPeak& peak) {
       case Kind::memset: ++s.memsets; break;
       case Kind::memcpy: ++s.memcpys; break;
       case Kind::wait: ++s.waits; break;
+      case Kind::host_wait: ++s.host_waits; break;
     }
     s.estimated_seconds += op_seconds(op, peak);
   }
@@ -189,9 +190,9 @@ void print_plan(std::FILE* out, const StepPlanConfig& c, const Recorder& plan, c
   print_rows(out, "copies", rows_of(ops, Kind::memcpy, peak), false);
   std::fprintf(out,
                "  %lld custom kernel launches, %lld library calls (one graph node each; cuDNN may add more), "
-               "%lld collectives, %lld memsets, %lld copies, %lld waits between streams\n",
+               "%lld collectives, %lld memsets, %lld copies, %lld waits between streams, %lld host waits\n",
                (long long)s.kernels, (long long)s.library_calls, (long long)s.collectives, (long long)s.memsets,
-               (long long)s.memcpys, (long long)s.waits);
+               (long long)s.memcpys, (long long)s.waits, (long long)s.host_waits);
   print_streams(out, plan, peak);
   std::fprintf(out,
                "plan: %lld graph nodes, %lld memsets, %.2f GB moved by custom kernels, %.1f GFLOP in convolutions, "

@@ -51,6 +51,7 @@ struct PlanSummary {
   int64_t memsets = 0;
   int64_t memcpys = 0;
   int64_t waits = 0;           // one stream waiting for another: edges of the graph, not nodes
+  int64_t host_waits = 0;      // the host waiting for the device: none in a step
   double custom_bytes = 0;     // read + written by custom kernels
   double conv_flops = 0;       // cuDNN convolutions
   double estimated_seconds = 0;

@@ -39,6 +39,16 @@ std::string Recorder::stream_name(cudaStream_t stream) const {
   return "stream " + std::to_string(index);
 }
 
+bool record_host_wait(const char* what) {
+  Recorder* r = recording();
+  if (!r) return false;
+  RecordedOp op;
+  op.kind = RecordedOp::Kind::host_wait;
+  op.name = what;
+  r->add(std::move(op));
+  return r->plans();
+}
+
 void memset_async(void* pointer, int value, size_t bytes, cudaStream_t stream) {
   if (Recorder* r = recording()) {
     RecordedOp op;

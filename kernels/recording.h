@@ -37,6 +37,7 @@ struct RecordedOp {
     memset,
     memcpy,
     wait,        // `stream` waits for the work enqueued on `waits_for` so far: no work, no node
+    host_wait,   // the host waits for the device (a synchronisation, a copy to or from the host)
   };
   Kind kind = Kind::kernel;
   std::string name;                // "bn_apply_kernel", "cudnnConvolutionForward", "ncclAllReduce"
@@ -109,6 +110,10 @@ void run_or_record(cudaStream_t stream, RecordedOp op, Call&& call) {
   }
   call();
 }
+
+// Records that the host waits for the device here; true when planning (there is no device to
+// wait for).
+bool record_host_wait(const char* what);
 
 // cudaMemsetAsync and cudaMemcpyAsync, recorded.
 void memset_async(void* pointer, int value, size_t bytes, cudaStream_t stream);

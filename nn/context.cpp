@@ -93,7 +93,7 @@ void Context::release() noexcept {
 }
 
 void Context::synchronize() const {
-  if (!on_gpu() || planning_) return;
+  if (!on_gpu() || record_host_wait("Context::synchronize") || planning_) return;
   CUDA_CHECK(cudaStreamSynchronize(side_.stream));
   CUDA_CHECK(cudaStreamSynchronize(main_.stream));
 }

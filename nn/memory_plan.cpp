@@ -61,7 +61,7 @@ void copy_bytes_from_host(const void* host, const DeviceBuffer& buffer) {
   if (buffer.bytes() == 0) return;
   if (buffer.device() == Device::cpu) {
     std::memcpy(buffer.data(), host, buffer.bytes());
-  } else if (!planning()) {
+  } else if (!record_host_wait("copy_bytes_from_host")) {
     CUDA_CHECK(cudaMemcpy(buffer.data(), host, buffer.bytes(), cudaMemcpyHostToDevice));
     CUDA_CHECK(cudaDeviceSynchronize());  // before a kernel on a non-blocking stream reads it
   }
@@ -71,7 +71,7 @@ void copy_bytes_to_host(const DeviceBuffer& buffer, void* host) {
   if (buffer.bytes() == 0) return;
   if (buffer.device() == Device::cpu) {
     std::memcpy(host, buffer.data(), buffer.bytes());
-  } else if (!planning()) {
+  } else if (!record_host_wait("copy_bytes_to_host")) {
     CUDA_CHECK(cudaDeviceSynchronize());  // whichever stream wrote it
     CUDA_CHECK(cudaMemcpy(host, buffer.data(), buffer.bytes(), cudaMemcpyDeviceToHost));
   }

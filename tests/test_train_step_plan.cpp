@@ -144,6 +144,7 @@ TEST_CASE("the step's plan: weight gradients and the downsample branch on the si
   CHECK(buckets >= 1);
   CHECK(count(plan, "sgd_update_kernel", world_size == 1 ? "side" : "comm") == buckets);
   CHECK(count(plan, "ncclAllReduce") == (world_size == 1 ? 0 : buckets));
+  CHECK(summarize(plan.ops(), GpuPeak{}).host_waits == 0);  // the host never waits inside a step
   // Work on a stream may start only once that stream has waited for the main stream (what it
   // reads is the main stream's), and the main stream waits for every other before the step ends
   // (else a graph capture fails, and the next step could overtake this one).
