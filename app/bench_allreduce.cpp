@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "app/commands.h"
+#include "app/device_choice.h"
 #include "dist/communicator.h"
 #include "dist/env.h"
 #include "dist/store.h"
@@ -105,7 +106,9 @@ int run_bench(const BenchOptions& o) {
   cudaStream_t stream = nullptr;
   if (on_gpu) {
     if (!cuda_available()) throw std::runtime_error(cuda_unavailable_reason());
-    CUDA_CHECK(cudaSetDevice(env.local_rank));
+    int visible = 0;
+    CUDA_CHECK(cudaGetDeviceCount(&visible));
+    CUDA_CHECK(cudaSetDevice(cuda_device_for_rank(env, visible)));
     CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   }
   TcpStore store(env);

@@ -136,13 +136,10 @@ void Trainer::connect() {
   co.device = device_;
   co.dtype = dtype_;
   co.deterministic = opt_.deterministic;
-  co.cuda_device = env_.local_rank;
   if (device_ == Device::cuda) {
     int count = 0;
     CUDA_CHECK(cudaGetDeviceCount(&count));
-    if (env_.local_rank >= count)
-      throw std::runtime_error("LOCAL_RANK=" + std::to_string(env_.local_rank) + " but this machine has " +
-                               std::to_string(count) + " CUDA device(s)");
+    co.cuda_device = cuda_device_for_rank(env_, count);
   }
   ctx_ = std::make_unique<Context>(co);
   memory_baseline_ = device_ == Device::cuda ? memory_in_use(device_) : 0;
@@ -157,18 +154,18 @@ void Trainer::connect() {
 }
 
 // "cuda:3 NVIDIA H200 (sm_90, 139.8 GiB) on node-a", or "cpu on node-a".
-std::string this_rank_device(Device device, int local_rank) {
+std::string this_rank_device(Device device, int cuda_device) {
   char host[256] = "";
   gethostname(host, sizeof host - 1);
   const std::string where = device == Device::cuda
-                                ? "cuda:" + std::to_string(local_rank) + " " + cuda_device_description(local_rank)
+                                ? "cuda:" + std::to_string(cuda_device) + " " + cuda_device_description(cuda_device)
                                 : std::string("cpu");
   return where + " on " + host;
 }
 
 // Every rank says through the store where it runs; rank 0 collects the answers for the banner.
 void Trainer::gather_devices() {
-  const std::string mine = this_rank_device(device_, env_.local_rank);
+  const std::string mine = this_rank_device(device_, ctx_->options.cuda_device);
   if (!store_) {
     rank_devices_ = {mine};
     return;
