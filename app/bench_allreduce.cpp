@@ -19,7 +19,7 @@
 #include "app/device_choice.h"
 #include "dist/communicator.h"
 #include "dist/env.h"
-#include "dist/store.h"
+#include "dist/rendezvous.h"
 #include "kernels/check.h"
 #include "kernels/device.h"
 #include "nn/memory_plan.h"
@@ -111,9 +111,8 @@ int run_bench(const BenchOptions& o) {
     CUDA_CHECK(cudaSetDevice(cuda_device_for_rank(env, visible)));
     CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   }
-  TcpStore store(env);
-  rendezvous(store, env);
-  auto comm = make_communicator(env, store, {.use_cuda = on_gpu, .compute_stream = stream});
+  std::unique_ptr<TcpStore> store = rendezvous(env);
+  auto comm = make_communicator(env, *store, {.use_cuda = on_gpu, .compute_stream = stream});
   MessageBuffer buffer(size_t(o.max_bytes / sizeof(float)), on_gpu ? Device::cuda : Device::cpu);
 
   const int n = comm->world_size();

@@ -25,6 +25,7 @@
 #include "dist/communicator.h"
 #include "dist/env.h"
 #include "dist/reducer.h"
+#include "dist/rendezvous.h"
 #include "dist/store.h"
 #include "kernels/check.h"
 #include "kernels/device.h"
@@ -144,8 +145,7 @@ void Trainer::connect() {
   ctx_ = std::make_unique<Context>(co);
   memory_baseline_ = device_ == Device::cuda ? memory_in_use(device_) : 0;
   if (device_ == Device::cuda || env_.is_distributed()) {
-    store_ = std::make_unique<TcpStore>(env_);
-    rendezvous(*store_, env_);
+    store_ = rendezvous(env_);
     CommunicatorOptions comm_options;
     comm_options.use_cuda = device_ == Device::cuda;
     comm_options.compute_stream = ctx_->stream;

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -22,9 +23,13 @@ int listen_tcp(const std::string& host, int port, bool loopback_only);
 // The port a bound socket listens on.
 int socket_port(int fd);
 
-// Connects to host:port, retrying while nobody listens yet, until `deadline`; then throws naming
-// the address. Unknown hosts throw at once.
-int connect_tcp(const std::string& host, int port, Clock::time_point deadline);
+// Called after each failed attempt while connect_tcp retries, with the reason ("Connection refused").
+using ConnectRetry = std::function<void(const std::string& reason)>;
+
+// Connects to host:port, retrying while nobody listens yet (or the host does not answer), for
+// `timeout`; then throws naming the address and the last reason. Unknown hosts throw at once.
+int connect_tcp(const std::string& host, int port, std::chrono::milliseconds timeout,
+                const ConnectRetry& on_retry = {});
 
 // The IP address of this machine's interface that routes to host:port ("127.0.0.1" for loopback),
 // for Gloo to listen on. Sends nothing.
