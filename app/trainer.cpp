@@ -24,6 +24,7 @@
 #include "data/sampler.h"
 #include "dist/communicator.h"
 #include "dist/env.h"
+#include "dist/interface.h"
 #include "dist/reducer.h"
 #include "dist/rendezvous.h"
 #include "dist/store.h"
@@ -153,19 +154,22 @@ void Trainer::connect() {
   }
 }
 
-// "cuda:3 NVIDIA H200 (sm_90, 139.8 GiB) on node-a", or "cpu on node-a".
-std::string this_rank_device(Device device, int cuda_device) {
+// "cuda:3 NVIDIA H200 (sm_90, 139.8 GiB) on node-a", or "cpu on node-a"; in a job of several
+// processes also the address and interface its collectives use: "cpu on node-a, 10.0.0.1 (eth0)".
+std::string this_rank_device(Device device, int cuda_device, const DistEnv& env) {
   char host[256] = "";
   gethostname(host, sizeof host - 1);
   const std::string where = device == Device::cuda
                                 ? "cuda:" + std::to_string(cuda_device) + " " + cuda_device_description(cuda_device)
                                 : std::string("cpu");
-  return where + " on " + host;
+  if (!env.is_distributed()) return where + " on " + host;
+  const NetworkInterface nic = device == Device::cuda ? nccl_interface(env) : gloo_interface(env);
+  return where + " on " + host + ", " + nic.address + " (" + nic.name + ")";
 }
 
 // Every rank says through the store where it runs; rank 0 collects the answers for the banner.
 void Trainer::gather_devices() {
-  const std::string mine = this_rank_device(device_, ctx_->options.cuda_device);
+  const std::string mine = this_rank_device(device_, ctx_->options.cuda_device, env_);
   if (!store_) {
     rank_devices_ = {mine};
     return;

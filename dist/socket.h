@@ -31,8 +31,8 @@ using ConnectRetry = std::function<void(const std::string& reason)>;
 int connect_tcp(const std::string& host, int port, std::chrono::milliseconds timeout,
                 const ConnectRetry& on_retry = {});
 
-// The IP address of this machine's interface that routes to host:port ("127.0.0.1" for loopback),
-// for Gloo to listen on. Sends nothing.
+// The IP address of this machine's interface that routes to host:port ("127.0.0.1" for loopback);
+// dist/interface.h finds the interface's name. Sends nothing.
 std::string local_address_toward(const std::string& host, int port);
 
 std::string encode_frame(const Fields& fields);
