@@ -1,8 +1,9 @@
 #include "dist/env.h"
 
-#include <unistd.h>
-
+#include <algorithm>
+#include <charconv>
 #include <cmath>
+#include <cstdint>
 #include <cstdlib>
 #include <stdexcept>
 #include <vector>
@@ -20,13 +21,6 @@ class Reader {
   explicit Reader(const Variables& variables) : variables_(variables) {}
 
   bool has(const char* name) const { return text(name) != nullptr; }
-
-  // The first of `names` that is set, or nullptr.
-  const std::string* text(std::initializer_list<const char*> names) const {
-    for (const char* name : names)
-      if (const std::string* value = text(name)) return value;
-    return nullptr;
-  }
 
   const std::string* text(const char* name) const {
     auto it = variables_.find(name);
@@ -124,8 +118,12 @@ void read_slurm(const Reader& vars, DistEnv& env) {
   }
   const std::string job = vars.string("SLURM_JOB_ID", "");
   if (!job.empty()) {
+    uint64_t id = 0;
+    auto [end, error] = std::from_chars(job.data(), job.data() + job.size(), id);
+    if (error != std::errc() || end != job.data() + job.size())
+      throw std::runtime_error("environment variable SLURM_JOB_ID='" + job + "' is not a job id");
     // Every task of the job computes the same port, away from the ephemeral range (32768 and up).
-    env.master_port = 10000 + vars.integer("SLURM_JOB_ID", 0) % 20000;
+    env.master_port = 10000 + int(id % 20000);
     env.run_id = "slurm-" + job + "." + vars.string("SLURM_STEP_ID", vars.string("SLURM_STEPID", "0"));
   }
 }

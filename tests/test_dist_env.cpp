@@ -18,7 +18,7 @@ Variables slurm_task() {
   return {{"SLURM_PROCID", "5"},          {"SLURM_NTASKS", "8"},
           {"SLURM_LOCALID", "1"},         {"SLURM_NODEID", "1"},
           {"SLURM_NNODES", "2"},          {"SLURM_STEP_NUM_NODES", "2"},
-          {"SLURM_JOB_ID", "123456"},     {"SLURM_STEP_ID", "3"},
+          {"SLURM_JOB_ID", "12345678"},     {"SLURM_STEP_ID", "3"},
           {"SLURM_STEP_TASKS_PER_NODE", "4(x2)"},
           {"SLURM_STEP_NODELIST", "gpu[07-08]"}, {"SLURM_JOB_NODELIST", "gpu[01-08],login2"}};
 }
@@ -69,8 +69,8 @@ TEST_CASE("a task started by srun takes its place from Slurm's variables", "[dis
   CHECK(env.group_rank == 1);
   CHECK(env.group_world_size == 2);
   CHECK(env.master_addr == "gpu07");  // the step's first node, not the job's nor the login node
-  CHECK(env.master_port == 10000 + 123456 % 20000);
-  CHECK(env.run_id == "slurm-123456.3");
+  CHECK(env.master_port == 15678);  // 10000 + 12345678 mod 20000: job ids go past a million
+  CHECK(env.run_id == "slurm-12345678.3");
 
   // Without a step node list (older Slurm), the job's; without a step task list, the job's.
   Variables job_only = slurm_task();

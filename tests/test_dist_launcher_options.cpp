@@ -46,7 +46,7 @@ std::string read_file(const std::filesystem::path& path) {
 // srun --nodes 2 --ntasks-per-node 1: this is the task on the second node.
 const std::vector<std::string> kSecondNode = {
     "SLURM_PROCID=1",          "SLURM_NTASKS=2",        "SLURM_NODEID=1",   "SLURM_NNODES=2",
-    "SLURM_STEP_NUM_NODES=2",  "SLURM_STEP_NUM_TASKS=2", "SLURM_JOB_ID=4242", "SLURM_STEP_ID=1",
+    "SLURM_STEP_NUM_NODES=2",  "SLURM_STEP_NUM_TASKS=2", "SLURM_JOB_ID=12345678", "SLURM_STEP_ID=1",
     "SLURM_STEP_NODELIST=gpu[07-08]", "SLURM_JOB_NODELIST=gpu[07-08]"};
 
 }  // namespace
@@ -121,9 +121,9 @@ TEST_CASE("cutrun under srun takes its node, the nodes and the master from Slurm
                        "echo $RANK of $WORLD_SIZE node $GROUP_RANK of $GROUP_WORLD_SIZE at $MASTER_ADDR:$MASTER_PORT "
                        "run $CUTRAIN_RUN_ID");
   REQUIRE(r.exit_code == 0);
-  CHECK_THAT(r.output, Catch::Contains("cutrun: under srun: node 1 of 2, master gpu07:14242\n"));
-  CHECK_THAT(r.output, Catch::Contains("[rank2]: 2 of 4 node 1 of 2 at gpu07:14242 run slurm-4242.1\n"));
-  CHECK_THAT(r.output, Catch::Contains("[rank3]: 3 of 4 node 1 of 2 at gpu07:14242 run slurm-4242.1\n"));
+  CHECK_THAT(r.output, Catch::Contains("cutrun: under srun: node 1 of 2, master gpu07:15678\n"));
+  CHECK_THAT(r.output, Catch::Contains("[rank2]: 2 of 4 node 1 of 2 at gpu07:15678 run slurm-12345678.1\n"));
+  CHECK_THAT(r.output, Catch::Contains("[rank3]: 3 of 4 node 1 of 2 at gpu07:15678 run slurm-12345678.1\n"));
 
   // Flags given win over Slurm's variables.
   auto flags = cutrun_with(kSecondNode, {"--node-rank", "0", "--master-addr", "10.0.0.1", "--master-port", "1234"},
