@@ -94,11 +94,11 @@ auto expand_variable(const Reader& vars, std::initializer_list<const char*> name
 // Slurm's variables, for a task that srun started itself.
 void read_slurm(const Reader& vars, DistEnv& env) {
   env.from_slurm = true;
-  if (!vars.has("SLURM_NTASKS"))
+  if (!vars.has("SLURM_NTASKS") && !vars.has("SLURM_STEP_NUM_TASKS"))
     throw std::runtime_error("SLURM_PROCID is set but SLURM_NTASKS is not: start cutrain with srun, or set RANK "
                              "and WORLD_SIZE");
   env.rank = vars.integer("SLURM_PROCID", 0);
-  env.world_size = vars.integer("SLURM_NTASKS", 1);
+  env.world_size = vars.integer({"SLURM_STEP_NUM_TASKS", "SLURM_NTASKS"}, 1);
   env.local_rank = vars.integer("SLURM_LOCALID", 0);
   env.group_rank = vars.integer("SLURM_NODEID", 0);
   env.group_world_size = vars.integer({"SLURM_STEP_NUM_NODES", "SLURM_NNODES", "SLURM_JOB_NUM_NODES"}, 1);

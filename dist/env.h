@@ -8,11 +8,12 @@
 //
 // Under `srun` without a launcher: when neither RANK nor WORLD_SIZE is set and SLURM_PROCID is,
 // the task takes its place from Slurm's variables instead:
-//   RANK <- SLURM_PROCID, WORLD_SIZE <- SLURM_NTASKS, LOCAL_RANK <- SLURM_LOCALID,
+//   RANK <- SLURM_PROCID, WORLD_SIZE <- SLURM_STEP_NUM_TASKS (or SLURM_NTASKS),
+//   LOCAL_RANK <- SLURM_LOCALID,
 //   GROUP_RANK <- SLURM_NODEID, GROUP_WORLD_SIZE <- SLURM_STEP_NUM_NODES (or SLURM_NNODES),
 //   LOCAL_WORLD_SIZE <- this node's entry of SLURM_STEP_TASKS_PER_NODE (or SLURM_TASKS_PER_NODE),
-//   MASTER_ADDR <- the first host of SLURM_STEP_NODELIST (or SLURM_JOB_NODELIST): the node of
-//                  task 0, never the node srun was typed on,
+//   MASTER_ADDR <- the first host of SLURM_STEP_NODELIST (or SLURM_JOB_NODELIST): where task 0
+//                  runs (srun's block and cyclic distributions), never the node srun was typed on,
 //   MASTER_PORT <- 10000 + SLURM_JOB_ID mod 20000, CUTRAIN_RUN_ID <- slurm-<job id>.<step id>.
 // MASTER_ADDR, MASTER_PORT and CUTRAIN_RUN_ID, when set, still win over what Slurm implies.
 #pragma once
