@@ -71,7 +71,9 @@ TEST_CASE("NCCL_SOCKET_IFNAME is set from the route unless the user set it", "[d
     ScopedVariable nccl("NCCL_SOCKET_IFNAME", std::nullopt);
     cutrain::use_route_for_nccl(two_ranks());
     REQUIRE(std::getenv("NCCL_SOCKET_IFNAME") != nullptr);
-    CHECK(std::string(std::getenv("NCCL_SOCKET_IFNAME")) == "=" + loopback_name());  // NCCL's exact match
+    std::string exact = "=";  // NCCL's exact match
+    exact += loopback_name();
+    CHECK(std::getenv("NCCL_SOCKET_IFNAME") == exact);
     CHECK(cutrain::nccl_interface(two_ranks()).name == loopback_name());
   }
   {
