@@ -71,8 +71,8 @@ void read_torchrun(const Reader& vars, DistEnv& env) {
   env.local_rank = vars.integer("LOCAL_RANK", 0);
   env.local_world_size = vars.integer("LOCAL_WORLD_SIZE", env.world_size);
   env.group_rank = vars.integer("GROUP_RANK", 0);
-  const int nodes_needed = env.local_world_size > 0 ? (env.world_size + env.local_world_size - 1) / env.local_world_size : 1;
-  env.group_world_size = vars.integer("GROUP_WORLD_SIZE", nodes_needed);
+  const int per_node = std::max(1, env.local_world_size);
+  env.group_world_size = vars.integer("GROUP_WORLD_SIZE", (env.world_size + per_node - 1) / per_node);
 }
 
 // A Slurm list variable expanded by `expand`, with errors naming the variable.

@@ -4,6 +4,7 @@
 #include <ifaddrs.h>
 #include <netinet/in.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
@@ -15,17 +16,22 @@
 namespace cutrain {
 namespace {
 
-// This host's interfaces with an IPv4 address: name and address, in the kernel's order.
-std::vector<NetworkInterface> ipv4_interfaces() {
+// This host's interfaces with their IP addresses (IPv4 first, then IPv6), in the kernel's order.
+std::vector<NetworkInterface> interface_addresses() {
   ifaddrs* list = nullptr;
   if (::getifaddrs(&list) != 0) throw std::runtime_error("getifaddrs failed: cannot list the network interfaces");
   std::unique_ptr<ifaddrs, decltype(&::freeifaddrs)> owner(list, ::freeifaddrs);
   std::vector<NetworkInterface> found;
-  for (ifaddrs* i = list; i != nullptr; i = i->ifa_next) {
-    if (i->ifa_addr == nullptr || i->ifa_addr->sa_family != AF_INET) continue;
-    char text[INET_ADDRSTRLEN];
-    ::inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(i->ifa_addr)->sin_addr, text, sizeof text);
-    found.push_back({i->ifa_name, text});
+  for (int family : {AF_INET, AF_INET6}) {
+    for (ifaddrs* i = list; i != nullptr; i = i->ifa_next) {
+      if (i->ifa_addr == nullptr || i->ifa_addr->sa_family != family) continue;
+      const auto* v4 = reinterpret_cast<const sockaddr_in*>(i->ifa_addr);
+      const auto* v6 = reinterpret_cast<const sockaddr_in6*>(i->ifa_addr);
+      char text[INET6_ADDRSTRLEN];
+      ::inet_ntop(family, family == AF_INET ? static_cast<const void*>(&v4->sin_addr) : &v6->sin6_addr, text,
+                  sizeof text);
+      found.push_back({i->ifa_name, text});
+    }
   }
   return found;
 }
@@ -39,7 +45,7 @@ std::string variable_value(const char* name) {
 NetworkInterface route_to_master(const DistEnv& env) {
   if (env.world_size == 1) return interface_toward("127.0.0.1", env.master_port);
   NetworkInterface route = interface_toward(env.master_addr, env.master_port);
-  if (env.group_world_size > 1 && route.address.starts_with("127.")) {
+  if (env.group_world_size > 1 && (route.address.starts_with("127.") || route.address == "::1")) {
     static bool warned = false;  // once per process
     if (!warned && env.local_rank == 0)
       std::fprintf(stderr,
@@ -56,20 +62,21 @@ NetworkInterface route_to_master(const DistEnv& env) {
 
 NetworkInterface interface_toward(const std::string& host, int port) {
   const std::string address = local_address_toward(host, port);
-  for (const NetworkInterface& i : ipv4_interfaces())
+  for (const NetworkInterface& i : interface_addresses())
     if (i.address == address) return i;
   return {"?", address};  // a route through an address no interface lists: say what is known
 }
 
 NetworkInterface interface_named(const std::string& name, const std::string& variable) {
-  const std::vector<NetworkInterface> interfaces = ipv4_interfaces();
-  std::string names;
-  for (const NetworkInterface& i : interfaces) {
-    if (i.name == name) return i;
-    names += (names.empty() ? "" : ", ") + i.name;
+  std::vector<std::string> names;
+  for (const NetworkInterface& i : interface_addresses()) {
+    if (i.name == name) return i;  // its IPv4 address when it has one
+    if (std::find(names.begin(), names.end(), i.name) == names.end()) names.push_back(i.name);
   }
+  std::string listed;
+  for (const std::string& n : names) listed += (listed.empty() ? "" : ", ") + n;
   throw std::runtime_error(variable + "=" + name + ": this host has no interface " + name +
-                           " with an IPv4 address (it has " + names + ")");
+                           " with an IP address (it has " + listed + ")");
 }
 
 NetworkInterface gloo_interface(const DistEnv& env) {
@@ -86,7 +93,7 @@ NetworkInterface nccl_interface(const DistEnv& env) {
   // NCCL's syntax: "=eth0" is exactly eth0; "eth" any name starting so; "^docker" none of those;
   // a comma separates several. Only the first names one interface we can look up.
   const std::string exact = chosen.starts_with("=") ? chosen.substr(1) : chosen;
-  for (const NetworkInterface& i : ipv4_interfaces())
+  for (const NetworkInterface& i : interface_addresses())
     if (i.name == exact) return i;
   return {"NCCL_SOCKET_IFNAME=" + chosen, route_to_master(env).address};
 }

@@ -22,14 +22,14 @@ namespace cutrain {
 
 struct NetworkInterface {
   std::string name;     // "eth0"; for an NCCL_SOCKET_IFNAME that is a pattern, "NCCL_SOCKET_IFNAME=^docker"
-  std::string address;  // "10.0.0.2"
+  std::string address;  // "10.0.0.2" (or an IPv6 address)
 };
 
 // The interface and local address that route to host:port. Sends nothing.
 NetworkInterface interface_toward(const std::string& host, int port);
 
-// The interface called `name` and its IPv4 address; throws one line naming `variable` (where the
-// name came from) when this host has no such interface.
+// The interface called `name` and its address (IPv4 when it has one); throws one line naming
+// `variable` (where the name came from) when this host has no such interface.
 NetworkInterface interface_named(const std::string& name, const std::string& variable);
 
 // Where this rank's Gloo listens: GLOO_SOCKET_IFNAME's interface, or the route to MASTER_ADDR.

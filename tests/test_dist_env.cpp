@@ -115,12 +115,14 @@ TEST_CASE("no launcher and no Slurm: a world of one", "[dist]") {
 TEST_CASE("bad job variables are one line naming the variable", "[dist]") {
   CHECK_THROWS_WITH(dist_env_from(with(slurm_task(), {{"SLURM_STEP_NODELIST", "gpu[07-"}})),
                     "environment variable SLURM_STEP_NODELIST='gpu[07-': a '[' without its ']'");
-  CHECK_THROWS_WITH(dist_env_from(with(slurm_task(), {{"SLURM_PROCID", "8"}})), "SLURM_PROCID=8 is not below SLURM_NTASKS=8");
+  CHECK_THROWS_WITH(dist_env_from(with(slurm_task(), {{"SLURM_PROCID", "8"}})),
+                    "SLURM_PROCID=8 is not below SLURM_NTASKS=8");
   Variables no_list = slurm_task();
   no_list.erase("SLURM_STEP_NODELIST");
   no_list.erase("SLURM_JOB_NODELIST");
   CHECK_THROWS_WITH(dist_env_from(no_list), Catch::StartsWith("SLURM_PROCID is set but no node list"));
-  CHECK_THROWS_WITH(dist_env_from({{"SLURM_PROCID", "0"}}), Catch::StartsWith("SLURM_PROCID is set but SLURM_NTASKS is not"));
+  CHECK_THROWS_WITH(dist_env_from({{"SLURM_PROCID", "0"}}),
+                    Catch::StartsWith("SLURM_PROCID is set but SLURM_NTASKS is not"));
   CHECK_THROWS_WITH(dist_env_from({{"CUTRAIN_RDZV_TIMEOUT", "soon"}}),
                     "environment variable CUTRAIN_RDZV_TIMEOUT='soon' is not a number of seconds above 0");
   CHECK_THROWS_WITH(dist_env_from({{"WORLD_SIZE", "4"}, {"LOCAL_WORLD_SIZE", "2"}, {"GROUP_RANK", "2"}}),

@@ -93,7 +93,8 @@ TEST_CASE("cutrun --tee picks the streams in the log files, and alone logs to a 
   const std::string marker = "the ranks' logs go to ";
   const size_t at = alone.output.find(marker);
   REQUIRE(at != std::string::npos);
-  const std::filesystem::path folder = alone.output.substr(at + marker.size(), alone.output.find('\n', at) - at - marker.size());
+  const size_t from = at + marker.size();
+  const std::filesystem::path folder = alone.output.substr(from, alone.output.find('\n', from) - from);
   CHECK(read_file(folder / "rank0.log") == "hello\n");
   std::filesystem::remove_all(folder);
 }
