@@ -7,6 +7,7 @@
 #include "tests/process.h"
 
 using cutrain::test::Process;
+using cutrain::test::read_file;
 using cutrain::test::run;
 using cutrain::test::TempDir;
 
@@ -19,13 +20,6 @@ std::vector<std::string> cutrun_sh(const std::vector<std::string>& flags, const 
   argv.insert(argv.end(), flags.begin(), flags.end());
   argv.insert(argv.end(), {"/bin/sh", "-c", script});
   return argv;
-}
-
-std::string read_file(const std::filesystem::path& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
 }
 
 }  // namespace

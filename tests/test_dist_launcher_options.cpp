@@ -6,12 +6,11 @@
 
 #include <catch2/catch.hpp>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include "dist/slurm.h"
 #include "tests/process.h"
 
+using cutrain::test::read_file;
 using cutrain::test::run;
 using cutrain::test::TempDir;
 
@@ -34,13 +33,6 @@ size_t count(const std::string& text, const std::string& what) {
   size_t n = 0;
   for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
   return n;
-}
-
-std::string read_file(const std::filesystem::path& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
 }
 
 // srun --nodes 2 --ntasks-per-node 1: this is the task on the second node.
