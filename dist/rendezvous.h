@@ -9,12 +9,13 @@
 //   cutrain: rendezvous: rank 2 (node 1) cannot reach rank 0's store at 10.0.0.9:29500 yet
 //            (No route to host); giving up in 45 s
 //   cutrain: rendezvous: 2 of 4 ranks here, at the store at 10.0.0.1:29500; waiting for ranks
-//            2-3 (node 1 not heard from); giving up in 45 s
+//            2, 3 (node 1 not heard from); giving up in 45 s
 // (one line each), and when the time is up every waiting rank throws one line naming what never
 // came:
 //   could not reach the store of rank 0 at 10.0.0.9:29500 within 60 s (No route to host): ...
-//   rendezvous: ranks 2-3 of 4 did not arrive within 60 s (node 1 not heard from; store at ...)
-// A rank the store refuses (another run id, another world size) fails at once, naming why.
+//   rendezvous: ranks 2, 3 of 4 did not arrive within 60 s (node 1 not heard from; store at ...)
+// A rank whose rank 0 gave up first says so, with what rank 0 was still waiting for. A rank the
+// store refuses (another run id, another world size) fails at once, naming why.
 //
 // Each rank sets "rendezvous/rank/<rank>" and "rendezvous/node/<node>"; the node keys are how a
 // waiting rank tells a node that never came from a node that came short of some ranks.
@@ -23,6 +24,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "dist/env.h"
 #include "dist/store.h"
