@@ -141,6 +141,7 @@ DistEnv dist_env_from(const Variables& variables) {
   env.master_addr = vars.string("MASTER_ADDR", env.master_addr);
   env.master_port = vars.integer("MASTER_PORT", env.master_port);
   env.run_id = vars.string("CUTRAIN_RUN_ID", env.run_id);
+  env.store_bind = vars.string("CUTRAIN_STORE_BIND", "");
   env.rdzv_timeout = vars.seconds("CUTRAIN_RDZV_TIMEOUT", env.rdzv_timeout);
 
   const char* source = slurm ? "SLURM_NTASKS" : "WORLD_SIZE";

@@ -1,7 +1,8 @@
 // env.h: who am I in the job? Read from the environment, in torchrun's terms:
 //   RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, GROUP_RANK, GROUP_WORLD_SIZE, MASTER_ADDR,
 //   MASTER_PORT, which cutrun (or torchrun) sets,
-// plus CUTRAIN_RUN_ID, the launcher's id for this run (keeps two runs on one port apart), and
+// plus CUTRAIN_RUN_ID, the launcher's id for this run (keeps two runs on one port apart),
+// CUTRAIN_STORE_BIND, where rank 0's store listens when not at MASTER_ADDR, and
 // CUTRAIN_RDZV_TIMEOUT, the seconds the rendezvous may take (cutrun --rdzv-timeout).
 // With none of them set, the process is a world of one. `--local_rank N` on the command line
 // (torch.distributed.launch's old way) overrides LOCAL_RANK.
@@ -35,6 +36,7 @@ struct DistEnv {
   std::string master_addr = "127.0.0.1";
   int master_port = 29500;
   std::string run_id = "default";
+  std::string store_bind;  // empty: MASTER_ADDR
   std::chrono::milliseconds rdzv_timeout = std::chrono::minutes(5);
   bool from_slurm = false;  // the place came from SLURM_PROCID and its kin
 

@@ -60,8 +60,8 @@ TEST_CASE("cutrun --nproc-per-node gpu starts one rank per visible GPU, and auto
   auto no_gpu = cutrun_with({"CUDA_VISIBLE_DEVICES="}, {"--nproc-per-node", "gpu"}, "true");
   CHECK(no_gpu.exit_code == 2);
   CHECK(no_gpu.output ==
-        "cutrun: error: argument --nproc-per-node/--nproc_per_node: gpu: no GPU visible here "
-        "(CUDA_VISIBLE_DEVICES, /dev/nvidia*) (see cutrun --help)\n");
+        "cutrun: error: --nproc-per-node gpu: no GPU visible here (CUDA_VISIBLE_DEVICES, /dev/nvidia*) "
+        "(see cutrun --help)\n");
 }
 
 TEST_CASE("cutrun takes --max-restarts 0 and refuses restarts it cannot do", "[dist]") {
@@ -92,12 +92,12 @@ TEST_CASE("cutrun --tee picks the streams in the log files, and alone logs to a 
 }
 
 TEST_CASE("cutrun --rdzv-timeout reaches the ranks, with the number of nodes", "[dist]") {
-  auto r = run({kCutrun, "--rdzv-timeout", "7.5", "--nnodes", "3", "--node-rank", "2", "/bin/sh", "-c",
-                "echo timeout=$CUTRAIN_RDZV_TIMEOUT nodes=$GROUP_WORLD_SIZE"});
+  auto r = run({kCutrun, "--rdzv-timeout", "7.5", "--nnodes", "3", "--node-rank", "2", "--rdzv-id", "r1",
+                "/bin/sh", "-c", "echo timeout=$CUTRAIN_RDZV_TIMEOUT nodes=$GROUP_WORLD_SIZE"});
   REQUIRE(r.exit_code == 0);
   CHECK_THAT(r.output, Catch::Contains("[rank2]: timeout=7.5 nodes=3"));
   auto zero = run({kCutrun, "--rdzv-timeout", "0", "/bin/true"});
-  CHECK(zero.output == "cutrun: error: --rdzv-timeout 0: must be above 0 seconds\n");
+  CHECK(zero.output == "cutrun: error: --rdzv-timeout 0: must be above 0 and at most 86400 seconds\n");
 }
 
 TEST_CASE("cutrun --help names the torchrun flags it does not take", "[dist]") {

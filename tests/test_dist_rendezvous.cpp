@@ -7,7 +7,7 @@
 #include <thread>
 
 #include "dist/rendezvous.h"
-#include "tests/free_port.h"
+#include "tests/network.h"
 
 using cutrain::DistEnv;
 using cutrain::rendezvous;
@@ -27,6 +27,7 @@ DistEnv rank_env(int rank, int nodes, int per_node, int port, std::chrono::milli
   env.master_port = port;
   env.run_id = "test-run";
   env.rdzv_timeout = timeout;
+  env.store_bind = "127.0.0.1";  // "nodes" on this one host: the store may listen on loopback
   return env;
 }
 
