@@ -44,6 +44,9 @@ void add_train_command(CLI::App& app, int& exit_code) {
       ->check(CLI::IsMember({"fp32", "bf16"}));
   cmd->add_flag("--deterministic", o.deterministic,
                 "Only deterministic cuDNN algorithms (batch norm's GPU sums still add with atomics)");
+  cmd->add_flag("--cudnn-benchmark", o.cudnn_benchmark,
+                "Measure cuDNN's convolution algorithms instead of taking its heuristics' choice; the winners "
+                "are kept in ~/.cache/cutrain (or $CUTRAIN_CACHE_DIR) for later runs");
   cmd->add_option("--bucket-cap-mb", o.bucket_cap_mb, "Gradient bucket size, MiB (0: one all-reduce per parameter)")
       ->capture_default_str()->check(CLI::NonNegativeNumber);
   cmd->add_flag("--sync-bn", o.sync_bn, "Synchronise batch norm statistics across ranks (SyncBatchNorm)");

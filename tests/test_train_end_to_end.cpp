@@ -63,6 +63,7 @@ TEST_CASE("training learns: the loss falls and test accuracy beats chance by far
   INFO(r.output);
   REQUIRE(r.exit_code == 0);
   CHECK(r.output.find("== step: [ 16/64] [1/4] | loss: ") != std::string::npos);
+  CHECK(r.output.find("gradients: straight to SGD (one process: no communicator)") != std::string::npos);
 
   const auto steps = read_metrics(metrics, "step");
   const auto epochs = read_metrics(metrics, "epoch");
