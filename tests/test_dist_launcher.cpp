@@ -1,8 +1,6 @@
 // cutrun, the launcher: environment, rank-prefixed output, log files, stopping on failure and on
 // signals, and one-line errors. The ranks are tiny shell programs.
 #include <catch2/catch.hpp>
-#include <fstream>
-#include <sstream>
 
 #include "tests/network.h"
 #include "tests/process.h"
