@@ -7,6 +7,7 @@
 #include <random>
 
 #include "app/commands.h"
+#include "app/flags.h"
 #include "kernels/check.h"
 #include "kernels/device.h"
 #include "nn/resnet.h"
@@ -126,16 +127,14 @@ void add_bench_step_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--precision", options->precision, "fp32 or bf16 (GPU)")->check(CLI::IsMember({"fp32", "bf16"}));
   cmd->add_option("--device", options->device, "cpu or cuda (default: cuda when present)")
       ->check(CLI::IsMember({"cpu", "cuda"}));
-  cmd->add_option("--batch-size", options->batch_size, "images per step (default 256 on cuda, 32 on cpu)")
-      ->check(CLI::PositiveNumber);
-  cmd->add_option("--width", options->width, "base width (64 = torchvision)")->check(CLI::PositiveNumber);
-  cmd->add_option("--image-size", options->image_size, "square image side")->check(CLI::PositiveNumber);
-  cmd->add_option("--steps", options->steps, "timed steps (default 50 on cuda, 5 on cpu)")->check(CLI::PositiveNumber);
-  cmd->add_option("--warmup", options->warmup, "untimed steps first (default 10 on cuda, 2 on cpu)")
-      ->check(CLI::PositiveNumber);
-  cmd->add_flag("--cuda-graph", options->cuda_graph, "capture one step as a CUDA graph and replay it");
-  cmd->add_flag("--cudnn-benchmark", options->cudnn_benchmark,
-                "measure cuDNN's convolution algorithms (kept in ~/.cache/cutrain for later runs)");
+  add_number(cmd, "--batch-size", options->batch_size, "images per step (default 256 on cuda, 32 on cpu)", 1, 1 << 20);
+  add_number(cmd, "--width", options->width, "base width (64 = torchvision)", 1, kMaxResNetWidth);
+  add_number(cmd, "--image-size", options->image_size, "square image side", 1, 4096);
+  add_number(cmd, "--steps", options->steps, "timed steps (default 50 on cuda, 5 on cpu)", 1, 1000000);
+  add_number(cmd, "--warmup", options->warmup, "untimed steps first (default 10 on cuda, 2 on cpu)", 1, 1000000);
+  add_switch(cmd, "--cuda-graph", options->cuda_graph, "capture one step as a CUDA graph and replay it");
+  add_switch(cmd, "--cudnn-benchmark", options->cudnn_benchmark,
+             "measure cuDNN's convolution algorithms (kept in ~/.cache/cutrain for later runs)");
   cmd->callback([options, &exit_code] {
     run_bench_step(*options);
     exit_code = 0;

@@ -189,7 +189,7 @@ void Trainer::gather_devices() {
 }
 
 void Trainer::build_model() {
-  data_ = load_datasets(opt_.data, opt_.synthetic_train, opt_.synthetic_test);
+  data_ = load_datasets(opt_.data, opt_.synthetic_train, opt_.synthetic_test, opt_.max_image_pixels);
   const Dataset& train = data_.train;
   if (train.height != train.width)
     throw std::runtime_error(data_.source + ": images are " + std::to_string(train.height) + "x" +
@@ -256,15 +256,21 @@ void Trainer::build_model() {
   schedule_.base_lr = opt_.lr;
   schedule_.total_steps = int64_t(opt_.epochs) * steps_per_epoch_;
   schedule_.warmup_steps = int64_t(opt_.warmup_epochs * double(steps_per_epoch_));
-  if (!opt_.save.empty()) checkpoints_.emplace(opt_.save, opt_.keep_last);
+  if (!opt_.save.empty()) {
+    CheckpointFolder::Report report;  // rank 0 writes the folder, and tidies it
+    if (env_.is_main()) report = [this](const std::string& line) { log_->print("%s", line.c_str()); };
+    checkpoints_.emplace(opt_.save, opt_.keep_last, report);
+  }
 }
 
 // --init-from and --resume: every rank reads the same files; broadcast_state() then makes sure.
 void Trainer::restore() {
   if (!opt_.init_from.empty()) load_model(opt_.init_from, *model_);
   if (opt_.resume.empty()) return;
-  auto resume_from = [this](const std::string& path) {
-    state_ = load_checkpoint(path, *model_, *sgd_);
+  // A checkpoint that does not load is skipped by 'auto'; one that loads but does not fit this
+  // run (resume_state) is refused either way.
+  auto resume_from = [this, run = state_](const std::string& path) {
+    state_ = resume_state(load_checkpoint(path, *model_, *sgd_), run, steps_per_epoch_, path);
     log_->print("resumed from %s at epoch %d, step %lld", path.c_str(), state_.epoch + 1,
                 static_cast<long long>(state_.global_step));
   };
@@ -273,6 +279,8 @@ void Trainer::restore() {
   for (const std::string& path : checkpoints_->complete_checkpoints()) {
     try {
       return resume_from(path);
+    } catch (const ResumeMismatch&) {
+      throw;
     } catch (const std::exception& e) {
       log_->print("cutrain: warning: skipping checkpoint %s", e.what());
     }
@@ -533,6 +541,7 @@ int Trainer::run() {
   log_->print("done in %.1f s: %.0f images/s after warm-up%s%s", wall, s.mean_images_per_s, accuracy,
               device_ == Device::cuda ? ("; CUDA graphs " + graph_->status()).c_str() : "");
   if (last_eval && stop == StopReason::none) print_class_accuracy(*last_eval);
+  log_->finish();  // a metrics file that could not take every record fails the run here
   return 0;
 }
 
