@@ -24,8 +24,10 @@
 #include "data/sampler.h"
 #include "dist/communicator.h"
 #include "dist/env.h"
+#include "dist/interface.h"
 #include "dist/progress_report.h"
 #include "dist/reducer.h"
+#include "dist/rendezvous.h"
 #include "dist/store.h"
 #include "kernels/check.h"
 #include "kernels/device.h"
@@ -141,19 +143,15 @@ void Trainer::connect() {
   co.dtype = dtype_;
   co.deterministic = opt_.deterministic;
   co.cudnn_benchmark = opt_.cudnn_benchmark;
-  co.cuda_device = env_.local_rank;
   if (device_ == Device::cuda) {
     int count = 0;
     CUDA_CHECK(cudaGetDeviceCount(&count));
-    if (env_.local_rank >= count)
-      throw std::runtime_error("LOCAL_RANK=" + std::to_string(env_.local_rank) + " but this machine has " +
-                               std::to_string(count) + " CUDA device(s)");
+    co.cuda_device = cuda_device_for_rank(env_, count);
   }
   ctx_ = std::make_unique<Context>(co);
   memory_baseline_ = device_ == Device::cuda ? memory_in_use(device_) : 0;
   if (env_.is_distributed()) {
-    store_ = std::make_unique<TcpStore>(env_);
-    rendezvous(*store_, env_);
+    store_ = rendezvous(env_);
     CommunicatorOptions comm_options;
     comm_options.use_cuda = device_ == Device::cuda;
     comm_options.compute_stream = ctx_->stream;
@@ -162,19 +160,22 @@ void Trainer::connect() {
   }
 }
 
-// "cuda:3 NVIDIA H200 (sm_90, 139.8 GiB) on node-a", or "cpu on node-a".
-std::string this_rank_device(Device device, int local_rank) {
+// "cuda:3 NVIDIA H200 (sm_90, 139.8 GiB) on node-a", or "cpu on node-a"; in a job of several
+// processes also the address and interface its collectives use: "cpu on node-a, 10.0.0.1 (eth0)".
+std::string this_rank_device(Device device, int cuda_device, const DistEnv& env) {
   char host[256] = "";
   gethostname(host, sizeof host - 1);
   const std::string where = device == Device::cuda
-                                ? "cuda:" + std::to_string(local_rank) + " " + cuda_device_description(local_rank)
+                                ? "cuda:" + std::to_string(cuda_device) + " " + cuda_device_description(cuda_device)
                                 : std::string("cpu");
-  return where + " on " + host;
+  if (!env.is_distributed()) return where + " on " + host;
+  const NetworkInterface nic = device == Device::cuda ? nccl_interface(env) : gloo_interface(env);
+  return where + " on " + host + ", " + nic.address + " (" + nic.name + ")";
 }
 
 // Every rank says through the store where it runs; rank 0 collects the answers for the banner.
 void Trainer::gather_devices() {
-  const std::string mine = this_rank_device(device_, env_.local_rank);
+  const std::string mine = this_rank_device(device_, ctx_->options.cuda_device, env_);
   if (!store_) {
     rank_devices_ = {mine};
     return;
