@@ -22,6 +22,7 @@ struct EvalOptions {
   std::string data, checkpoint, device = "auto", precision;
   int batch_size = 256;
   int synthetic_train = 50000, synthetic_test = 10000;
+  double synthetic_difficulty = 1;
 };
 
 // Stem, width and classes of the ResNet-18 stored in `path`.
@@ -46,7 +47,7 @@ int run_eval(const EvalOptions& o) {
   ContextOptions co;
   co.device = resolve_device(o.device);
   co.dtype = resolve_precision(o.precision, co.device);
-  Datasets data = load_datasets(o.data, o.synthetic_train, o.synthetic_test);
+  Datasets data = load_datasets(o.data, o.synthetic_train, o.synthetic_test, o.synthetic_difficulty);
   Context ctx(co);
 
   ResNetConfig mc = config_from_checkpoint(o.checkpoint);
@@ -84,6 +85,8 @@ void add_eval_command(CLI::App& app, int& exit_code) {
       ->capture_default_str();
   cmd->add_option("--synthetic-test", o->synthetic_test, "Size of the synthetic default's test split")
       ->capture_default_str();
+  cmd->add_option("--synthetic-difficulty", o->synthetic_difficulty, "Difficulty of the synthetic default")
+      ->capture_default_str()->check(CLI::Range(0.0, 2.0));
   cmd->callback([o, &exit_code] { exit_code = run_eval(*o); });
 }
 

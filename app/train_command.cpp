@@ -15,6 +15,9 @@ void add_train_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--data", o.data, "CIFAR-10 binary folder or image folder (default: synthetic CIFAR-format data)");
   cmd->add_option("--synthetic-train", o.synthetic_train, "Training images of the synthetic default")->capture_default_str();
   cmd->add_option("--synthetic-test", o.synthetic_test, "Test images of the synthetic default")->capture_default_str();
+  cmd->add_option("--synthetic-difficulty", o.synthetic_difficulty,
+                  "Difficulty of the synthetic default: 0 clean shapes, 1 clutter, distractors and occlusion, up to 2")
+      ->capture_default_str()->check(CLI::Range(0.0, 2.0));
   cmd->add_option("--workers", o.workers, "Loader threads")->capture_default_str()->check(CLI::Range(1, 64));
 
   cmd->add_option("--stem", o.stem, "cifar (3x3 conv) or imagenet (torchvision's 7x7 conv + max-pool)")

@@ -13,6 +13,7 @@ struct TrainOptions {
   std::string data;                  // CIFAR-10 binary folder or image folder; empty: synthetic
   int synthetic_train = 50000;       // size of the synthetic dataset made when no --data
   int synthetic_test = 10000;
+  double synthetic_difficulty = 1;   // data/synthetic.h: 0 clean shapes .. 2
   int workers = 4;                   // loader threads (CPU loader)
   // model
   std::string stem = "cifar";        // cifar | imagenet

@@ -182,7 +182,7 @@ void Trainer::gather_devices() {
 }
 
 void Trainer::build_model() {
-  data_ = load_datasets(opt_.data, opt_.synthetic_train, opt_.synthetic_test);
+  data_ = load_datasets(opt_.data, opt_.synthetic_train, opt_.synthetic_test, opt_.synthetic_difficulty);
   const Dataset& train = data_.train;
   if (train.height != train.width)
     throw std::runtime_error(data_.source + ": images are " + std::to_string(train.height) + "x" +

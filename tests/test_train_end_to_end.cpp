@@ -16,11 +16,13 @@ namespace {
 using cutrain::test::Process;
 using cutrain::test::TempDir;
 
-// A synthetic dataset of `train` + `test` images in CIFAR-10 binary form under dir/data.
-std::string make_data(const TempDir& dir, int train = 1024, int test = 256) {
+// A synthetic dataset of `train` + `test` images in CIFAR-10 binary form under dir/data; at
+// difficulty 0, the clean shapes, which a small ResNet learns in a few epochs.
+std::string make_data(const TempDir& dir, int train = 1024, int test = 256,
+                      double difficulty = cutrain::kSyntheticDefaultDifficulty) {
   const std::string data = (dir.path() / "data").string();
-  cutrain::write_dataset(data, cutrain::DataFormat::cifar10, cutrain::make_synthetic(train, 0, true),
-                         cutrain::make_synthetic(test, 0, false));
+  cutrain::write_dataset(data, cutrain::DataFormat::cifar10, cutrain::make_synthetic(train, 0, true, difficulty),
+                         cutrain::make_synthetic(test, 0, false, difficulty));
   return data;
 }
 
@@ -55,9 +57,13 @@ void require_identical(const std::string& a, const std::string& b) {
 
 }  // namespace
 
+// The clean shapes (difficulty 0), on which this configuration measured 28%, 34%, 53% and 90% test
+// accuracy after epochs 1 to 4. (The default difficulty measured 17%, 23%, 23% and 34%: in 4 short
+// epochs, too close to chance to tell learning from luck; the README's quickstart shows it
+// learnable.)
 TEST_CASE("training learns: the loss falls and test accuracy beats chance by far", "[train]") {
   TempDir dir;
-  const std::string data = make_data(dir, 2048, 512);
+  const std::string data = make_data(dir, 2048, 512, 0.0);
   const std::string metrics = (dir.path() / "m.jsonl").string();
   auto r = cutrain::test::run(train_command(data, {"--epochs", "4", "--metrics", metrics, "--log-every", "16"}));
   INFO(r.output);
@@ -68,7 +74,7 @@ TEST_CASE("training learns: the loss falls and test accuracy beats chance by far
   const auto epochs = read_metrics(metrics, "epoch");
   REQUIRE(epochs.size() == 4);
   CHECK(steps.back()["loss"].get<double>() < 0.8 * steps.front()["loss"].get<double>());
-  CHECK(epochs.back()["test_acc"].get<double>() > 0.3);  // chance is 0.1
+  CHECK(epochs.back()["test_acc"].get<double>() > 0.5);  // chance is 0.1
   const auto summary = read_metrics(metrics, "summary");
   REQUIRE(summary.size() == 1);
   CHECK(summary[0]["final_test_acc"] == epochs.back()["test_acc"]);
