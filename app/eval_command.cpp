@@ -19,7 +19,7 @@ namespace cutrain {
 namespace {
 
 struct EvalOptions {
-  std::string data, checkpoint, device = "auto", precision;
+  std::string data, checkpoint, device = "auto", precision, tta = "none";
   int batch_size = 256;
   int synthetic_train = 50000, synthetic_test = 10000;
   double synthetic_difficulty = 1;
@@ -59,11 +59,11 @@ int run_eval(const EvalOptions& o) {
   ResNet18 model(ctx, mc);
   load_model(o.checkpoint, model);
 
-  Evaluator evaluator(model, data.test, nullptr, 0, 1);
+  Evaluator evaluator(model, data.test, nullptr, 0, 1, parse_tta(o.tta));
   const EvalResult r = evaluator.run();
-  std::printf("test accuracy: %.2f%% (%lld/%lld) of %s on %s\n", 100 * r.accuracy(),
+  std::printf("test accuracy: %.2f%% (%lld/%lld) of %s on %s%s\n", 100 * r.accuracy(),
               static_cast<long long>(r.correct), static_cast<long long>(r.total), o.checkpoint.c_str(),
-              data.source.c_str());
+              data.source.c_str(), o.tta == "flip" ? " (test-time augmentation: flip)" : "");
   for (const std::string& line : class_accuracy_lines(r, data.test.class_names)) std::printf("%s\n", line.c_str());
   return 0;
 }
@@ -79,6 +79,9 @@ void add_eval_command(CLI::App& app, int& exit_code) {
       ->check(CLI::IsMember({"auto", "cuda", "cpu"}));
   cmd->add_option("--precision", o->precision, "fp32 or bf16 (default: bf16 on a GPU)")
       ->check(CLI::IsMember({"fp32", "bf16"}));
+  cmd->add_option("--tta", o->tta, "Test-time augmentation: none, or flip (mean of the logits of the image and "
+                                   "its mirror)")
+      ->capture_default_str()->check(CLI::IsMember({"none", "flip"}));
   cmd->add_option("--batch-size", o->batch_size, "Images per forward pass")->capture_default_str()
       ->check(CLI::Range(1, 1 << 20));
   cmd->add_option("--synthetic-train", o->synthetic_train, "Size of the synthetic default's training split")

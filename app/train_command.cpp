@@ -55,6 +55,9 @@ void add_train_command(CLI::App& app, int& exit_code) {
 
   cmd->add_option("--eval-every", o.eval_every, "Evaluate on the test set every E epochs (0: never)")
       ->capture_default_str()->check(CLI::NonNegativeNumber);
+  cmd->add_option("--tta", o.tta, "Test-time augmentation of evaluation: none, or flip (mean of the logits of the "
+                                  "image and its mirror)")
+      ->capture_default_str()->check(CLI::IsMember({"none", "flip"}));
   cmd->add_option("--log-every", o.log_every, "Print a step line every N steps")->capture_default_str()
       ->check(CLI::Range(1, 1 << 30));
   cmd->add_option("--metrics", o.metrics, "Append JSON lines of metrics to this file");

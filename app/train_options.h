@@ -40,6 +40,7 @@ struct TrainOptions {
   std::string cuda_graphs = "on";    // on | off
   // evaluation, logging, checkpoints
   int eval_every = 1;                // epochs; 0: never
+  std::string tta = "none";          // test-time augmentation: none | flip
   int log_every = 25;                // steps
   std::string metrics;               // JSON lines file
   std::string save;                  // checkpoint folder

@@ -235,7 +235,8 @@ void Trainer::build_model() {
   lc.augment.seed = opt_.seed;
   lc.drop_last = true;
   feed_ = std::make_unique<BatchFeed>(train, lc, *model_);
-  evaluator_ = std::make_unique<Evaluator>(*model_, data_.test, comm_.get(), env_.rank, env_.world_size);
+  evaluator_ = std::make_unique<Evaluator>(*model_, data_.test, comm_.get(), env_.rank, env_.world_size,
+                                           parse_tta(opt_.tta));
   metrics_ = std::make_unique<StepMetrics>(*ctx_, opt_.log_every);
   std::function<bool(bool)> all_captured;
   if (comm_ && env_.is_distributed()) all_captured = [this](bool ok) { return !stop_agreed(!ok); };

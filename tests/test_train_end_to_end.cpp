@@ -170,6 +170,7 @@ TEST_CASE("bad input to train: one line naming what is wrong, non-zero exit", "[
       {data, {"--resume", (dir.path() / "missing.safetensors").string()}, "missing.safetensors"},
       {data, {"--precision", "bf16", "--device", "cpu"}, "--precision bf16 needs a GPU"},
       {data, {"--lr-schedule", "linear"}, "--lr-schedule"},
+      {data, {"--tta", "crop"}, "--tta"},
       {data, {"--local_rank=3"}, "LOCAL_RANK=3 is not below LOCAL_WORLD_SIZE=1"},  // the flag reaches LOCAL_RANK
   };
   for (const Case& c : cases) {
