@@ -55,6 +55,13 @@ void add_train_command(CLI::App& app, int& exit_code) {
 
   cmd->add_option("--eval-every", o.eval_every, "Evaluate on the test set every E epochs (0: never)")
       ->capture_default_str()->check(CLI::NonNegativeNumber);
+  cmd->add_option("--eval-every-steps", o.eval_every_steps,
+                  "Evaluate every N optimizer steps (and at the end) instead of every --eval-every epochs")
+      ->check(CLI::Range(int64_t(0), int64_t(1) << 40));
+  cmd->add_option("--target-accuracy", o.target_accuracy,
+                  "Stop at the first evaluation whose test accuracy reaches this fraction (e.g. 0.94) and report "
+                  "the training time it took (0: no target)")
+      ->check(CLI::Range(0.0, 1.0));
   cmd->add_option("--tta", o.tta, "Test-time augmentation of evaluation: none, or flip (mean of the logits of the "
                                   "image and its mirror)")
       ->capture_default_str()->check(CLI::IsMember({"none", "flip"}));

@@ -40,6 +40,8 @@ struct TrainOptions {
   std::string cuda_graphs = "on";    // on | off
   // evaluation, logging, checkpoints
   int eval_every = 1;                // epochs; 0: never
+  int64_t eval_every_steps = 0;      // steps, instead of eval_every; 0: by epochs
+  double target_accuracy = 0;        // stop at the first evaluation that reaches it; 0: no target
   std::string tta = "none";          // test-time augmentation: none | flip
   int log_every = 25;                // steps
   std::string metrics;               // JSON lines file
