@@ -19,6 +19,8 @@ for c in "${commands[@]}"; do
 done
 one_line_error "compare.sh --nproc 0" 2 bash "$repo/bench/compare.sh" --nproc 0
 one_line_error "compare.sh --nproc (no value)" 2 bash "$repo/bench/compare.sh" --nproc
+one_line_error "compare.sh --target-accuracy 94" 2 bash "$repo/bench/compare.sh" --target-accuracy 94
+one_line_error "compare.sh --tta crop" 2 bash "$repo/bench/compare.sh" --tta crop
 one_line_error "pytorch_reference.py --target-accuracy 94" 2 python3 "$repo/bench/pytorch_reference.py" --data x \
   --target-accuracy 94
 one_line_error "pytorch_reference.py --batch-size 0" 2 python3 "$repo/bench/pytorch_reference.py" --data x --batch-size 0
