@@ -108,12 +108,7 @@ def main(argv=None):
     p.add_argument("runs", nargs="+", metavar="NAME=FILE", help="one seed's run of a program (two names)")
     p.add_argument("--json", metavar="FILE", help="write the figures there too")
     args = p.parse_args(argv)
-    files = {}
-    for item in args.runs:
-        name, sep, path = item.partition("=")
-        if not sep or not name or not path:
-            p.error(f"{item}: expected NAME=FILE")
-        files.setdefault(name, []).append(path)
+    files = cli.named_files(p, args.runs)
     if len(files) != 2:
         p.error(f"expected runs of exactly two programs, got {len(files)}: {', '.join(files)}")
     try:

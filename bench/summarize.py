@@ -172,12 +172,7 @@ def main(argv=None):
     p.add_argument("--note", action="append", default=[], metavar="KEY=VALUE",
                    help="extra facts for results.json (e.g. gpu=NVIDIA H200)")
     args = p.parse_args(argv)
-    files = {}
-    for item in args.runs:
-        name, sep, path = item.partition("=")
-        if not sep or not name or not path:
-            p.error(f"{item}: expected NAME=FILE")
-        files.setdefault(name, []).append(path)
+    files = cli.named_files(p, args.runs)
     try:
         runs = {name: summarize_run(name, paths, args.warmup_steps) for name, paths in files.items()}
         parity = read_parity(args.parity) if args.parity else {}
