@@ -50,6 +50,9 @@ void add_train_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--bucket-cap-mb", o.bucket_cap_mb, "Gradient bucket size, MiB (0: one all-reduce per parameter)")
       ->capture_default_str()->check(CLI::NonNegativeNumber);
   cmd->add_flag("--sync-bn", o.sync_bn, "Synchronise batch norm statistics across ranks (SyncBatchNorm)");
+  cmd->add_option("--collective-timeout", o.collective_timeout_s,
+                  "Seconds a collective (Gloo or NCCL) may wait for the other ranks before the run fails")
+      ->capture_default_str()->check(CLI::Range(1, 86400));
   cmd->add_option("--cuda-graphs", o.cuda_graphs, "Replay each training step as a CUDA graph: on or off")
       ->capture_default_str()->check(CLI::IsMember({"on", "off"}));
 

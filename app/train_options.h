@@ -38,6 +38,7 @@ struct TrainOptions {
   double bucket_cap_mb = 25;
   bool sync_bn = false;
   std::string cuda_graphs = "on";    // on | off
+  int collective_timeout_s = 600;    // a collective waiting longer for the other ranks fails
   // evaluation, logging, checkpoints
   int eval_every = 1;                // epochs; 0: never
   int64_t eval_every_steps = 0;      // steps, instead of eval_every; 0: by epochs

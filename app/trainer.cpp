@@ -26,6 +26,7 @@
 #include "data/sampler.h"
 #include "dist/communicator.h"
 #include "dist/env.h"
+#include "dist/progress_report.h"
 #include "dist/reducer.h"
 #include "dist/store.h"
 #include "kernels/check.h"
@@ -84,6 +85,7 @@ class Trainer {
   DistEnv env_;
   Device device_;
   DType dtype_;
+  ProgressReport progress_;  // heartbeats to cutrun, from the start to the very end
   Datasets data_;
   std::unique_ptr<Context> ctx_;
   std::unique_ptr<TcpStore> store_;
@@ -123,7 +125,8 @@ Trainer::Trainer(const TrainOptions& options)
     : opt_(options),
       env_(dist_env_from_environment()),
       device_(resolve_device(options.device)),
-      dtype_(resolve_precision(options.precision, device_)) {
+      dtype_(resolve_precision(options.precision, device_)),
+      progress_(env_.rank) {
   log_ = std::make_unique<RunLog>(env_.is_main(), opt_.metrics);
   state_.seed = opt_.seed;
   state_.world_size = env_.world_size;
@@ -157,6 +160,7 @@ void Trainer::connect() {
     CommunicatorOptions comm_options;
     comm_options.use_cuda = device_ == Device::cuda;
     comm_options.compute_stream = ctx_->stream;
+    comm_options.timeout = std::chrono::seconds(opt_.collective_timeout_s);
     comm_ = make_communicator(env_, *store_, comm_options);
   }
 }
@@ -473,6 +477,7 @@ int Trainer::run() {
       clock_.resume();
       train_step();
       ++state_.global_step;
+      progress_.set_step(state_.global_step);
       state_.batch = b + 1;
       const bool at_limit = opt_.max_steps > 0 && state_.global_step >= opt_.max_steps;
       const bool log_now = metrics_->full() || b + 1 == steps_per_epoch_ || at_limit;

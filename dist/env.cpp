@@ -35,6 +35,7 @@ DistEnv dist_env_from_environment(std::optional<int> local_rank_flag) {
   env.master_addr = env_string("MASTER_ADDR", env.master_addr);
   env.master_port = env_int("MASTER_PORT", env.master_port);
   env.run_id = env_string("CUTRAIN_RUN_ID", env.run_id);
+  env.store_bind = env_string("CUTRAIN_STORE_BIND", "");
 
   if (env.world_size < 1) throw std::runtime_error("WORLD_SIZE=0: a job needs at least one process");
   if (env.rank >= env.world_size)

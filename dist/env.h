@@ -1,6 +1,7 @@
 // env.h: who am I in the job? Read from torchrun's environment variables, which cutrun sets:
 //   RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, GROUP_RANK, MASTER_ADDR, MASTER_PORT
-// plus CUTRAIN_RUN_ID, the launcher's id for this run (keeps two runs on one port apart).
+// plus CUTRAIN_RUN_ID, the launcher's id for this run (keeps two runs on one port apart), and
+// CUTRAIN_STORE_BIND, where rank 0's store listens when not at MASTER_ADDR.
 // With none of them set, the process is a world of one. `--local_rank N` on the command line
 // (torch.distributed.launch's old way) overrides LOCAL_RANK.
 #pragma once
@@ -19,6 +20,7 @@ struct DistEnv {
   std::string master_addr = "127.0.0.1";
   int master_port = 29500;
   std::string run_id = "default";
+  std::string store_bind;  // empty: MASTER_ADDR
 
   bool is_distributed() const { return world_size > 1; }
   bool is_main() const { return rank == 0; }

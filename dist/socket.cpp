@@ -19,21 +19,8 @@
 namespace cutrain {
 namespace {
 
-// Frames larger than this are not ours (the largest value we store is a few KiB).
-constexpr uint32_t kMaxFrameBytes = 64u << 20;
-
 std::runtime_error system_error(const std::string& what) {
   return std::runtime_error(what + ": " + std::strerror(errno));
-}
-
-void put_u32(std::string& out, uint32_t value) {
-  for (int i = 0; i < 4; ++i) out.push_back(char((value >> (8 * i)) & 0xff));
-}
-
-uint32_t get_u32(const std::string& in, size_t at) {
-  uint32_t value = 0;
-  for (int i = 0; i < 4; ++i) value |= uint32_t(uint8_t(in[at + i])) << (8 * i);
-  return value;
 }
 
 int milliseconds_until(Clock::time_point deadline) {
@@ -44,10 +31,11 @@ int milliseconds_until(Clock::time_point deadline) {
 using AddressList = std::unique_ptr<addrinfo, decltype(&::freeaddrinfo)>;
 
 // The addresses of host:port (MASTER_ADDR's), or a one-line error naming the host.
-AddressList resolve(const std::string& host, int port, int family, int socket_type) {
+AddressList resolve(const std::string& host, int port, int family, int socket_type, int flags = 0) {
   addrinfo hints{};
   hints.ai_family = family;
   hints.ai_socktype = socket_type;
+  hints.ai_flags = flags | AI_NUMERICSERV;
   addrinfo* found = nullptr;
   int status = ::getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &found);
   if (status != 0) throw std::runtime_error("MASTER_ADDR " + host + ": " + ::gai_strerror(status));
@@ -56,39 +44,58 @@ AddressList resolve(const std::string& host, int port, int family, int socket_ty
 
 }  // namespace
 
-int listen_tcp(const std::string& host, int port, bool loopback_only) {
-  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) throw system_error("socket");
-  int one = 1;
-  // Lets a new job reuse a port whose last connections are still in TIME_WAIT; a port some
-  // process listens on stays refused.
-  ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_port = htons(uint16_t(port));
-  address.sin_addr.s_addr = htonl(loopback_only ? INADDR_LOOPBACK : INADDR_ANY);
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0) {
-    int error = errno;
+int listen_tcp(const std::string& host, int port) {
+  AddressList addresses = resolve(host, port, AF_UNSPEC, SOCK_STREAM, AI_PASSIVE);
+  int error = EADDRNOTAVAIL;
+  for (addrinfo* a = addresses.get(); a != nullptr; a = a->ai_next) {
+    int fd = ::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
+    if (fd < 0) {
+      error = errno;
+      continue;
+    }
+    int one = 1;
+    // Lets a new job reuse a port whose last connections are still in TIME_WAIT; a port some
+    // process listens on stays refused.
+    ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (::bind(fd, a->ai_addr, a->ai_addrlen) == 0 && ::listen(fd, 128) == 0) return fd;
+    error = errno;
     ::close(fd);
-    if (error == EADDRINUSE)
-      throw std::runtime_error(
-          "MASTER_PORT " + std::to_string(port) + " on " + host +
-          " is in use (another job?): choose another with --master-port, or use cutrun --standalone");
-    errno = error;
-    throw system_error("binding MASTER_PORT " + std::to_string(port) + " on " + host);
   }
-  if (::listen(fd, 128) != 0) {
-    ::close(fd);
-    throw system_error("listen on port " + std::to_string(port));
-  }
-  return fd;
+  if (error == EADDRINUSE)
+    throw std::runtime_error(
+        "MASTER_PORT " + std::to_string(port) + " on " + host +
+        " is in use (another job?): choose another with --master-port, or use cutrun --standalone");
+  if (error == EADDRNOTAVAIL)
+    throw std::runtime_error("the store cannot listen on " + host +
+                             ": it is not an address of this machine (rank 0 serves the store at MASTER_ADDR, "
+                             "or at cutrun --store-bind)");
+  errno = error;
+  throw system_error("listening on " + host_port(host, port));
 }
 
 int socket_port(int fd) {
-  sockaddr_in address{};
+  sockaddr_storage address{};
   socklen_t length = sizeof address;
   if (::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) != 0) throw system_error("getsockname");
-  return ntohs(address.sin_port);
+  if (address.ss_family == AF_INET6) return ntohs(reinterpret_cast<sockaddr_in6*>(&address)->sin6_port);
+  return ntohs(reinterpret_cast<sockaddr_in*>(&address)->sin_port);
+}
+
+bool listens_on_loopback(int fd) {
+  sockaddr_storage address{};
+  socklen_t length = sizeof address;
+  if (::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) != 0) throw system_error("getsockname");
+  if (address.ss_family == AF_INET6) {
+    const in6_addr& ip = reinterpret_cast<sockaddr_in6*>(&address)->sin6_addr;
+    if (IN6_IS_ADDR_LOOPBACK(&ip)) return true;
+    return IN6_IS_ADDR_V4MAPPED(&ip) && ip.s6_addr[12] == 127;
+  }
+  return (ntohl(reinterpret_cast<sockaddr_in*>(&address)->sin_addr.s_addr) >> 24) == 127;
+}
+
+std::string host_port(const std::string& host, int port) {
+  const bool ipv6 = host.find(':') != std::string::npos;
+  return (ipv6 ? "[" + host + "]" : host) + ":" + std::to_string(port);
 }
 
 int connect_tcp(const std::string& host, int port, Clock::time_point deadline) {
@@ -110,7 +117,7 @@ int connect_tcp(const std::string& host, int port, Clock::time_point deadline) {
       ::close(fd);
     }
     if (Clock::now() + backoff > deadline)
-      throw std::runtime_error("could not reach the store of rank 0 at " + host + ":" + std::to_string(port) + " (" +
+      throw std::runtime_error("could not reach the store of rank 0 at " + host_port(host, port) + " (" +
                                last_error + "): did rank 0 start?");
     std::this_thread::sleep_for(backoff);
     backoff = std::min(backoff * 2, std::chrono::milliseconds(1000));
@@ -118,50 +125,21 @@ int connect_tcp(const std::string& host, int port, Clock::time_point deadline) {
 }
 
 std::string local_address_toward(const std::string& host, int port) {
-  AddressList address = resolve(host, port, AF_INET, SOCK_DGRAM);
+  AddressList address = resolve(host, port, AF_UNSPEC, SOCK_DGRAM);
   // Connecting a UDP socket only picks the route; getsockname then tells its local end.
-  int fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  int fd = ::socket(address->ai_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
   if (fd < 0) throw system_error("socket");
-  sockaddr_in local{};
+  sockaddr_storage local{};
   socklen_t length = sizeof local;
   bool ok = ::connect(fd, address->ai_addr, address->ai_addrlen) == 0 &&
             ::getsockname(fd, reinterpret_cast<sockaddr*>(&local), &length) == 0;
   ::close(fd);
   if (!ok) throw system_error("finding the interface that reaches MASTER_ADDR " + host);
-  char text[INET_ADDRSTRLEN];
-  ::inet_ntop(AF_INET, &local.sin_addr, text, sizeof text);
+  char text[INET6_ADDRSTRLEN] = "";
+  const void* ip = local.ss_family == AF_INET6 ? static_cast<const void*>(&reinterpret_cast<sockaddr_in6*>(&local)->sin6_addr)
+                                               : static_cast<const void*>(&reinterpret_cast<sockaddr_in*>(&local)->sin_addr);
+  ::inet_ntop(local.ss_family, ip, text, sizeof text);
   return text;
-}
-
-std::string encode_frame(const Fields& fields) {
-  std::string body;
-  for (const std::string& field : fields) {
-    put_u32(body, uint32_t(field.size()));
-    body += field;
-  }
-  std::string frame;
-  put_u32(frame, uint32_t(body.size()));
-  return frame + body;
-}
-
-std::optional<Fields> pop_frame(std::string& buffer) {
-  if (buffer.size() < 4) return std::nullopt;
-  uint32_t length = get_u32(buffer, 0);
-  if (length > kMaxFrameBytes)
-    throw std::runtime_error("store: a message of " + std::to_string(length) + " bytes is not a store message");
-  if (buffer.size() < 4 + size_t(length)) return std::nullopt;
-  Fields fields;
-  size_t at = 4, end = 4 + size_t(length);
-  while (at < end) {
-    if (end - at < 4) throw std::runtime_error("store: malformed message (truncated field length)");
-    uint32_t field_length = get_u32(buffer, at);
-    at += 4;
-    if (field_length > end - at) throw std::runtime_error("store: malformed message (field overruns it)");
-    fields.push_back(buffer.substr(at, field_length));
-    at += field_length;
-  }
-  buffer.erase(0, end);
-  return fields;
 }
 
 void send_all(int fd, const std::string& bytes) {

@@ -1,40 +1,36 @@
-// socket.h: the few TCP calls the store needs, with deadlines and one-line errors.
-//
-// A message on the wire is a frame of fields, every length a little-endian uint32:
-//   [frame length][field 0 length][field 0 bytes][field 1 length][field 1 bytes]...
-// The store's requests and replies are such frames (dist/store_server.h lists them).
+// socket.h: the few TCP calls the store needs, IPv4 or IPv6, with deadlines and one-line errors.
+// The store's messages are frames of fields (dist/store_protocol.h).
 #pragma once
 
 #include <chrono>
-#include <optional>
 #include <string>
-#include <vector>
+
+#include "dist/store_protocol.h"
 
 namespace cutrain {
 
-using Clock = std::chrono::steady_clock;
-using Fields = std::vector<std::string>;
-
-// A listening IPv4 socket on all interfaces (or only loopback when `loopback_only`) at `port`
-// (0: any free port). A port in use throws "MASTER_PORT 29500 on <host> is in use ...".
-int listen_tcp(const std::string& host, int port, bool loopback_only);
+// A listening socket on `host`'s address (a name or a literal: "127.0.0.1", "::1", "node0", or
+// "0.0.0.0" for every interface) at `port` (0: any free port). A port in use throws
+// "MASTER_PORT 29500 on <host> is in use ..."; an address of another machine says so.
+int listen_tcp(const std::string& host, int port);
 
 // The port a bound socket listens on.
 int socket_port(int fd);
+
+// Whether a bound socket listens on a loopback address (127.0.0.0/8 or ::1), which other
+// machines cannot reach.
+bool listens_on_loopback(int fd);
+
+// "127.0.0.1:29500", or "[::1]:29500" for an IPv6 address: host and port for messages.
+std::string host_port(const std::string& host, int port);
 
 // Connects to host:port, retrying while nobody listens yet, until `deadline`; then throws naming
 // the address. Unknown hosts throw at once.
 int connect_tcp(const std::string& host, int port, Clock::time_point deadline);
 
-// The IP address of this machine's interface that routes to host:port ("127.0.0.1" for loopback),
-// for Gloo to listen on. Sends nothing.
+// The IP address of this machine's interface that routes to host:port ("127.0.0.1" or "::1" for
+// loopback), for Gloo to listen on. Sends nothing.
 std::string local_address_toward(const std::string& host, int port);
-
-std::string encode_frame(const Fields& fields);
-
-// Removes and returns the first complete frame at the front of `buffer`, if there is one. Throws on
-// a frame that cannot be one of ours (too large, fields overrunning it).
-std::optional<Fields> pop_frame(std::string& buffer);
 
 void send_all(int fd, const std::string& bytes);
 

@@ -5,6 +5,7 @@
 #include <stdexcept>
 
 #include "dist/socket.h"
+#include "dist/store_protocol.h"
 #include "dist/store_server.h"
 
 namespace cutrain {
@@ -24,12 +25,19 @@ TcpStore::TcpStore(const DistEnv& env, std::chrono::milliseconds timeout) : run_
     port = 0;
   }
   if (env.rank == 0) {
-    server_ = std::make_unique<StoreServer>(host, port, /*loopback_only=*/env.world_size == 1, run_id_, env.world_size);
+    // The store listens where the ranks reach it and nowhere else: at MASTER_ADDR (loopback for one
+    // node under cutrun), or where CUTRAIN_STORE_BIND (cutrun --store-bind) says.
+    const bool bind_elsewhere = env.world_size > 1 && !env.store_bind.empty();
+    server_ = std::make_unique<StoreServer>(bind_elsewhere ? env.store_bind : host, port, run_id_, env.world_size);
+    if (!bind_elsewhere && env.world_size > env.local_world_size && server_->on_loopback())
+      throw std::runtime_error("MASTER_ADDR " + host +
+                               " is a loopback address here, which the other nodes cannot reach: give cutrun "
+                               "--master-addr an address of this machine on their network (or --store-bind)");
     port = server_->port();
   }
   port_ = port;
-  address_ = host + ":" + std::to_string(port);
-  socket_ = connect_tcp(host, port, Clock::now() + timeout_);
+  address_ = host_port(host, port);
+  socket_ = connect_tcp(host, port, deadline_after(Clock::now(), timeout_));
   try {
     request("join", {std::to_string(env.rank), std::to_string(env.world_size)}, timeout_);
   } catch (...) {
@@ -43,12 +51,14 @@ TcpStore::~TcpStore() {
 }
 
 std::vector<std::string> TcpStore::request(const std::string& op, const std::vector<std::string>& args,
-                                           std::chrono::milliseconds reply_within) {
+                                           std::chrono::milliseconds server_timeout) {
   Fields request{op, run_id_};
   request.insert(request.end(), args.begin(), args.end());
+  const std::string frame = encode_frame(request);
   std::lock_guard<std::mutex> lock(mutex_);
-  send_all(socket_, encode_frame(request));
-  Fields reply = receive_frame(socket_, Clock::now() + reply_within, "the store at " + address_);
+  send_all(socket_, frame);
+  const Clock::time_point deadline = deadline_after(deadline_after(Clock::now(), server_timeout), kReplyGrace);
+  Fields reply = receive_frame(socket_, deadline, "the store at " + address_);
   if (reply.empty()) throw std::runtime_error("store at " + address_ + ": empty reply");
   if (reply[0] == "error")
     throw std::runtime_error("store at " + address_ + ": " + (reply.size() > 1 ? reply[1] : "refused"));
@@ -62,7 +72,7 @@ void TcpStore::set(const std::string& key, const std::vector<char>& value) {
 std::vector<char> TcpStore::get(const std::string& key) { return get(key, timeout_); }
 
 std::vector<char> TcpStore::get(const std::string& key, std::chrono::milliseconds timeout) {
-  Fields reply = request("get", {std::to_string(timeout.count()), key}, timeout + kReplyGrace);
+  Fields reply = request("get", {std::to_string(timeout.count()), key}, timeout);
   if (reply[0] == "closed")
     throw std::runtime_error("store: key '" + key + "' was not set before rank 0's store closed");
   if (reply[0] != "ok" || reply.size() != 2)
@@ -78,7 +88,7 @@ int64_t TcpStore::add(const std::string& key, int64_t delta) {
 std::vector<std::string> TcpStore::wait_for(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) {
   Fields args{std::to_string(timeout.count())};
   args.insert(args.end(), keys.begin(), keys.end());
-  Fields reply = request("wait", args, timeout + kReplyGrace);
+  Fields reply = request("wait", args, timeout);
   return Fields(reply.begin() + 1, reply.end());
 }
 

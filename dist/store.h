@@ -14,8 +14,12 @@
 //   never polls and never sleeps a fixed time. Only connecting retries, until the timeout, since
 //   rank 0 may start after the others.
 // - Every request carries the launcher's run id (CUTRAIN_RUN_ID); the server refuses requests of
-//   another run, so a leftover process from an earlier job cannot join this one. A client that
-//   joins with another WORLD_SIZE, or a rank that joins twice, is refused too.
+//   another run without naming either id, so a leftover process from an earlier job cannot join
+//   this one, and the id cutrun draws at random serves as the job's secret. A connection must
+//   join (run id, WORLD_SIZE, a new RANK below it) before anything else. dist/store_state.h has
+//   the rules, dist/store_server.h how one client is kept from stalling the others.
+// - The server listens at MASTER_ADDR only (cutrun --standalone: loopback), or at
+//   CUTRAIN_STORE_BIND (cutrun --store-bind) when set; IPv4 or IPv6.
 // - Errors are one line naming what is wrong: the port in use, the key that never came, the ranks
 //   that never arrived.
 // - A job of one process (WORLD_SIZE=1) serves its store on a free loopback port: nobody else has to
@@ -67,15 +71,16 @@ class TcpStore {
   void wait(const std::vector<std::string>& keys);
 
   std::chrono::milliseconds timeout() const { return timeout_; }
-  // "127.0.0.1:29500": where the server listens, for messages.
+  // "127.0.0.1:29500" or "[::1]:29500": where the server listens, for messages.
   const std::string& address() const { return address_; }
   // The server's port: MASTER_PORT, or the free port chosen when that was 0 (or the world is one).
   int port() const { return port_; }
 
  private:
-  // Sends one request and returns the reply's fields; throws on a refused request or a lost server.
+  // Sends one request and returns the reply's fields; throws on a refused request, or when no reply
+  // came within the server's timeout for it and a grace.
   std::vector<std::string> request(const std::string& op, const std::vector<std::string>& args,
-                                   std::chrono::milliseconds reply_within);
+                                   std::chrono::milliseconds server_timeout);
 
   std::unique_ptr<StoreServer> server_;  // rank 0 only
   std::string run_id_;

@@ -7,166 +7,255 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <charconv>
 #include <climits>
 #include <cstdio>
 #include <map>
-#include <optional>
-#include <set>
 #include <stdexcept>
 #include <vector>
 
 #include "dist/socket.h"
+#include "dist/store_state.h"
 
 namespace cutrain {
 namespace {
 
+constexpr size_t kReadChunk = 64 * 1024;
+// A join is a few dozen bytes: a connection that has not joined may not send more than this.
+constexpr size_t kMaxBytesBeforeJoin = 4096;
+constexpr int kAcceptsPerWake = 64;
+// Out of file descriptors: stop accepting for this long rather than spin on a listener that
+// stays readable.
+constexpr auto kAcceptPause = std::chrono::milliseconds(100);
+
 struct Connection {
   int fd = -1;
-  std::string input;  // bytes received, not yet a whole frame
+  Clock::time_point accepted;
+  std::string input;  // the next request's bytes, as they have arrived
+  Clock::time_point input_since;
+  std::string output;  // reply bytes the socket has not taken yet
+  Clock::time_point output_since;
+  bool parked = false;  // its get or wait waits in StoreState
+  bool closed = false;
+
+  // One request at a time: read on only when the last one is answered and its reply sent.
+  bool wants_input() const { return !closed && !parked && output.empty(); }
 };
 
-// A get or wait parked until its keys exist or its deadline passes.
-struct Waiter {
-  int fd = -1;
-  std::vector<std::string> keys;
-  Clock::time_point deadline;
-  bool wants_value = false;  // a get: answer with the value of keys[0]
-};
-
-int64_t parse_int(const std::string& text, const char* what) {
-  int64_t value = 0;
-  auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (error != std::errc() || end != text.data() + text.size())
-    throw std::invalid_argument(std::string("malformed request: ") + what + " '" + text + "' is not an integer");
-  return value;
-}
-
-// The store's data and the rules of each op; serve() does the sockets.
-class StoreState {
+// serve()'s state: the listener, the connections (by id, so oldest first) and the store.
+class ServeLoop {
  public:
-  StoreState(std::string run_id, int world_size) : run_id_(std::move(run_id)), world_size_(world_size) {}
+  ServeLoop(int listen_socket, const std::string& run_id, int world_size, const StoreLimits& limits)
+      : listen_socket_(listen_socket), state_(run_id, world_size), limits_(limits),
+        max_connections_(size_t(world_size) + size_t(std::max(limits.spare_connections, 1))) {}
 
-  // Handles one request from `fd`: returns the reply, or nothing when the request was parked.
-  std::optional<Fields> handle(int fd, const Fields& request) {
-    if (request.size() < 2) return Fields{"error", "malformed request"};
-    const std::string& op = request[0];
-    if (request[1] != run_id_)
-      return Fields{"error", "this store belongs to run '" + run_id_ + "', not to run '" + request[1] +
-                                 "' (another job on the same MASTER_PORT?)"};
-    Fields args(request.begin() + 2, request.end());
-    if (op == "join" && args.size() == 2)
-      return join(int(parse_int(args[0], "rank")), int(parse_int(args[1], "world size")));
-    if (op == "set" && args.size() == 2) {
-      data_[args[0]] = args[1];
-      return Fields{"ok"};
+  // Serves until `stop_fd` is readable.
+  void run(int stop_fd) {
+    for (;;) {
+      // Slot 0: the stop pipe; slot 1: new connections; then one per client, in id order.
+      const Clock::time_point now = Clock::now();
+      const bool accepting = now >= accept_paused_until_;
+      std::vector<pollfd> polled{{stop_fd, POLLIN, 0}, {listen_socket_, short(accepting ? POLLIN : 0), 0}};
+      std::vector<int64_t> ids;
+      for (const auto& [id, c] : connections_) {
+        // POLLRDHUP: a client that went away is noticed even while its request is parked.
+        short events = short(POLLRDHUP | (c.wants_input() ? POLLIN : 0) | (c.output.empty() ? 0 : POLLOUT));
+        polled.push_back({c.fd, events, 0});
+        ids.push_back(id);
+      }
+      if (::poll(polled.data(), polled.size(), poll_timeout(now)) < 0 && errno != EINTR) std::perror("store: poll");
+      if (polled[0].revents != 0) break;
+
+      if (polled[1].revents & POLLIN) accept_new();
+      for (size_t i = 0; i < ids.size(); ++i) {
+        const short revents = polled[i + 2].revents;
+        auto it = connections_.find(ids[i]);  // accept_new() may have closed it to make room
+        if (revents == 0 || it == connections_.end()) continue;
+        Connection& c = it->second;
+        if (revents & (POLLRDHUP | POLLHUP | POLLERR)) {
+          close(ids[i], c);  // our clients never half-close: the client is gone
+          continue;
+        }
+        if (revents & POLLOUT) flush(c);
+        if (revents & POLLIN) receive(ids[i], c);
+        serve_requests(ids[i], c);
+      }
+      for (auto& [id, reply] : state_.due_replies(Clock::now())) {
+        Connection& c = connections_.at(id);
+        c.parked = false;
+        send(c, reply);
+        serve_requests(id, c);  // a request that came in behind the parked one
+      }
+      enforce_time_limits(Clock::now());
+      remove_closed();
     }
-    if (op == "add" && args.size() == 2) {
-      auto it = data_.find(args[0]);
-      int64_t value = (it == data_.end() ? 0 : parse_int(it->second, "counter")) + parse_int(args[1], "delta");
-      data_[args[0]] = std::to_string(value);
-      return Fields{"ok", std::to_string(value)};
-    }
-    if ((op == "get" && args.size() == 2) || (op == "wait" && args.size() >= 2)) {
-      auto timeout = std::chrono::milliseconds(parse_int(args[0], "timeout"));
-      Waiter waiter{fd, Fields(args.begin() + 1, args.end()), Clock::now() + timeout, op == "get"};
-      if (missing(waiter.keys).empty()) return answer(waiter);
-      waiters_.push_back(std::move(waiter));
-      return std::nullopt;
-    }
-    return Fields{"error", "malformed request '" + op + "'"};
+    shut_down();
   }
 
-  // Replies owed after a set or add (waiters now complete) or at a deadline (waiters timed out).
-  std::vector<std::pair<int, Fields>> due_replies(Clock::time_point now) {
-    std::vector<std::pair<int, Fields>> replies;
-    std::erase_if(waiters_, [&](const Waiter& w) {
-      std::vector<std::string> absent = missing(w.keys);
-      if (absent.empty()) {
-        replies.emplace_back(w.fd, answer(w));
+ private:
+  void accept_new() {
+    for (int i = 0; i < kAcceptsPerWake; ++i) {
+      int fd = ::accept4(listen_socket_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+      if (fd < 0) {
+        if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM)
+          accept_paused_until_ = Clock::now() + kAcceptPause;
+        return;
+      }
+      if (connections_.size() >= max_connections_ && !make_room()) {
+        ::close(fd);
+        continue;
+      }
+      Connection c;
+      c.fd = fd;
+      c.accepted = Clock::now();
+      connections_.emplace(next_id_++, std::move(c));
+    }
+  }
+
+  // Closes the oldest connection that has not joined; false when every one has.
+  bool make_room() {
+    for (auto& [id, c] : connections_) {
+      if (!state_.joined(id)) {
+        close(id, c);
+        remove_closed();
         return true;
       }
-      if (now >= w.deadline) {
-        absent.insert(absent.begin(), "timeout");
-        replies.emplace_back(w.fd, absent);
-        return true;
+    }
+    return false;
+  }
+
+  void receive(int64_t id, Connection& c) {
+    if (!c.wants_input()) return;
+    char chunk[kReadChunk];
+    ssize_t n = ::recv(c.fd, chunk, sizeof chunk, 0);
+    if (n < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK)) return;
+    if (n <= 0) {
+      c.closed = true;  // the client is gone (or its socket failed)
+      return;
+    }
+    if (c.input.empty()) c.input_since = Clock::now();
+    c.input.append(chunk, size_t(n));
+    if (!state_.joined(id) && c.input.size() > kMaxBytesBeforeJoin) {
+      send(c, {"error", "too many bytes before a join"});
+      close(id, c);
+    }
+  }
+
+  // Answers the requests waiting in the connection's input, one at a time (see wants_input()).
+  void serve_requests(int64_t id, Connection& c) {
+    while (c.wants_input()) {
+      StoreState::Outcome outcome;
+      try {
+        std::optional<Fields> frame = pop_frame(c.input);
+        if (!frame) break;
+        if (!c.input.empty()) c.input_since = Clock::now();  // the next request began already
+        outcome = state_.handle(id, parse_request(*frame), Clock::now());
+      } catch (const ProtocolError& e) {
+        outcome = {Fields{"error", e.what()}, true};
       }
-      return false;
+      if (!outcome.reply) {
+        c.parked = true;
+        break;
+      }
+      send(c, *outcome.reply);
+      if (outcome.drop) close(id, c);
+    }
+  }
+
+  // Queues a reply and sends what the socket takes now.
+  void send(Connection& c, const Fields& reply) {
+    if (c.closed) return;
+    if (c.output.empty()) c.output_since = Clock::now();
+    try {
+      c.output += encode_frame(reply);
+    } catch (const ProtocolError&) {
+      c.output += encode_frame({"error", "the reply would be over the message limit"});
+    }
+    flush(c);
+  }
+
+  void flush(Connection& c) {
+    while (!c.output.empty()) {
+      ssize_t n = ::send(c.fd, c.output.data(), c.output.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
+      if (n <= 0) {
+        c.closed = true;
+        c.output.clear();
+        return;
+      }
+      c.output.erase(0, size_t(n));
+    }
+  }
+
+  void close(int64_t id, Connection& c) {
+    state_.forget(id);
+    c.closed = true;
+  }
+
+  // A connection that is too slow to join, to send a whole request or to take its reply is closed.
+  Clock::time_point deadline(int64_t id, const Connection& c) const {
+    Clock::time_point at = Clock::time_point::max();
+    if (!state_.joined(id)) at = std::min(at, c.accepted + limits_.join_within);
+    if (!c.input.empty() && !c.parked) at = std::min(at, c.input_since + limits_.request_within);
+    if (!c.output.empty()) at = std::min(at, c.output_since + limits_.reply_within);
+    return at;
+  }
+
+  void enforce_time_limits(Clock::time_point now) {
+    for (auto& [id, c] : connections_)
+      if (!c.closed && now >= deadline(id, c)) close(id, c);
+  }
+
+  void remove_closed() {
+    std::erase_if(connections_, [this](auto& entry) {
+      auto& [id, c] = entry;
+      if (!c.closed) return false;
+      state_.forget(id);
+      ::close(c.fd);
+      return true;
     });
-    return replies;
   }
 
-  // At shutdown: every parked waiter hears "closed" with its missing keys, so the other ranks learn
-  // what never came (say, a rank that never arrived) instead of just a dropped connection.
-  std::vector<std::pair<int, Fields>> close_replies() {
-    std::vector<std::pair<int, Fields>> replies;
-    for (const Waiter& w : waiters_) {
-      Fields fields = missing(w.keys);
-      fields.insert(fields.begin(), "closed");
-      replies.emplace_back(w.fd, fields);
-    }
-    waiters_.clear();
-    return replies;
-  }
-
-  void forget(int fd) {
-    std::erase_if(waiters_, [fd](const Waiter& w) { return w.fd == fd; });
-  }
-
-  // Milliseconds until the next waiter's deadline, or -1 (poll's "forever") when none waits.
+  // Milliseconds until the next deadline (a parked request's, a time limit, the end of an accept
+  // pause), or -1, poll's "forever".
   int poll_timeout(Clock::time_point now) const {
-    if (waiters_.empty()) return -1;
-    auto next = std::min_element(waiters_.begin(), waiters_.end(), [](const Waiter& a, const Waiter& b) {
-                  return a.deadline < b.deadline;
-                })->deadline;
+    Clock::time_point next = state_.next_deadline().value_or(Clock::time_point::max());
+    for (const auto& [id, c] : connections_) next = std::min(next, deadline(id, c));
+    if (now < accept_paused_until_) next = std::min(next, accept_paused_until_);
+    if (next == Clock::time_point::max()) return -1;
     auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(next - now).count() + 1;
     return int(std::clamp<long long>(ms, 0, INT_MAX));
   }
 
- private:
-  Fields join(int rank, int world_size) {
-    if (world_size != world_size_)
-      return {"error", "rank " + std::to_string(rank) + " has WORLD_SIZE=" + std::to_string(world_size) +
-                           " but rank 0 has WORLD_SIZE=" + std::to_string(world_size_)};
-    if (rank < 0 || rank >= world_size_)
-      return {"error", "RANK=" + std::to_string(rank) + " is outside WORLD_SIZE=" + std::to_string(world_size_)};
-    if (!joined_.insert(rank).second) return {"error", "rank " + std::to_string(rank) + " joined twice"};
-    return {"ok"};
+  // Parked requests hear "closed", as far as their sockets take it now; then every connection is
+  // shut down, so no client can keep the server (and rank 0's exit) waiting.
+  void shut_down() {
+    for (auto& [id, reply] : state_.close_replies()) send(connections_.at(id), reply);
+    for (auto& [id, c] : connections_) {
+      ::shutdown(c.fd, SHUT_RDWR);
+      ::close(c.fd);
+    }
+    connections_.clear();
   }
 
-  std::vector<std::string> missing(const std::vector<std::string>& keys) const {
-    std::vector<std::string> absent;
-    for (const std::string& key : keys)
-      if (!data_.contains(key)) absent.push_back(key);
-    return absent;
-  }
-
-  Fields answer(const Waiter& w) const { return w.wants_value ? Fields{"ok", data_.at(w.keys[0])} : Fields{"ok"}; }
-
-  std::string run_id_;
-  int world_size_;
-  std::map<std::string, std::string> data_;
-  std::set<int> joined_;
-  std::vector<Waiter> waiters_;
+  int listen_socket_;
+  StoreState state_;
+  StoreLimits limits_;
+  size_t max_connections_;
+  std::map<int64_t, Connection> connections_;
+  int64_t next_id_ = 0;
+  Clock::time_point accept_paused_until_;
 };
-
-void reply(int fd, const Fields& fields) {
-  try {
-    send_all(fd, encode_frame(fields));
-  } catch (const std::exception&) {
-    // The client went away; its connection is dropped when poll reports the hang-up.
-  }
-}
 
 }  // namespace
 
-StoreServer::StoreServer(const std::string& host, int port, bool loopback_only, std::string run_id, int world_size)
-    : run_id_(std::move(run_id)), world_size_(world_size) {
-  listen_socket_ = listen_tcp(host, port, loopback_only);
+StoreServer::StoreServer(const std::string& host, int port, std::string run_id, int world_size, StoreLimits limits)
+    : run_id_(std::move(run_id)), world_size_(world_size), limits_(limits) {
+  listen_socket_ = listen_tcp(host, port);
   port_ = socket_port(listen_socket_);
-  if (::pipe2(stop_pipe_, O_CLOEXEC) != 0) {
+  if (::fcntl(listen_socket_, F_SETFL, O_NONBLOCK) != 0 || ::pipe2(stop_pipe_, O_CLOEXEC) != 0) {
     ::close(listen_socket_);
-    throw std::runtime_error("store: pipe failed");
+    throw std::runtime_error("store: setting up the server failed");
   }
   thread_ = std::thread([this] { serve(); });
 }
@@ -180,46 +269,8 @@ StoreServer::~StoreServer() {
   ::close(listen_socket_);
 }
 
-void StoreServer::serve() {
-  StoreState state(run_id_, world_size_);
-  std::vector<Connection> connections;
-  for (;;) {
-    // Slot 0: the stop pipe; slot 1: new connections; then one per client.
-    std::vector<pollfd> polled{{stop_pipe_[0], POLLIN, 0}, {listen_socket_, POLLIN, 0}};
-    for (const Connection& c : connections) polled.push_back({c.fd, POLLIN, 0});
-    int ready = ::poll(polled.data(), polled.size(), state.poll_timeout(Clock::now()));
-    if (ready < 0 && errno != EINTR) std::perror("store: poll");
-    if (polled[0].revents != 0) break;
+bool StoreServer::on_loopback() const { return listens_on_loopback(listen_socket_); }
 
-    if (polled[1].revents & POLLIN) {
-      int fd = ::accept4(listen_socket_, nullptr, nullptr, SOCK_CLOEXEC);
-      if (fd >= 0) connections.push_back({fd, ""});
-    }
-    for (size_t i = 2; i < polled.size(); ++i) {
-      if (polled[i].revents == 0) continue;
-      Connection& c = connections[i - 2];
-      char chunk[65536];
-      ssize_t n = ::recv(c.fd, chunk, sizeof chunk, 0);
-      bool open = n > 0 || (n < 0 && errno == EINTR);
-      if (n > 0) c.input.append(chunk, size_t(n));
-      try {
-        while (auto request = pop_frame(c.input))
-          if (auto answer = state.handle(c.fd, *request)) reply(c.fd, *answer);
-      } catch (const std::exception& e) {
-        reply(c.fd, {"error", e.what()});
-        open = false;
-      }
-      if (!open) {
-        state.forget(c.fd);
-        ::close(c.fd);
-        c.fd = -1;
-      }
-    }
-    std::erase_if(connections, [](const Connection& c) { return c.fd < 0; });
-    for (auto& [fd, fields] : state.due_replies(Clock::now())) reply(fd, fields);
-  }
-  for (auto& [fd, fields] : state.close_replies()) reply(fd, fields);
-  for (const Connection& c : connections) ::close(c.fd);
-}
+void StoreServer::serve() { ServeLoop(listen_socket_, run_id_, world_size_, limits_).run(stop_pipe_[0]); }
 
 }  // namespace cutrain

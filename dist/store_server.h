@@ -1,35 +1,48 @@
-// store_server.h: rank 0's side of the TcpStore (dist/store.h), one thread serving every rank.
+// store_server.h: rank 0's side of the TcpStore (dist/store.h), one thread that serves every
+// connection and never waits on any one of them.
 //
-// Requests and replies are frames of fields (dist/socket.h). A request is
-//   [op, run id, arguments...]
-// with the ops
-//   "join"  rank, world size        -> "ok"                refused: other world size, rank seen before
-//   "set"   key, value              -> "ok"
-//   "get"   timeout ms, key         -> "ok", value     |  "timeout", key
-//   "add"   key, delta              -> "ok", new value (decimal text)
-//   "wait"  timeout ms, keys...     -> "ok"            |  "timeout", missing keys...
-// and any request of another run id, or a malformed one, gets "error", why. A get or wait still
-// waiting when the server stops gets "closed", missing keys.
-//
-// One thread polls the listening socket and every connection. A get or wait whose keys are not all
-// there is parked as a waiter and answered by the set or add that completes it, or by its deadline.
+// The messages are in dist/store_protocol.h, the rules (run id, join first, ...) in
+// dist/store_state.h; this file does the sockets, so that no client can hurt the others:
+// - Every socket is non-blocking, and each connection has its own input and output buffers;
+//   poll() wakes the thread for whichever connection is ready.
+// - One request at a time per connection: while its reply waits to be sent, or its get or wait is
+//   parked, nothing more is read from it. A client that sends without reading stalls only itself
+//   (the kernel's socket buffer holds what it sends).
+// - Input is kept only as it arrives, and never more than one frame of at most 1 MiB: a length
+//   prefix over that is refused at once. Before its join a connection may send only 4 KiB.
+// - Time limits: a connection must join within `join_within`, a request must arrive whole within
+//   `request_within` of its first byte, a reply must be taken within `reply_within`.
+// - At most world size + `spare_connections` connections; one more takes the place of the oldest
+//   connection that has not joined.
+// A connection that breaks a rule hears why (when it is a protocol error) and is closed. Stopping
+// the server sends "closed" to parked requests, as far as each socket takes it without waiting,
+// and shuts every connection down.
 #pragma once
 
+#include <chrono>
 #include <string>
 #include <thread>
 
 namespace cutrain {
 
+struct StoreLimits {
+  std::chrono::milliseconds join_within = std::chrono::seconds(10);
+  std::chrono::milliseconds request_within = std::chrono::seconds(10);
+  std::chrono::milliseconds reply_within = std::chrono::seconds(10);
+  int spare_connections = 64;
+};
+
 class StoreServer {
  public:
-  // Listens at `port` (0: a free one) on all interfaces, or on loopback only; throws when the
-  // port is in use. `host` names the address in messages.
-  StoreServer(const std::string& host, int port, bool loopback_only, std::string run_id, int world_size);
+  // Listens at `host`:`port` (0: a free port) and only there; throws when the port is in use or
+  // `host` is not an address of this machine.
+  StoreServer(const std::string& host, int port, std::string run_id, int world_size, StoreLimits limits = {});
   ~StoreServer();
   StoreServer(const StoreServer&) = delete;
   StoreServer& operator=(const StoreServer&) = delete;
 
   int port() const { return port_; }
+  bool on_loopback() const;  // listens where other machines cannot reach it
 
  private:
   void serve();
@@ -39,6 +52,7 @@ class StoreServer {
   int port_ = 0;
   std::string run_id_;
   int world_size_ = 1;
+  StoreLimits limits_;
   std::thread thread_;
 };
 

@@ -72,6 +72,7 @@ class Process {
   }
 
   void signal(int signum) { ::kill(pid_, signum); }
+  pid_t pid() const { return pid_; }
 
   // Reads the rest of the output and waits for the process to end.
   Result finish() {

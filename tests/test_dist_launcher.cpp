@@ -4,6 +4,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "tests/network.h"
 #include "tests/process.h"
 
 using cutrain::test::Process;
@@ -35,14 +36,15 @@ TEST_CASE("cutrun gives every rank torchrun's environment and prefixes its outpu
                          "echo env $RANK $LOCAL_RANK $WORLD_SIZE $LOCAL_WORLD_SIZE $GROUP_RANK $MASTER_ADDR "
                          "omp=$OMP_NUM_THREADS run=${#CUTRAIN_RUN_ID}; echo to-stderr >&2"));
   REQUIRE(r.exit_code == 0);
-  CHECK_THAT(r.output, Catch::Contains("[rank0]: env 0 0 3 3 0 127.0.0.1 omp=1 run=16"));
-  CHECK_THAT(r.output, Catch::Contains("[rank1]: env 1 1 3 3 0 127.0.0.1 omp=1 run=16"));
-  CHECK_THAT(r.output, Catch::Contains("[rank2]: env 2 2 3 3 0 127.0.0.1 omp=1 run=16"));
+  CHECK_THAT(r.output, Catch::Contains("[rank0]: env 0 0 3 3 0 127.0.0.1 omp=1 run=32"));
+  CHECK_THAT(r.output, Catch::Contains("[rank1]: env 1 1 3 3 0 127.0.0.1 omp=1 run=32"));
+  CHECK_THAT(r.output, Catch::Contains("[rank2]: env 2 2 3 3 0 127.0.0.1 omp=1 run=32"));
   CHECK_THAT(r.output, Catch::Contains("[rank2]: to-stderr"));
 }
 
 TEST_CASE("cutrun numbers ranks across nodes and takes torchrun's underscore spellings", "[dist]") {
-  auto r = run(cutrun_sh({"--nnodes", "2", "--node_rank", "1", "--nproc_per_node", "2", "--master_port", "1234"},
+  auto r = run(cutrun_sh({"--nnodes", "2", "--node_rank", "1", "--nproc_per_node", "2", "--master_port", "1234",
+                          "--rdzv_id", "shared-id"},
                          "echo at $RANK of $WORLD_SIZE local $LOCAL_RANK group $GROUP_RANK port $MASTER_PORT"));
   REQUIRE(r.exit_code == 0);
   CHECK_THAT(r.output, Catch::Contains("[rank2]: at 2 of 4 local 0 group 1 port 1234"));
@@ -79,6 +81,12 @@ TEST_CASE("a rank that ignores SIGTERM is killed after the grace period, and a d
   CHECK(r.seconds < 30);
 }
 
+TEST_CASE("a program that sends no heartbeats is not judged by the stall watch", "[dist]") {
+  auto r = run(cutrun_sh({"--nproc-per-node", "2", "--stall-timeout", "0.5"}, "sleep 1.5; echo finished"));
+  CHECK(r.exit_code == 0);
+  CHECK_THAT(r.output, Catch::Contains("[rank1]: finished"));
+}
+
 TEST_CASE("SIGTERM to cutrun reaches every rank", "[dist]") {
   // Python rather than sh: dash can lose a signal that lands while it forks its next command.
   Process p({kCutrun, "--nproc-per-node", "2", "--grace-period", "20", "python3", "-c",
@@ -102,7 +110,7 @@ TEST_CASE("SIGTERM to cutrun reaches every rank", "[dist]") {
 TEST_CASE("cutrun refuses bad flags and missing programs in one line", "[dist]") {
   auto zero = run({kCutrun, "--nproc-per-node", "0", "/bin/true"});
   CHECK(zero.exit_code == 2);
-  CHECK(zero.output == "cutrun: error: --nproc-per-node 0: must be 1 or more\n");
+  CHECK(zero.output == "cutrun: error: --nproc-per-node 0: must be 1..1024\n");
   auto node = run({kCutrun, "--nnodes", "2", "--node-rank", "2", "/bin/true"});
   CHECK_THAT(node.output, Catch::StartsWith("cutrun: error: --node-rank 2: must be in 0..1"));
   auto missing = run({kCutrun, "--nproc-per-node", "2", "/no/such/program"});
@@ -121,4 +129,70 @@ TEST_CASE("cutrain --local_rank N means LOCAL_RANK=N, as under torch.distributed
   CHECK(r.output == "cutrain: error: LOCAL_RANK=1 is not below LOCAL_WORLD_SIZE=1\n");
   CHECK(run({cutrain::test::binary("cutrain"), "--local_rank", "0", "bench-allreduce", "--max-bytes", "4K", "--iters", "1"})
             .exit_code == 0);
+}
+
+TEST_CASE("cutrun bounds every number it is given, in one line and without a traceback", "[dist]") {
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases{
+      {{"--nproc-per-node", "99999999999999999999"}, "--nproc-per-node 99999999999999999999: must be 1..1024"},
+      {{"--nproc-per-node", "999999999999999999999999"}, "--nproc-per-node 999999999999999999999999: not a whole "
+                                                         "number"},
+      {{"--nproc-per-node", "0x10"}, "--nproc-per-node 0x10: not a whole number"},
+      {{"--nnodes", "1000001"}, "--nnodes 1000001: must be 1..1000000"},
+      {{"--nproc-per-node", "8", "--nnodes", "200000"}, "--nnodes 200000: must be 1..125000"},
+      {{"--master-port", "1_000"}, "--master-port 1_000: not a whole number"},
+      {{"--grace-period", "inf"}, "--grace-period inf: not a number of seconds"},
+      {{"--grace-period", "nan"}, "--grace-period nan: not a number of seconds"},
+      {{"--grace-period", "1e308"}, "--grace-period 1e+308: must be 0..86400 seconds"},
+      {{"--grace-period=-1"}, "--grace-period -1: must be 0..86400 seconds"},
+      {{"--stall-timeout=-inf"}, "--stall-timeout -inf: not a number of seconds"},
+      {{"--stall-timeout", "1e6"}, "--stall-timeout 1e+06: must be 0 (never) or 0.5..86400 seconds"},
+      {{"--stall-timeout", "0.1"}, "--stall-timeout 0.1: must be 0 (never) or 0.5..86400 seconds"},
+  };
+  for (const auto& [flags, message] : cases) {
+    std::vector<std::string> argv{kCutrun};
+    argv.insert(argv.end(), flags.begin(), flags.end());
+    argv.push_back("/bin/true");
+    auto r = run(argv);
+    INFO(r.output);
+    CHECK(r.exit_code == 2);
+    CHECK_THAT(r.output, Catch::StartsWith("cutrun: error: " + message));
+    CHECK(std::count(r.output.begin(), r.output.end(), '\n') == 1);
+  }
+}
+
+TEST_CASE("node 0 draws an unguessable run id and prints the command for the other nodes, which must have it",
+          "[dist]") {
+  auto r = run(cutrun_sh({"--nnodes", "2", "--nproc-per-node", "1", "--master-addr", "10.0.0.1"},
+                         "echo id=$CUTRAIN_RUN_ID"));
+  REQUIRE(r.exit_code == 0);
+  const std::string announced = "CUTRAIN_RUN_ID=";
+  const size_t at = r.output.find(announced);
+  REQUIRE(at != std::string::npos);
+  const std::string id = r.output.substr(at + announced.size(), 32);
+  CHECK(id.find_first_not_of("0123456789abcdef") == std::string::npos);
+  CHECK_THAT(r.output, Catch::Contains("cutrun: on the other nodes, run:\n  CUTRAIN_RUN_ID=" + id +
+                                       " cutrun --nnodes 2 --node-rank <1..1> --nproc-per-node 1 --master-addr "
+                                       "10.0.0.1 --master-port 29500 /bin/sh -c 'echo id=$CUTRAIN_RUN_ID'\n"));
+  CHECK_THAT(r.output, Catch::Contains("[rank0]: id=" + id + "\n"));
+  CHECK(run(cutrun_sh({"--nnodes", "2", "--nproc-per-node", "1"}, "echo id=$CUTRAIN_RUN_ID")).output != r.output);
+
+  auto other = run(cutrun_sh({"--nnodes", "2", "--node-rank", "1"}, "true"));
+  CHECK(other.exit_code == 2);
+  CHECK(other.output ==
+        "cutrun: error: --rdzv-id: node 1 needs the run id of node 0; run the command node 0 printed\n");
+  auto given = run({"/usr/bin/env", "CUTRAIN_RUN_ID=from-node-0", kCutrun, "--nnodes", "2", "--node-rank", "1",
+                    "--store-bind", "0.0.0.0", "/bin/sh", "-c", "echo id=$CUTRAIN_RUN_ID bind=$CUTRAIN_STORE_BIND"});
+  CHECK_THAT(given.output, Catch::Contains("[rank1]: id=from-node-0 bind=0.0.0.0"));
+}
+
+TEST_CASE("cutrun --master-addr ::1: the store and Gloo work over IPv6", "[dist]") {
+  CUTRAIN_REQUIRE_IPV6(port);
+  auto r = run({kCutrun, "--nproc-per-node", "2", "--master-addr", "::1", "--master-port", std::to_string(port),
+                cutrain::test::binary("cutrain"), "train", "--device", "cpu", "--synthetic-train", "64",
+                "--synthetic-test", "16", "--width", "4", "--batch-size", "16", "--epochs", "1", "--workers", "1",
+                "--eval-every", "0"});
+  INFO(r.output);
+  CHECK(r.exit_code == 0);
+  CHECK_THAT(r.output, Catch::Contains("all-reduced over gloo"));
+  CHECK(r.seconds < 60);
 }

@@ -7,6 +7,7 @@
 
 #include "dist/socket.h"
 #include "dist/store.h"
+#include "tests/network.h"
 #include "tests/process.h"
 
 using cutrain::DistEnv;
@@ -20,12 +21,23 @@ DistEnv rank_env(int rank, int world_size, int port, std::string run_id = "test-
   DistEnv env;
   env.rank = rank;
   env.world_size = world_size;
+  env.local_world_size = world_size;  // every rank on this host
   env.master_port = port;
   env.run_id = std::move(run_id);
   return env;
 }
 
 std::string text(const std::vector<char>& bytes) { return std::string(bytes.begin(), bytes.end()); }
+
+// Whether something listens at host:port: a connection is accepted within a moment.
+bool reachable(const std::string& host, int port) {
+  try {
+    ::close(cutrain::connect_tcp(host, port, cutrain::Clock::now() + 50ms));
+    return true;
+  } catch (const std::exception&) {
+    return false;
+  }
+}
 
 }  // namespace
 
@@ -59,7 +71,7 @@ TEST_CASE("a get waits for another rank's set, and times out naming the key", "[
 TEST_CASE("the store refuses a client of another run, another world size, or a rank seen twice", "[dist]") {
   TcpStore server(rank_env(0, 2, 0, "run-a"), 5s);
   CHECK_THROWS_WITH(TcpStore(rank_env(1, 2, server.port(), "run-b"), 5s),
-                    Catch::Contains("belongs to run 'run-a', not to run 'run-b'"));
+                    Catch::Contains("this store belongs to another run (another job on the same MASTER_PORT?)"));
   CHECK_THROWS_WITH(TcpStore(rank_env(1, 3, server.port(), "run-a"), 5s),
                     Catch::Contains("rank 1 has WORLD_SIZE=3 but rank 0 has WORLD_SIZE=2"));
   TcpStore rank1(rank_env(1, 2, server.port(), "run-a"), 5s);
@@ -67,7 +79,7 @@ TEST_CASE("the store refuses a client of another run, another world size, or a r
 }
 
 TEST_CASE("a MASTER_PORT in use is one clear line", "[dist]") {
-  int busy = cutrain::listen_tcp("127.0.0.1", 0, /*loopback_only=*/true);
+  int busy = cutrain::listen_tcp("127.0.0.1", 0);
   int port = cutrain::socket_port(busy);
   CHECK_THROWS_WITH(TcpStore(rank_env(0, 2, port), 1s),
                     Catch::StartsWith("MASTER_PORT " + std::to_string(port) + " on 127.0.0.1 is in use"));
@@ -77,7 +89,7 @@ TEST_CASE("a MASTER_PORT in use is one clear line", "[dist]") {
 TEST_CASE("a rank that cannot reach rank 0's store gives up after the timeout", "[dist]") {
   int free_port = 0;
   {
-    int fd = cutrain::listen_tcp("127.0.0.1", 0, true);
+    int fd = cutrain::listen_tcp("127.0.0.1", 0);
     free_port = cutrain::socket_port(fd);
     ::close(fd);
   }
@@ -105,4 +117,43 @@ TEST_CASE("rendezvous returns once every rank has arrived", "[dist]") {
         std::async(std::launch::async, [&, r] { cutrain::rendezvous(*stores[r - 1], rank_env(r, 3, 0)); }));
   CHECK_NOTHROW(cutrain::rendezvous(rank0, rank_env(0, 3, 0)));
   for (auto& o : others) CHECK_NOTHROW(o.get());
+}
+
+TEST_CASE("the store listens at MASTER_ADDR only, or where CUTRAIN_STORE_BIND says", "[dist]") {
+  // 127.0.0.2 is this machine too, but not the address the store was told: nothing answers there.
+  TcpStore store(rank_env(0, 2, 0), 5s);
+  CHECK(reachable("127.0.0.1", store.port()));
+  CHECK_FALSE(reachable("127.0.0.2", store.port()));
+
+  DistEnv everywhere = rank_env(0, 2, 0);
+  everywhere.store_bind = "0.0.0.0";
+  TcpStore bound(everywhere, 5s);
+  CHECK(reachable("127.0.0.2", bound.port()));
+}
+
+TEST_CASE("a store for several nodes refuses to listen where only this machine can reach it", "[dist]") {
+  DistEnv two_nodes = rank_env(0, 4, 0);
+  two_nodes.local_world_size = 2;
+  CHECK_THROWS_WITH(TcpStore(two_nodes, 1s),
+                    "MASTER_ADDR 127.0.0.1 is a loopback address here, which the other nodes cannot reach: give "
+                    "cutrun --master-addr an address of this machine on their network (or --store-bind)");
+  DistEnv elsewhere = rank_env(0, 2, 0);
+  elsewhere.master_addr = "192.0.2.1";  // TEST-NET-1: never an address of this machine
+  CHECK_THROWS_WITH(TcpStore(elsewhere, 1s), Catch::StartsWith("the store cannot listen on 192.0.2.1: it is not an "
+                                                               "address of this machine"));
+}
+
+TEST_CASE("the store and the rendezvous work over IPv6", "[dist]") {
+  CUTRAIN_REQUIRE_IPV6(unused_port);
+  DistEnv rank0 = rank_env(0, 2, 0);
+  rank0.master_addr = "::1";
+  TcpStore server(rank0, 5s);
+  CHECK(server.address() == "[::1]:" + std::to_string(server.port()));
+  DistEnv rank1 = rank_env(1, 2, server.port());
+  rank1.master_addr = "::1";
+  TcpStore client(rank1, 5s);
+  auto other = std::async(std::launch::async, [&] { cutrain::rendezvous(client, rank1); });
+  CHECK_NOTHROW(cutrain::rendezvous(server, rank0));
+  CHECK_NOTHROW(other.get());
+  CHECK_FALSE(reachable("127.0.0.1", server.port()));
 }

@@ -1,0 +1,53 @@
+#include "dist/progress_report.h"
+
+#include <fcntl.h>
+#include <sys/socket.h>
+
+#include <cstdlib>
+#include <string>
+
+#include "dist/store_protocol.h"
+
+namespace cutrain {
+namespace {
+
+// The non-negative integer in environment variable `name`, or nothing when unset or not one.
+std::optional<int64_t> env_number(const char* name) {
+  const char* text = std::getenv(name);
+  if (text == nullptr) return std::nullopt;
+  std::optional<int64_t> value = parse_decimal(text);
+  if (!value || *value < 0) return std::nullopt;
+  return value;
+}
+
+}  // namespace
+
+ProgressReport::ProgressReport(int rank) : rank_(rank) {
+  std::optional<int64_t> fd = env_number("CUTRAIN_PROGRESS_FD");
+  std::optional<int64_t> every = env_number("CUTRAIN_PROGRESS_EVERY_MS");
+  if (!fd || *fd > INT32_MAX || ::fcntl(int(*fd), F_SETFD, FD_CLOEXEC) != 0) return;  // not under cutrun's watch
+  fd_ = int(*fd);
+  if (every && *every > 0) every_ = std::chrono::milliseconds(*every);
+  thread_ = std::thread([this] { beat(); });
+}
+
+ProgressReport::~ProgressReport() {
+  if (!thread_.joinable()) return;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stopping_ = true;
+  }
+  stop_.notify_all();
+  thread_.join();
+}
+
+void ProgressReport::beat() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  do {
+    const std::string message = std::to_string(rank_) + " " + std::to_string(step_.load(std::memory_order_relaxed));
+    // Never blocks and never raises SIGPIPE: when cutrun is gone or behind, a heartbeat is lost.
+    (void)::send(fd_, message.data(), message.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+  } while (!stop_.wait_for(lock, every_, [this] { return stopping_; }));
+}
+
+}  // namespace cutrain

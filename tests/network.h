@@ -1,0 +1,40 @@
+// network.h: tests that need IPv6 start with CUTRAIN_REQUIRE_IPV6(). Without an IPv6 loopback (a
+// container with IPv6 turned off) the test prints "SKIPPED: no IPv6 loopback: <why>" and returns;
+// CTest reports it as skipped.
+#pragma once
+
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <iostream>
+#include <string>
+
+#include "dist/socket.h"
+
+namespace cutrain::test {
+
+// A port free on ::1 now, or -1 with `why` set when this machine has no IPv6 loopback.
+inline int free_ipv6_port(std::string& why) {
+  try {
+    int fd = cutrain::listen_tcp("::1", 0);
+    int port = cutrain::socket_port(fd);
+    ::close(fd);
+    return port;
+  } catch (const std::exception& e) {
+    why = e.what();
+    return -1;
+  }
+}
+
+}  // namespace cutrain::test
+
+#define CUTRAIN_REQUIRE_IPV6(port)                                       \
+  std::string ipv6_missing_;                                             \
+  const int port = ::cutrain::test::free_ipv6_port(ipv6_missing_);      \
+  do {                                                                   \
+    if (port < 0) {                                                      \
+      std::cout << "SKIPPED: no IPv6 loopback: " << ipv6_missing_ << "\n"; \
+      WARN("SKIPPED: no IPv6 loopback: " << ipv6_missing_);              \
+      return;                                                            \
+    }                                                                    \
+  } while (0)

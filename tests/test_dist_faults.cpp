@@ -1,0 +1,165 @@
+// Faults under cutrun, with real training ranks (CPU, a tiny model): one rank killed with SIGKILL,
+// one rank stopped with SIGSTOP, in worlds of 2 and 3. cutrun must name the rank, every process
+// must be gone soon after, and the exit status must be that of a death by SIGKILL. The figures
+// (time from the fault until cutrun has reaped every rank) are printed as warnings.
+#include <catch2/catch.hpp>
+#include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <regex>
+#include <sstream>
+
+#include "dist/progress_report.h"
+#include "tests/process.h"
+
+using cutrain::test::Process;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+// cutrun --standalone with `nproc` ranks training for ever (until the test's fault ends it).
+Process start_training(int nproc, const std::vector<std::string>& cutrun_flags,
+                       const std::vector<std::string>& train_flags = {}) {
+  std::vector<std::string> argv{cutrain::test::binary("cutrun"), "--standalone", "--nproc-per-node",
+                                std::to_string(nproc)};
+  argv.insert(argv.end(), cutrun_flags.begin(), cutrun_flags.end());
+  for (const char* arg : {"train", "--device", "cpu", "--synthetic-train", "240", "--synthetic-test", "16", "--width",
+                          "4", "--batch-size", "16", "--epochs", "100000", "--eval-every", "0", "--log-every", "2",
+                          "--workers", "1"})
+    argv.push_back(arg);
+  argv.insert(argv.begin() + 4 + long(cutrun_flags.size()), cutrain::test::binary("cutrain"));
+  argv.insert(argv.end(), train_flags.begin(), train_flags.end());
+  return Process(argv);
+}
+
+std::string read_text(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// The processes `parent` started, by their RANK variable.
+std::map<int, pid_t> ranks_of(pid_t parent) {
+  std::map<int, pid_t> ranks;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
+    const std::string name = entry.path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    // /proc/<pid>/stat: "pid (comm) state ppid ..."; comm may hold spaces, so look after its ')'.
+    const std::string stat = read_text(entry.path() / "stat");
+    std::istringstream after(stat.substr(stat.rfind(')') + 1));
+    std::string state;
+    pid_t ppid = 0;
+    if (!(after >> state >> ppid) || ppid != parent) continue;
+    const std::string environ = read_text(entry.path() / "environ");
+    for (size_t at = 0; at < environ.size(); at = environ.find('\0', at) + 1) {
+      if (environ.compare(at, 5, "RANK=") == 0) ranks[std::stoi(environ.substr(at + 5))] = pid_t(std::stoi(name));
+      if (environ.find('\0', at) == std::string::npos) break;
+    }
+  }
+  return ranks;
+}
+
+bool gone(pid_t pid) { return ::kill(pid, 0) != 0 && errno == ESRCH; }
+
+struct Fault {
+  Process::Result result;
+  double seconds = 0;  // from the fault until cutrun exited, every rank reaped
+  pid_t victim = 0;
+  std::map<int, pid_t> ranks;
+};
+
+// Starts the training, waits until steps run, sends `signum` to rank `victim`, and waits for cutrun.
+Fault inject(int nproc, int victim, int signum, const std::vector<std::string>& cutrun_flags,
+             const std::vector<std::string>& train_flags = {}) {
+  Process p = start_training(nproc, cutrun_flags, train_flags);
+  REQUIRE(p.read_until("== step:", 3, 60));
+  Fault f;
+  f.ranks = ranks_of(p.pid());
+  REQUIRE(f.ranks.size() == size_t(nproc));
+  f.victim = f.ranks.at(victim);
+  const auto at = Clock::now();
+  ::kill(f.victim, signum);
+  f.result = p.finish();
+  f.seconds = std::chrono::duration<double>(Clock::now() - at).count();
+  INFO(f.result.output);
+  for (const auto& [rank, pid] : f.ranks) CHECK(gone(pid));
+  return f;
+}
+
+}  // namespace
+
+TEST_CASE("a rank killed with SIGKILL stops every rank of 2 and of 3, and cutrun exits 137 naming it", "[dist]") {
+  for (auto [nproc, victim] : {std::pair{2, 1}, std::pair{3, 0}}) {
+    // A grace period longer than the test allows: the others must stop on SIGTERM or on their own.
+    Fault f = inject(nproc, victim, SIGKILL, {"--grace-period", "60"});
+    INFO(f.result.output);
+    CHECK(f.result.exit_code == 128 + SIGKILL);
+    CHECK_THAT(f.result.output, Catch::Contains("cutrun: rank " + std::to_string(victim) + " (local rank " +
+                                                std::to_string(victim) + ", pid " + std::to_string(f.victim) +
+                                                ") was killed by signal SIGKILL; stopping the other ranks"));
+    CHECK(f.seconds < 20);
+    WARN(nproc << " ranks, rank " << victim << " killed: all stopped " << f.seconds << " s later");
+  }
+}
+
+TEST_CASE("a rank stopped with SIGSTOP is found by its silence, named and killed, and the job stops", "[dist]") {
+  for (auto [nproc, victim] : {std::pair{2, 1}, std::pair{3, 0}}) {
+    Fault f = inject(nproc, victim, SIGSTOP, {"--grace-period", "60", "--stall-timeout", "2"});
+    INFO(f.result.output);
+    CHECK(f.result.exit_code == 128 + SIGKILL);
+    CHECK_THAT(f.result.output, Catch::Contains("cutrun: rank " + std::to_string(victim) + " (local rank " +
+                                                std::to_string(victim) + ", pid " + std::to_string(f.victim) +
+                                                ", host "));
+    CHECK_THAT(f.result.output, Catch::Contains("(stopped or frozen?); killing it and stopping the other ranks"));
+    CHECK_THAT(f.result.output, !Catch::Contains("was killed by signal"));  // named once, as stalled
+    // Silence is counted from the last heartbeat, which came before the SIGSTOP.
+    std::smatch silence;
+    REQUIRE(std::regex_search(f.result.output, silence, std::regex("sent no heartbeat for ([0-9.]+) s")));
+    CHECK(std::stod(silence[1]) >= 2.0);
+    CHECK(f.seconds < 20);
+    WARN(nproc << " ranks, rank " << victim << " stopped: all stopped " << f.seconds << " s later");
+  }
+}
+
+TEST_CASE("train --collective-timeout: the others give up on a stopped rank after it, not after 10 minutes",
+          "[dist]") {
+  // The stall watch off, so that only the collective timeout can end this.
+  Fault f = inject(2, 1, SIGSTOP, {"--grace-period", "1", "--stall-timeout", "0"}, {"--collective-timeout", "2"});
+  INFO(f.result.output);
+  CHECK(f.result.exit_code == 1);
+  CHECK_THAT(f.result.output, Catch::Contains("[rank0]: cutrain: error: gloo "));  // an all_reduce or a broadcast
+  CHECK_THAT(f.result.output, Catch::Contains("failed on rank 0"));
+  CHECK_THAT(f.result.output, Catch::Contains("Timed out waiting 2000ms"));
+  CHECK(f.seconds < 20);
+  WARN("collective timeout 2 s: all stopped " << f.seconds << " s after SIGSTOP");
+}
+
+TEST_CASE("a rank's heartbeat carries its step, and never blocks or raises SIGPIPE once cutrun is gone", "[dist]") {
+  int ends[2];
+  REQUIRE(::socketpair(AF_UNIX, SOCK_DGRAM, 0, ends) == 0);
+  ::setenv("CUTRAIN_PROGRESS_FD", std::to_string(ends[1]).c_str(), 1);
+  ::setenv("CUTRAIN_PROGRESS_EVERY_MS", "10", 1);
+  {
+    cutrain::ProgressReport report(3);
+    report.set_step(41);
+    report.set_step(42);
+    std::string last;
+    for (int i = 0; i < 200 && last != "3 42"; ++i) {  // up to ~2 s of heartbeats
+      char message[64];
+      ssize_t n = ::recv(ends[0], message, sizeof message, 0);
+      if (n > 0) last.assign(message, size_t(n));
+    }
+    CHECK(last == "3 42");
+    ::close(ends[0]);  // cutrun exits; heartbeats go on into nothing
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ::unsetenv("CUTRAIN_PROGRESS_FD");
+  ::unsetenv("CUTRAIN_PROGRESS_EVERY_MS");
+  ::close(ends[1]);
+}
