@@ -96,7 +96,7 @@ TEST_CASE("training learns, and --target-accuracy stops it at the first evaluati
 // training (four times the images, each scored twice under --tta flip): the step records' time
 // leaves every evaluation out, the summary's images/s is the same clock's, and the evaluations'
 // time is counted apart. Also: a target that is not reached is said so.
-TEST_CASE("images/s and training time leave evaluation out; an unreached target is reported", "[train]") {
+TEST_CASE("images/s and training time leave evaluation out, and an unreached target is reported", "[train]") {
   TempDir dir;
   const std::string data = make_data(dir, 256, 1024);
   const std::string metrics = (dir.path() / "m.jsonl").string();
