@@ -488,7 +488,9 @@ int Trainer::run() {
         if (stop_agreed(shutdown_requested())) stop = StopReason::signal;
       }
       if (at_limit && stop == StopReason::none) stop = StopReason::max_steps;
-      if (stop == StopReason::none && b + 1 < steps_per_epoch_) last_eval = evaluate_if_due(epoch, false, stop);
+      if (stop == StopReason::none && b + 1 < steps_per_epoch_) {
+        if (auto eval = evaluate_if_due(epoch, false, stop)) last_eval = eval;
+      }
       if (stop != StopReason::none) {
         log_window(epoch, b + 1);
         break;
