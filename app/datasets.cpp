@@ -19,8 +19,9 @@ std::string ensure_synthetic_cache(int train, int test, double difficulty) {
 }
 
 Datasets load_datasets(const std::string& data_dir, int synthetic_train, int synthetic_test,
-                       double synthetic_difficulty) {
-  if (!data_dir.empty()) return {load_dataset(data_dir, true), load_dataset(data_dir, false), data_dir};
+                       double synthetic_difficulty, int64_t max_image_pixels) {
+  if (!data_dir.empty())
+    return {load_dataset(data_dir, true, max_image_pixels), load_dataset(data_dir, false, max_image_pixels), data_dir};
   const std::string cache = ensure_synthetic_cache(synthetic_train, synthetic_test, synthetic_difficulty);
   return {load_dataset(cache, true), load_dataset(cache, false), cache};
 }

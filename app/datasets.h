@@ -7,9 +7,11 @@
 // is never read for the current one.
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 #include "data/dataset.h"
+#include "data/image_folder.h"
 
 namespace cutrain {
 
@@ -19,10 +21,14 @@ struct Datasets {
   std::string source;  // the folder they came from
 };
 
+// The most images --synthetic-train and --synthetic-test may ask for (30 GB of pixels).
+inline constexpr int kMaxSyntheticImages = 10'000'000;
+
 // Every rank may call it at once: the first to finish writing the cache wins the race, atomically
-// (data/synthetic.h ensure_synthetic_cifar10), and all read the same files.
+// (data/synthetic.h ensure_synthetic_cifar10), and all read the same files. `max_image_pixels`
+// bounds an image folder's images (data/image_folder.h).
 Datasets load_datasets(const std::string& data_dir, int synthetic_train, int synthetic_test,
-                       double synthetic_difficulty);
+                       double synthetic_difficulty, int64_t max_image_pixels = kDefaultMaxImagePixels);
 
 // The cache folder of the synthetic dataset of these sizes and difficulty (made with seed 0: the
 // data is the same whatever the training seed), written if it is not there yet.

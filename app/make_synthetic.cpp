@@ -6,6 +6,7 @@
 
 #include "app/commands.h"
 #include "app/datasets.h"
+#include "app/flags.h"
 #include "data/load.h"
 #include "data/synthetic.h"
 
@@ -24,12 +25,12 @@ void add_make_synthetic_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--out", options->out,
                   "Folder to write (created if missing); without it, the cached copy `cutrain train` uses, "
                   "whose folder is printed");
-  cmd->add_option("--train", options->train, "Training images")->capture_default_str()->check(CLI::Range(1, 1 << 24));
-  cmd->add_option("--test", options->test, "Test images")->capture_default_str()->check(CLI::Range(1, 1 << 24));
-  cmd->add_option("--seed", options->seed, "Generator seed (with --out)")->capture_default_str();
-  cmd->add_option("--difficulty", options->difficulty,
-                  "0: clean shapes; 1: textured backgrounds, clutter, distractors, occlusion; up to 2")
-      ->capture_default_str()->check(CLI::Range(0.0, kSyntheticMaxDifficulty));
+  add_number(cmd, "--train", options->train, "Training images", 1, kMaxSyntheticImages)->capture_default_str();
+  add_number(cmd, "--test", options->test, "Test images", 1, kMaxSyntheticImages)->capture_default_str();
+  add_number(cmd, "--seed", options->seed, "Generator seed (with --out)", 0, UINT64_MAX)->capture_default_str();
+  add_number(cmd, "--difficulty", options->difficulty,
+             "0: clean shapes; 1: textured backgrounds, clutter, distractors, occlusion; up to 2", 0.0,
+             kSyntheticMaxDifficulty)->capture_default_str();
   cmd->add_option("--format", options->format, "cifar (binary batches) or folder (PNG files per class)")
       ->capture_default_str()
       ->check(CLI::IsMember({"cifar", "folder"}));

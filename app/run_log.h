@@ -8,6 +8,10 @@
 // bench/ and scripts/plot_metrics.py read them, and so does bench/pytorch_reference.py write them.
 // Times and images/s follow app/run_clock.h: evaluation, checkpoint writes and the epoch-start
 // wait are left out of images/s, and evaluation and checkpoint writes out of the training time.
+//
+// A metrics file that stops taking records (a full disk, /dev/full) does not stop the training:
+// the first failed write prints one warning naming the file and why, no more records are
+// written, and finish() then fails the run (exit status 1) with a line saying how many were lost.
 #pragma once
 
 #include <cstdint>
@@ -82,6 +86,8 @@ class RunLog {
   void epoch(const EpochRecord& r);
   void evaluation(const EvalRecord& r);
   void summary(const SummaryRecord& r);
+  // The run's end: closes the metrics file; throws, naming it, if any record was not written.
+  void finish();
 
  private:
   void write_json(const std::string& line);
@@ -90,7 +96,10 @@ class RunLog {
   bool active_;
   bool progress_bar_;  // stdout is a terminal
   bool bar_open_ = false;
+  std::string metrics_path_;
   std::FILE* metrics_ = nullptr;
+  std::string write_error_;  // why the first failed write failed; empty while all went well
+  int64_t lost_records_ = 0;
 };
 
 }  // namespace cutrain

@@ -6,7 +6,6 @@
 // the label. Neighbouring threads read neighbouring pixels of one source image and write
 // neighbouring output pixels, so both sides coalesce.
 #include "kernels/augment.h"
-#include "kernels/check.h"
 #include "kernels/launch.cuh"
 
 namespace cutrain {
@@ -35,9 +34,8 @@ static void launch(const uint8_t* images, const int32_t* labels, const int64_t* 
   if (count <= 0) return;
   const int64_t threads = int64_t(count) * p.height * p.width;
   const unsigned grid = unsigned((threads + kBlockThreads - 1) / kBlockThreads);
-  gather_augment_kernel<T><<<grid, kBlockThreads, 0, stream>>>(images, labels, indices, count, epoch, p, out_images,
-                                                                out_labels);
-  CUDA_CHECK_LAUNCH();
+  launch_kernel("gather_augment_kernel", gather_augment_kernel<T>, grid, kBlockThreads, 0, stream, images, labels,
+                indices, count, epoch, p, out_images, out_labels);
 }
 
 void gather_augment_cuda(const uint8_t* images, const int32_t* labels, const int64_t* indices, int count,

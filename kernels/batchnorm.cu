@@ -66,7 +66,7 @@ __device__ void load_channels(const float* per_channel, int c0, float (&values)[
 // from run to run.
 template <int VEC, typename Op>
 __global__ void channel_sums_kernel(Op op, int64_t M, int C, float* out_a, float* out_b) {
-  extern __shared__ float partial[];  // a then b, each [blockDim.y][width]
+  CUTRAIN_DYNAMIC_SHARED(float, partial);  // a then b, each [blockDim.y][width]
   const int width = blockDim.x * VEC;
   const int c0 = thread_channel<VEC>();
   float a[VEC] = {}, b[VEC] = {};
@@ -174,8 +174,8 @@ void launch_channel_sums(const Op& op, int64_t M, int C, float* out_a, float* ou
   CUDA_CHECK(cudaMemsetAsync(out_b, 0, sizeof(float) * C, stream));
   const RowsLayout layout(M, C, VEC);
   const size_t shared_bytes = 2 * sizeof(float) * layout.block.y * layout.block.x * VEC;
-  channel_sums_kernel<VEC><<<layout.grid, layout.block, shared_bytes, stream>>>(op, M, C, out_a, out_b);
-  CUDA_CHECK_LAUNCH();
+  launch_kernel("channel_sums_kernel", channel_sums_kernel<VEC, Op>, layout.grid, layout.block, shared_bytes, stream,
+                op, M, C, out_a, out_b);
 }
 
 // ---- stage 2: per-channel statistics -------------------------------------------------------
@@ -260,15 +260,14 @@ void bn_channel_sums_cuda(const T* x, int64_t M, int C, float* s1, float* s2, cu
 void bn_finalize_stats_cuda(const float* s1, const float* s2, int C, double count, float eps, float momentum,
                             float* mean, float* invstd, float* running_mean, float* running_var,
                             cudaStream_t stream) {
-  bn_finalize_stats_kernel<<<grid_for(C), kBlockThreads, 0, stream>>>(s1, s2, C, count, eps, momentum, mean, invstd,
-                                                                      running_mean, running_var);
-  CUDA_CHECK_LAUNCH();
+  launch_kernel("bn_finalize_stats_kernel", bn_finalize_stats_kernel, grid_for(C), kBlockThreads, 0, stream, s1, s2, C,
+                count, eps, momentum, mean, invstd, running_mean, running_var);
 }
 
 void bn_eval_stats_cuda(const float* running_mean, const float* running_var, int C, float eps, float* mean,
                         float* invstd, cudaStream_t stream) {
-  bn_eval_stats_kernel<<<grid_for(C), kBlockThreads, 0, stream>>>(running_mean, running_var, C, eps, mean, invstd);
-  CUDA_CHECK_LAUNCH();
+  launch_kernel("bn_eval_stats_kernel", bn_eval_stats_kernel, grid_for(C), kBlockThreads, 0, stream, running_mean,
+                running_var, C, eps, mean, invstd);
 }
 
 template <typename T>
@@ -278,9 +277,8 @@ void bn_apply_cuda(const T* x, const T* residual, int64_t M, int C, const float*
   with_pack_width<T>(fits, [&](auto vec) {
     constexpr int VEC = decltype(vec)::value;
     const RowsLayout layout(M, C, VEC);
-    bn_apply_kernel<T, VEC><<<layout.grid, layout.block, 0, stream>>>(x, residual, M, C, mean, invstd, gamma, beta,
-                                                                      fusion, y);
-    CUDA_CHECK_LAUNCH();
+    launch_kernel("bn_apply_kernel", bn_apply_kernel<T, VEC>, layout.grid, layout.block, 0, stream, x, residual, M, C,
+                  mean, invstd, gamma, beta, fusion, y);
   });
 }
 
@@ -305,9 +303,8 @@ void bn_backward_apply_cuda(const T* x, const T* y, const T* dy, int64_t M, int 
   with_pack_width<T>(fits, [&](auto vec) {
     constexpr int VEC = decltype(vec)::value;
     const RowsLayout layout(M, C, VEC);
-    bn_backward_apply_kernel<T, VEC><<<layout.grid, layout.block, 0, stream>>>(
-        x, y, dy, M, C, mean, invstd, gamma, t1, t2, float(1.0 / count), fusion, dx);
-    CUDA_CHECK_LAUNCH();
+    launch_kernel("bn_backward_apply_kernel", bn_backward_apply_kernel<T, VEC>, layout.grid, layout.block, 0, stream, x,
+                  y, dy, M, C, mean, invstd, gamma, t1, t2, float(1.0 / count), fusion, dx);
   });
 }
 

@@ -1,7 +1,6 @@
 // cast.cu: the CUDA side of cast.h, one grid-stride pass each way.
 #include "kernels/cast.h"
 
-#include "kernels/check.h"
 #include "kernels/launch.cuh"
 #include "kernels/numeric.cuh"
 
@@ -18,13 +17,11 @@ __global__ void cast_kernel(const In* in, Out* out, int64_t n) {
 }  // namespace
 
 void cast_f32_to_bf16_cuda(const float* in, __nv_bfloat16* out, int64_t n, cudaStream_t stream) {
-  cast_kernel<<<grid_for(n), kBlockThreads, 0, stream>>>(in, out, n);
-  CUDA_CHECK_LAUNCH();
+  launch_kernel("cast_kernel", cast_kernel<float, __nv_bfloat16>, grid_for(n), kBlockThreads, 0, stream, in, out, n);
 }
 
 void cast_bf16_to_f32_cuda(const __nv_bfloat16* in, float* out, int64_t n, cudaStream_t stream) {
-  cast_kernel<<<grid_for(n), kBlockThreads, 0, stream>>>(in, out, n);
-  CUDA_CHECK_LAUNCH();
+  launch_kernel("cast_kernel", cast_kernel<__nv_bfloat16, float>, grid_for(n), kBlockThreads, 0, stream, in, out, n);
 }
 
 }  // namespace cutrain

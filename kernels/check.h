@@ -40,6 +40,4 @@ struct CheckError : std::runtime_error {
 #define CUDA_CHECK(call) CUTRAIN_CHECK_IMPL(call, cudaSuccess, CUTRAIN_CUDA_WHY)
 #define CUDNN_CHECK(call) CUTRAIN_CHECK_IMPL(call, CUDNN_STATUS_SUCCESS, cudnnGetErrorString)
 #define CUBLAS_CHECK(call) CUTRAIN_CHECK_IMPL(call, CUBLAS_STATUS_SUCCESS, cublasGetStatusString)
-
-// After a kernel launch: catches bad launch configurations at the launch site.
-#define CUDA_CHECK_LAUNCH() CUDA_CHECK(cudaGetLastError())
+// Kernel launches are checked by launch_kernel (kernels/launch.cuh).

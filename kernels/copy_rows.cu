@@ -4,7 +4,6 @@
 
 #include <cuda_bf16.h>
 
-#include "kernels/check.h"
 #include "kernels/launch.cuh"
 #include "kernels/numeric.cuh"
 
@@ -29,8 +28,8 @@ void copy_rows_cuda(const In* in, int64_t in_pitch, Out* out, int64_t out_pitch,
                     cudaStream_t stream) {
   const int64_t n = rows * cols;
   if (n == 0) return;
-  copy_rows_kernel<<<grid_for(n), kBlockThreads, 0, stream>>>(in, in_pitch, out, out_pitch, rows, cols);
-  CUDA_CHECK_LAUNCH();
+  launch_kernel("copy_rows_kernel", copy_rows_kernel<In, Out>, grid_for(n), kBlockThreads, 0, stream, in, in_pitch,
+                out, out_pitch, rows, cols);
 }
 
 template void copy_rows_cuda<float, float>(const float*, int64_t, float*, int64_t, int64_t, int64_t, cudaStream_t);

@@ -9,8 +9,8 @@
 #include <algorithm>
 #include <cmath>
 
-#include "kernels/check.h"
 #include "kernels/cross_entropy.cuh"
+#include "kernels/launch.cuh"
 
 namespace cutrain {
 
@@ -118,9 +118,8 @@ __global__ void count_correct_kernel(const float* logits, const int32_t* labels,
 void softmax_cross_entropy_cuda(const float* logits, const int32_t* labels, int N, int K, float label_smoothing,
                                 float* loss, float* dlogits, int32_t* correct, cudaStream_t stream) {
   const int warps = std::clamp(N, 1, kWarp);
-  softmax_cross_entropy_kernel<<<1, warps * kWarp, 0, stream>>>(logits, labels, N, K, label_smoothing, loss, dlogits,
-                                                                correct);
-  CUDA_CHECK_LAUNCH();
+  launch_kernel("softmax_cross_entropy_kernel", softmax_cross_entropy_kernel, 1, warps * kWarp, 0, stream, logits,
+                labels, N, K, label_smoothing, loss, dlogits, correct);
 }
 
 void count_correct_cuda(const float* logits, const int32_t* labels, int N, int K, int64_t* correct,
@@ -128,10 +127,10 @@ void count_correct_cuda(const float* logits, const int32_t* labels, int N, int K
   static_assert(sizeof(int64_t) == sizeof(unsigned long long), "counts are added as unsigned long long");
   constexpr int kWarpsPerBlock = 8;
   const int blocks = std::clamp((N + kWarpsPerBlock - 1) / kWarpsPerBlock, 1, 1024);
-  count_correct_kernel<<<blocks, kWarpsPerBlock * kWarp, 0, stream>>>(
-      logits, labels, N, K, reinterpret_cast<unsigned long long*>(correct),
-      reinterpret_cast<unsigned long long*>(class_total), reinterpret_cast<unsigned long long*>(class_correct));
-  CUDA_CHECK_LAUNCH();
+  launch_kernel("count_correct_kernel", count_correct_kernel, blocks, kWarpsPerBlock * kWarp, 0, stream, logits,
+                labels, N, K, reinterpret_cast<unsigned long long*>(correct),
+                reinterpret_cast<unsigned long long*>(class_total),
+                reinterpret_cast<unsigned long long*>(class_correct));
 }
 
 }  // namespace cutrain

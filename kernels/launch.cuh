@@ -1,16 +1,76 @@
-// launch.cuh: what the .cu files of kernels/ share to launch their kernels: one block size, the
-// grid of a grid-stride loop, and packs of elements moved by one (up to 16-byte) load or store.
+// launch.cuh: what the .cu files of kernels/ share to launch their kernels: the one launch
+// function every launch goes through, one block size, the grid of a grid-stride loop, dynamic
+// shared memory, and packs of elements moved by one (up to 16-byte) load or store.
 // Device-side only: included by .cu files, never by the CPU twins.
+//
+// A .cu file compiles two ways: by nvcc for the GPU, and by the host compiler against the CUDA
+// emulation of kernels/emu (see docs/how-it-works.md), which runs the same kernels on the CPU.
+// The two differ only where __CUDACC__ is tested below.
 #pragma once
 
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdio>
 #include <initializer_list>
+#include <string>
 #include <type_traits>
+#include <utility>
+
+#include "kernels/check.h"
+
+#ifndef __CUDACC__
+#include "kernels/emu/launch.h"
+#endif
 
 namespace cutrain {
+
+// A kernel's name for messages, with the file and line of the launch that names it.
+struct KernelName {
+  const char* name;
+  const char* file;
+  int line;
+  KernelName(const char* name, const char* file = __builtin_FILE(), int line = __builtin_LINE())
+      : name(name), file(file), line(line) {}
+};
+
+// "name<<<(gx,gy,gz), (bx,by,bz), bytes>>>", for messages.
+inline std::string describe_launch(const char* name, dim3 grid, dim3 block, size_t dynamic_shared_bytes) {
+  char text[256];
+  std::snprintf(text, sizeof text, "%s<<<(%u,%u,%u), (%u,%u,%u), %zu>>>", name, grid.x, grid.y, grid.z, block.x,
+                block.y, block.z, dynamic_shared_bytes);
+  return text;
+}
+
+// kernel<<<grid, block, dynamic_shared_bytes, stream>>>(args...), then the launch's error check:
+// a launch the device refuses (over 1024 threads per block, grid.y or grid.z over 65535, too much
+// shared memory, an empty grid) throws CheckError naming the kernel, its configuration and the
+// launch site. Without nvcc, the emulation runs the grid on the CPU before returning.
+//
+//   launch_kernel("cast_kernel", cast_kernel<float, __nv_bfloat16>, grid_for(n), kBlockThreads, 0, stream,
+//                 in, out, n);
+template <typename... Params, typename... Args>
+void launch_kernel(KernelName name, void (*kernel)(Params...), dim3 grid, dim3 block, size_t dynamic_shared_bytes,
+                   cudaStream_t stream, Args&&... args) {
+#ifdef __CUDACC__
+  kernel<<<grid, block, dynamic_shared_bytes, stream>>>(std::forward<Args>(args)...);
+#else
+  emu::launch(name.name, kernel, grid, block, dynamic_shared_bytes, stream, std::forward<Args>(args)...);
+#endif
+  const cudaError_t status = cudaGetLastError();
+  if (status != cudaSuccess)
+    check_failed(describe_launch(name.name, grid, block, dynamic_shared_bytes).c_str(), name.file, name.line,
+                 CUTRAIN_CUDA_WHY(status));
+}
+
+// In a kernel, `CUTRAIN_DYNAMIC_SHARED(float, partial);` makes partial the block's dynamic shared
+// memory (the launch's dynamic_shared_bytes), as float partial[] or, emulated, a float*.
+#ifdef __CUDACC__
+#define CUTRAIN_DYNAMIC_SHARED(T, name) extern __shared__ T name[]
+#else
+#define CUTRAIN_DYNAMIC_SHARED(T, name) T* const name = static_cast<T*>(::cutrain::emu::dynamic_shared_memory())
+#endif
 
 constexpr int kBlockThreads = 256;
 

@@ -5,7 +5,6 @@
 
 #include <cuda_bf16.h>
 
-#include "kernels/check.h"
 #include "kernels/launch.cuh"
 #include "kernels/numeric.cuh"
 #include "kernels/pooling.cuh"
@@ -68,28 +67,26 @@ __global__ void global_avgpool_backward_kernel(const T* dy, int N, int HW, int C
 template <typename T>
 void maxpool3x3s2_forward_cuda(const T* x, int N, int H, int W, int C, T* y, cudaStream_t stream) {
   const int64_t outputs = int64_t(N) * maxpool_out_size(H) * maxpool_out_size(W) * C;
-  maxpool3x3s2_forward_kernel<<<grid_for(outputs), kBlockThreads, 0, stream>>>(x, N, H, W, C, y);
-  CUDA_CHECK_LAUNCH();
+  launch_kernel("maxpool3x3s2_forward_kernel", maxpool3x3s2_forward_kernel<T>, grid_for(outputs), kBlockThreads, 0,
+                stream, x, N, H, W, C, y);
 }
 
 template <typename T>
 void maxpool3x3s2_backward_cuda(const T* x, const T* dy, int N, int H, int W, int C, T* dx, cudaStream_t stream) {
-  maxpool3x3s2_backward_kernel<<<grid_for(int64_t(N) * H * W * C), kBlockThreads, 0, stream>>>(x, dy, N, H, W, C,
-                                                                                                 dx);
-  CUDA_CHECK_LAUNCH();
+  launch_kernel("maxpool3x3s2_backward_kernel", maxpool3x3s2_backward_kernel<T>, grid_for(int64_t(N) * H * W * C),
+                kBlockThreads, 0, stream, x, dy, N, H, W, C, dx);
 }
 
 template <typename T>
 void global_avgpool_forward_cuda(const T* x, int N, int H, int W, int C, T* y, cudaStream_t stream) {
-  global_avgpool_forward_kernel<<<grid_for(int64_t(N) * C), kBlockThreads, 0, stream>>>(x, N, H * W, C, y);
-  CUDA_CHECK_LAUNCH();
+  launch_kernel("global_avgpool_forward_kernel", global_avgpool_forward_kernel<T>, grid_for(int64_t(N) * C),
+                kBlockThreads, 0, stream, x, N, H * W, C, y);
 }
 
 template <typename T>
 void global_avgpool_backward_cuda(const T* dy, int N, int H, int W, int C, T* dx, cudaStream_t stream) {
-  global_avgpool_backward_kernel<<<grid_for(int64_t(N) * H * W * C), kBlockThreads, 0, stream>>>(dy, N, H * W, C,
-                                                                                                   dx);
-  CUDA_CHECK_LAUNCH();
+  launch_kernel("global_avgpool_backward_kernel", global_avgpool_backward_kernel<T>,
+                grid_for(int64_t(N) * H * W * C), kBlockThreads, 0, stream, dy, N, H * W, C, dx);
 }
 
 #define CUTRAIN_INSTANTIATE_POOLING(T)                                                                      \

@@ -2,7 +2,6 @@
 // flat parameter buffer.
 #include "kernels/sgd.h"
 
-#include "kernels/check.h"
 #include "kernels/launch.cuh"
 #include "kernels/sgd.cuh"
 
@@ -28,8 +27,8 @@ __global__ void sgd_step_kernel(float* param, const float* grad, float* momentum
 
 void sgd_step_cuda(float* param, const float* grad, float* momentum_buf, __nv_bfloat16* param_bf16, int64_t n,
                    const float* lr, SgdConfig cfg, cudaStream_t stream) {
-  sgd_step_kernel<<<grid_for(n), kBlockThreads, 0, stream>>>(param, grad, momentum_buf, param_bf16, n, lr, cfg);
-  CUDA_CHECK_LAUNCH();
+  launch_kernel("sgd_step_kernel", sgd_step_kernel, grid_for(n), kBlockThreads, 0, stream, param, grad, momentum_buf,
+                param_bf16, n, lr, cfg);
 }
 
 }  // namespace cutrain

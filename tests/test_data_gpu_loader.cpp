@@ -12,7 +12,7 @@
 
 using namespace cutrain;
 
-TEST_CASE("gpu loader: gather + augment on the GPU equals the CPU loader bit for bit", "[data][gpu]") {
+TEST_CASE("gpu loader: gather + augment on the GPU equals the CPU loader bit for bit", "[data]" CUTRAIN_GPU_TAG) {
   CUTRAIN_REQUIRE_GPU();
   Dataset d = test::patterned_dataset(500);
   DistributedSampler sampler(d.size(), 3, 2, true, 11);
@@ -64,7 +64,7 @@ TEST_CASE("gpu loader: gather + augment on the GPU equals the CPU loader bit for
     }
 }
 
-TEST_CASE("gpu loader: bad epoch indices are rejected before any kernel runs", "[data][gpu]") {
+TEST_CASE("gpu loader: bad epoch indices are rejected before any kernel runs", "[data]" CUTRAIN_GPU_TAG) {
   CUTRAIN_REQUIRE_GPU();
   Dataset d = test::patterned_dataset(10);
   GpuLoader gpu(d, LoaderConfig{});

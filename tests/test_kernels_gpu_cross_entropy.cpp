@@ -23,7 +23,7 @@ std::vector<int32_t> random_labels(int N, int K, std::mt19937& rng) {
 
 }  // namespace
 
-TEST_CASE("softmax cross-entropy CUDA matches the CPU reference", "[gpu]") {
+TEST_CASE("softmax cross-entropy CUDA matches the CPU reference", CUTRAIN_GPU_TAG) {
   CUTRAIN_REQUIRE_GPU();
   const auto [N, K] = GENERATE(table<int, int>({{256, 10}, {37, 1000}, {1, 3}}));
   const float smoothing = GENERATE(0.0f, 0.1f);
@@ -45,7 +45,7 @@ TEST_CASE("softmax cross-entropy CUDA matches the CPU reference", "[gpu]") {
   CHECK(test::relative_error(gdlogits.copy_to_host(), dlogits) <= 1e-4);
 }
 
-TEST_CASE("count_correct CUDA adds the same counts as the CPU reference", "[gpu]") {
+TEST_CASE("count_correct CUDA adds the same counts as the CPU reference", CUTRAIN_GPU_TAG) {
   CUTRAIN_REQUIRE_GPU();
   const int N = 1000, K = 10;
   std::mt19937 rng(42);

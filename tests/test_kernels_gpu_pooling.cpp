@@ -15,7 +15,7 @@
 using namespace cutrain;
 using test::DeviceBuffer;
 
-TEMPLATE_TEST_CASE("max pool 3x3/2 CUDA matches the CPU reference", "[gpu]", float, __nv_bfloat16) {
+TEMPLATE_TEST_CASE("max pool 3x3/2 CUDA matches the CPU reference", CUTRAIN_GPU_TAG, float, __nv_bfloat16) {
   CUTRAIN_REQUIRE_GPU();
   using T = TestType;
   const auto [N, H, W, C] = GENERATE(table<int, int, int, int>({{4, 16, 16, 64}, {3, 17, 15, 3}}));
@@ -35,7 +35,7 @@ TEMPLATE_TEST_CASE("max pool 3x3/2 CUDA matches the CPU reference", "[gpu]", flo
   CHECK(test::relative_error(test::download(gdx), dx) <= test::parity_tolerance<T>());
 }
 
-TEMPLATE_TEST_CASE("global average pool CUDA matches the CPU reference", "[gpu]", float, __nv_bfloat16) {
+TEMPLATE_TEST_CASE("global average pool CUDA matches the CPU reference", CUTRAIN_GPU_TAG, float, __nv_bfloat16) {
   CUTRAIN_REQUIRE_GPU();
   using T = TestType;
   const auto [N, H, W, C] = GENERATE(table<int, int, int, int>({{8, 4, 4, 512}, {5, 7, 7, 10}}));

@@ -15,7 +15,7 @@
 using namespace cutrain;
 using test::DeviceBuffer;
 
-TEST_CASE("SGD CUDA matches the CPU reference over three steps and writes the bf16 copy", "[gpu]") {
+TEST_CASE("SGD CUDA matches the CPU reference over three steps and writes the bf16 copy", CUTRAIN_GPU_TAG) {
   CUTRAIN_REQUIRE_GPU();
   const bool nesterov = GENERATE(false, true);
   const SgdConfig cfg{0.9f, 5e-4f, nesterov};
@@ -37,7 +37,7 @@ TEST_CASE("SGD CUDA matches the CPU reference over three steps and writes the bf
   CHECK(test::relative_error(test::download(gparam_bf16), test::rounded_to<__nv_bfloat16>(result)) == 0.0);
 }
 
-TEST_CASE("casts between fp32 and bf16 on the GPU round to nearest even like the host", "[gpu]") {
+TEST_CASE("casts between fp32 and bf16 on the GPU round to nearest even like the host", CUTRAIN_GPU_TAG) {
   CUTRAIN_REQUIRE_GPU();
   const int64_t n = 4099;
   std::mt19937 rng(52);

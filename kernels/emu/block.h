@@ -1,0 +1,76 @@
+// block.h: how the emulation (kernels/emu) runs a grid on the CPU.
+//
+// Blocks run one after another. A block's threads are cooperative fibers (ucontext) on the calling
+// host thread: each runs until it reaches __syncthreads, a warp collective (__shfl_*_sync,
+// __ballot_sync, __any_sync, __all_sync, __syncwarp) or its end, then hands over to the next.
+// When no thread can run, the scheduler completes what is complete:
+//   - a warp collective, once every lane its mask names waits at the same collective with the
+//     same mask: each lane gets its result and runs again;
+//   - the barrier, once every thread that has not exited waits at it.
+// If neither is possible, some thread waits for a lane or a thread that will never come (a mask
+// naming an exited lane, a lane at __syncthreads, a collective against another collective): the
+// kernel fails with its name and the culprit, as cudaErrorLaunchFailure.
+//
+// The order in which the threads take turns between two such points is a Schedule: forward
+// (thread 0 first, the default), reverse, or shuffle (a new seeded permutation at every turn). A
+// kernel that leans on an order, say by reading shared memory before the barrier that should
+// protect it, gives a wrong result in at least one of them.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "kernels/emu/vector_types.h"
+
+// The built-in variables: the scheduler sets them before a thread runs.
+extern uint3 threadIdx;
+extern uint3 blockIdx;
+extern dim3 blockDim;
+extern dim3 gridDim;
+extern const int warpSize;
+
+namespace cutrain::emu {
+
+enum class ThreadOrder { forward, reverse, shuffle };
+
+struct Schedule {
+  ThreadOrder order = ThreadOrder::forward;
+  uint64_t seed = 0;  // for shuffle
+};
+
+// "forward", "reverse", "shuffle" or "shuffle:SEED"; throws std::invalid_argument otherwise.
+Schedule parse_schedule(const std::string& text);
+// The schedule of the launches that follow (forward until set).
+Schedule schedule();
+void set_schedule(Schedule schedule);
+
+// One launch: the kernel's name (for messages), its shape, and its body, which runs one thread
+// given the launch's arguments.
+struct Grid {
+  const char* kernel;
+  dim3 grid, block;
+  size_t dynamic_shared_bytes;
+  void (*body)(const void* arguments);
+  const void* arguments;
+};
+
+// Runs every block of the grid, or fails as a GPU would: cudaErrorInvalidConfiguration for an
+// empty grid or block, over 1024 threads, grid.y or grid.z over 65535; cudaErrorInvalidValue for
+// more than 48 KiB of dynamic shared memory (the emulation cannot see static __shared__ sizes);
+// cudaErrorLaunchFailure for a thread that waits forever. The error becomes runtime.h's last
+// error, as a launch's does.
+void run_grid(const Grid& grid);
+
+// ---- called by the running threads (device.h) -----------------------------------------------
+
+enum class Collective { syncwarp, shfl_idx, shfl_up, shfl_down, shfl_xor, ballot, any, all };
+
+void sync_threads();
+// The calling lane's result of a warp collective: `value` is its input (the variable shuffled, or
+// the predicate), `arg` the source lane, delta or lane mask of a shuffle.
+uint64_t warp_collective(Collective op, unsigned mask, uint64_t value, int arg, int width);
+// The block's dynamic shared memory: the launch's bytes, a heap allocation of exactly that size.
+void* dynamic_shared_memory();
+
+}  // namespace cutrain::emu

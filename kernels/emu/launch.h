@@ -1,0 +1,35 @@
+// launch.h: a kernel launch under the emulation (kernels/emu), the other side of
+// kernels/launch.cuh's launch_kernel. As a launch does, it converts the arguments to the kernel's
+// parameter types and copies them once; block.h's run_grid then runs every thread of the grid on
+// that copy (each thread's parameters are its own copy of it, as its registers would be).
+#pragma once
+
+#include <cstddef>
+#include <tuple>
+#include <utility>
+
+#include "kernels/emu/block.h"
+#include "kernels/emu/runtime.h"
+
+namespace cutrain::emu {
+
+template <typename... Params, typename... Args>
+void launch(const char* name, void (*kernel)(Params...), dim3 grid, dim3 block, size_t dynamic_shared_bytes,
+            cudaStream_t stream, Args&&... args) {
+  if (!valid_stream(stream)) {
+    set_last_error(cudaErrorInvalidResourceHandle);
+    return;
+  }
+  struct Launch {
+    void (*kernel)(Params...);
+    std::tuple<Params...> parameters;
+  };
+  const Launch launch{kernel, std::tuple<Params...>(std::forward<Args>(args)...)};
+  const auto run_thread = [](const void* p) {
+    const Launch& l = *static_cast<const Launch*>(p);
+    std::apply(l.kernel, l.parameters);
+  };
+  run_grid(Grid{name, grid, block, dynamic_shared_bytes, run_thread, &launch});
+}
+
+}  // namespace cutrain::emu

@@ -1,0 +1,126 @@
+// runtime.h: the part of the CUDA runtime API that cutrain's kernel launchers, kernel tests and
+// GPU loader call, for the emulation (kernels/emu). Names, signatures, error codes and error
+// strings are the toolkit's; the semantics are synchronous: a copy, memset or kernel is finished
+// when the call returns, so streams and events only keep their bookkeeping.
+//
+// Device memory is host memory, one heap allocation per cudaMalloc of exactly the asked size, so
+// AddressSanitizer reports a kernel or a copy that runs past a buffer. The emulation remembers
+// every allocation: a copy or memset whose device side is not inside one fails with
+// cudaErrorInvalidValue, as does one whose host side is device memory.
+#pragma once
+
+#include <cstddef>
+
+// Builds that compile against the emulation can tell (tests/gpu.h tags their tests [emu]).
+#define CUTRAIN_CUDA_EMULATION 1
+
+enum cudaError {
+  cudaSuccess = 0,
+  cudaErrorInvalidValue = 1,
+  cudaErrorMemoryAllocation = 2,
+  cudaErrorInvalidConfiguration = 9,
+  cudaErrorInvalidDevicePointer = 17,
+  cudaErrorInvalidMemcpyDirection = 21,
+  cudaErrorInvalidDevice = 101,
+  cudaErrorInvalidResourceHandle = 400,
+  cudaErrorLaunchFailure = 719,
+};
+typedef enum cudaError cudaError_t;
+
+enum cudaMemcpyKind {
+  cudaMemcpyHostToHost = 0,
+  cudaMemcpyHostToDevice = 1,
+  cudaMemcpyDeviceToHost = 2,
+  cudaMemcpyDeviceToDevice = 3,
+  cudaMemcpyDefault = 4,
+};
+
+struct CUstream_st;
+typedef struct CUstream_st* cudaStream_t;
+struct CUevent_st;
+typedef struct CUevent_st* cudaEvent_t;
+
+constexpr unsigned int cudaStreamDefault = 0x00;
+constexpr unsigned int cudaStreamNonBlocking = 0x01;
+constexpr unsigned int cudaEventDefault = 0x00;
+constexpr unsigned int cudaEventBlockingSync = 0x01;
+constexpr unsigned int cudaEventDisableTiming = 0x02;
+constexpr unsigned int cudaHostAllocDefault = 0x00;
+
+struct cudaDeviceProp {
+  char name[256];
+  size_t totalGlobalMem;
+  size_t sharedMemPerBlock;
+  int warpSize;
+  int maxThreadsPerBlock;
+  int maxThreadsDim[3];
+  int maxGridSize[3];
+  int major, minor;
+  int multiProcessorCount;
+};
+
+// ---- errors ----
+// A failed call, launch or kernel sets the last error, which cudaGetLastError returns and clears.
+// Unlike a GPU, a kernel that failed leaves the emulated device usable afterwards.
+cudaError_t cudaGetLastError();
+cudaError_t cudaPeekAtLastError();
+const char* cudaGetErrorName(cudaError_t error);
+// For cudaErrorLaunchFailure from the emulation, also what went wrong, in which kernel.
+const char* cudaGetErrorString(cudaError_t error);
+
+// ---- the device: one ----
+cudaError_t cudaGetDeviceCount(int* count);
+cudaError_t cudaGetDevice(int* device);
+cudaError_t cudaSetDevice(int device);
+cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int device);
+cudaError_t cudaDeviceSynchronize();
+
+// ---- memory ----
+cudaError_t cudaMalloc(void** pointer, size_t bytes);
+cudaError_t cudaFree(void* pointer);
+cudaError_t cudaHostAlloc(void** pointer, size_t bytes, unsigned int flags);
+cudaError_t cudaMallocHost(void** pointer, size_t bytes);
+cudaError_t cudaFreeHost(void* pointer);
+cudaError_t cudaMemcpy(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind);
+cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind, cudaStream_t stream = 0);
+cudaError_t cudaMemset(void* pointer, int value, size_t bytes);
+cudaError_t cudaMemsetAsync(void* pointer, int value, size_t bytes, cudaStream_t stream = 0);
+
+// The typed overloads of cuda_runtime.h.
+template <typename T>
+cudaError_t cudaMalloc(T** pointer, size_t bytes) {
+  return cudaMalloc(reinterpret_cast<void**>(pointer), bytes);
+}
+template <typename T>
+cudaError_t cudaHostAlloc(T** pointer, size_t bytes, unsigned int flags) {
+  return cudaHostAlloc(reinterpret_cast<void**>(pointer), bytes, flags);
+}
+template <typename T>
+cudaError_t cudaMallocHost(T** pointer, size_t bytes) {
+  return cudaMallocHost(reinterpret_cast<void**>(pointer), bytes);
+}
+
+// ---- streams and events ----
+cudaError_t cudaStreamCreate(cudaStream_t* stream);
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t* stream, unsigned int flags);
+cudaError_t cudaStreamDestroy(cudaStream_t stream);
+cudaError_t cudaStreamSynchronize(cudaStream_t stream);
+cudaError_t cudaStreamQuery(cudaStream_t stream);
+cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned int flags = 0);
+cudaError_t cudaEventCreate(cudaEvent_t* event);
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned int flags);
+cudaError_t cudaEventDestroy(cudaEvent_t event);
+cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream = 0);
+cudaError_t cudaEventSynchronize(cudaEvent_t event);
+cudaError_t cudaEventQuery(cudaEvent_t event);
+// Host time between the two records, in ms: with synchronous kernels, the emulation's time.
+cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end);
+
+namespace cutrain::emu {
+
+// Sets the last error; for a kernel that failed, `why` says what went wrong and where.
+cudaError_t set_last_error(cudaError_t error, const char* why = "");
+// Whether `stream` is the default stream or one created and not yet destroyed.
+bool valid_stream(cudaStream_t stream);
+
+}  // namespace cutrain::emu

@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# Breaks the CUDA kernels on purpose, one way at a time, and checks that the emulated tests catch
+# each break: the [emu] tests of tests/emu, in all three thread orders, under AddressSanitizer and
+# the alignment check. Every file it touches is put back, also when interrupted. Not run by CI
+# (it rebuilds the emulated tests once per mutation: several minutes).
+#
+#   scripts/mutate-kernels.sh            # every mutation
+#   scripts/mutate-kernels.sh barrier    # those whose name contains "barrier"
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+# name | file | text in the file | what replaces it
+mutations=(
+  "bn-sums-barrier|kernels/batchnorm.cu|  __syncthreads();|"
+  "loss-barrier|kernels/cross_entropy.cu|  __syncthreads();|"
+  "grid-stride-bound|kernels/launch.cuh|i < (n); \\|i <= (n); \\"
+  "shuffle-offset|kernels/cross_entropy.cu|offset /= 2) value +=|offset /= 4) value +="
+  "unaligned-pack|kernels/launch.cuh|if (reinterpret_cast<uintptr_t>(p) % 16 != 0) return false;|(void)p;"
+  "skip-zeroing|kernels/batchnorm.cu|CUDA_CHECK(cudaMemsetAsync(out_a, 0, sizeof(float) * C, stream));|"
+  "read-past-end|kernels/batchnorm.cu|if (c < C) bn_eval_channel|if (c <= C) bn_eval_channel"
+)
+
+build=build-emu
+saved=$(mktemp -d)  # the originals of the files being mutated (all in kernels/)
+restore() {
+  for f in "$saved"/*; do [ -e "$f" ] && cp "$f" "kernels/$(basename "$f")"; done
+  rm -rf "$saved"
+}
+trap restore EXIT
+
+# Replaces the one occurrence of $2 in file $1 by $3; fails when the text is not there once.
+replace_once() {
+  python3 - "$@" <<'EOF'
+import sys
+path, old, new = sys.argv[1:]
+text = open(path).read()
+if text.count(old) != 1:
+    sys.exit(f"{path}: the mutation's text occurs {text.count(old)} times, not once; update scripts/mutate-kernels.sh")
+open(path, "w").write(text.replace(old, new))
+EOF
+}
+
+run_tests() {
+  cmake --build "$build" -j "$(nproc)" >"$build/mutation-build.log" 2>&1 || return 2
+  ctest --test-dir "$build" -j "$(nproc)" --output-on-failure >"$build/mutation-test.log" 2>&1
+}
+
+cmake -S tests/emu -B "$build" >/dev/null
+echo "mutate-kernels: the unbroken kernels first"
+if ! run_tests; then
+  echo "mutate-kernels: error: the tests fail before any mutation; see $build/mutation-test.log" >&2
+  exit 1
+fi
+
+survived=0
+for m in "${mutations[@]}"; do
+  IFS='|' read -r name file old new <<<"$m"
+  case "$name" in *"${1:-}"*) ;; *) continue ;; esac
+  cp "$file" "$saved/$(basename "$file")"
+  replace_once "$file" "$old" "$new"
+  status=0
+  run_tests || status=$?
+  if [ "$status" -eq 0 ]; then
+    echo "SURVIVED  $name ($file): every test passed"
+    survived=$((survived + 1))
+  elif [ "$status" -eq 2 ]; then
+    echo "BROKEN    $name ($file): the mutated kernels do not build; see $build/mutation-build.log"
+    survived=$((survived + 1))
+  else
+    log="$build/mutation-test.log"
+    failed=$(sed -n '/The following tests FAILED:/,$p' "$log" | grep -E '^\s+[0-9]+ - ' || true)
+    sanitizer=$(grep -o -m1 'AddressSanitizer: [a-z-]*\|runtime error: [a-z ]*misaligned address' "$log" || true)
+    echo "CAUGHT    $name ($file)${sanitizer:+ by $sanitizer}: failing tests, in the orders that fail"
+    sed -E 's/^\s+[0-9]+ - (.*) \(emu, ([a-z]+) order\).*/\1|\2/' <<<"$failed" | sort |
+      awk -F'|' '{ orders[$1] = orders[$1] (orders[$1] ? ", " : "") $2 }
+                 END { for (t in orders) print "          " t " (" orders[t] ")" }' | sort
+  fi
+  cp "$saved/$(basename "$file")" "$file"
+  rm "$saved/$(basename "$file")"
+done
+
+echo "mutate-kernels: rebuilding the unbroken kernels"
+cmake --build "$build" -j "$(nproc)" >/dev/null
+exit $((survived > 0))
