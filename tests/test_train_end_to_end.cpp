@@ -250,8 +250,8 @@ TEST_CASE("metrics that cannot be written: one warning, the training finishes, e
   CHECK(r.output.find(warning) != std::string::npos);
   CHECK(r.output.find(warning) == r.output.rfind(warning));  // once
   CHECK(r.output.find("done in ") != std::string::npos);    // the training went to its end
-  // 2 steps, 1 epoch, 1 summary
-  CHECK_THAT(r.output, Catch::EndsWith("cutrain: error: --metrics /dev/full: 4 record(s) could not be written "
+  // 2 steps, 1 evaluation, 1 epoch, 1 summary
+  CHECK_THAT(r.output, Catch::EndsWith("cutrain: error: --metrics /dev/full: 5 record(s) could not be written "
                                        "(No space left on device); the training itself finished\n"));
 }
 
