@@ -10,6 +10,7 @@
 #include <optional>
 #include <stdexcept>
 
+#include "app/accuracy_tracker.h"
 #include "app/batch_feed.h"
 #include "app/checkpoints.h"
 #include "app/datasets.h"
@@ -17,6 +18,7 @@
 #include "app/evaluator.h"
 #include "app/first_step.h"
 #include "app/lr_schedule.h"
+#include "app/run_clock.h"
 #include "app/run_log.h"
 #include "app/shutdown.h"
 #include "app/step_graph.h"
@@ -58,7 +60,7 @@ int64_t memory_in_use(Device device) {
   return int64_t(usage.ru_maxrss) * 1024;
 }
 
-enum class StopReason { none, max_steps, signal };
+enum class StopReason { none, max_steps, signal, target };
 
 class Trainer {
  public:
@@ -76,7 +78,7 @@ class Trainer {
   void train_step();
   void log_window(int epoch, int64_t batch);
   bool stop_agreed(bool local_stop);
-  std::optional<EvalResult> maybe_evaluate(int epoch);
+  std::optional<EvalResult> evaluate_if_due(int epoch, bool epoch_end, StopReason& stop);
   std::string save_checkpoint();
   void print_class_accuracy(const EvalResult& r) const;
   void check_replicas_agree();
@@ -99,6 +101,7 @@ class Trainer {
   std::unique_ptr<StepMetrics> metrics_;
   std::unique_ptr<StepGraph> graph_;
   std::unique_ptr<RunLog> log_;
+  std::unique_ptr<AccuracyTracker> accuracy_;
   std::optional<CheckpointFolder> checkpoints_;
   LrSchedule schedule_;
   TrainingState state_;
@@ -110,10 +113,12 @@ class Trainer {
   cudaEvent_t step_done_ = nullptr;  // GPU: recorded after each step (see train_step)
   std::vector<std::string> rank_devices_;  // rank 0: where each rank runs, for the banner
 
-  // Throughput bookkeeping: the window since the last log line, and the run after warm-up.
-  SteadyClock::time_point window_start_;
-  SteadyClock::time_point warm_start_;
-  int64_t warm_images_ = 0;
+  // Throughput bookkeeping, on the step clock: the window since the last log line, and the run
+  // after warm-up.
+  RunClock clock_;
+  double window_start_s_ = 0;
+  int64_t warm_images_ = 0;  // in the logged windows after the first
+  double warm_seconds_ = 0;
   bool warm_ = false;
   double epoch_loss_sum_ = 0;
   int64_t epoch_correct_ = 0, epoch_images_ = 0, epoch_steps_ = 0;
@@ -189,7 +194,8 @@ void Trainer::gather_devices() {
 }
 
 void Trainer::build_model() {
-  data_ = load_datasets(opt_.data, opt_.synthetic_train, opt_.synthetic_test, opt_.max_image_pixels);
+  data_ = load_datasets(opt_.data, opt_.synthetic_train, opt_.synthetic_test, opt_.synthetic_difficulty,
+                        opt_.max_image_pixels);
   const Dataset& train = data_.train;
   if (train.height != train.width)
     throw std::runtime_error(data_.source + ": images are " + std::to_string(train.height) + "x" +
@@ -243,7 +249,12 @@ void Trainer::build_model() {
   lc.augment.seed = opt_.seed;
   lc.drop_last = true;
   feed_ = std::make_unique<BatchFeed>(train, lc, *model_);
-  evaluator_ = std::make_unique<Evaluator>(*model_, data_.test, comm_.get(), env_.rank, env_.world_size);
+  evaluator_ = std::make_unique<Evaluator>(*model_, data_.test, comm_.get(), env_.rank, env_.world_size,
+                                           parse_tta(opt_.tta));
+  const std::optional<double> target =
+      opt_.target_accuracy > 0 ? std::optional<double>(opt_.target_accuracy) : std::nullopt;
+  accuracy_ = std::make_unique<AccuracyTracker>(EvalSchedule{opt_.eval_every, opt_.eval_every_steps, opt_.epochs},
+                                                target, steps_per_epoch_);
   metrics_ = std::make_unique<StepMetrics>(*ctx_, opt_.log_every);
   std::function<bool(bool)> all_captured;
   if (comm_ && env_.is_distributed()) all_captured = [this](bool ok) { return !stop_agreed(!ok); };
@@ -364,7 +375,7 @@ bool Trainer::stop_agreed(bool local_stop) {
 void Trainer::log_window(int epoch, int64_t batch) {
   const MetricsWindow w = metrics_->flush();
   if (w.steps == 0) return;
-  const double seconds = seconds_since(window_start_);
+  const double seconds = clock_.step_s() - window_start_s_;
   const int64_t first_step = state_.global_step - w.steps + 1;
   if (w.first_nonfinite >= 0) {
     const std::vector<std::string> saved = checkpoints_ ? checkpoints_->complete_checkpoints() : std::vector<std::string>{};
@@ -376,10 +387,9 @@ void Trainer::log_window(int epoch, int64_t batch) {
   const int64_t images = int64_t(w.steps) * opt_.batch_size * env_.world_size;
   if (warm_) {
     warm_images_ += images;
-  } else {
-    warm_ = true;  // the first window (start-up, graph capture) is the warm-up
-    warm_start_ = SteadyClock::now();
+    warm_seconds_ += seconds;
   }
+  warm_ = true;  // the first window (start-up, graph capture) is the warm-up
   peak_memory_ = std::max(peak_memory_, memory_in_use(device_) - memory_baseline_);
   epoch_loss_sum_ += w.mean_loss * w.steps;
   epoch_correct_ += w.correct;
@@ -398,19 +408,33 @@ void Trainer::log_window(int epoch, int64_t batch) {
   r.images_per_s = images / seconds;
   r.ms_per_step = 1000 * seconds / w.steps;
   log_->step(r);
-  window_start_ = SteadyClock::now();
+  window_start_s_ = clock_.step_s();
 }
 
-std::optional<EvalResult> Trainer::maybe_evaluate(int epoch) {
-  const bool due = opt_.eval_every > 0 && ((epoch + 1) % opt_.eval_every == 0 || epoch + 1 == opt_.epochs);
-  if (!due) return std::nullopt;
-  return evaluator_->run();
+// Evaluates when the schedule says so (app/accuracy_tracker.h), off the training clock, and sets
+// `stop` when the result reaches --target-accuracy. Every rank gets the same accuracy, so all stop
+// together.
+std::optional<EvalResult> Trainer::evaluate_if_due(int epoch, bool epoch_end, StopReason& stop) {
+  if (!accuracy_->due(epoch + 1, epoch_end, state_.global_step)) return std::nullopt;
+  ctx_->synchronize();  // the steps so far are training time
+  clock_.pause(Pause::evaluation);
+  const auto start = SteadyClock::now();
+  EvalResult result = evaluator_->run();
+  const double seconds = seconds_since(start);
+  clock_.resume();
+  if (accuracy_->record(result.accuracy(), state_.global_step, clock_)) stop = StopReason::target;
+  log_->evaluation(EvalRecord{epoch + 1, opt_.epochs, state_.global_step, epoch_end, result.accuracy(), seconds,
+                              clock_.training_s()});
+  return result;
 }
 
 std::string Trainer::save_checkpoint() {
   if (!checkpoints_ || !env_.is_main()) return "";
   ctx_->synchronize();
-  return checkpoints_->save(*model_, *sgd_, state_);
+  clock_.pause(Pause::checkpoint);
+  std::string path = checkpoints_->save(*model_, *sgd_, state_);
+  clock_.resume();
+  return path;
 }
 
 void Trainer::print_class_accuracy(const EvalResult& r) const {
@@ -459,17 +483,18 @@ int Trainer::run() {
   print_banner();
 
   StopReason stop = StopReason::none;
-  std::optional<double> best_acc, final_acc;
   std::optional<EvalResult> last_eval;
-  window_start_ = SteadyClock::now();
+  clock_.start();
   for (int epoch = state_.epoch; epoch < opt_.epochs && stop == StopReason::none; ++epoch) {
-    const auto epoch_start = SteadyClock::now();
+    const double epoch_start = clock_.training_s();  // the epoch's time leaves its evaluations out
     epoch_loss_sum_ = 0;
     epoch_correct_ = epoch_images_ = epoch_steps_ = 0;
     sampler_->set_epoch(epoch);
+    clock_.pause(Pause::epoch_start);  // until the epoch's first batch is in
     feed_->start_epoch(sampler_->indices(), epoch, state_.batch);
     for (int64_t b = state_.batch; b < steps_per_epoch_; ++b) {
       feed_->load(b);
+      clock_.resume();
       train_step();
       ++state_.global_step;
       progress_.set_step(state_.global_step);
@@ -483,6 +508,9 @@ int Trainer::run() {
         if (stop_agreed(shutdown_requested())) stop = StopReason::signal;
       }
       if (at_limit && stop == StopReason::none) stop = StopReason::max_steps;
+      if (stop == StopReason::none && b + 1 < steps_per_epoch_) {
+        if (auto eval = evaluate_if_due(epoch, false, stop)) last_eval = eval;
+      }
       if (stop != StopReason::none) {
         log_window(epoch, b + 1);
         break;
@@ -493,8 +521,8 @@ int Trainer::run() {
     // The epoch is complete.
     state_.epoch = epoch + 1;
     state_.batch = 0;
-    const double epoch_time = seconds_since(epoch_start);
-    last_eval = maybe_evaluate(epoch);
+    const double epoch_time = clock_.training_s() - epoch_start;
+    std::optional<EvalResult> eval = evaluate_if_due(epoch, true, stop);
     EpochRecord r;
     r.epoch = epoch + 1;
     r.epochs = opt_.epochs;
@@ -504,10 +532,9 @@ int Trainer::run() {
     r.lr = sgd_->lr();
     r.images_per_s = double(epoch_images_) * env_.world_size / epoch_time;
     r.epoch_time_s = epoch_time;
-    if (last_eval) {
-      r.test_acc = last_eval->accuracy();
-      final_acc = r.test_acc;
-      best_acc = std::max(best_acc.value_or(0.0), *r.test_acc);
+    if (eval) {
+      r.test_acc = eval->accuracy();
+      last_eval = eval;
     }
     r.peak_memory_bytes = peak_memory_;
     log_->epoch(r);
@@ -520,14 +547,23 @@ int Trainer::run() {
                   static_cast<long long>(state_.global_step), path.empty() ? "none (no --save)" : path.c_str());
   }
 
+  const double training_time = clock_.training_s();
   check_replicas_agree();
   const double wall = seconds_since(run_start);
-  const double warm_seconds = warm_ ? seconds_since(warm_start_) : 0;
   SummaryRecord s;
   s.wall_time_s = wall;
-  s.mean_images_per_s = warm_seconds > 0 ? double(warm_images_) / warm_seconds : 0;
-  s.best_test_acc = best_acc;
-  s.final_test_acc = final_acc;
+  s.training_time_s = training_time;
+  s.eval_time_s = clock_.paused_s(Pause::evaluation);
+  s.mean_images_per_s = warm_seconds_ > 0 ? double(warm_images_) / warm_seconds_ : 0;
+  s.tta = opt_.tta;
+  s.target_acc = accuracy_->target();
+  if (const auto& reached = accuracy_->reached()) {
+    s.time_to_target_s = reached->training_s;
+    s.target_epochs = reached->epochs;
+    s.target_steps = reached->steps;
+  }
+  s.best_test_acc = accuracy_->best();
+  s.final_test_acc = accuracy_->final();
   s.peak_memory_bytes = peak_memory_;
   s.world_size = env_.world_size;
   s.precision = dtype_ == DType::bf16 ? "bf16" : "fp32";
@@ -535,12 +571,14 @@ int Trainer::run() {
   s.batch_size = opt_.batch_size;
   log_->summary(s);
   char accuracy[64] = "";
-  if (final_acc)
-    std::snprintf(accuracy, sizeof accuracy, ", final test accuracy %.2f%% (best %.2f%%)", 100 * *final_acc,
-                  100 * *best_acc);
-  log_->print("done in %.1f s: %.0f images/s after warm-up%s%s", wall, s.mean_images_per_s, accuracy,
+  if (s.final_test_acc)
+    std::snprintf(accuracy, sizeof accuracy, ", final test accuracy %.2f%% (best %.2f%%)", 100 * *s.final_test_acc,
+                  100 * *s.best_test_acc);
+  log_->print("done in %.1f s (training %.1f s, evaluation %.1f s): %.0f images/s after warm-up%s%s", wall,
+              s.training_time_s, s.eval_time_s, s.mean_images_per_s, accuracy,
               device_ == Device::cuda ? ("; CUDA graphs " + graph_->status()).c_str() : "");
-  if (last_eval && stop == StopReason::none) print_class_accuracy(*last_eval);
+  if (accuracy_->target()) log_->print("%s", accuracy_->summary_line(state_.epoch).c_str());
+  if (last_eval && (stop == StopReason::none || stop == StopReason::target)) print_class_accuracy(*last_eval);
   log_->finish();  // a metrics file that could not take every record fails the run here
   return 0;
 }
