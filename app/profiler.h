@@ -1,8 +1,7 @@
 // profiler.h: --profile-steps A:B, which brackets steps A to B (0-based, both included) with
 // cudaProfilerStart and cudaProfilerStop, so that Nsight Systems records those steps only:
 //
-//   nsys profile --capture-range=cudaProfilerApi --cuda-graph-trace=node \
-//       cutrain train ... --profile-steps 100:104
+//   nsys profile --capture-range=cudaProfilerApi --cuda-graph-trace=node cutrain train ... --profile-steps 100:104
 //
 // The steps are named inside by NVTX ranges (data, forward, backward, each bucket's all-reduce,
 // the optimizer: kernels/nvtx_range.h).

@@ -49,7 +49,7 @@ class GlooCommunicator final : public Communicator {
     ReduceOp op = ReduceOp::sum;
     int root = 0;
     uint32_t tag = 0;
-    AfterCollective then;  // run on the communication thread after the collective
+    AfterCollective then = {};  // run on the communication thread after the collective
   };
 
   void enqueue(Task task);
