@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "kernels/batchnorm.h"
+#include "tests/batchnorm_buffers.h"
 #include "tests/device_buffer.h"
 #include "tests/gpu.h"
 #include "tests/gradcheck.h"
@@ -30,32 +31,6 @@ namespace {
 // Statistics are fp32 sums of the same (rounded) inputs in another order.
 constexpr double kStatisticsTolerance = 1e-4;
 
-// Activations on the device that start `offset` elements into their allocation: offset 1 takes
-// every row off the 16-byte boundary of the packs, which the launchers must notice.
-template <typename T>
-class Activations {
- public:
-  Activations(size_t n, int offset) : buffer_(n + size_t(offset)), offset_(offset) {}
-  Activations(const std::vector<float>& values, int offset) : Activations(values.size(), offset) {
-    std::vector<float> padded(size_t(offset), 0.0f);
-    padded.insert(padded.end(), values.begin(), values.end());
-    buffer_.copy_from(test::convert_to<T>(padded));
-  }
-  T* get() const { return buffer_.get() + offset_; }
-  std::vector<float> download() const {
-    const std::vector<float> all = test::download(buffer_);
-    return std::vector<float>(all.begin() + offset_, all.end());
-  }
-  std::vector<T> raw() const {
-    const std::vector<T> all = buffer_.copy_to_host();
-    return std::vector<T>(all.begin() + offset_, all.end());
-  }
-
- private:
-  DeviceBuffer<T> buffer_;
-  int offset_;
-};
-
 // A launch plan's device: small ones give several chunks of rows per group of channels, and
 // little shared memory makes most rows re-read; 0 blocks: the device's own plan.
 struct TestDevice {
@@ -70,20 +45,20 @@ struct TestDevice {
 template <typename T>
 struct Case {
   BatchNormShape shape;
-  std::vector<float> x, residual, dy, gamma, beta, running_mean, running_var;
+  test::BatchNormInputs in;
 
   Case(int64_t M, int C, BatchNormFusion fusion, std::mt19937& rng, float x_mean = 0.5f, float x_std = 0.9f)
       : shape{M, C, fusion} {
     std::normal_distribution<float> pixel(x_mean, x_std);
-    x.resize(size_t(M * C));
-    for (float& v : x) v = pixel(rng);
-    x = test::rounded_to<T>(x);
-    residual = test::rounded_to<T>(test::random_vector(M * C, rng));
-    dy = test::rounded_to<T>(test::random_vector(M * C, rng));
-    gamma = test::random_vector(C, rng, 0.5f, 1.5f);
-    beta = test::random_vector(C, rng);
-    running_mean = test::random_vector(C, rng);
-    running_var = test::random_vector(C, rng, 0.5f, 2.0f);
+    in.x.resize(size_t(M * C));
+    for (float& v : in.x) v = pixel(rng);
+    in.x = test::rounded_to<T>(in.x);
+    in.residual = test::rounded_to<T>(test::random_vector(M * C, rng));
+    in.dy = test::rounded_to<T>(test::random_vector(M * C, rng));
+    in.gamma = test::random_vector(C, rng, 0.5f, 1.5f);
+    in.beta = test::random_vector(C, rng);
+    in.running_mean = test::random_vector(C, rng);
+    in.running_var = test::random_vector(C, rng, 0.5f, 2.0f);
   }
   int64_t numel() const { return shape.rows * shape.channels; }
 };
@@ -97,14 +72,14 @@ struct Reference {
 template <typename T>
 Reference cpu_reference(const Case<T>& c) {
   const int C = c.shape.channels;
-  Reference r{std::vector<float>(c.numel()), std::vector<float>(C), std::vector<float>(C), c.running_mean,
-              c.running_var, std::vector<float>(c.numel()), std::vector<float>(c.numel()), std::vector<float>(C),
+  Reference r{std::vector<float>(c.numel()), std::vector<float>(C), std::vector<float>(C), c.in.running_mean,
+              c.in.running_var, std::vector<float>(c.numel()), std::vector<float>(c.numel()), std::vector<float>(C),
               std::vector<float>(C), std::vector<uint8_t>(bn_mask_bytes(c.shape))};
   BatchNormForward<float> f;
-  f.x = c.x.data();
-  f.residual = c.residual.data();
-  f.gamma = c.gamma.data();
-  f.beta = c.beta.data();
+  f.x = c.in.x.data();
+  f.residual = c.in.residual.data();
+  f.gamma = c.in.gamma.data();
+  f.beta = c.in.beta.data();
   f.y = r.y.data();
   f.relu_mask = r.mask.data();
   f.mean = r.mean.data();
@@ -113,12 +88,12 @@ Reference cpu_reference(const Case<T>& c) {
   f.running_var = r.running_var.data();
   bn_forward_train_cpu(c.shape, f);
   BatchNormBackward<float> b;
-  b.x = c.x.data();
-  b.dy = c.dy.data();
+  b.x = c.in.x.data();
+  b.dy = c.in.dy.data();
   b.relu_mask = r.mask.data();
   b.mean = r.mean.data();
   b.invstd = r.invstd.data();
-  b.gamma = c.gamma.data();
+  b.gamma = c.in.gamma.data();
   b.dx = r.dx.data();
   b.d_residual = r.d_residual.data();
   b.dgamma = r.dgamma.data();
@@ -134,60 +109,25 @@ struct GpuRun {
   GpuRun(const Case<T>& c, const Reference& cpu, int offset, const BatchNormDevice& device)
       : forward_plan(bn_plan(BatchNormPass::forward_train, c.shape, sizeof(T), device)),
         backward_plan(bn_plan(BatchNormPass::backward, c.shape, sizeof(T), device)),
-        x(c.x, offset),
-        residual(c.residual, offset),
-        dy(c.dy, offset),
-        y(size_t(c.numel()), offset),
-        dx(size_t(c.numel()), offset),
-        d_residual(size_t(c.numel()), offset),
-        gamma(c.gamma),
-        beta(c.beta),
-        running_mean(c.running_mean),
-        running_var(c.running_var),
-        mean(size_t(c.shape.channels)),
-        invstd(size_t(c.shape.channels)),
+        on(c.shape, c.in, offset),
         cpu_mean(cpu.mean),
         cpu_invstd(cpu.invstd),
-        dgamma(size_t(c.shape.channels)),
-        dbeta(size_t(c.shape.channels)),
         partials(size_t(std::max(forward_plan.partial_floats, backward_plan.partial_floats))),
-        mask(size_t(bn_mask_bytes(c.shape))),
         cpu_mask(cpu.mask) {}
 
-  void forward() {
-    BatchNormForward<T> f;
-    f.x = x.get();
-    f.residual = residual.get();
-    f.gamma = gamma.get();
-    f.beta = beta.get();
-    f.y = y.get();
-    f.relu_mask = mask.get();
-    f.mean = mean.get();
-    f.invstd = invstd.get();
-    f.running_mean = running_mean.get();
-    f.running_var = running_var.get();
-    bn_forward_train_cuda<T>(forward_plan, f, partials.get(), nullptr);
-  }
+  void forward() { bn_forward_train_cuda<T>(forward_plan, on.forward(), partials.get(), nullptr); }
   void backward() {
-    BatchNormBackward<T> b;
-    b.x = x.get();
-    b.dy = dy.get();
+    BatchNormBackward<T> b = on.backward();
     b.relu_mask = cpu_mask.get();
     b.mean = cpu_mean.get();
     b.invstd = cpu_invstd.get();
-    b.gamma = gamma.get();
-    b.dx = dx.get();
-    b.d_residual = d_residual.get();
-    b.dgamma = dgamma.get();
-    b.dbeta = dbeta.get();
     bn_backward_cuda<T>(backward_plan, b, partials.get(), nullptr);
   }
 
   BatchNormPlan forward_plan, backward_plan;
-  Activations<T> x, residual, dy, y, dx, d_residual;
-  DeviceBuffer<float> gamma, beta, running_mean, running_var, mean, invstd, cpu_mean, cpu_invstd, dgamma, dbeta,
-      partials;
-  DeviceBuffer<uint8_t> mask, cpu_mask;
+  test::BatchNormBuffers<T> on;
+  DeviceBuffer<float> cpu_mean, cpu_invstd, partials;
+  DeviceBuffer<uint8_t> cpu_mask;
 };
 
 // Whether every mask bit is [y > 0] of the y beside it (bits past the last channel: 0).
@@ -249,17 +189,17 @@ TEMPLATE_TEST_CASE("batch norm CUDA training forward and backward match the CPU 
   gpu.forward();
   gpu.backward();
 
-  CHECK(test::relative_error(test::download(gpu.mean), cpu.mean) <= kStatisticsTolerance);
-  CHECK(test::relative_error(test::download(gpu.invstd), cpu.invstd) <= kStatisticsTolerance);
-  CHECK(test::relative_error(test::download(gpu.running_mean), cpu.running_mean) <= kStatisticsTolerance);
-  CHECK(test::relative_error(test::download(gpu.running_var), cpu.running_var) <= kStatisticsTolerance);
-  const std::vector<float> y = gpu.y.download();
+  CHECK(test::relative_error(test::download(gpu.on.mean), cpu.mean) <= kStatisticsTolerance);
+  CHECK(test::relative_error(test::download(gpu.on.invstd), cpu.invstd) <= kStatisticsTolerance);
+  CHECK(test::relative_error(test::download(gpu.on.running_mean), cpu.running_mean) <= kStatisticsTolerance);
+  CHECK(test::relative_error(test::download(gpu.on.running_var), cpu.running_var) <= kStatisticsTolerance);
+  const std::vector<float> y = gpu.on.y.download();
   CHECK(test::relative_error(y, cpu.y) <= test::parity_tolerance<T>());
-  if (relu) CHECK(mask_matches_y<T>(c.shape, gpu.mask.copy_to_host(), y));
-  CHECK(test::relative_error(test::download(gpu.dbeta), cpu.dbeta) <= kStatisticsTolerance);
-  CHECK(test::relative_error(test::download(gpu.dgamma), cpu.dgamma) <= kStatisticsTolerance);
-  CHECK(test::relative_error(gpu.dx.download(), cpu.dx) <= test::parity_tolerance<T>());
-  if (residual) CHECK(test::relative_error(gpu.d_residual.download(), cpu.d_residual) == 0.0);  // dy or 0: exact
+  if (relu) CHECK(mask_matches_y<T>(c.shape, gpu.on.mask.copy_to_host(), y));
+  CHECK(test::relative_error(test::download(gpu.on.dbeta), cpu.dbeta) <= kStatisticsTolerance);
+  CHECK(test::relative_error(test::download(gpu.on.dgamma), cpu.dgamma) <= kStatisticsTolerance);
+  CHECK(test::relative_error(gpu.on.dx.download(), cpu.dx) <= test::parity_tolerance<T>());
+  if (residual) CHECK(test::relative_error(gpu.on.d_residual.download(), cpu.d_residual) == 0.0);  // dy or 0: exact
 }
 
 TEMPLATE_TEST_CASE("batch norm CUDA gives the same bits on every run", CUTRAIN_GPU_TAG, float, __nv_bfloat16) {
@@ -290,14 +230,14 @@ TEMPLATE_TEST_CASE("batch norm CUDA gives the same bits on every run", CUTRAIN_G
   const auto same_bits = [](const auto& a, const auto& b) {
     return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(a[0])) == 0;
   };
-  CHECK(same_bits(first.y.raw(), second.y.raw()));
-  CHECK(same_bits(first.mean.copy_to_host(), second.mean.copy_to_host()));
-  CHECK(same_bits(first.invstd.copy_to_host(), second.invstd.copy_to_host()));
-  CHECK(same_bits(first.running_var.copy_to_host(), second.running_var.copy_to_host()));
-  CHECK(same_bits(first.mask.copy_to_host(), second.mask.copy_to_host()));
-  CHECK(same_bits(first.dx.raw(), second.dx.raw()));
-  CHECK(same_bits(first.dgamma.copy_to_host(), second.dgamma.copy_to_host()));
-  CHECK(same_bits(first.dbeta.copy_to_host(), second.dbeta.copy_to_host()));
+  CHECK(same_bits(first.on.y.raw(), second.on.y.raw()));
+  CHECK(same_bits(first.on.mean.copy_to_host(), second.on.mean.copy_to_host()));
+  CHECK(same_bits(first.on.invstd.copy_to_host(), second.on.invstd.copy_to_host()));
+  CHECK(same_bits(first.on.running_var.copy_to_host(), second.on.running_var.copy_to_host()));
+  CHECK(same_bits(first.on.mask.copy_to_host(), second.on.mask.copy_to_host()));
+  CHECK(same_bits(first.on.dx.raw(), second.on.dx.raw()));
+  CHECK(same_bits(first.on.dgamma.copy_to_host(), second.on.dgamma.copy_to_host()));
+  CHECK(same_bits(first.on.dbeta.copy_to_host(), second.on.dbeta.copy_to_host()));
 }
 
 TEMPLATE_TEST_CASE("batch norm statistics hold for data of mean 1000 and std 1", CUTRAIN_GPU_TAG, float,
@@ -317,18 +257,18 @@ TEMPLATE_TEST_CASE("batch norm statistics hold for data of mean 1000 and std 1",
   for (int ch = 0; ch < C; ++ch) {
     float s1 = 0.0f, s2 = 0.0f;  // the old formula, in fp32
     for (int64_t m = 0; m < M; ++m) {
-      exact_mean[ch] += c.x[m * C + ch];
-      s1 += c.x[m * C + ch];
-      s2 += c.x[m * C + ch] * c.x[m * C + ch];
+      exact_mean[ch] += c.in.x[m * C + ch];
+      s1 += c.in.x[m * C + ch];
+      s2 += c.in.x[m * C + ch] * c.in.x[m * C + ch];
     }
     exact_mean[ch] /= double(M);
-    for (int64_t m = 0; m < M; ++m) exact_var[ch] += std::pow(c.x[m * C + ch] - exact_mean[ch], 2) / double(M);
+    for (int64_t m = 0; m < M; ++m) exact_var[ch] += std::pow(c.in.x[m * C + ch] - exact_mean[ch], 2) / double(M);
     naive_var[ch] = double(s2 / float(M) - (s1 / float(M)) * (s1 / float(M)));
   }
   const Reference cpu = cpu_reference(c);
   GpuRun<T> gpu(c, cpu, 0, BatchNormDevice{6, 128, 8 * 1024});
   gpu.forward();
-  const std::vector<float> mean = test::download(gpu.mean), invstd = test::download(gpu.invstd);
+  const std::vector<float> mean = test::download(gpu.on.mean), invstd = test::download(gpu.on.invstd);
   double worst_naive = 0.0;
   for (int ch = 0; ch < C; ++ch) {
     const double exact_invstd = 1.0 / std::sqrt(exact_var[ch] + 1e-5);
@@ -343,7 +283,7 @@ TEMPLATE_TEST_CASE("batch norm statistics hold for data of mean 1000 and std 1",
   CHECK(worst_naive > 0.05);  // these data do defeat the old formula
   // y = x - mean scaled: the rounding of x (6e-5) and of the mean carry into it, about 1e-4 of
   // its typical size 1.
-  CHECK(test::relative_error(gpu.y.download(), cpu.y) <= std::max(2e-4, test::parity_tolerance<T>()));
+  CHECK(test::relative_error(gpu.on.y.download(), cpu.y) <= std::max(2e-4, test::parity_tolerance<T>()));
 }
 
 TEMPLATE_TEST_CASE("batch norm CUDA eval mode matches the CPU reference", CUTRAIN_GPU_TAG, float, __nv_bfloat16) {
@@ -355,28 +295,20 @@ TEMPLATE_TEST_CASE("batch norm CUDA eval mode matches the CPU reference", CUTRAI
   const Case<T> c(M, C, BatchNormFusion{true, true}, rng);
   std::vector<float> y(c.numel());
   BatchNormForward<float> f;
-  f.x = c.x.data();
-  f.residual = c.residual.data();
-  f.gamma = c.gamma.data();
-  f.beta = c.beta.data();
+  f.x = c.in.x.data();
+  f.residual = c.in.residual.data();
+  f.gamma = c.in.gamma.data();
+  f.beta = c.in.beta.data();
   f.y = y.data();
-  f.running_mean = const_cast<float*>(c.running_mean.data());
-  f.running_var = const_cast<float*>(c.running_var.data());
+  f.running_mean = const_cast<float*>(c.in.running_mean.data());
+  f.running_var = const_cast<float*>(c.in.running_var.data());
   bn_forward_eval_cpu(c.shape, f);
 
-  DeviceBuffer<T> gx(test::convert_to<T>(c.x)), gres(test::convert_to<T>(c.residual)), gy(c.numel());
-  DeviceBuffer<float> grm(c.running_mean), grv(c.running_var), ggamma(c.gamma), gbeta(c.beta);
-  BatchNormForward<T> g;
-  g.x = gx.get();
-  g.residual = gres.get();
-  g.gamma = ggamma.get();
-  g.beta = gbeta.get();
-  g.y = gy.get();
-  g.running_mean = grm.get();
-  g.running_var = grv.get();
-  bn_forward_eval_cuda<T>(bn_plan(BatchNormPass::forward_eval, c.shape, sizeof(T), BatchNormDevice{}), g, nullptr);
-  CHECK(test::relative_error(test::download(gy), y) <= test::parity_tolerance<T>());
-  CHECK(test::download(grm) == c.running_mean);  // read, never written
+  test::BatchNormBuffers<T> on(c.shape, c.in);
+  bn_forward_eval_cuda<T>(bn_plan(BatchNormPass::forward_eval, c.shape, sizeof(T), BatchNormDevice{}), on.forward(),
+                          nullptr);
+  CHECK(test::relative_error(on.y.download(), y) <= test::parity_tolerance<T>());
+  CHECK(test::download(on.running_mean) == c.in.running_mean);  // read, never written
 }
 
 TEMPLATE_TEST_CASE("batch norm CUDA SyncBatchNorm stages over two ranks equal the CPU's whole batch", CUTRAIN_GPU_TAG,
@@ -394,61 +326,26 @@ TEMPLATE_TEST_CASE("batch norm CUDA SyncBatchNorm stages over two ranks equal th
   const Reference cpu = cpu_reference(c);
   const BatchNormDevice device{4, 128, 8 * 1024};
 
+  // A rank: its rows of every tensor, its own statistics and scratch.
   struct Rank {
     BatchNormShape shape;
-    DeviceBuffer<T> x, residual, dy, y, dx, d_residual;
-    DeviceBuffer<float> gamma, beta, running_mean, running_var, mean, invstd, dgamma, dbeta, stats, sums, partials;
-    DeviceBuffer<uint8_t> mask;
+    test::BatchNormBuffers<T> on;
+    DeviceBuffer<float> stats, sums, partials;
     Rank(const Case<T>& c, int64_t first, int64_t rows)
         : shape{rows, c.shape.channels, c.shape.fusion},
-          x(slice(c.x, first, rows, c.shape.channels)),
-          residual(slice(c.residual, first, rows, c.shape.channels)),
-          dy(slice(c.dy, first, rows, c.shape.channels)),
-          y(size_t(rows * c.shape.channels)),
-          dx(size_t(rows * c.shape.channels)),
-          d_residual(size_t(rows * c.shape.channels)),
-          gamma(c.gamma),
-          beta(c.beta),
-          running_mean(c.running_mean),
-          running_var(c.running_var),
-          mean(size_t(c.shape.channels)),
-          invstd(size_t(c.shape.channels)),
-          dgamma(size_t(c.shape.channels)),
-          dbeta(size_t(c.shape.channels)),
+          on(shape, rows_of(c, first, rows)),
           stats(4 * size_t(c.shape.channels)),
           sums(2 * size_t(c.shape.channels)),
-          partials(1 << 16),
-          mask(size_t(bn_mask_bytes(shape))) {}
-    static std::vector<T> slice(const std::vector<float>& v, int64_t first, int64_t rows, int C) {
-      return test::convert_to<T>(std::vector<float>(v.begin() + first * C, v.begin() + (first + rows) * C));
-    }
-    BatchNormForward<T> forward() {
-      BatchNormForward<T> f;
-      f.x = x.get();
-      f.residual = residual.get();
-      f.gamma = gamma.get();
-      f.beta = beta.get();
-      f.y = y.get();
-      f.relu_mask = mask.get();
-      f.mean = mean.get();
-      f.invstd = invstd.get();
-      f.running_mean = running_mean.get();
-      f.running_var = running_var.get();
-      return f;
-    }
-    BatchNormBackward<T> backward() {
-      BatchNormBackward<T> b;
-      b.x = x.get();
-      b.dy = dy.get();
-      b.relu_mask = mask.get();
-      b.mean = mean.get();
-      b.invstd = invstd.get();
-      b.gamma = gamma.get();
-      b.dx = dx.get();
-      b.d_residual = d_residual.get();
-      b.dgamma = dgamma.get();
-      b.dbeta = dbeta.get();
-      return b;
+          partials(1 << 16) {}
+    static test::BatchNormInputs rows_of(const Case<T>& c, int64_t first, int64_t rows) {
+      const auto slice = [&](const std::vector<float>& v) {
+        return std::vector<float>(v.begin() + first * c.shape.channels, v.begin() + (first + rows) * c.shape.channels);
+      };
+      test::BatchNormInputs in = c.in;
+      in.x = slice(c.in.x);
+      in.residual = slice(c.in.residual);
+      in.dy = slice(c.in.dy);
+      return in;
     }
   };
   Rank r0(c, 0, rank_rows[0]), r1(c, rank_rows[0], rank_rows[1]);
@@ -462,7 +359,7 @@ TEMPLATE_TEST_CASE("batch norm CUDA SyncBatchNorm stages over two ranks equal th
   const double count = double(M);
   std::vector<Rank*> ranks = {&r0, &r1};
   for (Rank* r : ranks)
-    bn_rank_statistics_cuda<T>(bn_plan(BatchNormPass::rank_statistics, r->shape, sizeof(T), device), r->x.get(),
+    bn_rank_statistics_cuda<T>(bn_plan(BatchNormPass::rank_statistics, r->shape, sizeof(T), device), r->on.x.get(),
                                BatchNormRankStats::in(r->stats.get(), C), r->partials.get(), nullptr);
   sum_over_ranks(r0.stats, r1.stats, 2 * C, C);  // sum
   for (Rank* r : ranks)
@@ -470,19 +367,20 @@ TEMPLATE_TEST_CASE("batch norm CUDA SyncBatchNorm stages over two ranks equal th
                     BatchNormRankStats::in(r->stats.get(), C), count, nullptr);
   sum_over_ranks(r0.stats, r1.stats, 3 * C, C);  // m2
   for (Rank* r : ranks)
-    bn_forward_apply_cuda<T>(bn_plan(BatchNormPass::forward_apply, r->shape, sizeof(T), device), r->forward(),
+    bn_forward_apply_cuda<T>(bn_plan(BatchNormPass::forward_apply, r->shape, sizeof(T), device), r->on.forward(),
                              BatchNormRankStats::in(r->stats.get(), C), count, nullptr);
   for (Rank* r : ranks)
-    bn_backward_sums_cuda<T>(bn_plan(BatchNormPass::backward_sums, r->shape, sizeof(T), device), r->backward(),
+    bn_backward_sums_cuda<T>(bn_plan(BatchNormPass::backward_sums, r->shape, sizeof(T), device), r->on.backward(),
                              r->sums.get(), r->partials.get(), nullptr);
-  std::vector<float> dgamma = test::download(r0.dgamma), dbeta = test::download(r0.dbeta);
+  std::vector<float> dgamma = test::download(r0.on.dgamma), dbeta = test::download(r0.on.dbeta);
+  const std::vector<float> dgamma1 = test::download(r1.on.dgamma), dbeta1 = test::download(r1.on.dbeta);
   for (int ch = 0; ch < C; ++ch) {  // DDP's average, times two ranks
-    dgamma[ch] += test::download(r1.dgamma)[ch];
-    dbeta[ch] += test::download(r1.dbeta)[ch];
+    dgamma[ch] += dgamma1[ch];
+    dbeta[ch] += dbeta1[ch];
   }
   sum_over_ranks(r0.sums, r1.sums, 0, 2 * C);
   for (Rank* r : ranks)
-    bn_backward_apply_cuda<T>(bn_plan(BatchNormPass::backward_apply, r->shape, sizeof(T), device), r->backward(),
+    bn_backward_apply_cuda<T>(bn_plan(BatchNormPass::backward_apply, r->shape, sizeof(T), device), r->on.backward(),
                               r->sums.get(), count, nullptr);
 
   const auto joined = [](const std::vector<float>& a, const std::vector<float>& b) {
@@ -491,15 +389,15 @@ TEMPLATE_TEST_CASE("batch norm CUDA SyncBatchNorm stages over two ranks equal th
     return v;
   };
   for (Rank* r : ranks) {
-    CHECK(test::relative_error(test::download(r->mean), cpu.mean) <= kStatisticsTolerance);
-    CHECK(test::relative_error(test::download(r->invstd), cpu.invstd) <= kStatisticsTolerance);
-    CHECK(test::relative_error(test::download(r->running_var), cpu.running_var) <= kStatisticsTolerance);
-    CHECK(test::relative_error(test::download(r->running_mean), cpu.running_mean) <= kStatisticsTolerance);
+    CHECK(test::relative_error(test::download(r->on.mean), cpu.mean) <= kStatisticsTolerance);
+    CHECK(test::relative_error(test::download(r->on.invstd), cpu.invstd) <= kStatisticsTolerance);
+    CHECK(test::relative_error(test::download(r->on.running_var), cpu.running_var) <= kStatisticsTolerance);
+    CHECK(test::relative_error(test::download(r->on.running_mean), cpu.running_mean) <= kStatisticsTolerance);
   }
-  CHECK(test::relative_error(joined(test::download(r0.y), test::download(r1.y)), cpu.y) <= test::parity_tolerance<T>());
+  CHECK(test::relative_error(joined(r0.on.y.download(), r1.on.y.download()), cpu.y) <= test::parity_tolerance<T>());
   CHECK(test::relative_error(dgamma, cpu.dgamma) <= kStatisticsTolerance);
   CHECK(test::relative_error(dbeta, cpu.dbeta) <= kStatisticsTolerance);
-  CHECK(test::relative_error(joined(test::download(r0.dx), test::download(r1.dx)), cpu.dx) <=
+  CHECK(test::relative_error(joined(r0.on.dx.download(), r1.on.dx.download()), cpu.dx) <=
         test::parity_tolerance<T>());
 }
 
