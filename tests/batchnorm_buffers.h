@@ -1,9 +1,11 @@
-// batchnorm_buffers.h: one batch norm's tensors on the device for the [gpu] tests, each poisoned
-// (NaN) until a kernel writes it, and the argument structs of kernels/batchnorm.h that point at
-// them. Activations may start `offset` elements into their allocation: offset 1 takes every row
-// off the 16-byte boundary of the packs, which the launchers must notice.
+// batchnorm_buffers.h: one batch norm's tensors for the tests, with the argument structs of
+// kernels/batchnorm.h that point at them: on the host for the CPU reference (HostBatchNorm), and
+// on the device (BatchNormBuffers), each poisoned (NaN) until a kernel writes it. Activations on
+// the device may start `offset` elements into their allocation: offset 1 takes every row off the
+// 16-byte boundary of the packs, which the launchers must notice.
 #pragma once
 
+#include <utility>
 #include <vector>
 
 #include "kernels/batchnorm.h"
@@ -39,6 +41,56 @@ class Activations {
 // channels.
 struct BatchNormInputs {
   std::vector<float> x, residual, dy, gamma, beta, running_mean, running_var;
+};
+
+// Every output on the host, sized for the shape; the running statistics start as the inputs'.
+struct HostBatchNorm {
+  HostBatchNorm(const BatchNormShape& shape, BatchNormInputs inputs)
+      : in(std::move(inputs)),
+        y(in.x.size()),
+        mean(in.gamma.size()),
+        invstd(in.gamma.size()),
+        running_mean(in.running_mean),
+        running_var(in.running_var),
+        dx(in.x.size()),
+        d_residual(in.x.size()),
+        dgamma(in.gamma.size()),
+        dbeta(in.gamma.size()),
+        mask(size_t(bn_mask_bytes(shape))) {}
+
+  BatchNormForward<float> forward() {
+    BatchNormForward<float> f;
+    f.x = in.x.data();
+    f.residual = in.residual.data();
+    f.gamma = in.gamma.data();
+    f.beta = in.beta.data();
+    f.y = y.data();
+    f.relu_mask = mask.data();
+    f.mean = mean.data();
+    f.invstd = invstd.data();
+    f.running_mean = running_mean.data();
+    f.running_var = running_var.data();
+    return f;
+  }
+  // Reads the mean, invstd and mask the forward wrote here.
+  BatchNormBackward<float> backward() {
+    BatchNormBackward<float> b;
+    b.x = in.x.data();
+    b.dy = in.dy.data();
+    b.relu_mask = mask.data();
+    b.mean = mean.data();
+    b.invstd = invstd.data();
+    b.gamma = in.gamma.data();
+    b.dx = dx.data();
+    b.d_residual = d_residual.data();
+    b.dgamma = dgamma.data();
+    b.dbeta = dbeta.data();
+    return b;
+  }
+
+  BatchNormInputs in;
+  std::vector<float> y, mean, invstd, running_mean, running_var, dx, d_residual, dgamma, dbeta;
+  std::vector<uint8_t> mask;
 };
 
 template <typename T>

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "kernels/batchnorm.h"
+#include "tests/batchnorm_buffers.h"
 #include "tests/gradcheck.h"
 
 using namespace cutrain;
@@ -20,59 +21,48 @@ constexpr float kMomentum = 0.1f;
 
 struct BatchNormCase {
   BatchNormShape shape;
-  std::vector<float> x, residual, gamma, beta;
-  std::vector<float> running_mean, running_var;
+  test::BatchNormInputs in;
 
   BatchNormCase(int64_t M, int C, BatchNormFusion fusion, std::mt19937& rng) : shape{M, C, fusion} {
-    x = test::random_vector(M * C, rng, -1.0f, 2.0f);
-    residual = test::random_vector(M * C, rng);
-    gamma = test::random_vector(C, rng, 0.5f, 1.5f);
-    beta = test::random_vector(C, rng, -0.5f, 0.5f);
-    running_mean = test::random_vector(C, rng);
-    running_var = test::random_vector(C, rng, 0.5f, 2.0f);
+    in.x = test::random_vector(M * C, rng, -1.0f, 2.0f);
+    in.residual = test::random_vector(M * C, rng);
+    in.dy = std::vector<float>(M * C, 0.0f);
+    in.gamma = test::random_vector(C, rng, 0.5f, 1.5f);
+    in.beta = test::random_vector(C, rng, -0.5f, 0.5f);
+    in.running_mean = test::random_vector(C, rng);
+    in.running_var = test::random_vector(C, rng, 0.5f, 2.0f);
   }
   int64_t numel() const { return shape.rows * shape.channels; }
 
-  // What a training forward writes.
-  struct Outputs {
-    std::vector<float> y, mean, invstd, running_mean, running_var;
-    std::vector<uint8_t> mask;
-  };
-  Outputs forward(BatchNormFusion fusion) const {
+  // A training forward (under another fusion, if given).
+  test::HostBatchNorm forward(BatchNormFusion fusion) const {
     const BatchNormShape s{shape.rows, shape.channels, fusion};
-    Outputs o{std::vector<float>(numel()), std::vector<float>(shape.channels), std::vector<float>(shape.channels),
-              running_mean, running_var, std::vector<uint8_t>(bn_mask_bytes(s))};
-    bn_forward_train_cpu(s, tensors(o));
+    test::HostBatchNorm o(s, in);
+    bn_forward_train_cpu(s, o.forward());
     return o;
   }
-  Outputs forward() const { return forward(shape.fusion); }
-  BatchNormForward<float> tensors(Outputs& o) const {
-    BatchNormForward<float> f;
-    f.x = x.data();
-    f.residual = residual.data();
-    f.gamma = gamma.data();
-    f.beta = beta.data();
-    f.eps = kEps;
-    f.momentum = kMomentum;
-    f.y = o.y.data();
-    f.relu_mask = o.mask.data();
-    f.mean = o.mean.data();
-    f.invstd = o.invstd.data();
-    f.running_mean = o.running_mean.data();
-    f.running_var = o.running_var.data();
-    return f;
+  test::HostBatchNorm forward() const { return forward(shape.fusion); }
+
+  // The forward, then the backward for dy (count = M).
+  test::HostBatchNorm backward(const std::vector<float>& dy) const {
+    test::BatchNormInputs with_dy = in;
+    with_dy.dy = dy;
+    test::HostBatchNorm o(shape, with_dy);
+    bn_forward_train_cpu(shape, o.forward());
+    bn_backward_cpu(shape, o.backward());
+    return o;
   }
 
   // Moves inputs whose pre-activation z lies within `margin` of ReLU's kink away from it, so no
   // finite difference straddles the kink (nudging x moves the statistics too, hence the passes).
   void keep_away_from_relu_kink(float margin) {
     for (int pass = 0; pass < 20; ++pass) {
-      const Outputs o = forward(BatchNormFusion{false, shape.fusion.residual});
+      const test::HostBatchNorm o = forward(BatchNormFusion{false, shape.fusion.residual});
       bool moved = false;
       for (int64_t i = 0; i < numel(); ++i) {
         if (std::abs(o.y[i]) >= margin) continue;
         const int c = int(i % shape.channels);
-        x[i] += (o.y[i] >= 0 ? 3.0f : -3.0f) * margin / (gamma[c] * o.invstd[c]);
+        in.x[i] += (o.y[i] >= 0 ? 3.0f : -3.0f) * margin / (in.gamma[c] * o.invstd[c]);
         moved = true;
       }
       if (!moved) return;
@@ -80,39 +70,6 @@ struct BatchNormCase {
     FAIL("could not move the pre-activations away from zero");
   }
 };
-
-struct BatchNormGrads {
-  std::vector<float> dx, dgamma, dbeta, d_residual;
-};
-
-BatchNormBackward<float> backward_tensors(const BatchNormCase& bn, const BatchNormCase::Outputs& o,
-                                          const std::vector<float>& dy, BatchNormGrads& g) {
-  BatchNormBackward<float> b;
-  b.x = bn.x.data();
-  b.dy = dy.data();
-  b.relu_mask = o.mask.data();
-  b.mean = o.mean.data();
-  b.invstd = o.invstd.data();
-  b.gamma = bn.gamma.data();
-  b.dx = g.dx.data();
-  b.d_residual = g.d_residual.data();
-  b.dgamma = g.dgamma.data();
-  b.dbeta = g.dbeta.data();
-  return b;
-}
-
-BatchNormGrads empty_grads(const BatchNormCase& bn) {
-  return {std::vector<float>(bn.numel()), std::vector<float>(bn.shape.channels), std::vector<float>(bn.shape.channels),
-          std::vector<float>(bn.numel())};
-}
-
-// The backward for dy, after the forward (count = M).
-BatchNormGrads backward(const BatchNormCase& bn, const std::vector<float>& dy) {
-  const BatchNormCase::Outputs o = bn.forward();
-  BatchNormGrads g = empty_grads(bn);
-  bn_backward_cpu(bn.shape, backward_tensors(bn, o, dy, g));
-  return g;
-}
 
 }  // namespace
 
@@ -124,16 +81,16 @@ TEST_CASE("batch norm training gradients match finite differences, every fusion"
   BatchNormCase bn(2 * 3 * 4, 5, BatchNormFusion{relu, residual}, rng);
   if (relu) bn.keep_away_from_relu_kink(0.05f);
   const std::vector<float> r = test::random_vector(bn.numel(), rng);
-  const BatchNormGrads g = backward(bn, r);
+  const test::HostBatchNorm g = bn.backward(r);
   auto loss = [&] { return test::weighted_sum(bn.forward().y, r); };
 
   // h = 1e-3: the truncation error h^2/6 * L''' stays near 1e-7 for these O(1) inputs; rounding
   // in every output of the channel (each depends on x through mean and invstd, ~24 outputs of
   // magnitude ~1) costs ~sqrt(24)*6e-8/2e-3 ~ 1.5e-4, the bound is 2e-3 with margin for L'''.
-  test::check_gradient("dx", bn.x, g.dx, loss, 1e-3f, 2e-3);
-  test::check_gradient("dgamma", bn.gamma, g.dgamma, loss, 1e-3f, 2e-3);
-  test::check_gradient("dbeta", bn.beta, g.dbeta, loss, 1e-3f, 2e-3);
-  if (residual) test::check_gradient("d_residual", bn.residual, g.d_residual, loss, 1e-3f, 2e-3);
+  test::check_gradient("dx", bn.in.x, g.dx, loss, 1e-3f, 2e-3);
+  test::check_gradient("dgamma", bn.in.gamma, g.dgamma, loss, 1e-3f, 2e-3);
+  test::check_gradient("dbeta", bn.in.beta, g.dbeta, loss, 1e-3f, 2e-3);
+  if (residual) test::check_gradient("d_residual", bn.in.residual, g.d_residual, loss, 1e-3f, 2e-3);
 }
 
 TEST_CASE("batch norm's SyncBatchNorm stages over two ranks equal one rank over the whole batch", "[nn]") {
@@ -142,85 +99,71 @@ TEST_CASE("batch norm's SyncBatchNorm stages over two ranks equal one rank over 
   // holds rows [0, 10), rank 1 rows [10, 24). The test plays the all-reduce.
   std::mt19937 rng(12);
   const BatchNormFusion fusion{true, true};
-  BatchNormCase bn(24, 6, fusion, rng);
+  const BatchNormCase bn(24, 6, fusion, rng);
   const int64_t rows[2] = {10, 14}, first[2] = {0, 10};
   const int C = bn.shape.channels;
   const double count = double(bn.shape.rows);
   const std::vector<float> dy = test::random_vector(bn.numel(), rng);
-  const BatchNormCase::Outputs whole = bn.forward();
-  const BatchNormGrads whole_grads = backward(bn, dy);
+  const test::HostBatchNorm whole = bn.backward(dy);
 
-  // Each rank: its rows of x, residual, dy and of every output; its own running statistics.
+  // Each rank: its rows of x, residual and dy, and of every output; its own running statistics.
   struct Rank {
     BatchNormShape shape;
+    test::HostBatchNorm on;
     std::vector<float> stats, sums;
-    BatchNormCase::Outputs out;
-    BatchNormGrads grads;
   };
   std::vector<Rank> ranks;
-  for (int r = 0; r < 2; ++r)
-    ranks.push_back({BatchNormShape{rows[r], C, fusion}, std::vector<float>(4 * C), std::vector<float>(2 * C),
-                     BatchNormCase::Outputs{std::vector<float>(rows[r] * C), std::vector<float>(C),
-                                            std::vector<float>(C), bn.running_mean, bn.running_var,
-                                            std::vector<uint8_t>(rows[r])},
-                     BatchNormGrads{std::vector<float>(rows[r] * C), std::vector<float>(C), std::vector<float>(C),
-                                    std::vector<float>(rows[r] * C)}});
-  const auto all_reduce = [&](auto member, size_t offset, size_t n) {
+  for (int r = 0; r < 2; ++r) {
+    const auto slice = [&](const std::vector<float>& v) {
+      return std::vector<float>(v.begin() + first[r] * C, v.begin() + (first[r] + rows[r]) * C);
+    };
+    test::BatchNormInputs in = bn.in;
+    in.x = slice(bn.in.x);
+    in.residual = slice(bn.in.residual);
+    in.dy = slice(dy);
+    const BatchNormShape shape{rows[r], C, fusion};
+    ranks.push_back({shape, test::HostBatchNorm(shape, in), std::vector<float>(4 * C), std::vector<float>(2 * C)});
+  }
+  const auto all_reduce = [&](std::vector<float> Rank::*member, size_t offset, size_t n) {
     for (size_t i = offset; i < offset + n; ++i) {
       const float sum = (ranks[0].*member)[i] + (ranks[1].*member)[i];
       (ranks[0].*member)[i] = (ranks[1].*member)[i] = sum;
     }
   };
-  const auto forward_tensors = [&](int r) {
-    BatchNormForward<float> f = bn.tensors(ranks[r].out);
-    f.x += first[r] * C;
-    f.residual += first[r] * C;
-    return f;
-  };
-  const auto stats = [&](int r) { return BatchNormRankStats::in(ranks[r].stats.data(), C); };
-  for (int r = 0; r < 2; ++r) bn_rank_statistics_cpu(ranks[r].shape, forward_tensors(r).x, stats(r));
+  const auto stats = [&](Rank& rank) { return BatchNormRankStats::in(rank.stats.data(), C); };
+  for (Rank& rank : ranks) bn_rank_statistics_cpu(rank.shape, rank.on.in.x.data(), stats(rank));
   all_reduce(&Rank::stats, 2 * C, C);
-  for (int r = 0; r < 2; ++r) bn_rank_m2_cpu(ranks[r].shape, stats(r), count);
+  for (Rank& rank : ranks) bn_rank_m2_cpu(rank.shape, stats(rank), count);
   all_reduce(&Rank::stats, 3 * C, C);
-  for (int r = 0; r < 2; ++r) bn_forward_apply_cpu(ranks[r].shape, forward_tensors(r), stats(r), count);
-
-  const auto backward_tensors_of = [&](int r) {
-    BatchNormBackward<float> b = backward_tensors(bn, ranks[r].out, dy, ranks[r].grads);
-    b.x += first[r] * C;
-    b.dy += first[r] * C;
-    return b;
-  };
-  for (int r = 0; r < 2; ++r) bn_backward_sums_cpu(ranks[r].shape, backward_tensors_of(r), ranks[r].sums.data());
+  for (Rank& rank : ranks) bn_forward_apply_cpu(rank.shape, rank.on.forward(), stats(rank), count);
+  for (Rank& rank : ranks) bn_backward_sums_cpu(rank.shape, rank.on.backward(), rank.sums.data());
   std::vector<float> dgamma(C), dbeta(C);
   for (int c = 0; c < C; ++c) {  // DDP's average, times the two ranks
-    dgamma[c] = ranks[0].grads.dgamma[c] + ranks[1].grads.dgamma[c];
-    dbeta[c] = ranks[0].grads.dbeta[c] + ranks[1].grads.dbeta[c];
+    dgamma[c] = ranks[0].on.dgamma[c] + ranks[1].on.dgamma[c];
+    dbeta[c] = ranks[0].on.dbeta[c] + ranks[1].on.dbeta[c];
   }
   all_reduce(&Rank::sums, 0, 2 * C);
-  for (int r = 0; r < 2; ++r) bn_backward_apply_cpu(ranks[r].shape, backward_tensors_of(r), ranks[r].sums.data(), count);
+  for (Rank& rank : ranks) bn_backward_apply_cpu(rank.shape, rank.on.backward(), rank.sums.data(), count);
 
   // Statistics in float (the ranks' shares rounded before adding) differ from one pass over all
   // rows by rounding only.
   for (const Rank& rank : ranks) {
-    CHECK(test::max_abs_difference(rank.out.mean, whole.mean) <= 1e-6);
-    CHECK(test::max_abs_difference(rank.out.invstd, whole.invstd) <= 1e-5);
-    CHECK(test::max_abs_difference(rank.out.running_var, whole.running_var) <= 1e-6);
-    CHECK(test::max_abs_difference(rank.out.running_mean, whole.running_mean) <= 1e-6);
+    CHECK(test::max_abs_difference(rank.on.mean, whole.mean) <= 1e-6);
+    CHECK(test::max_abs_difference(rank.on.invstd, whole.invstd) <= 1e-5);
+    CHECK(test::max_abs_difference(rank.on.running_var, whole.running_var) <= 1e-6);
+    CHECK(test::max_abs_difference(rank.on.running_mean, whole.running_mean) <= 1e-6);
   }
-  const auto joined = [](const std::vector<float>& a, const std::vector<float>& b) {
-    std::vector<float> v = a;
-    v.insert(v.end(), b.begin(), b.end());
+  const auto joined = [&](auto member) {
+    auto v = ranks[0].on.*member;
+    v.insert(v.end(), (ranks[1].on.*member).begin(), (ranks[1].on.*member).end());
     return v;
   };
-  CHECK(test::max_abs_difference(joined(ranks[0].out.y, ranks[1].out.y), whole.y) <= 1e-5);
-  std::vector<uint8_t> mask = ranks[0].out.mask;
-  mask.insert(mask.end(), ranks[1].out.mask.begin(), ranks[1].out.mask.end());
-  CHECK(mask == whole.mask);
-  CHECK(test::max_abs_difference(joined(ranks[0].grads.dx, ranks[1].grads.dx), whole_grads.dx) <= 1e-5);
-  CHECK(test::max_abs_difference(joined(ranks[0].grads.d_residual, ranks[1].grads.d_residual),
-                                 whole_grads.d_residual) == 0.0);
-  CHECK(test::max_abs_difference(dgamma, whole_grads.dgamma) <= 1e-5);
-  CHECK(test::max_abs_difference(dbeta, whole_grads.dbeta) <= 1e-5);
+  CHECK(test::max_abs_difference(joined(&test::HostBatchNorm::y), whole.y) <= 1e-5);
+  CHECK(joined(&test::HostBatchNorm::mask) == whole.mask);
+  CHECK(test::max_abs_difference(joined(&test::HostBatchNorm::dx), whole.dx) <= 1e-5);
+  CHECK(test::max_abs_difference(joined(&test::HostBatchNorm::d_residual), whole.d_residual) == 0.0);
+  CHECK(test::max_abs_difference(dgamma, whole.dgamma) <= 1e-5);
+  CHECK(test::max_abs_difference(dbeta, whole.dbeta) <= 1e-5);
 }
 
 TEST_CASE("batch norm statistics by hand: biased variance to normalise, unbiased running variance", "[nn]") {

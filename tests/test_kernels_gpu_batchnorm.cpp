@@ -63,42 +63,12 @@ struct Case {
   int64_t numel() const { return shape.rows * shape.channels; }
 };
 
-// The CPU reference's forward and backward outputs.
-struct Reference {
-  std::vector<float> y, mean, invstd, running_mean, running_var, dx, d_residual, dgamma, dbeta;
-  std::vector<uint8_t> mask;
-};
-
+// The CPU reference's forward, then its backward on what the forward kept.
 template <typename T>
-Reference cpu_reference(const Case<T>& c) {
-  const int C = c.shape.channels;
-  Reference r{std::vector<float>(c.numel()), std::vector<float>(C), std::vector<float>(C), c.in.running_mean,
-              c.in.running_var, std::vector<float>(c.numel()), std::vector<float>(c.numel()), std::vector<float>(C),
-              std::vector<float>(C), std::vector<uint8_t>(bn_mask_bytes(c.shape))};
-  BatchNormForward<float> f;
-  f.x = c.in.x.data();
-  f.residual = c.in.residual.data();
-  f.gamma = c.in.gamma.data();
-  f.beta = c.in.beta.data();
-  f.y = r.y.data();
-  f.relu_mask = r.mask.data();
-  f.mean = r.mean.data();
-  f.invstd = r.invstd.data();
-  f.running_mean = r.running_mean.data();
-  f.running_var = r.running_var.data();
-  bn_forward_train_cpu(c.shape, f);
-  BatchNormBackward<float> b;
-  b.x = c.in.x.data();
-  b.dy = c.in.dy.data();
-  b.relu_mask = r.mask.data();
-  b.mean = r.mean.data();
-  b.invstd = r.invstd.data();
-  b.gamma = c.in.gamma.data();
-  b.dx = r.dx.data();
-  b.d_residual = r.d_residual.data();
-  b.dgamma = r.dgamma.data();
-  b.dbeta = r.dbeta.data();
-  bn_backward_cpu(c.shape, b);
+test::HostBatchNorm cpu_reference(const Case<T>& c) {
+  test::HostBatchNorm r(c.shape, c.in);
+  bn_forward_train_cpu(c.shape, r.forward());
+  bn_backward_cpu(c.shape, r.backward());
   return r;
 }
 
@@ -106,7 +76,7 @@ Reference cpu_reference(const Case<T>& c) {
 // backward reads the CPU's statistics and mask, so that it is checked on its own.
 template <typename T>
 struct GpuRun {
-  GpuRun(const Case<T>& c, const Reference& cpu, int offset, const BatchNormDevice& device)
+  GpuRun(const Case<T>& c, const test::HostBatchNorm& cpu, int offset, const BatchNormDevice& device)
       : forward_plan(bn_plan(BatchNormPass::forward_train, c.shape, sizeof(T), device)),
         backward_plan(bn_plan(BatchNormPass::backward, c.shape, sizeof(T), device)),
         on(c.shape, c.in, offset),
@@ -184,7 +154,7 @@ TEMPLATE_TEST_CASE("batch norm CUDA training forward and backward match the CPU 
             << ", residual " << residual);
   std::mt19937 rng(21);
   const Case<T> c(M, C, fusion, rng);
-  const Reference cpu = cpu_reference(c);
+  const test::HostBatchNorm cpu = cpu_reference(c);
   GpuRun<T> gpu(c, cpu, offset, device.get());
   gpu.forward();
   gpu.backward();
@@ -210,7 +180,7 @@ TEMPLATE_TEST_CASE("batch norm CUDA gives the same bits on every run", CUTRAIN_G
   using T = TestType;
   std::mt19937 rng(23);
   const Case<T> c(1500, 64, BatchNormFusion{true, true}, rng);
-  const Reference cpu = cpu_reference(c);
+  const test::HostBatchNorm cpu = cpu_reference(c);
   const BatchNormDevice device{6, 128, 8 * 1024};
   GpuRun<T> first(c, cpu, 0, device), second(c, cpu, 0, device);
   first.forward();
@@ -265,7 +235,7 @@ TEMPLATE_TEST_CASE("batch norm statistics hold for data of mean 1000 and std 1",
     for (int64_t m = 0; m < M; ++m) exact_var[ch] += std::pow(c.in.x[m * C + ch] - exact_mean[ch], 2) / double(M);
     naive_var[ch] = double(s2 / float(M) - (s1 / float(M)) * (s1 / float(M)));
   }
-  const Reference cpu = cpu_reference(c);
+  const test::HostBatchNorm cpu = cpu_reference(c);
   GpuRun<T> gpu(c, cpu, 0, BatchNormDevice{6, 128, 8 * 1024});
   gpu.forward();
   const std::vector<float> mean = test::download(gpu.on.mean), invstd = test::download(gpu.on.invstd);
@@ -323,7 +293,7 @@ TEMPLATE_TEST_CASE("batch norm CUDA SyncBatchNorm stages over two ranks equal th
   const int C = 64;
   std::mt19937 rng(31);
   const Case<T> c(M, C, BatchNormFusion{true, true}, rng, 3.0f, 2.0f);
-  const Reference cpu = cpu_reference(c);
+  const test::HostBatchNorm cpu = cpu_reference(c);
   const BatchNormDevice device{4, 128, 8 * 1024};
 
   // A rank: its rows of every tensor, its own statistics and scratch.
