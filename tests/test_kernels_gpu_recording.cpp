@@ -7,6 +7,7 @@
 
 #include <cuda_bf16.h>
 
+#include <algorithm>
 #include <random>
 #include <vector>
 
@@ -20,6 +21,7 @@
 #include "kernels/pooling.h"
 #include "kernels/recording.h"
 #include "kernels/sgd.h"
+#include "tests/batchnorm_buffers.h"
 #include "tests/device_buffer.h"
 #include "tests/gpu.h"
 #include "tests/gradcheck.h"
@@ -85,13 +87,26 @@ TEST_CASE("the recording of kernels/ launches and memsets is what the device see
   using T = __nv_bfloat16;
   const int N = 2, H = 8, W = 8, C = 16, K = 10;
   const int64_t M = int64_t(N) * H * W;
-  const BatchNormFusion fusion{true, true};
   std::mt19937 rng(71);
-  DeviceBuffer<T> x(test::convert_to<T>(test::random_vector(M * C, rng))), y(M * C), dx(M * C), d_res(M * C),
-      pooled(int64_t(N) * 4 * 4 * C), dpool(M * C), features(int64_t(N) * C), images_out(int64_t(N) * 32 * 32 * 8);
-  DeviceBuffer<float> gamma(test::random_vector(C, rng)), beta(test::random_vector(C, rng)),
-      running_mean(std::vector<float>(C, 0.0f)), running_var(std::vector<float>(C, 1.0f)), s1(C), s2(C), mean(C),
-      invstd(C), t1(C), t2(C), logits(test::random_vector(int64_t(N) * K, rng)), dlogits(int64_t(N) * K), loss(1),
+  const std::vector<float> values = test::random_vector(M * C, rng);
+  const BatchNormShape shape{M, C, BatchNormFusion{true, true}};
+  const test::BatchNormInputs in{values, values, test::random_vector(M * C, rng), test::random_vector(C, rng),
+                                 test::random_vector(C, rng), std::vector<float>(C, 0.0f), std::vector<float>(C, 1.0f)};
+  test::BatchNormBuffers<T> bn(shape, in);
+  const BatchNormDevice gpu = bn_device_of_current_gpu();
+  // Every pass, in the order the launches below take them.
+  std::vector<BatchNormPlan> plans;
+  for (BatchNormPass pass : {BatchNormPass::forward_train, BatchNormPass::forward_eval, BatchNormPass::rank_statistics,
+                             BatchNormPass::rank_m2, BatchNormPass::forward_apply, BatchNormPass::backward,
+                             BatchNormPass::backward_sums, BatchNormPass::backward_apply})
+    plans.push_back(bn_plan(pass, shape, sizeof(T), gpu));
+  int64_t partial_floats = 0;
+  for (const BatchNormPlan& plan : plans) partial_floats = std::max(partial_floats, plan.partial_floats);
+  T* const y = bn.y.get();
+  DeviceBuffer<T> pooled(int64_t(N) * 4 * 4 * C), dpool(M * C), features(int64_t(N) * C),
+      images_out(int64_t(N) * 32 * 32 * 8);
+  DeviceBuffer<float> partials(static_cast<size_t>(partial_floats)), sync_stats(4 * C), sums(2 * C),
+      logits(test::random_vector(int64_t(N) * K, rng)), dlogits(int64_t(N) * K), loss(1),
       param(test::random_vector(100, rng)), grad(test::random_vector(100, rng)), momentum(std::vector<float>(100, 0)),
       lr(1), copied(100);
   DeviceBuffer<int32_t> labels(std::vector<int32_t>{1, 2}), correct(1), labels_out(N),
@@ -113,24 +128,23 @@ TEST_CASE("the recording of kernels/ launches and memsets is what the device see
     gather_augment_cuda(images.get(), image_labels.get(), indices.get(), N, 0, augment, PixelType::bf16,
                         images_out.get(), labels_out.get(), stream);
     lr_schedule_step_cuda(LrSchedule{}, step.get(), lr.get(), stream);
-    bn_channel_sums_cuda<T>(x.get(), M, C, s1.get(), s2.get(), stream);
-    bn_finalize_stats_cuda(s1.get(), s2.get(), C, double(M), 1e-5f, 0.1f, mean.get(), invstd.get(),
-                           running_mean.get(), running_var.get(), stream);
-    bn_eval_stats_cuda(running_mean.get(), running_var.get(), C, 1e-5f, mean.get(), invstd.get(), stream);
-    bn_apply_cuda<T>(x.get(), x.get(), M, C, mean.get(), invstd.get(), gamma.get(), beta.get(), fusion, y.get(),
-                     stream);
-    maxpool3x3s2_forward_cuda<T>(y.get(), N, H, W, C, pooled.get(), stream);
-    maxpool3x3s2_backward_cuda<T>(y.get(), pooled.get(), N, H, W, C, dpool.get(), stream);
-    global_avgpool_forward_cuda<T>(y.get(), N, H, W, C, features.get(), stream);
+    const BatchNormRankStats stats = BatchNormRankStats::in(sync_stats.get(), C);
+    bn_forward_train_cuda<T>(plans[0], bn.forward(), partials.get(), stream);
+    bn_forward_eval_cuda<T>(plans[1], bn.forward(), stream);
+    bn_rank_statistics_cuda<T>(plans[2], bn.x.get(), stats, partials.get(), stream);
+    bn_rank_m2_cuda(plans[3], stats, double(M), stream);
+    bn_forward_apply_cuda<T>(plans[4], bn.forward(), stats, double(M), stream);
+    maxpool3x3s2_forward_cuda<T>(y, N, H, W, C, pooled.get(), stream);
+    maxpool3x3s2_backward_cuda<T>(y, pooled.get(), N, H, W, C, dpool.get(), stream);
+    global_avgpool_forward_cuda<T>(y, N, H, W, C, features.get(), stream);
     global_avgpool_backward_cuda<T>(features.get(), N, H, W, C, dpool.get(), stream);
     softmax_cross_entropy_cuda(logits.get(), labels.get(), N, K, 0.0f, loss.get(), dlogits.get(), correct.get(),
                                stream);
     count_correct_cuda(logits.get(), labels.get(), N, K, total.get(), nullptr, nullptr, stream);
     cast_f32_to_bf16_cuda(dlogits.get(), dlogits_bf16.get(), int64_t(N) * K, stream);
-    bn_backward_sums_cuda<T>(x.get(), y.get(), dpool.get(), M, C, mean.get(), invstd.get(), fusion, t1.get(),
-                             t2.get(), d_res.get(), stream);
-    bn_backward_apply_cuda<T>(x.get(), y.get(), dpool.get(), M, C, mean.get(), invstd.get(), gamma.get(), t1.get(),
-                              t2.get(), double(M), fusion, dx.get(), stream);
+    bn_backward_cuda<T>(plans[5], bn.backward(), partials.get(), stream);
+    bn_backward_sums_cuda<T>(plans[6], bn.backward(), sums.get(), partials.get(), stream);
+    bn_backward_apply_cuda<T>(plans[7], bn.backward(), sums.get(), double(M), stream);
     sgd_update_cuda(param.get(), momentum.get(), &segment, segments.get(), 1, lr.get(), SgdConfig{}, stream);
     copy_rows_cuda<float, float>(&rows, copies.get(), 1, stream);
   };
@@ -146,9 +160,18 @@ TEST_CASE("the recording of kernels/ launches and memsets is what the device see
   CUDA_CHECK(cudaStreamDestroy(stream));
   INFO("recorded " << recorded(recorder) << "; the device saw " << device);
   CHECK(recorded(recorder) == device);
-  CHECK(device.kernels >= 17);  // one or more per launcher: the record is not empty by accident
+  CHECK(device.kernels >= 19);  // one or more per launcher: the record is not empty by accident
+  size_t batch_norms = 0;
   for (const RecordedOp& op : recorder.ops()) {
     INFO(op.name);
     if (op.kind == RecordedOp::Kind::kernel) CHECK(op.bytes.read + op.bytes.written > 0);  // every launch says
+    if (!op.name.starts_with("bn_")) continue;
+    // Batch norm's launches move what their plan says (kernels/batchnorm.h: bytes kept in shared
+    // memory are not read twice).
+    REQUIRE(batch_norms < plans.size());
+    CHECK(op.bytes.read == plans[batch_norms].bytes_read);
+    CHECK(op.bytes.written == plans[batch_norms].bytes_written);
+    ++batch_norms;
   }
+  CHECK(batch_norms == plans.size());
 }
