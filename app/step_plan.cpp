@@ -7,6 +7,7 @@
 
 #include "app/train_step.h"
 #include "dist/communicator.h"
+#include "kernels/batchnorm.h"
 #include "nn/context.h"
 #include "nn/resnet.h"
 
@@ -181,8 +182,11 @@ void print_plan(std::FILE* out, const StepPlanConfig& c, const Recorder& plan, c
   const PlanSummary s = summarize(ops, peak);
   std::fprintf(out, "plan of one training step: ResNet-18 %s stem, width %d, %s, batch %d, %dx%d images, rank 0 of %d\n",
                c.stem.c_str(), c.width, c.precision.c_str(), c.batch_size, c.image_size, c.image_size, c.world_size);
-  std::fprintf(out, "  GPU: %.0f TFLOP/s, %.2f TB/s; every operation takes at least %.0f us\n", peak.tflops, peak.tbps,
-               kMinOperationSeconds * 1e6);
+  const BatchNormDevice h200 = bn_device_h200();  // what BatchNorm2d plans for without a GPU
+  std::fprintf(out,
+               "  GPU: %.0f TFLOP/s, %.2f TB/s; every operation takes at least %.0f us; batch norm's launches "
+               "planned for an H200 (%d multiprocessors, %zu KiB of shared memory each)\n",
+               peak.tflops, peak.tbps, kMinOperationSeconds * 1e6, h200.blocks, h200.shared_bytes / 1024);
   print_rows(out, "custom kernels", rows_of(ops, Kind::kernel, peak), false);
   print_rows(out, "cuDNN and cuBLAS calls", rows_of(ops, Kind::library, peak), true);
   print_rows(out, "collectives (not in the estimate)", rows_of(ops, Kind::collective, peak), false);

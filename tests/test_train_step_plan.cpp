@@ -144,7 +144,13 @@ TEST_CASE("the step's plan: weight gradients and the downsample branch on the si
   CHECK(buckets >= 1);
   CHECK(count(plan, "sgd_update_kernel", world_size == 1 ? "side" : "comm") == buckets);
   CHECK(count(plan, "ncclAllReduce") == (world_size == 1 ? 0 : buckets));
-  CHECK(summarize(plan.ops(), GpuPeak{}).host_waits == 0);  // the host never waits inside a step
+  const PlanSummary summary = summarize(plan.ops(), GpuPeak{});
+  CHECK(summary.host_waits == 0);  // the host never waits inside a step
+  CHECK(summary.memsets == 0);     // nothing is zeroed: batch norm's partials are written before they are read
+  // Batch norm: one launch forward and one backward per layer (20 in ResNet-18).
+  CHECK(count(plan, "bn_forward_train_kernel") == 20);
+  CHECK(count(plan, "bn_forward_train_kernel", "side") == 3);  // the downsample branches'
+  CHECK(count(plan, "bn_backward_kernel") == 20);
   // Work on a stream may start only once that stream has waited for the main stream (what it
   // reads is the main stream's), and the main stream waits for every other before the step ends
   // (else a graph capture fails, and the next step could overtake this one).
