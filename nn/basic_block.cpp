@@ -18,9 +18,10 @@ BasicBlock::BasicBlock(Net& net, const std::string& name, Activation& x, int out
   bn2_ = std::make_unique<BatchNorm2d>(net, name + ".bn2", conv2_->y, /*relu=*/true, shortcut);
 }
 
-// The downsample branch runs on the side stream beside conv1, bn1 and conv2 (it reads only x and
-// writes only its own outputs), joined before bn2 adds it. Not under SyncBatchNorm: its all-reduce
-// follows the main stream only (nn/net.h).
+// The downsample convolution runs on the side stream beside conv1, bn1 and conv2 (it reads only x
+// and writes only its own output), joined before its batch norm. That batch norm stays on the main
+// stream: batch norm's cooperative grids each want every multiprocessor, so no two may run at once
+// (kernels/batchnorm.cu). Not under SyncBatchNorm: its all-reduce follows the main stream only.
 void BasicBlock::forward(bool train) {
   Context& ctx = net_.ctx;
   const bool beside = downsample_conv_ && !net_.sync_batchnorm.enabled();
@@ -28,12 +29,14 @@ void BasicBlock::forward(bool train) {
     if (beside) ctx.fork();
     OnSideStream side_stream_if(ctx, beside);
     downsample_conv_->forward();
-    downsample_bn_->forward(train);
   }
   conv1_->forward();
   bn1_->forward(train);
   conv2_->forward();
-  if (beside) ctx.join();
+  if (downsample_conv_) {
+    if (beside) ctx.join();
+    downsample_bn_->forward(train);
+  }
   bn2_->forward(train);
 }
 

@@ -147,10 +147,10 @@ TEST_CASE("the step's plan: weight gradients and the downsample branch on the si
   const PlanSummary summary = summarize(plan.ops(), GpuPeak{});
   CHECK(summary.host_waits == 0);  // the host never waits inside a step
   CHECK(summary.memsets == 0);     // nothing is zeroed: batch norm's partials are written before they are read
-  // Batch norm: one launch forward and one backward per layer (20 in ResNet-18).
-  CHECK(count(plan, "bn_forward_train_kernel") == 20);
-  CHECK(count(plan, "bn_forward_train_kernel", "side") == 3);  // the downsample branches'
-  CHECK(count(plan, "bn_backward_kernel") == 20);
+  // Batch norm: one launch forward and one backward per layer (20 in ResNet-18), all on the main
+  // stream: each cooperative grid wants every multiprocessor, so two must never run at once.
+  CHECK(count(plan, "bn_forward_train_kernel", "main") == 20);
+  CHECK(count(plan, "bn_backward_kernel", "main") == 20);
   // Work on a stream may start only once that stream has waited for the main stream (what it
   // reads is the main stream's), and the main stream waits for every other before the step ends
   // (else a graph capture fails, and the next step could overtake this one).
