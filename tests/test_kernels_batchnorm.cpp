@@ -4,6 +4,7 @@
 // they keep in shared memory, and the bytes they move.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <vector>
@@ -164,6 +165,18 @@ TEST_CASE("batch norm's SyncBatchNorm stages over two ranks equal one rank over 
   CHECK(test::max_abs_difference(joined(&test::HostBatchNorm::d_residual), whole.d_residual) == 0.0);
   CHECK(test::max_abs_difference(dgamma, whole.dgamma) <= 1e-5);
   CHECK(test::max_abs_difference(dbeta, whole.dbeta) <= 1e-5);
+}
+
+// A layer without a ReLU (the downsample's) plans no mask, so a mask written anyway would land in
+// whatever tensor the plan placed next: the mask is written only under the ReLU fusion, as on the GPU.
+TEST_CASE("batch norm without a ReLU writes no mask, in training and in evaluation", "[nn]") {
+  std::mt19937 rng(7);
+  const BatchNormCase bn(40, 12, BatchNormFusion{false, true}, rng);
+  test::HostBatchNorm o(bn.shape, bn.in);
+  std::fill(o.mask.begin(), o.mask.end(), uint8_t(0xAB));
+  bn_forward_train_cpu(bn.shape, o.forward());
+  bn_forward_eval_cpu(bn.shape, o.forward());
+  CHECK(o.mask == std::vector<uint8_t>(o.mask.size(), uint8_t(0xAB)));
 }
 
 TEST_CASE("batch norm statistics by hand: biased variance to normalise, unbiased running variance", "[nn]") {
