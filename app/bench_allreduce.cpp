@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "app/commands.h"
+#include "app/flags.h"
 #include "dist/communicator.h"
 #include "dist/env.h"
 #include "dist/store.h"
@@ -26,6 +27,8 @@
 
 namespace cutrain {
 namespace {
+
+constexpr int64_t kMaxMessageBytes = int64_t(1) << 34;  // 16 GiB
 
 struct BenchOptions {
   std::string device = "cpu";
@@ -147,14 +150,13 @@ void add_bench_allreduce_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--device", options->device, "cpu (Gloo) or cuda (NCCL)")
       ->check(CLI::IsMember({"cpu", "cuda"}))
       ->capture_default_str();
-  cmd->add_option("--min-bytes", options->min_bytes, "smallest message, e.g. 1K")
-      ->transform(CLI::AsSizeValue(false))
+  add_byte_size(cmd, "--min-bytes", options->min_bytes, "smallest message, e.g. 1K", 4, kMaxMessageBytes)
       ->capture_default_str();
-  cmd->add_option("--max-bytes", options->max_bytes, "largest message, e.g. 64M; sizes double from the smallest")
-      ->transform(CLI::AsSizeValue(false))
+  add_byte_size(cmd, "--max-bytes", options->max_bytes, "largest message, e.g. 64M; sizes double from the smallest",
+                4, kMaxMessageBytes)
       ->capture_default_str();
-  cmd->add_option("--iters", options->iters, "timed all-reduces per size")->capture_default_str();
-  cmd->add_option("--warmup", options->warmup, "untimed all-reduces per size first")->capture_default_str();
+  add_number(cmd, "--iters", options->iters, "timed all-reduces per size", 1, 1000000)->capture_default_str();
+  add_number(cmd, "--warmup", options->warmup, "untimed all-reduces per size first", 0, 1000000)->capture_default_str();
   cmd->callback([options, &exit_code] { exit_code = run_bench(*options); });
 }
 

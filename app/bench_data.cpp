@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "app/commands.h"
+#include "app/flags.h"
 #include "data/load.h"
 #include "data/loader.h"
 #include "data/sampler.h"
@@ -28,10 +29,10 @@ void add_bench_data_command(CLI::App& app, int& exit_code) {
   };
   auto o = std::make_shared<Options>();
   cmd->add_option("--data", o->data, "Dataset folder; default: 50,000 synthetic images made in memory");
-  cmd->add_option("--threads", o->threads, "Loader worker threads")->capture_default_str()->check(CLI::PositiveNumber);
-  cmd->add_option("--batch-size", o->batch_size, "Images per batch")->capture_default_str()->check(CLI::PositiveNumber);
-  cmd->add_option("--epochs", o->epochs, "Epochs to time")->capture_default_str()->check(CLI::PositiveNumber);
-  cmd->add_option("--out-channels", o->out_channels, "Output channels (>= 3, extra ones zero)")->capture_default_str();
+  add_number(cmd, "--threads", o->threads, "Loader worker threads", 1, 256)->capture_default_str();
+  add_number(cmd, "--batch-size", o->batch_size, "Images per batch", 1, 1 << 20)->capture_default_str();
+  add_number(cmd, "--epochs", o->epochs, "Epochs to time", 1, 1000)->capture_default_str();
+  add_number(cmd, "--out-channels", o->out_channels, "Output channels (extra ones zero)", 3, 64)->capture_default_str();
   cmd->add_option("--dtype", o->dtype, "Output type")->capture_default_str()->check(CLI::IsMember({"f32", "bf16"}));
   cmd->callback([o, &exit_code] {
     Dataset train = o->data.empty() ? make_synthetic(50000, 0, true) : load_dataset(o->data, true);

@@ -7,6 +7,7 @@
 #include <random>
 
 #include "app/commands.h"
+#include "app/flags.h"
 #include "kernels/check.h"
 #include "kernels/device.h"
 #include "nn/resnet.h"
@@ -26,6 +27,7 @@ struct BenchStepOptions {
   int steps = 0;       // default: 50 on the GPU, 5 on the CPU
   int warmup = 0;      // default: 10 on the GPU, 2 on the CPU
   bool cuda_graph = false;
+  bool cudnn_benchmark = false;
 };
 
 // N(0,1) pixels in the image channels (the GPU's padding channels stay zero), random labels.
@@ -47,6 +49,8 @@ void run_bench_step(const BenchStepOptions& o) {
   ContextOptions context_options;
   context_options.device = parse_device(o.device.empty() ? (cuda_available() ? "cuda" : "cpu") : o.device);
   context_options.dtype = parse_precision(o.precision);
+  context_options.cudnn_benchmark = o.cudnn_benchmark;
+  const auto setup_start = std::chrono::steady_clock::now();
   Context ctx(context_options);
   const bool gpu = ctx.on_gpu();
   if (o.cuda_graph && !gpu) throw std::runtime_error("--cuda-graph: needs --device cuda");
@@ -57,6 +61,7 @@ void run_bench_step(const BenchStepOptions& o) {
   config.image_size = o.image_size;
   config.batch_size = o.batch_size > 0 ? o.batch_size : (gpu ? 256 : 32);
   ResNet18 model(ctx, config);
+  const double setup_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - setup_start).count();
   SGD sgd(ctx, model.params(), SgdConfig{});
   sgd.set_lr(0.01f);
   fill_synthetic_batch(model);
@@ -104,6 +109,9 @@ void run_bench_step(const BenchStepOptions& o) {
               o.cuda_graph ? ", CUDA graph" : "");
   std::printf("  %lld parameters, %.1f MiB planned (activations, their gradients, workspace)\n",
               (long long)model.num_parameters(), model.planned_bytes() / 1048576.0);
+  if (gpu)
+    std::printf("  set-up %.1f s (context, model, cuDNN's algorithms %s)\n", setup_seconds,
+                o.cudnn_benchmark ? "measured or read from the cache" : "by heuristics");
   std::printf("  %.2f ms/step, %.0f images/s (%d steps after %d warm-up; last loss %.4f)\n", ms,
               config.batch_size * steps / seconds, steps, warmup, loss);
 }
@@ -119,14 +127,14 @@ void add_bench_step_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--precision", options->precision, "fp32 or bf16 (GPU)")->check(CLI::IsMember({"fp32", "bf16"}));
   cmd->add_option("--device", options->device, "cpu or cuda (default: cuda when present)")
       ->check(CLI::IsMember({"cpu", "cuda"}));
-  cmd->add_option("--batch-size", options->batch_size, "images per step (default 256 on cuda, 32 on cpu)")
-      ->check(CLI::PositiveNumber);
-  cmd->add_option("--width", options->width, "base width (64 = torchvision)")->check(CLI::PositiveNumber);
-  cmd->add_option("--image-size", options->image_size, "square image side")->check(CLI::PositiveNumber);
-  cmd->add_option("--steps", options->steps, "timed steps (default 50 on cuda, 5 on cpu)")->check(CLI::PositiveNumber);
-  cmd->add_option("--warmup", options->warmup, "untimed steps first (default 10 on cuda, 2 on cpu)")
-      ->check(CLI::PositiveNumber);
-  cmd->add_flag("--cuda-graph", options->cuda_graph, "capture one step as a CUDA graph and replay it");
+  add_number(cmd, "--batch-size", options->batch_size, "images per step (default 256 on cuda, 32 on cpu)", 1, 1 << 20);
+  add_number(cmd, "--width", options->width, "base width (64 = torchvision)", 1, kMaxResNetWidth);
+  add_number(cmd, "--image-size", options->image_size, "square image side", 1, 4096);
+  add_number(cmd, "--steps", options->steps, "timed steps (default 50 on cuda, 5 on cpu)", 1, 1000000);
+  add_number(cmd, "--warmup", options->warmup, "untimed steps first (default 10 on cuda, 2 on cpu)", 1, 1000000);
+  add_switch(cmd, "--cuda-graph", options->cuda_graph, "capture one step as a CUDA graph and replay it");
+  add_switch(cmd, "--cudnn-benchmark", options->cudnn_benchmark,
+             "measure cuDNN's convolution algorithms (kept in ~/.cache/cutrain for later runs)");
   cmd->callback([options, &exit_code] {
     run_bench_step(*options);
     exit_code = 0;

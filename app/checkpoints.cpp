@@ -1,10 +1,18 @@
 #include "app/checkpoints.h"
 
+#include <signal.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <charconv>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <stdexcept>
 
+#include "app/train_options.h"
 #include "nn/resnet.h"
 #include "nn/sgd.h"
 
@@ -15,22 +23,33 @@ namespace {
 constexpr const char* kPrefix = "checkpoint-";
 constexpr const char* kModelSuffix = ".safetensors";
 constexpr const char* kOptimSuffix = ".optim.safetensors";
+constexpr const char* kTemporaryInfix = ".safetensors.tmp.";  // nn/safetensors.h's atomic write: <file>.tmp.<pid>
 
 bool ends_with(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
-int64_t metadata_int(const CheckpointMetadata& metadata, const std::string& key, const std::string& path) {
+// metadata[key] as a decimal number in [min, max]; throws naming `path` and the key otherwise.
+template <typename T>
+T metadata_number(const CheckpointMetadata& metadata, const std::string& key, const std::string& path, T min, T max) {
   auto it = metadata.find(key);
   if (it == metadata.end()) throw std::runtime_error(path + ": training state has no '" + key + "'");
-  try {
-    size_t used = 0;
-    int64_t value = std::stoll(it->second, &used);
-    if (used == it->second.size()) return value;
-  } catch (const std::exception&) {
-  }
-  throw std::runtime_error(path + ": training state '" + key + "' is '" + it->second + "', not an integer");
+  const std::string& text = it->second;
+  T value{};
+  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (error != std::errc() || end != text.data() + text.size() || value < min || value > max)
+    throw std::runtime_error(path + ": training state '" + key + "' is '" + text + "', not an integer in [" +
+                             std::to_string(min) + ", " + std::to_string(max) + "]");
+  return value;
 }
+
+bool all_digits(const std::string& s) {
+  return !s.empty() && std::all_of(s.begin(), s.end(), [](unsigned char c) { return std::isdigit(c); });
+}
+
+// Whether the process that wrote a temporary file is gone. This process is never in the middle
+// of a save when the folder is tidied, so its own pid (a container's fixed pid) counts as gone.
+bool writer_gone(pid_t pid) { return pid == ::getpid() || (::kill(pid, 0) != 0 && errno == ESRCH); }
 
 }  // namespace
 
@@ -41,13 +60,38 @@ CheckpointMetadata TrainingState::to_metadata() const {
 }
 
 TrainingState TrainingState::from_metadata(const CheckpointMetadata& metadata, const std::string& path) {
+  constexpr int64_t kMaxSteps = int64_t(1) << 50;
+  constexpr int kMaxWorldSize = 1 << 20;
   TrainingState s;
-  s.epoch = int(metadata_int(metadata, "epoch", path));
-  s.batch = metadata_int(metadata, "batch", path);
-  s.global_step = metadata_int(metadata, "global_step", path);
-  s.seed = uint64_t(metadata_int(metadata, "seed", path));
-  s.world_size = int(metadata_int(metadata, "world_size", path));
-  s.batch_size = int(metadata_int(metadata, "batch_size", path));
+  s.epoch = metadata_number<int>(metadata, "epoch", path, 0, kMaxEpochs);
+  s.batch = metadata_number<int64_t>(metadata, "batch", path, 0, kMaxSteps);
+  s.global_step = metadata_number<int64_t>(metadata, "global_step", path, 0, kMaxSteps);
+  s.seed = metadata_number<uint64_t>(metadata, "seed", path, 0, UINT64_MAX);
+  s.world_size = metadata_number<int>(metadata, "world_size", path, 1, kMaxWorldSize);
+  s.batch_size = metadata_number<int>(metadata, "batch_size", path, 1, kMaxBatchSize);
+  return s;
+}
+
+TrainingState resume_state(const TrainingState& saved, const TrainingState& run, int64_t steps_per_epoch,
+                           const std::string& path) {
+  if (saved.batch > 0) {
+    // The position inside an epoch counts batches of the sampler's order for this seed, world
+    // size and batch size; under any other it would name other images.
+    if (saved.seed != run.seed || saved.world_size != run.world_size || saved.batch_size != run.batch_size)
+      throw ResumeMismatch(
+          path + ": saved in the middle of epoch " + std::to_string(saved.epoch + 1) + " (after batch " +
+          std::to_string(saved.batch) + ") by " + std::to_string(saved.world_size) + " rank(s) at batch size " +
+          std::to_string(saved.batch_size) + " and seed " + std::to_string(saved.seed) + "; this run has " +
+          std::to_string(run.world_size) + " at " + std::to_string(run.batch_size) + " and seed " +
+          std::to_string(run.seed) + ": resume it with the same, or from a checkpoint saved at the end of an epoch");
+    if (saved.batch >= steps_per_epoch)
+      throw ResumeMismatch(path + ": saved after batch " + std::to_string(saved.batch) +
+                           " of an epoch, but an epoch of this data has " + std::to_string(steps_per_epoch) + " batches");
+  }
+  TrainingState s = run;
+  s.epoch = saved.epoch;
+  s.batch = saved.batch;
+  s.global_step = saved.global_step;
   return s;
 }
 
@@ -59,10 +103,12 @@ CheckpointMetadata model_metadata(const ResNet18& model) {
           {"width", std::to_string(c.width)}};
 }
 
-CheckpointFolder::CheckpointFolder(std::string dir, int keep_last) : dir_(std::move(dir)), keep_last_(keep_last) {
+CheckpointFolder::CheckpointFolder(std::string dir, int keep_last, Report report)
+    : dir_(std::move(dir)), keep_last_(keep_last), report_(std::move(report)) {
   std::error_code ec;
   fs::create_directories(dir_, ec);
   if (ec || !fs::is_directory(dir_)) throw std::runtime_error("--save " + dir_ + ": cannot create the folder");
+  if (report_) remove_leftovers();
 }
 
 std::string CheckpointFolder::path_for(int64_t step, bool optim) const {
@@ -79,7 +125,13 @@ std::string optim_path_for(const std::string& model_path) {
 std::string CheckpointFolder::save(const ResNet18& model, const SGD& sgd, const TrainingState& state) const {
   const std::string model_path = path_for(state.global_step, false);
   save_model(model_path, model, model_metadata(model));
-  save_momentum(path_for(state.global_step, true), model, sgd, state.to_metadata());
+  try {
+    save_momentum(path_for(state.global_step, true), model, sgd, state.to_metadata());
+  } catch (...) {
+    std::error_code ignored;  // half a checkpoint is none: do not leave the model file alone
+    fs::remove(model_path, ignored);
+    throw;
+  }
   prune();
   return model_path;
 }
@@ -103,6 +155,38 @@ void CheckpointFolder::prune() const {
     fs::remove(optim_path_for(all[i]));
     fs::remove(all[i]);
   }
+  if (report_) remove_leftovers();
+}
+
+void CheckpointFolder::remove_leftovers() const {
+  std::vector<std::string> removed;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(dir_, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind(kPrefix, 0) != 0 || !entry.is_regular_file(ec)) continue;
+    std::string why;
+    const size_t tmp = name.rfind(kTemporaryInfix);
+    if (tmp != std::string::npos) {
+      const std::string writer = name.substr(tmp + std::strlen(kTemporaryInfix));
+      if (all_digits(writer) && writer.size() < 10 && writer_gone(pid_t(std::stol(writer))))
+        why = "writer " + writer + " gone";
+    } else if (ends_with(name, kOptimSuffix)) {
+      const std::string model = name.substr(0, name.size() - std::strlen(kOptimSuffix)) + kModelSuffix;
+      if (!fs::exists(fs::path(dir_) / model)) why = "no model file";
+    } else if (ends_with(name, kModelSuffix)) {
+      if (!fs::exists(optim_path_for(entry.path().string()))) why = "no optim file";
+    }
+    if (why.empty() || !fs::remove(entry.path(), ec)) continue;
+    removed.push_back(name + " (" + why + ")");
+  }
+  if (removed.empty()) return;
+  std::sort(removed.begin(), removed.end());
+  constexpr size_t kNamed = 4;
+  std::string list;
+  for (size_t i = 0; i < std::min(removed.size(), kNamed); ++i) list += (i ? ", " : "") + removed[i];
+  if (removed.size() > kNamed) list += " and " + std::to_string(removed.size() - kNamed) + " more";
+  report_("checkpoints: removed " + std::to_string(removed.size()) + " file(s) that interrupted saves left in " +
+          dir_ + ": " + list);
 }
 
 TrainingState load_checkpoint(const std::string& model_path, ResNet18& model, SGD& sgd) {

@@ -8,10 +8,16 @@
 // `cutrain eval` needs nothing else. Each file is written atomically (nn/safetensors.h), the
 // model first, so a crash leaves at worst a model file without its optim file, which resume
 // skips. After each save only the newest --keep-last checkpoints stay.
+//
+// What interrupted saves leave behind (a kill during a write: checkpoint-*.safetensors.tmp.<pid>
+// of a process that is gone; a full disk between the two files: half a checkpoint) is removed
+// by the writer when it opens the folder and each time it prunes, and said in one line.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -33,16 +39,32 @@ struct TrainingState {
   int batch_size = 0;
 
   CheckpointMetadata to_metadata() const;
-  // Throws naming `path` and the key that is missing or not a number.
+  // Throws naming `path` and the key that is missing, not a number, or outside what a run can
+  // be at (an epoch in [0, --epochs' largest], a world size and batch size of at least 1...).
   static TrainingState from_metadata(const CheckpointMetadata& metadata, const std::string& path);
 };
+
+// Where a run set up as `run` (its seed, world size and batch size; epochs of `steps_per_epoch`
+// batches) goes on from the state `saved` in the checkpoint at `path`: the saved position, with
+// the run's own seed, world size and batch size. A checkpoint from the middle of an epoch is
+// refused, naming both set-ups, unless the run splits the data the same way (seed, world size
+// and batch size), since its position counts batches of that split; one from an epoch's end
+// goes on under any. Throws ResumeMismatch: the file is sound, this run cannot go on from it.
+struct ResumeMismatch : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+TrainingState resume_state(const TrainingState& saved, const TrainingState& run, int64_t steps_per_epoch,
+                           const std::string& path);
 
 // The model's shape, as recorded in the model file's metadata.
 CheckpointMetadata model_metadata(const ResNet18& model);
 
 class CheckpointFolder {
  public:
-  CheckpointFolder(std::string dir, int keep_last);
+  using Report = std::function<void(const std::string& line)>;
+  // Creates `dir` if needed. `report` is for the writer alone (rank 0): given one, the folder
+  // removes what interrupted saves left, now and at each prune, and reports it there in one line.
+  CheckpointFolder(std::string dir, int keep_last, Report report = nullptr);
 
   // Writes the checkpoint after `state.global_step` steps and prunes old ones; returns the model
   // file's path.
@@ -54,9 +76,11 @@ class CheckpointFolder {
  private:
   std::string path_for(int64_t step, bool optim) const;
   void prune() const;
+  void remove_leftovers() const;
 
   std::string dir_;
   int keep_last_;
+  Report report_;
 };
 
 // The optim file that goes with a model checkpoint file.

@@ -1,11 +1,15 @@
-// commands.h: each `cutrain` subcommand adds itself to the CLI11 app through one function.
-// A command's callback leaves its exit status in `exit_code`; errors are thrown as exceptions
-// and main() prints them as one line.
+// commands.h: each `cutrain` subcommand adds itself to the CLI11 app through one function, and
+// add_commands adds them all (and the app's own flags). A command's callback leaves its exit
+// status in `exit_code`; errors are thrown as exceptions and main() prints them as one line.
+// Numeric flags and switches are declared through app/flags.h.
 #pragma once
 
 #include <CLI/CLI.hpp>
 
 namespace cutrain {
+
+// Every subcommand, and --local_rank: the whole `cutrain` command line.
+void add_commands(CLI::App& app, int& exit_code);
 
 void add_info_command(CLI::App& app, int& exit_code);
 void add_train_command(CLI::App& app, int& exit_code);

@@ -5,9 +5,11 @@
 // and other tools (bench/, inspect-data) read the very same bytes.
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 #include "data/dataset.h"
+#include "data/image_folder.h"
 
 namespace cutrain {
 
@@ -17,9 +19,14 @@ struct Datasets {
   std::string source;  // the folder they came from
 };
 
+// The most images --synthetic-train and --synthetic-test may ask for (30 GB of pixels).
+inline constexpr int kMaxSyntheticImages = 10'000'000;
+
 // Every rank may call it at once: the first to finish writing the cache wins the race, atomically
-// (data/synthetic.h ensure_synthetic_cifar10), and all read the same files.
-Datasets load_datasets(const std::string& data_dir, int synthetic_train, int synthetic_test);
+// (data/synthetic.h ensure_synthetic_cifar10), and all read the same files. `max_image_pixels`
+// bounds an image folder's images (data/image_folder.h).
+Datasets load_datasets(const std::string& data_dir, int synthetic_train, int synthetic_test,
+                       int64_t max_image_pixels = kDefaultMaxImagePixels);
 
 // The cache folder of the synthetic dataset of these sizes.
 std::string synthetic_cache_dir(int train, int test);

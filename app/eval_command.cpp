@@ -1,7 +1,8 @@
 // `cutrain eval`: the test accuracy of a checkpoint, overall and per class.
 //
-// The model's shape comes from the checkpoint itself (conv1's kernel gives the stem and the
-// width, fc's rows the classes), so a file exported from PyTorch works as well as our own.
+// The model's shape comes from the checkpoint itself (nn/checkpoint.h resnet_config_of: conv1
+// gives the stem and the width, fc the classes), so a file exported from PyTorch works as well
+// as our own; every tensor is checked before the model is built.
 #include <algorithm>
 #include <cstdio>
 #include <stdexcept>
@@ -10,6 +11,7 @@
 #include "app/datasets.h"
 #include "app/device_choice.h"
 #include "app/evaluator.h"
+#include "app/flags.h"
 #include "nn/checkpoint.h"
 #include "nn/context.h"
 #include "nn/resnet.h"
@@ -22,34 +24,17 @@ struct EvalOptions {
   std::string data, checkpoint, device = "auto", precision;
   int batch_size = 256;
   int synthetic_train = 50000, synthetic_test = 10000;
+  int64_t max_image_pixels = kDefaultMaxImagePixels;
 };
-
-// Stem, width and classes of the ResNet-18 stored in `path`.
-ResNetConfig config_from_checkpoint(const std::string& path) {
-  const SafeTensorsFile file = read_safetensors(path);
-  auto shape_of = [&](const std::string& name) {
-    auto it = file.tensors.find(name);
-    if (it == file.tensors.end()) throw std::runtime_error(path + ": no " + name + "; not a ResNet-18 checkpoint");
-    return it->second.shape;
-  };
-  const std::vector<int64_t> conv1 = shape_of("conv1.weight"), fc = shape_of("fc.weight");
-  if (conv1.size() != 4 || fc.size() != 2 || (conv1[2] != 3 && conv1[2] != 7))
-    throw std::runtime_error(path + ": conv1.weight or fc.weight does not have a ResNet-18 shape");
-  ResNetConfig c;
-  c.stem = conv1[2] == 7 ? Stem::imagenet : Stem::cifar;
-  c.width = int(conv1[0]);
-  c.num_classes = int(fc[0]);
-  return c;
-}
 
 int run_eval(const EvalOptions& o) {
   ContextOptions co;
   co.device = resolve_device(o.device);
   co.dtype = resolve_precision(o.precision, co.device);
-  Datasets data = load_datasets(o.data, o.synthetic_train, o.synthetic_test);
+  ResNetConfig mc = resnet_config_of(read_safetensors(o.checkpoint), o.checkpoint);
+  Datasets data = load_datasets(o.data, o.synthetic_train, o.synthetic_test, o.max_image_pixels);
   Context ctx(co);
 
-  ResNetConfig mc = config_from_checkpoint(o.checkpoint);
   if (mc.num_classes < data.test.num_classes)
     throw std::runtime_error(o.checkpoint + ": " + std::to_string(mc.num_classes) + " classes, but " + data.source +
                              " has " + std::to_string(data.test.num_classes));
@@ -78,12 +63,14 @@ void add_eval_command(CLI::App& app, int& exit_code) {
       ->check(CLI::IsMember({"auto", "cuda", "cpu"}));
   cmd->add_option("--precision", o->precision, "fp32 or bf16 (default: bf16 on a GPU)")
       ->check(CLI::IsMember({"fp32", "bf16"}));
-  cmd->add_option("--batch-size", o->batch_size, "Images per forward pass")->capture_default_str()
-      ->check(CLI::Range(1, 1 << 20));
-  cmd->add_option("--synthetic-train", o->synthetic_train, "Size of the synthetic default's training split")
-      ->capture_default_str();
-  cmd->add_option("--synthetic-test", o->synthetic_test, "Size of the synthetic default's test split")
-      ->capture_default_str();
+  add_number(cmd, "--batch-size", o->batch_size, "Images per forward pass", 1, 1 << 20)->capture_default_str();
+  add_number(cmd, "--synthetic-train", o->synthetic_train, "Size of the synthetic default's training split", 1,
+             kMaxSyntheticImages)->capture_default_str();
+  add_number(cmd, "--synthetic-test", o->synthetic_test, "Size of the synthetic default's test split", 1,
+             kMaxSyntheticImages)->capture_default_str();
+  add_number(cmd, "--max-image-pixels", o->max_image_pixels,
+             "Largest image (width x height) an image folder may hold; larger ones are refused", 1,
+             int64_t(1) << 28)->capture_default_str();
   cmd->callback([o, &exit_code] { exit_code = run_eval(*o); });
 }
 

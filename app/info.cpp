@@ -1,20 +1,48 @@
-// `cutrain info`: what this build links and what this machine offers.
+// `cutrain info`: the versions of the libraries this process loaded (the CUDA toolkit's or
+// Python's nvidia-* wheels, whichever the library path found first), and the CUDA devices of this
+// machine.
 #include <cstdio>
+
+#include <cublas_v2.h>
+#include <cudnn.h>
+#include <nccl.h>
 
 #include "app/commands.h"
 #include "kernels/check.h"
 #include "kernels/device.h"
 
 namespace cutrain {
+namespace {
+
+// 13000 -> "13.0" (cudaRuntimeGetVersion and cudaDriverGetVersion encode 1000 * major + 10 * minor).
+std::string cuda_version(int v) { return std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10); }
+
+std::string cublas_version() {
+  int major = 0, minor = 0, patch = 0;
+  cublasGetProperty(MAJOR_VERSION, &major);
+  cublasGetProperty(MINOR_VERSION, &minor);
+  cublasGetProperty(PATCH_LEVEL, &patch);
+  return std::to_string(major) + "." + std::to_string(minor) + "." + std::to_string(patch);
+}
+
+std::string nccl_version() {
+  int v = 0;  // 22803 for 2.28.3 (NCCL_VERSION_CODE's encoding since 2.9)
+  if (ncclGetVersion(&v) != ncclSuccess) return "unknown";
+  return std::to_string(v / 10000) + "." + std::to_string(v / 100 % 100) + "." + std::to_string(v % 100);
+}
+
+}  // namespace
 
 void add_info_command(CLI::App& app, int& exit_code) {
-  auto* cmd = app.add_subcommand("info", "Print library versions and the CUDA devices of this machine");
+  auto* cmd = app.add_subcommand("info", "Print the loaded library versions and the CUDA devices of this machine");
   cmd->callback([&exit_code] {
-    size_t cudnn = cudnnGetVersion();
-    int runtime = 0;
+    const size_t cudnn = cudnnGetVersion();
+    int runtime = 0, driver = 0;
     cudaRuntimeGetVersion(&runtime);
-    std::printf("cuDNN %zu.%zu.%zu, CUDA runtime %d.%d\n", cudnn / 10000, cudnn / 100 % 100, cudnn % 100,
-                runtime / 1000, runtime % 1000 / 10);
+    cudaDriverGetVersion(&driver);  // 0 without a driver
+    std::printf("cuDNN %zu.%zu.%zu, cuBLAS %s, NCCL %s, CUDA runtime %s, driver %s (as loaded)\n", cudnn / 10000,
+                cudnn / 100 % 100, cudnn % 100, cublas_version().c_str(), nccl_version().c_str(),
+                cuda_version(runtime).c_str(), driver ? ("CUDA " + cuda_version(driver)).c_str() : "none");
     if (!cuda_available()) {
       std::printf("%s\n", cuda_unavailable_reason().c_str());
       exit_code = 0;

@@ -4,6 +4,8 @@
 #include <cstdio>
 
 #include "app/commands.h"
+#include "app/datasets.h"
+#include "app/flags.h"
 #include "data/load.h"
 #include "data/synthetic.h"
 
@@ -19,9 +21,9 @@ void add_make_synthetic_command(CLI::App& app, int& exit_code) {
   };
   auto options = std::make_shared<Options>();
   cmd->add_option("--out", options->out, "Folder to write (created if missing)")->required();
-  cmd->add_option("--train", options->train, "Training images")->capture_default_str()->check(CLI::PositiveNumber);
-  cmd->add_option("--test", options->test, "Test images")->capture_default_str()->check(CLI::PositiveNumber);
-  cmd->add_option("--seed", options->seed, "Generator seed")->capture_default_str();
+  add_number(cmd, "--train", options->train, "Training images", 1, kMaxSyntheticImages)->capture_default_str();
+  add_number(cmd, "--test", options->test, "Test images", 1, kMaxSyntheticImages)->capture_default_str();
+  add_number(cmd, "--seed", options->seed, "Generator seed", 0, UINT64_MAX)->capture_default_str();
   cmd->add_option("--format", options->format, "cifar (binary batches) or folder (PNG files per class)")
       ->capture_default_str()
       ->check(CLI::IsMember({"cifar", "folder"}));

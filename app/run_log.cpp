@@ -2,7 +2,9 @@
 
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdarg>
+#include <cstring>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
@@ -15,7 +17,7 @@ nlohmann::json optional_number(const std::optional<double>& v) { return v ? nloh
 }  // namespace
 
 RunLog::RunLog(bool active, const std::string& metrics_path)
-    : active_(active), progress_bar_(active && isatty(STDOUT_FILENO)) {
+    : active_(active), progress_bar_(active && isatty(STDOUT_FILENO)), metrics_path_(metrics_path) {
   if (!active_ || metrics_path.empty()) return;
   metrics_ = std::fopen(metrics_path.c_str(), "a");
   if (metrics_ == nullptr) throw std::runtime_error("--metrics " + metrics_path + ": cannot open for writing");
@@ -45,9 +47,26 @@ void RunLog::end_progress_bar() {
 
 void RunLog::write_json(const std::string& line) {
   if (!metrics_) return;
-  std::fputs(line.c_str(), metrics_);
-  std::fputc('\n', metrics_);
-  std::fflush(metrics_);
+  if (write_error_.empty()) {
+    errno = 0;
+    if (std::fputs((line + "\n").c_str(), metrics_) >= 0 && std::fflush(metrics_) == 0) return;
+    write_error_ = errno ? std::strerror(errno) : "write failed";
+    end_progress_bar();
+    std::fprintf(stderr, "cutrain: warning: --metrics %s: cannot write (%s); training goes on without metrics and "
+                 "will exit with status 1\n", metrics_path_.c_str(), write_error_.c_str());
+  }
+  ++lost_records_;
+}
+
+void RunLog::finish() {
+  if (!metrics_) return;
+  errno = 0;
+  const bool closed = std::fclose(metrics_) == 0;
+  metrics_ = nullptr;
+  if (!closed && write_error_.empty()) write_error_ = errno ? std::strerror(errno) : "close failed";
+  if (!write_error_.empty())
+    throw std::runtime_error("--metrics " + metrics_path_ + ": " + std::to_string(lost_records_) +
+                             " record(s) could not be written (" + write_error_ + "); the training itself finished");
 }
 
 void RunLog::step(const StepRecord& r) {

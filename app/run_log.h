@@ -6,6 +6,10 @@
 // Metrics (--metrics FILE): JSON lines, one per logged step ("kind": "step"), one per epoch
 // ("kind": "epoch") and one at the end ("kind": "summary"); bench/ and scripts/plot_metrics.py
 // read them, and so does bench/pytorch_reference.py write them.
+//
+// A metrics file that stops taking records (a full disk, /dev/full) does not stop the training:
+// the first failed write prints one warning naming the file and why, no more records are
+// written, and finish() then fails the run (exit status 1) with a line saying how many were lost.
 #pragma once
 
 #include <cstdint>
@@ -61,6 +65,8 @@ class RunLog {
   void step(const StepRecord& r);
   void epoch(const EpochRecord& r);
   void summary(const SummaryRecord& r);
+  // The run's end: closes the metrics file; throws, naming it, if any record was not written.
+  void finish();
 
  private:
   void write_json(const std::string& line);
@@ -69,7 +75,10 @@ class RunLog {
   bool active_;
   bool progress_bar_;  // stdout is a terminal
   bool bar_open_ = false;
+  std::string metrics_path_;
   std::FILE* metrics_ = nullptr;
+  std::string write_error_;  // why the first failed write failed; empty while all went well
+  int64_t lost_records_ = 0;
 };
 
 }  // namespace cutrain

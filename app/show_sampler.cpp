@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "app/commands.h"
+#include "app/flags.h"
 #include "data/sampler.h"
 
 namespace cutrain {
@@ -18,13 +19,13 @@ void add_show_sampler_command(CLI::App& app, int& exit_code) {
     bool drop_last = false, no_shuffle = false;
   };
   auto o = std::make_shared<Options>();
-  cmd->add_option("--dataset-size", o->dataset_size, "Samples in the dataset")->required()->check(CLI::PositiveNumber);
-  cmd->add_option("--world-size", o->world_size, "Number of ranks")->required()->check(CLI::PositiveNumber);
-  cmd->add_option("--rank", o->rank, "This rank")->required()->check(CLI::NonNegativeNumber);
-  cmd->add_option("--epoch", o->epoch, "Epoch (set_epoch)")->required()->check(CLI::NonNegativeNumber);
-  cmd->add_option("--seed", o->seed, "Shuffle seed")->capture_default_str();
-  cmd->add_flag("--drop-last", o->drop_last, "Drop the tail instead of padding");
-  cmd->add_flag("--no-shuffle", o->no_shuffle, "Keep the dataset order");
+  add_number(cmd, "--dataset-size", o->dataset_size, "Samples in the dataset", 1, int64_t(1) << 40)->required();
+  add_number(cmd, "--world-size", o->world_size, "Number of ranks", 1, 1 << 20)->required();
+  add_number(cmd, "--rank", o->rank, "This rank (below --world-size)", 0, 1 << 20)->required();
+  add_number(cmd, "--epoch", o->epoch, "Epoch (set_epoch)", 0, int64_t(1) << 40)->required();
+  add_number(cmd, "--seed", o->seed, "Shuffle seed", 0, UINT64_MAX)->capture_default_str();
+  add_switch(cmd, "--drop-last", o->drop_last, "Drop the tail instead of padding");
+  add_switch(cmd, "--no-shuffle", o->no_shuffle, "Keep the dataset order");
   cmd->callback([o, &exit_code] {
     if (o->rank >= o->world_size)
       throw std::invalid_argument("--rank: " + std::to_string(o->rank) + " is not below --world-size " +

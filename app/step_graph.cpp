@@ -2,62 +2,102 @@
 
 #include <cstdio>
 #include <exception>
+#include <stdexcept>
 #include <utility>
 
 #include "kernels/check.h"
 
 namespace cutrain {
+namespace {
 
-StepGraph::StepGraph(cudaStream_t stream, bool enabled, int warmup, std::function<bool(bool ok)> agree)
-    : stream_(stream), enabled_(enabled && stream != nullptr), warmup_(warmup), agree_(std::move(agree)) {}
-
-StepGraph::~StepGraph() {
-  if (exec_) cudaGraphExecDestroy(exec_);
-}
-
-bool StepGraph::run(const std::function<void()>& step) {
-  if (exec_) {
-    CUDA_CHECK(cudaGraphLaunch(exec_, stream_));
-    return true;
+class CudaGraphCapture final : public GraphCapture {
+ public:
+  explicit CudaGraphCapture(cudaStream_t stream) : stream_(stream) {}
+  ~CudaGraphCapture() override {
+    if (exec_) cudaGraphExecDestroy(exec_);
   }
-  if (enabled_ && calls_++ >= warmup_ && capture(step)) {
-    CUDA_CHECK(cudaGraphLaunch(exec_, stream_));
-    return false;  // the step's host code ran while capturing
-  }
-  step();
-  return false;
-}
 
-bool StepGraph::capture(const std::function<void()>& step) {
   // Thread-local mode: other threads (NCCL's watchdog, loader threads) may keep calling CUDA.
-  CUDA_CHECK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
-  cudaGraph_t graph = nullptr;
-  try {
-    step();
-  } catch (const std::exception& e) {
-    failure_ = e.what();
-  }
-  const cudaError_t end = cudaStreamEndCapture(stream_, &graph);
-  if (failure_.empty() && end != cudaSuccess) failure_ = std::string("cudaStreamEndCapture: ") + cudaGetErrorString(end);
-  if (failure_.empty()) {
-    const cudaError_t made = cudaGraphInstantiate(&exec_, graph, 0);
-    if (made != cudaSuccess) failure_ = std::string("cudaGraphInstantiate: ") + cudaGetErrorString(made);
-  }
-  if (graph) cudaGraphDestroy(graph);
-  if (agree_ && !agree_(failure_.empty()) && failure_.empty()) failure_ = "another rank's capture failed";
-  if (failure_.empty()) return true;
+  void begin() override { CUDA_CHECK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal)); }
 
-  cudaGetLastError();  // clear the capture's error; the stream is usable again
-  if (exec_) cudaGraphExecDestroy(exec_);
-  exec_ = nullptr;
-  enabled_ = false;
-  std::fprintf(stderr, "cutrain: warning: CUDA graph capture failed, running steps eagerly: %s\n", failure_.c_str());
-  return false;
+  std::string end() override {
+    cudaGraph_t graph = nullptr;
+    std::string failure;
+    const cudaError_t ended = cudaStreamEndCapture(stream_, &graph);
+    if (ended != cudaSuccess) failure = std::string("cudaStreamEndCapture: ") + cudaGetErrorString(ended);
+    if (exec_) cudaGraphExecDestroy(exec_);
+    exec_ = nullptr;
+    if (failure.empty()) {
+      const cudaError_t made = cudaGraphInstantiate(&exec_, graph, 0);
+      if (made != cudaSuccess) failure = std::string("cudaGraphInstantiate: ") + cudaGetErrorString(made);
+    }
+    if (graph) cudaGraphDestroy(graph);
+    if (!failure.empty()) {
+      cudaGetLastError();  // clear the capture's error; the stream is usable again
+      exec_ = nullptr;
+    }
+    return failure;
+  }
+
+  void launch() override { CUDA_CHECK(cudaGraphLaunch(exec_, stream_)); }
+
+ private:
+  cudaStream_t stream_;
+  cudaGraphExec_t exec_ = nullptr;
+};
+
+}  // namespace
+
+std::unique_ptr<GraphCapture> cuda_graph_capture(cudaStream_t stream) {
+  return std::make_unique<CudaGraphCapture>(stream);
+}
+
+StepGraph::StepGraph(std::unique_ptr<GraphCapture> capture, int warmup, std::function<bool(bool ok)> agree)
+    : capture_(std::move(capture)), warmup_(warmup), agree_(std::move(agree)) {}
+
+void StepGraph::run(const Step& step) {
+  if (replaying_) return capture_->launch();
+  if (!capture_ || !failure_.empty() || calls_++ < warmup_) return step(true);
+  if (agree_) {  // several ranks: decide before any collective is captured
+    std::string rehearsal = capture(step, /*collectives=*/false);
+    if (!agree_(rehearsal.empty()) && rehearsal.empty()) rehearsal = "another rank's capture failed";
+    if (!rehearsal.empty()) {
+      fall_back(rehearsal);
+      return step(true);
+    }
+  }
+  const std::string failure = capture(step, /*collectives=*/true);
+  if (failure.empty()) {
+    replaying_ = true;
+    return capture_->launch();
+  }
+  if (agree_)
+    throw std::runtime_error("CUDA graph capture failed after every rank's rehearsal succeeded (" + failure +
+                             "); the ranks' collectives may be out of step: run with --cuda-graphs off");
+  fall_back(failure);
+  step(true);
+}
+
+std::string StepGraph::capture(const Step& step, bool collectives) {
+  capture_->begin();
+  std::string failure;
+  try {
+    step(collectives);
+  } catch (const std::exception& e) {
+    failure = e.what();
+  }
+  const std::string ended = capture_->end();  // always: the stream must leave capture mode
+  return failure.empty() ? ended : failure;
+}
+
+void StepGraph::fall_back(const std::string& why) {
+  failure_ = why;
+  std::fprintf(stderr, "cutrain: warning: CUDA graph capture failed, running steps eagerly: %s\n", why.c_str());
 }
 
 std::string StepGraph::status() const {
   if (!failure_.empty()) return "off (capture failed: " + failure_ + ")";
-  return enabled_ ? "on" : "off";
+  return capture_ ? "on" : "off";
 }
 
 }  // namespace cutrain

@@ -4,43 +4,64 @@
 // launch cost off the critical path. The step must be static (same pointers, no allocation, no
 // host synchronisation), which the memory plan guarantees. The first `warmup` calls run eagerly
 // (cuDNN and NCCL finish their lazy set-up), the next one captures and launches, the rest replay.
-// Host code inside the step (bookkeeping such as BN's num_batches_tracked) runs only on the eager
-// and capturing calls: run() says when it did not, so the caller can do it by hand.
-// If capturing fails, the reason is printed once and every later step runs eagerly. With several
-// ranks, `agree` (when given) tells every rank whether all captures succeeded, and all fall back
-// together: whether a collective runs from a graph must be the same on every rank (NCCL's rule).
+//
+// The step's host code (bookkeeping such as BN's num_batches_tracked) runs whenever the step
+// function runs: on eager calls, while capturing, and while rehearsing (below) -- so on one call
+// it may run twice or not at all. Bookkeeping that must count steps belongs after run(), once.
+//
+// If capturing fails, the reason is printed once and every later step runs eagerly; the call
+// that failed runs its step eagerly too, so the device sees each step once. With several ranks
+// (`agree` given) a capture that fails after a collective was captured could leave the ranks'
+// collective sequences out of step, so the decision comes first: every rank rehearses the
+// capture with its collectives left out (the step is called with collectives = false, captured
+// and thrown away), then all agree (agree(ok) is true when every rank's rehearsal was). If any
+// failed, all fall back to eager steps, no collective having been captured. If all succeeded, the
+// real capture follows; should that one still fail (NCCL's own capture), run() throws: no rank
+// can tell whether the others' collectives are still in step.
 #pragma once
 
 #include <cuda_runtime.h>
 
 #include <functional>
+#include <memory>
 #include <string>
 
 namespace cutrain {
 
+// What StepGraph needs of CUDA's graph API on one stream; tests stand in for it without a GPU.
+class GraphCapture {
+ public:
+  virtual ~GraphCapture() = default;
+  virtual void begin() = 0;       // start capturing the stream's work (this thread's only)
+  virtual std::string end() = 0;  // stop, and instantiate in place of any earlier graph: "" or why
+                                  // it failed (the stream is then usable again)
+  virtual void launch() = 0;      // enqueue the instantiated graph on the stream
+};
+std::unique_ptr<GraphCapture> cuda_graph_capture(cudaStream_t stream);
+
 class StepGraph {
  public:
-  // agree(ok): called by every rank after its capture; true when every rank's was ok.
-  StepGraph(cudaStream_t stream, bool enabled, int warmup = 1, std::function<bool(bool ok)> agree = {});
-  ~StepGraph();
-  StepGraph(const StepGraph&) = delete;
-  StepGraph& operator=(const StepGraph&) = delete;
+  // One training step; collectives = false leaves out every collective (a rehearsal).
+  using Step = std::function<void(bool collectives)>;
 
-  // Runs one step; returns true if it was a replay (the step's host code did not run).
-  bool run(const std::function<void()>& step);
+  // capture: null turns graphs off. agree(ok): called by every rank after its rehearsal.
+  explicit StepGraph(std::unique_ptr<GraphCapture> capture, int warmup = 1, std::function<bool(bool ok)> agree = {});
+
+  // Runs (or replays) one step.
+  void run(const Step& step);
 
   // "on", "off", or "off (capture failed: ...)".
   std::string status() const;
 
  private:
-  bool capture(const std::function<void()>& step);
+  std::string capture(const Step& step, bool collectives);  // "" or why it failed
+  void fall_back(const std::string& why);
 
-  cudaStream_t stream_;
-  bool enabled_;
+  std::unique_ptr<GraphCapture> capture_;
   int warmup_;
   std::function<bool(bool)> agree_;
   int calls_ = 0;
-  cudaGraphExec_t exec_ = nullptr;
+  bool replaying_ = false;
   std::string failure_;
 };
 

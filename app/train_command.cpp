@@ -1,7 +1,12 @@
 // `cutrain train`: the flags of TrainOptions, then the Trainer. Defaults: the reference recipe.
+#include <cstdint>
+
 #include "app/commands.h"
+#include "app/datasets.h"
+#include "app/flags.h"
 #include "app/train_options.h"
 #include "app/trainer.h"
+#include "nn/resnet.h"
 
 namespace cutrain {
 
@@ -13,55 +18,62 @@ void add_train_command(CLI::App& app, int& exit_code) {
   TrainOptions& o = *opts;
 
   cmd->add_option("--data", o.data, "CIFAR-10 binary folder or image folder (default: synthetic CIFAR-format data)");
-  cmd->add_option("--synthetic-train", o.synthetic_train, "Training images of the synthetic default")->capture_default_str();
-  cmd->add_option("--synthetic-test", o.synthetic_test, "Test images of the synthetic default")->capture_default_str();
-  cmd->add_option("--workers", o.workers, "Loader threads")->capture_default_str()->check(CLI::Range(1, 64));
+  add_number(cmd, "--synthetic-train", o.synthetic_train, "Training images of the synthetic default", 1,
+             kMaxSyntheticImages)->capture_default_str();
+  add_number(cmd, "--synthetic-test", o.synthetic_test, "Test images of the synthetic default", 1,
+             kMaxSyntheticImages)->capture_default_str();
+  add_number(cmd, "--max-image-pixels", o.max_image_pixels,
+             "Largest image (width x height) an image folder may hold; larger ones are refused", 1,
+             int64_t(1) << 28)->capture_default_str();
+  add_number(cmd, "--workers", o.workers, "Loader threads", 1, 64)->capture_default_str();
 
   cmd->add_option("--stem", o.stem, "cifar (3x3 conv) or imagenet (torchvision's 7x7 conv + max-pool)")
       ->capture_default_str()->check(CLI::IsMember({"cifar", "imagenet"}));
-  cmd->add_option("--num-classes", o.num_classes, "Classes (default: from the data)")->check(CLI::Range(0, 100000));
-  cmd->add_option("--width", o.width, "Base width of ResNet-18 (64 is the real one)")->capture_default_str()
-      ->check(CLI::Range(1, 1024));
+  add_number(cmd, "--num-classes", o.num_classes, "Classes (0: from the data)", 0, kMaxResNetClasses);
+  add_number(cmd, "--width", o.width, "Base width of ResNet-18 (64 is the real one)", 1, kMaxResNetWidth)
+      ->capture_default_str();
 
-  cmd->add_option("--epochs", o.epochs, "Epochs")->capture_default_str()->check(CLI::Range(1, 100000));
-  cmd->add_option("--batch-size", o.batch_size, "Batch size per process")->capture_default_str()
-      ->check(CLI::Range(1, 1 << 20));
-  cmd->add_option("--lr", o.lr, "Learning rate")->capture_default_str()->check(CLI::NonNegativeNumber);
-  cmd->add_option("--momentum", o.momentum, "SGD momentum")->capture_default_str()->check(CLI::Range(0.0, 1.0));
-  cmd->add_flag("--nesterov,!--no-nesterov", o.nesterov, "Nesterov momentum (default on)");
-  cmd->add_option("--weight-decay", o.weight_decay, "L2 weight decay")->capture_default_str()->check(CLI::NonNegativeNumber);
+  add_number(cmd, "--epochs", o.epochs, "Epochs", 1, kMaxEpochs)->capture_default_str();
+  add_number(cmd, "--batch-size", o.batch_size, "Batch size per process", 1, kMaxBatchSize)->capture_default_str();
+  add_number(cmd, "--lr", o.lr, "Learning rate", 0, 1e6)->capture_default_str();
+  add_number(cmd, "--momentum", o.momentum, "SGD momentum", 0, 1)->capture_default_str();
+  add_switch(cmd, "--nesterov,!--no-nesterov", o.nesterov, "Nesterov momentum (default on)");
+  add_number(cmd, "--weight-decay", o.weight_decay, "L2 weight decay", 0, 1)->capture_default_str();
   cmd->add_option("--lr-schedule", o.lr_schedule, "constant, cosine, onecycle or step")->capture_default_str()
       ->check(CLI::IsMember({"constant", "cosine", "onecycle", "step"}));
-  cmd->add_option("--warmup-epochs", o.warmup_epochs, "Linear warm-up, in epochs")->check(CLI::NonNegativeNumber);
-  cmd->add_option("--label-smoothing", o.label_smoothing, "Label smoothing of the loss")->check(CLI::Range(0.0, 1.0));
-  cmd->add_option("--max-steps", o.max_steps, "Stop after this many optimizer steps in all (0: no limit)")
-      ->check(CLI::NonNegativeNumber);
-  cmd->add_option("--seed", o.seed, "Seed of the initial weights, the sampler and the augmentation")->capture_default_str();
+  add_number(cmd, "--warmup-epochs", o.warmup_epochs, "Linear warm-up, in epochs", 0, kMaxEpochs);
+  add_number(cmd, "--label-smoothing", o.label_smoothing, "Label smoothing of the loss", 0, 1);
+  add_number(cmd, "--max-steps", o.max_steps, "Stop after this many optimizer steps in all (0: no limit)", 0,
+             int64_t(1e12));
+  add_number(cmd, "--seed", o.seed, "Seed of the initial weights, the sampler and the augmentation", 0,
+             UINT64_MAX)->capture_default_str();
 
   cmd->add_option("--device", o.device, "auto, cuda or cpu")->capture_default_str()
       ->check(CLI::IsMember({"auto", "cuda", "cpu"}));
   cmd->add_option("--precision", o.precision, "fp32 or bf16 (default: bf16 on a GPU, fp32 on the CPU)")
       ->check(CLI::IsMember({"fp32", "bf16"}));
-  cmd->add_flag("--deterministic", o.deterministic,
-                "Only deterministic cuDNN algorithms (batch norm's GPU sums still add with atomics)");
-  cmd->add_option("--bucket-cap-mb", o.bucket_cap_mb, "Gradient bucket size, MiB (0: one all-reduce per parameter)")
-      ->capture_default_str()->check(CLI::NonNegativeNumber);
-  cmd->add_flag("--sync-bn", o.sync_bn, "Synchronise batch norm statistics across ranks (SyncBatchNorm)");
-  cmd->add_option("--collective-timeout", o.collective_timeout_s,
-                  "Seconds a collective (Gloo or NCCL) may wait for the other ranks before the run fails")
-      ->capture_default_str()->check(CLI::Range(1, 86400));
+  add_switch(cmd, "--deterministic", o.deterministic,
+             "Only deterministic cuDNN algorithms (batch norm's GPU sums still add with atomics)");
+  add_switch(cmd, "--cudnn-benchmark", o.cudnn_benchmark,
+             "Measure cuDNN's convolution algorithms instead of taking its heuristics' choice; the winners "
+             "are kept in ~/.cache/cutrain (or $CUTRAIN_CACHE_DIR) for later runs");
+  add_number(cmd, "--bucket-cap-mb", o.bucket_cap_mb, "Gradient bucket size, MiB (0: one all-reduce per parameter)",
+             0, 65536)->capture_default_str();
+  add_switch(cmd, "--sync-bn", o.sync_bn, "Synchronise batch norm statistics across ranks (SyncBatchNorm)");
+  add_number(cmd, "--collective-timeout", o.collective_timeout_s,
+             "Seconds a collective (Gloo or NCCL) may wait for the other ranks before the run fails", 1, 86400)
+      ->capture_default_str();
   cmd->add_option("--cuda-graphs", o.cuda_graphs, "Replay each training step as a CUDA graph: on or off")
       ->capture_default_str()->check(CLI::IsMember({"on", "off"}));
 
-  cmd->add_option("--eval-every", o.eval_every, "Evaluate on the test set every E epochs (0: never)")
-      ->capture_default_str()->check(CLI::NonNegativeNumber);
-  cmd->add_option("--log-every", o.log_every, "Print a step line every N steps")->capture_default_str()
-      ->check(CLI::Range(1, 1 << 30));
-  cmd->add_option("--metrics", o.metrics, "Append JSON lines of metrics to this file");
+  add_number(cmd, "--eval-every", o.eval_every, "Evaluate on the test set every E epochs (0: never)", 0, kMaxEpochs)
+      ->capture_default_str();
+  add_number(cmd, "--log-every", o.log_every, "Print a step line every N steps", 1, 1 << 30)->capture_default_str();
+  cmd->add_option("--metrics", o.metrics,
+                  "Append JSON lines of metrics to this file (a failed write: a warning, and exit status 1 at the end)");
   cmd->add_option("--save", o.save, "Folder for checkpoints (written by rank 0)");
   cmd->add_option("--resume", o.resume, "Checkpoint to resume from, or 'auto': the newest valid one in --save");
-  cmd->add_option("--keep-last", o.keep_last, "Checkpoints kept in --save")->capture_default_str()
-      ->check(CLI::Range(1, 1 << 20));
+  add_number(cmd, "--keep-last", o.keep_last, "Checkpoints kept in --save", 1, 1 << 20)->capture_default_str();
   cmd->add_option("--init-from", o.init_from, "Start from these model weights (safetensors, torchvision names)");
   cmd->add_option("--dump-first-step", o.dump_first_step,
                   "Write the loss and gradients of the first batch (in file order, normalised only) and exit");

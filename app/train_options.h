@@ -6,7 +6,13 @@
 #include <cstdint>
 #include <string>
 
+#include "data/image_folder.h"
+
 namespace cutrain {
+
+// The largest --epochs and --batch-size, and so what a checkpoint's training state may say.
+inline constexpr int kMaxEpochs = 100000;
+inline constexpr int kMaxBatchSize = 1 << 20;
 
 struct TrainOptions {
   // data
@@ -14,6 +20,7 @@ struct TrainOptions {
   int synthetic_train = 50000;       // size of the synthetic dataset made when no --data
   int synthetic_test = 10000;
   int workers = 4;                   // loader threads (CPU loader)
+  int64_t max_image_pixels = kDefaultMaxImagePixels;  // an image folder's largest image
   // model
   std::string stem = "cifar";        // cifar | imagenet
   int num_classes = 0;               // 0: from the data
@@ -34,6 +41,7 @@ struct TrainOptions {
   std::string device = "auto";       // auto | cuda | cpu
   std::string precision;             // fp32 | bf16; empty: bf16 on a GPU, fp32 on the CPU
   bool deterministic = false;
+  bool cudnn_benchmark = false;      // measure convolution algorithms, cached on disk
   double bucket_cap_mb = 25;
   bool sync_bn = false;
   std::string cuda_graphs = "on";    // on | off

@@ -102,6 +102,7 @@ class Trainer {
   TrainingState state_;
   int64_t steps_per_epoch_ = 0;
   bool broadcast_buffers_ = false;
+  bool step_collectives_ = true;  // see train_step
   int64_t memory_baseline_ = 0;
   int64_t peak_memory_ = 0;
   cudaEvent_t step_done_ = nullptr;  // GPU: recorded after each step (see train_step)
@@ -132,13 +133,14 @@ Trainer::~Trainer() {
   if (step_done_) cudaEventDestroy(step_done_);
 }
 
-// Devices, then the store and the communicator: NCCL on the GPU (for a world of one too, so the
-// single-GPU run goes through the same code), Gloo between CPU processes, none for one CPU process.
+// Devices, then the store and the communicator: NCCL between GPUs, Gloo between CPU processes,
+// none for one process (its gradients go straight to SGD: no store, reducer or collective).
 void Trainer::connect() {
   ContextOptions co;
   co.device = device_;
   co.dtype = dtype_;
   co.deterministic = opt_.deterministic;
+  co.cudnn_benchmark = opt_.cudnn_benchmark;
   co.cuda_device = env_.local_rank;
   if (device_ == Device::cuda) {
     int count = 0;
@@ -149,7 +151,7 @@ void Trainer::connect() {
   }
   ctx_ = std::make_unique<Context>(co);
   memory_baseline_ = device_ == Device::cuda ? memory_in_use(device_) : 0;
-  if (device_ == Device::cuda || env_.is_distributed()) {
+  if (env_.is_distributed()) {
     store_ = std::make_unique<TcpStore>(env_);
     rendezvous(*store_, env_);
     CommunicatorOptions comm_options;
@@ -186,7 +188,7 @@ void Trainer::gather_devices() {
 }
 
 void Trainer::build_model() {
-  data_ = load_datasets(opt_.data, opt_.synthetic_train, opt_.synthetic_test);
+  data_ = load_datasets(opt_.data, opt_.synthetic_train, opt_.synthetic_test, opt_.max_image_pixels);
   const Dataset& train = data_.train;
   if (train.height != train.width)
     throw std::runtime_error(data_.source + ": images are " + std::to_string(train.height) + "x" +
@@ -225,9 +227,10 @@ void Trainer::build_model() {
   }
   if (comm_ && env_.is_distributed()) {
     if (opt_.sync_bn) {
-      Communicator* comm = comm_.get();
-      model_->set_sync_batchnorm(
-          {[comm](float* data, size_t count) { comm->all_reduce(data, count, ReduceOp::sum); }, env_.world_size});
+      model_->set_sync_batchnorm({[this](float* data, size_t count) {
+                                    if (step_collectives_) comm_->all_reduce(data, count, ReduceOp::sum);
+                                  },
+                                  env_.world_size});
     }
     broadcast_buffers_ = !opt_.sync_bn;
   }
@@ -243,22 +246,30 @@ void Trainer::build_model() {
   metrics_ = std::make_unique<StepMetrics>(*ctx_, opt_.log_every);
   std::function<bool(bool)> all_captured;
   if (comm_ && env_.is_distributed()) all_captured = [this](bool ok) { return !stop_agreed(!ok); };
-  graph_ = std::make_unique<StepGraph>(ctx_->stream, opt_.cuda_graphs == "on", /*warmup=*/1, all_captured);
+  graph_ = std::make_unique<StepGraph>(
+      ctx_->on_gpu() && opt_.cuda_graphs == "on" ? cuda_graph_capture(ctx_->stream) : nullptr, /*warmup=*/1,
+      all_captured);
   if (ctx_->on_gpu()) CUDA_CHECK(cudaEventCreateWithFlags(&step_done_, cudaEventDisableTiming));
 
   schedule_.kind = parse_lr_schedule(opt_.lr_schedule);
   schedule_.base_lr = opt_.lr;
   schedule_.total_steps = int64_t(opt_.epochs) * steps_per_epoch_;
   schedule_.warmup_steps = int64_t(opt_.warmup_epochs * double(steps_per_epoch_));
-  if (!opt_.save.empty()) checkpoints_.emplace(opt_.save, opt_.keep_last);
+  if (!opt_.save.empty()) {
+    CheckpointFolder::Report report;  // rank 0 writes the folder, and tidies it
+    if (env_.is_main()) report = [this](const std::string& line) { log_->print("%s", line.c_str()); };
+    checkpoints_.emplace(opt_.save, opt_.keep_last, report);
+  }
 }
 
 // --init-from and --resume: every rank reads the same files; broadcast_state() then makes sure.
 void Trainer::restore() {
   if (!opt_.init_from.empty()) load_model(opt_.init_from, *model_);
   if (opt_.resume.empty()) return;
-  auto resume_from = [this](const std::string& path) {
-    state_ = load_checkpoint(path, *model_, *sgd_);
+  // A checkpoint that does not load is skipped by 'auto'; one that loads but does not fit this
+  // run (resume_state) is refused either way.
+  auto resume_from = [this, run = state_](const std::string& path) {
+    state_ = resume_state(load_checkpoint(path, *model_, *sgd_), run, steps_per_epoch_, path);
     log_->print("resumed from %s at epoch %d, step %lld", path.c_str(), state_.epoch + 1,
                 static_cast<long long>(state_.global_step));
   };
@@ -267,6 +278,8 @@ void Trainer::restore() {
   for (const std::string& path : checkpoints_->complete_checkpoints()) {
     try {
       return resume_from(path);
+    } catch (const ResumeMismatch&) {
+      throw;
     } catch (const std::exception& e) {
       log_->print("cutrain: warning: skipping checkpoint %s", e.what());
     }
@@ -298,10 +311,13 @@ void Trainer::print_banner() const {
               opt_.batch_size, opt_.batch_size * env_.world_size, static_cast<long long>(steps_per_epoch_),
               opt_.epochs, opt_.lr, opt_.lr_schedule.c_str(), opt_.momentum, opt_.nesterov ? " nesterov" : "",
               opt_.weight_decay);
-  if (reducer_)
+  if (reducer_) {
     log_->print("  gradients: %zu bucket%s (cap %g MiB) all-reduced over %s%s", reducer_->buckets().size(),
                 reducer_->buckets().size() == 1 ? "" : "s", opt_.bucket_cap_mb, comm_->backend(),
                 opt_.sync_bn ? ", sync batch norm" : "");
+  } else {
+    log_->print("  gradients: straight to SGD (one process: no communicator)");
+  }
 }
 
 // One optimizer step on the batch already in the model's input (steps 2-5 of trainer.h).
@@ -313,13 +329,15 @@ void Trainer::train_step() {
     if (step_done_) CUDA_CHECK(cudaEventSynchronize(step_done_));
     sgd_->set_lr(lr);
   }
-  const bool replayed = graph_->run([this] {
-    if (broadcast_buffers_) {
+  const int64_t tracked = model_->num_batches_tracked;
+  graph_->run([this](bool collectives) {
+    step_collectives_ = collectives;  // false while StepGraph rehearses a capture (sync BN reads it)
+    if (broadcast_buffers_ && collectives) {
       const Tensor buffers = model_->params().buffer_values();
       comm_->broadcast(buffers.as<float>(), size_t(buffers.numel()), 0);
     }
     model_->forward(true);
-    if (reducer_) {
+    if (reducer_ && collectives) {
       reducer_->begin_backward();
       model_->backward([this](int64_t ready_end) { reducer_->grads_ready(ready_end); });
       reducer_->finish();
@@ -328,7 +346,7 @@ void Trainer::train_step() {
     }
     sgd_->step();
   });
-  if (replayed) ++model_->num_batches_tracked;  // the forward's own count ran only when captured
+  model_->num_batches_tracked = tracked + 1;  // once, however often the step's host code ran (step_graph.h)
   if (step_done_) CUDA_CHECK(cudaEventRecord(step_done_, ctx_->stream));
   metrics_->record(model_->loss(), model_->correct());
 }
@@ -522,6 +540,7 @@ int Trainer::run() {
   log_->print("done in %.1f s: %.0f images/s after warm-up%s%s", wall, s.mean_images_per_s, accuracy,
               device_ == Device::cuda ? ("; CUDA graphs " + graph_->status()).c_str() : "");
   if (last_eval && stop == StopReason::none) print_class_accuracy(*last_eval);
+  log_->finish();  // a metrics file that could not take every record fails the run here
   return 0;
 }
 

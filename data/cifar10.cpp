@@ -1,5 +1,7 @@
 #include "data/cifar10.h"
 
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <stdexcept>
@@ -32,21 +34,18 @@ static std::vector<uint8_t> read_file(const fs::path& path) {
   return bytes;
 }
 
-// Appends the records of one file: label byte, then the R, G, B planes, transposed to HWC.
-static void append_records(const fs::path& path, Dataset& dataset) {
-  std::vector<uint8_t> bytes = read_file(path);
-  if (bytes.size() % kCifarRecordBytes != 0)
-    throw std::runtime_error(path.string() + ": size " + std::to_string(bytes.size()) +
-                             " is not a multiple of the 3073-byte record");
-  const size_t records = bytes.size() / kCifarRecordBytes;
+void append_cifar10_records(const uint8_t* bytes, size_t size, const std::string& source, Dataset& dataset) {
+  if (size % kCifarRecordBytes != 0)
+    throw std::runtime_error(source + ": size " + std::to_string(size) + " is not a multiple of the 3073-byte record");
+  const size_t records = size / kCifarRecordBytes;
   const size_t first = dataset.size();
   dataset.labels.resize(first + records);
   dataset.images.resize((first + records) * dataset.image_bytes());
   for (size_t r = 0; r < records; ++r) {
-    const uint8_t* record = bytes.data() + r * kCifarRecordBytes;
+    const uint8_t* record = bytes + r * kCifarRecordBytes;
     if (record[0] >= kCifarClasses)
-      throw std::runtime_error(path.string() + ": record " + std::to_string(r) + " has label " +
-                               std::to_string(record[0]) + ", CIFAR-10 labels are 0..9");
+      throw std::runtime_error(source + ": record " + std::to_string(r) + " has label " + std::to_string(record[0]) +
+                               ", CIFAR-10 labels are 0..9");
     dataset.labels[first + r] = record[0];
     const uint8_t* planes = record + 1;
     uint8_t* hwc = dataset.images.data() + (first + r) * dataset.image_bytes();
@@ -55,14 +54,21 @@ static void append_records(const fs::path& path, Dataset& dataset) {
   }
 }
 
-// batches.meta.txt: one class name per line (blank lines ignored); absent means unnamed.
+// batches.meta.txt: one class name per line (blank lines ignored). A file that is there but
+// cannot be read is an error, not a dataset without names.
 static std::vector<std::string> read_class_names(const fs::path& path) {
-  std::vector<std::string> names;
+  std::error_code ec;
+  if (!fs::is_regular_file(path, ec))
+    throw std::runtime_error(path.string() + ": cannot read the class names: not a file (a folder, a dangling link?)");
+  errno = 0;
   std::ifstream in(path);
+  if (!in) throw std::runtime_error(path.string() + ": cannot read the class names: " + std::strerror(errno));
+  std::vector<std::string> names;
   for (std::string line; std::getline(in, line);) {
     while (!line.empty() && (line.back() == '\r' || line.back() == ' ')) line.pop_back();
     if (!line.empty()) names.push_back(line);
   }
+  if (in.bad()) throw std::runtime_error(path.string() + ": read error");
   if (!names.empty() && names.size() != size_t(kCifarClasses))
     throw std::runtime_error(path.string() + ": " + std::to_string(names.size()) + " class names, expected " +
                              std::to_string(kCifarClasses));
@@ -78,11 +84,13 @@ Dataset load_cifar10(const std::string& dir, bool train) {
     if (!fs::is_regular_file(path))
       throw std::runtime_error(path.string() + ": missing; a CIFAR-10 folder holds data_batch_1.bin .. "
                                "data_batch_5.bin and test_batch.bin (the binary version, cifar-10-binary.tar.gz)");
-    append_records(path, dataset);
+    const std::vector<uint8_t> bytes = read_file(path);
+    append_cifar10_records(bytes.data(), bytes.size(), path.string(), dataset);
   }
   if (dataset.size() == 0)
     throw std::runtime_error(dir + ": the " + std::string(train ? "train" : "test") + " files hold no records");
-  if (fs::is_regular_file(root / "batches.meta.txt")) dataset.class_names = read_class_names(root / "batches.meta.txt");
+  const fs::path meta = root / "batches.meta.txt";
+  if (fs::exists(fs::symlink_status(meta))) dataset.class_names = read_class_names(meta);
   dataset.validate(dir);
   return dataset;
 }

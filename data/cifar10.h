@@ -7,9 +7,12 @@
 // Records are stored planar (CHW); cutrain keeps images interleaved (HWC), so loading transposes.
 //
 // Errors name the file and what is wrong: a missing file (and what the folder must hold), a size
-// that is not a multiple of 3073, a label >= 10 (with the record's index), an empty dataset.
+// that is not a multiple of 3073, a label >= 10 (with the record's index), an empty dataset, a
+// batches.meta.txt that is there but cannot be read (a folder, a dangling link, no permission).
 #pragma once
 
+#include <cstddef>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -27,6 +30,11 @@ std::vector<std::string> cifar10_files(bool train);
 bool looks_like_cifar10(const std::string& dir);
 
 Dataset load_cifar10(const std::string& dir, bool train);
+
+// Appends the records in the `size` bytes of one .bin file to `dataset` (32 x 32 x 3, 10
+// classes), transposed to HWC. Throws std::runtime_error("<source>: ...") in one line. Needs no
+// file: the reader and a fuzzer call it alike.
+void append_cifar10_records(const uint8_t* bytes, size_t size, const std::string& source, Dataset& dataset);
 
 // Writes `train` as data_batch_1..5.bin (records split as evenly as possible), `test` as
 // test_batch.bin, and batches.meta.txt from train.class_names. Both must be 32 x 32 x 3 with

@@ -2,8 +2,12 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <limits>
 #include <memory>
 #include <stdexcept>
 
@@ -34,18 +38,43 @@ static std::vector<fs::path> sorted_entries(const fs::path& dir, bool directorie
   return entries;
 }
 
-// Decodes `path` as RGB (stb converts grey and drops alpha) and resizes it to height x width.
-static void read_image(const fs::path& path, int height, int width, uint8_t* out) {
+void decode_image(const uint8_t* bytes, size_t size, const std::string& source, int height, int width,
+                  int64_t max_pixels, uint8_t* out) {
+  if (size > size_t(std::numeric_limits<int>::max()))
+    throw std::runtime_error(source + ": " + std::to_string(size) + " bytes is too large a file for an image");
+  const int length = int(size);
+  // The size first, from the header alone: stb_image_resize aborts on an image without pixels,
+  // and a tiny file can declare a huge one.
   int w = 0, h = 0, channels_in_file = 0;
-  std::unique_ptr<uint8_t, void (*)(void*)> pixels(stbi_load(path.c_str(), &w, &h, &channels_in_file, 3),
-                                                    stbi_image_free);
-  if (!pixels) throw std::runtime_error(path.string() + ": cannot decode image: " + stbi_failure_reason());
+  if (!stbi_info_from_memory(bytes, length, &w, &h, &channels_in_file))
+    throw std::runtime_error(source + ": cannot decode image: " + stbi_failure_reason());
+  const std::string size_text = std::to_string(w) + "x" + std::to_string(h);
+  if (w <= 0 || h <= 0) throw std::runtime_error(source + ": the image is " + size_text + ": it has no pixels");
+  if (int64_t(w) * h > max_pixels)
+    throw std::runtime_error(source + ": the image is " + size_text + ", more than " + std::to_string(max_pixels) +
+                             " pixels (--max-image-pixels)");
+  int decoded_w = 0, decoded_h = 0;
+  std::unique_ptr<uint8_t, void (*)(void*)> pixels(
+      stbi_load_from_memory(bytes, length, &decoded_w, &decoded_h, &channels_in_file, 3), stbi_image_free);
+  if (!pixels) throw std::runtime_error(source + ": cannot decode image: " + stbi_failure_reason());
+  if (decoded_w != w || decoded_h != h)
+    throw std::runtime_error(source + ": the header says " + size_text + ", but " + std::to_string(decoded_w) + "x" +
+                             std::to_string(decoded_h) + " was decoded");
   if (w == width && h == height) {
     std::copy(pixels.get(), pixels.get() + size_t(w) * h * 3, out);
   } else if (!stbir_resize_uint8(pixels.get(), w, h, 0, out, width, height, 0, 3)) {
-    throw std::runtime_error(path.string() + ": cannot resize " + std::to_string(w) + "x" + std::to_string(h) +
-                             " to " + std::to_string(width) + "x" + std::to_string(height));
+    throw std::runtime_error(source + ": cannot resize " + std::to_string(w) + "x" + std::to_string(h) + " to " +
+                             std::to_string(width) + "x" + std::to_string(height));
   }
+}
+
+// Reads `path` and decodes it (decode_image).
+static void read_image(const fs::path& path, int height, int width, int64_t max_pixels, uint8_t* out) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw std::runtime_error(path.string() + ": cannot open: " + std::strerror(errno));
+  const std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (in.bad()) throw std::runtime_error(path.string() + ": read error");
+  decode_image(bytes.data(), bytes.size(), path.string(), height, width, max_pixels, out);
 }
 
 std::vector<std::string> image_folder_classes(const std::string& split_dir) {
@@ -54,7 +83,7 @@ std::vector<std::string> image_folder_classes(const std::string& split_dir) {
   return names;
 }
 
-Dataset load_image_folder(const std::string& split_dir, int height, int width) {
+Dataset load_image_folder(const std::string& split_dir, int64_t max_pixels, int height, int width) {
   if (!fs::is_directory(split_dir))
     throw std::runtime_error(split_dir + ": missing; an image folder holds <class>/*.png|jpg|jpeg|bmp");
   Dataset dataset;
@@ -67,7 +96,7 @@ Dataset load_image_folder(const std::string& split_dir, int height, int width) {
   for (size_t label = 0; label < dataset.class_names.size(); ++label) {
     for (const auto& file : sorted_entries(fs::path(split_dir) / dataset.class_names[label], /*directories=*/false)) {
       dataset.images.resize(dataset.images.size() + dataset.image_bytes());
-      read_image(file, height, width, dataset.images.data() + dataset.images.size() - dataset.image_bytes());
+      read_image(file, height, width, max_pixels, dataset.images.data() + dataset.images.size() - dataset.image_bytes());
       dataset.labels.push_back(int32_t(label));
     }
   }

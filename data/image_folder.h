@@ -8,8 +8,14 @@
 // Images are decoded with stb_image; grey or grey+alpha or RGBA images become RGB (alpha is
 // dropped), and any image whose size differs is resized with stb_image_resize. Both splits must
 // hold the same class folders, or the labels would not mean the same thing.
+//
+// An image's size is read from its header before it is decoded: one with no pixels (a BMP header
+// can say 0 x 0) or with more than `max_pixels` (a 645-byte JPEG can declare 20000 x 20000, which
+// takes seconds and gigabytes to decode) is refused, naming the file.
 #pragma once
 
+#include <cstddef>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -23,9 +29,20 @@ bool looks_like_image_folder(const std::string& root);
 // The class folder names of a split folder, sorted: label i is the i-th.
 std::vector<std::string> image_folder_classes(const std::string& split_dir);
 
+// The default largest image, in pixels: 4096 x 4096 (48 MiB decoded). --max-image-pixels sets another.
+inline constexpr int64_t kDefaultMaxImagePixels = int64_t(1) << 24;
+
 // Reads one split folder (e.g. "root/train"). Throws std::runtime_error naming the folder (no
-// class folders, no images) or the file (unreadable image).
-Dataset load_image_folder(const std::string& split_dir, int height = 32, int width = 32);
+// class folders, no images) or the file (unreadable image, no pixels, more than max_pixels).
+Dataset load_image_folder(const std::string& split_dir, int64_t max_pixels = kDefaultMaxImagePixels,
+                          int height = 32, int width = 32);
+
+// Decodes the `size` bytes of one image file (PNG, JPEG, BMP, or anything else stb_image reads)
+// into height x width x 3 RGB bytes at `out`, resizing it when its own size differs. Throws
+// std::runtime_error("<source>: <what is wrong>") in one line. Needs no file: the image folder
+// reader and a fuzzer call it alike.
+void decode_image(const uint8_t* bytes, size_t size, const std::string& source, int height, int width,
+                  int64_t max_pixels, uint8_t* out);
 
 // Writes dataset image i as split_dir/<class name>/<i, 5 digits>.png (class names default to
 // "class_0000", "class_0001", ...). Creates the folders. The class names must

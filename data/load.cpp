@@ -30,10 +30,10 @@ DataFormat detect_data_format(const std::string& dir) {
                            "data_batch_5.bin and test_batch.bin, or train/<class>/*.png and test/<class>/*.png");
 }
 
-Dataset load_dataset(const std::string& dir, bool train) {
+Dataset load_dataset(const std::string& dir, bool train, int64_t max_pixels) {
   if (detect_data_format(dir) == DataFormat::cifar10) return load_cifar10(cifar10_dir(dir), train);
   const std::string train_dir = (fs::path(dir) / "train").string();
-  Dataset dataset = load_image_folder(train ? train_dir : (fs::path(dir) / "test").string());
+  Dataset dataset = load_image_folder(train ? train_dir : (fs::path(dir) / "test").string(), max_pixels);
   if (!train && fs::is_directory(train_dir) && dataset.class_names != image_folder_classes(train_dir))
     throw std::runtime_error(dir + ": test/ and train/ hold different class folders, so their labels would differ");
   return dataset;

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "data/dataset.h"
+#include "data/image_folder.h"
 
 namespace cutrain {
 
@@ -21,7 +22,8 @@ DataFormat parse_data_format(const std::string& name);
 
 DataFormat detect_data_format(const std::string& dir);
 
-Dataset load_dataset(const std::string& dir, bool train);
+// `max_pixels`: the largest image an image folder may hold (data/image_folder.h).
+Dataset load_dataset(const std::string& dir, bool train, int64_t max_pixels = kDefaultMaxImagePixels);
 
 // Writes both splits to `dir` in `format` (creating it); load_dataset reads them back unchanged.
 void write_dataset(const std::string& dir, DataFormat format, const Dataset& train, const Dataset& test);

@@ -54,7 +54,7 @@ NcclCommunicator::NcclCommunicator(const DistEnv& env, TcpStore& store, const Co
   ncclUniqueId id = exchange_unique_id(env, store, options.name);
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
   config.blocking = 0;
-  settle(ncclCommInitRankConfig(&comm_, world_size_, id, rank_, &config), "ncclCommInitRankConfig");
+  settle(ncclCommInitRankConfig(comm_.init_target(), world_size_, id, rank_, &config), "ncclCommInitRankConfig");
   last_issue_ns_ = now_ns();
   watchdog_ = std::thread([this] { watch(); });
 }
@@ -66,11 +66,11 @@ NcclCommunicator::~NcclCommunicator() {
   }
   watchdog_stop_.notify_all();
   watchdog_.join();
-  // A destructor must not throw: report what fails and free the rest.
+  // A destructor must not throw: report what fails and free the rest. A communicator that an
+  // earlier call aborted is gone already: close() then calls nothing.
   try {
     CUDA_CHECK(cudaStreamSynchronize(comm_stream_));
-    settle(ncclCommFinalize(comm_), "ncclCommFinalize");
-    NCCL_CHECK(ncclCommDestroy(comm_));
+    comm_.close([this](ncclResult_t result) { settle(result, "ncclCommFinalize"); });
   } catch (const std::exception& e) {
     std::fprintf(stderr, "cutrain: warning: closing the NCCL communicator: %s\n", e.what());
   }
@@ -86,7 +86,7 @@ void NcclCommunicator::settle(ncclResult_t result, const char* call) {
   auto deadline = Clock::now() + timeout_;
   while (result == ncclInProgress) {
     if (Clock::now() > deadline) {
-      ncclCommAbort(comm_);
+      comm_.abort();
       throw std::runtime_error(std::string(call) + " on rank " + std::to_string(rank_) + " did not complete within " +
                                describe(timeout_) + "; NCCL communicator aborted");
     }
@@ -169,10 +169,13 @@ void NcclCommunicator::watch() {
   std::unique_lock<std::mutex> lock(watchdog_mutex_);
   while (!watchdog_stop_.wait_for(lock, kWatchdogPeriod, [this] { return stopping_; })) {
     std::string failure;
-    ncclResult_t state = ncclSuccess;
-    if (ncclCommGetAsyncError(comm_, &state) == ncclSuccess && state != ncclSuccess && state != ncclInProgress) {
-      failure = "NCCL reported " + nccl_error_string(state) + ": " + ncclGetLastError(comm_);
-    } else if (cudaEventQuery(watched_) == cudaErrorNotReady && now_ns() - last_issue_ns_ > timeout_ns) {
+    const bool live = comm_.query([&](ncclComm_t comm) {
+      ncclResult_t state = ncclSuccess;
+      if (ncclCommGetAsyncError(comm, &state) == ncclSuccess && state != ncclSuccess && state != ncclInProgress)
+        failure = "NCCL reported " + nccl_error_string(state) + ": " + ncclGetLastError(comm);
+    });
+    if (!live) return;  // a call of the owner aborted it: nothing left to watch
+    if (failure.empty() && cudaEventQuery(watched_) == cudaErrorNotReady && now_ns() - last_issue_ns_ > timeout_ns) {
       // Event first, time second (see mark_issued): an unfinished event with an old time is a
       // collective that has truly been running for longer than the timeout.
       failure = "a collective made no progress for " + describe(timeout_) + " (a rank died or hangs?)";
@@ -180,7 +183,7 @@ void NcclCommunicator::watch() {
     if (failure.empty()) continue;
     std::fprintf(stderr, "cutrain: error: rank %d: %s; aborting the NCCL communicator\n", rank_, failure.c_str());
     std::fflush(stderr);
-    ncclCommAbort(comm_);
+    comm_.abort();
     std::_Exit(1);
   }
 }

@@ -29,6 +29,7 @@
 #include <thread>
 
 #include "dist/communicator.h"
+#include "dist/nccl_comm_handle.h"
 
 namespace cutrain {
 
@@ -51,7 +52,7 @@ class NcclCommunicator final : public Communicator {
 
  private:
   // Waits out a non-blocking call's ncclInProgress; throws naming `call` if it failed or took
-  // longer than the timeout (then the communicator is aborted).
+  // longer than the timeout (then the communicator is aborted, and comm_ allows no more calls).
   void settle(ncclResult_t result, const char* call);
   void start_after_compute();  // comm stream waits for the compute stream's work so far
   void mark_issued();          // records comm_done_ after the collective just enqueued
@@ -62,7 +63,7 @@ class NcclCommunicator final : public Communicator {
   int world_size_ = 1;
   int device_ = 0;
   std::chrono::milliseconds timeout_;
-  ncclComm_t comm_ = nullptr;
+  NcclCommHandle comm_;
   cudaStream_t compute_stream_ = nullptr;
   cudaStream_t comm_stream_ = nullptr;
   cudaEvent_t compute_ready_ = nullptr;

@@ -1,5 +1,6 @@
 #include "nn/checkpoint.h"
 
+#include <cmath>
 #include <cstring>
 #include <stdexcept>
 
@@ -72,28 +73,54 @@ struct Expected {
   std::vector<int64_t> shape;
 };
 
-// Every mismatch between the file and what the model expects, in one line.
+// How many non-finite values (NaN, infinities) an F32 tensor holds.
+int64_t count_nonfinite(const SafeTensor& t) {
+  int64_t count = 0;
+  for (size_t i = 0; i + sizeof(float) <= t.data.size(); i += sizeof(float)) {
+    float v;
+    std::memcpy(&v, t.data.data() + i, sizeof v);
+    count += !std::isfinite(v);
+  }
+  return count;
+}
+
+// Every mismatch between the file and what the model expects, and every tensor holding NaN or
+// infinities, in one line (each list cut after a few names).
 void check_against(const std::string& path, const SafeTensorsFile& file,
                    const std::map<std::string, Expected>& expected) {
-  std::string missing, unexpected, wrong;
-  auto append = [](std::string& list, const std::string& item) { list += (list.empty() ? "" : ", ") + item; };
+  constexpr int kListed = 8;
+  struct List {
+    std::string text;
+    int count = 0;
+    void add(const std::string& item) {
+      if (count++ < kListed) text += (text.empty() ? "" : ", ") + item;
+    }
+    std::string str() const {
+      return count > kListed ? text + " and " + std::to_string(count - kListed) + " more" : text;
+    }
+  };
+  List missing, unexpected, wrong, nonfinite;
   for (const auto& [name, e] : expected) {
     auto it = file.tensors.find(name);
     if (it == file.tensors.end()) {
-      append(missing, name);
+      missing.add(name);
     } else if (it->second.shape != e.shape) {
-      append(wrong, name + " has shape " + shape_text(it->second.shape) + ", expected " + shape_text(e.shape));
+      wrong.add(name + " has shape " + shape_text(it->second.shape) + ", expected " + shape_text(e.shape));
     } else if (it->second.dtype != e.dtype) {
-      append(wrong, name + " has dtype " + it->second.dtype + ", expected " + e.dtype);
+      wrong.add(name + " has dtype " + it->second.dtype + ", expected " + e.dtype);
+    } else if (e.dtype == "F32") {
+      if (const int64_t n = count_nonfinite(it->second)) nonfinite.add(name + " (" + std::to_string(n) + ")");
     }
   }
   for (const auto& [name, t] : file.tensors) {
-    if (!expected.count(name)) append(unexpected, name);
+    if (!expected.count(name)) unexpected.add(name);
   }
   std::string problems;
-  if (!missing.empty()) problems += "missing " + missing;
-  if (!unexpected.empty()) problems += (problems.empty() ? "" : "; ") + ("unexpected " + unexpected);
-  if (!wrong.empty()) problems += (problems.empty() ? "" : "; ") + wrong;
+  auto append = [&](const std::string& item) { problems += (problems.empty() ? "" : "; ") + item; };
+  if (missing.count) append("missing " + missing.str());
+  if (unexpected.count) append("unexpected " + unexpected.str());
+  if (wrong.count) append(wrong.str());
+  if (nonfinite.count) append("NaN or infinite values in " + nonfinite.str());
   if (!problems.empty()) throw std::runtime_error(path + ": " + problems);
 }
 
@@ -113,7 +140,67 @@ std::vector<std::string> num_batches_tracked_names(const ParameterSet& params) {
   return names;
 }
 
+// torchvision's resnet18 state_dict for this stem, width and classes, name by name: computed,
+// nothing allocated. (A test holds it to the names and shapes a built model saves.)
+std::map<std::string, Expected> resnet18_state_dict(const ResNetConfig& c) {
+  std::map<std::string, Expected> state;
+  auto conv = [&](const std::string& name, int64_t out, int64_t in, int64_t kernel) {
+    state[name + ".weight"] = {"F32", {out, in, kernel, kernel}};
+  };
+  auto batchnorm = [&](const std::string& name, int64_t channels) {
+    for (const char* part : {".weight", ".bias", ".running_mean", ".running_var"}) state[name + part] = {"F32", {channels}};
+    state[name + ".num_batches_tracked"] = {"I64", {}};
+  };
+  const int64_t w = c.width;
+  conv("conv1", w, 3, c.stem == Stem::imagenet ? 7 : 3);
+  batchnorm("bn1", w);
+  int64_t in = w;
+  for (int layer = 1; layer <= 4; ++layer) {
+    const int64_t out = w << (layer - 1);
+    for (int block = 0; block < 2; ++block) {
+      const std::string name = "layer" + std::to_string(layer) + "." + std::to_string(block) + ".";
+      conv(name + "conv1", out, in, 3);
+      batchnorm(name + "bn1", out);
+      conv(name + "conv2", out, out, 3);
+      batchnorm(name + "bn2", out);
+      if (in != out) {
+        conv(name + "downsample.0", out, in, 1);
+        batchnorm(name + "downsample.1", out);
+      }
+      in = out;
+    }
+  }
+  state["fc.weight"] = {"F32", {c.num_classes, in}};
+  state["fc.bias"] = {"F32", {c.num_classes}};
+  return state;
+}
+
 }  // namespace
+
+ResNetConfig resnet_config_of(const SafeTensorsFile& file, const std::string& path) {
+  auto shape_of = [&](const std::string& name) {
+    auto it = file.tensors.find(name);
+    if (it == file.tensors.end()) throw std::runtime_error(path + ": no " + name + "; not a ResNet-18 checkpoint");
+    return it->second.shape;
+  };
+  const std::vector<int64_t> conv1 = shape_of("conv1.weight"), fc = shape_of("fc.weight");
+  if (conv1.size() != 4 || fc.size() != 2 || (conv1[2] != 3 && conv1[2] != 7))
+    throw std::runtime_error(path + ": conv1.weight " + shape_text(conv1) + " or fc.weight " + shape_text(fc) +
+                             " does not have a ResNet-18 shape");
+  if (conv1[0] < 1 || conv1[0] > kMaxResNetWidth)
+    throw std::runtime_error(path + ": conv1.weight " + shape_text(conv1) + " makes a ResNet-18 " +
+                             std::to_string(conv1[0]) + " wide; cutrain builds widths 1 to " +
+                             std::to_string(kMaxResNetWidth));
+  if (fc[0] < 1 || fc[0] > kMaxResNetClasses)
+    throw std::runtime_error(path + ": fc.weight " + shape_text(fc) + " has " + std::to_string(fc[0]) +
+                             " classes; cutrain builds 1 to " + std::to_string(kMaxResNetClasses));
+  ResNetConfig c;
+  c.stem = conv1[2] == 7 ? Stem::imagenet : Stem::cifar;
+  c.width = int(conv1[0]);
+  c.num_classes = int(fc[0]);
+  check_against(path, file, resnet18_state_dict(c));
+  return c;
+}
 
 void save_model(const std::string& path, const ResNet18& model, const CheckpointMetadata& metadata) {
   model.context().synchronize();

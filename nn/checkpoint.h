@@ -7,9 +7,10 @@
 // The optimizer's momentum buffers go to their own file under the same names, prefixed
 // "momentum_buffer.".
 //
-// Loading checks every expected name, shape and dtype and reports all that do not match in ONE
-// line ("ckpt.safetensors: missing fc.bias; conv1.weight has shape [64, 3, 7, 7], expected
-// [64, 3, 3, 3]"); nothing in the model changes unless the whole file matches.
+// Loading checks every expected name, shape and dtype and that no weight is NaN or infinite,
+// and reports all that do not match in ONE line ("ckpt.safetensors: missing fc.bias;
+// conv1.weight has shape [64, 3, 7, 7], expected [64, 3, 3, 3]"); nothing in the model changes
+// unless the whole file matches.
 #pragma once
 
 #include <map>
@@ -19,12 +20,21 @@ namespace cutrain {
 
 class ResNet18;
 class SGD;
+struct ResNetConfig;
+struct SafeTensorsFile;
 
 using CheckpointMetadata = std::map<std::string, std::string>;
 
 void save_model(const std::string& path, const ResNet18& model, const CheckpointMetadata& metadata = {});
 // Returns the file's metadata. Synchronises the device; refreshes the bf16 copy in bf16 mode.
 CheckpointMetadata load_model(const std::string& path, ResNet18& model);
+
+// The stem, width and classes of the ResNet-18 whose state_dict `file` (read from `path`) holds:
+// conv1's kernel gives the stem and its rows the width, fc's rows the classes, each within what
+// cutrain builds (nn/resnet.h). Every tensor is then checked as load_model checks it, against
+// torchvision's resnet18 of that shape, before any model exists: a small file that declares a
+// huge model is refused, not allocated. Throws naming `path` and every mismatch in one line.
+ResNetConfig resnet_config_of(const SafeTensorsFile& file, const std::string& path);
 
 void save_momentum(const std::string& path, const ResNet18& model, const SGD& sgd,
                    const CheckpointMetadata& metadata = {});

@@ -5,6 +5,7 @@
 //
 // TF32: off unless allow_tf32, so fp32 on the GPU matches the CPU reference to ~1e-6.
 // deterministic: convolutions use only algorithms whose results are reproducible bit for bit.
+// cudnn_benchmark: convolution algorithms measured rather than predicted (nn/conv_algorithms.h).
 #pragma once
 
 #include <string>
@@ -23,6 +24,7 @@ struct ContextOptions {
   DType dtype = DType::f32;  // activation dtype; bf16 needs Device::cuda
   bool allow_tf32 = false;
   bool deterministic = false;
+  bool cudnn_benchmark = false;  // measure cuDNN's algorithms and keep them on disk (nn/conv_algorithms.h)
   int cuda_device = 0;
 };
 

@@ -6,8 +6,9 @@
 //   dw = correlation of x with dy (written =, into the flat gradient buffer)
 //
 // CPU: im2col + Eigen (kernels/conv2d_cpu.h). GPU: cuDNN's legacy API with NHWC tensors; the
-// algorithm for each of forward, backward-data and backward-filter is chosen once per shape by
-// measurement (cudnnFind*), cached for the process, and the largest workspace is planned.
+// algorithm for each of forward, backward-data and backward-filter is chosen once per shape
+// (nn/conv_algorithms.h: cuDNN's heuristics, or measured with --cudnn-benchmark), and the
+// largest workspace is planned.
 //
 // The GPU stem: cuDNN's tensor cores want input channels in multiples of 8, so the model's input
 // has 8 channels on the GPU (3 image channels, 5 zeros). The parameter keeps torchvision's

@@ -34,6 +34,10 @@ enum class Stem { cifar, imagenet };
 Stem parse_stem(const std::string& name);  // "cifar" / "imagenet", else throws naming the value
 const char* stem_name(Stem stem);
 
+// The widest model and the most classes cutrain builds: what a flag or a checkpoint may ask for.
+inline constexpr int kMaxResNetWidth = 1024;
+inline constexpr int kMaxResNetClasses = 100000;
+
 struct ResNetConfig {
   Stem stem = Stem::cifar;
   int num_classes = 10;

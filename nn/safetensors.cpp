@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <set>
 #include <stdexcept>
 #include <tuple>
 
@@ -153,13 +154,33 @@ void check_tiling(const std::string& path, std::vector<Span> spans, uint64_t dat
   }
 }
 
+// nlohmann::json keeps the last of two equal keys in an object; a header must not have any. The
+// parser's callback sees every key: one set of the keys seen so far per object being parsed.
+nlohmann::json parse_header(const std::string& path, const uint8_t* begin, const uint8_t* end) {
+  std::vector<std::set<std::string>> keys_of_open_objects;
+  std::string duplicate;
+  auto watch = [&](int, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
+    using Event = nlohmann::json::parse_event_t;
+    if (event == Event::object_start) keys_of_open_objects.emplace_back();
+    if (event == Event::object_end) keys_of_open_objects.pop_back();
+    if (event == Event::key && !keys_of_open_objects.back().insert(parsed.get<std::string>()).second &&
+        duplicate.empty())
+      duplicate = parsed.get<std::string>();
+    return true;
+  };
+  nlohmann::json header;
+  try {
+    header = nlohmann::json::parse(begin, end, watch);
+  } catch (const nlohmann::json::exception& e) {
+    fail(path, std::string("header is not valid JSON: ") + e.what());
+  }
+  if (!duplicate.empty()) fail(path, "header has the key \"" + duplicate + "\" twice");
+  return header;
+}
+
 }  // namespace
 
-SafeTensorsFile read_safetensors(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail(path, std::string("cannot open: ") + std::strerror(errno));
-  std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (in.bad()) fail(path, "read error");
+SafeTensorsFile parse_safetensors(const std::vector<uint8_t>& bytes, const std::string& path) {
   if (bytes.size() < 8) fail(path, "file of " + std::to_string(bytes.size()) + " bytes is too short for a header");
   uint64_t length = 0;
   for (int i = 0; i < 8; ++i) length |= uint64_t(bytes[i]) << (8 * i);
@@ -167,12 +188,7 @@ SafeTensorsFile read_safetensors(const std::string& path) {
     fail(path, "header length " + std::to_string(length) + " exceeds the file (" + std::to_string(bytes.size()) +
                    " bytes): truncated or not a safetensors file");
   }
-  nlohmann::json header;
-  try {
-    header = nlohmann::json::parse(bytes.begin() + 8, bytes.begin() + 8 + int64_t(length));
-  } catch (const nlohmann::json::exception& e) {
-    fail(path, std::string("header is not valid JSON: ") + e.what());
-  }
+  const nlohmann::json header = parse_header(path, bytes.data() + 8, bytes.data() + 8 + length);
   if (!header.is_object()) fail(path, "header is not a JSON object");
 
   SafeTensorsFile file;
@@ -186,10 +202,19 @@ SafeTensorsFile read_safetensors(const std::string& path) {
       }
       continue;
     }
+    if (name.empty()) fail(path, "a tensor has an empty name");
     file.tensors[name] = parse_entry(path, name, entry, bytes, 8 + length, spans);
   }
   check_tiling(path, std::move(spans), bytes.size() - 8 - length);
   return file;
+}
+
+SafeTensorsFile read_safetensors(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail(path, std::string("cannot open: ") + std::strerror(errno));
+  std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (in.bad()) fail(path, "read error");
+  return parse_safetensors(bytes, path);
 }
 
 }  // namespace cutrain

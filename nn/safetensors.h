@@ -7,8 +7,8 @@
 // Writing is atomic: a temporary file beside the target, fsync, rename. Reading validates
 // everything before trusting it (header length against the file size, the JSON, each entry's
 // dtype, shape and offsets inside the data and equal to numel x element size, the tensors tiling
-// the data without gaps or overlaps) and throws
-// std::runtime_error("<path>: <what is wrong>") in one line; a corrupt file never crashes.
+// the data without gaps or overlaps, no key twice in an object, no tensor without a name) and
+// throws std::runtime_error("<path>: <what is wrong>") in one line; a corrupt file never crashes.
 #pragma once
 
 #include <cstdint>
@@ -34,5 +34,7 @@ size_t safetensors_dtype_size(const std::string& dtype);
 
 void write_safetensors(const std::string& path, const SafeTensorsFile& file);
 SafeTensorsFile read_safetensors(const std::string& path);
+// The same from a file's bytes, with `path` naming them in errors: no file needed (a fuzzer's way in).
+SafeTensorsFile parse_safetensors(const std::vector<uint8_t>& bytes, const std::string& path);
 
 }  // namespace cutrain

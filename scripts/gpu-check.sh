@@ -1,30 +1,46 @@
 #!/usr/bin/env bash
-# gpu-check.sh: one command for a machine with a GPU that proves the GPU path works, within 8 minutes.
+# gpu-check.sh: on a machine with a GPU, prove the GPU path and record everything, in one go, within 8 minutes.
 #
-#   scripts/gpu-check.sh                     configure and build for this GPU's architecture, then check
-#   scripts/gpu-check.sh --prebuilt [DIR]    use a build made elsewhere by scripts/package-prebuilt.sh
-#                                            (DIR/bin and DIR/lib; default DIR .gpu)
-#   options: --out DIR (default $OUT if set, else ./gpu-check-out), --budget SECONDS (default 470)
+#   scripts/gpu-check.sh [--prebuilt DIR] [--out DIR] [--budget SECONDS]
 #
-# The CUDA runtime (libcudart.so.13), cuBLAS, cuDNN and NCCL are found at run time in the CUDA toolkit or in
-# Python's nvidia-* packages (CUDA 13's wheels put cudart and cuBLAS in nvidia/cu13/lib, cuDNN and NCCL in
-# nvidia/cudnn/lib and nvidia/nccl/lib); the binaries run through small wrappers that put those folders
-# (and DIR/lib) on LD_LIBRARY_PATH, so the PyTorch processes of the comparison keep their own libraries.
-# Steps, each under `timeout` and all inside the budget: cutrain info; the [gpu] tests; one short epoch of
-# training on synthetic data; bench/compare.sh --quick; cutrain bench-step for both stems and precisions.
-# A summary table comes LAST.
-# --out receives at most 7 files: gpu-check.log (everything), summary.txt, results.json, compare.png,
-# curves.png, train.jsonl and compare-runs.tar.gz (the comparison's metrics and logs).
+# It runs binaries built elsewhere: a GPU machine lacks what the build needs (Eigen, CLI11, nlohmann-json,
+# Gloo, stb, Catch2), so this script never builds. Make them where the build works, for the GPU's
+# architecture, and copy the folder over:
+#   scripts/build.sh -DCMAKE_CUDA_ARCHITECTURES=90 && scripts/package-prebuilt.sh     # writes .gpu/
+# --prebuilt DIR: the binaries in DIR/bin, libraries in DIR/lib (default: .gpu beside this script's folder).
+# --out DIR: where everything goes (default $OUT if set, else ./gpu-check-out). --budget: seconds (default 460).
+#
+# The CUDA runtime, cuBLAS, cuDNN and NCCL are found at run time in the CUDA toolkit or in Python's nvidia-*
+# packages (CUDA 13's wheels put cudart and cuBLAS in nvidia/cu13/lib, cuDNN and NCCL in nvidia/cudnn/lib and
+# nvidia/nccl/lib); the binaries run through small wrappers that put those folders (and DIR/lib) on
+# LD_LIBRARY_PATH, so the PyTorch processes of the comparison keep their own libraries.
+#
+# Steps, most telling first, each under `timeout` and all within the budget (a step gets at most what is left,
+# less 20 s kept for the summary; none when under 10 s). The limits are worst cases, reasoned for an H200
+# with a cold start (CUDA context, cuDNN's libraries loaded from disk: about 10 s per process):
+#   versions     nvidia-smi, `cutrain info` (versions as loaded), the libraries ldd resolves, torch's   60 s
+#   [gpu] NAME   each [gpu] test in its own process, so a crash costs one test; the float64 parity
+#                step is the slowest (about 20 s of CPU), 150 s each and 240 s for them all
+#   train        one short training (100 bf16 steps on synthetic data): the loss curve, test accuracy   120 s
+#   bench-step   fp32 and bf16, eager and graph: ms/step at batch 256 (about 60 steps each)          60 s each
+#   plan         `cutrain bench-step --plan`'s predicted ms/step next to the measured one, when the
+#                binary has --plan (until then the row says so)                                        30 s
+#   compare      bench/compare.sh --quick: cutrain against PyTorch eager and compiled           what is left
+# Nothing stops at a failure; the summary table (step, status, seconds, result) comes last, names every step
+# that did not pass, and is rewritten into --out after every step, so even a run cut short leaves it.
+# --out receives 7 files (the device machines return at most 8): gpu-check.log (everything), summary.txt,
+# logs.tar.gz (each step's and each test's own log, the comparison's runs and parity files), train.jsonl,
+# results.json, compare.png and curves.png (the last three from the comparison).
 set -euo pipefail
 
 repo="$(cd "$(dirname "$0")/.." && pwd)"
 source "$repo/scripts/cli.sh"
-usage() { echo "usage: scripts/gpu-check.sh [--prebuilt [DIR]] [--out DIR] [--budget SECONDS]"; header_help; }
+usage() { echo "usage: scripts/gpu-check.sh [--prebuilt DIR] [--out DIR] [--budget SECONDS]"; header_help; }
 
-prebuilt="" out="${OUT:-gpu-check-out}" budget=470
+prebuilt="" out="${OUT:-gpu-check-out}" budget=460
 while (($#)); do
   case "$1" in
-    --prebuilt) if (($# >= 2)) && [[ "$2" != -* ]]; then prebuilt="$2"; shift; else prebuilt=".gpu"; fi ;;
+    --prebuilt) if (($# >= 2)) && [[ "$2" != -* ]]; then prebuilt="$2"; shift; else prebuilt="$repo/.gpu"; fi ;;
     --out) out="$(value_of "$@")"; shift ;;
     --budget) budget="$(value_of "$@")"; shift
               [[ "$budget" =~ ^[1-9][0-9]*$ ]] || bad_usage "--budget needs a number of seconds" ;;
@@ -33,74 +49,131 @@ while (($#)); do
   esac
   shift
 done
-[ -z "$prebuilt" ] || [ -x "$prebuilt/bin/cutrain" ] ||
-  die "$prebuilt/bin/cutrain: not found (make it with scripts/package-prebuilt.sh)"
 
 # ---- a GPU, or a one-line reason
 command -v nvidia-smi >/dev/null || die "no CUDA device: nvidia-smi not found"
 gpu="$(nvidia-smi --query-gpu=name,compute_cap,driver_version --format=csv,noheader 2>&1 | head -n 1)" ||
   die "no CUDA device: nvidia-smi: $gpu"
 [[ "$gpu" == *,*,* ]] || die "no CUDA device: nvidia-smi: $gpu"
-arch="$(cut -d, -f2 <<<"$gpu" | tr -d ' .')"
+gpu_name="$(cut -d, -f1 <<<"$gpu" | xargs)" driver="$(cut -d, -f3 <<<"$gpu" | xargs)"
+
+# ---- the binaries: --prebuilt DIR, or .gpu; never a build here
+if [ -z "$prebuilt" ]; then
+  [ -x "$repo/.gpu/bin/cutrain" ] ||
+    die "no binaries in $repo/.gpu: build them where the build works (scripts/build.sh -DCMAKE_CUDA_ARCHITECTURES=90 && scripts/package-prebuilt.sh), copy .gpu/ here, and run again (or pass --prebuilt DIR)"
+  prebuilt="$repo/.gpu"
+fi
+[ -x "$prebuilt/bin/cutrain" ] || die "$prebuilt/bin/cutrain: not found (make it with scripts/package-prebuilt.sh)"
+[ -x "$prebuilt/bin/cutrain_tests" ] || die "$prebuilt/bin/cutrain_tests: not found (make it with scripts/package-prebuilt.sh)"
+prebuilt="$(cd "$prebuilt" && pwd)"
 
 mkdir -p "$out"
 out="$(cd "$out" && pwd)"
 work="$(mktemp -d "${TMPDIR:-/tmp}/gpu-check.XXXXXX")"
-trap 'rm -rf "$work"' EXIT  # what is worth keeping is copied to --out
+logs="$work/logs"  # every step's own log; packed into --out at the end
+mkdir -p "$logs/gpu-tests"
 log="$out/gpu-check.log"
 : >"$log"
 say() { echo "$*" | tee -a "$log"; }
-say "gpu-check: $gpu; work folder $work"
+say "gpu-check: $gpu; binaries $prebuilt; work folder $work"
 
-# ---- step NAME LIMIT CMD...: runs CMD under timeout within the budget; one summary row per step
-row() { printf '%-26s %-8s %5s  %s' "$@"; }  # step, status, time, result
-rows=() failed=0
+# ---- the summary: one row per step, rewritten after each step and printed at the end, however it ends
+row() { printf '%-44.44s %-8s %5s  %s' "$@"; }  # step, status, time, result
+rows=() failed=()
+notes=()  # lines under the table: the parity tests' closest calls, the versions
+write_summary() {
+  {
+    echo "gpu-check summary: $gpu_name, driver $driver, binaries $prebuilt, ${SECONDS} s of $budget"
+    row step status time result; echo
+    printf '%s\n' "${rows[@]}"
+    if ((${#notes[@]})); then echo; printf '%s\n' "${notes[@]}"; fi
+    if [ -f "$work/compare/table.txt" ]; then echo; cat "$work/compare/table.txt"; fi
+    if ((${#failed[@]})); then echo; echo "did not pass (${#failed[@]}): $(IFS=';'; echo "${failed[*]}")"; fi
+  } >"$out/summary.txt"
+}
+finish() {
+  local status=$?
+  trap - EXIT
+  if [ -d "$work" ]; then
+    for f in "$work/compare/results.json" "$work/compare/compare.png" "$work/train.jsonl"; do
+      [ -f "$f" ] && cp "$f" "$out/"
+    done
+    if ls "$work"/compare/runs/*.jsonl >/dev/null 2>&1; then
+      python3 "$repo/scripts/plot_metrics.py" "$work"/compare/runs/*.jsonl -o "$out/curves.png" >>"$log" 2>&1 || true
+    fi
+    [ -d "$work/compare" ] && (cd "$work/compare" && cp -r runs parity compare.log table.txt "$logs/" 2>/dev/null || true)
+    tar -czf "$out/logs.tar.gz" --exclude='*.safetensors' -C "$work" logs 2>>"$log" || true
+    write_summary
+    echo | tee -a "$log"
+    tee -a "$log" <"$out/summary.txt"
+    rm -rf "$work"
+  fi
+  ((${#failed[@]} == 0)) || echo "gpu-check.sh: ${#failed[@]} step(s) did not pass; see $out/summary.txt and $log" >&2
+  ((status != 0 || ${#failed[@]} == 0)) || status=1
+  exit "$status"
+}
+trap finish EXIT
+trap 'exit 130' INT TERM
+
+# ---- step NAME LIMIT CMD...: CMD under timeout within the budget, its output in its own log; one row
 step_out=""
 step() {
   local name="$1" limit="$2"; shift 2
-  local start=$SECONDS status=0 left=$((budget - SECONDS - 15))
+  local start=$SECONDS status=0 left=$((budget - SECONDS - 20))
+  step_out="$logs/$(file_name "$name").log"
+  [ "$name" = "${name#\[gpu\] }" ] || step_out="$logs/gpu-tests/$(file_name "${name#\[gpu\] }").log"
   if ((left < 10)); then
-    rows+=("$(row "$name" SKIPPED - "out of time")"); failed=$((failed + 1)); return 1
+    record "$name" SKIPPED - "out of time"; return 1
   fi
   ((limit <= left)) || limit=$left
-  say "== $name (limit $limit s): $*"
-  step_out="$work/step.log"
+  echo "== $name (limit $limit s): $*" >>"$log"
   timeout --kill-after=10 "$limit" "$@" >"$step_out" 2>&1 || status=$?
   cat "$step_out" >>"$log"
   local verdict=ok result no_gpu
   no_gpu="$(grep -c '^SKIPPED: no CUDA device' "$step_out")" || true
-  if ((status == 0 && no_gpu > 0)); then  # [gpu] tests that found no GPU prove nothing
-    status=1 verdict=SKIPPED
-    result="$no_gpu test(s) $(grep -m1 '^SKIPPED: ' "$step_out" | cut -c1-90)"
+  if ((status == 0 && no_gpu > 0)); then  # a [gpu] test that found no GPU proves nothing
+    status=1 verdict=SKIPPED result="$(grep -m1 '^SKIPPED: ' "$step_out" | cut -c1-90)"
   elif ((status == 0)); then
     result="$(result_of "$name")"
   else
-    verdict=FAILED
-    ((status != 124)) || verdict=TIMEOUT
-    result="exit $status: $(grep -v '^\s*$' "$step_out" | tail -n 1 | cut -c1-90)"
+    verdict=FAILED result="exit $status"
+    if ((status == 124 || status == 137)); then
+      verdict=TIMEOUT result="killed after $limit s"
+    elif ((status > 128)); then
+      verdict="SIG$((status - 128))" result="crashed (signal $((status - 128)))"  # 139: SIGSEGV
+    fi
+    result+=": $(grep -v '^\s*$' "$step_out" | grep -v '^===' | tail -n 1 | cut -c1-100)"
   fi
-  ((status == 0)) || failed=$((failed + 1))
-  rows+=("$(row "$name" "$verdict" "$((SECONDS - start))s" "$result")")
-  say "${rows[-1]}"
+  record "$name" "$verdict" "$((SECONDS - start))s" "$result"
   ((status == 0))
+}
+
+file_name() { printf '%s' "$1" | tr -c 'A-Za-z0-9._-' '_' | cut -c1-80; }
+
+# record NAME STATUS TIME RESULT: a row of the summary; any status but ok and n/a counts as not passed.
+record() {
+  rows+=("$(row "$@")")
+  [ "$2" = ok ] || [ "$2" = n/a ] || failed+=("$1")
+  echo "${rows[-1]}" | tee -a "$log"
+  write_summary
 }
 
 # result_of NAME: the figure worth a row in the summary, from the step's output.
 result_of() {
   case "$1" in
-    build) echo "sm_$arch" ;;
-    "cutrain info") grep -m1 '^cuda:0' "$step_out" || tail -n 1 "$step_out" ;;
-    "[gpu] tests")  # Catch2's count, then the tests skipped for a reason other than no GPU (2 GPUs wanted)
-      { grep 'test cases' "$step_out" | tail -n 1; sed -n 's/^SKIPPED: /; &/p' "$step_out"; } | tr -d '\n' ;;
-    train*) grep -v '^\s*$' "$step_out" | tail -n 1 | cut -c1-100 ;;
-    bench-step*) grep -iE 'images/s' "$step_out" | tail -n 1 | cut -c1-100 ;;
+    versions) head -n 1 "$step_out" ;;
+    "[gpu] "*)  # Catch2's count, and a test skipped for a reason other than no GPU (2 GPUs wanted)
+      { grep -E '^(All tests passed|test cases:)' "$step_out" | tail -n 1; sed -n 's/^SKIPPED: /; skipped: /p' "$step_out"; } |
+        tr -d '\n' | cut -c1-100 ;;
+    train) train_result | tail -n 1 ;;
+    bench-step*) grep -E 'ms/step' "$step_out" | tail -n 1 | sed 's/^ *//' | cut -c1-100 ;;
+    plan) plan_result ;;
     compare*) echo "table below" ;;
   esac
 }
 
 # ---- run-time libraries: DIR/lib, the toolkit, the driver, every nvidia/*/lib of Python's packages
-libs=()
-[ -n "$prebuilt" ] && libs+=("$(cd "$prebuilt" && pwd)/lib")
+libs=("$prebuilt/lib")
 for d in /usr/local/cuda/lib64 /usr/local/cuda/lib /usr/local/cuda/targets/x86_64-linux/lib /usr/local/nvidia/lib64; do
   [ -d "$d" ] && libs+=("$d")
 done
@@ -110,65 +183,110 @@ for root in nvidia.__path__:
     print("\n".join(sorted(glob.glob(os.path.join(root, "*", "lib")))))' 2>/dev/null || true)
 libpath="$(IFS=:; echo "${libs[*]}")"
 say "gpu-check: run-time library path: $libpath"
-
-# ---- the binaries: prebuilt, or built here for this GPU's architecture
-if [ -n "$prebuilt" ]; then
-  real_bin="$(cd "$prebuilt/bin" && pwd)"
-else
-  command -v cmake >/dev/null || die "cmake not found; build elsewhere and pass --prebuilt DIR"
-  step build 300 bash -o pipefail -c "cd '$repo' && cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release \
-      -DCMAKE_CUDA_ARCHITECTURES=$arch >/dev/null && cmake --build build-gpu -j \$(nproc) 2>&1 | tail -n 30" ||
-    die "build failed (see $log); where the dependencies are missing, use --prebuilt DIR"
-  real_bin="$repo/build-gpu/bin"
+missing="$(LD_LIBRARY_PATH="$libpath" ldd "$prebuilt/bin/cutrain" 2>&1 | awk '/not found/ { print $1 }' | tr '\n' ' ')" ||
+  true
+if [ -n "$missing" ]; then  # nothing can run: the table says why
+  record libraries FAILED - "$prebuilt/bin/cutrain needs $missing(not in $libpath or the system)"
+  exit 1
 fi
-missing="$(LD_LIBRARY_PATH="$libpath" ldd "$real_bin/cutrain" | awk '/not found/ { print $1 }' | tr '\n' ' ')"
-[ -z "$missing" ] || die "$real_bin/cutrain: libraries not found: $missing(searched $libpath and the system)"
 
 # Wrappers: the binaries with the library path; cutrun is a script and passes it on to its ranks.
 bin="$work/bin"
 mkdir -p "$bin"
-for f in "$real_bin"/*; do
+for f in "$prebuilt"/bin/*; do
   [ -f "$f" ] && [ -x "$f" ] || continue
   printf '#!/bin/sh\nLD_LIBRARY_PATH="%s${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" exec "%s" "$@"\n' "$libpath" "$f" \
     >"$bin/$(basename "$f")"
   chmod +x "$bin/$(basename "$f")"
 done
 
-# ---- the checks, most telling first
-step "cutrain info" 30 "$bin/cutrain" info || true
-step "[gpu] tests" 120 "$bin/cutrain_tests" "[gpu]" || true
-step "train 1 epoch synthetic" 90 "$bin/cutrain" train --device cuda --synthetic-train 12800 --synthetic-test 2000 \
-  --epochs 1 --max-steps 50 --log-every 10 --metrics "$work/train.jsonl" || true
-# compare.sh stops its runs in time to print the table by the end of its --budget, and its step's limit
-# leaves it 20 s more: the table must not be cut. bench-step keeps its 80 s.
-compare_budget=$((budget - SECONDS - 80))
-((compare_budget <= 240)) || compare_budget=240
-((compare_budget >= 60)) || compare_budget=60
-step "compare --quick" $((compare_budget + 20)) "$repo/bench/compare.sh" --quick --bin "$bin" \
-  --out "$work/compare" --budget "$compare_budget" || true
-for stem in cifar imagenet; do
-  for precision in bf16 fp32; do
-    step "bench-step $stem $precision" 30 "$bin/cutrain" bench-step --stem "$stem" --precision "$precision" \
-      --batch-size 256 --device cuda || true
+# ---- versions: the GPU and driver, and every library as the process loads it
+versions() {
+  "$bin/cutrain" info
+  echo "GPU: $gpu (nvidia-smi: name, compute capability, driver)"
+  echo "loaded from: $(LD_LIBRARY_PATH="$libpath" ldd "$prebuilt/bin/cutrain" 2>/dev/null |
+    awk '$1 ~ /^lib(cudart|cublas|cudnn|nccl)/ { print $1 " " $3 }' | tr '\n' ' ')"
+  python3 -c 'import torch; print(f"torch {torch.__version__}, its CUDA {torch.version.cuda}, its cuDNN {torch.backends.cudnn.version()}")' ||
+    echo "torch: not importable"
+}
+export bin libpath prebuilt gpu
+export -f versions
+if step versions 60 bash -c versions; then
+  while IFS= read -r line; do notes+=("$line"); done < <(grep -E '^(loaded from|torch)' "$step_out" || true)
+fi
+
+# ---- each [gpu] test in a process of its own: a crash or a hang costs that test only
+list="$logs/gpu-tests/list.txt"
+if "$bin/cutrain_tests" --list-test-names-only "[gpu]" >"$list" 2>&1; then
+  tests_end=$((SECONDS + 240))
+  while IFS= read -r name; do
+    [ -n "$name" ] || continue
+    # Catch2's test spec: ',' '[' ']' '\' escaped; a leading '-' would read as a flag, so '*' matches it.
+    spec="$(sed 's/[][\,]/\\&/g' <<<"$name")"
+    [[ "$spec" != -* ]] || spec="*${spec:1}"
+    limit=$((tests_end - SECONDS))
+    ((limit <= 150)) || limit=150
+    if ((limit < 10)); then record "[gpu] $name" SKIPPED - "out of the [gpu] tests' 240 s"; continue; fi
+    step "[gpu] $name" "$limit" "$bin/cutrain_tests" "$spec" || true
+    while IFS= read -r line; do notes+=("$line"); done < <(grep -E 'closest call' "$step_out" | cut -c1-160 || true)
+  done <"$list"
+else
+  record "[gpu] tests" FAILED - "cutrain_tests --list-test-names-only: $(tail -n 1 "$list" | cut -c1-80)"
+fi
+
+# ---- one short training: 2 epochs of 50 bf16 steps (batch 256) on synthetic data, evaluated each epoch.
+# Its row: the first and last logged loss, the test accuracy; the whole loss curve goes under the table.
+train_result() {
+  python3 - "$work/train.jsonl" <<'PY' 2>&1 | tail -n 2
+import json, sys
+lines = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+steps = [l for l in lines if l.get("kind") == "step"]
+epochs = [l for l in lines if l.get("kind") == "epoch" and l.get("test_acc") is not None]
+summary = [l for l in lines if l.get("kind") == "summary"]
+print("train loss by step: " + ", ".join(f"{s['global_step']}: {s['loss']:.3f}" for s in steps))
+acc = f"test accuracy {100 * epochs[-1]['test_acc']:.1f}% after {epochs[-1]['epoch']} epochs" if epochs else "no test accuracy"
+speed = f"; {summary[0]['mean_images_per_s']:.0f} images/s" if summary else ""
+print(f"loss {steps[0]['loss']:.3f} (step {steps[0]['global_step']}) -> {steps[-1]['loss']:.3f} "
+      f"(step {steps[-1]['global_step']}), {acc}{speed}" if steps else "no step logged")
+PY
+}
+if step train 120 "$bin/cutrain" train --device cuda --synthetic-train 12800 --synthetic-test 2000 --epochs 2 \
+     --log-every 10 --metrics "$work/train.jsonl"; then
+  notes+=("$(train_result | head -n 1)")
+fi
+
+# ---- the step's speed: fp32 and bf16, eager and replayed from a CUDA graph
+for precision in fp32 bf16; do
+  for mode in eager graph; do
+    graph_flag=()
+    [ "$mode" = eager ] || graph_flag=(--cuda-graph)
+    step "bench-step $precision $mode" 60 "$bin/cutrain" bench-step --device cuda --stem cifar --precision "$precision" \
+      --batch-size 256 "${graph_flag[@]}" || true
   done
 done
+measured_bf16="$(sed -nE 's/^ *([0-9.]+) ms\/step.*/\1/p' "$step_out" 2>/dev/null | tail -n 1)" || true  # bf16, graph
 
-# ---- what comes back, and the summary, last
-for f in "$work/compare/results.json" "$work/compare/compare.png" "$work/train.jsonl"; do
-  [ -f "$f" ] && cp "$f" "$out/"
-done
-if ls "$work"/compare/runs/*.jsonl >/dev/null 2>&1; then
-  python3 "$repo/scripts/plot_metrics.py" "$work"/compare/runs/*.jsonl -o "$out/curves.png" >>"$log" 2>&1 || true
-  tar -czf "$out/compare-runs.tar.gz" --exclude='*.safetensors' -C "$work/compare" runs parity compare.log \
-    table.txt 2>>"$log" || true
+# ---- THE STEP INVENTORY: `cutrain bench-step --plan` predicts ms/step from what one step launches (its last
+# line: "plan: N graph nodes, M memsets, X GB moved by custom kernels, Y GFLOP in convolutions, estimated
+# Z ms/step"). Its prediction goes next to the measured bf16 graph step above, once the binary has --plan.
+plan_result() {
+  local predicted
+  predicted="$(grep -E '^plan: ' "$step_out" | tail -n 1 | sed -E 's/.*estimated ([0-9.]+) ms\/step.*/\1/')"
+  echo "predicted ${predicted:-?} ms/step, measured ${measured_bf16:-?} ms/step (bf16, graph, batch 256); $(grep -E '^plan: ' "$step_out" | tail -n 1 | cut -c1-60)"
+}
+if "$bin/cutrain" bench-step --help 2>/dev/null | grep -q -- '--plan'; then
+  step plan 30 "$bin/cutrain" bench-step --plan --stem cifar --precision bf16 --batch-size 256 || true
+else
+  record plan n/a - "this cutrain has no bench-step --plan yet; measured ${measured_bf16:-?} ms/step (bf16, graph)"
 fi
-{
-  echo
-  binaries="built for sm_$arch"
-  [ -z "$prebuilt" ] || binaries="prebuilt $prebuilt"
-  echo "gpu-check summary: $gpu, $binaries, ${SECONDS} s"
-  row step status time result; echo
-  printf '%s\n' "${rows[@]}"
-  if [ -f "$work/compare/table.txt" ]; then echo; cat "$work/compare/table.txt"; fi
-} | tee "$out/summary.txt" | tee -a "$log"
-((failed == 0)) || { echo "gpu-check.sh: $failed step(s) did not pass; see $log" >&2; exit 1; }
+
+# ---- cutrain against PyTorch: whatever time is left (compare.sh stops starting runs in time for its table;
+# its step's limit leaves it 20 s more, so the table is never cut)
+compare_budget=$((budget - SECONDS - 40))
+((compare_budget <= 240)) || compare_budget=240
+if ((compare_budget >= 60)); then
+  step "compare --quick" $((compare_budget + 20)) "$repo/bench/compare.sh" --quick --bin "$bin" \
+    --out "$work/compare" --budget "$compare_budget" || true
+else
+  record "compare --quick" SKIPPED - "out of time ($compare_budget s left for it)"
+fi

@@ -109,6 +109,15 @@ TEST_CASE("CIFAR-10 bad inputs give one-line errors naming the file", "[data]") 
                       Catch::Contains(empty.path().string() + ": not a dataset") && Catch::Contains("data_batch_1.bin"));
     CHECK_THROWS_WITH(load_dataset(empty / "nope", true), Catch::Contains("nope: no such folder"));
   }
+  SECTION("a class-name file that is there but cannot be read") {
+    std::filesystem::create_directory(dir / "batches.meta.txt");
+    CHECK_THROWS_WITH(load_cifar10(dir.path().string(), true),
+                      Catch::Contains("batches.meta.txt: cannot read the class names"));
+    std::filesystem::remove(dir / "batches.meta.txt");
+    std::filesystem::create_symlink(dir / "nowhere.txt", dir / "batches.meta.txt");
+    CHECK_THROWS_WITH(load_cifar10(dir.path().string(), true),
+                      Catch::Contains("batches.meta.txt: cannot read the class names"));
+  }
   SECTION("a class-name file with the wrong count") {
     write_bytes(dir / "batches.meta.txt", {'a', '\n', 'b', '\n'});
     CHECK_THROWS_WITH(load_cifar10(dir.path().string(), true), Catch::Contains("batches.meta.txt: 2 class names"));

@@ -76,6 +76,33 @@ TEST_CASE("image folder writer and reader round-trip", "[data]") {
   CHECK_THROWS_WITH(write_image_folder(dir / "other", unsorted), Catch::Contains("must be distinct and sorted"));
 }
 
+TEST_CASE("an image without pixels or with more than the limit is refused before it is decoded", "[data]") {
+  std::vector<uint8_t> out(32 * 32 * 3);
+  // A 54-byte BMP header that says 0 x 0: stb_image_resize's assertion used to abort the process.
+  const std::vector<uint8_t> empty_bmp = {'B', 'M', 54, 0, 0, 0, 0, 0, 0, 0, 54, 0, 0, 0,      // file header
+                                          40, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 24, 0,  // 0 x 0, 24 bits
+                                          0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+  REQUIRE(empty_bmp.size() == 54);
+  CHECK_THROWS_WITH(decode_image(empty_bmp.data(), empty_bmp.size(), "empty.bmp", 32, 32, kDefaultMaxImagePixels,
+                                 out.data()),
+                    "empty.bmp: the image is 0x0: it has no pixels");
+  // A 25-byte JPEG whose frame header declares 20000 x 20000 (decoding one took 11 s and 1.9 GB).
+  const std::vector<uint8_t> huge_jpeg = {0xFF, 0xD8, 0xFF, 0xC0, 0, 17, 8, 0x4E, 0x20, 0x4E, 0x20, 3, 1,
+                                          0x11, 0,    2,    0x11, 0, 3,  0x11, 0,  0xFF, 0xD9};
+  CHECK_THROWS_WITH(decode_image(huge_jpeg.data(), huge_jpeg.size(), "huge.jpg", 32, 32, kDefaultMaxImagePixels,
+                                 out.data()),
+                    "huge.jpg: the image is 20000x20000, more than 16777216 pixels (--max-image-pixels)");
+
+  // Through the folder reader, with the limit load_dataset is given: a 16 x 8 image is 128 pixels.
+  TempDir dir;
+  write_png(dir / "train/a/0.png", 16, 8, 3, std::vector<uint8_t>(16 * 8 * 3, 9));
+  CHECK(load_dataset(dir.path().string(), true, 128).size() == 1);
+  CHECK_THROWS_WITH(load_dataset(dir.path().string(), true, 127),
+                    Catch::EndsWith("a/0.png: the image is 16x8, more than 127 pixels (--max-image-pixels)"));
+  test::write_bytes(dir / "train/a/1.bmp", empty_bmp);
+  CHECK_THROWS_WITH(load_dataset(dir.path().string(), true), Catch::EndsWith("a/1.bmp: the image is 0x0: it has no pixels"));
+}
+
 TEST_CASE("image folder bad inputs give one-line errors naming the file or folder", "[data]") {
   TempDir dir;
   SECTION("an unreadable image") {

@@ -3,6 +3,8 @@
 // what is wrong, without crashing.
 #include <catch2/catch.hpp>
 
+#include <cmath>
+#include <cstring>
 #include <fstream>
 
 #include "nn/checkpoint.h"
@@ -192,6 +194,84 @@ TEST_CASE("Corrupt checkpoint headers are refused in one line", "[nn]") {
   CHECK_THAT(load_error(path), Catch::Contains("4 bytes after the last tensor"));
   write_header(R"({"__metadata__": {"epoch": 3}})", 0);
   CHECK_THAT(load_error(path), Catch::Contains("__metadata__ epoch is not a string"));
+  // nlohmann::json would keep the last of two equal keys, silently.
+  write_header(R"({"fc.bias": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]},
+                   "fc.bias": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}})", 4);
+  CHECK_THAT(load_error(path), Catch::Contains("header has the key \"fc.bias\" twice"));
+  write_header(R"({"__metadata__": {"epoch": "3", "epoch": "4"}})", 0);
+  CHECK_THAT(load_error(path), Catch::Contains("header has the key \"epoch\" twice"));
+  write_header(R"({"a": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4], "dtype": "I32"}})", 4);
+  CHECK_THAT(load_error(path), Catch::Contains("header has the key \"dtype\" twice"));
+  write_header(R"({"": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}})", 4);
+  CHECK_THAT(load_error(path), Catch::Contains("a tensor has an empty name"));
+}
+
+TEST_CASE("Checkpoints holding NaN or infinite weights are refused, naming the tensors", "[nn]") {
+  SavedModel saved;
+  SafeTensorsFile file = read_safetensors(saved.path);
+  auto poison = [&](const std::string& name, size_t element, float value) {
+    std::memcpy(file.tensors.at(name).data.data() + element * sizeof(float), &value, sizeof value);
+  };
+  poison("layer2.0.conv1.weight", 7, std::nanf(""));
+  poison("layer2.0.conv1.weight", 9, INFINITY);
+  poison("bn1.running_var", 0, -INFINITY);
+  write_safetensors(saved.path, file);
+  CHECK_THAT(load_error(saved.path),
+             Catch::EndsWith(": NaN or infinite values in bn1.running_var (1), layer2.0.conv1.weight (2)"));
+
+  const std::string momentum = saved.dir / "momentum.safetensors";
+  save_momentum(momentum, saved.trained.model, saved.trained.sgd);
+  file = read_safetensors(momentum);
+  poison("momentum_buffer.fc.bias", 3, std::nanf(""));
+  write_safetensors(momentum, file);
+  Context ctx({});
+  ResNet18 model(ctx, test::tiny_resnet(Stem::imagenet));
+  SGD sgd(ctx, model.params(), SgdConfig{});
+  CHECK_THROWS_WITH(load_momentum(momentum, model, sgd), Catch::Contains("NaN or infinite values in momentum_buffer.fc.bias (1)"));
+}
+
+TEST_CASE("A checkpoint's model shape is read and checked before any model is built", "[nn]") {
+  // The listing resnet_config_of checks against matches what real models save, for both stems.
+  for (Stem stem : {Stem::cifar, Stem::imagenet}) {
+    test::TempDir dir;
+    Context ctx({});
+    ResNetConfig c = test::tiny_resnet(stem);
+    c.width = 6;
+    c.num_classes = 7;
+    ResNet18 model(ctx, c);
+    save_model(dir / "m.safetensors", model);
+    const ResNetConfig back = resnet_config_of(read_safetensors(dir / "m.safetensors"), "m.safetensors");
+    CHECK(back.stem == stem);
+    CHECK(back.width == 6);
+    CHECK(back.num_classes == 7);
+  }
+
+  SavedModel saved;  // imagenet stem, width 4, 10 classes
+  auto config_error = [&](SafeTensorsFile file) {
+    try {
+      resnet_config_of(file, "x.safetensors");
+    } catch (const std::runtime_error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  // conv1.weight [1000, 3, 3, 3] made eval allocate a 10.9 GB model: the other tensors say width 4.
+  SafeTensorsFile wide = read_safetensors(saved.path);
+  wide.tensors.at("conv1.weight") = {"F32", {1000, 3, 3, 3}, std::vector<uint8_t>(1000 * 27 * 4)};
+  const std::string error = config_error(wide);
+  CHECK_THAT(error, Catch::StartsWith("x.safetensors: bn1.bias has shape [4], expected [1000]"));
+  CHECK_THAT(error, Catch::EndsWith(" more"));  // the list is cut short: still one readable line
+  // fc.weight [2^31, 0] gave "-2147483648 classes"; widths and classes beyond what cutrain builds.
+  SafeTensorsFile many = read_safetensors(saved.path);
+  many.tensors.at("fc.weight") = {"F32", {int64_t(1) << 31, 0}, {}};
+  CHECK(config_error(many) ==
+        "x.safetensors: fc.weight [2147483648, 0] has 2147483648 classes; cutrain builds 1 to 100000");
+  SafeTensorsFile wider = read_safetensors(saved.path);
+  wider.tensors.at("conv1.weight") = {"F32", {2048, 3, 7, 7}, {}};
+  CHECK_THAT(config_error(wider), Catch::Contains("makes a ResNet-18 2048 wide; cutrain builds widths 1 to 1024"));
+  SafeTensorsFile none = read_safetensors(saved.path);
+  none.tensors.erase("fc.weight");
+  CHECK(config_error(none) == "x.safetensors: no fc.weight; not a ResNet-18 checkpoint");
 }
 
 TEST_CASE("Checkpoints that do not fit the model name every mismatch in one line", "[nn]") {

@@ -1,192 +1,125 @@
-// [gpu] ResNet-18 on cuDNN, cuBLAS and our kernels against the CPU reference: one full training
-// step (forward, backward, SGD) from the same weights and batch, compared tensor by tensor with
-// the relative error ||gpu - cpu|| / ||cpu||: <= 1e-4 in fp32 (deterministic algorithms, TF32
-// off), <= 2e-2 in bf16 (bf16 activations and weights: 8 bits of mantissa). The GPU's outputs
-// are poisoned first (0xFF bytes: NaN), so an element nobody wrote fails the comparison.
-// Then: a step captured as a CUDA graph replays to the eager step's result.
+// [gpu] ResNet-18 on cuDNN, cuBLAS and our kernels: one full training step (forward, backward,
+// SGD) judged tensor by tensor, with the bounds of tests/step_parity.h (the error model and its
+// derivation are there; tests/test_nn_step_parity.cpp runs their CPU half):
+//   fp32 (deterministic algorithms, TF32 off) against the float64 step of the same weights and
+//   batch; bf16 against the GPU's own fp32 step; both updates strictly against SGD's formula.
+// Then a step replayed from a CUDA graph against the same step run eagerly.
 #include <catch2/catch.hpp>
 
-#include <algorithm>
-#include <cmath>
-#include <initializer_list>
-#include <random>
-#include <utility>
-
-#include <cuda_bf16.h>
+#include <iostream>
 
 #include "kernels/check.h"
-#include "nn/resnet.h"
-#include "nn/sgd.h"
 #include "tests/gpu.h"
+#include "tests/step_parity.h"
 
 using namespace cutrain;
+using namespace cutrain::test;
 
 namespace {
 
-double relative_error(const float* a, const float* b, int64_t n) {
-  double diff = 0, norm = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    diff += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
-    norm += double(b[i]) * b[i];
-  }
-  return std::sqrt(diff) / std::max(std::sqrt(norm), 1e-30);
+constexpr double kLr = 0.1;
+const SgdConfig kSgd{0.9f, 5e-4f, true};
+
+ContextOptions gpu_options(DType dtype) {
+  ContextOptions o;
+  o.device = Device::cuda;
+  o.dtype = dtype;
+  o.deterministic = true;
+  return o;
 }
 
-void poison(const Tensor& t) {
-  CUDA_CHECK(cudaMemset(t.data, 0xFF, t.bytes()));
-  CUDA_CHECK(cudaDeviceSynchronize());
-}
-
-ResNetConfig parity_config(Stem stem) {
-  ResNetConfig c;
-  c.stem = stem;
-  c.width = 64;
-  c.batch_size = 8;
-  c.image_size = stem == Stem::cifar ? 32 : 64;
-  c.num_classes = 10;
-  c.seed = 5;
-  return c;
-}
-
-// The same batch for every model: 3 image channels (bf16-rounded when the GPU computes in
-// bf16, so all see the same numbers), then zeros in the GPU's padding channels.
-void fill_batch(std::initializer_list<ResNet18*> models, DType dtype) {
-  const ResNetConfig& c = (*models.begin())->config();
-  std::mt19937 rng(17);
-  std::normal_distribution<float> pixel(0.0f, 1.0f);
-  const int64_t pixels = int64_t(c.batch_size) * c.image_size * c.image_size;
-  std::vector<float> image(size_t(pixels * 3));
-  for (float& v : image) v = dtype == DType::bf16 ? __bfloat162float(__float2bfloat16(pixel(rng))) : pixel(rng);
-  std::vector<int32_t> labels(size_t(c.batch_size));
-  for (int32_t& l : labels) l = int32_t(rng() % c.num_classes);
-  for (ResNet18* model : models) {
-    const int channels = model->input_channels();
-    std::vector<float> x(size_t(pixels * channels), 0.0f);
-    for (int64_t p = 0; p < pixels; ++p) std::copy_n(&image[p * 3], 3, &x[p * channels]);
-    write_floats(x, model->input());
-    copy_from_host(labels.data(), model->labels());
-  }
-}
-
-struct StepResult {
-  std::vector<float> logits, loss, grads, update, buffers;
+// A model's whole state: weights, running statistics, momentum.
+struct Snapshot {
+  std::vector<float> values, buffers, momentum;
 };
 
-StepResult train_step(ResNet18& model, SGD& sgd) {
-  StepResult r;
-  std::vector<float> before = read_floats(model.params().values());
-  if (model.context().on_gpu()) {
-    poison(model.logits());
-    poison(model.params().grads());
-  }
-  model.forward(true);
-  model.backward();
-  sgd.step();
+Snapshot snapshot(ResNet18& model, SGD& sgd) {
   model.context().synchronize();
-  r.logits = read_floats(model.logits());
-  r.loss = read_floats(Tensor(const_cast<float*>(model.loss()), DType::f32, model.context().device(), {1}));
-  r.grads = read_floats(model.params().grads());
-  r.update = read_floats(model.params().values());
-  for (size_t i = 0; i < before.size(); ++i) r.update[i] -= before[i];
-  r.buffers = read_floats(model.params().buffer_values());
-  return r;
+  return {read_floats(model.params().values()), read_floats(model.params().buffer_values()),
+          read_floats(sgd.momentum())};
+}
+
+void restore(const Snapshot& s, ResNet18& model, SGD& sgd) {
+  model.context().synchronize();
+  write_floats(s.values, model.params().values());
+  write_floats(s.buffers, model.params().buffer_values());
+  write_floats(s.momentum, sgd.momentum());
+  model.sync_bf16_weights();
+  model.context().synchronize();
 }
 
 }  // namespace
 
-TEST_CASE("A ResNet-18 training step on the GPU matches the CPU reference", "[gpu]") {
+TEST_CASE("A ResNet-18 training step on the GPU is within the error model's bounds", "[gpu]") {
   CUTRAIN_REQUIRE_GPU();
   const Stem stem = GENERATE(Stem::cifar, Stem::imagenet);
-  const DType dtype = GENERATE(DType::f32, DType::bf16);
-  const double tolerance = dtype == DType::f32 ? 1e-4 : 2e-2;
-  INFO(stem_name(stem) << " stem, " << dtype_name(dtype));
+  INFO(stem_name(stem) << " stem");
+  const ResNetConfig config = parity_config(stem, 64);
+  Context cpu_ctx({}), fp32_ctx(gpu_options(DType::f32)), bf16_ctx(gpu_options(DType::bf16));
+  ResNet18 cpu(cpu_ctx, config), fp32(fp32_ctx, config), bf16(bf16_ctx, config);
+  REQUIRE(read_floats(cpu.params().values()) == read_floats(fp32.params().values()));
+  REQUIRE(read_floats(cpu.params().values()) == read_floats(bf16.params().values()));
+  fill_same_batch({&cpu, &fp32, &bf16}, 17);
+  SGD fp32_sgd(fp32_ctx, fp32.params(), kSgd), bf16_sgd(bf16_ctx, bf16.params(), kSgd);
+  fp32_sgd.set_lr(float(kLr));
+  bf16_sgd.set_lr(float(kLr));
 
-  Context cpu_ctx({});
-  ContextOptions gpu_options;
-  gpu_options.device = Device::cuda;
-  gpu_options.dtype = dtype;
-  gpu_options.deterministic = true;
-  Context gpu_ctx(gpu_options);
-  ResNet18 cpu(cpu_ctx, parity_config(stem)), gpu(gpu_ctx, parity_config(stem));
-  REQUIRE(read_floats(cpu.params().values()) == read_floats(gpu.params().values()));
-  const SgdConfig sgd_config{0.9f, 5e-4f, true};
-  SGD cpu_sgd(cpu_ctx, cpu.params(), sgd_config), gpu_sgd(gpu_ctx, gpu.params(), sgd_config);
-  cpu_sgd.set_lr(0.1f);
-  gpu_sgd.set_lr(0.1f);
-  fill_batch({&cpu, &gpu}, dtype);
-
-  StepResult want = train_step(cpu, cpu_sgd), got = train_step(gpu, gpu_sgd);
-  CHECK(relative_error(got.logits.data(), want.logits.data(), int64_t(want.logits.size())) <= tolerance);
-  CHECK(std::abs(got.loss[0] - want.loss[0]) <= tolerance * std::abs(want.loss[0]));
-  for (const Parameter* p : cpu.params().in_layout_order()) {
-    INFO(p->name);
-    CHECK(relative_error(got.grads.data() + p->offset, want.grads.data() + p->offset, p->numel) <= tolerance);
-    CHECK(relative_error(got.update.data() + p->offset, want.update.data() + p->offset, p->numel) <= tolerance);
-  }
-  for (const BufferEntry& b : cpu.buffers()) {
-    INFO(b.name);
-    CHECK(relative_error(got.buffers.data() + b.offset, want.buffers.data() + b.offset, b.numel) <= tolerance);
-  }
+  const StepResult exact = resnet18_step_fp64(cpu, kSgd, kLr);
+  const StepResult fp32_step = take_step(fp32, fp32_sgd);
+  const StepResult bf16_step = take_step(bf16, bf16_sgd);
+  std::cout << stem_name(stem) << " stem, fp32 against float64: ";
+  check_within(compare_steps(fp32_step, exact, cpu, fp32_bounds(config)));
+  check_within(compare_updates_with_sgd(fp32_step, cpu, kSgd, kLr));
+  std::cout << stem_name(stem) << " stem, bf16 against fp32: ";
+  check_within(compare_steps(bf16_step, fp32_step, cpu, bf16_bounds()));
+  check_within(compare_updates_with_sgd(bf16_step, cpu, kSgd, kLr));
 }
 
-TEST_CASE("A training step captured as a CUDA graph replays like the eager step", "[gpu]") {
-  // Three steps with three learning rates, eager on one model and replayed on another. Batch
-  // norm's sums use atomics, so the two agree to rounding, not bit for bit: the updates are
-  // compared (a replay that missed the new learning rate would be off by tens of percent).
+TEST_CASE("A training step replayed from a CUDA graph matches the eager step", "[gpu]") {
+  // Batch norm's sums add with atomics today, so the replay and the eager step may differ in
+  // their last bits, and through flipped ReLU decisions by more: they are held to the parity
+  // bounds. Once batch norm reduces in a fixed order (the step redesign), they must agree bit
+  // for bit: set this to true.
+  constexpr bool kBatchNormReducesInFixedOrder = false;
   CUTRAIN_REQUIRE_GPU();
   const DType dtype = GENERATE(DType::f32, DType::bf16);
-  const double tolerance = dtype == DType::f32 ? 1e-4 : 2e-2;
-  ContextOptions options;
-  options.device = Device::cuda;
-  options.dtype = dtype;
-  options.deterministic = true;
-  Context eager_ctx(options), graph_ctx(options);
-  ResNetConfig c = parity_config(Stem::cifar);
-  c.width = 16;
-  ResNet18 eager(eager_ctx, c), graphed(graph_ctx, c);
-  SGD eager_sgd(eager_ctx, eager.params(), SgdConfig{}), graph_sgd(graph_ctx, graphed.params(), SgdConfig{});
-  fill_batch({&eager, &graphed}, dtype);
-  // One eager step on each first: cuDNN and cuBLAS do their first-use work outside the capture.
-  for (auto [model, sgd] : {std::pair{&eager, &eager_sgd}, std::pair{&graphed, &graph_sgd}}) {
-    sgd->set_lr(0.1f);
-    model->forward(true);
-    model->backward();
-    sgd->step();
-  }
-  const std::vector<float> eager_start = read_floats(eager.params().values());
-  const std::vector<float> graph_start = read_floats(graphed.params().values());
-  const float lrs[3] = {0.1f, 0.05f, 0.02f};
-
-  for (float lr : lrs) {
-    eager_sgd.set_lr(lr);
-    eager.forward(true);
-    eager.backward();
-    eager_sgd.step();
-    eager_ctx.synchronize();  // the pinned learning rate is read when the stream reaches the step
-  }
+  INFO(dtype_name(dtype));
+  const ResNetConfig config = parity_config(Stem::cifar, 16);
+  const StepBounds bounds = kBatchNormReducesInFixedOrder ? identical()
+                            : dtype == DType::f32         ? fp32_bounds(config)
+                                                          : bf16_bounds();
+  Context ctx(gpu_options(dtype));
+  ResNet18 model(ctx, config);
+  SGD sgd(ctx, model.params(), kSgd);
+  fill_same_batch({&model}, 17);
+  auto step = [&] {
+    model.forward(true);
+    model.backward();
+    sgd.step();
+  };
+  sgd.set_lr(float(kLr));
+  step();  // cuDNN and cuBLAS do their first-use work outside the capture
+  const Snapshot start = snapshot(model, sgd);
   cudaGraph_t graph;
-  CUDA_CHECK(cudaStreamBeginCapture(graph_ctx.stream, cudaStreamCaptureModeThreadLocal));
-  graphed.forward(true);
-  graphed.backward();
-  graph_sgd.step();
-  CUDA_CHECK(cudaStreamEndCapture(graph_ctx.stream, &graph));
+  CUDA_CHECK(cudaStreamBeginCapture(ctx.stream, cudaStreamCaptureModeThreadLocal));
+  step();
+  CUDA_CHECK(cudaStreamEndCapture(ctx.stream, &graph));
   cudaGraphExec_t exec;
   CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
-  for (float lr : lrs) {
-    graph_sgd.set_lr(lr);
-    CUDA_CHECK(cudaGraphLaunch(exec, graph_ctx.stream));
-    graph_ctx.synchronize();
-  }
-  CUDA_CHECK(cudaGraphExecDestroy(exec));
   CUDA_CHECK(cudaGraphDestroy(graph));
 
-  std::vector<float> want = read_floats(eager.params().values()), got = read_floats(graphed.params().values());
-  for (size_t i = 0; i < want.size(); ++i) {
-    want[i] -= eager_start[i];
-    got[i] -= graph_start[i];
+  // Each learning rate from the same state: a replay that missed the new rate would be off by
+  // half or more in every update.
+  for (float lr : {0.1f, 0.05f, 0.02f}) {
+    INFO("lr " << lr);
+    restore(start, model, sgd);
+    sgd.set_lr(lr);
+    const StepResult eager = take_step(model, sgd, step);
+    restore(start, model, sgd);
+    sgd.set_lr(lr);
+    const StepResult replayed = take_step(model, sgd, [&] { CUDA_CHECK(cudaGraphLaunch(exec, ctx.stream)); });
+    std::cout << dtype_name(dtype) << ", lr " << lr << ", replay against eager: ";
+    check_within(compare_steps(replayed, eager, model, bounds));
   }
-  CHECK(relative_error(got.data(), want.data(), int64_t(want.size())) <= tolerance);
-  std::vector<float> want_stats = read_floats(eager.params().buffer_values());
-  std::vector<float> got_stats = read_floats(graphed.params().buffer_values());
-  CHECK(relative_error(got_stats.data(), want_stats.data(), int64_t(want_stats.size())) <= tolerance);
+  CUDA_CHECK(cudaGraphExecDestroy(exec));
 }

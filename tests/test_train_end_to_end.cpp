@@ -63,6 +63,7 @@ TEST_CASE("training learns: the loss falls and test accuracy beats chance by far
   INFO(r.output);
   REQUIRE(r.exit_code == 0);
   CHECK(r.output.find("== step: [ 16/64] [1/4] | loss: ") != std::string::npos);
+  CHECK(r.output.find("gradients: straight to SGD (one process: no communicator)") != std::string::npos);
 
   const auto steps = read_metrics(metrics, "step");
   const auto epochs = read_metrics(metrics, "epoch");
@@ -125,7 +126,7 @@ TEST_CASE("SIGTERM: the step finishes, a loadable checkpoint is written, the exi
 TEST_CASE("an absurd learning rate stops with the step of the non-finite loss", "[train]") {
   TempDir dir;
   const std::string data = make_data(dir, 512, 64);
-  auto r = cutrain::test::run(train_command(data, {"--epochs", "50", "--lr", "1e12", "--log-every", "4"}));
+  auto r = cutrain::test::run(train_command(data, {"--epochs", "50", "--lr", "1e6", "--log-every", "4"}));
   INFO(r.output);
   CHECK(r.exit_code != 0);
   CHECK(r.output.find("cutrain: error: the loss is ") != std::string::npos);
@@ -158,6 +159,9 @@ TEST_CASE("bad input to train: one line naming what is wrong, non-zero exit", "[
     std::string message;
   };
   const std::string nowhere = (dir.path() / "nowhere").string();
+  const std::string images = (dir.path() / "images").string();  // the same, as PNG class folders
+  cutrain::write_dataset(images, cutrain::DataFormat::image_folder, cutrain::make_synthetic(64, 0, true),
+                         cutrain::make_synthetic(16, 0, false));
   const std::vector<Case> cases = {
       {nowhere, {}, nowhere},
       {data, {"--batch-size", "100"}, "--batch-size 100 is larger than this rank's shard of 64 training images"},
@@ -165,6 +169,7 @@ TEST_CASE("bad input to train: one line naming what is wrong, non-zero exit", "[
       {data, {"--precision", "bf16", "--device", "cpu"}, "--precision bf16 needs a GPU"},
       {data, {"--lr-schedule", "linear"}, "--lr-schedule"},
       {data, {"--local_rank=3"}, "LOCAL_RANK=3 is not below LOCAL_WORLD_SIZE=1"},  // the flag reaches LOCAL_RANK
+      {images, {"--max-image-pixels", "1000"}, "00000.png: the image is 32x32, more than 1000 pixels"},
   };
   for (const Case& c : cases) {
     auto r = cutrain::test::run(train_command(c.data, c.extra));
@@ -173,6 +178,49 @@ TEST_CASE("bad input to train: one line naming what is wrong, non-zero exit", "[
     CHECK(r.output.find(c.message) != std::string::npos);
     CHECK(r.output.find("terminate called") == std::string::npos);
   }
+}
+
+TEST_CASE("metrics that cannot be written: one warning, the training finishes, exit status 1", "[train]") {
+  TempDir dir;
+  const std::string data = make_data(dir, 64, 16);
+  auto r = cutrain::test::run(train_command(data, {"--epochs", "1", "--log-every", "1", "--metrics", "/dev/full"}));
+  INFO(r.output);
+  CHECK(r.exit_code == 1);
+  const std::string warning = "cutrain: warning: --metrics /dev/full: cannot write (No space left on device)";
+  CHECK(r.output.find(warning) != std::string::npos);
+  CHECK(r.output.find(warning) == r.output.rfind(warning));  // once
+  CHECK(r.output.find("done in ") != std::string::npos);    // the training went to its end
+  // 2 steps, 1 epoch, 1 summary
+  CHECK_THAT(r.output, Catch::EndsWith("cutrain: error: --metrics /dev/full: 4 record(s) could not be written "
+                                       "(No space left on device); the training itself finished\n"));
+}
+
+TEST_CASE("resume refuses a checkpoint whose state is out of range or from another split of the data", "[train]") {
+  TempDir dir;
+  const std::string data = make_data(dir, 64, 16);  // 2 batches of 32 per epoch
+  const std::string save = dir / "ckpt";
+  auto first = cutrain::test::run(train_command(data, {"--epochs", "2", "--max-steps", "1", "--save", save}));
+  REQUIRE(first.exit_code == 0);
+  const std::string model = save + "/checkpoint-00000001.safetensors";
+  const std::string optim = save + "/checkpoint-00000001.optim.safetensors";
+
+  // Saved after batch 1 of 2 at batch size 32; at 16 that position names other images.
+  auto other_batch = cutrain::test::run(train_command(data, {"--epochs", "2", "--save", save, "--resume", "auto",
+                                                             "--batch-size", "16"}));
+  INFO(other_batch.output);
+  CHECK(other_batch.exit_code == 1);
+  CHECK_THAT(other_batch.output, Catch::Contains("cutrain: error: " + model + ": saved in the middle of epoch 1 "
+                                                 "(after batch 1) by 1 rank(s) at batch size 32 and seed 0; this run "
+                                                 "has 1 at 16 and seed 0"));
+
+  cutrain::SafeTensorsFile file = cutrain::read_safetensors(optim);
+  file.metadata["epoch"] = "-1000";
+  cutrain::write_safetensors(optim, file);
+  auto bad_epoch = cutrain::test::run(train_command(data, {"--epochs", "2", "--resume", model}));
+  INFO(bad_epoch.output);
+  CHECK(bad_epoch.exit_code == 1);
+  CHECK_THAT(bad_epoch.output, Catch::Contains("cutrain: error: " + optim + ": training state 'epoch' is '-1000', "
+                                               "not an integer in [0, 100000]"));
 }
 
 TEST_CASE("eval prints the accuracy of a checkpoint, overall and per class, and a corrupt file in one line", "[train]") {
@@ -196,4 +244,13 @@ TEST_CASE("eval prints the accuracy of a checkpoint, overall and per class, and 
   CHECK(bad.exit_code == 1);
   CHECK(bad.output.rfind("cutrain: error: " + corrupt + ": ", 0) == 0);
   CHECK(std::count(bad.output.begin(), bad.output.end(), '\n') == 1);
+
+  // A model too large for its file is refused before it is built ("-2147483648 classes" once).
+  cutrain::SafeTensorsFile file = cutrain::read_safetensors(checkpoint);
+  file.tensors.at("fc.weight") = {"F32", {int64_t(1) << 31, 0}, {}};
+  cutrain::write_safetensors(corrupt, file);
+  auto huge = cutrain::test::run({cutrain::test::binary("cutrain"), "eval", "--data", data, "--checkpoint", corrupt});
+  CHECK(huge.exit_code == 1);
+  CHECK(huge.output == "cutrain: error: " + corrupt + ": fc.weight [2147483648, 0] has 2147483648 classes; "
+                                                      "cutrain builds 1 to 100000\n");
 }

@@ -1,0 +1,107 @@
+// flags.h: the one way cutrain's subcommands declare a numeric flag or an on/off switch.
+//
+// CLI11 on its own reads numbers as strtoll and strtold do: "0x10" is 16, "010" is 8, "nan",
+// "inf" and "1e308" are doubles like any other, "-1" in an unsigned flag wraps to 2^64 - 1 and
+// "99999999999999999999999" saturates. add_number reads a plain decimal number instead
+// (std::from_chars: no hex, no octal, no sign on an unsigned, nothing after it), refuses NaN and
+// infinities, requires [min, max], and shows that range in --help:
+//
+//   add_number(cmd, "--epochs", o.epochs, "Epochs", 1, 100000)->capture_default_str();
+//     --epochs INT in [1, 100000]=20     Epochs
+//   $ cutrain train --epochs 0x10
+//   --epochs: 0x10 is not a decimal integer in [1, 100000]
+//
+// add_switch is the same for an on/off flag: --nesterov, --no-nesterov and --nesterov=false
+// are taken; --nesterov=2 is refused rather than read as "on".
+#pragma once
+
+#include <charconv>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <type_traits>
+
+#include <CLI/CLI.hpp>
+
+namespace cutrain {
+
+// "[1, 100000]", "[0, 1]", "[0, 1e+12]": the range as --help and the error say it.
+template <typename T>
+std::string range_text(T min, T max) {
+  auto text = [](T v) {
+    if constexpr (std::is_integral_v<T>) {
+      return std::to_string(v);
+    } else {
+      char buffer[32];
+      std::snprintf(buffer, sizeof buffer, "%g", double(v));
+      return std::string(buffer);
+    }
+  };
+  return "[" + text(min) + ", " + text(max) + "]";
+}
+
+// A flag taking one decimal number of `value`'s type in [min, max]. Returns the option, so that
+// ->capture_default_str(), ->required() and the like chain on.
+template <typename T>
+CLI::Option* add_number(CLI::App* cmd, const std::string& name, T& value, const std::string& help,
+                        std::type_identity_t<T> min, std::type_identity_t<T> max) {
+  static_assert(std::is_arithmetic_v<T> && !std::is_same_v<T, bool>, "add_switch is for on/off flags");
+  const std::string range = range_text<T>(min, max);
+  const std::string kind = std::is_integral_v<T> ? "a decimal integer" : "a finite decimal number";
+  auto in_range = [=](std::string& text) -> std::string {
+    T parsed{};
+    const char* end = text.data() + text.size();
+    const auto [stop, error] = std::from_chars(text.data(), end, parsed);
+    if (error != std::errc() || stop != end || !std::isfinite(double(parsed)) || parsed < min || parsed > max)
+      return text + " is not " + kind + " in " + range;
+    if constexpr (std::is_integral_v<T>) text = std::to_string(parsed);  // so that CLI11 never reads "010" as octal
+    return std::string();
+  };
+  return cmd->add_option(name, value, help)
+      ->transform(CLI::Validator(in_range, ""))
+      ->type_name((std::is_integral_v<T> ? "INT in " : "NUMBER in ") + range);
+}
+
+// A size in bytes in [min, max]: a decimal number with an optional binary unit, "4096", "64K",
+// "16M", "2G" (K = 1024; "KB" and "KiB" mean the same).
+inline CLI::Option* add_byte_size(CLI::App* cmd, const std::string& name, int64_t& value, const std::string& help,
+                                  int64_t min, int64_t max) {
+  auto to_bytes = [](std::string& text) -> std::string {
+    std::string digits = CLI::detail::to_lower(text);
+    if (digits.ends_with('b')) digits.pop_back();  // "4096B", "64KB"
+    if (digits.size() >= 2 && digits.back() == 'i' && std::strchr("kmg", digits[digits.size() - 2]))
+      digits.pop_back();  // "64KiB"
+    int shift = 0;
+    if (!digits.empty() && (digits.back() == 'k' || digits.back() == 'm' || digits.back() == 'g')) {
+      shift = digits.back() == 'k' ? 10 : digits.back() == 'm' ? 20 : 30;
+      digits.pop_back();
+    }
+    int64_t number = 0;
+    const char* end = digits.data() + digits.size();
+    const auto [stop, error] = std::from_chars(digits.data(), end, number);
+    if (digits.empty() || error != std::errc() || stop != end || number < 0 || number > (INT64_MAX >> shift))
+      return text + " is not a size such as 4096, 64K or 16M";
+    text = std::to_string(number << shift);
+    return std::string();
+  };
+  // CLI11 runs a transform added later first: the unit is applied, then the range checked.
+  return add_number(cmd, name, value, help, min, max)
+      ->transform(CLI::Validator(to_bytes, ""))
+      ->type_name("SIZE in " + range_text(min, max));
+}
+
+// An on/off flag, e.g. names "--nesterov,!--no-nesterov". An explicit value must be one of
+// true/false, on/off, yes/no, 1/0.
+inline CLI::Option* add_switch(CLI::App* cmd, const std::string& names, bool& value, const std::string& help) {
+  auto on_or_off = [](const std::string& text) -> std::string {
+    std::string word = CLI::detail::to_lower(text);
+    for (const char* known : {"true", "false", "on", "off", "yes", "no", "1", "0"})
+      if (word == known) return std::string();
+    return text + " is not one of true/false, on/off, yes/no, 1/0";
+  };
+  return cmd->add_flag(names, value, help)->check(CLI::Validator(on_or_off, ""));
+}
+
+}  // namespace cutrain

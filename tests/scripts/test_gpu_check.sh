@@ -1,0 +1,85 @@
+# scripts/gpu-check.sh without a GPU, against stand-ins: nvidia-smi, the prebuilt cutrain and cutrain_tests,
+# and bench/compare.sh are small scripts in a copy of the repository, so the whole run takes a second or two.
+# Without binaries it says in one line what to do and never runs cmake; with them, every step gets its row
+# (a failing, a crashing and a GPU-less [gpu] test too, each in a process of its own, names with ',' and a
+# leading '-' found), the table comes last and names what did not pass, and --out holds at most 8 files.
+source "$(dirname "$0")/common.sh"
+copy="$scratch/repo"
+mkdir -p "$copy/scripts" "$copy/bench" "$scratch/path"
+cp "$repo/scripts/gpu-check.sh" "$repo/scripts/cli.sh" "$repo/scripts/plot_metrics.py" "$copy/scripts/"
+stub() { printf '#!/usr/bin/env bash\n%s\n' "$2" >"$1"; chmod +x "$1"; }
+stub "$scratch/path/cmake" "echo ran >>'$scratch/cmake-ran'"
+stub "$scratch/path/nvidia-smi" 'echo "NVIDIA H200, 9.0, 570.86.15"'
+export PATH="$scratch/path:$PATH"
+
+# ---- no binaries: one line, status 1, no cmake
+one_line_error "no .gpu" 1 bash "$copy/scripts/gpu-check.sh" --out "$scratch/out0"
+grep -q "package-prebuilt.sh" "$scratch/stderr" || fail "no .gpu: the line does not say what to do: $(cat "$scratch/stderr")"
+[ ! -e "$scratch/cmake-ran" ] || fail "gpu-check.sh ran cmake"
+
+# ---- stand-ins for the prebuilt binaries and the comparison
+mkdir -p "$copy/.gpu/bin" "$copy/.gpu/lib"
+stub "$copy/.gpu/bin/cutrain" '
+case "$1" in
+  info) echo "cuDNN 9.19.0, cuBLAS 13.1.0, NCCL 2.28.9, CUDA runtime 13.0, driver CUDA 13.0 (as loaded)"
+        echo "cuda:0 NVIDIA H200 (sm_90, 139.8 GiB)" ;;
+  train) metrics="${@: -1}"
+         for s in 10 20 30; do echo "{\"kind\": \"step\", \"global_step\": $s, \"loss\": $((40 - s))e-1}" >>"$metrics"; done
+         echo "{\"kind\": \"epoch\", \"epoch\": 2, \"test_acc\": 0.412}" >>"$metrics"
+         echo "{\"kind\": \"summary\", \"mean_images_per_s\": 51234.5}" >>"$metrics" ;;
+  bench-step)
+    if [ "$2" = --help ]; then echo "usage: bench-step [--stem S] ${STUB_PLAN:+--plan}"; exit 0; fi
+    if [ "$2" = --plan ]; then echo "plan: 274 graph nodes, 80 memsets, 3.30 GB moved by custom kernels, 143.2 GFLOP in convolutions, estimated 3.52 ms/step"; exit 0; fi
+    echo "  4.00 ms/step, 64000 images/s (50 steps after 10 warm-up; last loss 2.3000)" ;;
+esac'
+stub "$copy/.gpu/bin/cutrain_tests" '
+case "$1" in
+  --list-test-names-only) printf "%s\n" "passes, with a comma [x]" "--leading dash" "fails" "crashes" "no gpu" ;;
+  "passes\, with a comma \[x\]") echo "fp32 against float64: closest call: conv1.weight gradient: error 0.01 of bound 0.1"
+                                  echo "All tests passed (3 assertions in 1 test case)" ;;
+  "*-leading dash") echo "All tests passed (1 assertion in 1 test case)" ;;
+  fails) echo "tests/x.cpp:1: FAILED:"; echo "test cases: 1 | 1 failed"; exit 1 ;;
+  crashes) kill -SEGV $$ ;;
+  "no gpu") echo "SKIPPED: no CUDA device: CUDA driver version is insufficient" ;;
+  *) echo "No test cases matched $1"; exit 2 ;;
+esac'
+stub "$copy/bench/compare.sh" '
+while (($#)); do [ "$1" = --out ] && out="$2"; shift; done
+mkdir -p "$out/runs" "$out/parity"
+echo "config  images/s" >"$out/table.txt"; echo "cutrain-bf16  64000" >>"$out/table.txt"
+echo "{}" >"$out/results.json"; echo "cutrain-bf16 run" >"$out/runs/cutrain-bf16.r1.log"'
+
+# ---- a run with everything there: one row per step, the table last, the failures named
+status=0
+bash "$copy/scripts/gpu-check.sh" --out "$scratch/out" >"$scratch/stdout" 2>"$scratch/stderr" || status=$?
+[ "$status" = 1 ] || fail "exit status $status, expected 1: $(tail -n 5 "$scratch/stderr")"
+summary="$scratch/out/summary.txt"
+[ -f "$summary" ] || fail "no summary.txt"
+expect_row() { grep -qE "$1" "$summary" || fail "no row /$1/ in: $(cat "$summary")"; }
+expect_row '^versions +ok .*cuDNN 9\.19\.0, cuBLAS 13\.1\.0, NCCL 2\.28\.9'
+expect_row '^\[gpu\] passes, with a comma \[x\] +ok .*All tests passed'
+expect_row '^\[gpu\] --leading dash +ok '
+expect_row '^\[gpu\] fails +FAILED .*exit 1'
+expect_row '^\[gpu\] crashes +SIG11 '
+expect_row '^\[gpu\] no gpu +SKIPPED .*no CUDA device'
+expect_row '^train +ok .*loss 3\.000 \(step 10\) -> 1\.000 \(step 30\), test accuracy 41\.2% after 2 epochs; 51234 images/s'
+expect_row '^train loss by step: 10: 3\.000, 20: 2\.000, 30: 1\.000'
+expect_row '^bench-step bf16 graph +ok .*4\.00 ms/step'
+expect_row '^plan +n/a .*no bench-step --plan yet; measured 4\.00 ms/step'
+expect_row '^compare --quick +ok '
+expect_row 'closest call: conv1\.weight gradient'
+expect_row '^cutrain-bf16  64000'
+expect_row '^did not pass \(3\): \[gpu\] fails;\[gpu\] crashes;\[gpu\] no gpu$'
+[ "$(tail -n 1 "$scratch/stdout")" = "$(tail -n 1 "$summary")" ] || fail "the table is not the last thing printed"
+grep -q "3 step(s) did not pass" "$scratch/stderr" || fail "stderr: $(cat "$scratch/stderr")"
+files="$(find "$scratch/out" -type f | wc -l)"
+((files <= 8)) || fail "$files files in --out (the device machines return 8)"
+tar -tzf "$scratch/out/logs.tar.gz" >"$scratch/listing"; grep -q "logs/gpu-tests/crashes.log" "$scratch/listing" || fail "no log of the crashed test: $(cat "$scratch/listing")"
+grep -q "logs/runs/cutrain-bf16.r1.log" "$scratch/listing" || fail "no comparison runs in the logs: $(cat "$scratch/listing")"
+[ ! -e "$scratch/cmake-ran" ] || fail "gpu-check.sh ran cmake"
+
+# ---- with bench-step --plan: its prediction beside the measured step
+STUB_PLAN=1 bash "$copy/scripts/gpu-check.sh" --prebuilt "$copy/.gpu" --out "$scratch/out2" >/dev/null 2>&1 || true
+grep -qE '^plan +ok +[0-9]+s +predicted 3\.52 ms/step, measured 4\.00 ms/step' "$scratch/out2/summary.txt" ||
+  fail "no plan row: $(cat "$scratch/out2/summary.txt")"
+echo "ok"

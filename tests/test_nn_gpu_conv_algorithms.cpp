@@ -1,0 +1,78 @@
+// [gpu] cuDNN's algorithm choice (nn/conv_algorithms.h) through `cutrain bench-step`: the
+// heuristics give every convolution a usable algorithm without a warning; --cudnn-benchmark
+// measures once and keeps the winners on disk, a later run reads them without writing, and a
+// damaged cache file costs one warning line and a new measurement.
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "tests/gpu.h"
+#include "tests/process.h"
+
+namespace {
+
+cutrain::test::Process::Result bench_step(const std::string& cache_dir, std::vector<std::string> extra) {
+  std::vector<std::string> argv = {"env", "CUTRAIN_CACHE_DIR=" + cache_dir, cutrain::test::binary("cutrain"),
+                                   "bench-step", "--device", "cuda", "--batch-size", "32", "--steps", "2",
+                                   "--warmup", "1"};
+  argv.insert(argv.end(), extra.begin(), extra.end());
+  return cutrain::test::run(argv);
+}
+
+int count(const std::string& text, const std::string& what) {
+  int n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("cuDNN's heuristics choose a usable algorithm for every convolution", "[gpu]") {
+  CUTRAIN_REQUIRE_GPU();
+  cutrain::test::TempDir dir;
+  for (const char* stem : {"cifar", "imagenet"}) {
+    for (const char* precision : {"fp32", "bf16"}) {
+      auto r = bench_step(dir.path().string(), {"--stem", stem, "--precision", precision});
+      INFO(r.output);
+      CHECK(r.exit_code == 0);
+      CHECK(count(r.output, "warning") == 0);
+      CHECK(count(r.output, "cuDNN's algorithms by heuristics") == 1);
+    }
+  }
+  CHECK(!std::filesystem::exists(dir / "cudnn-conv-algorithms.txt"));  // heuristics keep nothing
+}
+
+TEST_CASE("Measured algorithms (--cudnn-benchmark) are kept on disk, and a damaged file is one warning", "[gpu]") {
+  CUTRAIN_REQUIRE_GPU();
+  cutrain::test::TempDir dir;
+  const std::string cache = dir / "cudnn-conv-algorithms.txt";
+  auto first = bench_step(dir.path().string(), {"--cudnn-benchmark", "--precision", "bf16"});
+  INFO(first.output);
+  REQUIRE(first.exit_code == 0);
+  REQUIRE(std::filesystem::exists(cache));
+  std::ifstream in(cache);
+  std::stringstream text;
+  text << in.rdbuf();
+  CHECK(count(text.str(), "\t") >= 10);  // ResNet-18 has more than 10 distinct convolution shapes
+  const auto written = std::filesystem::last_write_time(cache);
+
+  auto second = bench_step(dir.path().string(), {"--cudnn-benchmark", "--precision", "bf16"});
+  INFO(second.output);
+  CHECK(second.exit_code == 0);
+  CHECK(count(second.output, "warning") == 0);
+  CHECK(std::filesystem::last_write_time(cache) == written);  // everything found: nothing written
+
+  std::ofstream(cache) << "not a cache\n";
+  auto damaged = bench_step(dir.path().string(), {"--cudnn-benchmark", "--precision", "bf16"});
+  INFO(damaged.output);
+  CHECK(damaged.exit_code == 0);
+  CHECK(count(damaged.output, "warning") == 1);
+  CHECK(count(damaged.output, "cudnn-conv-algorithms.txt: line 1: not a cutrain algorithm cache; measuring again") ==
+        1);
+  std::ifstream again(cache);
+  std::string header;
+  std::getline(again, header);
+  CHECK(header == "cutrain cuDNN convolution algorithms v1");
+}

@@ -1,0 +1,150 @@
+// The checkpoint folder of a run (app/checkpoints.h): what interrupted saves leave is removed by
+// the writer and said in one line; a checkpoint's training state is range-checked, and a run
+// goes on from the middle of an epoch only when it splits the data the same way.
+#include <catch2/catch.hpp>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "app/checkpoints.h"
+#include "nn/sgd.h"
+#include "tests/nn_fixtures.h"
+#include "tests/temp_dir.h"
+
+using namespace cutrain;
+namespace fs = std::filesystem;
+
+namespace {
+
+// The pid of a process that has exited and been reaped.
+pid_t dead_pid() {
+  const pid_t pid = ::fork();
+  if (pid == 0) ::_exit(0);
+  ::waitpid(pid, nullptr, 0);
+  return pid;
+}
+
+void touch(const std::string& path) { std::ofstream(path) << "x"; }
+
+std::vector<std::string> names_in(const std::string& dir) {
+  std::vector<std::string> names;
+  for (const auto& entry : fs::directory_iterator(dir)) names.push_back(entry.path().filename().string());
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+TrainingState state_at(int epoch, int64_t batch, int world_size, int batch_size, uint64_t seed = 0) {
+  TrainingState s;
+  s.epoch = epoch;
+  s.batch = batch;
+  s.global_step = 100;
+  s.world_size = world_size;
+  s.batch_size = batch_size;
+  s.seed = seed;
+  return s;
+}
+
+std::string resume_error(const TrainingState& saved, const TrainingState& run, int64_t steps_per_epoch) {
+  try {
+    resume_state(saved, run, steps_per_epoch, "c.safetensors");
+  } catch (const ResumeMismatch& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+}  // namespace
+
+TEST_CASE("the writer removes what interrupted saves left, and says so in one line", "[train]") {
+  test::TempDir dir;
+  const std::string d = dir.path().string();
+  const std::string dead = std::to_string(dead_pid()), alive = std::to_string(::getppid());
+  touch(dir / "checkpoint-00000008.safetensors");  // a complete checkpoint
+  touch(dir / "checkpoint-00000008.optim.safetensors");
+  touch(dir / ("checkpoint-00000016.safetensors.tmp." + dead));        // a kill during a save
+  touch(dir / ("checkpoint-00000016.optim.safetensors.tmp." + alive));  // a save still going on
+  touch(dir / "checkpoint-00000024.safetensors");                      // full disk before the optim file
+  touch(dir / "checkpoint-00000004.optim.safetensors");                // a prune cut short
+  touch(dir / "notes.txt");                                            // not ours
+
+  CheckpointFolder reader(d, 3);  // another rank: looks, touches nothing
+  CHECK(names_in(d).size() == 7);
+  CHECK(reader.complete_checkpoints() == std::vector<std::string>{dir / "checkpoint-00000008.safetensors"});
+
+  std::vector<std::string> said;
+  CheckpointFolder writer(d, 3, [&](const std::string& line) { said.push_back(line); });
+  CHECK(names_in(d) == std::vector<std::string>{"checkpoint-00000008.optim.safetensors",
+                                                "checkpoint-00000008.safetensors",
+                                                "checkpoint-00000016.optim.safetensors.tmp." + alive, "notes.txt"});
+  REQUIRE(said.size() == 1);
+  CHECK(said[0] == "checkpoints: removed 3 file(s) that interrupted saves left in " + d +
+                       ": checkpoint-00000004.optim.safetensors (no model file), checkpoint-00000016.safetensors.tmp." +
+                       dead + " (writer " + dead + " gone), checkpoint-00000024.safetensors (no optim file)");
+
+  // Pruning after a save tidies too; this process's own temporary files are never in flight then.
+  Context ctx({});
+  ResNet18 model(ctx, test::tiny_resnet());
+  SGD sgd(ctx, model.params(), SgdConfig{});
+  touch(dir / ("checkpoint-00000030.safetensors.tmp." + std::to_string(::getpid())));
+  said.clear();
+  writer.save(model, sgd, state_at(1, 0, 1, 4));
+  CHECK(names_in(d) == std::vector<std::string>{"checkpoint-00000008.optim.safetensors",
+                                                "checkpoint-00000008.safetensors",
+                                                "checkpoint-00000016.optim.safetensors.tmp." + alive,
+                                                "checkpoint-00000100.optim.safetensors",
+                                                "checkpoint-00000100.safetensors", "notes.txt"});
+  REQUIRE(said.size() == 1);
+  CHECK_THAT(said[0], Catch::Contains("removed 1 file(s)") && Catch::Contains("(writer " + std::to_string(::getpid())));
+}
+
+TEST_CASE("a checkpoint's training state is range-checked before it is used", "[train]") {
+  const CheckpointMetadata good = state_at(2, 3, 1, 32, 18446744073709551615ull).to_metadata();
+  const TrainingState back = TrainingState::from_metadata(good, "o.safetensors");
+  CHECK(back.seed == 18446744073709551615ull);  // a full 64-bit seed round-trips
+  CHECK(back.epoch == 2);
+  CHECK(back.batch == 3);
+  auto error = [&](const std::string& key, const std::string& value) {
+    CheckpointMetadata m = good;
+    m[key] = value;
+    try {
+      TrainingState::from_metadata(m, "o.safetensors");
+    } catch (const std::runtime_error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  CHECK(error("epoch", "-1000") == "o.safetensors: training state 'epoch' is '-1000', not an integer in [0, 100000]");
+  CHECK_THAT(error("epoch", "2147483648"), Catch::Contains("'epoch' is '2147483648', not an integer"));
+  CHECK_THAT(error("epoch", "-2147483649"), Catch::Contains("'epoch' is '-2147483649', not an integer"));
+  CHECK_THAT(error("batch", "-1"), Catch::Contains("'batch' is '-1', not an integer in [0, "));
+  CHECK_THAT(error("global_step", "0x10"), Catch::Contains("'global_step' is '0x10'"));
+  CHECK_THAT(error("seed", "-1"), Catch::Contains("'seed' is '-1'"));
+  CHECK_THAT(error("world_size", "0"), Catch::Contains("'world_size' is '0', not an integer in [1, "));
+  CHECK_THAT(error("batch_size", "-5"), Catch::Contains("'batch_size' is '-5'"));
+}
+
+TEST_CASE("a run goes on from the middle of an epoch only with the same seed, world size and batch", "[train]") {
+  // Mid-epoch (after batch 5): the position counts batches of this very split of the data.
+  const TrainingState mid = state_at(3, 5, 1, 32, 7);
+  CHECK(resume_error(mid, state_at(0, 0, 2, 64, 7), 10) ==
+        "c.safetensors: saved in the middle of epoch 4 (after batch 5) by 1 rank(s) at batch size 32 and seed 7; "
+        "this run has 2 at 64 and seed 7: resume it with the same, or from a checkpoint saved at the end of an epoch");
+  CHECK_THAT(resume_error(mid, state_at(0, 0, 1, 32, 8), 10), Catch::Contains("this run has 1 at 32 and seed 8"));
+  CHECK_THAT(resume_error(mid, state_at(0, 0, 1, 32, 7), 5),
+             Catch::Contains("saved after batch 5 of an epoch, but an epoch of this data has 5 batches"));
+  TrainingState s = resume_state(mid, state_at(0, 0, 1, 32, 7), 10, "c.safetensors");
+  CHECK(s.epoch == 3);
+  CHECK(s.batch == 5);
+  CHECK(s.global_step == 100);
+
+  // At an epoch's end any split goes on; the state then records this run's own.
+  s = resume_state(state_at(3, 0, 1, 32, 7), state_at(0, 0, 2, 64, 9), 10, "c.safetensors");
+  CHECK(s.epoch == 3);
+  CHECK(s.batch == 0);
+  CHECK(s.world_size == 2);
+  CHECK(s.batch_size == 64);
+  CHECK(s.seed == 9);
+}

@@ -1,0 +1,113 @@
+// Flags: every numeric flag of every cutrain subcommand refuses NaN, infinities, hex, overflow
+// and out-of-range values, and every switch refuses a value that is not on or off (app/flags.h).
+// The first test walks the whole command line, so a flag added later without app/flags.h fails it.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+
+#include "app/commands.h"
+#include "app/flags.h"
+#include "tests/process.h"
+
+namespace {
+
+// The message of the error parsing `args` throws; "" when it parses.
+std::string parse_error(CLI::App& app, const std::string& args) {
+  try {
+    app.parse(args);
+  } catch (const CLI::ParseError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// The whole `cutrain` command line, with callbacks that do nothing: parsing only.
+struct CommandLine {
+  CLI::App app;
+  int exit_code = 0;
+  CommandLine() {
+    cutrain::add_commands(app, exit_code);
+    for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) sub->callback([] {});
+  }
+};
+
+}  // namespace
+
+TEST_CASE("every numeric flag of every subcommand refuses NaN, infinities, hex and overflow", "[train]") {
+  CommandLine cli;
+  std::vector<std::pair<std::string, CLI::App*>> commands = {{"", &cli.app}};  // --local_rank is the app's
+  for (CLI::App* sub : cli.app.get_subcommands([](CLI::App*) { return true; })) commands.push_back({sub->get_name(), sub});
+  int numbers = 0, switches = 0;
+  for (const auto& [command, app] : commands) {
+    // The app's own flags need a subcommand after them.
+    const std::string before = command.empty() ? "" : command + " ", after = command.empty() ? " info" : "";
+    for (const CLI::Option* option : app->get_options()) {
+      const std::string name = option->get_name();
+      if (name == "--help" || option->get_type_name().rfind("TEXT", 0) == 0) continue;
+      INFO(before + name + " (" + option->get_type_name() + ")");
+      if (option->get_expected_min() == 0) {  // a switch
+        ++switches;
+        CHECK_THAT(parse_error(cli.app, before + name + "=2" + after), Catch::Contains("is not one of true/false"));
+        continue;
+      }
+      ++numbers;
+      for (const char* bad : {"nan", "inf", "-inf", "0x10", "1e999", "1e308", "-1e308", "99999999999999999999999",
+                              "-99999999999999999999999", "12abc", "1,5"}) {
+        INFO("value " << bad);
+        const std::string error = parse_error(cli.app, before + name + "=" + bad + after);
+        CHECK_THAT(error, Catch::StartsWith(name + ": " + bad + " is not a"));
+      }
+    }
+  }
+  CHECK(numbers >= 40);  // that the walk saw the flags at all
+  CHECK(switches >= 6);
+}
+
+TEST_CASE("add_number reads plain decimal numbers in its range, and --help says the range", "[train]") {
+  CLI::App app;
+  int epochs = 0;
+  uint64_t seed = 0;
+  double lr = 0;
+  int64_t bytes = 0;
+  bool nesterov = true;
+  cutrain::add_number(&app, "--epochs", epochs, "Epochs", 1, 100);
+  cutrain::add_number(&app, "--seed", seed, "Seed", 0, UINT64_MAX);
+  cutrain::add_number(&app, "--lr", lr, "Learning rate", 0, 10);
+  cutrain::add_byte_size(&app, "--bytes", bytes, "Message size", 4, int64_t(1) << 30);
+  cutrain::add_switch(&app, "--nesterov,!--no-nesterov", nesterov, "Nesterov");
+
+  app.parse("--epochs 010 --seed 18446744073709551615 --lr 1e-3 --bytes 64K --no-nesterov");
+  CHECK(epochs == 10);  // decimal, not CLI11's octal 8
+  CHECK(seed == UINT64_MAX);
+  CHECK(lr == 1e-3);
+  CHECK(bytes == 65536);
+  CHECK(!nesterov);
+  app.parse("--bytes 16MiB --nesterov=off --lr 10");
+  CHECK(bytes == 16 << 20);
+  CHECK(!nesterov);
+  CHECK(lr == 10);
+
+  CHECK_THAT(parse_error(app, "--epochs 101"), Catch::Equals("--epochs: 101 is not a decimal integer in [1, 100]"));
+  CHECK_THAT(parse_error(app, "--epochs 0"), Catch::Contains("0 is not a decimal integer in [1, 100]"));
+  CHECK_THAT(parse_error(app, "--seed=-1"), Catch::Contains("-1 is not a decimal integer"));  // no wrap to 2^64 - 1
+  CHECK_THAT(parse_error(app, "--seed 18446744073709551616"), Catch::Contains("is not a decimal integer"));
+  CHECK_THAT(parse_error(app, "--lr 10.5"), Catch::Equals("--lr: 10.5 is not a finite decimal number in [0, 10]"));
+  CHECK_THAT(parse_error(app, "--bytes 2G"), Catch::Contains("2147483648 is not a decimal integer in [4, 1073741824]"));
+  CHECK_THAT(parse_error(app, "--bytes 1T"), Catch::Contains("1T is not a size such as 4096, 64K or 16M"));
+  CHECK_THAT(parse_error(app, "--nesterov=2"), Catch::Contains("2 is not one of true/false"));
+  CHECK_THAT(parse_error(app, "--no-nesterov=2"), Catch::Contains("is not one of true/false"));
+
+  const std::string help = app.help();
+  CHECK_THAT(help, Catch::Contains("--epochs INT in [1, 100]"));
+  CHECK_THAT(help, Catch::Contains("--lr NUMBER in [0, 10]"));
+  CHECK_THAT(help, Catch::Contains("--bytes SIZE in [4, 1073741824]"));
+}
+
+TEST_CASE("a nonsense number to cutrain train: one line naming the flag, before anything runs", "[train]") {
+  const auto r = cutrain::test::run({cutrain::test::binary("cutrain"), "train", "--lr", "nan", "--device", "cpu"});
+  CHECK(r.exit_code != 0);
+  CHECK_THAT(r.output, Catch::StartsWith("--lr: nan is not a finite decimal number in [0, 1e+06]\n"));
+  const auto help = cutrain::test::run({cutrain::test::binary("cutrain"), "train", "--help"});
+  CHECK_THAT(help.output, Catch::Contains("--weight-decay NUMBER in [0, 1]"));
+  CHECK_THAT(help.output, Catch::Contains("--seed INT in [0, 18446744073709551615]"));
+}

@@ -1,0 +1,151 @@
+// StepGraph's decisions, with CUDA's graph API stood in for (app/step_graph.h): when it captures,
+// replays or falls back; that each call's step reaches the device once; and, with several ranks,
+// that the fallback is agreed before any collective has been captured.
+#include <catch2/catch.hpp>
+
+#include <deque>
+#include <string>
+#include <vector>
+
+#include "app/step_graph.h"
+
+using namespace cutrain;
+
+namespace {
+
+// What happened, in order: "eager", "rehearsal" (captured without collectives), "captured",
+// "launch"; and "collective captured" for each collective issued while capturing.
+struct Record {
+  std::vector<std::string> events;
+  bool capturing = false;
+  int device_steps = 0;  // steps that ran on the device: eager ones and launches
+};
+
+class FakeCapture final : public GraphCapture {
+ public:
+  // end() returns the given results in turn ("" is success), then succeeds.
+  FakeCapture(Record& record, std::deque<std::string> end_results) : record_(record), results_(std::move(end_results)) {}
+  void begin() override { record_.capturing = true; }
+  std::string end() override {
+    record_.capturing = false;
+    if (results_.empty()) return "";
+    std::string result = results_.front();
+    results_.pop_front();
+    return result;
+  }
+  void launch() override {
+    record_.events.push_back("launch");
+    ++record_.device_steps;
+  }
+
+ private:
+  Record& record_;
+  std::deque<std::string> results_;
+};
+
+// A step with a collective in it, like the trainer's.
+StepGraph::Step step_of(Record& record) {
+  return [&record](bool collectives) {
+    if (!record.capturing) {
+      record.events.push_back("eager");
+      ++record.device_steps;
+      return;
+    }
+    record.events.push_back(collectives ? "captured" : "rehearsal");
+    if (collectives) record.events.push_back("collective captured");
+  };
+}
+
+std::unique_ptr<GraphCapture> fake(Record& record, std::deque<std::string> end_results = {}) {
+  return std::make_unique<FakeCapture>(record, std::move(end_results));
+}
+
+using Events = std::vector<std::string>;
+
+}  // namespace
+
+TEST_CASE("StepGraph runs the warm-up eagerly, captures once, then replays", "[train]") {
+  Record r;
+  StepGraph graph(fake(r), /*warmup=*/1);
+  for (int i = 0; i < 4; ++i) graph.run(step_of(r));
+  CHECK(r.events == Events{"eager", "captured", "collective captured", "launch", "launch", "launch"});
+  CHECK(r.device_steps == 4);
+  CHECK(graph.status() == "on");
+}
+
+TEST_CASE("StepGraph without a capture runs every step eagerly", "[train]") {
+  Record r;
+  StepGraph graph(nullptr);
+  for (int i = 0; i < 3; ++i) graph.run(step_of(r));
+  CHECK(r.events == Events{"eager", "eager", "eager"});
+  CHECK(graph.status() == "off");
+}
+
+TEST_CASE("A failed capture on one rank runs that step eagerly, once on the device, and every later one", "[train]") {
+  Record r;
+  StepGraph graph(fake(r, {"cudaStreamEndCapture: operation not permitted when stream is capturing"}));
+  for (int i = 0; i < 4; ++i) graph.run(step_of(r));
+  // The second call ran the step's host code twice (captured, then eager): a step counter
+  // belongs after run(), as the trainer keeps num_batches_tracked.
+  CHECK(r.events == Events{"eager", "captured", "collective captured", "eager", "eager", "eager"});
+  CHECK(r.device_steps == 4);
+  CHECK(graph.status() == "off (capture failed: cudaStreamEndCapture: operation not permitted when stream is capturing)");
+}
+
+TEST_CASE("A step that throws while captured falls back like a failed capture", "[train]") {
+  Record r;
+  StepGraph graph(fake(r), /*warmup=*/0);
+  auto step = step_of(r);
+  graph.run([&](bool collectives) {
+    step(collectives);
+    if (r.capturing) throw std::runtime_error("cudaMalloc during capture");
+  });
+  graph.run(step);
+  CHECK(r.events == Events{"captured", "collective captured", "eager", "eager"});
+  CHECK(r.device_steps == 2);
+  CHECK(graph.status() == "off (capture failed: cudaMalloc during capture)");
+}
+
+TEST_CASE("With several ranks the fallback is agreed before any collective is captured", "[train]") {
+  Record r;
+  std::vector<bool> votes;
+  // This rank's rehearsal succeeds; another rank's failed, so the agreement is false.
+  StepGraph graph(fake(r), 1, [&](bool ok) {
+    votes.push_back(ok);
+    return false;
+  });
+  for (int i = 0; i < 3; ++i) graph.run(step_of(r));
+  CHECK(votes == std::vector<bool>{true});
+  CHECK(r.events == Events{"eager", "rehearsal", "eager", "eager"});
+  CHECK(r.device_steps == 3);
+  CHECK(graph.status() == "off (capture failed: another rank's capture failed)");
+}
+
+TEST_CASE("With several ranks a failed rehearsal votes no and falls back", "[train]") {
+  Record r;
+  std::vector<bool> votes;
+  StepGraph graph(fake(r, {"cudaGraphInstantiate: out of memory"}), 1, [&](bool ok) {
+    votes.push_back(ok);
+    return ok;
+  });
+  for (int i = 0; i < 3; ++i) graph.run(step_of(r));
+  CHECK(votes == std::vector<bool>{false});
+  CHECK(r.events == Events{"eager", "rehearsal", "eager", "eager"});
+  CHECK(graph.status() == "off (capture failed: cudaGraphInstantiate: out of memory)");
+}
+
+TEST_CASE("With several ranks agreed, the step is captured with its collectives and replayed", "[train]") {
+  Record r;
+  StepGraph graph(fake(r), 1, [](bool ok) { return ok; });
+  for (int i = 0; i < 3; ++i) graph.run(step_of(r));
+  CHECK(r.events == Events{"eager", "rehearsal", "captured", "collective captured", "launch", "launch"});
+  CHECK(r.device_steps == 3);
+}
+
+TEST_CASE("With several ranks a capture that fails after the rehearsals agreed stops the run", "[train]") {
+  Record r;
+  StepGraph graph(fake(r, {"", "NCCL: graph capture unsupported"}), 1, [](bool ok) { return ok; });
+  graph.run(step_of(r));
+  CHECK_THROWS_WITH(graph.run(step_of(r)), Catch::Contains("NCCL: graph capture unsupported") &&
+                                               Catch::Contains("collectives may be out of step"));
+}
