@@ -16,10 +16,11 @@
 #include <vector>
 
 #include "app/commands.h"
+#include "app/device_choice.h"
 #include "app/flags.h"
 #include "dist/communicator.h"
 #include "dist/env.h"
-#include "dist/store.h"
+#include "dist/rendezvous.h"
 #include "kernels/check.h"
 #include "kernels/device.h"
 #include "nn/memory_plan.h"
@@ -108,12 +109,13 @@ int run_bench(const BenchOptions& o) {
   cudaStream_t stream = nullptr;
   if (on_gpu) {
     if (!cuda_available()) throw std::runtime_error(cuda_unavailable_reason());
-    CUDA_CHECK(cudaSetDevice(env.local_rank));
+    int visible = 0;
+    CUDA_CHECK(cudaGetDeviceCount(&visible));
+    CUDA_CHECK(cudaSetDevice(cuda_device_for_rank(env, visible)));
     CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   }
-  TcpStore store(env);
-  rendezvous(store, env);
-  auto comm = make_communicator(env, store, {.use_cuda = on_gpu, .compute_stream = stream});
+  std::unique_ptr<TcpStore> store = rendezvous(env);
+  auto comm = make_communicator(env, *store, {.use_cuda = on_gpu, .compute_stream = stream});
   MessageBuffer buffer(size_t(o.max_bytes / sizeof(float)), on_gpu ? Device::cuda : Device::cpu);
 
   const int n = comm->world_size();

@@ -2,7 +2,9 @@
 // (CIFAR-10 binary or image folder, data/load.h). Without it, the synthetic CIFAR-format dataset
 // (data/synthetic.h) is the default: made once and cached in
 // $XDG_CACHE_HOME/cutrain (~/.cache/cutrain) as CIFAR-10 binary files, so later runs, other ranks
-// and other tools (bench/, inspect-data) read the very same bytes.
+// and other tools (bench/, inspect-data) read the very same bytes. The cache folder's name holds
+// the generator's version, the difficulty and the sizes, so a copy made by an older generator
+// is never read for the current one.
 #pragma once
 
 #include <cstdint>
@@ -26,9 +28,10 @@ inline constexpr int kMaxSyntheticImages = 10'000'000;
 // (data/synthetic.h ensure_synthetic_cifar10), and all read the same files. `max_image_pixels`
 // bounds an image folder's images (data/image_folder.h).
 Datasets load_datasets(const std::string& data_dir, int synthetic_train, int synthetic_test,
-                       int64_t max_image_pixels = kDefaultMaxImagePixels);
+                       double synthetic_difficulty, int64_t max_image_pixels = kDefaultMaxImagePixels);
 
-// The cache folder of the synthetic dataset of these sizes.
-std::string synthetic_cache_dir(int train, int test);
+// The cache folder of the synthetic dataset of these sizes and difficulty (made with seed 0: the
+// data is the same whatever the training seed), written if it is not there yet.
+std::string ensure_synthetic_cache(int train, int test, double difficulty);
 
 }  // namespace cutrain

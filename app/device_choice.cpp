@@ -21,4 +21,12 @@ DType resolve_precision(const std::string& flag, Device device) {
   return dtype;
 }
 
+int cuda_device_for_rank(const DistEnv& env, int visible) {
+  if (env.from_slurm && visible >= 1 && visible < env.local_world_size) return 0;
+  if (env.local_rank < visible) return env.local_rank;
+  throw std::runtime_error(std::string(env.from_slurm ? "SLURM_LOCALID=" : "LOCAL_RANK=") +
+                           std::to_string(env.local_rank) + " but this machine has " + std::to_string(visible) +
+                           " CUDA device(s)");
+}
+
 }  // namespace cutrain

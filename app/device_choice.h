@@ -5,11 +5,18 @@
 
 #include <string>
 
+#include "dist/env.h"
 #include "nn/tensor.h"
 
 namespace cutrain {
 
 Device resolve_device(const std::string& flag);                   // "auto" | "cuda" | "cpu"
 DType resolve_precision(const std::string& flag, Device device);  // "" | "fp32" | "bf16"
+
+// This rank's CUDA device among the `visible` ones: LOCAL_RANK, as under torchrun. Under srun,
+// Slurm may give each task GPUs of its own (--gpus-per-task, --gpu-bind) through
+// CUDA_VISIBLE_DEVICES: a task started by Slurm that sees fewer devices than its node has tasks
+// takes its first. Throws one line when the device does not exist.
+int cuda_device_for_rank(const DistEnv& env, int visible);
 
 }  // namespace cutrain

@@ -12,6 +12,7 @@
 #include "app/device_choice.h"
 #include "app/evaluator.h"
 #include "app/flags.h"
+#include "data/synthetic.h"
 #include "nn/checkpoint.h"
 #include "nn/context.h"
 #include "nn/resnet.h"
@@ -21,9 +22,10 @@ namespace cutrain {
 namespace {
 
 struct EvalOptions {
-  std::string data, checkpoint, device = "auto", precision;
+  std::string data, checkpoint, device = "auto", precision, tta = "none";
   int batch_size = 256;
   int synthetic_train = 50000, synthetic_test = 10000;
+  double synthetic_difficulty = kSyntheticDefaultDifficulty;
   int64_t max_image_pixels = kDefaultMaxImagePixels;
 };
 
@@ -32,7 +34,8 @@ int run_eval(const EvalOptions& o) {
   co.device = resolve_device(o.device);
   co.dtype = resolve_precision(o.precision, co.device);
   ResNetConfig mc = resnet_config_of(read_safetensors(o.checkpoint), o.checkpoint);
-  Datasets data = load_datasets(o.data, o.synthetic_train, o.synthetic_test, o.max_image_pixels);
+  Datasets data =
+      load_datasets(o.data, o.synthetic_train, o.synthetic_test, o.synthetic_difficulty, o.max_image_pixels);
   Context ctx(co);
 
   if (mc.num_classes < data.test.num_classes)
@@ -43,11 +46,11 @@ int run_eval(const EvalOptions& o) {
   ResNet18 model(ctx, mc);
   load_model(o.checkpoint, model);
 
-  Evaluator evaluator(model, data.test, nullptr, 0, 1);
+  Evaluator evaluator(model, data.test, nullptr, 0, 1, parse_tta(o.tta));
   const EvalResult r = evaluator.run();
-  std::printf("test accuracy: %.2f%% (%lld/%lld) of %s on %s\n", 100 * r.accuracy(),
+  std::printf("test accuracy: %.2f%% (%lld/%lld) of %s on %s%s\n", 100 * r.accuracy(),
               static_cast<long long>(r.correct), static_cast<long long>(r.total), o.checkpoint.c_str(),
-              data.source.c_str());
+              data.source.c_str(), o.tta == "flip" ? " (test-time augmentation: flip)" : "");
   for (const std::string& line : class_accuracy_lines(r, data.test.class_names)) std::printf("%s\n", line.c_str());
   return 0;
 }
@@ -63,6 +66,9 @@ void add_eval_command(CLI::App& app, int& exit_code) {
       ->check(CLI::IsMember({"auto", "cuda", "cpu"}));
   cmd->add_option("--precision", o->precision, "fp32 or bf16 (default: bf16 on a GPU)")
       ->check(CLI::IsMember({"fp32", "bf16"}));
+  cmd->add_option("--tta", o->tta, "Test-time augmentation: none, or flip (mean of the logits of the image and "
+                                   "its mirror)")
+      ->capture_default_str()->check(CLI::IsMember({"none", "flip"}));
   add_number(cmd, "--batch-size", o->batch_size, "Images per forward pass", 1, 1 << 20)->capture_default_str();
   add_number(cmd, "--synthetic-train", o->synthetic_train, "Size of the synthetic default's training split", 1,
              kMaxSyntheticImages)->capture_default_str();
@@ -71,6 +77,8 @@ void add_eval_command(CLI::App& app, int& exit_code) {
   add_number(cmd, "--max-image-pixels", o->max_image_pixels,
              "Largest image (width x height) an image folder may hold; larger ones are refused", 1,
              int64_t(1) << 28)->capture_default_str();
+  add_number(cmd, "--synthetic-difficulty", o->synthetic_difficulty, "Difficulty of the synthetic default", 0.0,
+             kSyntheticMaxDifficulty)->capture_default_str();
   cmd->callback([o, &exit_code] { exit_code = run_eval(*o); });
 }
 

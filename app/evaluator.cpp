@@ -1,7 +1,9 @@
 #include "app/evaluator.h"
 
 #include <cstdio>
+#include <cstring>
 #include <numeric>
+#include <stdexcept>
 
 #include "dist/communicator.h"
 #include "kernels/check.h"
@@ -11,23 +13,45 @@
 namespace cutrain {
 namespace {
 
-LoaderConfig eval_loader_config(const ResNet18& model) {
+LoaderConfig eval_loader_config(const ResNet18& model, bool mirror) {
   LoaderConfig config;
   config.batch_size = model.config().batch_size;
   config.augment.train = false;  // normalise only
+  config.augment.mirror = mirror;
   config.drop_last = false;      // every test image counts
   config.workers = 2;
   return config;
 }
 
+// sum[i] += add[i] for i < n, on the model's device (cuBLAS's axpy on the GPU).
+void add_logits(Context& ctx, const float* add, float* sum, int n) {
+  if (ctx.on_gpu()) {
+    const float one = 1.0f;
+    CUBLAS_CHECK(cublasSaxpy(ctx.cublas, n, &one, add, 1, sum, 1));
+    return;
+  }
+  for (int i = 0; i < n; ++i) sum[i] += add[i];
+}
+
 }  // namespace
 
-Evaluator::Evaluator(ResNet18& model, const Dataset& test, Communicator* comm, int rank, int world_size)
+Tta parse_tta(const std::string& name) {
+  if (name == "none") return Tta::none;
+  if (name == "flip") return Tta::flip;
+  throw std::invalid_argument("--tta " + name + ": expected none or flip");
+}
+
+Evaluator::Evaluator(ResNet18& model, const Dataset& test, Communicator* comm, int rank, int world_size, Tta tta)
     : model_(model),
       test_(test),
       comm_(comm),
-      feed_(test, eval_loader_config(model), model),
+      feed_(test, eval_loader_config(model, false), model),
       counts_(model.context().device(), sizeof(int64_t) * (1 + 2 * size_t(model.config().num_classes))) {
+  if (tta == Tta::flip) {
+    mirrored_ = std::make_unique<BatchFeed>(test, eval_loader_config(model, true), model);
+    first_logits_ = DeviceBuffer(model.context().device(),
+                                 sizeof(float) * size_t(model.config().batch_size) * size_t(model.config().num_classes));
+  }
   const int64_t n = int64_t(test.size());
   const int64_t begin = n * rank / world_size, end = n * (rank + 1) / world_size;
   shard_.resize(size_t(end - begin));
@@ -62,10 +86,23 @@ EvalResult Evaluator::run() {
     std::fill(counts, counts + 1 + 2 * K, 0);
 
   feed_.start_epoch(shard_, 0);
+  if (mirrored_) mirrored_->start_epoch(shard_, 0);
   for (int64_t b = 0; b < feed_.num_batches(); ++b) {
     const int n = feed_.load(b);
     model_.forward(false);
     const float* logits = model_.logits().as<float>();
+    if (mirrored_) {
+      auto* sum = static_cast<float*>(first_logits_.data());
+      const size_t bytes = sizeof(float) * size_t(n) * size_t(K);
+      if (ctx.on_gpu())
+        CUDA_CHECK(cudaMemcpyAsync(sum, logits, bytes, cudaMemcpyDeviceToDevice, ctx.stream));
+      else
+        std::memcpy(sum, logits, bytes);
+      mirrored_->load(b);  // the same images and labels, mirrored
+      model_.forward(false);
+      add_logits(ctx, model_.logits().as<float>(), sum, n * K);
+      logits = sum;
+    }
     const int32_t* labels = model_.labels().as<int32_t>();
     if (ctx.on_gpu())
       count_correct_cuda(logits, labels, n, K, correct, class_total, class_correct, ctx.stream);

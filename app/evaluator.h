@@ -1,5 +1,11 @@
 // evaluator.h: top-1 accuracy on the test set, overall and per class.
 //
+// With test-time augmentation (--tta flip) each image is scored twice, as it is and mirrored
+// left-right, and the prediction is the argmax of the mean of the two logit vectors (the fast
+// CIFAR-10 trainers report their accuracy this way). The mirrored view comes from a second feed
+// whose augmentation mirrors every image (kernels/augment.cuh); the first view's logits are kept
+// aside and added to the second's (the sum has the mean's argmax).
+//
 // The test set is split into contiguous shards, one per rank, so each image is counted exactly
 // once (no sampler padding); the last batch of a shard may be partial, and only its real rows
 // are counted. Counting happens on the model's device (kernels/cross_entropy.h count_correct);
@@ -7,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -16,6 +23,11 @@
 namespace cutrain {
 
 class Communicator;
+
+enum class Tta { none, flip };
+
+// "none" or "flip"; throws std::invalid_argument naming the bad value.
+Tta parse_tta(const std::string& name);
 
 struct EvalResult {
   int64_t correct = 0;
@@ -32,7 +44,7 @@ std::vector<std::string> class_accuracy_lines(const EvalResult& r, const std::ve
 class Evaluator {
  public:
   // `comm` may be null (a world of one).
-  Evaluator(ResNet18& model, const Dataset& test, Communicator* comm, int rank, int world_size);
+  Evaluator(ResNet18& model, const Dataset& test, Communicator* comm, int rank, int world_size, Tta tta = Tta::none);
 
   EvalResult run();
 
@@ -42,7 +54,9 @@ class Evaluator {
   Communicator* comm_;
   std::vector<int64_t> shard_;  // this rank's test indices
   BatchFeed feed_;
-  DeviceBuffer counts_;         // int64: correct, class_total[K], class_correct[K]
+  std::unique_ptr<BatchFeed> mirrored_;  // --tta flip: the same shard, every image mirrored
+  DeviceBuffer first_logits_;           // --tta flip: the unmirrored view's logits, fp32 [B, K]
+  DeviceBuffer counts_;                 // int64: correct, class_total[K], class_correct[K]
 };
 
 }  // namespace cutrain

@@ -104,10 +104,29 @@ void RunLog::epoch(const EpochRecord& r) {
                  .dump());
 }
 
+void RunLog::evaluation(const EvalRecord& r) {
+  if (!active_) return;
+  if (!r.epoch_end)
+    print("== eval: step %lld [%d/%d] | test acc: %.2f%% | %.1f s", static_cast<long long>(r.global_step), r.epoch,
+          r.epochs, 100 * r.test_acc, r.eval_time_s);
+  write_json(nlohmann::json{{"kind", "eval"}, {"epoch", r.epoch}, {"global_step", r.global_step},
+                            {"epoch_end", r.epoch_end}, {"test_acc", r.test_acc}, {"eval_time_s", r.eval_time_s},
+                            {"training_time_s", r.training_time_s}}
+                 .dump());
+}
+
 void RunLog::summary(const SummaryRecord& r) {
   if (!active_) return;
+  nlohmann::json target_steps;
+  if (r.target_steps) target_steps = *r.target_steps;
   write_json(nlohmann::json{{"kind", "summary"}, {"wall_time_s", r.wall_time_s},
-                            {"mean_images_per_s", r.mean_images_per_s},
+                            {"training_time_s", r.training_time_s}, {"eval_time_s", r.eval_time_s},
+                            {"mean_images_per_s", r.mean_images_per_s}, {"tta", r.tta},
+                            {"target_acc", optional_number(r.target_acc)},
+                            {"target_reached", r.target_acc ? nlohmann::json(r.time_to_target_s.has_value())
+                                                            : nlohmann::json()},
+                            {"time_to_target_s", optional_number(r.time_to_target_s)},
+                            {"target_epochs", optional_number(r.target_epochs)}, {"target_steps", target_steps},
                             {"best_test_acc", optional_number(r.best_test_acc)},
                             {"final_test_acc", optional_number(r.final_test_acc)},
                             {"peak_memory_bytes", r.peak_memory_bytes}, {"world_size", r.world_size},

@@ -3,9 +3,11 @@
 // Console, in the reference recipe's shape plus throughput:
 //   == step: [ 25/196] [1/20] | loss: 2.101 | acc: 23.456% | 12345 img/s | 20.7 ms/step
 // or, when standard output is a terminal, one progress bar line per epoch redrawn in place.
-// Metrics (--metrics FILE): JSON lines, one per logged step ("kind": "step"), one per epoch
-// ("kind": "epoch") and one at the end ("kind": "summary"); bench/ and scripts/plot_metrics.py
-// read them, and so does bench/pytorch_reference.py write them.
+// Metrics (--metrics FILE): JSON lines, one per logged step ("kind": "step"), one per evaluation
+// ("kind": "eval"), one per epoch ("kind": "epoch") and one at the end ("kind": "summary");
+// bench/ and scripts/plot_metrics.py read them, and so does bench/pytorch_reference.py write them.
+// Times and images/s follow app/run_clock.h: evaluation, checkpoint writes and the epoch-start
+// wait are left out of images/s, and evaluation and checkpoint writes out of the training time.
 //
 // A metrics file that stops taking records (a full disk, /dev/full) does not stop the training:
 // the first failed write prints one warning naming the file and why, no more records are
@@ -41,9 +43,27 @@ struct EpochRecord {
   int64_t peak_memory_bytes;
 };
 
+// One evaluation on the test set; printed when it falls inside an epoch (the epoch line has the
+// others).
+struct EvalRecord {
+  int epoch;               // 1-based, the epoch of the last step before it
+  int epochs;
+  int64_t global_step;
+  bool epoch_end;
+  double test_acc;
+  double eval_time_s;      // this evaluation
+  double training_time_s;  // the training time so far (app/run_clock.h)
+};
+
 struct SummaryRecord {
-  double wall_time_s;
-  double mean_images_per_s;  // after the first epoch's warm-up steps
+  double wall_time_s;        // the whole process
+  double training_time_s;    // from the first step, less evaluations and checkpoint writes
+  double eval_time_s;        // all evaluations
+  double mean_images_per_s;  // after the first logged interval (warm-up), on the step clock
+  std::string tta;           // test-time augmentation: "none" or "flip"
+  std::optional<double> target_acc;  // --target-accuracy
+  std::optional<double> time_to_target_s, target_epochs;  // null when not reached
+  std::optional<int64_t> target_steps;
   std::optional<double> best_test_acc, final_test_acc;
   int64_t peak_memory_bytes;
   int world_size;
@@ -64,6 +84,7 @@ class RunLog {
   void print(const char* format, ...) __attribute__((format(printf, 2, 3)));
   void step(const StepRecord& r);
   void epoch(const EpochRecord& r);
+  void evaluation(const EvalRecord& r);
   void summary(const SummaryRecord& r);
   // The run's end: closes the metrics file; throws, naming it, if any record was not written.
   void finish();

@@ -6,6 +6,7 @@
 #include "app/flags.h"
 #include "app/train_options.h"
 #include "app/trainer.h"
+#include "data/synthetic.h"
 #include "nn/resnet.h"
 
 namespace cutrain {
@@ -22,6 +23,9 @@ void add_train_command(CLI::App& app, int& exit_code) {
              kMaxSyntheticImages)->capture_default_str();
   add_number(cmd, "--synthetic-test", o.synthetic_test, "Test images of the synthetic default", 1,
              kMaxSyntheticImages)->capture_default_str();
+  add_number(cmd, "--synthetic-difficulty", o.synthetic_difficulty,
+             "Difficulty of the synthetic default: 0 clean shapes, 1 clutter, distractors and occlusion, up to 2",
+             0.0, kSyntheticMaxDifficulty)->capture_default_str();
   add_number(cmd, "--max-image-pixels", o.max_image_pixels,
              "Largest image (width x height) an image folder may hold; larger ones are refused", 1,
              int64_t(1) << 28)->capture_default_str();
@@ -68,6 +72,15 @@ void add_train_command(CLI::App& app, int& exit_code) {
 
   add_number(cmd, "--eval-every", o.eval_every, "Evaluate on the test set every E epochs (0: never)", 0, kMaxEpochs)
       ->capture_default_str();
+  add_number(cmd, "--eval-every-steps", o.eval_every_steps,
+             "Evaluate every N optimizer steps (and at the end) instead of every --eval-every epochs", 0,
+             int64_t(1) << 40);
+  add_number(cmd, "--target-accuracy", o.target_accuracy,
+             "Stop at the first evaluation whose test accuracy reaches this fraction (e.g. 0.94) and report the "
+             "training time it took (0: no target)", 0.0, 1.0);
+  cmd->add_option("--tta", o.tta, "Test-time augmentation of evaluation: none, or flip (mean of the logits of the "
+                                  "image and its mirror)")
+      ->capture_default_str()->check(CLI::IsMember({"none", "flip"}));
   add_number(cmd, "--log-every", o.log_every, "Print a step line every N steps", 1, 1 << 30)->capture_default_str();
   cmd->add_option("--metrics", o.metrics,
                   "Append JSON lines of metrics to this file (a failed write: a warning, and exit status 1 at the end)");

@@ -19,6 +19,7 @@ struct TrainOptions {
   std::string data;                  // CIFAR-10 binary folder or image folder; empty: synthetic
   int synthetic_train = 50000;       // size of the synthetic dataset made when no --data
   int synthetic_test = 10000;
+  double synthetic_difficulty = 1;   // data/synthetic.h: 0 clean shapes .. 2
   int workers = 4;                   // loader threads (CPU loader)
   int64_t max_image_pixels = kDefaultMaxImagePixels;  // an image folder's largest image
   // model
@@ -48,6 +49,9 @@ struct TrainOptions {
   int collective_timeout_s = 600;    // a collective waiting longer for the other ranks fails
   // evaluation, logging, checkpoints
   int eval_every = 1;                // epochs; 0: never
+  int64_t eval_every_steps = 0;      // steps, instead of eval_every; 0: by epochs
+  double target_accuracy = 0;        // stop at the first evaluation that reaches it; 0: no target
+  std::string tta = "none";          // test-time augmentation: none | flip
   int log_every = 25;                // steps
   std::string metrics;               // JSON lines file
   std::string save;                  // checkpoint folder

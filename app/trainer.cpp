@@ -10,6 +10,7 @@
 #include <optional>
 #include <stdexcept>
 
+#include "app/accuracy_tracker.h"
 #include "app/batch_feed.h"
 #include "app/checkpoints.h"
 #include "app/datasets.h"
@@ -17,6 +18,7 @@
 #include "app/evaluator.h"
 #include "app/first_step.h"
 #include "app/lr_schedule.h"
+#include "app/run_clock.h"
 #include "app/run_log.h"
 #include "app/shutdown.h"
 #include "app/step_graph.h"
@@ -24,8 +26,10 @@
 #include "data/sampler.h"
 #include "dist/communicator.h"
 #include "dist/env.h"
+#include "dist/interface.h"
 #include "dist/progress_report.h"
 #include "dist/reducer.h"
+#include "dist/rendezvous.h"
 #include "dist/store.h"
 #include "kernels/check.h"
 #include "kernels/device.h"
@@ -56,7 +60,7 @@ int64_t memory_in_use(Device device) {
   return int64_t(usage.ru_maxrss) * 1024;
 }
 
-enum class StopReason { none, max_steps, signal };
+enum class StopReason { none, max_steps, signal, target };
 
 class Trainer {
  public:
@@ -74,7 +78,7 @@ class Trainer {
   void train_step();
   void log_window(int epoch, int64_t batch);
   bool stop_agreed(bool local_stop);
-  std::optional<EvalResult> maybe_evaluate(int epoch);
+  std::optional<EvalResult> evaluate_if_due(int epoch, bool epoch_end, StopReason& stop);
   std::string save_checkpoint();
   void print_class_accuracy(const EvalResult& r) const;
   void check_replicas_agree();
@@ -97,6 +101,7 @@ class Trainer {
   std::unique_ptr<StepMetrics> metrics_;
   std::unique_ptr<StepGraph> graph_;
   std::unique_ptr<RunLog> log_;
+  std::unique_ptr<AccuracyTracker> accuracy_;
   std::optional<CheckpointFolder> checkpoints_;
   LrSchedule schedule_;
   TrainingState state_;
@@ -108,10 +113,12 @@ class Trainer {
   cudaEvent_t step_done_ = nullptr;  // GPU: recorded after each step (see train_step)
   std::vector<std::string> rank_devices_;  // rank 0: where each rank runs, for the banner
 
-  // Throughput bookkeeping: the window since the last log line, and the run after warm-up.
-  SteadyClock::time_point window_start_;
-  SteadyClock::time_point warm_start_;
-  int64_t warm_images_ = 0;
+  // Throughput bookkeeping, on the step clock: the window since the last log line, and the run
+  // after warm-up.
+  RunClock clock_;
+  double window_start_s_ = 0;
+  int64_t warm_images_ = 0;  // in the logged windows after the first
+  double warm_seconds_ = 0;
   bool warm_ = false;
   double epoch_loss_sum_ = 0;
   int64_t epoch_correct_ = 0, epoch_images_ = 0, epoch_steps_ = 0;
@@ -141,19 +148,15 @@ void Trainer::connect() {
   co.dtype = dtype_;
   co.deterministic = opt_.deterministic;
   co.cudnn_benchmark = opt_.cudnn_benchmark;
-  co.cuda_device = env_.local_rank;
   if (device_ == Device::cuda) {
     int count = 0;
     CUDA_CHECK(cudaGetDeviceCount(&count));
-    if (env_.local_rank >= count)
-      throw std::runtime_error("LOCAL_RANK=" + std::to_string(env_.local_rank) + " but this machine has " +
-                               std::to_string(count) + " CUDA device(s)");
+    co.cuda_device = cuda_device_for_rank(env_, count);
   }
   ctx_ = std::make_unique<Context>(co);
   memory_baseline_ = device_ == Device::cuda ? memory_in_use(device_) : 0;
   if (env_.is_distributed()) {
-    store_ = std::make_unique<TcpStore>(env_);
-    rendezvous(*store_, env_);
+    store_ = rendezvous(env_);
     CommunicatorOptions comm_options;
     comm_options.use_cuda = device_ == Device::cuda;
     comm_options.compute_stream = ctx_->stream;
@@ -162,19 +165,22 @@ void Trainer::connect() {
   }
 }
 
-// "cuda:3 NVIDIA H200 (sm_90, 139.8 GiB) on node-a", or "cpu on node-a".
-std::string this_rank_device(Device device, int local_rank) {
+// "cuda:3 NVIDIA H200 (sm_90, 139.8 GiB) on node-a", or "cpu on node-a"; in a job of several
+// processes also the address and interface its collectives use: "cpu on node-a, 10.0.0.1 (eth0)".
+std::string this_rank_device(Device device, int cuda_device, const DistEnv& env) {
   char host[256] = "";
   gethostname(host, sizeof host - 1);
   const std::string where = device == Device::cuda
-                                ? "cuda:" + std::to_string(local_rank) + " " + cuda_device_description(local_rank)
+                                ? "cuda:" + std::to_string(cuda_device) + " " + cuda_device_description(cuda_device)
                                 : std::string("cpu");
-  return where + " on " + host;
+  if (!env.is_distributed()) return where + " on " + host;
+  const NetworkInterface nic = device == Device::cuda ? nccl_interface(env) : gloo_interface(env);
+  return where + " on " + host + ", " + nic.address + " (" + nic.name + ")";
 }
 
 // Every rank says through the store where it runs; rank 0 collects the answers for the banner.
 void Trainer::gather_devices() {
-  const std::string mine = this_rank_device(device_, env_.local_rank);
+  const std::string mine = this_rank_device(device_, ctx_->options.cuda_device, env_);
   if (!store_) {
     rank_devices_ = {mine};
     return;
@@ -188,7 +194,8 @@ void Trainer::gather_devices() {
 }
 
 void Trainer::build_model() {
-  data_ = load_datasets(opt_.data, opt_.synthetic_train, opt_.synthetic_test, opt_.max_image_pixels);
+  data_ = load_datasets(opt_.data, opt_.synthetic_train, opt_.synthetic_test, opt_.synthetic_difficulty,
+                        opt_.max_image_pixels);
   const Dataset& train = data_.train;
   if (train.height != train.width)
     throw std::runtime_error(data_.source + ": images are " + std::to_string(train.height) + "x" +
@@ -242,7 +249,12 @@ void Trainer::build_model() {
   lc.augment.seed = opt_.seed;
   lc.drop_last = true;
   feed_ = std::make_unique<BatchFeed>(train, lc, *model_);
-  evaluator_ = std::make_unique<Evaluator>(*model_, data_.test, comm_.get(), env_.rank, env_.world_size);
+  evaluator_ = std::make_unique<Evaluator>(*model_, data_.test, comm_.get(), env_.rank, env_.world_size,
+                                           parse_tta(opt_.tta));
+  const std::optional<double> target =
+      opt_.target_accuracy > 0 ? std::optional<double>(opt_.target_accuracy) : std::nullopt;
+  accuracy_ = std::make_unique<AccuracyTracker>(EvalSchedule{opt_.eval_every, opt_.eval_every_steps, opt_.epochs},
+                                                target, steps_per_epoch_);
   metrics_ = std::make_unique<StepMetrics>(*ctx_, opt_.log_every);
   std::function<bool(bool)> all_captured;
   if (comm_ && env_.is_distributed()) all_captured = [this](bool ok) { return !stop_agreed(!ok); };
@@ -363,7 +375,7 @@ bool Trainer::stop_agreed(bool local_stop) {
 void Trainer::log_window(int epoch, int64_t batch) {
   const MetricsWindow w = metrics_->flush();
   if (w.steps == 0) return;
-  const double seconds = seconds_since(window_start_);
+  const double seconds = clock_.step_s() - window_start_s_;
   const int64_t first_step = state_.global_step - w.steps + 1;
   if (w.first_nonfinite >= 0) {
     const std::vector<std::string> saved = checkpoints_ ? checkpoints_->complete_checkpoints() : std::vector<std::string>{};
@@ -375,10 +387,9 @@ void Trainer::log_window(int epoch, int64_t batch) {
   const int64_t images = int64_t(w.steps) * opt_.batch_size * env_.world_size;
   if (warm_) {
     warm_images_ += images;
-  } else {
-    warm_ = true;  // the first window (start-up, graph capture) is the warm-up
-    warm_start_ = SteadyClock::now();
+    warm_seconds_ += seconds;
   }
+  warm_ = true;  // the first window (start-up, graph capture) is the warm-up
   peak_memory_ = std::max(peak_memory_, memory_in_use(device_) - memory_baseline_);
   epoch_loss_sum_ += w.mean_loss * w.steps;
   epoch_correct_ += w.correct;
@@ -397,19 +408,33 @@ void Trainer::log_window(int epoch, int64_t batch) {
   r.images_per_s = images / seconds;
   r.ms_per_step = 1000 * seconds / w.steps;
   log_->step(r);
-  window_start_ = SteadyClock::now();
+  window_start_s_ = clock_.step_s();
 }
 
-std::optional<EvalResult> Trainer::maybe_evaluate(int epoch) {
-  const bool due = opt_.eval_every > 0 && ((epoch + 1) % opt_.eval_every == 0 || epoch + 1 == opt_.epochs);
-  if (!due) return std::nullopt;
-  return evaluator_->run();
+// Evaluates when the schedule says so (app/accuracy_tracker.h), off the training clock, and sets
+// `stop` when the result reaches --target-accuracy. Every rank gets the same accuracy, so all stop
+// together.
+std::optional<EvalResult> Trainer::evaluate_if_due(int epoch, bool epoch_end, StopReason& stop) {
+  if (!accuracy_->due(epoch + 1, epoch_end, state_.global_step)) return std::nullopt;
+  ctx_->synchronize();  // the steps so far are training time
+  clock_.pause(Pause::evaluation);
+  const auto start = SteadyClock::now();
+  EvalResult result = evaluator_->run();
+  const double seconds = seconds_since(start);
+  clock_.resume();
+  if (accuracy_->record(result.accuracy(), state_.global_step, clock_)) stop = StopReason::target;
+  log_->evaluation(EvalRecord{epoch + 1, opt_.epochs, state_.global_step, epoch_end, result.accuracy(), seconds,
+                              clock_.training_s()});
+  return result;
 }
 
 std::string Trainer::save_checkpoint() {
   if (!checkpoints_ || !env_.is_main()) return "";
   ctx_->synchronize();
-  return checkpoints_->save(*model_, *sgd_, state_);
+  clock_.pause(Pause::checkpoint);
+  std::string path = checkpoints_->save(*model_, *sgd_, state_);
+  clock_.resume();
+  return path;
 }
 
 void Trainer::print_class_accuracy(const EvalResult& r) const {
@@ -458,17 +483,18 @@ int Trainer::run() {
   print_banner();
 
   StopReason stop = StopReason::none;
-  std::optional<double> best_acc, final_acc;
   std::optional<EvalResult> last_eval;
-  window_start_ = SteadyClock::now();
+  clock_.start();
   for (int epoch = state_.epoch; epoch < opt_.epochs && stop == StopReason::none; ++epoch) {
-    const auto epoch_start = SteadyClock::now();
+    const double epoch_start = clock_.training_s();  // the epoch's time leaves its evaluations out
     epoch_loss_sum_ = 0;
     epoch_correct_ = epoch_images_ = epoch_steps_ = 0;
     sampler_->set_epoch(epoch);
+    clock_.pause(Pause::epoch_start);  // until the epoch's first batch is in
     feed_->start_epoch(sampler_->indices(), epoch, state_.batch);
     for (int64_t b = state_.batch; b < steps_per_epoch_; ++b) {
       feed_->load(b);
+      clock_.resume();
       train_step();
       ++state_.global_step;
       progress_.set_step(state_.global_step);
@@ -482,6 +508,9 @@ int Trainer::run() {
         if (stop_agreed(shutdown_requested())) stop = StopReason::signal;
       }
       if (at_limit && stop == StopReason::none) stop = StopReason::max_steps;
+      if (stop == StopReason::none && b + 1 < steps_per_epoch_) {
+        if (auto eval = evaluate_if_due(epoch, false, stop)) last_eval = eval;
+      }
       if (stop != StopReason::none) {
         log_window(epoch, b + 1);
         break;
@@ -492,8 +521,8 @@ int Trainer::run() {
     // The epoch is complete.
     state_.epoch = epoch + 1;
     state_.batch = 0;
-    const double epoch_time = seconds_since(epoch_start);
-    last_eval = maybe_evaluate(epoch);
+    const double epoch_time = clock_.training_s() - epoch_start;
+    std::optional<EvalResult> eval = evaluate_if_due(epoch, true, stop);
     EpochRecord r;
     r.epoch = epoch + 1;
     r.epochs = opt_.epochs;
@@ -503,10 +532,9 @@ int Trainer::run() {
     r.lr = sgd_->lr();
     r.images_per_s = double(epoch_images_) * env_.world_size / epoch_time;
     r.epoch_time_s = epoch_time;
-    if (last_eval) {
-      r.test_acc = last_eval->accuracy();
-      final_acc = r.test_acc;
-      best_acc = std::max(best_acc.value_or(0.0), *r.test_acc);
+    if (eval) {
+      r.test_acc = eval->accuracy();
+      last_eval = eval;
     }
     r.peak_memory_bytes = peak_memory_;
     log_->epoch(r);
@@ -519,14 +547,23 @@ int Trainer::run() {
                   static_cast<long long>(state_.global_step), path.empty() ? "none (no --save)" : path.c_str());
   }
 
+  const double training_time = clock_.training_s();
   check_replicas_agree();
   const double wall = seconds_since(run_start);
-  const double warm_seconds = warm_ ? seconds_since(warm_start_) : 0;
   SummaryRecord s;
   s.wall_time_s = wall;
-  s.mean_images_per_s = warm_seconds > 0 ? double(warm_images_) / warm_seconds : 0;
-  s.best_test_acc = best_acc;
-  s.final_test_acc = final_acc;
+  s.training_time_s = training_time;
+  s.eval_time_s = clock_.paused_s(Pause::evaluation);
+  s.mean_images_per_s = warm_seconds_ > 0 ? double(warm_images_) / warm_seconds_ : 0;
+  s.tta = opt_.tta;
+  s.target_acc = accuracy_->target();
+  if (const auto& reached = accuracy_->reached()) {
+    s.time_to_target_s = reached->training_s;
+    s.target_epochs = reached->epochs;
+    s.target_steps = reached->steps;
+  }
+  s.best_test_acc = accuracy_->best();
+  s.final_test_acc = accuracy_->final();
   s.peak_memory_bytes = peak_memory_;
   s.world_size = env_.world_size;
   s.precision = dtype_ == DType::bf16 ? "bf16" : "fp32";
@@ -534,12 +571,14 @@ int Trainer::run() {
   s.batch_size = opt_.batch_size;
   log_->summary(s);
   char accuracy[64] = "";
-  if (final_acc)
-    std::snprintf(accuracy, sizeof accuracy, ", final test accuracy %.2f%% (best %.2f%%)", 100 * *final_acc,
-                  100 * *best_acc);
-  log_->print("done in %.1f s: %.0f images/s after warm-up%s%s", wall, s.mean_images_per_s, accuracy,
+  if (s.final_test_acc)
+    std::snprintf(accuracy, sizeof accuracy, ", final test accuracy %.2f%% (best %.2f%%)", 100 * *s.final_test_acc,
+                  100 * *s.best_test_acc);
+  log_->print("done in %.1f s (training %.1f s, evaluation %.1f s): %.0f images/s after warm-up%s%s", wall,
+              s.training_time_s, s.eval_time_s, s.mean_images_per_s, accuracy,
               device_ == Device::cuda ? ("; CUDA graphs " + graph_->status()).c_str() : "");
-  if (last_eval && stop == StopReason::none) print_class_accuracy(*last_eval);
+  if (accuracy_->target()) log_->print("%s", accuracy_->summary_line(state_.epoch).c_str());
+  if (last_eval && (stop == StopReason::none || stop == StopReason::target)) print_class_accuracy(*last_eval);
   log_->finish();  // a metrics file that could not take every record fails the run here
   return 0;
 }

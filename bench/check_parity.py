@@ -9,9 +9,10 @@
         both are measured against the float64 step and cutrain passes when its error is within
         max(rtol, slack x PyTorch's). Needs numpy only.
     check_parity.py checkpoint --data DIR --checkpoint PATH --cutrain-acc PERCENT [--stem S] [--tolerance PP]
+                               [--tta flip]
         A cutrain checkpoint loaded into torchvision's resnet18 (load_state_dict strict=True) and evaluated
         by PyTorch in fp32 must score the test accuracy `cutrain eval` printed, within --tolerance
-        percentage points. Needs torch.
+        percentage points; with --tta flip, both programs' test-time augmentation. Needs torch.
 
 With --json FILE each check adds {"name", "passed", "detail", ...} under its key to FILE (created if
 absent), which summarize.py --parity prints under the table. Exit status 0 when the check passes.
@@ -74,8 +75,9 @@ def compare_grads(torch_path, cutrain_path, rtol, fp64_path=None, slack=2.0):
     return not failing, detail, {"relative_errors": errors, "limits": limits, **extra}
 
 
-def checkpoint_accuracy(data, checkpoint, stem):
-    """Test accuracy (fraction) of a safetensors checkpoint loaded strictly into torchvision's resnet18."""
+def checkpoint_accuracy(data, checkpoint, stem, tta="none"):
+    """Test accuracy (fraction) of a safetensors checkpoint loaded strictly into torchvision's resnet18 (at the
+    checkpoint's width, from conv1's output channels), scored by the PyTorch reference's evaluate()."""
     import contextlib
 
     import torch
@@ -86,23 +88,14 @@ def checkpoint_accuracy(data, checkpoint, stem):
     torch.backends.cudnn.allow_tf32 = False
     torch.backends.cuda.matmul.allow_tf32 = False
     env = reference_trainer.Env("auto")
-    model = reference_trainer.build_model(stem)
-    state = {k: torch.from_numpy(v) for k, v in safetensors_io.load(checkpoint).items()}
-    expected = model.state_dict()
-    missing, unexpected = sorted(set(expected) - set(state)), sorted(set(state) - set(expected))
-    if missing or unexpected:
-        raise ValueError(f"{checkpoint}: not torchvision's names: {len(missing)} missing {missing[:3]}, "
-                         f"{len(unexpected)} unexpected {unexpected[:3]}")
-    for k, v in expected.items():
-        if state[k].shape != v.shape or state[k].dtype != v.dtype:
-            raise ValueError(f"{checkpoint}: {k} is {state[k].dtype} {list(state[k].shape)}, "
-                             f"torchvision's {v.dtype} {list(v.shape)}")
-    model.load_state_dict(state, strict=True)
+    conv1 = safetensors_io.load(checkpoint).get("conv1.weight")
+    model = reference_trainer.build_model(stem, width=64 if conv1 is None else conv1.shape[0])
+    reference_trainer.load_weights(model, checkpoint)
     model.to(env.device)
     test_x, test_y = cifar10.load_split(data, train=False)
     x = torch.from_numpy(cifar10.normalize(test_x)).to(env.device)
     y = torch.from_numpy(test_y).to(env.device)
-    return reference_trainer.evaluate(model, x, y, env, contextlib.nullcontext)
+    return reference_trainer.evaluate(model, x, y, env, contextlib.nullcontext, tta)
 
 
 def record(json_path, key, result):
@@ -132,6 +125,7 @@ def main(argv=None):
     c.add_argument("--checkpoint", required=True, metavar="PATH")
     c.add_argument("--cutrain-acc", required=True, type=float, metavar="PERCENT", help="what `cutrain eval` printed")
     c.add_argument("--stem", choices=["cifar", "imagenet"], default="cifar")
+    c.add_argument("--tta", choices=["none", "flip"], default="none", help="test-time augmentation, as cutrain eval's")
     c.add_argument("--tolerance", type=float, default=0.3, metavar="PP", help="percentage points (default 0.3)")
     for s in (g, c):
         s.add_argument("--json", metavar="FILE", help="add this check's result to FILE")
@@ -139,14 +133,16 @@ def main(argv=None):
 
     if args.check == "grads":
         key, name = "first_step", "first-step loss and gradients (fp32)"
-    else:
+    elif args.tta == "none":
         key, name = "checkpoint", "cutrain checkpoint in torchvision"
+    else:
+        key, name = "checkpoint_tta", f"cutrain checkpoint in torchvision, --tta {args.tta}"
     try:
         if args.check == "grads":
             passed, detail, extra = compare_grads(args.torch_dump, args.cutrain_dump, args.rtol, args.fp64,
                                                   args.slack)
         else:
-            acc = 100 * checkpoint_accuracy(args.data, args.checkpoint, args.stem)
+            acc = 100 * checkpoint_accuracy(args.data, args.checkpoint, args.stem, args.tta)
             passed = abs(acc - args.cutrain_acc) <= args.tolerance
             detail = (f"torchvision {acc:.2f}% vs cutrain eval {args.cutrain_acc:.2f}%, "
                       f"tolerance {args.tolerance} points")

@@ -3,15 +3,18 @@
 #
 # Both programs get the same data files, GPUs, model, per-GPU batch, precision and number of steps, and
 # run one after the other, alternating (cutrain, PyTorch, cutrain, PyTorch, ...), so that a machine that
-# warms up or slows down treats them alike. Then one table (bench/summarize.py): images/s and ms/step
-# (medians over the logged intervals after the warm-up), epoch time, peak GPU memory, test accuracy after
-# the same epochs, and cutrain's ratio against each PyTorch configuration:
+# warms up or slows down treats them alike. Both keep the same clock (app/run_clock.h): evaluation,
+# checkpoint writes and the epoch-start wait are left out of images/s. Then one table (bench/summarize.py):
+# images/s and ms/step (medians over the logged intervals after the warm-up), epoch time, peak GPU memory,
+# test accuracy after the same epochs, and cutrain's ratio against each PyTorch configuration:
 #   torch-eager-fp32       the reference recipe as written: fp32 eager, DataLoader with PIL transforms
 #   torch-eager-bf16-cl    bf16 autocast and channels_last, data resident on the GPU
 #   torch-compile-bf16-cl  the same under torch.compile
 # Two correctness checks (bench/check_parity.py): before the runs, the first step's loss and gradients from
 # the same initial weights (each fp32 result measured against PyTorch's float64 step); after them, the
 # accuracy in torchvision of the checkpoint the cutrain-fp32 run saved.
+# With --target-accuracy A, every run stops at the first evaluation that reaches A (or after --epochs), and
+# the table adds each run's time to A (training time, evaluation left out) and cutrain's ratio of it.
 # One GPU: each program runs as one plain process; N GPUs: cutrain through cutrun, PyTorch through torchrun.
 set -euo pipefail
 
@@ -28,6 +31,11 @@ usage: bench/compare.sh [options]
   --stem S           cifar or imagenet (default cifar)
   --repeats R        rounds of all runs, pooled in the medians (default 1)
   --compile-mode M   default or max-autotune (default: default)
+  --target-accuracy A  run each configuration until its test accuracy reaches A (a fraction, e.g. 0.94),
+                     --epochs at most, and add the time to A to the table
+  --eval-every-steps N  evaluate every N steps, not every epoch (a finer time to target)
+  --lr LR, --lr-schedule S, --warmup-epochs E, --weight-decay WD, --width W, --tta none|flip
+                     the recipe, the same for both programs (default: their shared defaults)
   --torch-data D     gpu (the fast configurations keep the data on the GPU) or loader (DataLoader for all)
   --no-parity        skip the two correctness checks
   --budget S         stop starting runs when S seconds are spent; the table covers what finished
@@ -41,6 +49,7 @@ here="$(cd "$(dirname "$0")" && pwd)"
 source "$here/../scripts/cli.sh"
 nproc=1 quick=0 data="" out="bench-out" bin="build/bin" epochs="" batch=256 stem=cifar repeats=1
 compile_mode=default torch_data=gpu parity=1 device=cuda budget=
+recipe=()  # flags both programs take alike
 while (($#)); do
   case "$1" in
     --nproc) nproc="$(value_of "$@")"; shift ;;
@@ -57,6 +66,8 @@ while (($#)); do
     --no-parity) parity=0 ;;
     --device) device="$(value_of "$@")"; shift ;;
     --budget) budget="$(value_of "$@")"; shift ;;
+    --target-accuracy|--eval-every-steps|--lr|--lr-schedule|--warmup-epochs|--weight-decay|--width|--tta)
+      recipe+=("$1" "$(value_of "$@")"); shift ;;
     -h|--help) usage; exit 0 ;;
     *) bad_usage "unknown option '$1'" ;;
   esac
@@ -69,6 +80,18 @@ done
 [[ "$compile_mode" =~ ^(default|max-autotune)$ ]] || bad_usage "--compile-mode must be default or max-autotune"
 [[ "$torch_data" =~ ^(gpu|loader)$ ]] || bad_usage "--torch-data must be gpu or loader"
 [[ "$device" =~ ^(cuda|cpu)$ ]] || bad_usage "--device must be cuda or cpu"
+for ((i = 0; i < ${#recipe[@]}; i += 2)); do
+  flag="${recipe[i]}" value="${recipe[i + 1]}"
+  case "$flag" in
+    --lr-schedule) [[ "$value" =~ ^(constant|cosine|onecycle|step)$ ]] ||
+                     bad_usage "--lr-schedule must be constant, cosine, onecycle or step" ;;
+    --tta) [[ "$value" =~ ^(none|flip)$ ]] || bad_usage "--tta must be none or flip" ;;
+    --eval-every-steps|--width) [[ "$value" =~ ^[1-9][0-9]*$ ]] || bad_usage "$flag: '$value' is not a positive integer" ;;
+    --target-accuracy) [[ "$value" =~ ^(0?\.[0-9]*[1-9][0-9]*|1(\.0*)?)$ ]] ||
+                         bad_usage "--target-accuracy: '$value' is not a fraction in (0, 1], e.g. 0.94" ;;
+    *) [[ "$value" =~ ^[0-9]*\.?[0-9]+([eE][-+]?[0-9]+)?$ ]] || bad_usage "$flag: '$value' is not a number" ;;
+  esac
+done
 
 # Quick: 12,800 synthetic images are 50 steps per epoch at batch 256 on one GPU; 4 epochs = 200 steps.
 if ((quick)); then
@@ -130,11 +153,12 @@ run() {
   fi
 }
 
-# ---- data: the given folder, or a synthetic one in CIFAR-10's binary layout that both programs read
+# ---- data: the given folder, or the synthetic one in CIFAR-10's binary layout that both programs read,
+# from cutrain's cache (named by the generator's version: an older generator's copy is never reused)
 if [ -z "$data" ]; then
-  data="$out/data-$train_n"
-  [ -f "$data/test_batch.bin" ] || run make-synthetic 600 "$cutrain" make-synthetic --out "$data" \
-    --train "$train_n" --test "$test_n" || die "could not make the synthetic dataset (see $out/runs/make-synthetic.log)"
+  run make-synthetic 600 "$cutrain" make-synthetic --train "$train_n" --test "$test_n" ||
+    die "could not make the synthetic dataset (see $out/runs/make-synthetic.log)"
+  data="$(tail -n 1 "$out/runs/make-synthetic.log")"
 fi
 [ -d "$data" ] || die "--data $data: no such folder"
 
@@ -145,8 +169,9 @@ if ((nproc > 1)); then
   torch_launch=("$PYTHON" -m torch.distributed.run --standalone --nproc-per-node "$nproc" "$here/pytorch_reference.py")
 fi
 common=(--data "$data" --epochs "$epochs" --batch-size "$batch" --stem "$stem" --seed 0 --device "$device"
-        --log-every "$log_every")
-say "compare: $nproc process(es) on $device, resnet18 $stem stem, batch $batch per GPU, $epochs epochs, data $data"
+        --log-every "$log_every" "${recipe[@]}")
+say "compare: $nproc process(es) on $device, resnet18 $stem stem, batch $batch per GPU, $epochs epochs, data $data" \
+  "${recipe[*]}"
 
 # ---- correctness first: same initial weights, same fixed batch, fp32
 if ((parity)); then

@@ -4,9 +4,10 @@
     torchrun --nproc-per-node 8 bench/pytorch_reference.py --data cifar-10-batches-bin --amp bf16 --channels-last
     python3 bench/pytorch_reference.py --data DIR            # one process, no torchrun needed
 
-The same data files and metrics lines as `cutrain train`, and its flag names where the two share a setting;
---amp, --channels-last, --compile, --data-on-gpu, --warmup-steps, --export-init and --dump-fp64 are this
-script's own. The flags are parsed before torch is imported, so --help and a bad flag answer on machines
+The same data files and metrics lines as `cutrain train`, its flag names where the two share a setting, and
+the same clock (time_to_accuracy.py): images/s leave out evaluation and the epoch-start wait, and the first
+logged interval is the warm-up. --amp, --channels-last, --compile, --data-on-gpu, --export-init and --dump-fp64
+are this script's own. The flags are parsed before torch is imported, so --help and a bad flag answer on machines
 without torch; the training itself is in reference_trainer.py.
 """
 import argparse
@@ -15,6 +16,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import cli  # noqa: E402  (this folder's modules, found through the line above)
+import lr_schedule  # noqa: E402
 
 PROG = "pytorch_reference.py"
 
@@ -25,6 +27,9 @@ def parse_args(argv=None):
     p.add_argument("--epochs", type=int, default=20)
     p.add_argument("--batch-size", type=int, default=256, help="per process, as cutrain's")
     p.add_argument("--lr", type=float, default=0.002)
+    p.add_argument("--lr-schedule", choices=lr_schedule.KINDS, default="constant",
+                   help="the learning rate per step, as cutrain's --lr-schedule (app/lr_schedule.h)")
+    p.add_argument("--warmup-epochs", type=float, default=0, help="linear warm-up, in epochs, as cutrain's")
     p.add_argument("--momentum", type=float, default=0.9)
     p.add_argument("--nesterov", action=argparse.BooleanOptionalAction, default=True,
                    help="Nesterov momentum (default on)")
@@ -32,14 +37,22 @@ def parse_args(argv=None):
     p.add_argument("--workers", type=int, default=4, help="DataLoader worker processes per rank")
     p.add_argument("--stem", choices=["cifar", "imagenet"], default="cifar",
                    help="cifar: conv1 3x3 stride 1 and no max-pool; imagenet: torchvision's own")
+    p.add_argument("--width", type=int, default=64,
+                   help="base width of ResNet-18: channels W, 2W, 4W, 8W, as cutrain's (64 is torchvision's)")
+    p.add_argument("--init-from", metavar="PATH", help="start from these weights (safetensors, torchvision names)")
     p.add_argument("--device", choices=["auto", "cuda", "cpu"], default="auto")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--max-steps", type=int, default=0, help="stop after this many steps in all (0: no limit)")
     p.add_argument("--eval-every", type=int, default=1, help="test accuracy every E epochs (and at the end)")
+    p.add_argument("--eval-every-steps", type=int, default=0, metavar="N",
+                   help="test accuracy every N steps (and at the end) instead of every E epochs")
+    p.add_argument("--target-accuracy", type=float, metavar="A",
+                   help="stop at the first evaluation whose test accuracy reaches A (a fraction, e.g. 0.94) and "
+                        "report the training time it took")
+    p.add_argument("--tta", choices=["none", "flip"], default="none",
+                   help="test-time augmentation: flip scores the mean of the logits of the image and its mirror")
     p.add_argument("--log-every", type=int, default=25)
     p.add_argument("--metrics", metavar="FILE", help="JSON lines, cutrain's schema (rank 0 writes)")
-    p.add_argument("--warmup-steps", type=int, default=50,
-                   help="steps left out of the summary's mean images/s")
     p.add_argument("--amp", choices=["none", "bf16"], default="none", help="bf16 autocast")
     p.add_argument("--channels-last", action="store_true", help="NHWC model and inputs")
     p.add_argument("--compile", nargs="?", const="default", choices=["default", "max-autotune"],
@@ -53,11 +66,16 @@ def parse_args(argv=None):
     p.add_argument("--dump-fp64", metavar="PATH",
                    help="with --dump-first-step: the same step in float64 too, the yardstick for both programs")
     args = p.parse_args(argv)
-    for flag in ("epochs", "batch_size", "log_every", "eval_every"):
+    for flag in ("epochs", "batch_size", "log_every", "width"):
         if getattr(args, flag) <= 0:
             p.error(f"--{flag.replace('_', '-')} must be positive")
-    if args.max_steps < 0 or args.workers < 0:
-        p.error("--max-steps and --workers must not be negative")
+    for flag in ("max_steps", "workers", "eval_every", "eval_every_steps", "warmup_epochs"):
+        if getattr(args, flag) < 0:
+            p.error(f"--{flag.replace('_', '-')} must not be negative")
+    if args.target_accuracy is not None and not 0 < args.target_accuracy <= 1:
+        p.error("--target-accuracy must be a fraction in (0, 1], e.g. 0.94")
+    if args.target_accuracy is not None and not (args.eval_every or args.eval_every_steps):
+        p.error("--target-accuracy needs evaluations: --eval-every E or --eval-every-steps N")
     if args.dump_fp64 and not args.dump_first_step:
         p.error("--dump-fp64 goes with --dump-first-step")
     if args.data is None and not (args.export_init and not args.dump_first_step):

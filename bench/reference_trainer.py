@@ -7,12 +7,13 @@ Everything a careful PyTorch user would do, and nothing cutrain-specific:
 - Data: a DataLoader over PIL images with torchvision's transforms (the recipe), or, with --data-on-gpu,
   the uint8 dataset resident on the GPU and crop + flip + normalize as one gather on the GPU.
 - Timing: the loss and accuracy are summed on the device and read back only every --log-every steps,
-  so no step waits for the host; an interval's time runs from one such read-back to the next.
+  so no step waits for the host; an interval's time runs from one such read-back to the next, on cutrain's
+  clock (time_to_accuracy.py): evaluation and the epoch-start wait are left out.
+- Schedule and evaluation as cutrain's: lr_schedule.py, --eval-every-steps, --target-accuracy, --tta flip.
 """
 import copy
 import json
 import os
-import statistics
 import time
 
 import numpy as np
@@ -27,18 +28,54 @@ from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader, Dataset, DistributedSampler
 
 import cifar10
+import lr_schedule
 import safetensors_io
+from time_to_accuracy import EPOCH_START, EVALUATION, AccuracyTracker, RunClock
 
 
 # ---------------------------------------------------------------------------------------------- model
 
-def build_model(stem, num_classes=cifar10.NUM_CLASSES):
+def build_model(stem, num_classes=cifar10.NUM_CLASSES, width=64):
+    """torchvision's resnet18; at another base width W its stages are rebuilt with W, 2W, 4W, 8W channels by
+    torchvision's own _make_layer and initialised as torchvision initialises them (cutrain's --width)."""
     model = torchvision.models.resnet18(num_classes=num_classes)
+    if width != 64:
+        model.inplanes = width
+        model.conv1 = nn.Conv2d(3, width, kernel_size=7, stride=2, padding=3, bias=False)
+        model.bn1 = nn.BatchNorm2d(width)
+        block = torchvision.models.resnet.BasicBlock
+        model.layer1 = model._make_layer(block, width, 2)
+        model.layer2 = model._make_layer(block, 2 * width, 2, stride=2)
+        model.layer3 = model._make_layer(block, 4 * width, 2, stride=2)
+        model.layer4 = model._make_layer(block, 8 * width, 2, stride=2)
+        model.fc = nn.Linear(8 * width, num_classes)
+        for m in model.modules():
+            if isinstance(m, nn.Conv2d):
+                nn.init.kaiming_normal_(m.weight, mode="fan_out", nonlinearity="relu")
+            elif isinstance(m, nn.BatchNorm2d):
+                nn.init.constant_(m.weight, 1)
+                nn.init.constant_(m.bias, 0)
     if stem == "cifar":
-        model.conv1 = nn.Conv2d(3, 64, kernel_size=3, stride=1, padding=1, bias=False)
+        model.conv1 = nn.Conv2d(3, width, kernel_size=3, stride=1, padding=1, bias=False)
         nn.init.kaiming_normal_(model.conv1.weight, mode="fan_out", nonlinearity="relu")
         model.maxpool = nn.Identity()
     return model
+
+
+def load_weights(model, path):
+    """safetensors with torchvision's names (a cutrain checkpoint or --export-init file) -> `model`, strictly:
+    every name, shape and dtype must match. Raises ValueError naming the file and the first mismatch."""
+    state = {k: torch.from_numpy(v) for k, v in safetensors_io.load(path).items()}
+    expected = model.state_dict()
+    missing, unexpected = sorted(set(expected) - set(state)), sorted(set(state) - set(expected))
+    if missing or unexpected:
+        raise ValueError(f"{path}: not torchvision's names: {len(missing)} missing {missing[:3]}, "
+                         f"{len(unexpected)} unexpected {unexpected[:3]}")
+    for k, v in expected.items():
+        if state[k].shape != v.shape or state[k].dtype != v.dtype:
+            raise ValueError(f"{path}: {k} is {state[k].dtype} {list(state[k].shape)}, "
+                             f"the model's {v.dtype} {list(v.shape)}")
+    model.load_state_dict(state, strict=True)
 
 
 def export_weights(model, path):
@@ -182,15 +219,20 @@ def dump_first_step(model, train_images, train_labels, batch_size, path, dtype=t
 
 # ------------------------------------------------------------------------------------------- training
 
-def evaluate(model, test_x, test_y, env, amp):
-    """Top-1 accuracy on the test set; rank r scores images r, r + world, ...; the counts are summed."""
+def evaluate(model, test_x, test_y, env, amp, tta="none"):
+    """Top-1 accuracy on the test set; rank r scores images r, r + world, ...; the counts are summed. With
+    tta="flip" the prediction is the argmax of the mean of the logits of each image and its mirror."""
     model.eval()
     correct = torch.zeros((), dtype=torch.int64, device=env.device)
     mine = torch.arange(env.rank, len(test_y), env.world, device=env.device)
     with torch.no_grad(), amp():
         for start in range(0, len(mine), 1024):
             idx = mine[start:start + 1024]
-            correct += (model(test_x[idx]).argmax(1) == test_y[idx]).sum()
+            x = test_x[idx]
+            logits = model(x).float()
+            if tta == "flip":
+                logits = (logits + model(x.flip(3)).float()) / 2  # dim 3 is the width, also in channels_last
+            correct += (logits.argmax(1) == test_y[idx]).sum()
     model.train()
     return env.sum(correct).item() / len(test_y)
 
@@ -199,7 +241,10 @@ def run(args):
     env = Env(args.device)
     device = env.device
     torch.manual_seed(args.seed)
-    model = build_model(args.stem).to(device)
+    model = build_model(args.stem, width=args.width)
+    if args.init_from:
+        load_weights(model, args.init_from)
+    model = model.to(device)
     if args.export_init and env.rank == 0:
         export_weights(model, args.export_init)
         print(f"initial weights -> {args.export_init}", flush=True)
@@ -246,31 +291,57 @@ def train(model, env, args, train_set, test_set):
     test_x = torch.from_numpy(cifar10.normalize(test_set[0])).to(device).contiguous(memory_format=memory_format)
     test_y = torch.from_numpy(test_set[1]).to(device)
 
-    total_steps = args.epochs * steps_per_epoch
-    if args.max_steps:
-        total_steps = min(total_steps, args.max_steps)
+    schedule_steps = args.epochs * steps_per_epoch  # the schedule spans --epochs, as cutrain's
+    total_steps = min(schedule_steps, args.max_steps) if args.max_steps else schedule_steps
+    warmup_steps = int(args.warmup_epochs * steps_per_epoch)
     epochs = -(-total_steps // steps_per_epoch)
     precision = "bf16" if args.amp == "bf16" else "fp32"
     print_banner(env, args, model, (n_train, len(test_y)), steps_per_epoch, total_steps)
     metrics = Metrics(args.metrics, env)
     images_per_step = args.batch_size * env.world
-    global_step, step_rates, test_accs = 0, [], []
+    tracker = AccuracyTracker(args.eval_every, args.eval_every_steps, epochs, args.target_accuracy, steps_per_epoch)
+    global_step = warm_images = warm_seconds = 0
+    warm = False  # the first logged interval is the warm-up, as in cutrain
     wall_start = time.perf_counter()
+    clock = RunClock()
 
     def sync():
         if device.type == "cuda":
             torch.cuda.synchronize(device)
-        return time.perf_counter()
+
+    def evaluate_if_due(epoch, epoch_end):
+        """The test accuracy when an evaluation is due (None otherwise), measured off the training clock; the
+        tracker learns whether it reached the target."""
+        if not tracker.due(epoch, epoch_end, global_step):
+            return None
+        sync()  # the steps so far are training time
+        clock.pause(EVALUATION)
+        start = time.perf_counter()
+        accuracy = evaluate(model, test_x, test_y, env, amp, args.tta)
+        seconds = time.perf_counter() - start
+        clock.resume()
+        tracker.record(accuracy, global_step, clock)
+        metrics.write(kind="eval", epoch=epoch, global_step=global_step, epoch_end=epoch_end, test_acc=accuracy,
+                      eval_time_s=seconds, training_time_s=clock.training_s())
+        if not epoch_end:
+            env.print(f"== eval: step {global_step} [{epoch}/{epochs}] | test acc: {100 * accuracy:.2f}% "
+                      f"| {seconds:.1f} s")
+        return accuracy
 
     for epoch in range(1, epochs + 1):
         sampler.set_epoch(epoch - 1)
         loss_sum = torch.zeros((), device=device)
         correct = torch.zeros((), dtype=torch.int64, device=device)
         seen = step = 0
-        epoch_start = interval_start = sync()
-        interval_first_step = 0
+        epoch_start = clock.training_s()
+        clock.pause(EPOCH_START)  # until the epoch's first batch is in
+        interval_start, interval_first_step = clock.step_s(), 0
         for x, y in batches():
+            clock.resume()
             x = x.contiguous(memory_format=memory_format)
+            lr = lr_schedule.lr_at(args.lr_schedule, args.lr, schedule_steps, warmup_steps, global_step)
+            for group in opt.param_groups:
+                group["lr"] = lr
             with amp():
                 logits = net(x)
                 loss = F.cross_entropy(logits, y)
@@ -285,43 +356,62 @@ def train(model, env, args, train_set, test_set):
             last = step == steps_per_epoch or global_step == total_steps
             if step % args.log_every == 0 or last:
                 mean_loss, acc = loss_sum.item() / step, correct.item() / seen  # the read-back syncs
-                now = sync()
-                ms = (now - interval_start) * 1000 / (step - interval_first_step)
+                sync()
+                seconds = clock.step_s() - interval_start
+                ms = seconds * 1000 / (step - interval_first_step)
                 rate = images_per_step * 1000 / ms
-                if global_step > args.warmup_steps:
-                    step_rates.append(rate)
+                if warm:
+                    warm_images += images_per_step * (step - interval_first_step)
+                    warm_seconds += seconds
+                warm = True
                 env.print(f"== step: [{step:>3}/{steps_per_epoch}] [{epoch}/{epochs}] | loss: {mean_loss:.3f} "
                           f"| acc: {100 * acc:.3f}% | {rate:.0f} img/s | {ms:.1f} ms/step")  # cutrain's shape
                 metrics.write(kind="step", epoch=epoch, step=step, steps_per_epoch=steps_per_epoch,
-                              global_step=global_step, loss=mean_loss, acc=acc, lr=opt.param_groups[0]["lr"],
-                              images_per_s=rate, ms_per_step=ms)
-                interval_start, interval_first_step = sync(), step
+                              global_step=global_step, loss=mean_loss, acc=acc, lr=lr, images_per_s=rate,
+                              ms_per_step=ms)
+                interval_start, interval_first_step = clock.step_s(), step
             if last:
                 break
-        epoch_time = sync() - epoch_start
+            evaluate_if_due(epoch, False)
+            if tracker.reached:
+                break
+        if tracker.reached:
+            break  # mid-epoch, at the target
+        sync()
+        epoch_time = clock.training_s() - epoch_start
         totals = env.sum(torch.stack([loss_sum.float(), correct.float(), torch.tensor(float(seen), device=device)]))
         record = dict(kind="epoch", epoch=epoch, global_step=global_step,
                       loss=totals[0].item() / (step * env.world), acc=totals[1].item() / totals[2].item(),
                       lr=opt.param_groups[0]["lr"], images_per_s=images_per_step * step / epoch_time,
                       epoch_time_s=epoch_time)
+        accuracy = evaluate_if_due(epoch, True)
         test = ""
-        if epoch % args.eval_every == 0 or epoch == epochs:
-            record["test_acc"] = evaluate(model, test_x, test_y, env, amp)
-            test_accs.append(record["test_acc"])
-            test = f" | test acc: {100 * record['test_acc']:.3f}%"
+        if accuracy is not None:
+            record["test_acc"] = accuracy
+            test = f" | test acc: {100 * accuracy:.2f}%"
         record["peak_memory_bytes"] = peak_memory(device)
         env.print(f"== epoch {epoch}/{epochs} | loss: {record['loss']:.3f} | acc: {100 * record['acc']:.3f}%{test} "
                   f"| {epoch_time:.1f} s | {record['images_per_s']:.0f} img/s")
         metrics.write(**record)
+        if tracker.reached:
+            break
 
+    training_time = clock.training_s()
     wall = time.perf_counter() - wall_start
-    mean_rate = statistics.fmean(step_rates) if step_rates else None
-    metrics.write(kind="summary", wall_time_s=wall, mean_images_per_s=mean_rate, best_test_acc=max(test_accs),
-                  final_test_acc=test_accs[-1], peak_memory_bytes=peak_memory(device), world_size=env.world,
+    eval_time = clock.paused_s(EVALUATION)
+    mean_rate = warm_images / warm_seconds if warm_seconds > 0 else None
+    metrics.write(kind="summary", wall_time_s=wall, training_time_s=training_time, eval_time_s=eval_time,
+                  mean_images_per_s=mean_rate, tta=args.tta, **tracker.summary_fields(), best_test_acc=tracker.best,
+                  final_test_acc=tracker.final, peak_memory_bytes=peak_memory(device), world_size=env.world,
                   precision=precision, stem=args.stem, batch_size=args.batch_size, program="pytorch",
                   channels_last=args.channels_last, compile=args.compile, data_on_gpu=args.data_on_gpu)
-    env.print(f"done: {wall:.1f} s, mean {mean_rate or 0:,.0f} images/s after {args.warmup_steps} warm-up steps, "
-              f"best test accuracy {100 * max(test_accs):.2f}%, final {100 * test_accs[-1]:.2f}%")
+    accuracy = ""
+    if tracker.final is not None:
+        accuracy = f", final test accuracy {100 * tracker.final:.2f}% (best {100 * tracker.best:.2f}%)"
+    env.print(f"done in {wall:.1f} s (training {training_time:.1f} s, evaluation {eval_time:.1f} s): "
+              f"{mean_rate or 0:.0f} images/s after warm-up{accuracy}")  # cutrain's closing line
+    if tracker.target is not None:
+        env.print(tracker.summary_line(epoch))
 
 
 def print_banner(env, args, model, sizes, steps_per_epoch, total_steps):

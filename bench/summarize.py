@@ -12,6 +12,10 @@ cutrain* are cutrain's; every other run is a PyTorch configuration, and its rati
   epoch s            median epoch time, the first epoch left out when there are more
   peak memory        the largest peak_memory_bytes reported
   test acc           the final test accuracy (the mean over repeated runs)
+  to target          with --target-accuracy runs: the training time to the target (median over the repeats
+                     that reached it, evaluation left out), and how many repeats reached it
+and, against each PyTorch run, cutrain's ratio of images/s and, with a target, of time to target (the PyTorch
+run's time over cutrain's: above 1, cutrain got there sooner).
 Only the standard library is needed, and matplotlib for the chart (skipped, saying so, without it).
 """
 import json
@@ -59,6 +63,7 @@ def summarize_run(name, paths, warmup_steps):
     peaks = [r.get("peak_memory_bytes") for r in epochs + summaries]
     peaks = [p for p in peaks if p]
     info = summaries[-1] if summaries else {}
+    target_times = [s["time_to_target_s"] for s in summaries if s.get("time_to_target_s") is not None]
     return {
         "program": "cutrain" if name.startswith("cutrain") else "pytorch",
         "precision": info.get("precision"),
@@ -73,18 +78,25 @@ def summarize_run(name, paths, warmup_steps):
         "epoch_time_s": statistics.median(r["epoch_time_s"] for r in later_epochs) if later_epochs else None,
         "peak_memory_bytes": max(peaks) if peaks else None,
         "test_acc": statistics.fmean(accs) if accs else None,
+        "target_acc": info.get("target_acc"),
+        "time_to_target_s": statistics.median(target_times) if target_times else None,
+        "target_reached": len(target_times),
     }
 
 
 def ratios(runs):
-    """For each PyTorch run: cutrain's images/s (same precision) over its images/s."""
+    """For each PyTorch run: cutrain's images/s (same precision) over its images/s, and its time to target over
+    cutrain's where both reached it."""
     out = {}
     for name, run in runs.items():
         if run["program"] != "pytorch":
             continue
         mates = [n for n, r in runs.items() if r["program"] == "cutrain" and r["precision"] == run["precision"]]
         if mates:
-            out[name] = {"cutrain_run": mates[0], "speedup": runs[mates[0]]["images_per_s"] / run["images_per_s"]}
+            mate = runs[mates[0]]
+            out[name] = {"cutrain_run": mates[0], "speedup": mate["images_per_s"] / run["images_per_s"]}
+            if mate["time_to_target_s"] and run["time_to_target_s"]:
+                out[name]["time_to_target_speedup"] = run["time_to_target_s"] / mate["time_to_target_s"]
     return out
 
 
@@ -92,16 +104,30 @@ def format_table(runs, speedups, parity):
     def num(v, fmt):
         return "-" if v is None else format(v, fmt)
 
+    def to_target(r):
+        if r["time_to_target_s"] is None:
+            return "not reached"
+        shortfall = "" if r["target_reached"] == r["repeats"] else f" ({r['target_reached']}/{r['repeats']})"
+        return f"{r['time_to_target_s']:.1f} s{shortfall}"
+
+    targets = sorted({r["target_acc"] for r in runs.values() if r["target_acc"] is not None})
     header = f"{'run':<26} {'prec':>4} {'images/s':>10} {'ms/step':>8} {'epoch s':>8} {'peak MiB':>9} " \
              f"{'test acc':>8} {'cutrain x':>9}"
+    if targets:
+        header += f" {'to ' + '/'.join(f'{100 * t:g}%' for t in targets):>16} {'time x':>7}"
     lines = [header, "-" * len(header)]
     for name, r in runs.items():
         mib = None if r["peak_memory_bytes"] is None else r["peak_memory_bytes"] / 2**20
         acc = None if r["test_acc"] is None else 100 * r["test_acc"]
         ratio = f"{speedups[name]['speedup']:.2f}x" if name in speedups else "-"
-        lines.append(f"{name:<26} {r['precision'] or '-':>4} {num(r['images_per_s'], ',.0f'):>10} "
-                     f"{num(r['ms_per_step'], '.2f'):>8} {num(r['epoch_time_s'], '.2f'):>8} {num(mib, ',.0f'):>9} "
-                     f"{num(acc, '.2f') + '%' if acc is not None else '-':>8} {ratio:>9}")
+        line = (f"{name:<26} {r['precision'] or '-':>4} {num(r['images_per_s'], ',.0f'):>10} "
+                f"{num(r['ms_per_step'], '.2f'):>8} {num(r['epoch_time_s'], '.2f'):>8} {num(mib, ',.0f'):>9} "
+                f"{num(acc, '.2f') + '%' if acc is not None else '-':>8} {ratio:>9}")
+        if targets:
+            time_ratio = speedups.get(name, {}).get("time_to_target_speedup")
+            line += f" {to_target(r) if r['target_acc'] is not None else '-':>16} " \
+                    f"{'-' if time_ratio is None else f'{time_ratio:.2f}x':>7}"
+        lines.append(line)
     for check in parity.values():
         lines.append(f"{check['name']}: {check['detail']} -> {'PASS' if check['passed'] else 'FAIL'}")
     return "\n".join(lines)
@@ -146,12 +172,7 @@ def main(argv=None):
     p.add_argument("--note", action="append", default=[], metavar="KEY=VALUE",
                    help="extra facts for results.json (e.g. gpu=NVIDIA H200)")
     args = p.parse_args(argv)
-    files = {}
-    for item in args.runs:
-        name, sep, path = item.partition("=")
-        if not sep or not name or not path:
-            p.error(f"{item}: expected NAME=FILE")
-        files.setdefault(name, []).append(path)
+    files = cli.named_files(p, args.runs)
     try:
         runs = {name: summarize_run(name, paths, args.warmup_steps) for name, paths in files.items()}
         parity = read_parity(args.parity) if args.parity else {}

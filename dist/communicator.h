@@ -77,8 +77,8 @@ struct CommunicatorOptions {
 };
 
 // Connects every rank of `env` (all must call it, with the same options). For NCCL the caller has
-// done cudaSetDevice(env.local_rank). Gloo binds to the interface that reaches MASTER_ADDR, or to
-// GLOO_SOCKET_IFNAME when set.
+// set the rank's CUDA device (app/device_choice.h). Gloo and NCCL use the interface that reaches
+// MASTER_ADDR, or GLOO_SOCKET_IFNAME / NCCL_SOCKET_IFNAME when set (dist/interface.h).
 std::unique_ptr<Communicator> make_communicator(const DistEnv& env, TcpStore& store,
                                                 const CommunicatorOptions& options);
 

@@ -1,11 +1,26 @@
-// env.h: who am I in the job? Read from torchrun's environment variables, which cutrun sets:
-//   RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, GROUP_RANK, MASTER_ADDR, MASTER_PORT
-// plus CUTRAIN_RUN_ID, the launcher's id for this run (keeps two runs on one port apart), and
-// CUTRAIN_STORE_BIND, where rank 0's store listens when not at MASTER_ADDR.
+// env.h: who am I in the job? Read from the environment, in torchrun's terms:
+//   RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, GROUP_RANK, GROUP_WORLD_SIZE, MASTER_ADDR,
+//   MASTER_PORT, which cutrun (or torchrun) sets,
+// plus CUTRAIN_RUN_ID, the launcher's id for this run (keeps two runs on one port apart),
+// CUTRAIN_STORE_BIND, where rank 0's store listens when not at MASTER_ADDR, and
+// CUTRAIN_RDZV_TIMEOUT, the seconds the rendezvous may take (cutrun --rdzv-timeout).
 // With none of them set, the process is a world of one. `--local_rank N` on the command line
 // (torch.distributed.launch's old way) overrides LOCAL_RANK.
+//
+// Under `srun` without a launcher: when neither RANK nor WORLD_SIZE is set and SLURM_PROCID is,
+// the task takes its place from Slurm's variables instead:
+//   RANK <- SLURM_PROCID, WORLD_SIZE <- SLURM_STEP_NUM_TASKS (or SLURM_NTASKS),
+//   LOCAL_RANK <- SLURM_LOCALID,
+//   GROUP_RANK <- SLURM_NODEID, GROUP_WORLD_SIZE <- SLURM_STEP_NUM_NODES (or SLURM_NNODES),
+//   LOCAL_WORLD_SIZE <- this node's entry of SLURM_STEP_TASKS_PER_NODE (or SLURM_TASKS_PER_NODE),
+//   MASTER_ADDR <- the first host of SLURM_STEP_NODELIST (or SLURM_JOB_NODELIST): where task 0
+//                  runs (srun's block and cyclic distributions), never the node srun was typed on,
+//   MASTER_PORT <- 10000 + SLURM_JOB_ID mod 20000, CUTRAIN_RUN_ID <- slurm-<job id>.<step id>.
+// MASTER_ADDR, MASTER_PORT and CUTRAIN_RUN_ID, when set, still win over what Slurm implies.
 #pragma once
 
+#include <chrono>
+#include <map>
 #include <optional>
 #include <string>
 
@@ -16,18 +31,27 @@ struct DistEnv {
   int local_rank = 0;
   int world_size = 1;
   int local_world_size = 1;
-  int group_rank = 0;
+  int group_rank = 0;        // this node
+  int group_world_size = 1;  // the number of nodes
   std::string master_addr = "127.0.0.1";
   int master_port = 29500;
   std::string run_id = "default";
   std::string store_bind;  // empty: MASTER_ADDR
+  std::chrono::milliseconds rdzv_timeout = std::chrono::minutes(5);
+  bool from_slurm = false;  // the place came from SLURM_PROCID and its kin
 
   bool is_distributed() const { return world_size > 1; }
   bool is_main() const { return rank == 0; }
 };
 
+// Environment variables by name; an unset variable is absent.
+using Variables = std::map<std::string, std::string>;
+
 // Throws std::runtime_error with one line naming the bad variable (not a number, rank outside
-// the world, ...).
+// the world, a malformed Slurm node list, ...).
+DistEnv dist_env_from(const Variables& variables);
+
+// dist_env_from() of this process's environment.
 DistEnv dist_env_from_environment(std::optional<int> local_rank_flag = std::nullopt);
 
 }  // namespace cutrain

@@ -8,9 +8,9 @@
 #include <gloo/rendezvous/store.h>
 #include <gloo/transport/tcp/device.h>
 
-#include <cstdlib>
 #include <stdexcept>
 
+#include "dist/interface.h"
 #include "dist/socket.h"
 
 namespace cutrain {
@@ -38,15 +38,11 @@ class GlooStore final : public gloo::rendezvous::Store {
   std::string prefix_;
 };
 
-// Where this rank's Gloo listens: GLOO_SOCKET_IFNAME's interface when set (as in PyTorch), else
-// the interface that routes to MASTER_ADDR.
+// Where this rank's Gloo listens (dist/interface.h): GLOO_SOCKET_IFNAME's interface, or the one
+// that routes to MASTER_ADDR.
 gloo::transport::tcp::attr device_attr(const DistEnv& env) {
   gloo::transport::tcp::attr attr;
-  if (const char* iface = std::getenv("GLOO_SOCKET_IFNAME"); iface != nullptr && *iface != '\0') {
-    attr.iface = iface;
-  } else {
-    attr.hostname = env.world_size == 1 ? "127.0.0.1" : local_address_toward(env.master_addr, env.master_port);
-  }
+  attr.hostname = gloo_interface(env).address;
   return attr;
 }
 

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <stdexcept>
 
+#include "dist/interface.h"
 #include "dist/nccl_check.h"
 #include "dist/socket.h"
 
@@ -51,6 +52,7 @@ NcclCommunicator::NcclCommunicator(const DistEnv& env, TcpStore& store, const Co
   CUDA_CHECK(cudaEventCreateWithFlags(&watched_, cudaEventDisableTiming));
   CUDA_CHECK(cudaMalloc(&scratch_, sizeof(float)));
 
+  use_route_for_nccl(env);  // before NCCL's first look at NCCL_SOCKET_IFNAME (dist/interface.h)
   ncclUniqueId id = exchange_unique_id(env, store, options.name);
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
   config.blocking = 0;

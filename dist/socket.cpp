@@ -1,6 +1,7 @@
 #include "dist/socket.h"
 
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -18,6 +19,12 @@
 
 namespace cutrain {
 namespace {
+
+// One connection attempt waits at most this long for an answer before the next one starts.
+constexpr auto kAttemptLimit = std::chrono::seconds(5);
+
+// The reason given for an attempt that heard nothing back.
+constexpr const char* kNoAnswer = "no answer";
 
 std::runtime_error system_error(const std::string& what) {
   return std::runtime_error(what + ": " + std::strerror(errno));
@@ -40,6 +47,36 @@ AddressList resolve(const std::string& host, int port, int family, int socket_ty
   int status = ::getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &found);
   if (status != 0) throw std::runtime_error("MASTER_ADDR " + host + ": " + ::gai_strerror(status));
   return AddressList(found, ::freeaddrinfo);
+}
+
+// One connection attempt, abandoned at `give_up`: a blocking connected socket, or -1 with the
+// reason in `error`. Without a limit, a host that never answers holds connect() for minutes.
+int try_connect(const addrinfo& address, Clock::time_point give_up, std::string& error) {
+  int fd = ::socket(address.ai_family, address.ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, address.ai_protocol);
+  if (fd < 0) {
+    error = std::strerror(errno);
+    return -1;
+  }
+  int status = ::connect(fd, address.ai_addr, address.ai_addrlen) == 0 ? 0 : errno;
+  if (status == EINPROGRESS) {
+    pollfd p{fd, POLLOUT, 0};
+    int ready = 0;
+    do {
+      ready = ::poll(&p, 1, milliseconds_until(give_up));
+    } while (ready < 0 && errno == EINTR);
+    socklen_t length = sizeof status;
+    if (ready <= 0)
+      status = ETIMEDOUT;
+    else if (::getsockopt(fd, SOL_SOCKET, SO_ERROR, &status, &length) != 0)
+      status = errno;
+  }
+  if (status != 0) {
+    error = status == ETIMEDOUT ? kNoAnswer : std::strerror(status);
+    ::close(fd);
+    return -1;
+  }
+  ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);  // the store's calls block, with deadlines of their own
+  return fd;
 }
 
 }  // namespace
@@ -98,28 +135,31 @@ std::string host_port(const std::string& host, int port) {
   return (ipv6 ? "[" + host + "]" : host) + ":" + std::to_string(port);
 }
 
-int connect_tcp(const std::string& host, int port, Clock::time_point deadline) {
+int connect_tcp(const std::string& host, int port, std::chrono::milliseconds timeout, const ConnectRetry& on_retry) {
   AddressList addresses = resolve(host, port, AF_UNSPEC, SOCK_STREAM);
+  const auto deadline = Clock::now() + timeout;
 
   // Rank 0 may not listen yet: retry, backing off from 10 ms to 1 s, until the deadline.
   auto backoff = std::chrono::milliseconds(10);
   std::string last_error;
   for (;;) {
-    for (addrinfo* a = addresses.get(); a != nullptr; a = a->ai_next) {
-      int fd = ::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
-      if (fd < 0) continue;
-      if (::connect(fd, a->ai_addr, a->ai_addrlen) == 0) {
+    for (addrinfo* a = addresses.get(); a != nullptr && Clock::now() < deadline; a = a->ai_next) {
+      std::string error;
+      int fd = try_connect(*a, std::min(deadline, Clock::now() + kAttemptLimit), error);
+      if (fd >= 0) {
         int one = 1;
         ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
         return fd;
       }
-      last_error = std::strerror(errno);
-      ::close(fd);
+      // An attempt cut short by the deadline says less than the reason already known.
+      if (last_error.empty() || error != kNoAnswer) last_error = error;
     }
-    if (Clock::now() + backoff > deadline)
-      throw std::runtime_error("could not reach the store of rank 0 at " + host_port(host, port) + " (" +
-                               last_error + "): did rank 0 start?");
-    std::this_thread::sleep_for(backoff);
+    if (Clock::now() >= deadline)
+      throw std::runtime_error("could not reach the store of rank 0 at " + host_port(host, port) + " within " +
+                               describe(timeout) + " (" + last_error +
+                               "): is MASTER_ADDR rank 0's address, and did rank 0 start?");
+    if (on_retry) on_retry(last_error);
+    std::this_thread::sleep_for(std::min<Clock::duration>(backoff, deadline - Clock::now()));
     backoff = std::min(backoff * 2, std::chrono::milliseconds(1000));
   }
 }

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <string>
 
 #include "dist/store_protocol.h"
@@ -24,12 +25,16 @@ bool listens_on_loopback(int fd);
 // "127.0.0.1:29500", or "[::1]:29500" for an IPv6 address: host and port for messages.
 std::string host_port(const std::string& host, int port);
 
-// Connects to host:port, retrying while nobody listens yet, until `deadline`; then throws naming
-// the address. Unknown hosts throw at once.
-int connect_tcp(const std::string& host, int port, Clock::time_point deadline);
+// Called after each failed attempt while connect_tcp retries, with the reason ("Connection refused").
+using ConnectRetry = std::function<void(const std::string& reason)>;
+
+// Connects to host:port, retrying while nobody listens yet (or the host does not answer), for
+// `timeout`; then throws naming the address and the last reason. Unknown hosts throw at once.
+int connect_tcp(const std::string& host, int port, std::chrono::milliseconds timeout,
+                const ConnectRetry& on_retry = {});
 
 // The IP address of this machine's interface that routes to host:port ("127.0.0.1" or "::1" for
-// loopback), for Gloo to listen on. Sends nothing.
+// loopback); dist/interface.h finds the interface's name. Sends nothing.
 std::string local_address_toward(const std::string& host, int port);
 
 void send_all(int fd, const std::string& bytes);

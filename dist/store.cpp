@@ -17,7 +17,8 @@ constexpr auto kReplyGrace = std::chrono::seconds(10);
 
 }  // namespace
 
-TcpStore::TcpStore(const DistEnv& env, std::chrono::milliseconds timeout) : run_id_(env.run_id), timeout_(timeout) {
+TcpStore::TcpStore(const DistEnv& env, std::chrono::milliseconds timeout, const ConnectRetry& on_retry)
+    : run_id_(env.run_id), timeout_(timeout) {
   std::string host = env.master_addr;
   int port = env.master_port;
   if (env.world_size == 1) {
@@ -37,7 +38,7 @@ TcpStore::TcpStore(const DistEnv& env, std::chrono::milliseconds timeout) : run_
   }
   port_ = port;
   address_ = host_port(host, port);
-  socket_ = connect_tcp(host, port, deadline_after(Clock::now(), timeout_));
+  socket_ = connect_tcp(host, port, timeout_, on_retry);
   try {
     request("join", {std::to_string(env.rank), std::to_string(env.world_size)}, timeout_);
   } catch (...) {
@@ -99,20 +100,6 @@ void TcpStore::wait(const std::vector<std::string>& keys) {
   for (const std::string& key : missing) names += (names.empty() ? "'" : ", '") + key + "'";
   throw std::runtime_error("store: " + names + (missing.size() == 1 ? " was" : " were") + " not set within " +
                            describe(timeout_));
-}
-
-void rendezvous(TcpStore& store, const DistEnv& env) {
-  const std::string prefix = "rendezvous/rank/";
-  store.set(prefix + std::to_string(env.rank), {});
-  std::vector<std::string> everyone;
-  for (int r = 0; r < env.world_size; ++r) everyone.push_back(prefix + std::to_string(r));
-  std::vector<std::string> missing = store.wait_for(everyone, store.timeout());
-  if (missing.empty()) return;
-  std::string ranks;
-  for (const std::string& key : missing) ranks += (ranks.empty() ? "" : ", ") + key.substr(prefix.size());
-  throw std::runtime_error("rendezvous: rank" + std::string(missing.size() == 1 ? " " : "s ") + ranks + " of " +
-                           std::to_string(env.world_size) + " did not arrive within " + describe(store.timeout()) +
-                           " (store at " + store.address() + ")");
 }
 
 }  // namespace cutrain

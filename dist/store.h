@@ -5,7 +5,7 @@
 // NCCL's unique id, Gloo's addresses, and who has arrived.
 //
 //   TcpStore store(env);          // rank 0 starts the server; every rank joins it
-//   rendezvous(store, env);       // every rank waits for all the others
+//                                 // (dist/rendezvous.h does this, then waits for every rank)
 //   store.set("nccl/id", bytes);  // rank 0
 //   auto id = store.get("nccl/id");  // others: waits until rank 0 has set it
 //
@@ -35,6 +35,7 @@
 #include <vector>
 
 #include "dist/env.h"
+#include "dist/socket.h"
 
 namespace cutrain {
 
@@ -44,10 +45,12 @@ class TcpStore {
  public:
   static constexpr std::chrono::milliseconds kDefaultTimeout = std::chrono::minutes(5);
 
-  // Rank 0 first starts the server. Then every rank connects (retrying until `timeout`) and joins:
-  // the server checks the run id, the world size and that the rank is new. `timeout` is also the
-  // default for get() and wait(). MASTER_PORT 0 lets rank 0 pick a free port (see port()).
-  explicit TcpStore(const DistEnv& env, std::chrono::milliseconds timeout = kDefaultTimeout);
+  // Rank 0 first starts the server. Then every rank connects (retrying until `timeout`, calling
+  // `on_retry` after each failed attempt) and joins: the server checks the run id, the world size
+  // and that the rank is new. `timeout` is also the default for get() and wait(). MASTER_PORT 0
+  // lets rank 0 pick a free port (see port()).
+  explicit TcpStore(const DistEnv& env, std::chrono::milliseconds timeout = kDefaultTimeout,
+                    const ConnectRetry& on_retry = {});
   ~TcpStore();
   TcpStore(const TcpStore&) = delete;
   TcpStore& operator=(const TcpStore&) = delete;
@@ -90,10 +93,5 @@ class TcpStore {
   int socket_ = -1;
   std::mutex mutex_;  // one request at a time on the connection
 };
-
-// Every rank announces itself and waits for all WORLD_SIZE ranks. When some never arrive within
-// the store's timeout, throws
-//   "rendezvous: rank 2 of 3 did not arrive within 30 s (store at 127.0.0.1:29500)".
-void rendezvous(TcpStore& store, const DistEnv& env);
 
 }  // namespace cutrain

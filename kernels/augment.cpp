@@ -18,6 +18,7 @@ AugmentParams make_augment_params(const AugmentConfig& config, int height, int w
   p.width = width;
   p.out_channels = out_channels;
   p.train = config.train;
+  p.mirror = config.mirror;
   p.pad = config.pad;
   p.flip = config.flip;
   p.seed = config.seed;

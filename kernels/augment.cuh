@@ -6,7 +6,8 @@
 //                                  whose top-left corner (top, left) is uniform in [0, 2 pad]^2;
 //   RandomHorizontalFlip(p=0.5)    mirror that window left-right;
 //   ToTensor + Normalize           v / 255, then (v - mean_c) / std_c.
-// Evaluation skips the first two (top = left = pad, no flip). Written as one formula per output
+// Evaluation skips the first two (top = left = pad, no flip), or mirrors every image (the second
+// view of test-time augmentation, `mirror`). Written as one formula per output
 // pixel (y, x) and channel c, with dy = top - pad, dx = left - pad:
 //   x' = flip ? W - 1 - x : x
 //   v  = image[y + dy][x' + dx][c], or 0 where that falls in the padding
@@ -31,6 +32,7 @@ struct AugmentParams {
   int height = 32, width = 32;  // of the stored images and of the output (the crop is image-sized)
   int out_channels = 3;         // >= 3; channels 3 .. out_channels-1 are written as zeros
   bool train = true;            // false: normalise only
+  bool mirror = false;          // with train = false: mirror every image left-right
   int pad = 4;                  // zero padding around the image before the random crop
   bool flip = true;             // random horizontal flip with p = 0.5
   uint64_t seed = 0;
@@ -47,7 +49,11 @@ struct CropFlip {
 // The crop and flip of `sample` in `epoch`, from the counter-based generator: bits 0..31 pick the
 // top, bits 32..62 the left, bit 63 the flip. Depends on nothing else, hence on no thread or rank.
 CUTRAIN_HOST_DEVICE inline CropFlip crop_flip(const AugmentParams& p, int64_t epoch, int64_t sample) {
-  if (!p.train) return {};
+  if (!p.train) {
+    CropFlip mirrored;
+    mirrored.flip = p.mirror;
+    return mirrored;
+  }
   uint64_t bits = random_bits(p.seed, uint64_t(epoch), uint64_t(sample));
   uint32_t choices = uint32_t(2 * p.pad + 1);
   CropFlip cf;

@@ -26,6 +26,7 @@ size_t pixel_type_size(PixelType type);
 // The user-facing knobs; make_augment_params turns them into the kernel's precomputed form.
 struct AugmentConfig {
   bool train = true;  // false: normalise only (evaluation)
+  bool mirror = false;  // with train = false: mirror every image (test-time augmentation's second view)
   uint64_t seed = 0;
   int pad = 4;
   bool flip = true;

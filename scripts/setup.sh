@@ -24,8 +24,9 @@ packages=(
 
 # scripts/test.sh also wants PyTorch on the CPU, for the cross-checks of bench/ against cutrain
 # (tests/scripts/test_parity_cpu.sh, test_reference_cpu.sh); training does not.
+# The two-node test (tests/scripts/test_two_nodes.sh) makes network namespaces with iproute2's `ip`.
 if [ "${1:-}" = "--with-tests" ]; then
-  packages+=(python3-torch python3-torchvision)
+  packages+=(python3-torch python3-torchvision iproute2)
 fi
 
 missing=()

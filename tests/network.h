@@ -1,6 +1,9 @@
-// network.h: tests that need IPv6 start with CUTRAIN_REQUIRE_IPV6(). Without an IPv6 loopback (a
-// container with IPv6 turned off) the test prints "SKIPPED: no IPv6 loopback: <why>" and returns;
-// CTest reports it as skipped.
+// network.h: ports for tests. free_port() is a loopback port nobody listens on now, for tests whose
+// ranks must agree on the store's port before rank 0 has started it (another process could take it
+// in between; rare in a test, and loud: "MASTER_PORT ... is in use").
+// Tests that need IPv6 start with CUTRAIN_REQUIRE_IPV6(). Without an IPv6 loopback (a container
+// with IPv6 turned off) the test prints "SKIPPED: no IPv6 loopback: <why>" and returns; CTest
+// reports it as skipped.
 #pragma once
 
 #include <unistd.h>
@@ -12,6 +15,13 @@
 #include "dist/socket.h"
 
 namespace cutrain::test {
+
+inline int free_port() {
+  const int fd = cutrain::listen_tcp("127.0.0.1", 0);
+  const int port = cutrain::socket_port(fd);
+  ::close(fd);
+  return port;
+}
 
 // A port free on ::1 now, or -1 with `why` set when this machine has no IPv6 loopback.
 inline int free_ipv6_port(std::string& why) {

@@ -9,6 +9,8 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <stdexcept>
 #include <string>
 
@@ -34,5 +36,13 @@ class TempDir {
  private:
   std::filesystem::path path_;
 };
+
+// The whole text of a file a test's program wrote ("" when there is none).
+inline std::string read_file(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
 
 }  // namespace cutrain::test

@@ -33,6 +33,28 @@ TEST_CASE("augment: evaluation only normalises, out = (v/255 - mean) / std", "[d
   CHECK(augment_pixel(image.data(), p, cf, 0, 0, 0) == Approx(-0.4914 / 0.2023).epsilon(1e-6));
 }
 
+TEST_CASE("augment: evaluation's mirrored view is every image flipped left-right, uncropped", "[data]") {
+  AugmentConfig config;
+  config.train = false;
+  config.mirror = true;
+  AugmentParams p = make_augment_params(config, 32, 32, 3);
+  std::vector<uint8_t> image(32 * 32 * 3);
+  for (size_t i = 0; i < image.size(); ++i) image[i] = uint8_t(i % 251 + 1);
+  std::vector<float> out(image.size());
+  int32_t label = 3, out_label = -1;
+  const int64_t index = 0;
+  for (int64_t epoch : {0, 5}) {  // the same for every epoch and sample: nothing random
+    gather_augment_cpu(image.data(), &label, &index, 1, epoch, p, PixelType::f32, out.data(), &out_label);
+    CHECK(out_label == 3);
+    for (int y : {0, 13, 31})
+      for (int x : {0, 7, 31})
+        for (int c = 0; c < 3; ++c) {
+          INFO("y " << y << " x " << x << " c " << c);
+          CHECK(out[size_t((y * 32 + x) * 3 + c)] == Approx(normalized(image[size_t((y * 32 + 31 - x) * 3 + c)], c)));
+        }
+  }
+}
+
 TEST_CASE("augment: crop and flip move pixels where hand computation says", "[data]") {
   AugmentParams p = make_augment_params(kConfig, 32, 32, 3);
   std::vector<uint8_t> image(32 * 32 * 3);

@@ -19,7 +19,7 @@ TEST_CASE("gpu loader: gather + augment on the GPU equals the CPU loader bit for
   sampler.set_epoch(6);
   const std::vector<int64_t> indices = sampler.indices();  // 167 samples
   for (PixelType type : {PixelType::f32, PixelType::bf16})
-    for (bool train : {true, false}) {
+    for (auto [train, mirror] : {std::pair{true, false}, {false, false}, {false, true}}) {
       LoaderConfig config;
       config.batch_size = 32;
       config.pixel_type = type;
@@ -27,8 +27,9 @@ TEST_CASE("gpu loader: gather + augment on the GPU equals the CPU loader bit for
       config.drop_last = !train;  // exercise the partial last batch too
       config.augment.train = train;
       config.augment.seed = 11;
+      config.augment.mirror = mirror;  // evaluation's second view under --tta flip
       const size_t batch_bytes = size_t(config.batch_size) * 32 * 32 * config.out_channels * pixel_type_size(type);
-      INFO("pixel type " << int(type) << " train " << train);
+      INFO("pixel type " << int(type) << " train " << train << " mirror " << mirror);
 
       Loader cpu(d, config);
       GpuLoader gpu(d, config);

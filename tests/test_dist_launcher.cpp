@@ -1,16 +1,14 @@
 // cutrun, the launcher: environment, rank-prefixed output, log files, stopping on failure and on
 // signals, and one-line errors. The ranks are tiny shell programs.
 #include <catch2/catch.hpp>
-#include <fstream>
-#include <iostream>
 #include <regex>
-#include <sstream>
 #include <thread>
 
 #include "tests/network.h"
 #include "tests/process.h"
 
 using cutrain::test::Process;
+using cutrain::test::read_file;
 using cutrain::test::run;
 using cutrain::test::TempDir;
 
@@ -23,13 +21,6 @@ std::vector<std::string> cutrun_sh(const std::vector<std::string>& flags, const 
   argv.insert(argv.end(), flags.begin(), flags.end());
   argv.insert(argv.end(), {"/bin/sh", "-c", script});
   return argv;
-}
-
-std::string read_file(const std::filesystem::path& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
 }
 
 }  // namespace

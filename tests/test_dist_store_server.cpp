@@ -44,7 +44,7 @@ std::unique_ptr<TcpStore> real_rank(const StoreServer& server, int rank, int wor
 // A client that speaks bytes, not the protocol's manners.
 class RawClient {
  public:
-  explicit RawClient(int port) : fd_(cutrain::connect_tcp("127.0.0.1", port, Clock::now() + 2s)) {}
+  explicit RawClient(int port) : fd_(cutrain::connect_tcp("127.0.0.1", port, 2s)) {}
   ~RawClient() { ::close(fd_); }
 
   void send(const std::string& bytes) { cutrain::send_all(fd_, bytes); }

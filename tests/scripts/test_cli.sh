@@ -4,10 +4,12 @@
 source "$(dirname "$0")/common.sh"
 commands=(
   "bash $repo/bench/compare.sh"
+  "bash $repo/bench/accuracy.sh"
   "bash $repo/scripts/gpu-check.sh"
   "bash $repo/scripts/package-prebuilt.sh"
   "python3 $repo/bench/pytorch_reference.py"
   "python3 $repo/bench/summarize.py"
+  "python3 $repo/bench/accuracy_table.py"
   "python3 $repo/bench/check_parity.py"
   "python3 $repo/scripts/plot_metrics.py"
 )
@@ -19,6 +21,11 @@ for c in "${commands[@]}"; do
 done
 one_line_error "compare.sh --nproc 0" 2 bash "$repo/bench/compare.sh" --nproc 0
 one_line_error "compare.sh --nproc (no value)" 2 bash "$repo/bench/compare.sh" --nproc
+one_line_error "compare.sh --target-accuracy 94" 2 bash "$repo/bench/compare.sh" --target-accuracy 94
+one_line_error "compare.sh --tta crop" 2 bash "$repo/bench/compare.sh" --tta crop
+one_line_error "accuracy.sh --lr-schedule linear" 2 bash "$repo/bench/accuracy.sh" --lr-schedule linear
+one_line_error "pytorch_reference.py --target-accuracy 94" 2 python3 "$repo/bench/pytorch_reference.py" --data x \
+  --target-accuracy 94
 one_line_error "pytorch_reference.py --batch-size 0" 2 python3 "$repo/bench/pytorch_reference.py" --data x --batch-size 0
 
 # No GPU / no torch: a stub cutrain gets compare.sh past its binary check to the torch and GPU check.
@@ -35,6 +42,7 @@ else
   grep -qE "no CUDA device|torch not importable" "$scratch/stderr" || fail "pytorch_reference.py: $(cat "$scratch/stderr")"
 fi
 one_line_error "compare.sh --bin (nothing there)" 1 bash "$repo/bench/compare.sh" --bin "$scratch/nothing"
+one_line_error "accuracy.sh --bin (nothing there)" 1 bash "$repo/bench/accuracy.sh" --bin "$scratch/nothing"
 prepare=(bash "$repo/scripts/prepare-cifar10.sh")
 one_line_error "prepare-cifar10.sh on a missing archive" 1 "${prepare[@]}" "$scratch/none.tar.gz" "$scratch/c"
 echo "not the archive" >"$scratch/wrong.tar.gz"

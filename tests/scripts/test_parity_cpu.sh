@@ -2,7 +2,10 @@
 #  1. from the same initial weights (exported by the PyTorch script) and the same fixed batch, the
 #     first step's loss and every gradient agree, judged against PyTorch's own float64 step;
 #  2. a cutrain checkpoint (imagenet stem: torchvision's resnet18 unchanged) loads into torchvision
-#     with strict=True and scores the test accuracy `cutrain eval` printed.
+#     with strict=True and scores the test accuracy `cutrain eval` printed;
+#  3. so does a narrow cifar-stem one trained to about 50% with test-time augmentation (--tta flip), two
+#     independent implementations: where the mirror changes predictions, a flip of the wrong axis (55%)
+#     or none (53%) would not score the 52% the right one scores.
 # Needs Debian's python3-torch and python3-torchvision (scripts/setup.sh installs them).
 source "$(dirname "$0")/common.sh"
 require_python "numpy, torch, torchvision"
@@ -28,5 +31,14 @@ acc="$("$bin/cutrain" eval --data data --checkpoint "$checkpoint" --device cpu |
 [ -n "$acc" ] || fail "cutrain eval printed no 'test accuracy: X%' line"
 "$py" "$repo/bench/check_parity.py" checkpoint --data data --checkpoint "$checkpoint" --stem imagenet \
   --cutrain-acc "$acc" >checkpoint.log 2>&1 || fail "checkpoint in torchvision: $(tail -n 5 checkpoint.log)"
-cat grads.log checkpoint.log
-echo "PASS: cutrain and PyTorch agree on the first step and on a checkpoint's accuracy"
+"$bin/cutrain" make-synthetic --out clean --train 1024 --test 64 --difficulty 0 >/dev/null
+"$bin/cutrain" train --data clean --width 8 --batch-size 32 --epochs 4 --lr 0.05 --device cpu --eval-every 0 \
+  --save narrow >narrow.log 2>&1 || fail "training the narrow model: $(tail -n 3 narrow.log)"
+tta="$("$bin/cutrain" eval --data clean --checkpoint narrow/checkpoint-00000128.safetensors --device cpu --tta flip |
+       sed -n 's/^test accuracy: *\([0-9.]*\)%.*(test-time augmentation: flip)$/\1/p')"
+[ -n "$tta" ] || fail "cutrain eval --tta flip printed no 'test accuracy: X% ... (test-time augmentation: flip)' line"
+"$py" "$repo/bench/check_parity.py" checkpoint --data clean --checkpoint narrow/checkpoint-00000128.safetensors \
+  --stem cifar --tta flip --cutrain-acc "$tta" >tta.log 2>&1 || fail "--tta flip in both programs: $(tail -n 5 tta.log)"
+cat grads.log checkpoint.log tta.log
+echo "PASS: cutrain and PyTorch agree on the first step and on a checkpoint's accuracy, with and without TTA" \
+  "($acc% and $tta%)"

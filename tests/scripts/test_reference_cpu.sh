@@ -1,20 +1,29 @@
 # The PyTorch reference itself, on the CPU, where a python3 has torch and torchvision (Debian's
-# python3-torch does; CI usually has none and skips): a few steps write cutrain's metrics schema, the
-# GPU-style resident data path runs too, and --export-init / --dump-first-step write torchvision's
-# names, which check_parity.py reads back (the gradients against themselves, the weights in torchvision).
+# python3-torch does; CI usually has none and skips): a few steps write cutrain's metrics schema on
+# cutrain's clock and learning-rate schedule, at another width; evaluation every N steps, with --tta flip,
+# to a target; the GPU-style resident data path runs too, and --export-init / --dump-first-step write
+# torchvision's names, which check_parity.py reads back (the gradients against themselves, the weights in
+# torchvision).
 source "$(dirname "$0")/common.sh"
 require_python "numpy, torch, torchvision"
 export OMP_NUM_THREADS=1
-ref=("$py" "$repo/bench/pytorch_reference.py" --device cpu --workers 0 --batch-size 16 --warmup-steps 1)
+ref=("$py" "$repo/bench/pytorch_reference.py" --device cpu --workers 0 --batch-size 16)
 write_cifar "$scratch/d" data_batch_1.bin:40 data_batch_2.bin:40 data_batch_3.bin:16 data_batch_4.bin:0 data_batch_5.bin:0
 "${ref[@]}" --data "$scratch/d" --epochs 2 --max-steps 7 --log-every 2 --eval-every 1 --metrics "$scratch/m.jsonl" \
+  --lr-schedule cosine --warmup-epochs 0.5 --width 4 --export-init "$scratch/init4.safetensors" \
   >"$scratch/out.txt" 2>&1 || fail "training: $(tail -n 3 "$scratch/out.txt")"
+"${ref[@]}" --data "$scratch/d" --epochs 2 --log-every 3 --eval-every-steps 3 --tta flip --target-accuracy 1 \
+  --width 4 --init-from "$scratch/init4.safetensors" --metrics "$scratch/t.jsonl" >"$scratch/out3.txt" 2>&1 ||
+  fail "to a target: $(tail -n 3 "$scratch/out3.txt")"
+grep -q "^target 100.00% test accuracy not reached in 2 epochs (best " "$scratch/out3.txt" ||
+  fail "no line about the unreached target: $(tail -n 2 "$scratch/out3.txt")"
 grep -q '^== step: \[  2/6\] \[1/2\] | loss: [0-9.]* | acc: [0-9.]*% | [0-9]* img/s | [0-9.]* ms/step$' "$scratch/out.txt" ||
   fail "step line shape: $(grep -m1 '== step' "$scratch/out.txt")"
 "${ref[@]}" --data "$scratch/d" --epochs 1 --max-steps 2 --data-on-gpu --amp bf16 --channels-last \
   --metrics "$scratch/g.jsonl" >"$scratch/out2.txt" 2>&1 || fail "resident data, bf16: $(tail -n 3 "$scratch/out2.txt")"
-"$py" - "$scratch/m.jsonl" "$scratch/g.jsonl" <<'PY'
+"$py" - "$scratch/m.jsonl" "$scratch/g.jsonl" "$scratch/t.jsonl" <<'PY'
 import json, sys
+import lr_schedule
 records = [json.loads(l) for l in open(sys.argv[1])]
 steps = [r for r in records if r["kind"] == "step"]
 epochs = [r for r in records if r["kind"] == "epoch"]
@@ -23,14 +32,34 @@ epochs = [r for r in records if r["kind"] == "epoch"]
 assert [r["global_step"] for r in steps] == [2, 4, 6, 7], steps
 assert set(steps[0]) == {"kind", "epoch", "step", "steps_per_epoch", "global_step", "loss", "acc", "lr",
                          "images_per_s", "ms_per_step"}, steps[0]
-assert steps[0]["steps_per_epoch"] == 6 and 0 <= steps[0]["acc"] <= 1 and steps[0]["lr"] == 0.002
+assert steps[0]["steps_per_epoch"] == 6 and 0 <= steps[0]["acc"] <= 1
+# cutrain's cosine schedule over --epochs (12 steps), warm-up 0.5 epochs (3 steps), even though it stops at 7
+for r in steps:
+    assert abs(r["lr"] - lr_schedule.lr_at("cosine", 0.002, 12, 3, r["global_step"] - 1)) < 1e-12, r
 assert [e["epoch"] for e in epochs] == [1, 2] and all("test_acc" in e and "epoch_time_s" in e for e in epochs)
-for key in ("wall_time_s", "mean_images_per_s", "best_test_acc", "final_test_acc", "peak_memory_bytes",
-            "world_size", "precision", "stem", "batch_size"):
+for key in ("wall_time_s", "training_time_s", "eval_time_s", "mean_images_per_s", "tta", "target_acc",
+            "target_reached", "time_to_target_s", "target_epochs", "target_steps", "best_test_acc", "final_test_acc",
+            "peak_memory_bytes", "world_size", "precision", "stem", "batch_size"):
     assert key in summary, key
 assert summary["precision"] == "fp32" and summary["world_size"] == 1 and summary["batch_size"] == 16
+assert summary["tta"] == "none" and summary["target_acc"] is None and summary["target_reached"] is None
+# cutrain's clock: the logged intervals leave evaluation out, and the summary's images/s is theirs after the first
+seconds = [16 * (r["global_step"] - p) / r["images_per_s"] for p, r in zip([0, 2, 4, 6], steps)]
+evals = [r for r in records if r["kind"] == "eval"]
+assert len(evals) == 2 and all(e["epoch_end"] for e in evals), evals
+assert sum(seconds) <= summary["training_time_s"] + 1e-6, (seconds, summary)
+assert abs(summary["eval_time_s"] - sum(e["eval_time_s"] for e in evals)) < 0.05, (evals, summary)
+assert summary["training_time_s"] + summary["eval_time_s"] <= summary["wall_time_s"], summary
+warm_rate = 16 * 5 / sum(seconds[1:])
+assert abs(summary["mean_images_per_s"] - warm_rate) <= 1e-6 * warm_rate, (summary, warm_rate)
 g = [json.loads(l) for l in open(sys.argv[2])]
 assert g[-1]["kind"] == "summary" and g[-1]["precision"] == "bf16" and g[-1]["data_on_gpu"], g[-1]
+# every 3 steps and at the end (6 steps per epoch), with test-time augmentation, not reaching 100%
+t = [json.loads(l) for l in open(sys.argv[3])]
+assert [r["global_step"] for r in t if r["kind"] == "eval"] == [3, 6, 9, 12], t
+assert [r["epoch_end"] for r in t if r["kind"] == "eval"] == [False, True, False, True], t
+assert t[-1]["tta"] == "flip" and t[-1]["target_acc"] == 1 and t[-1]["target_reached"] is False, t[-1]
+assert t[-1]["time_to_target_s"] is None and t[-1]["best_test_acc"] < 1, t[-1]
 PY
 "${ref[@]}" --data "$scratch/d" --export-init "$scratch/init.safetensors" \
   --dump-first-step "$scratch/first.safetensors" --dump-fp64 "$scratch/first64.safetensors" >/dev/null ||
@@ -57,4 +86,11 @@ PY
 acc="$("$py" "$repo/bench/check_parity.py" checkpoint --data "$scratch/d" --checkpoint "$scratch/init.safetensors" \
   --cutrain-acc 0 --tolerance 100 | sed -n 's/.*torchvision \([0-9.]*\)%.*/\1/p')"
 [ -n "$acc" ] || fail "check_parity.py checkpoint printed no accuracy"
-echo "ok: metrics schema, resident-data bf16 path, torchvision names in the exported weights and gradients (acc $acc%)"
+"$py" - "$scratch/init4.safetensors" <<'PY' || fail "the width-4 weights"
+import sys, safetensors_io
+w = safetensors_io.load(sys.argv[1])
+assert w["conv1.weight"].shape == (4, 3, 3, 3) and w["layer4.1.conv2.weight"].shape == (32, 32, 3, 3), w["conv1.weight"].shape
+assert w["fc.weight"].shape == (10, 32) and w["layer2.0.downsample.0.weight"].shape == (8, 4, 1, 1)
+PY
+echo "ok: metrics schema on cutrain's clock and schedule, evaluation by steps with TTA to a target, width 4,"\
+  "resident-data bf16 path, torchvision names in the exported weights and gradients (acc $acc%)"

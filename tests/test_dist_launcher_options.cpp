@@ -1,0 +1,145 @@
+// cutrun's torchrun conveniences (--nproc-per-node gpu/cpu/auto, --max-restarts 0, --tee,
+// --rdzv-timeout, the list of torchrun flags it does not take) and cutrun under srun, one per node,
+// taking its place from Slurm's variables, with the same host lists as cutrain's dist/slurm.cpp.
+// The ranks are tiny shell programs.
+#include <sched.h>
+
+#include <catch2/catch.hpp>
+#include <filesystem>
+
+#include "dist/slurm.h"
+#include "tests/process.h"
+
+using cutrain::test::read_file;
+using cutrain::test::run;
+using cutrain::test::TempDir;
+
+namespace {
+
+const std::string kCutrun = cutrain::test::binary("cutrun");
+
+// cutrun with `variables` ("NAME=value") added to its environment, running `script` in every rank.
+cutrain::test::Process::Result cutrun_with(const std::vector<std::string>& variables,
+                                           const std::vector<std::string>& flags, const std::string& script) {
+  std::vector<std::string> argv{"/usr/bin/env"};
+  argv.insert(argv.end(), variables.begin(), variables.end());
+  argv.push_back(kCutrun);
+  argv.insert(argv.end(), flags.begin(), flags.end());
+  argv.insert(argv.end(), {"/bin/sh", "-c", script});
+  return run(argv);
+}
+
+size_t count(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+// srun --nodes 2 --ntasks-per-node 1: this is the task on the second node.
+const std::vector<std::string> kSecondNode = {
+    "SLURM_PROCID=1",          "SLURM_NTASKS=2",        "SLURM_NODEID=1",   "SLURM_NNODES=2",
+    "SLURM_STEP_NUM_NODES=2",  "SLURM_STEP_NUM_TASKS=2", "SLURM_JOB_ID=12345678", "SLURM_STEP_ID=1",
+    "SLURM_STEP_NODELIST=gpu[07-08]", "SLURM_JOB_NODELIST=gpu[07-08]"};
+
+}  // namespace
+
+TEST_CASE("cutrun --nproc-per-node gpu starts one rank per visible GPU, and auto falls back to the cores", "[dist]") {
+  auto gpus = cutrun_with({"CUDA_VISIBLE_DEVICES=0,1,2"}, {"--nproc-per-node", "gpu"}, "echo of $WORLD_SIZE");
+  REQUIRE(gpus.exit_code == 0);
+  CHECK(count(gpus.output, "of 3\n") == 3);
+  CHECK(count(cutrun_with({"CUDA_VISIBLE_DEVICES=4,5"}, {"--nproc-per-node", "auto"}, "echo of $WORLD_SIZE").output,
+              "of 2\n") == 2);
+
+  cpu_set_t cores;
+  REQUIRE(sched_getaffinity(0, sizeof cores, &cores) == 0);
+  const std::string cpus = std::to_string(CPU_COUNT(&cores));
+  auto none = cutrun_with({"CUDA_VISIBLE_DEVICES="}, {"--nproc-per-node", "auto"}, "echo of $WORLD_SIZE");
+  REQUIRE(none.exit_code == 0);
+  CHECK(count(none.output, "of " + cpus + "\n") == size_t(CPU_COUNT(&cores)));
+
+  auto no_gpu = cutrun_with({"CUDA_VISIBLE_DEVICES="}, {"--nproc-per-node", "gpu"}, "true");
+  CHECK(no_gpu.exit_code == 2);
+  CHECK(no_gpu.output ==
+        "cutrun: error: --nproc-per-node gpu: no GPU visible here (CUDA_VISIBLE_DEVICES, /dev/nvidia*) "
+        "(see cutrun --help)\n");
+}
+
+TEST_CASE("cutrun takes --max-restarts 0 and refuses restarts it cannot do", "[dist]") {
+  CHECK(run({kCutrun, "--max-restarts", "0", "/bin/true"}).exit_code == 0);
+  auto restarts = run({kCutrun, "--max_restarts", "3", "/bin/true"});
+  CHECK(restarts.exit_code == 2);
+  CHECK_THAT(restarts.output, Catch::StartsWith("cutrun: error: --max-restarts 3: cutrun does not restart ranks"));
+  CHECK(count(restarts.output, "\n") == 1);
+}
+
+TEST_CASE("cutrun --tee picks the streams in the log files, and alone logs to a fresh folder", "[dist]") {
+  TempDir dir;
+  auto r = run({kCutrun, "--nproc-per-node", "2", "--log-dir", dir.path().string(), "--tee", "1", "/bin/sh", "-c",
+                "echo out $RANK; echo err $RANK >&2"});
+  REQUIRE(r.exit_code == 0);
+  CHECK(read_file(dir.path() / "rank1.log") == "out 1\n");  // stderr still on the console only
+  CHECK_THAT(r.output, Catch::Contains("[rank1]: err 1"));
+
+  auto alone = run({kCutrun, "--tee", "3", "/bin/sh", "-c", "echo hello"});
+  REQUIRE(alone.exit_code == 0);
+  const std::string marker = "the ranks' logs go to ";
+  const size_t at = alone.output.find(marker);
+  REQUIRE(at != std::string::npos);
+  const size_t from = at + marker.size();
+  const std::filesystem::path folder = alone.output.substr(from, alone.output.find('\n', from) - from);
+  CHECK(read_file(folder / "rank0.log") == "hello\n");
+  std::filesystem::remove_all(folder);
+}
+
+TEST_CASE("cutrun --rdzv-timeout reaches the ranks, with the number of nodes", "[dist]") {
+  auto r = run({kCutrun, "--rdzv-timeout", "7.5", "--nnodes", "3", "--node-rank", "2", "--rdzv-id", "r1",
+                "/bin/sh", "-c", "echo timeout=$CUTRAIN_RDZV_TIMEOUT nodes=$GROUP_WORLD_SIZE"});
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(r.output, Catch::Contains("[rank2]: timeout=7.5 nodes=3"));
+  auto zero = run({kCutrun, "--rdzv-timeout", "0", "/bin/true"});
+  CHECK(zero.output == "cutrun: error: --rdzv-timeout 0: must be above 0 and at most 86400 seconds\n");
+}
+
+TEST_CASE("cutrun --help names the torchrun flags it does not take", "[dist]") {
+  auto r = run({kCutrun, "--help"});
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(r.output, Catch::Contains("torchrun flags cutrun does not take"));
+  for (const char* flag : {"--rdzv-backend", "--rdzv-endpoint", "--max-restarts N (N > 0)", "--nnodes MIN:MAX",
+                           "--redirects", "--no-python"})
+    CHECK_THAT(r.output, Catch::Contains(flag));
+}
+
+TEST_CASE("cutrun under srun takes its node, the nodes and the master from Slurm", "[dist]") {
+  auto r = cutrun_with(kSecondNode, {"--nproc-per-node", "2"},
+                       "echo $RANK of $WORLD_SIZE node $GROUP_RANK of $GROUP_WORLD_SIZE at $MASTER_ADDR:$MASTER_PORT "
+                       "run $CUTRAIN_RUN_ID");
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(r.output, Catch::Contains("cutrun: under srun: node 1 of 2, master gpu07:15678\n"));
+  CHECK_THAT(r.output, Catch::Contains("[rank2]: 2 of 4 node 1 of 2 at gpu07:15678 run slurm-12345678.1\n"));
+  CHECK_THAT(r.output, Catch::Contains("[rank3]: 3 of 4 node 1 of 2 at gpu07:15678 run slurm-12345678.1\n"));
+
+  // Flags given win over Slurm's variables.
+  auto flags = cutrun_with(kSecondNode, {"--node-rank", "0", "--master-addr", "10.0.0.1", "--master-port", "1234"},
+                           "echo $RANK at $MASTER_ADDR:$MASTER_PORT");
+  CHECK_THAT(flags.output, Catch::Contains("[rank0]: 0 at 10.0.0.1:1234\n"));
+
+  // One cutrun per node: srun's tasks per node must be 1.
+  std::vector<std::string> per_gpu = kSecondNode;
+  per_gpu.push_back("SLURM_STEP_NUM_TASKS=8");
+  auto many = cutrun_with(per_gpu, {}, "true");
+  CHECK(many.exit_code == 2);
+  CHECK_THAT(many.output, Catch::StartsWith("cutrun: error: under srun, cutrun runs once per node and starts the "
+                                            "ranks itself, but this step has 8 tasks on 2 node(s)"));
+}
+
+TEST_CASE("cutrun under srun finds the master as cutrain does", "[dist]") {
+  // cutrun (Python) and dist/slurm.cpp (C++) each expand host lists; here both meet the same lists.
+  for (const std::string list : {"gpu[01-04,07],login2", "n[098-101]", "a[1-2]-b[1,3],c", "login2", "x[5]"}) {
+    INFO(list);
+    auto r = cutrun_with({"SLURM_PROCID=0", "SLURM_NTASKS=2", "SLURM_NNODES=2", "SLURM_NODEID=0",
+                          "SLURM_STEP_NODELIST=" + list, "SLURM_JOB_ID=77"},
+                         {}, "echo master=$MASTER_ADDR");
+    CHECK(r.exit_code == 0);
+    CHECK_THAT(r.output, Catch::Contains("master=" + cutrain::expand_hostlist(list).front() + "\n"));
+  }
+}
