@@ -15,6 +15,8 @@
 #include <stb_image_resize.h>
 #include <stb_image_write.h>
 
+#include "data/image_check.h"
+
 namespace cutrain {
 
 namespace fs = std::filesystem;
@@ -43,6 +45,7 @@ void decode_image(const uint8_t* bytes, size_t size, const std::string& source, 
   if (size > size_t(std::numeric_limits<int>::max()))
     throw std::runtime_error(source + ": " + std::to_string(size) + " bytes is too large a file for an image");
   const int length = int(size);
+  check_image_before_decoding(bytes, size, source);  // what Debian's stb_image must not see
   // The size first, from the header alone: stb_image_resize aborts on an image without pixels,
   // and a tiny file can declare a huge one.
   int w = 0, h = 0, channels_in_file = 0;

@@ -37,10 +37,10 @@ inline constexpr int64_t kDefaultMaxImagePixels = int64_t(1) << 24;
 Dataset load_image_folder(const std::string& split_dir, int64_t max_pixels = kDefaultMaxImagePixels,
                           int height = 32, int width = 32);
 
-// Decodes the `size` bytes of one image file (PNG, JPEG, BMP, or anything else stb_image reads)
-// into height x width x 3 RGB bytes at `out`, resizing it when its own size differs. Throws
-// std::runtime_error("<source>: <what is wrong>") in one line. Needs no file: the image folder
-// reader and a fuzzer call it alike.
+// Decodes the `size` bytes of one image file (PNG, JPEG or BMP, told by its first bytes; see
+// data/image_check.h for what else is refused before stb_image sees it) into height x width x 3
+// RGB bytes at `out`, resizing it when its own size differs. Throws std::runtime_error("<source>:
+// <what is wrong>") in one line. Needs no file: the image folder reader and a fuzzer call it alike.
 void decode_image(const uint8_t* bytes, size_t size, const std::string& source, int height, int width,
                   int64_t max_pixels, uint8_t* out);
 

@@ -23,10 +23,11 @@ packages=(
 )
 
 # scripts/test.sh also wants PyTorch on the CPU, for the cross-checks of bench/ against cutrain
-# (tests/scripts/test_parity_cpu.sh, test_reference_cpu.sh); training does not.
+# (tests/scripts/test_parity_cpu.sh, test_reference_cpu.sh), and clang with its sanitizer and
+# libFuzzer runtime for the fuzz targets (scripts/fuzz.sh); training wants neither.
 # The two-node test (tests/scripts/test_two_nodes.sh) makes network namespaces with iproute2's `ip`.
 if [ "${1:-}" = "--with-tests" ]; then
-  packages+=(python3-torch python3-torchvision iproute2)
+  packages+=(python3-torch python3-torchvision clang-14 libclang-rt-14-dev iproute2)
 fi
 
 missing=()

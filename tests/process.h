@@ -7,20 +7,29 @@
 // Multi-process tests run this test binary itself under cutrun with a hidden tag, e.g.
 //   cutrun --standalone --nproc-per-node 3 cutrain_tests "[.dist-worker-collectives]"
 // and the hidden test case does one rank's part, reading RANK and WORLD_SIZE from the environment.
+//
+// A started process dies with the test (PR_SET_PDEATHSIG), so a test killed at CTest's timeout
+// leaves nothing behind; start them from the test's own thread, since the kernel ties that signal
+// to the thread that forked.
 #pragma once
 
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "tests/binaries.h"
@@ -40,8 +49,14 @@ class Process {
   explicit Process(const std::vector<std::string>& argv) : start_(std::chrono::steady_clock::now()) {
     int pipe_fds[2];
     if (::pipe2(pipe_fds, O_CLOEXEC) != 0) throw std::runtime_error("pipe failed");
+    const pid_t test = ::getpid();
     pid_ = ::fork();
     if (pid_ == 0) {
+      // The child dies with the test, however the test ends: when CTest kills a test at its
+      // timeout (SIGKILL, no destructor runs), what the test started goes too. (cutrun does the
+      // same for its ranks.) The test may have died before prctl: then go at once.
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (::getppid() != test) ::_exit(127);
       ::dup2(pipe_fds[1], 1);
       ::dup2(pipe_fds[1], 2);
       std::vector<char*> args;
@@ -53,6 +68,9 @@ class Process {
     ::close(pipe_fds[1]);
     output_fd_ = pipe_fds[0];
   }
+
+  Process(const Process&) = delete;  // one owner kills and reaps it
+  Process& operator=(const Process&) = delete;
 
   ~Process() {
     if (pid_ > 0) {
@@ -124,6 +142,60 @@ inline Process::Result run(const std::vector<std::string>& argv) { return Proces
 inline Process::Result run_test_workers(int nproc, const std::string& tag) {
   return run({cutrain::test::binary("cutrun"), "--standalone", "--nproc-per-node", std::to_string(nproc),
               cutrain::test::binary("cutrain_tests"), tag});
+}
+
+namespace detail {
+
+inline std::string read_text(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// The state letter and parent of /proc/<pid>/stat ("pid (comm) state ppid ..."; comm may hold
+// spaces, so read after its ')'), or false when there is no such process.
+inline bool stat_of(const std::filesystem::path& proc_dir, char& state, pid_t& ppid) {
+  const std::string stat = read_text(proc_dir / "stat");
+  std::istringstream after(stat.substr(std::min(stat.size(), stat.rfind(')') + 1)));
+  return bool(after >> state >> ppid);
+}
+
+}  // namespace detail
+
+// Whether process `pid` still runs; a zombie, dead but not yet reaped by its parent, does not.
+inline bool running(pid_t pid) {
+  char state = 0;
+  pid_t ppid = 0;
+  return detail::stat_of("/proc/" + std::to_string(pid), state, ppid) && state != 'Z';
+}
+
+// Waits up to `seconds` until none of `pids` runs; returns whether that happened.
+inline bool wait_gone(const std::vector<pid_t>& pids, double seconds) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  for (;;) {
+    if (std::none_of(pids.begin(), pids.end(), running)) return true;
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+}
+
+// The processes `parent` (cutrun) started, by their RANK variable.
+inline std::map<int, pid_t> ranks_of(pid_t parent) {
+  std::map<int, pid_t> ranks;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
+    const std::string name = entry.path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    char state = 0;
+    pid_t ppid = 0;
+    if (!detail::stat_of(entry.path(), state, ppid) || ppid != parent) continue;
+    const std::string environ = detail::read_text(entry.path() / "environ");
+    for (size_t at = 0; at < environ.size(); at = environ.find('\0', at) + 1) {
+      if (environ.compare(at, 5, "RANK=") == 0) ranks[std::stoi(environ.substr(at + 5))] = pid_t(std::stoi(name));
+      if (environ.find('\0', at) == std::string::npos) break;
+    }
+  }
+  return ranks;
 }
 
 }  // namespace cutrain::test

@@ -7,12 +7,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <cerrno>
-#include <filesystem>
-#include <fstream>
 #include <map>
 #include <regex>
-#include <sstream>
 
 #include "dist/progress_report.h"
 #include "tests/process.h"
@@ -37,36 +33,6 @@ Process start_training(int nproc, const std::vector<std::string>& cutrun_flags,
   return Process(argv);
 }
 
-std::string read_text(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
-// The processes `parent` started, by their RANK variable.
-std::map<int, pid_t> ranks_of(pid_t parent) {
-  std::map<int, pid_t> ranks;
-  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
-    const std::string name = entry.path().filename().string();
-    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-    // /proc/<pid>/stat: "pid (comm) state ppid ..."; comm may hold spaces, so look after its ')'.
-    const std::string stat = read_text(entry.path() / "stat");
-    std::istringstream after(stat.substr(stat.rfind(')') + 1));
-    std::string state;
-    pid_t ppid = 0;
-    if (!(after >> state >> ppid) || ppid != parent) continue;
-    const std::string environ = read_text(entry.path() / "environ");
-    for (size_t at = 0; at < environ.size(); at = environ.find('\0', at) + 1) {
-      if (environ.compare(at, 5, "RANK=") == 0) ranks[std::stoi(environ.substr(at + 5))] = pid_t(std::stoi(name));
-      if (environ.find('\0', at) == std::string::npos) break;
-    }
-  }
-  return ranks;
-}
-
-bool gone(pid_t pid) { return ::kill(pid, 0) != 0 && errno == ESRCH; }
-
 struct Fault {
   Process::Result result;
   double seconds = 0;  // from the fault until cutrun exited, every rank reaped
@@ -80,7 +46,7 @@ Fault inject(int nproc, int victim, int signum, const std::vector<std::string>& 
   Process p = start_training(nproc, cutrun_flags, train_flags);
   REQUIRE(p.read_until("== step:", 3, 60));
   Fault f;
-  f.ranks = ranks_of(p.pid());
+  f.ranks = cutrain::test::ranks_of(p.pid());
   REQUIRE(f.ranks.size() == size_t(nproc));
   f.victim = f.ranks.at(victim);
   const auto at = Clock::now();
@@ -88,7 +54,7 @@ Fault inject(int nproc, int victim, int signum, const std::vector<std::string>& 
   f.result = p.finish();
   f.seconds = std::chrono::duration<double>(Clock::now() - at).count();
   INFO(f.result.output);
-  for (const auto& [rank, pid] : f.ranks) CHECK(gone(pid));
+  for (const auto& [rank, pid] : f.ranks) CHECK(!cutrain::test::running(pid));
   return f;
 }
 

@@ -1,6 +1,8 @@
 // cutrun, the launcher: environment, rank-prefixed output, log files, stopping on failure and on
 // signals, and one-line errors. The ranks are tiny shell programs.
 #include <catch2/catch.hpp>
+#include <regex>
+#include <thread>
 
 #include "tests/network.h"
 #include "tests/process.h"
@@ -97,6 +99,50 @@ TEST_CASE("SIGTERM to cutrun reaches every rank", "[dist]") {
   CHECK_THAT(r.output, Catch::Contains("[rank1]: rank 1 got TERM"));
   CHECK(r.exit_code == 128 + SIGTERM);
   CHECK(r.seconds < 20);  // the ranks ended on SIGTERM, not on the SIGKILL after the grace period
+}
+
+namespace {
+
+// cutrun with two ranks that sleep for a minute.
+Process start_sleeping_ranks() { return Process(cutrun_sh({"--nproc-per-node", "2"}, "echo ready; exec sleep 60")); }
+
+// Their pids, once both run.
+std::vector<pid_t> rank_pids(Process& cutrun) {
+  REQUIRE(cutrun.read_until("ready", 2));
+  std::vector<pid_t> ranks;
+  for (const auto& [rank, pid] : cutrain::test::ranks_of(cutrun.pid())) ranks.push_back(pid);
+  REQUIRE(ranks.size() == 2);
+  return ranks;
+}
+
+}  // namespace
+
+TEST_CASE("cutrun killed with SIGKILL takes its ranks with it", "[dist]") {
+  Process cutrun = start_sleeping_ranks();
+  const std::vector<pid_t> ranks = rank_pids(cutrun);
+  cutrun.signal(SIGKILL);
+  cutrun.finish();
+  CHECK(cutrain::test::wait_gone(ranks, 10));  // not the minute they would sleep
+}
+
+TEST_CASE("a test killed at its timeout leaves nothing behind: not the cutrun it started, nor its ranks",
+          "[dist]") {
+  // CTest ends a test that runs past its timeout with SIGKILL: no destructor runs.
+  Process test({cutrain::test::binary("cutrain_tests"), "[.test-killed-while-cutrun-runs]"});
+  REQUIRE(test.read_until("waiting to be killed"));
+  test.signal(SIGKILL);
+  auto r = test.finish();
+  std::smatch pids;
+  REQUIRE(std::regex_search(r.output, pids, std::regex("cutrun ([0-9]+), ranks ([0-9]+) ([0-9]+)")));
+  CHECK(cutrain::test::wait_gone({std::stoi(pids[1]), std::stoi(pids[2]), std::stoi(pids[3])}, 10));
+}
+
+TEST_CASE("the test that is killed", "[.test-killed-while-cutrun-runs]") {
+  Process cutrun = start_sleeping_ranks();
+  const std::vector<pid_t> ranks = rank_pids(cutrun);
+  std::cout << "cutrun " << cutrun.pid() << ", ranks " << ranks[0] << " " << ranks[1] << ", waiting to be killed"
+            << std::endl;
+  std::this_thread::sleep_for(std::chrono::seconds(60));
 }
 
 TEST_CASE("cutrun refuses bad flags and missing programs in one line", "[dist]") {

@@ -1,0 +1,54 @@
+#include "data/image_check.h"
+
+#include <algorithm>
+#include <cstring>
+#include <stdexcept>
+
+namespace cutrain {
+namespace {
+
+bool starts_with(const uint8_t* bytes, size_t size, const char* magic, size_t length) {
+  return size >= length && std::memcmp(bytes, magic, length) == 0;
+}
+
+// A JPEG is a sequence of segments, each a marker (0xFF, a code) and, for most codes, a 16-bit
+// big-endian length that counts itself; after a start of scan (SOS) come entropy-coded bytes, in
+// which 0xFF is followed by 0x00 (a stuffed byte) or a restart code, up to the next marker. A
+// define-Huffman-table segment (DHT) holds tables of [class and id byte][16 code counts][codes].
+// Walks the segments as stb_image does and refuses any table whose counts add up to over 256.
+void check_jpeg_huffman_tables(const uint8_t* bytes, size_t size, const std::string& source) {
+  auto byte = [&](size_t at) -> size_t { return at < size ? bytes[at] : 0; };  // stb_image reads 0 past the end
+  size_t at = 2;  // after the start of image (FF D8)
+  while (at + 1 < size) {
+    const size_t code = bytes[at + 1];
+    const bool marker = bytes[at] == 0xFF && code != 0x00 && code != 0xFF && !(code >= 0xD0 && code <= 0xD7);
+    if (!marker) {  // entropy-coded data, a stuffed byte, a restart or a fill byte
+      ++at;
+      continue;
+    }
+    if (code == 0xD9) return;  // end of image
+    const size_t length = byte(at + 2) << 8 | byte(at + 3);
+    const size_t end = at + 2 + length;
+    if (code == 0xC4) {
+      for (size_t table = at + 4; table < end;) {
+        size_t codes = 0;
+        for (size_t i = 1; i <= 16; ++i) codes += byte(table + i);
+        if (codes > 256)
+          throw std::runtime_error(source + ": cannot decode image: corrupt JPEG: a Huffman table declares " +
+                                   std::to_string(codes) + " codes, more than 256");
+        table += 17 + codes;
+      }
+    }
+    at = std::max(end, at + 2);
+  }
+}
+
+}  // namespace
+
+void check_image_before_decoding(const uint8_t* bytes, size_t size, const std::string& source) {
+  if (starts_with(bytes, size, "\x89PNG\r\n\x1a\n", 8) || starts_with(bytes, size, "BM", 2)) return;
+  if (starts_with(bytes, size, "\xFF\xD8", 2)) return check_jpeg_huffman_tables(bytes, size, source);
+  throw std::runtime_error(source + ": cannot decode image: not a PNG, JPEG or BMP file");
+}
+
+}  // namespace cutrain

@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# Builds cutrain's CPU code with sanitizers and runs tests under them; any report fails the run.
+#   asan  build-asan/: AddressSanitizer (leaks included) and UndefinedBehaviorSanitizer, every test
+#         but the [gpu] ones and the long trainings below, which the release build runs already;
+#   tsan  build-tsan/: ThreadSanitizer, the tests of the loader, the gradient reducer and the store.
+# Every process that has a report (a cutrain a test starts, a rank under cutrun) writes it to
+# build-*/sanitizer-reports/, which are printed at the end. The CUDA kernels run under
+# AddressSanitizer in the emulation instead (scripts/test-emu.sh). scripts/test.sh runs this; alone:
+#
+#   scripts/test-sanitizers.sh [--build-only] [asan] [tsan]   (default: both; ctest arguments in CTEST_ARGS)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+build_only=0
+if [ "${1:-}" = --build-only ]; then
+  build_only=1
+  shift
+fi
+parts=("$@")
+((${#parts[@]})) || parts=(asan tsan)
+clang="$(command -v clang++-14 || command -v clang++ || true)"
+[ -n "$clang" ] || { echo "test-sanitizers: error: no clang++ (scripts/setup.sh --with-tests installs it)" >&2; exit 1; }
+
+# Under ASan at -O0 these take from 25 s to over 10 minutes each (trainings, the float64 and bf16
+# step bounds, the evaluator's runs, the largest convolutions), and run the same CPU code as the short tests: the release
+# build runs them (and the bench/ script tests, which sanitized builds leave out).
+long_trainings='^(training learns|sync-bn: 2 and 3 ranks|images/s and training time|synthetic: a linear model|'
+long_trainings+='an absurd learning rate|The fp32 step on the CPU|The bf16 model of the step|The bounds fail a step|'
+long_trainings+='SIGTERM: the step finishes|two processes through cutrun train together|eval prints the accuracy|'
+long_trainings+='evaluator: --tta flip|metrics that cannot be written|a resumed run continues exactly|'
+long_trainings+='ResNet-18 has torchvision.s parameter counts|conv2d CPU splits a large batch)'
+
+# build FOLDER SANITIZERS: configures and builds cutrain_tests (and what it runs) with them. Built
+# for speed: clang (twice as quick as GCC here, and a second compiler's view of the code), no
+# optimization, line numbers only, and one translation unit for several sources of a library.
+build() {
+  mkdir -p "$1"
+  cmake -S . -B "$1" -DCUTRAIN_SANITIZE="$2" -DCMAKE_CXX_COMPILER="$clang" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="$3 -gline-tables-only" -DCMAKE_CUDA_FLAGS_RELWITHDEBINFO="-O1" \
+    -DCMAKE_UNITY_BUILD=ON >"$1/configure.log" 2>&1 || { cat "$1/configure.log" >&2; return 1; }
+  cmake --build "$1" -j "$(nproc)" --target cutrain_tests
+}
+
+# check FOLDER CTEST_ARGS...: runs the tests (through the command in the array run_with, if any);
+# fails on a failed test or on any sanitizer report.
+run_with=()
+check() {
+  ((build_only)) && return 0
+  local folder=$1 status=0
+  shift
+  local reports="$PWD/$folder/sanitizer-reports"
+  rm -rf "$reports"
+  mkdir -p "$reports"
+  ASAN_OPTIONS="log_path=$reports/asan" UBSAN_OPTIONS="log_path=$reports/ubsan:print_stacktrace=1" \
+    TSAN_OPTIONS="log_path=$reports/tsan" \
+    "${run_with[@]}" ctest --test-dir "$folder" --output-on-failure -j "$(nproc)" "$@" ${CTEST_ARGS:-} || status=1
+  if compgen -G "$reports/*" >/dev/null; then
+    echo "test-sanitizers: $folder: sanitizer reports:" >&2
+    for report in "$reports"/*; do
+      echo "--- $report" >&2
+      cat "$report" >&2
+    done
+    status=1
+  fi
+  return "$status"
+}
+
+status=0
+for part in "${parts[@]}"; do
+  case "$part" in
+    asan) run_with=() && build build-asan address,undefined -O0 && check build-asan -E "$long_trainings" || status=1 ;;
+    # setarch -R: clang 14's ThreadSanitizer cannot place its shadow memory when the kernel
+    # randomizes addresses with more bits than it expects; without randomization it always can.
+    tsan) run_with=(setarch "$(uname -m)" -R) && build build-tsan thread -O1 && check build-tsan || status=1 ;;
+    *) echo "test-sanitizers: error: unknown part '$part' (usage: scripts/test-sanitizers.sh [asan] [tsan])" >&2; exit 2 ;;
+  esac
+done
+exit "$status"
