@@ -330,9 +330,10 @@ def train(model, env, args, train_set, test_set):
 
     for epoch in range(1, epochs + 1):
         sampler.set_epoch(epoch - 1)
-        loss_sum = torch.zeros((), device=device)
+        loss_sum = torch.zeros((), dtype=torch.float64, device=device)  # exact enough to difference per step
         correct = torch.zeros((), dtype=torch.int64, device=device)
         seen = step = 0
+        logged_loss = logged_correct = 0  # the sums at the last log line: a step line is its interval's mean
         epoch_start = clock.training_s()
         clock.pause(EPOCH_START)  # until the epoch's first batch is in
         interval_start, interval_first_step = clock.step_s(), 0
@@ -355,13 +356,16 @@ def train(model, env, args, train_set, test_set):
             global_step += 1
             last = step == steps_per_epoch or global_step == total_steps
             if step % args.log_every == 0 or last:
-                mean_loss, acc = loss_sum.item() / step, correct.item() / seen  # the read-back syncs
+                losses, hits = loss_sum.item(), correct.item()  # the read-back syncs
                 sync()
+                steps = step - interval_first_step
+                mean_loss, acc = (losses - logged_loss) / steps, (hits - logged_correct) / (steps * len(y))
+                logged_loss, logged_correct = losses, hits
                 seconds = clock.step_s() - interval_start
-                ms = seconds * 1000 / (step - interval_first_step)
+                ms = seconds * 1000 / steps
                 rate = images_per_step * 1000 / ms
                 if warm:
-                    warm_images += images_per_step * (step - interval_first_step)
+                    warm_images += images_per_step * steps
                     warm_seconds += seconds
                 warm = True
                 env.print(f"== step: [{step:>3}/{steps_per_epoch}] [{epoch}/{epochs}] | loss: {mean_loss:.3f} "
