@@ -27,6 +27,7 @@ from PIL import Image
 from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader, Dataset, DistributedSampler
 
+import augment_draws
 import cifar10
 import lr_schedule
 import safetensors_io
@@ -152,6 +153,23 @@ class ResidentBatches:
             yield gpu_augment(self.images[idx], self.mean, self.std), self.labels[idx]
 
 
+class CutrainBatches:
+    """The batches cutrain trains on, bit for bit (augment_draws.py): the same sampler order (torch's
+    DistributedSampler, which cutrain's data/sampler.h follows) and cutrain's crop and flip draws, for the
+    multi-step parity check. Numpy on the host, one batch at a time: a check's pace, not a benchmark's."""
+
+    def __init__(self, images, labels, sampler, batch_size, seed, device):
+        self.images, self.labels = images, labels
+        self.sampler, self.batch_size, self.seed, self.device = sampler, batch_size, seed, device
+
+    def __call__(self):
+        order = np.fromiter(self.sampler, np.int64)
+        for start in range(0, len(order) - self.batch_size + 1, self.batch_size):  # last partial batch dropped
+            idx = order[start:start + self.batch_size]
+            x = augment_draws.augment(self.images, idx, self.sampler.epoch, self.seed, cifar10.MEAN, cifar10.STD)
+            yield torch.from_numpy(x).to(self.device), torch.from_numpy(self.labels[idx]).to(self.device)
+
+
 # ---------------------------------------------------------------------------------------- distributed
 
 class Env:
@@ -259,6 +277,9 @@ def run(args):
         return
     test_x, test_y = cifar10.load_split(args.data, train=False)
     train(model, env, args, (train_x, train_y), (test_x, test_y))
+    if args.export_final and env.rank == 0:
+        export_weights(model, args.export_final)
+        print(f"final weights -> {args.export_final}", flush=True)
     if env.distributed:
         dist.destroy_process_group()
 
@@ -284,7 +305,9 @@ def train(model, env, args, train_set, test_set):
     steps_per_epoch = len(sampler) // args.batch_size
     if steps_per_epoch == 0:
         raise ValueError(f"--batch-size {args.batch_size}: larger than this rank's {len(sampler)} train images")
-    if args.data_on_gpu:
+    if args.cutrain_augment:
+        batches = CutrainBatches(*train_set, sampler, args.batch_size, args.seed, device)
+    elif args.data_on_gpu:
         batches = ResidentBatches(*train_set, sampler, args.batch_size, device)
     else:
         batches = LoaderBatches(AugmentedCifar(*train_set), sampler, args, device)
