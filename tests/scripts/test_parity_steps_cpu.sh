@@ -7,10 +7,7 @@
 # leaving batch norm out of the weight decay, fails it many times over (bench/README.md, "Parity").
 # Needs Debian's python3-torch and python3-torchvision (scripts/setup.sh installs them).
 source "$(dirname "$0")/common.sh"
-require_python "numpy, torch, torchvision"
-[ -x "$bin/cutrain" ] || skip "no cutrain binary in $bin"
-export OMP_NUM_THREADS=1
-cd "$scratch"
+cutrain_and_torch
 "$bin/cutrain" make-synthetic --out data --train 256 --test 32 >/dev/null
 
 recipe=(--data data --device cpu --width 8 --batch-size 32 --epochs 3 --lr 0.002 --lr-schedule cosine
