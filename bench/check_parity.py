@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Is cutrain computing what PyTorch computes? Two checks across the programs.
+"""Is cutrain computing what PyTorch computes? Three checks across the programs.
 
     check_parity.py grads TORCH.safetensors CUTRAIN.safetensors [--rtol 1e-3] [--fp64 FP64.safetensors]
         The first step's loss and gradients, dumped by both programs from the same initial weights on the
@@ -16,8 +16,9 @@
         cancels, so fp32 gradients are only good to about 1e-3, and training amplifies that), so the yardstick
         is a twin, PyTorch itself in another memory layout (--channels-last: other kernels, other rounding): at
         step t cutrain's loss may differ from PyTorch's by up to --slack times the most the twin differed by
-        in steps 1..t, and each final tensor's update (final - INIT) by up to --slack times the twin's
-        relative difference. Needs numpy only.
+        in steps 1..t (or 1e-4 of the loss: in the first steps the twin, sharing most of PyTorch's kernels,
+        hardly moves), and each final tensor's update (final - INIT) by up to --slack times the twin's relative
+        difference (or 1e-4); integer tensors (num_batches_tracked) must be equal. Needs numpy only.
     check_parity.py checkpoint --data DIR --checkpoint PATH --cutrain-acc PERCENT [--stem S] [--tolerance PP]
                                [--tta flip]
         A cutrain checkpoint loaded into torchvision's resnet18 (load_state_dict strict=True) and evaluated
