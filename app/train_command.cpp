@@ -57,7 +57,7 @@ void add_train_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--precision", o.precision, "fp32 or bf16 (default: bf16 on a GPU, fp32 on the CPU)")
       ->check(CLI::IsMember({"fp32", "bf16"}));
   add_switch(cmd, "--deterministic", o.deterministic,
-             "Only deterministic cuDNN algorithms (batch norm's GPU sums still add with atomics)");
+             "Only deterministic cuDNN algorithms (cutrain's own kernels always reduce in a fixed order)");
   add_switch(cmd, "--cudnn-benchmark", o.cudnn_benchmark,
              "Measure cuDNN's convolution algorithms instead of taking its heuristics' choice; the winners "
              "are kept in ~/.cache/cutrain (or $CUTRAIN_CACHE_DIR) for later runs");

@@ -1,20 +1,45 @@
 // batchnorm.cu: the CUDA side of batchnorm.h, with the element math of batchnorm.cuh.
 //
-// x[M, C] is NHWC memory, so a row is one pixel's C channels, contiguous. Every kernel over x
-// uses one thread layout (RowsLayout): threadIdx.x and blockIdx.x pick a pack of VEC channels that
-// stays the thread's for its whole life, so per-channel constants are loaded once into registers;
-// threadIdx.y and blockIdx.y pick rows, striding over M. Neighbouring threads read neighbouring
-// packs of a row, then the next rows: contiguous memory. Packs are 16 bytes when C and the
-// addresses allow (4 floats, 8 bf16), single elements otherwise.
-//   channel_sums_kernel   per-channel fp32 sums over rows (stage 1 of the forward and backward),
-//                         its per-row work given by an Op (SumsOp, BackwardSumsOp);
-//   bn_apply_kernel, bn_backward_apply_kernel: elementwise;
-// plus one thread per channel for the statistics (stage 2).
+// x[M, C] is NHWC memory, so a row is one pixel's C channels, contiguous. Every kernel uses one
+// thread layout: a thread owns a group of 8 consecutive channels (one byte of the ReLU mask) for
+// its whole life, picked by threadIdx.x and blockIdx.x, so its per-channel constants sit in
+// registers; threadIdx.y picks rows. A group moves as 16-byte packs (one of 8 bf16, two of 4
+// floats) when C and the addresses allow, element by element otherwise. Neighbouring threads read
+// neighbouring groups of a row: contiguous memory.
+//
+// The cooperative kernels (training forward and backward, and SyncBatchNorm's statistics and sums)
+// have every block resident at once (launch_cooperative_kernel), one per multiprocessor:
+//   1. block (gx, gy) takes chunk gy of the rows and group column gx of the channels; each thread
+//      accumulates its rows (Welford's statistics forward, the sums t1, t2 backward) and keeps its
+//      first plan.cached_rows of them in shared memory;
+//   2. the block merges its threads' statistics in a fixed order (warp shuffles, then a pairwise
+//      tree through shared memory) into partials[chunk][channel];
+//   3. grid barrier; block b merges every chunk's partial of its share of the channels, in an
+//      order fixed by the grid, and writes the result: mean, invstd and the running statistics,
+//      or dgamma, dbeta;
+//   4. grid barrier; every thread reads its channels' results and applies them to its rows, from
+//      shared memory where it kept them, re-reading the rest.
+// Nothing is atomic and nothing needs zeroing, and every merge happens in an order the plan fixes,
+// so two runs give the same bits, eager or replayed from a CUDA graph.
+//
+// Why it cannot deadlock: a cooperative launch starts only when its whole grid fits the device at
+// once (else it fails at launch, naming the kernel), so every block reaches each barrier. Kernels
+// on other streams (the weight-gradient convolutions, NCCL's) may hold multiprocessors meanwhile,
+// but none of them waits for a batch norm kernel, so they finish and free them; the batch norm
+// kernels themselves run in order on the compute stream, never two at once. In a CUDA graph the
+// kernel node keeps the cooperative attribute.
+//
+// The elementwise kernels (eval forward, SyncBatchNorm's apply stages) stride down the rows with
+// ordinary grids.
 #include "kernels/batchnorm.h"
 
+#include <cooperative_groups.h>
 #include <cuda_bf16.h>
 
 #include <algorithm>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
 
 #include "kernels/batchnorm.cuh"
 #include "kernels/check.h"
@@ -25,298 +50,681 @@ namespace cutrain {
 
 namespace {
 
-// ---- the thread layout over x[M, C] ----------------------------------------------------------
+constexpr int kGroup = 8;               // channels per thread: one byte of the ReLU mask
+constexpr int kMaxGroupsAcross = 8;     // groups across a block: 64 channels, 128 or 256 bytes of a row
+constexpr int kElementwiseThreads = 256;
+constexpr int kElementwiseRowsPerThread = 8;
 
-// 256-thread blocks: as many threads across a row as it has packs (up to 256), the rest down the
-// rows; enough blocks down the rows that each thread visits about kRowsPerThread rows.
-struct RowsLayout {
-  dim3 grid, block;
-  RowsLayout(int64_t M, int C, int vec) {
-    constexpr int kRowsPerThread = 8;
-    const int packs = C / vec;
-    block = dim3(std::min(packs, kBlockThreads), kBlockThreads / std::min(packs, kBlockThreads));
-    const int64_t rows_per_block = int64_t(block.y) * kRowsPerThread;
-    grid = dim3((packs + block.x - 1) / block.x,
-                unsigned(std::clamp<int64_t>((M + rows_per_block - 1) / rows_per_block, 1, 65535)));
-  }
+__host__ __device__ constexpr int ceil_div(int64_t a, int64_t b) { return int((a + b - 1) / b); }
+
+// ---- a thread's group of channels ---------------------------------------------------------------
+
+// A group's elements as they lie in memory: one or two 16-byte packs.
+template <typename T>
+struct Group {
+  static constexpr int kPackWidth = kWidestPack<T>;
+  static constexpr int kPacks = kGroup / kPackWidth;
+  Pack<T, kPackWidth> packs[kPacks];
+  __device__ T& operator[](int v) { return packs[v / kPackWidth].v[v % kPackWidth]; }
+  __device__ const T& operator[](int v) const { return packs[v / kPackWidth].v[v % kPackWidth]; }
 };
 
-// This thread's first channel, first row and row stride under RowsLayout.
-template <int VEC>
-__device__ int thread_channel() {
-  return (blockIdx.x * blockDim.x + threadIdx.x) * VEC;
-}
-__device__ int64_t thread_first_row() { return int64_t(blockIdx.y) * blockDim.y + threadIdx.y; }
-__device__ int64_t row_stride() { return int64_t(gridDim.y) * blockDim.y; }
-
-// values[v] = per_channel[c0 + v]: a thread's channel constants, into registers.
-template <int VEC>
-__device__ void load_channels(const float* per_channel, int c0, float (&values)[VEC]) {
-  for (int v = 0; v < VEC; ++v) values[v] = per_channel[c0 + v];
-}
-
-// ---- stage 1: per-channel sums -----------------------------------------------------------
-
-// out_a[c] = sum_m a(m, c),  out_b[c] = sum_m b(m, c), where op.accumulate adds row m's a and b
-// for the VEC channels from c0.
-//
-// Each thread sums its rows in fp32 registers; the block adds up its rows through shared memory,
-// and one thread per channel adds the block's share to the output with atomicAdd (zeroed by the
-// launcher). The order of those atomic additions varies, so the last bits of a sum can differ
-// from run to run.
-template <int VEC, typename Op>
-__global__ void channel_sums_kernel(Op op, int64_t M, int C, float* out_a, float* out_b) {
-  CUTRAIN_DYNAMIC_SHARED(float, partial);  // a then b, each [blockDim.y][width]
-  const int width = blockDim.x * VEC;
-  const int c0 = thread_channel<VEC>();
-  float a[VEC] = {}, b[VEC] = {};
-  if (c0 < C) {
-    const typename Op::Channels channels = op.channels(c0);
-    for (int64_t m = thread_first_row(); m < M; m += row_stride()) op.accumulate(channels, m, c0, a, b);
+// Channels c0 .. c0+7 of a row. VECTOR: as 16-byte packs (C a multiple of 8, every row aligned);
+// else element by element, zeros past the row's end.
+template <bool VECTOR, typename T>
+__device__ Group<T> load_group(const T* row, int c0, int C) {
+  Group<T> g;
+  if constexpr (VECTOR) {
+    for (int p = 0; p < Group<T>::kPacks; ++p)
+      g.packs[p] = load_pack<Group<T>::kPackWidth>(row + c0 + p * Group<T>::kPackWidth);
+  } else {
+    for (int v = 0; v < kGroup; ++v) g[v] = c0 + v < C ? row[c0 + v] : from_float<T>(0.0f);
   }
-  float* partial_a = partial;
-  float* partial_b = partial + blockDim.y * width;
-  for (int v = 0; v < VEC; ++v) {
-    partial_a[threadIdx.y * width + threadIdx.x * VEC + v] = a[v];
-    partial_b[threadIdx.y * width + threadIdx.x * VEC + v] = b[v];
+  return g;
+}
+
+template <bool VECTOR, typename T>
+__device__ void store_group(T* row, int c0, int C, const Group<T>& g) {
+  if constexpr (VECTOR) {
+    for (int p = 0; p < Group<T>::kPacks; ++p)
+      store_pack<Group<T>::kPackWidth>(row + c0 + p * Group<T>::kPackWidth, g.packs[p]);
+  } else {
+    for (int v = 0; v < kGroup; ++v)
+      if (c0 + v < C) row[c0 + v] = g[v];
   }
-  __syncthreads();
-  for (int j = threadIdx.y * blockDim.x + threadIdx.x; j < width; j += blockDim.x * blockDim.y) {
-    const int c = blockIdx.x * width + j;
-    if (c >= C) break;
-    float sum_a = 0.0f, sum_b = 0.0f;
-    for (int y = 0; y < int(blockDim.y); ++y) {
-      sum_a += partial_a[y * width + j];
-      sum_b += partial_b[y * width + j];
+}
+
+// values[v] = per_channel[c0 + v], zero past the row's end: a thread's constants, into registers.
+__device__ void load_channels(const float* per_channel, int c0, int C, float (&values)[kGroup]) {
+  for (int v = 0; v < kGroup; ++v) values[v] = c0 + v < C ? per_channel[c0 + v] : 0.0f;
+}
+
+// The ReLU mask's byte of row m and the group from c0: bit v is [z > 0] of channel c0 + v.
+template <typename Byte>
+__device__ Byte& mask_byte(Byte* mask, int64_t m, int C, int c0) {
+  return mask[m * ceil_div(C, 8) + c0 / kGroup];
+}
+
+// dz = dy * act'(z) for the group of row m: dy's elements, the mask's bits under a ReLU.
+template <bool VECTOR, typename T>
+__device__ void load_dz(const T* dy, const uint8_t* mask, int64_t m, int C, int c0, BatchNormFusion fusion,
+                        float (&dz)[kGroup]) {
+  const Group<T> dys = load_group<VECTOR>(dy + m * C, c0, C);
+  const unsigned bits = fusion.relu ? mask_byte(mask, m, C, c0) : 0u;
+  for (int v = 0; v < kGroup; ++v) dz[v] = bn_dz(to_float(dys[v]), (bits >> v) & 1u, fusion);
+}
+
+// The backward's constants of the thread's channels (batchnorm.cuh), from the sums t1 and t2.
+template <typename T>
+__device__ void load_backward_channels(const BatchNormBackward<T>& b, const float* t1, const float* t2, int c0, int C,
+                                       float inv_count, BackwardChannel (&k)[kGroup]) {
+  for (int v = 0; v < kGroup; ++v) {
+    const int c = std::min(c0 + v, C - 1);  // past the row's end: a copy of the last channel, never stored
+    k[v] = bn_backward_channel(b.gamma[c], b.invstd[c], t1[c], t2[c], inv_count);
+  }
+}
+
+// The thread's first channel, its index in the block, the block's threads.
+__device__ int thread_channel() { return int(blockIdx.x * blockDim.x + threadIdx.x) * kGroup; }
+__device__ int block_thread() { return int(threadIdx.y * blockDim.x + threadIdx.x); }
+__device__ int block_threads() { return int(blockDim.x * blockDim.y); }
+
+// ---- fixed-order merges --------------------------------------------------------------------------
+
+__device__ Welford shuffle_down(const Welford& w, int offset) {
+  return {__shfl_down_sync(0xffffffffu, w.count, offset), __shfl_down_sync(0xffffffffu, w.mean, offset),
+          __shfl_down_sync(0xffffffffu, w.m2, offset)};
+}
+
+__device__ Sums shuffle_down(const Sums& s, int offset) {
+  return {__shfl_down_sync(0xffffffffu, s.t1, offset), __shfl_down_sync(0xffffffffu, s.t2, offset)};
+}
+
+// entries[e * width + j] for e < count merged pairwise in a fixed order into entries[j]:
+// e with e+1, e+2 with e+3, ..., then in pairs of pairs, each level after a barrier.
+template <typename Stat>
+__device__ void tree_merge(Stat* entries, int count, int width) {
+  for (int stride = 1; stride < count; stride *= 2) {
+    const int tasks = ceil_div(count, 2 * stride) * width;
+    for (int task = block_thread(); task < tasks; task += block_threads()) {
+      const int e = task / width * 2 * stride, j = task % width;
+      if (e + stride < count) entries[e * width + j] = merge(entries[e * width + j], entries[(e + stride) * width + j]);
     }
-    atomicAdd(&out_a[c], sum_a);
-    atomicAdd(&out_b[c], sum_b);
+    __syncthreads();  // this level's merges done before the next level reads them
   }
 }
 
-// Forward sums: a = x, b = x^2.
-template <typename T, int VEC>
-struct SumsOp {
-  const T* x;
+// The block's statistics of its channels, into scratch[0 .. W) (W = blockDim.x * kGroup), from
+// every thread's `mine`: inside each warp first (the lanes of one group are blockDim.x apart, a
+// power of two up to 8), then the warps' results through shared memory.
+template <typename Stat>
+__device__ void merge_block(Stat (&mine)[kGroup], Stat* scratch) {
+  const int lane = block_thread() % 32, warp = block_thread() / 32, width = int(blockDim.x) * kGroup;
+  for (int offset = 16; offset >= int(blockDim.x); offset /= 2)
+    for (int v = 0; v < kGroup; ++v) mine[v] = merge(mine[v], shuffle_down(mine[v], offset));
+  if (lane < int(blockDim.x))  // the warp's first row: lane = threadIdx.x
+    for (int v = 0; v < kGroup; ++v) scratch[warp * width + lane * kGroup + v] = mine[v];
+  __syncthreads();  // every warp's entries written
+  tree_merge(scratch, block_threads() / 32, width);
+}
+
+// After the grid barrier: block b of the grid merges partials[chunk][c] over all chunks for its
+// share of the channels, and calls finish(c, total) from one thread per channel. Several threads
+// share a channel's chunks (slice s merges chunks s, s + slices, ... in turn), then a tree merges
+// the slices: an order that depends on the grid only.
+template <typename Stat, typename Finish>
+__device__ void merge_chunks(const Stat* partials, int chunks, int C, Stat* scratch, Finish finish) {
+  const int blocks = int(gridDim.x * gridDim.y), b = int(blockIdx.y * gridDim.x + blockIdx.x);
+  const int share = ceil_div(C, blocks), first = std::min(C, b * share), end = std::min(C, first + share);
+  const int tid = block_thread();
+  for (int c0 = first; c0 < end; c0 += block_threads()) {
+    const int width = std::min(block_threads(), end - c0), slices = block_threads() / width;
+    const int j = tid % width, slice = tid / width;
+    if (slice < slices) {
+      Stat total{};
+      for (int chunk = slice; chunk < chunks; chunk += slices)
+        total = merge(total, partials[int64_t(chunk) * C + c0 + j]);
+      scratch[slice * width + j] = total;
+    }
+    __syncthreads();  // every slice's entry written
+    tree_merge(scratch, slices, width);
+    if (tid < width) finish(c0 + tid, scratch[tid]);
+    __syncthreads();  // before the next round reuses scratch
+  }
+}
+
+// ---- the cooperative kernels ---------------------------------------------------------------------
+
+// What a cooperative kernel takes of its plan.
+struct Tiling {
+  int64_t M;
   int C;
-
-  struct Channels {};
-  __device__ Channels channels(int) const { return {}; }
-  __device__ void accumulate(Channels, int64_t m, int c0, float* a, float* b) const {
-    const Pack<T, VEC> xs = load_pack<VEC>(x + m * C + c0);
-    for (int v = 0; v < VEC; ++v) {
-      const float value = to_float(xs.v[v]);
-      a[v] += value;
-      b[v] += value * value;
-    }
-  }
-};
-
-// What both backward kernels read of row element i onwards: the packs of x, and
-// dz = dy * act'(z) (y is read only for the ReLU's mask).
-template <int VEC>
-struct BackwardInputs {
-  float x[VEC], dz[VEC];
-};
-
-template <typename T, int VEC>
-__device__ BackwardInputs<VEC> load_backward_inputs(const T* x, const T* y, const T* dy, int64_t i,
-                                                       BatchNormFusion fusion) {
-  const Pack<T, VEC> xs = load_pack<VEC>(x + i), dys = load_pack<VEC>(dy + i);
-  Pack<T, VEC> ys{};
-  if (fusion.relu) ys = load_pack<VEC>(y + i);
-  BackwardInputs<VEC> in;
-  for (int v = 0; v < VEC; ++v) {
-    in.x[v] = to_float(xs.v[v]);
-    in.dz[v] = bn_dz(to_float(dys.v[v]), to_float(ys.v[v]), fusion);
-  }
-  return in;
-}
-
-// Backward sums: a = dz, b = dz*xhat; dz goes to d_residual when the residual was fused.
-template <typename T, int VEC>
-struct BackwardSumsOp {
-  const T* x;
-  const T* y;
-  const T* dy;
-  const float* mean;
-  const float* invstd;
   BatchNormFusion fusion;
-  T* d_residual;
-  int C;
-
-  struct Channels {
-    float mean[VEC], invstd[VEC];
-  };
-  __device__ Channels channels(int c0) const {
-    Channels ch;
-    load_channels(mean, c0, ch.mean);
-    load_channels(invstd, c0, ch.invstd);
-    return ch;
-  }
-  __device__ void accumulate(const Channels& ch, int64_t m, int c0, float* a, float* b) const {
-    const int64_t i = m * C + c0;
-    const BackwardInputs<VEC> in = load_backward_inputs<T, VEC>(x, y, dy, i, fusion);
-    Pack<T, VEC> dzs;
-    for (int v = 0; v < VEC; ++v) {
-      a[v] += in.dz[v];
-      b[v] += in.dz[v] * bn_xhat(in.x[v], ch.mean[v], ch.invstd[v]);
-      dzs.v[v] = from_float<T>(in.dz[v]);
-    }
-    if (fusion.residual) store_pack<VEC>(d_residual + i, dzs);
-  }
+  int64_t rows_per_block;
+  int cached_rows;
+  int scratch_bytes;  // the front of shared memory; the cached rows follow
 };
 
-// Zeroes the outputs, then launches channel_sums_kernel.
-template <int VEC, typename Op>
-void launch_channel_sums(const Op& op, int64_t M, int C, float* out_a, float* out_b, cudaStream_t stream) {
-  CUDA_CHECK(cudaMemsetAsync(out_a, 0, sizeof(float) * C, stream));
-  CUDA_CHECK(cudaMemsetAsync(out_b, 0, sizeof(float) * C, stream));
-  const RowsLayout layout(M, C, VEC);
-  const size_t shared_bytes = 2 * sizeof(float) * layout.block.y * layout.block.x * VEC;
-  launch_kernel("channel_sums_kernel", channel_sums_kernel<VEC, Op>, layout.grid, layout.block, shared_bytes, stream,
-                op, M, C, out_a, out_b);
+// The rows of this thread: chunk blockIdx.y, then every blockDim.y-th row.
+struct ThreadRows {
+  int64_t first, end, stride;
+  __device__ explicit ThreadRows(const Tiling& t)
+      : first(int64_t(blockIdx.y) * t.rows_per_block + threadIdx.y),
+        end(std::min(t.M, int64_t(blockIdx.y + 1) * t.rows_per_block)),
+        stride(blockDim.y) {}
+};
+
+// Shared memory: the scratch of the merges, then the cached rows, `tensors` of them per row.
+template <typename Stat>
+__device__ Stat* scratch_memory(float4* shared) {
+  return reinterpret_cast<Stat*>(shared);
+}
+template <typename T>
+__device__ Group<T>* cache_memory(float4* shared, const Tiling& t) {
+  return reinterpret_cast<Group<T>*>(reinterpret_cast<unsigned char*>(shared) + t.scratch_bytes);
 }
 
-// ---- stage 2: per-channel statistics -------------------------------------------------------
+// Training forward in one launch: Welford statistics, running statistics, y and the ReLU mask.
+// statistics_only (SyncBatchNorm): stops after step 3, which then writes this rank's statistics
+// to s instead.
+//   y = act((x - mean)*gamma*invstd + beta [+ residual]),  mask = [pre-activation > 0]
+template <typename T, bool VECTOR>
+__global__ void __launch_bounds__(1024, 1)
+    bn_forward_train_kernel(Tiling t, BatchNormForward<T> f, BatchNormRankStats s, Welford* partials,
+                            bool statistics_only) {
+  CUTRAIN_DYNAMIC_SHARED(float4, shared);
+  Welford* scratch = scratch_memory<Welford>(shared);
+  Group<T>* cache = cache_memory<T>(shared, t);
+  const int C = t.C, c0 = thread_channel(), tid = block_thread(), threads = block_threads();
+  const ThreadRows rows(t);
 
-// mean, invstd from the sums; running statistics updated as PyTorch does (bn_finalize_channel).
-__global__ void bn_finalize_stats_kernel(const float* s1, const float* s2, int C, double count, float eps,
-                                         float momentum, float* mean, float* invstd, float* running_mean,
-                                         float* running_var) {
-  const int c = blockIdx.x * blockDim.x + threadIdx.x;
-  if (c < C)
-    bn_finalize_channel(s1[c], s2[c], count, eps, momentum, &mean[c], &invstd[c], &running_mean[c], &running_var[c]);
-}
-
-// mean = running_mean, invstd = 1/sqrt(running_var + eps)
-__global__ void bn_eval_stats_kernel(const float* running_mean, const float* running_var, int C, float eps,
-                                     float* mean, float* invstd) {
-  const int c = blockIdx.x * blockDim.x + threadIdx.x;
-  if (c < C) bn_eval_channel(running_mean[c], running_var[c], eps, &mean[c], &invstd[c]);
-}
-
-// ---- stage 3 and the backward apply: elementwise -------------------------------------------
-
-// y = act(scale*x + shift [+ residual]),  scale = gamma*invstd,  shift = beta - mean*scale
-template <typename T, int VEC>
-__global__ void bn_apply_kernel(const T* x, const T* residual, int64_t M, int C, const float* mean,
-                                const float* invstd, const float* gamma, const float* beta, BatchNormFusion fusion,
-                                T* y) {
-  const int c0 = thread_channel<VEC>();
-  if (c0 >= C) return;
-  float scale[VEC], shift[VEC];
-  for (int v = 0; v < VEC; ++v) {
-    scale[v] = bn_scale(gamma[c0 + v], invstd[c0 + v]);
-    shift[v] = bn_shift(beta[c0 + v], mean[c0 + v], scale[v]);
-  }
-  for (int64_t m = thread_first_row(); m < M; m += row_stride()) {
-    const int64_t i = m * C + c0;
-    const Pack<T, VEC> xs = load_pack<VEC>(x + i);
-    Pack<T, VEC> rs{}, out;
-    if (fusion.residual) rs = load_pack<VEC>(residual + i);
-    for (int v = 0; v < VEC; ++v)
-      out.v[v] = from_float<T>(bn_forward(to_float(xs.v[v]), to_float(rs.v[v]), scale[v], shift[v], fusion));
-    store_pack<VEC>(y + i, out);
-  }
-}
-
-// dx = gamma*invstd*(dz - t1/count - xhat*t2/count)
-template <typename T, int VEC>
-__global__ void bn_backward_apply_kernel(const T* x, const T* y, const T* dy, int64_t M, int C, const float* mean,
-                                         const float* invstd, const float* gamma, const float* t1, const float* t2,
-                                         float inv_count, BatchNormFusion fusion, T* dx) {
-  const int c0 = thread_channel<VEC>();
-  if (c0 >= C) return;
-  float ch_mean[VEC], ch_invstd[VEC], ch_gamma[VEC], ch_t1[VEC], ch_t2[VEC];
-  load_channels(mean, c0, ch_mean);
-  load_channels(invstd, c0, ch_invstd);
-  load_channels(gamma, c0, ch_gamma);
-  load_channels(t1, c0, ch_t1);
-  load_channels(t2, c0, ch_t2);
-  for (int64_t m = thread_first_row(); m < M; m += row_stride()) {
-    const int64_t i = m * C + c0;
-    const BackwardInputs<VEC> in = load_backward_inputs<T, VEC>(x, y, dy, i, fusion);
-    Pack<T, VEC> out;
-    for (int v = 0; v < VEC; ++v) {
-      const float xhat = bn_xhat(in.x[v], ch_mean[v], ch_invstd[v]);
-      out.v[v] =
-          from_float<T>(bn_backward_dx(in.dz[v], xhat, ch_gamma[v], ch_invstd[v], ch_t1[v], ch_t2[v], inv_count));
+  // 1. This thread's rows: Welford's running statistics, the first rows kept.
+  Welford mine[kGroup];
+  if (c0 < C) {
+    int k = 0;
+    float count = 0.0f;
+    for (int64_t m = rows.first; m < rows.end; m += rows.stride, ++k) {
+      const Group<T> xs = load_group<VECTOR>(f.x + m * C, c0, C);
+      if (k < t.cached_rows) cache[k * threads + tid] = xs;
+      count += 1.0f;
+      const float inv_count = 1.0f / count;
+      for (int v = 0; v < kGroup; ++v) welford_add(mine[v], to_float(xs[v]), count, inv_count);
     }
-    store_pack<VEC>(dx + i, out);
   }
+
+  // 2. The block's statistics, to partials[chunk][channel].
+  merge_block(mine, scratch);
+  const int width = int(blockDim.x) * kGroup, channel = int(blockIdx.x) * width + tid;
+  if (tid < width && channel < C) partials[int64_t(blockIdx.y) * C + channel] = scratch[tid];
+
+  // 3. Every chunk's partials merged, for this block's share of the channels.
+  cooperative_groups::this_grid().sync();  // every block's partials written
+  merge_chunks(partials, int(gridDim.y), C, scratch, [&](int c, const Welford& total) {
+    if (statistics_only) {
+      s.local_mean[c] = total.mean;
+      s.local_m2[c] = total.m2;
+      s.sum[c] = float(double(t.M) * total.mean);
+    } else {
+      bn_finalize_channel(double(t.M), total.mean, total.m2, f.eps, f.momentum, &f.mean[c], &f.invstd[c],
+                          &f.running_mean[c], &f.running_var[c]);
+    }
+  });
+  if (statistics_only) return;
+
+  // 4. Every thread applies its channels' statistics to its rows.
+  cooperative_groups::this_grid().sync();  // every channel's statistics written
+  if (c0 >= C) return;
+  float ch_mean[kGroup], invstd[kGroup], gamma[kGroup], beta[kGroup], scale[kGroup];
+  load_channels(f.mean, c0, C, ch_mean);
+  load_channels(f.invstd, c0, C, invstd);
+  load_channels(f.gamma, c0, C, gamma);
+  load_channels(f.beta, c0, C, beta);
+  for (int v = 0; v < kGroup; ++v) scale[v] = bn_scale(gamma[v], invstd[v]);
+  int k = 0;
+  for (int64_t m = rows.first; m < rows.end; m += rows.stride, ++k) {
+    const Group<T> xs = k < t.cached_rows ? cache[k * threads + tid] : load_group<VECTOR>(f.x + m * C, c0, C);
+    Group<T> rs{};
+    if (t.fusion.residual) rs = load_group<VECTOR>(f.residual + m * C, c0, C);
+    Group<T> ys;
+    unsigned bits = 0;
+    for (int v = 0; v < kGroup; ++v) {
+      const float z = bn_preactivation(to_float(xs[v]), to_float(rs[v]), ch_mean[v], scale[v], beta[v], t.fusion);
+      ys[v] = from_float<T>(bn_activation(z, t.fusion));
+      bits |= unsigned(z > 0.0f && c0 + v < C) << v;
+    }
+    store_group<VECTOR>(f.y + m * C, c0, C, ys);
+    if (t.fusion.relu) mask_byte(f.relu_mask, m, C, c0) = uint8_t(bits);
+  }
+}
+
+// Backward in one launch: t1 = sum dz, t2 = sum dz*xhat (dbeta and dgamma), d_residual = dz, and
+//   dx = gamma*invstd*(dz - t1/M - xhat*t2/M).
+// sums (SyncBatchNorm): also writes [t1 | t2] there, and stops after step 3.
+template <typename T, bool VECTOR>
+__global__ void __launch_bounds__(1024, 1)
+    bn_backward_kernel(Tiling t, BatchNormBackward<T> b, float* sums, Sums* partials) {
+  CUTRAIN_DYNAMIC_SHARED(float4, shared);
+  Sums* scratch = scratch_memory<Sums>(shared);
+  Group<T>* cache = cache_memory<T>(shared, t);  // per kept row: x, then dz
+  const int C = t.C, c0 = thread_channel(), tid = block_thread(), threads = block_threads();
+  const ThreadRows rows(t);
+  float mean[kGroup];
+  load_channels(b.mean, c0, C, mean);
+
+  // 1. This thread's rows: the two sums (t2 still without its factor invstd), d_residual, the
+  //    first rows kept.
+  Sums mine[kGroup] = {};
+  if (c0 < C) {
+    int k = 0;
+    for (int64_t m = rows.first; m < rows.end; m += rows.stride, ++k) {
+      const Group<T> xs = load_group<VECTOR>(b.x + m * C, c0, C);
+      float dz[kGroup];
+      load_dz<VECTOR>(b.dy, b.relu_mask, m, C, c0, t.fusion, dz);
+      Group<T> dzs;
+      for (int v = 0; v < kGroup; ++v) {
+        mine[v].t1 += dz[v];
+        mine[v].t2 += dz[v] * (to_float(xs[v]) - mean[v]);
+        dzs[v] = from_float<T>(dz[v]);  // exact: dz is dy or 0
+      }
+      if (t.fusion.residual) store_group<VECTOR>(b.d_residual + m * C, c0, C, dzs);
+      if (k < t.cached_rows) {
+        cache[(2 * k) * threads + tid] = xs;
+        cache[(2 * k + 1) * threads + tid] = dzs;
+      }
+    }
+  }
+
+  // 2. The block's sums, to partials[chunk][channel].
+  merge_block(mine, scratch);
+  const int width = int(blockDim.x) * kGroup, channel = int(blockIdx.x) * width + tid;
+  if (tid < width && channel < C) partials[int64_t(blockIdx.y) * C + channel] = scratch[tid];
+
+  // 3. Every chunk's partials merged, for this block's share of the channels.
+  cooperative_groups::this_grid().sync();  // every block's partial sums written
+  merge_chunks(partials, int(gridDim.y), C, scratch, [&](int c, const Sums& total) {
+    const float t2 = b.invstd[c] * total.t2;
+    b.dbeta[c] = total.t1;
+    b.dgamma[c] = t2;
+    if (sums) {
+      sums[c] = total.t1;
+      sums[C + c] = t2;
+    }
+  });
+  if (sums) return;
+
+  // 4. Every thread applies the sums to its rows.
+  cooperative_groups::this_grid().sync();  // every channel's sums written
+  if (c0 >= C) return;
+  BackwardChannel coefficients[kGroup];
+  load_backward_channels(b, b.dbeta, b.dgamma, c0, C, float(1.0 / double(t.M)), coefficients);
+  int k = 0;
+  for (int64_t m = rows.first; m < rows.end; m += rows.stride, ++k) {
+    Group<T> xs, dzs;
+    if (k < t.cached_rows) {
+      xs = cache[(2 * k) * threads + tid];
+      dzs = cache[(2 * k + 1) * threads + tid];
+    } else {
+      xs = load_group<VECTOR>(b.x + m * C, c0, C);
+      float dz[kGroup];
+      load_dz<VECTOR>(b.dy, b.relu_mask, m, C, c0, t.fusion, dz);
+      for (int v = 0; v < kGroup; ++v) dzs[v] = from_float<T>(dz[v]);
+    }
+    Group<T> dxs;
+    for (int v = 0; v < kGroup; ++v)
+      dxs[v] = from_float<T>(bn_backward_dx(to_float(dzs[v]), to_float(xs[v]), mean[v], coefficients[v]));
+    store_group<VECTOR>(b.dx + m * C, c0, C, dxs);
+  }
+}
+
+// ---- the elementwise kernels ---------------------------------------------------------------------
+
+// This thread's rows under an elementwise grid: every (gridDim.y * blockDim.y)-th from its first.
+struct GridRows {
+  int64_t first, stride;
+  __device__ GridRows() : first(int64_t(blockIdx.y) * blockDim.y + threadIdx.y), stride(int64_t(gridDim.y) * blockDim.y) {}
+};
+
+// y = act(z) with statistics the kernel works out per channel: eval, from the running statistics;
+// SyncBatchNorm (s given), from the all-reduced sums, the first row of threads also writing mean,
+// invstd and the running statistics.
+template <typename T, bool VECTOR>
+__global__ void bn_apply_kernel(int64_t M, int C, BatchNormFusion fusion, BatchNormForward<T> f,
+                                BatchNormRankStats s, double count, bool train) {
+  const int c0 = thread_channel();
+  if (c0 >= C) return;
+  float mean[kGroup], invstd[kGroup], gamma[kGroup], beta[kGroup], scale[kGroup];
+  for (int v = 0; v < kGroup; ++v) {
+    const int c = std::min(c0 + v, C - 1);  // past the row's end: a copy of the last channel, never stored
+    if (train) {
+      mean[v] = float(s.sum[c] / count);
+      invstd[v] = bn_invstd(count, s.m2[c], f.eps);
+      if (blockIdx.y == 0 && threadIdx.y == 0 && c0 + v < C) {
+        f.mean[c] = mean[v];
+        f.invstd[c] = invstd[v];
+        bn_update_running(count, s.sum[c] / count, s.m2[c], f.momentum, &f.running_mean[c], &f.running_var[c]);
+      }
+    } else {
+      mean[v] = f.running_mean[c];
+      invstd[v] = bn_eval_invstd(f.running_var[c], f.eps);
+    }
+  }
+  load_channels(f.gamma, c0, C, gamma);
+  load_channels(f.beta, c0, C, beta);
+  for (int v = 0; v < kGroup; ++v) scale[v] = bn_scale(gamma[v], invstd[v]);
+  const GridRows rows;
+  for (int64_t m = rows.first; m < M; m += rows.stride) {
+    const Group<T> xs = load_group<VECTOR>(f.x + m * C, c0, C);
+    Group<T> rs{};
+    if (fusion.residual) rs = load_group<VECTOR>(f.residual + m * C, c0, C);
+    Group<T> ys;
+    unsigned bits = 0;
+    for (int v = 0; v < kGroup; ++v) {
+      const float z = bn_preactivation(to_float(xs[v]), to_float(rs[v]), mean[v], scale[v], beta[v], fusion);
+      ys[v] = from_float<T>(bn_activation(z, fusion));
+      bits |= unsigned(z > 0.0f && c0 + v < C) << v;
+    }
+    store_group<VECTOR>(f.y + m * C, c0, C, ys);
+    if (train && fusion.relu) mask_byte(f.relu_mask, m, C, c0) = uint8_t(bits);
+  }
+}
+
+// SyncBatchNorm, between the two all-reduces, one thread per channel:
+//   m2 = local_m2 + rows*(local_mean - mean)^2,  mean = sum/count.
+__global__ void bn_rank_m2_kernel(int64_t rows, int C, BatchNormRankStats s, double count) {
+  const int c = int(blockIdx.x * blockDim.x + threadIdx.x);
+  if (c < C) s.m2[c] = bn_rank_m2(double(rows), s.local_mean[c], s.local_m2[c], s.sum[c] / count);
+}
+
+// SyncBatchNorm's dx = gamma*invstd*(dz - t1/count - xhat*t2/count), sums = [t1 | t2] over all ranks.
+template <typename T, bool VECTOR>
+__global__ void bn_backward_apply_kernel(int64_t M, int C, BatchNormFusion fusion, BatchNormBackward<T> b,
+                                         const float* sums, float inv_count) {
+  const int c0 = thread_channel();
+  if (c0 >= C) return;
+  float mean[kGroup];
+  load_channels(b.mean, c0, C, mean);
+  BackwardChannel coefficients[kGroup];
+  load_backward_channels(b, sums, sums + C, c0, C, inv_count, coefficients);
+  const GridRows rows;
+  for (int64_t m = rows.first; m < M; m += rows.stride) {
+    const Group<T> xs = load_group<VECTOR>(b.x + m * C, c0, C);
+    float dz[kGroup];
+    load_dz<VECTOR>(b.dy, b.relu_mask, m, C, c0, fusion, dz);
+    Group<T> dxs;
+    for (int v = 0; v < kGroup; ++v) dxs[v] = from_float<T>(bn_backward_dx(dz[v], to_float(xs[v]), mean[v], coefficients[v]));
+    store_group<VECTOR>(b.dx + m * C, c0, C, dxs);
+  }
+}
+
+// ---- launching -----------------------------------------------------------------------------------
+
+bool cooperative(BatchNormPass pass) {
+  return pass == BatchNormPass::forward_train || pass == BatchNormPass::backward ||
+         pass == BatchNormPass::rank_statistics || pass == BatchNormPass::backward_sums;
+}
+
+bool forward_pass(BatchNormPass pass) {
+  return pass == BatchNormPass::forward_train || pass == BatchNormPass::rank_statistics;
+}
+
+void check_pass(const BatchNormPlan& plan, BatchNormPass want, const char* launcher) {
+  if (plan.pass != want) throw std::logic_error(std::string(launcher) + " given a plan for another pass");
+}
+
+// Calls launch(std::true_type{}) when every row of every tensor (nullptr skipped) can move in
+// 16-byte packs of whole groups, else launch(std::false_type{}).
+template <typename T, typename Launch>
+void with_groups(int C, std::initializer_list<const void*> pointers, Launch&& launch) {
+  if (C % kGroup == 0 && widest_packs_fit<T>(C, pointers)) {
+    launch(std::true_type{});
+  } else {
+    launch(std::false_type{});
+  }
+}
+
+// The shared memory of a cooperative block's merges, in front of its kept rows: the larger of a
+// warp's entry per channel (merge_block) and one per thread (merge_chunks), 16-byte aligned.
+size_t scratch_bytes(BatchNormPass pass, dim3 block) {
+  const size_t stat_bytes = forward_pass(pass) ? sizeof(Welford) : sizeof(Sums);
+  const size_t threads = size_t(block.x) * block.y;
+  const size_t entries = std::max<size_t>(threads / 32 * block.x * kGroup, threads);
+  return (entries * stat_bytes + 15) / 16 * 16;
+}
+
+Tiling tiling(const BatchNormPlan& plan) {
+  return {plan.shape.rows,     plan.shape.channels, plan.shape.fusion,
+          plan.rows_per_block, plan.cached_rows,    int(scratch_bytes(plan.pass, plan.block))};
 }
 
 }  // namespace
 
+// ---- plans ---------------------------------------------------------------------------------------
+
+BatchNormDevice bn_device_h200() { return {132, 1024, 227 * 1024}; }
+
+BatchNormDevice bn_device_of_current_gpu() {
+  int device = 0, multiprocessors = 0, can_cooperate = 0, shared = 0;
+  CUDA_CHECK(cudaGetDevice(&device));
+  CUDA_CHECK(cudaDeviceGetAttribute(&multiprocessors, cudaDevAttrMultiProcessorCount, device));
+  CUDA_CHECK(cudaDeviceGetAttribute(&can_cooperate, cudaDevAttrCooperativeLaunch, device));
+  CUDA_CHECK(cudaDeviceGetAttribute(&shared, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+  if (!can_cooperate)
+    throw std::runtime_error("batch norm needs a GPU that can launch cooperative kernels (device " +
+                             std::to_string(device) + " cannot)");
+  return {multiprocessors, 1024, size_t(shared)};
+}
+
+BatchNormPlan bn_plan(BatchNormPass pass, const BatchNormShape& shape, size_t element_bytes,
+                      const BatchNormDevice& device) {
+  const int64_t M = shape.rows;
+  const int C = shape.channels;
+  if (M < 1 || C < 1) throw std::invalid_argument("batch norm plan: no rows or no channels");
+  if (element_bytes != 2 && element_bytes != 4) throw std::invalid_argument("batch norm plan: elements of 2 or 4 bytes");
+  BatchNormPlan plan{};
+  plan.pass = pass;
+  plan.shape = shape;
+  plan.element_bytes = element_bytes;
+  const int groups = ceil_div(C, kGroup);
+  int across = 1;  // groups across a block: a power of two, at most kMaxGroupsAcross
+  while (across < std::min(groups, kMaxGroupsAcross)) across *= 2;
+
+  const int64_t tensor = M * C * int64_t(element_bytes);
+  const int64_t mask = shape.fusion.relu ? M * ceil_div(C, 8) : 0;
+  const int64_t residual = shape.fusion.residual ? tensor : 0;
+  const int64_t per_channel = int64_t(C) * sizeof(float);
+
+  if (!cooperative(pass)) {
+    const int threads = pass == BatchNormPass::rank_m2 ? kBlockThreads : kElementwiseThreads;
+    if (pass == BatchNormPass::rank_m2) {
+      plan.block = dim3(threads);
+      plan.grid = dim3(grid_for(C, threads));
+    } else {
+      plan.block = dim3(across, threads / across);
+      const int64_t rows_per_block = int64_t(plan.block.y) * kElementwiseRowsPerThread;
+      plan.grid = dim3(ceil_div(groups, across), unsigned(std::clamp<int64_t>(ceil_div(M, rows_per_block), 1, 65535)));
+    }
+    const int64_t channel_reads = int64_t(plan.grid.y) * per_channel;  // each row of blocks reads its channels
+    switch (pass) {
+      case BatchNormPass::forward_eval:
+        plan.bytes_read = tensor + residual + 4 * channel_reads;
+        plan.bytes_written = tensor;
+        break;
+      case BatchNormPass::rank_m2:
+        plan.bytes_read = 3 * per_channel;
+        plan.bytes_written = per_channel;
+        break;
+      case BatchNormPass::forward_apply:
+        plan.bytes_read = tensor + residual + 4 * channel_reads + 2 * per_channel;
+        plan.bytes_written = tensor + mask + 4 * per_channel;
+        break;
+      default:  // backward_apply
+        plan.bytes_read = 2 * tensor + mask + 5 * channel_reads;
+        plan.bytes_written = tensor;
+    }
+    return plan;
+  }
+
+  // Cooperative: one chunk of rows per block, as many chunks as the device holds blocks.
+  const int threads = device.threads;
+  if (threads < 32 || threads > 1024 || (threads & (threads - 1)) != 0)
+    throw std::invalid_argument("batch norm plan: blocks of a power of two from 32 to 1024 threads");
+  const int columns = ceil_div(groups, across);
+  if (columns > device.blocks)
+    throw std::invalid_argument("batch norm plan: " + std::to_string(C) + " channels need " + std::to_string(columns) +
+                                " blocks side by side, the device holds " + std::to_string(device.blocks) +
+                                " at once");
+  plan.block = dim3(across, threads / across);
+  int chunks = std::clamp(ceil_div(M, plan.block.y), 1, device.blocks / columns);
+  plan.rows_per_block = ceil_div(M, chunks);
+  chunks = ceil_div(M, plan.rows_per_block);  // no empty chunk
+  plan.grid = dim3(columns, chunks);
+
+  const size_t stat_bytes = forward_pass(pass) ? sizeof(Welford) : sizeof(Sums);
+  const size_t scratch = scratch_bytes(pass, plan.block);
+  if (scratch > device.shared_bytes)
+    throw std::invalid_argument("batch norm plan: a block needs " + std::to_string(scratch) +
+                                " bytes of shared memory for its merges, the device offers " +
+                                std::to_string(device.shared_bytes));
+  // Kept rows: x forward, x and dz backward; none when nothing is applied.
+  const int kept = pass == BatchNormPass::forward_train ? 1 : pass == BatchNormPass::backward ? 2 : 0;
+  const size_t row_bytes = size_t(threads) * kGroup * element_bytes * size_t(kept);
+  const int64_t rows_per_thread = ceil_div(plan.rows_per_block, plan.block.y);
+  plan.cached_rows = kept ? int(std::min<int64_t>(rows_per_thread, (device.shared_bytes - scratch) / row_bytes)) : 0;
+  plan.shared_bytes = scratch + size_t(plan.cached_rows) * row_bytes;
+  plan.partial_floats = int64_t(chunks) * C * int64_t(stat_bytes / sizeof(float));
+
+  // Rows re-read after the barrier: those of each chunk beyond what its threads keep.
+  int64_t reread = 0;
+  for (int chunk = 0; chunk < chunks; ++chunk) {
+    const int64_t rows = std::min(plan.rows_per_block, M - chunk * plan.rows_per_block);
+    reread += rows - std::min<int64_t>(rows, int64_t(plan.cached_rows) * plan.block.y);
+  }
+  const int64_t reread_tensor = kept ? reread * C * int64_t(element_bytes) : 0;
+  const int64_t reread_mask = shape.fusion.relu ? reread * ceil_div(C, 8) : 0;
+  const int64_t partials = plan.partial_floats * int64_t(sizeof(float));
+  const int64_t channel_reads = int64_t(chunks) * per_channel;  // each chunk's blocks read their channels
+  plan.partial_bytes_read = partials;
+  switch (pass) {
+    case BatchNormPass::forward_train:
+      plan.bytes_read = tensor + reread_tensor + residual + partials + 4 * channel_reads + 2 * per_channel;
+      plan.bytes_written = tensor + mask + partials + 4 * per_channel;
+      break;
+    case BatchNormPass::rank_statistics:
+      plan.bytes_read = tensor + partials;
+      plan.bytes_written = partials + 3 * per_channel;
+      break;
+    case BatchNormPass::backward:
+      plan.bytes_read = 2 * tensor + 2 * reread_tensor + mask + reread_mask + partials + 5 * channel_reads;
+      plan.bytes_written = tensor + residual + partials + 2 * per_channel;
+      break;
+    default:  // backward_sums
+      plan.bytes_read = 2 * tensor + mask + partials + 2 * channel_reads;
+      plan.bytes_written = residual + partials + 4 * per_channel;
+  }
+  return plan;
+}
+
+// ---- launchers -----------------------------------------------------------------------------------
+
 template <typename T>
-void bn_channel_sums_cuda(const T* x, int64_t M, int C, float* s1, float* s2, cudaStream_t stream) {
-  with_pack_width<T>(widest_packs_fit<T>(C, {x}), [&](auto vec) {
-    constexpr int VEC = decltype(vec)::value;
-    launch_channel_sums<VEC>(SumsOp<T, VEC>{x, C}, M, C, s1, s2, stream);
-  });
-}
-
-void bn_finalize_stats_cuda(const float* s1, const float* s2, int C, double count, float eps, float momentum,
-                            float* mean, float* invstd, float* running_mean, float* running_var,
-                            cudaStream_t stream) {
-  launch_kernel("bn_finalize_stats_kernel", bn_finalize_stats_kernel, grid_for(C), kBlockThreads, 0, stream, s1, s2, C,
-                count, eps, momentum, mean, invstd, running_mean, running_var);
-}
-
-void bn_eval_stats_cuda(const float* running_mean, const float* running_var, int C, float eps, float* mean,
-                        float* invstd, cudaStream_t stream) {
-  launch_kernel("bn_eval_stats_kernel", bn_eval_stats_kernel, grid_for(C), kBlockThreads, 0, stream, running_mean,
-                running_var, C, eps, mean, invstd);
-}
-
-template <typename T>
-void bn_apply_cuda(const T* x, const T* residual, int64_t M, int C, const float* mean, const float* invstd,
-                   const float* gamma, const float* beta, BatchNormFusion fusion, T* y, cudaStream_t stream) {
-  const bool fits = widest_packs_fit<T>(C, {x, y, fusion.residual ? residual : nullptr});
-  with_pack_width<T>(fits, [&](auto vec) {
-    constexpr int VEC = decltype(vec)::value;
-    const RowsLayout layout(M, C, VEC);
-    launch_kernel("bn_apply_kernel", bn_apply_kernel<T, VEC>, layout.grid, layout.block, 0, stream, x, residual, M, C,
-                  mean, invstd, gamma, beta, fusion, y);
-  });
-}
-
-template <typename T>
-void bn_backward_sums_cuda(const T* x, const T* y, const T* dy, int64_t M, int C, const float* mean,
-                           const float* invstd, BatchNormFusion fusion, float* t1, float* t2, T* d_residual,
+void bn_forward_train_cuda(const BatchNormPlan& plan, const BatchNormForward<T>& f, float* partials,
                            cudaStream_t stream) {
-  const bool fits = widest_packs_fit<T>(
-      C, {x, dy, fusion.relu ? y : nullptr, fusion.residual ? d_residual : nullptr});
-  with_pack_width<T>(fits, [&](auto vec) {
-    constexpr int VEC = decltype(vec)::value;
-    launch_channel_sums<VEC>(BackwardSumsOp<T, VEC>{x, y, dy, mean, invstd, fusion, d_residual, C}, M, C, t1, t2,
-                             stream);
+  check_pass(plan, BatchNormPass::forward_train, "bn_forward_train_cuda");
+  const BatchNormFusion fusion = plan.shape.fusion;
+  with_groups<T>(plan.shape.channels, {f.x, f.y, fusion.residual ? f.residual : nullptr}, [&](auto vector) {
+    launch_cooperative_kernel("bn_forward_train_kernel", bn_forward_train_kernel<T, decltype(vector)::value>,
+                              plan.grid, plan.block, plan.shared_bytes, stream, tiling(plan), f,
+                              BatchNormRankStats{}, reinterpret_cast<Welford*>(partials), false);
   });
 }
 
 template <typename T>
-void bn_backward_apply_cuda(const T* x, const T* y, const T* dy, int64_t M, int C, const float* mean,
-                            const float* invstd, const float* gamma, const float* t1, const float* t2, double count,
-                            BatchNormFusion fusion, T* dx, cudaStream_t stream) {
-  const bool fits = widest_packs_fit<T>(C, {x, dy, dx, fusion.relu ? y : nullptr});
-  with_pack_width<T>(fits, [&](auto vec) {
-    constexpr int VEC = decltype(vec)::value;
-    const RowsLayout layout(M, C, VEC);
-    launch_kernel("bn_backward_apply_kernel", bn_backward_apply_kernel<T, VEC>, layout.grid, layout.block, 0, stream, x,
-                  y, dy, M, C, mean, invstd, gamma, t1, t2, float(1.0 / count), fusion, dx);
+void bn_rank_statistics_cuda(const BatchNormPlan& plan, const T* x, const BatchNormRankStats& s, float* partials,
+                             cudaStream_t stream) {
+  check_pass(plan, BatchNormPass::rank_statistics, "bn_rank_statistics_cuda");
+  BatchNormForward<T> f;
+  f.x = x;
+  with_groups<T>(plan.shape.channels, {x}, [&](auto vector) {
+    launch_cooperative_kernel("bn_forward_train_kernel", bn_forward_train_kernel<T, decltype(vector)::value>,
+                              plan.grid, plan.block, plan.shared_bytes, stream, tiling(plan), f, s,
+                              reinterpret_cast<Welford*>(partials), true);
   });
 }
 
-#define CUTRAIN_INSTANTIATE_BATCHNORM(T)                                                                         \
-  template void bn_channel_sums_cuda<T>(const T*, int64_t, int, float*, float*, cudaStream_t);                   \
-  template void bn_apply_cuda<T>(const T*, const T*, int64_t, int, const float*, const float*, const float*,     \
-                                 const float*, BatchNormFusion, T*, cudaStream_t);                               \
-  template void bn_backward_sums_cuda<T>(const T*, const T*, const T*, int64_t, int, const float*, const float*, \
-                                         BatchNormFusion, float*, float*, T*, cudaStream_t);                     \
-  template void bn_backward_apply_cuda<T>(const T*, const T*, const T*, int64_t, int, const float*,              \
-                                          const float*, const float*, const float*, const float*, double,        \
-                                          BatchNormFusion, T*, cudaStream_t);
+template <typename T>
+void bn_backward_cuda(const BatchNormPlan& plan, const BatchNormBackward<T>& b, float* partials,
+                      cudaStream_t stream) {
+  check_pass(plan, BatchNormPass::backward, "bn_backward_cuda");
+  const BatchNormFusion fusion = plan.shape.fusion;
+  with_groups<T>(plan.shape.channels, {b.x, b.dy, b.dx, fusion.residual ? b.d_residual : nullptr}, [&](auto vector) {
+    launch_cooperative_kernel("bn_backward_kernel", bn_backward_kernel<T, decltype(vector)::value>, plan.grid,
+                              plan.block, plan.shared_bytes, stream, tiling(plan), b, nullptr,
+                              reinterpret_cast<Sums*>(partials));
+  });
+}
+
+template <typename T>
+void bn_backward_sums_cuda(const BatchNormPlan& plan, const BatchNormBackward<T>& b, float* sums, float* partials,
+                           cudaStream_t stream) {
+  check_pass(plan, BatchNormPass::backward_sums, "bn_backward_sums_cuda");
+  const BatchNormFusion fusion = plan.shape.fusion;
+  with_groups<T>(plan.shape.channels, {b.x, b.dy, fusion.residual ? b.d_residual : nullptr}, [&](auto vector) {
+    launch_cooperative_kernel("bn_backward_kernel", bn_backward_kernel<T, decltype(vector)::value>, plan.grid,
+                              plan.block, plan.shared_bytes, stream, tiling(plan), b, sums,
+                              reinterpret_cast<Sums*>(partials));
+  });
+}
+
+template <typename T>
+void bn_forward_eval_cuda(const BatchNormPlan& plan, const BatchNormForward<T>& f, cudaStream_t stream) {
+  check_pass(plan, BatchNormPass::forward_eval, "bn_forward_eval_cuda");
+  const BatchNormFusion fusion = plan.shape.fusion;
+  with_groups<T>(plan.shape.channels, {f.x, f.y, fusion.residual ? f.residual : nullptr}, [&](auto vector) {
+    launch_kernel("bn_apply_kernel", bn_apply_kernel<T, decltype(vector)::value>, plan.grid, plan.block, 0, stream,
+                  plan.shape.rows, plan.shape.channels, fusion, f, BatchNormRankStats{}, 1.0, false);
+  });
+}
+
+template <typename T>
+void bn_forward_apply_cuda(const BatchNormPlan& plan, const BatchNormForward<T>& f, const BatchNormRankStats& s,
+                           double count, cudaStream_t stream) {
+  check_pass(plan, BatchNormPass::forward_apply, "bn_forward_apply_cuda");
+  const BatchNormFusion fusion = plan.shape.fusion;
+  with_groups<T>(plan.shape.channels, {f.x, f.y, fusion.residual ? f.residual : nullptr}, [&](auto vector) {
+    launch_kernel("bn_apply_kernel", bn_apply_kernel<T, decltype(vector)::value>, plan.grid, plan.block, 0, stream,
+                  plan.shape.rows, plan.shape.channels, fusion, f, s, count, true);
+  });
+}
+
+void bn_rank_m2_cuda(const BatchNormPlan& plan, const BatchNormRankStats& s, double count, cudaStream_t stream) {
+  check_pass(plan, BatchNormPass::rank_m2, "bn_rank_m2_cuda");
+  launch_kernel("bn_rank_m2_kernel", bn_rank_m2_kernel, plan.grid, plan.block, 0, stream, plan.shape.rows,
+                plan.shape.channels, s, count);
+}
+
+template <typename T>
+void bn_backward_apply_cuda(const BatchNormPlan& plan, const BatchNormBackward<T>& b, const float* sums,
+                            double count, cudaStream_t stream) {
+  check_pass(plan, BatchNormPass::backward_apply, "bn_backward_apply_cuda");
+  with_groups<T>(plan.shape.channels, {b.x, b.dy, b.dx}, [&](auto vector) {
+    launch_kernel("bn_backward_apply_kernel", bn_backward_apply_kernel<T, decltype(vector)::value>, plan.grid,
+                  plan.block, 0, stream, plan.shape.rows, plan.shape.channels, plan.shape.fusion, b, sums,
+                  float(1.0 / count));
+  });
+}
+
+#define CUTRAIN_INSTANTIATE_BATCHNORM(T)                                                                          \
+  template void bn_forward_train_cuda<T>(const BatchNormPlan&, const BatchNormForward<T>&, float*, cudaStream_t);  \
+  template void bn_forward_eval_cuda<T>(const BatchNormPlan&, const BatchNormForward<T>&, cudaStream_t);           \
+  template void bn_backward_cuda<T>(const BatchNormPlan&, const BatchNormBackward<T>&, float*, cudaStream_t);      \
+  template void bn_rank_statistics_cuda<T>(const BatchNormPlan&, const T*, const BatchNormRankStats&, float*,      \
+                                           cudaStream_t);                                                          \
+  template void bn_forward_apply_cuda<T>(const BatchNormPlan&, const BatchNormForward<T>&,                        \
+                                         const BatchNormRankStats&, double, cudaStream_t);                         \
+  template void bn_backward_sums_cuda<T>(const BatchNormPlan&, const BatchNormBackward<T>&, float*, float*,       \
+                                         cudaStream_t);                                                            \
+  template void bn_backward_apply_cuda<T>(const BatchNormPlan&, const BatchNormBackward<T>&, const float*, double, \
+                                          cudaStream_t);
 CUTRAIN_INSTANTIATE_BATCHNORM(float)
 CUTRAIN_INSTANTIATE_BATCHNORM(__nv_bfloat16)
 

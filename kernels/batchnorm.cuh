@@ -6,56 +6,123 @@
 #include <cuda_runtime.h>
 
 #include <cmath>
+#include <cstdint>
 
 #include "kernels/batchnorm.h"
 
 namespace cutrain {
 
-// Stage 2, one channel: biased variance for normalising (clamped at zero against rounding),
-// the unbiased one for the running estimate, updated as PyTorch does:
-//   running = (1 - momentum) * running + momentum * batch_statistic.      (count > 1)
-__host__ __device__ inline void bn_finalize_channel(float s1, float s2, double count, float eps, float momentum,
-                                                    float* mean, float* invstd, float* running_mean,
-                                                    float* running_var) {
-  const double m = s1 / count;
-  const double var = fmax(s2 / count - m * m, 0.0);
-  const float unbiased_var = float(var * count / (count - 1));
-  *mean = float(m);
-  *invstd = float(1.0 / sqrt(var + double(eps)));
-  *running_mean = momentum * float(m) + (1.0f - momentum) * *running_mean;
+// ---- statistics ---------------------------------------------------------------------------------
+
+// Welford's running statistics of one channel: count values, their mean, and m2, the sum of their
+// squared deviations from it. Adding a value or merging two sets never subtracts two large sums.
+struct Welford {
+  float count = 0.0f, mean = 0.0f, m2 = 0.0f;
+};
+
+// One more value x (count + 1 = new_count, 1/new_count = inv_count, shared by a thread's channels).
+__host__ __device__ inline void welford_add(Welford& w, float x, float new_count, float inv_count) {
+  const float delta = x - w.mean;
+  w.count = new_count;
+  w.mean += delta * inv_count;
+  w.m2 += delta * (x - w.mean);
+}
+
+// The statistics of a's values and b's together (Chan, Golub and LeVeque):
+//   delta = mean_b - mean_a,  n = n_a + n_b,  mean = mean_a + delta*n_b/n,
+//   m2 = m2_a + m2_b + delta^2*n_a*n_b/n.
+// Not symmetric in its rounding: a fixed order of merges gives a fixed result.
+__host__ __device__ inline Welford merge(const Welford& a, const Welford& b) {
+  const float count = a.count + b.count;
+  if (count == 0.0f) return a;
+  const float share_b = b.count / count;
+  const float delta = b.mean - a.mean;
+  return {count, a.mean + delta * share_b, a.m2 + b.m2 + delta * delta * a.count * share_b};
+}
+
+// The backward's two sums of one channel, t1 = sum dz and t2 = sum dz*xhat. The kernels add up
+// dz*(x - mean) and multiply by invstd once: t2 = invstd * sum dz*(x - mean).
+struct Sums {
+  float t1 = 0.0f, t2 = 0.0f;
+};
+
+__host__ __device__ inline Sums merge(const Sums& a, const Sums& b) { return {a.t1 + b.t1, a.t2 + b.t2}; }
+
+// The invstd to normalise with, from a channel's m2 over `count` rows (the biased variance).
+__host__ __device__ inline float bn_invstd(double count, double m2, float eps) {
+  return float(1.0 / sqrt(fmax(m2, 0.0) / count + double(eps)));
+}
+
+// The running statistics, updated as PyTorch does, with the unbiased variance (count > 1):
+//   running = (1 - momentum) * running + momentum * batch_statistic.
+__host__ __device__ inline void bn_update_running(double count, double mean, double m2, float momentum,
+                                                  float* running_mean, float* running_var) {
+  const float unbiased_var = float(fmax(m2, 0.0) / (count - 1));
+  *running_mean = momentum * float(mean) + (1.0f - momentum) * *running_mean;
   *running_var = momentum * unbiased_var + (1.0f - momentum) * *running_var;
 }
 
-// Eval mode, one channel: normalise with the running statistics.
-__host__ __device__ inline void bn_eval_channel(float running_mean, float running_var, float eps, float* mean,
-                                                float* invstd) {
-  *mean = running_mean;
-  *invstd = float(1.0 / sqrt(double(running_var) + double(eps)));
+// Both, for the one thread that owns the channel.
+__host__ __device__ inline void bn_finalize_channel(double count, double mean, double m2, float eps, float momentum,
+                                                    float* mean_out, float* invstd_out, float* running_mean,
+                                                    float* running_var) {
+  *mean_out = float(mean);
+  *invstd_out = bn_invstd(count, m2, eps);
+  bn_update_running(count, mean, m2, momentum, running_mean, running_var);
 }
 
-// gamma*(x - mean)*invstd + beta  =  scale*x + shift, with these two per-channel constants.
-__host__ __device__ inline float bn_scale(float gamma, float invstd) { return gamma * invstd; }
-__host__ __device__ inline float bn_shift(float beta, float mean, float scale) { return beta - mean * scale; }
+// SyncBatchNorm: this rank's share of m2 about the mean over all ranks,
+//   local_m2 + rows*(local_mean - mean)^2,  which the ranks add up to the whole batch's m2.
+__host__ __device__ inline float bn_rank_m2(double rows, float local_mean, float local_m2, double mean) {
+  const double delta = double(local_mean) - mean;
+  return float(double(local_m2) + rows * delta * delta);
+}
 
-// Forward, one element: y = act(scale*x + shift [+ residual]).
-__host__ __device__ inline float bn_forward(float x, float residual, float scale, float shift,
-                                            BatchNormFusion fusion) {
-  float z = scale * x + shift;
-  if (fusion.residual) z += residual;
+// Eval mode, one channel: invstd from the running variance.
+__host__ __device__ inline float bn_eval_invstd(float running_var, float eps) {
+  return float(1.0 / sqrt(double(running_var) + double(eps)));
+}
+
+// ---- elements -----------------------------------------------------------------------------------
+
+// gamma*xhat = (x - mean)*scale with this per-channel constant.
+__host__ __device__ inline float bn_scale(float gamma, float invstd) { return gamma * invstd; }
+
+// z = (x - mean)*scale + beta [+ residual]. Subtracting the mean first keeps z exact-ish when
+// |mean| >> std, where scale*x + (beta - mean*scale) would cancel.
+__host__ __device__ inline float bn_preactivation(float x, float residual, float mean, float scale, float beta,
+                                                  BatchNormFusion fusion) {
+  const float z = (x - mean) * scale + beta;
+  return fusion.residual ? z + residual : z;
+}
+
+__host__ __device__ inline float bn_activation(float z, BatchNormFusion fusion) {
   return fusion.relu ? fmaxf(z, 0.0f) : z;
 }
 
-// dz = dy * act'(z); ReLU's derivative is [y > 0] (y = relu(z) > 0 exactly when z > 0).
-__host__ __device__ inline float bn_dz(float dy, float y, BatchNormFusion fusion) {
-  return (fusion.relu && !(y > 0.0f)) ? 0.0f : dy;
+// dz = dy * act'(z): ReLU's derivative is the mask bit [z > 0].
+__host__ __device__ inline float bn_dz(float dy, bool z_positive, BatchNormFusion fusion) {
+  return (fusion.relu && !z_positive) ? 0.0f : dy;
 }
 
-__host__ __device__ inline float bn_xhat(float x, float mean, float invstd) { return (x - mean) * invstd; }
+__host__ __device__ inline bool bn_mask_bit(const uint8_t* mask_row, int c) { return (mask_row[c / 8] >> (c % 8)) & 1; }
 
-// Backward, one element: dx = gamma*invstd*(dz - t1/count - xhat*t2/count).
-__host__ __device__ inline float bn_backward_dx(float dz, float xhat, float gamma, float invstd, float t1, float t2,
-                                                float inv_count) {
-  return gamma * invstd * (dz - t1 * inv_count - xhat * t2 * inv_count);
+// Backward, one channel: dx = gamma*invstd*(dz - t1/count - xhat*t2/count), rewritten as
+//   dx = scale*dz + shift + slope*(x - mean),
+//   scale = gamma*invstd,  shift = -scale*t1/count,  slope = -scale*invstd*t2/count:
+// three constants per channel for a thread to hold instead of five.
+struct BackwardChannel {
+  float scale, shift, slope;
+};
+
+__host__ __device__ inline BackwardChannel bn_backward_channel(float gamma, float invstd, float t1, float t2,
+                                                               float inv_count) {
+  const float scale = gamma * invstd;
+  return {scale, -scale * t1 * inv_count, -scale * invstd * t2 * inv_count};
+}
+
+__host__ __device__ inline float bn_backward_dx(float dz, float x, float mean, const BackwardChannel& k) {
+  return k.scale * dz + k.shift + k.slope * (x - mean);
 }
 
 }  // namespace cutrain

@@ -2,32 +2,41 @@
 // M = N*H*W rows and one column per channel. Fusions: y = act(BN(x) [+ residual]), act = ReLU
 // or identity, so one kernel family serves BN, BN+ReLU and BN+add+ReLU.
 //
-// Training forward, in three stages so SyncBatchNorm can all-reduce between them:
-//   1. bn_channel_sums:   s1[c] = sum_m x[m,c],  s2[c] = sum_m x[m,c]^2                (fp32)
-//      (SyncBN: all-reduce s1, s2 and the count across ranks here)
-//   2. bn_finalize_stats: mean = s1/count, var = s2/count - mean^2 (biased, for normalising),
-//                         invstd = 1/sqrt(var + eps); as PyTorch, with the unbiased variance:
-//                         running_mean = (1 - momentum)*running_mean + momentum*mean,
-//                         running_var  = (1 - momentum)*running_var + momentum*var*count/(count-1)
-//   3. bn_apply:          y = act(gamma*(x - mean)*invstd + beta [+ residual])
-// Eval forward: bn_eval_stats turns the running statistics into mean/invstd, then bn_apply.
+// Training forward, with xhat = (x - mean)*invstd and z the pre-activation:
+//   mean[c] = (1/M) sum_m x[m,c],  m2[c] = sum_m (x[m,c] - mean[c])^2,  invstd = 1/sqrt(m2/M + eps)
+//   (biased variance to normalise); as PyTorch, with the unbiased variance m2/(M-1):
+//     running_mean = (1 - momentum)*running_mean + momentum*mean,  running_var likewise;
+//   z = gamma*xhat + beta [+ residual],  y = act(z),  relu_mask = [z > 0] (ReLU only).
+// The statistics are Welford's (count, mean, m2), partial ones merged pairwise (Chan, Golub and
+// LeVeque): never E[x^2] - E[x]^2, which in fp32 cancels to noise once |mean| >> std.
+// Backward, with dz = dy * relu_mask (dz = dy without the ReLU):
+//   dbeta = t1 = sum_m dz,  dgamma = t2 = sum_m dz*xhat   (this rank's; DDP averages them later)
+//   dx = gamma*invstd*(dz - t1/M - xhat*t2/M),  d_residual = dz (the residual's gradient).
+// Eval forward: mean = running_mean, invstd = 1/sqrt(running_var + eps), y as above.
 //
-// Backward, with z the pre-activation (dz = dy * [y > 0] for ReLU, dz = dy otherwise) and
-// xhat = (x - mean)*invstd:
-//   1. bn_backward_sums:  t1[c] = sum_m dz,  t2[c] = sum_m dz*xhat; writes dz to d_residual
-//                         when the residual was fused (the residual's gradient is dz itself).
-//      dbeta = t1, dgamma = t2 (this rank's share: DDP all-reduces parameter gradients later)
-//      (SyncBN: all-reduce t1, t2 here)
-//   2. bn_backward_apply: dx = gamma*invstd*(dz - t1/count - xhat*t2/count)
+// On the GPU each is ONE launch: bn_forward_train_cuda, bn_backward_cuda (cooperative: every
+// block writes its partial statistics, the grid waits at a barrier, each block combines a share of
+// the channels in a fixed order, the grid waits again, every block applies) and bn_forward_eval_cuda
+// (elementwise). The fixed order makes every result bit-identical from run to run. The forward
+// keeps the 1-bit ReLU mask so that the backward never reads y, and each block keeps as much of its
+// tile of x (backward: x and dz) in shared memory as its BatchNormPlan allows, so that the apply
+// step re-reads only what did not fit.
 //
-// Sums and statistics are fp32 arrays of C; x, y, residual and gradients are activations of type
-// T (float, or __nv_bfloat16 on the GPU). The _cpu functions are the fp32 reference (sums in
-// double). Pointers a fusion does not use may be nullptr: residual and d_residual without the
-// residual, y in the backward without the ReLU. count (the rows over all ranks) must exceed 1.
-// On the GPU, stage 1 adds each block's fp32 partial sums with atomics, so the last bits of
-// s1, s2, t1, t2 may differ from run to run; all launchers are asynchronous and capturable.
+// SyncBatchNorm all-reduces between stages, so it has a staged path (same formulas):
+//   forward:  bn_rank_statistics (this rank's count, mean, m2; sum = rows*mean)
+//             all-reduce sum  ->  bn_rank_m2 (m2 = local_m2 + rows*(local_mean - mean)^2)
+//             all-reduce m2   ->  bn_forward_apply (statistics, running statistics, y, mask)
+//   backward: bn_backward_sums (t1, t2, this rank's dgamma and dbeta, d_residual)
+//             all-reduce t1|t2 -> bn_backward_apply (dx with count = rows over all ranks)
+// Every term all-reduced is a plain sum of non-negative m2 shares or of x: nothing cancels.
+//
+// Statistics are fp32 arrays of C; x, y, residual and gradients are activations of type T (float,
+// or __nv_bfloat16 on the GPU). The _cpu functions are the fp32 reference (sums in double).
+// Pointers a fusion does not use may be null. Training needs more than one row over all ranks.
+// All CUDA launchers are asynchronous and capturable in a CUDA graph.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 #include <cuda_runtime.h>
@@ -35,43 +44,146 @@
 namespace cutrain {
 
 struct BatchNormFusion {
-  bool relu = false;          // y = relu(...)
-  bool residual = false;      // ... + residual before the activation
+  bool relu = false;      // y = relu(...)
+  bool residual = false;  // ... + residual before the activation
 };
 
-// ---- CPU reference (fp32) -----------------------------------------------------------------
-void bn_channel_sums_cpu(const float* x, int64_t M, int C, float* s1, float* s2);
-void bn_finalize_stats_cpu(const float* s1, const float* s2, int C, double count, float eps, float momentum,
-                           float* mean, float* invstd, float* running_mean, float* running_var);
-void bn_eval_stats_cpu(const float* running_mean, const float* running_var, int C, float eps,
-                       float* mean, float* invstd);
-void bn_apply_cpu(const float* x, const float* residual, int64_t M, int C, const float* mean,
-                  const float* invstd, const float* gamma, const float* beta, BatchNormFusion fusion, float* y);
-void bn_backward_sums_cpu(const float* x, const float* y, const float* dy, int64_t M, int C,
-                          const float* mean, const float* invstd, BatchNormFusion fusion,
-                          float* t1, float* t2, float* d_residual);
-void bn_backward_apply_cpu(const float* x, const float* y, const float* dy, int64_t M, int C,
-                           const float* mean, const float* invstd, const float* gamma, const float* t1,
-                           const float* t2, double count, BatchNormFusion fusion, float* dx);
+// One batch norm's activations: x[rows, channels].
+struct BatchNormShape {
+  int64_t rows = 0;
+  int channels = 0;
+  BatchNormFusion fusion;
+};
 
-// ---- CUDA (T = float or __nv_bfloat16; statistics always fp32) ----------------------------
+// The ReLU mask: one bit per element; a row takes ceil(channels/8) bytes, channel c is bit c%8 of
+// its byte c/8.
+int64_t bn_mask_bytes(const BatchNormShape& shape);
+
+// The tensors of one forward (training or eval).
 template <typename T>
-void bn_channel_sums_cuda(const T* x, int64_t M, int C, float* s1, float* s2, cudaStream_t stream);
-void bn_finalize_stats_cuda(const float* s1, const float* s2, int C, double count, float eps, float momentum,
-                            float* mean, float* invstd, float* running_mean, float* running_var,
-                            cudaStream_t stream);
-void bn_eval_stats_cuda(const float* running_mean, const float* running_var, int C, float eps,
-                        float* mean, float* invstd, cudaStream_t stream);
+struct BatchNormForward {
+  const T* x = nullptr;
+  const T* residual = nullptr;  // fusion.residual
+  const float* gamma = nullptr;
+  const float* beta = nullptr;
+  float eps = 1e-5f;
+  float momentum = 0.1f;
+  T* y = nullptr;
+  uint8_t* relu_mask = nullptr;  // fusion.relu, training: bn_mask_bytes
+  float* mean = nullptr;         // training: the batch's, kept for the backward
+  float* invstd = nullptr;
+  float* running_mean = nullptr;  // training: updated; eval: read
+  float* running_var = nullptr;
+};
+
+// The tensors of one backward.
 template <typename T>
-void bn_apply_cuda(const T* x, const T* residual, int64_t M, int C, const float* mean, const float* invstd,
-                   const float* gamma, const float* beta, BatchNormFusion fusion, T* y, cudaStream_t stream);
+struct BatchNormBackward {
+  const T* x = nullptr;
+  const T* dy = nullptr;
+  const uint8_t* relu_mask = nullptr;  // fusion.relu: as the forward wrote it
+  const float* mean = nullptr;
+  const float* invstd = nullptr;
+  const float* gamma = nullptr;
+  T* dx = nullptr;
+  T* d_residual = nullptr;  // fusion.residual: written with =
+  float* dgamma = nullptr;  // this rank's share, written with =
+  float* dbeta = nullptr;
+};
+
+// SyncBatchNorm's forward statistics: one fp32 buffer of 4*C, [local_mean | local_m2 | sum | m2].
+struct BatchNormRankStats {
+  float* local_mean;  // this rank's rows
+  float* local_m2;
+  float* sum;  // rows*local_mean, then all-reduced: sum of x over all ranks
+  float* m2;   // local_m2 + rows*(local_mean - mean)^2, then all-reduced: m2 over all ranks
+  static BatchNormRankStats in(float* buffer, int channels) {
+    return {buffer, buffer + channels, buffer + 2 * channels, buffer + 3 * channels};
+  }
+};
+
+// ---- CPU reference (fp32, sums in double) -------------------------------------------------------
+void bn_forward_train_cpu(const BatchNormShape& shape, const BatchNormForward<float>& f);
+void bn_forward_eval_cpu(const BatchNormShape& shape, const BatchNormForward<float>& f);
+void bn_backward_cpu(const BatchNormShape& shape, const BatchNormBackward<float>& b);
+// SyncBatchNorm's stages; count = rows over all ranks. sums: [t1 | t2], 2*C.
+void bn_rank_statistics_cpu(const BatchNormShape& shape, const float* x, const BatchNormRankStats& s);
+void bn_rank_m2_cpu(const BatchNormShape& shape, const BatchNormRankStats& s, double count);
+void bn_forward_apply_cpu(const BatchNormShape& shape, const BatchNormForward<float>& f, const BatchNormRankStats& s,
+                          double count);
+void bn_backward_sums_cpu(const BatchNormShape& shape, const BatchNormBackward<float>& b, float* sums);
+void bn_backward_apply_cpu(const BatchNormShape& shape, const BatchNormBackward<float>& b, const float* sums,
+                           double count);
+
+// ---- CUDA: plans -------------------------------------------------------------------------------
+
+// What a device offers one cooperative batch norm launch: every block must be resident at once.
+struct BatchNormDevice {
+  int blocks = 0;           // blocks the grid may have (one per multiprocessor)
+  int threads = 1024;       // per block: a power of two from 32 to 1024
+  size_t shared_bytes = 0;  // dynamic shared memory per block
+};
+// The current CUDA device: one block of 1024 threads per multiprocessor, with all the shared
+// memory a block may opt into. Throws std::runtime_error when it cannot launch cooperatively.
+BatchNormDevice bn_device_of_current_gpu();
+// An H200 (132 multiprocessors, 227 KiB of shared memory per block), to plan without a GPU.
+BatchNormDevice bn_device_h200();
+
+enum class BatchNormPass {
+  forward_train,       // bn_forward_train_cuda (cooperative)
+  forward_eval,        // bn_forward_eval_cuda
+  backward,            // bn_backward_cuda (cooperative)
+  rank_statistics,     // SyncBatchNorm's stages: bn_rank_statistics_cuda (cooperative)
+  rank_m2,             //   bn_rank_m2_cuda
+  forward_apply,       //   bn_forward_apply_cuda
+  backward_sums,       //   bn_backward_sums_cuda (cooperative)
+  backward_apply,      //   bn_backward_apply_cuda
+};
+
+// One launch, planned once: its grid, what each block keeps in shared memory, the scratch it needs
+// for its blocks' partial statistics, and the bytes it reads and writes in global memory (for the
+// step's inventory; computed here, never measured).
+struct BatchNormPlan {
+  BatchNormPass pass;
+  BatchNormShape shape;
+  size_t element_bytes;       // of T: 4 (float) or 2 (bf16)
+  dim3 grid, block;           // grid.x: groups of channels, grid.y: chunks of rows
+  int64_t rows_per_block;     // cooperative passes: each block's chunk of rows
+  int cached_rows;            // per thread: how many of its rows stay in shared memory for the apply
+  size_t shared_bytes;        // dynamic, per block
+  int64_t partial_floats;     // cooperative passes: the partials scratch (fp32) the launch needs
+  int64_t bytes_read, bytes_written;
+  int64_t partial_bytes_read;  // of bytes_read: the partials, a few KB that the L2 cache serves
+};
+
+// Throws std::invalid_argument for a shape or device it cannot plan (no rows or channels, more
+// channel groups than the device holds blocks, a block too small for its scratch).
+BatchNormPlan bn_plan(BatchNormPass pass, const BatchNormShape& shape, size_t element_bytes,
+                      const BatchNormDevice& device);
+
+// ---- CUDA: launchers (T = float or __nv_bfloat16; statistics always fp32) ---------------------
+// Each takes the plan of its pass and checks that it is; partials: plan.partial_floats of fp32,
+// never initialised (every launch writes them before reading).
 template <typename T>
-void bn_backward_sums_cuda(const T* x, const T* y, const T* dy, int64_t M, int C, const float* mean,
-                           const float* invstd, BatchNormFusion fusion, float* t1, float* t2, T* d_residual,
+void bn_forward_train_cuda(const BatchNormPlan& plan, const BatchNormForward<T>& f, float* partials,
                            cudaStream_t stream);
 template <typename T>
-void bn_backward_apply_cuda(const T* x, const T* y, const T* dy, int64_t M, int C, const float* mean,
-                            const float* invstd, const float* gamma, const float* t1, const float* t2,
-                            double count, BatchNormFusion fusion, T* dx, cudaStream_t stream);
+void bn_forward_eval_cuda(const BatchNormPlan& plan, const BatchNormForward<T>& f, cudaStream_t stream);
+template <typename T>
+void bn_backward_cuda(const BatchNormPlan& plan, const BatchNormBackward<T>& b, float* partials,
+                      cudaStream_t stream);
+template <typename T>
+void bn_rank_statistics_cuda(const BatchNormPlan& plan, const T* x, const BatchNormRankStats& s, float* partials,
+                             cudaStream_t stream);
+void bn_rank_m2_cuda(const BatchNormPlan& plan, const BatchNormRankStats& s, double count, cudaStream_t stream);
+template <typename T>
+void bn_forward_apply_cuda(const BatchNormPlan& plan, const BatchNormForward<T>& f, const BatchNormRankStats& s,
+                           double count, cudaStream_t stream);
+template <typename T>
+void bn_backward_sums_cuda(const BatchNormPlan& plan, const BatchNormBackward<T>& b, float* sums, float* partials,
+                           cudaStream_t stream);
+template <typename T>
+void bn_backward_apply_cuda(const BatchNormPlan& plan, const BatchNormBackward<T>& b, const float* sums,
+                            double count, cudaStream_t stream);
 
 }  // namespace cutrain

@@ -1,11 +1,12 @@
-// launch.cuh: what the .cu files of kernels/ share to launch their kernels: the one launch
-// function every launch goes through, one block size, the grid of a grid-stride loop, dynamic
-// shared memory, and packs of elements moved by one (up to 16-byte) load or store.
+// launch.cuh: what the .cu files of kernels/ share to launch their kernels: the launch function
+// every launch goes through (and its cooperative twin), one block size, the grid of a grid-stride
+// loop, dynamic shared memory, and packs of elements moved by one (up to 16-byte) load or store.
 // Device-side only: included by .cu files, never by the CPU twins.
 //
 // A .cu file compiles two ways: by nvcc for the GPU, and by the host compiler against the CUDA
 // emulation of kernels/emu (see docs/how-it-works.md), which runs the same kernels on the CPU.
-// The two differ only where __CUDACC__ is tested below.
+// The two differ only where __CUDACC__ is tested below (and in <cooperative_groups.h>, whose
+// this_grid().sync() the emulation provides).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -56,9 +57,46 @@ void launch_kernel(KernelName name, void (*kernel)(Params...), dim3 grid, dim3 b
 #ifdef __CUDACC__
   kernel<<<grid, block, dynamic_shared_bytes, stream>>>(std::forward<Args>(args)...);
 #else
-  emu::launch(name.name, kernel, grid, block, dynamic_shared_bytes, stream, std::forward<Args>(args)...);
+  emu::launch(name.name, false, kernel, grid, block, dynamic_shared_bytes, stream, std::forward<Args>(args)...);
 #endif
   const cudaError_t status = cudaGetLastError();
+  if (status != cudaSuccess)
+    check_failed(describe_launch(name.name, grid, block, dynamic_shared_bytes).c_str(), name.file, name.line,
+                 CUTRAIN_CUDA_WHY(status));
+}
+
+// The default limit of a launch's dynamic shared memory; more needs the kernel's opt-in.
+constexpr size_t kDefaultDynamicSharedBytes = 48 * 1024;
+
+// launch_kernel's cooperative twin: all blocks of the grid run at once, so the kernel may wait at
+// cooperative_groups::this_grid().sync(). The grid must fit the device at once (at most
+// cudaOccupancyMaxActiveBlocksPerMultiprocessor blocks per multiprocessor), else the launch throws
+// with "too many blocks in cooperative launch". Over 48 KiB of dynamic shared memory is allowed up
+// to the device's opt-in limit. Capturable: the launch attribute is valid for graph nodes, so a
+// CUDA graph replays it as a cooperative launch.
+template <typename... Params, typename... Args>
+void launch_cooperative_kernel(KernelName name, void (*kernel)(Params...), dim3 grid, dim3 block,
+                               size_t dynamic_shared_bytes, cudaStream_t stream, Args&&... args) {
+  if (dynamic_shared_bytes > kDefaultDynamicSharedBytes)
+    CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(dynamic_shared_bytes)));
+#ifdef __CUDACC__
+  cudaLaunchAttribute cooperative{};
+  cooperative.id = cudaLaunchAttributeCooperative;
+  cooperative.val.cooperative = 1;
+  cudaLaunchConfig_t config{};
+  config.gridDim = grid;
+  config.blockDim = block;
+  config.dynamicSmemBytes = dynamic_shared_bytes;
+  config.stream = stream;
+  config.attrs = &cooperative;
+  config.numAttrs = 1;
+  cudaError_t status = cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...);
+  const cudaError_t last = cudaGetLastError();  // clears what the launch also recorded
+  if (status == cudaSuccess) status = last;
+#else
+  emu::launch(name.name, true, kernel, grid, block, dynamic_shared_bytes, stream, std::forward<Args>(args)...);
+  const cudaError_t status = cudaGetLastError();
+#endif
   if (status != cudaSuccess)
     check_failed(describe_launch(name.name, grid, block, dynamic_shared_bytes).c_str(), name.file, name.line,
                  CUTRAIN_CUDA_WHY(status));

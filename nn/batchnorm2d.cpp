@@ -4,10 +4,22 @@
 #include <stdexcept>
 #include <string>
 
-#include "kernels/check.h"
 #include "nn/dispatch.h"
 
 namespace cutrain {
+
+int64_t BatchNorm2d::GpuPlans::partial_floats() const {
+  return std::max({forward_train.partial_floats, backward.partial_floats, rank_statistics.partial_floats,
+                   backward_sums.partial_floats});
+}
+
+BatchNorm2d::GpuPlans BatchNorm2d::plan_gpu(const BatchNormShape& shape, size_t element_bytes,
+                                            const BatchNormDevice& device) {
+  const auto plan = [&](BatchNormPass pass) { return bn_plan(pass, shape, element_bytes, device); };
+  return {plan(BatchNormPass::forward_train), plan(BatchNormPass::forward_eval),  plan(BatchNormPass::backward),
+          plan(BatchNormPass::rank_statistics), plan(BatchNormPass::rank_m2),
+          plan(BatchNormPass::forward_apply), plan(BatchNormPass::backward_sums), plan(BatchNormPass::backward_apply)};
+}
 
 BatchNorm2d::BatchNorm2d(Net& net, const std::string& name, Activation& x, bool relu, Activation* residual)
     : weight(net.params.add(name + ".weight", {x.value.dim(-1)}, false, Init::ones, 0)),
@@ -19,109 +31,135 @@ BatchNorm2d::BatchNorm2d(Net& net, const std::string& name, Activation& x, bool 
       net_(net),
       x_(x),
       residual_(residual),
-      fusion_{relu, residual != nullptr},
-      rows_(x.value.numel() / x.value.dim(-1)),
-      channels_(int(x.value.dim(-1))),
-      sums_(net.plan.tensor(DType::f32, {2 * x.value.dim(-1)})),
-      mean_(net.plan.tensor(DType::f32, {x.value.dim(-1)})),
-      invstd_(net.plan.tensor(DType::f32, {x.value.dim(-1)})) {
+      shape_{x.value.numel() / x.value.dim(-1), int(x.value.dim(-1)), BatchNormFusion{relu, residual != nullptr}},
+      plans_(net.ctx.on_gpu() ? plan_gpu(shape_, dtype_size(net.act_dtype()), bn_device_of_current_gpu()) : GpuPlans{}),
+      mean_(net.plan.tensor(DType::f32, {shape_.channels})),
+      invstd_(net.plan.tensor(DType::f32, {shape_.channels})),
+      relu_mask_(net.plan.tensor(DType::u8, {relu ? bn_mask_bytes(shape_) : 0})),
+      sync_stats_(net.plan.tensor(DType::f32, {4 * shape_.channels})),
+      partials_(net.plan.tensor(DType::f32, {net.ctx.on_gpu() ? plans_.partial_floats() : 0})) {
   net.plan.reads(x);
   if (residual) net.plan.reads(*residual);
 }
 
 // Rows over all ranks that take part in the statistics.
 double BatchNorm2d::count() const {
-  return double(rows_) * (net_.sync_batchnorm.enabled() ? net_.sync_batchnorm.world_size : 1);
+  return double(shape_.rows) * (synced() ? net_.sync_batchnorm.world_size : 1);
 }
 
+template <typename T>
+BatchNormForward<T> BatchNorm2d::forward_tensors() const {
+  BatchNormForward<T> f;
+  f.x = x_.value.as<T>();
+  f.residual = residual_ ? residual_->value.as<T>() : nullptr;
+  f.gamma = weight.value.as<float>();
+  f.beta = bias.value.as<float>();
+  f.eps = kEps;
+  f.momentum = kMomentum;
+  f.y = y.value.as<T>();
+  f.relu_mask = relu_mask_.as<uint8_t>();
+  f.mean = mean_.as<float>();
+  f.invstd = invstd_.as<float>();
+  f.running_mean = running_mean.value.as<float>();
+  f.running_var = running_var.value.as<float>();
+  return f;
+}
+
+template <typename T>
+BatchNormBackward<T> BatchNorm2d::backward_tensors() const {
+  BatchNormBackward<T> b;
+  b.x = x_.value.as<T>();
+  b.dy = y.grad.as<T>();
+  b.relu_mask = relu_mask_.as<uint8_t>();
+  b.mean = mean_.as<float>();
+  b.invstd = invstd_.as<float>();
+  b.gamma = weight.value.as<float>();
+  b.dx = x_.grad.as<T>();
+  b.d_residual = residual_ ? residual_->grad.as<T>() : nullptr;
+  b.dgamma = weight.grad.as<float>();
+  b.dbeta = bias.grad.as<float>();
+  return b;
+}
+
+// SyncBatchNorm: this rank's statistics, the sum all-reduced, each rank's share of m2 about the
+// global mean, that all-reduced, then the apply stage.
 void BatchNorm2d::forward(bool train) {
   if (train && count() < 2) {  // PyTorch's rule too: the unbiased variance needs two values
     throw std::runtime_error(name_ + ": batch norm in training needs more than one value per channel (batch " +
-                             std::to_string(x_.value.dim(0)) + " x " + std::to_string(rows_ / x_.value.dim(0)) +
+                             std::to_string(x_.value.dim(0)) + " x " + std::to_string(shape_.rows / x_.value.dim(0)) +
                              " pixels)");
   }
-  const int C = channels_;
-  float* s1 = sums_.as<float>();
-  float* s2 = s1 + C;
-  float* mean = mean_.as<float>();
-  float* invstd = invstd_.as<float>();
-  float* running_mean_data = running_mean.value.as<float>();
-  float* running_var_data = running_var.value.as<float>();
-  const float* gamma = weight.value.as<float>();
-  const float* beta = bias.value.as<float>();
+  const int C = shape_.channels;
+  const BatchNormRankStats stats = BatchNormRankStats::in(sync_stats_.as<float>(), C);
   if (!net_.ctx.on_gpu()) {
-    if (train) {
-      bn_channel_sums_cpu(x_.value.as<float>(), rows_, C, s1, s2);
-      reduce_across_ranks(s1, 2 * C);
-      bn_finalize_stats_cpu(s1, s2, C, count(), kEps, kMomentum, mean, invstd, running_mean_data, running_var_data);
+    const BatchNormForward<float> f = forward_tensors<float>();
+    if (!train) {
+      bn_forward_eval_cpu(shape_, f);
+    } else if (!synced()) {
+      bn_forward_train_cpu(shape_, f);
     } else {
-      bn_eval_stats_cpu(running_mean_data, running_var_data, C, kEps, mean, invstd);
+      bn_rank_statistics_cpu(shape_, f.x, stats);
+      reduce_across_ranks(stats.sum, C);
+      bn_rank_m2_cpu(shape_, stats, count());
+      reduce_across_ranks(stats.m2, C);
+      bn_forward_apply_cpu(shape_, f, stats, count());
     }
-    bn_apply_cpu(x_.value.as<float>(), residual_ ? residual_->value.as<float>() : nullptr, rows_, C, mean, invstd,
-                 gamma, beta, fusion_, y.value.as<float>());
     return;
   }
   cudaStream_t stream = net_.ctx.stream;
   dispatch_activation(net_.act_dtype(), [&](auto zero) {
     using T = decltype(zero);
-    if (train) {
-      bn_channel_sums_cuda<T>(x_.value.as<T>(), rows_, C, s1, s2, stream);
-      reduce_across_ranks(s1, 2 * C);
-      bn_finalize_stats_cuda(s1, s2, C, count(), kEps, kMomentum, mean, invstd, running_mean_data, running_var_data,
-                             stream);
+    const BatchNormForward<T> f = forward_tensors<T>();
+    if (!train) {
+      bn_forward_eval_cuda<T>(plans_.forward_eval, f, stream);
+    } else if (!synced()) {
+      bn_forward_train_cuda<T>(plans_.forward_train, f, partials_.as<float>(), stream);
     } else {
-      bn_eval_stats_cuda(running_mean_data, running_var_data, C, kEps, mean, invstd, stream);
+      bn_rank_statistics_cuda<T>(plans_.rank_statistics, f.x, stats, partials_.as<float>(), stream);
+      reduce_across_ranks(stats.sum, C);
+      bn_rank_m2_cuda(plans_.rank_m2, stats, count(), stream);
+      reduce_across_ranks(stats.m2, C);
+      bn_forward_apply_cuda<T>(plans_.forward_apply, f, stats, count(), stream);
     }
-    bn_apply_cuda<T>(x_.value.as<T>(), residual_ ? residual_->value.as<T>() : nullptr, rows_, C, mean, invstd, gamma,
-                     beta, fusion_, y.value.as<T>(), stream);
   });
 }
 
-// The sums stage writes dbeta = t1 and dgamma = t2 straight into the gradient buffer. Under
-// SyncBN the apply stage needs the sums over all ranks while the gradient buffer keeps this
-// rank's share (DDP averages it later), so they are copied to sums_ and reduced there.
+// dgamma and dbeta go straight into the gradient buffer as this rank's share (DDP averages them
+// later). Under SyncBatchNorm the apply stage needs the sums over all ranks, so the sums stage
+// also writes them to sync_stats_, which is all-reduced.
 void BatchNorm2d::backward() {
-  const int C = channels_;
-  const float* mean = mean_.as<float>();
-  const float* invstd = invstd_.as<float>();
-  const float* gamma = weight.value.as<float>();
-  float* dbeta = bias.grad.as<float>();
-  float* dgamma = weight.grad.as<float>();
-  const bool sync = net_.sync_batchnorm.enabled();
-  float* t1 = sync ? sums_.as<float>() : dbeta;
-  float* t2 = sync ? sums_.as<float>() + C : dgamma;
+  const int C = shape_.channels;
+  float* sums = sync_stats_.as<float>();
   if (!net_.ctx.on_gpu()) {
-    bn_backward_sums_cpu(x_.value.as<float>(), y.value.as<float>(), y.grad.as<float>(), rows_, C, mean, invstd,
-                         fusion_, dbeta, dgamma, residual_ ? residual_->grad.as<float>() : nullptr);
-    if (sync) {
-      std::copy_n(dbeta, C, t1);
-      std::copy_n(dgamma, C, t2);
-      reduce_across_ranks(t1, 2 * C);
+    const BatchNormBackward<float> b = backward_tensors<float>();
+    if (!synced()) {
+      bn_backward_cpu(shape_, b);
+    } else {
+      bn_backward_sums_cpu(shape_, b, sums);
+      reduce_across_ranks(sums, 2 * C);
+      bn_backward_apply_cpu(shape_, b, sums, count());
     }
-    bn_backward_apply_cpu(x_.value.as<float>(), y.value.as<float>(), y.grad.as<float>(), rows_, C, mean, invstd,
-                          gamma, t1, t2, count(), fusion_, x_.grad.as<float>());
   } else {
     cudaStream_t stream = net_.ctx.stream;
     dispatch_activation(net_.act_dtype(), [&](auto zero) {
       using T = decltype(zero);
-      bn_backward_sums_cuda<T>(x_.value.as<T>(), y.value.as<T>(), y.grad.as<T>(), rows_, C, mean, invstd, fusion_,
-                               dbeta, dgamma, residual_ ? residual_->grad.as<T>() : nullptr, stream);
-      if (sync) {
-        CUDA_CHECK(cudaMemcpyAsync(t1, dbeta, C * sizeof(float), cudaMemcpyDeviceToDevice, stream));
-        CUDA_CHECK(cudaMemcpyAsync(t2, dgamma, C * sizeof(float), cudaMemcpyDeviceToDevice, stream));
-        reduce_across_ranks(t1, 2 * C);
+      const BatchNormBackward<T> b = backward_tensors<T>();
+      if (!synced()) {
+        bn_backward_cuda<T>(plans_.backward, b, partials_.as<float>(), stream);
+      } else {
+        bn_backward_sums_cuda<T>(plans_.backward_sums, b, sums, partials_.as<float>(), stream);
+        reduce_across_ranks(sums, 2 * C);
+        bn_backward_apply_cuda<T>(plans_.backward_apply, b, sums, count(), stream);
       }
-      bn_backward_apply_cuda<T>(x_.value.as<T>(), y.value.as<T>(), y.grad.as<T>(), rows_, C, mean, invstd, gamma, t1,
-                                t2, count(), fusion_, x_.grad.as<T>(), stream);
     });
   }
-  // Only now: the apply stage above may read dgamma and dbeta, which the reducer averages in place.
+  // Only now: the kernels above read dgamma and dbeta, which the reducer averages in place.
   net_.params.grad_done(weight);
   net_.params.grad_done(bias);
 }
 
 void BatchNorm2d::reduce_across_ranks(float* data, int count) const {
-  if (net_.sync_batchnorm.enabled()) net_.sync_batchnorm.all_reduce_sum(data, size_t(count));
+  net_.sync_batchnorm.all_reduce_sum(data, size_t(count));
 }
 
 }  // namespace cutrain

@@ -1,12 +1,15 @@
 // batchnorm2d.h: BatchNorm2d over NHWC activations (rows m = n,h,w; one column per channel),
 // optionally fused with a residual add and ReLU:   y = act(gamma * xhat + beta [+ residual]),
-// xhat = (x - mean) * invstd. The staged kernels and their math are in kernels/batchnorm.h.
+// xhat = (x - mean) * invstd. The kernels and their math are in kernels/batchnorm.h.
 //
 // Training: batch statistics (biased variance for normalising), running_mean and running_var
-// (unbiased) updated with momentum 0.1 as PyTorch does; eval: running statistics.
+// (unbiased) updated with momentum 0.1 as PyTorch does; eval: running statistics. The forward
+// keeps mean, invstd and, under the ReLU, a 1-bit mask of the pre-activation's sign, which is all
+// the backward needs besides x and dy.
 // Backward writes dgamma, dbeta (=) into the flat gradient buffer, dx (=) into x.grad and, when
 // the residual is fused, its gradient dz (=) into residual.grad.
-// SyncBatchNorm (net.sync_batchnorm): the sums are all-reduced between stages, forward and backward.
+// On the GPU a training forward and a backward are one launch each; SyncBatchNorm
+// (net.sync_batchnorm) takes the staged kernels instead and all-reduces between them.
 #pragma once
 
 #include <string>
@@ -33,19 +36,33 @@ class BatchNorm2d {
   Activation& y;
 
  private:
+  // The launches a GPU step can take, planned once for this GPU.
+  struct GpuPlans {
+    BatchNormPlan forward_train, forward_eval, backward;
+    BatchNormPlan rank_statistics, rank_m2, forward_apply, backward_sums, backward_apply;  // SyncBatchNorm
+    int64_t partial_floats() const;
+  };
+  static GpuPlans plan_gpu(const BatchNormShape& shape, size_t element_bytes, const BatchNormDevice& device);
+
   double count() const;
+  bool synced() const { return net_.sync_batchnorm.enabled(); }
   void reduce_across_ranks(float* data, int count) const;
+  template <typename T>
+  BatchNormForward<T> forward_tensors() const;
+  template <typename T>
+  BatchNormBackward<T> backward_tensors() const;
 
   std::string name_;
   Net& net_;
   Activation& x_;
   Activation* residual_;
-  BatchNormFusion fusion_;
-  int64_t rows_;
-  int channels_;
-  Tensor& sums_;     // [2C] fp32: s1|s2 in forward, dgamma|dbeta copy under SyncBN in backward
-  Tensor& mean_;     // [C] fp32, kept for backward
-  Tensor& invstd_;   // [C] fp32
+  BatchNormShape shape_;
+  GpuPlans plans_;      // GPU only
+  Tensor& mean_;        // [C] fp32, kept for backward
+  Tensor& invstd_;      // [C] fp32
+  Tensor& relu_mask_;   // u8 [bn_mask_bytes] under the ReLU, else empty
+  Tensor& sync_stats_;  // [4C] fp32: SyncBatchNorm's statistics forward, [t1 | t2] backward
+  Tensor& partials_;    // fp32: the GPU's cooperative launches' scratch (never initialised)
 };
 
 }  // namespace cutrain

@@ -13,7 +13,7 @@
 namespace cutrain {
 
 enum class Device { cpu, cuda };
-enum class DType { f32, bf16, i32 };  // i32: labels and counts
+enum class DType { f32, bf16, i32, u8 };  // i32: labels and counts; u8: bit masks
 
 size_t dtype_size(DType dtype);
 const char* device_name(Device device);  // "cpu" / "cuda"

@@ -11,13 +11,18 @@ cd "$(dirname "$0")/.."
 
 # name | file | text in the file | what replaces it
 mutations=(
-  "bn-sums-barrier|kernels/batchnorm.cu|  __syncthreads();|"
   "loss-barrier|kernels/cross_entropy.cu|  __syncthreads();|"
   "grid-stride-bound|kernels/launch.cuh|i < (n); \\|i <= (n); \\"
   "shuffle-offset|kernels/cross_entropy.cu|offset /= 2) value +=|offset /= 4) value +="
   "unaligned-pack|kernels/launch.cuh|if (reinterpret_cast<uintptr_t>(p) % 16 != 0) return false;|(void)p;"
-  "skip-zeroing|kernels/batchnorm.cu|CUDA_CHECK(cudaMemsetAsync(out_a, 0, sizeof(float) * C, stream));|"
-  "read-past-end|kernels/batchnorm.cu|if (c < C) bn_eval_channel|if (c <= C) bn_eval_channel"
+  "bn-tree-barrier|kernels/batchnorm.cu|    __syncthreads();  // this level's merges done before the next level reads them|"
+  "bn-partials-barrier|kernels/batchnorm.cu|  cooperative_groups::this_grid().sync();  // every block's partials written|"
+  "bn-sums-barrier|kernels/batchnorm.cu|  cooperative_groups::this_grid().sync();  // every channel's sums written|"
+  "bn-skip-partial|kernels/batchnorm.cu|chunk < chunks; chunk += slices)|chunk < chunks - 1; chunk += slices)"
+  "bn-merge-term|kernels/batchnorm.cuh|a.m2 + b.m2 + delta * delta * a.count * share_b|a.m2 + b.m2"
+  "bn-kept-rows|kernels/batchnorm.cu|k < t.cached_rows ? cache[k * threads + tid]|k <= t.cached_rows ? cache[k * threads + tid]"
+  "bn-mask-bit|kernels/batchnorm.cu|(bits >> v) & 1u, fusion)|(bits >> (v ^ 1)) & 1u, fusion)"
+  "read-past-end|kernels/batchnorm.cu|if (c < C) s.m2[c]|if (c <= C) s.m2[c]"
 )
 
 build=build-emu

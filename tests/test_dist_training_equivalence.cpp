@@ -67,7 +67,10 @@ TEST_CASE("sync-bn: 2 and 3 ranks take the same steps as one process with the gl
     // The sums run in another order, so results differ in their last bits, and now and then a
     // ReLU input within rounding of zero falls on the other side: that element's gradient then
     // passes or not, which moves the small BN biases of the early, large layers by ~1e-5 after
-    // a few steps. Hence: each element within 1e-4 of the other, the whole model within 1e-5.
+    // a few steps. Measured on these data: the whole model within 1.5e-8 (2 ranks) and 1.5e-7
+    // (3 ranks) of the single process after one step, 3.4e-6 and 1.2e-5 after three, as flips
+    // compound; without --sync-bn (each rank normalising its own 12 or 8 images) 7e-3 and 1e-2.
+    // Hence: each element within 1e-4 of the other, the whole model within 5e-5.
     double diff_sq = 0, norm_sq = 0;
     for (const auto& [name, t] : single.tensors) {
       INFO(name);
@@ -82,6 +85,6 @@ TEST_CASE("sync-bn: 2 and 3 ranks take the same steps as one process with the gl
       diff_sq += d.diff_sq;
       norm_sq += d.norm_sq;
     }
-    CHECK(std::sqrt(diff_sq / norm_sq) <= 1e-5);
+    CHECK(std::sqrt(diff_sq / norm_sq) <= 5e-5);
   }
 }

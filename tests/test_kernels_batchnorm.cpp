@@ -1,6 +1,7 @@
 // Batch norm's CPU reference: finite-difference gradients of the whole training forward for every
-// fusion (x, gamma, beta, and the residual), the three-stage API split over two "ranks", and
-// the running statistics by hand.
+// fusion (x, gamma, beta, and the residual), SyncBatchNorm's staged path split over two "ranks",
+// and the statistics by hand. Then the CUDA launch plans, which need no GPU: their grids, what
+// they keep in shared memory, and the bytes they move.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -8,6 +9,7 @@
 #include <vector>
 
 #include "kernels/batchnorm.h"
+#include "tests/batchnorm_buffers.h"
 #include "tests/gradcheck.h"
 
 using namespace cutrain;
@@ -18,48 +20,49 @@ constexpr float kEps = 1e-5f;
 constexpr float kMomentum = 0.1f;
 
 struct BatchNormCase {
-  int64_t M;
-  int C;
-  BatchNormFusion fusion;
-  std::vector<float> x, residual, gamma, beta;
-  std::vector<float> running_mean, running_var;
+  BatchNormShape shape;
+  test::BatchNormInputs in;
 
-  BatchNormCase(int64_t M_, int C_, BatchNormFusion fusion_, std::mt19937& rng) : M(M_), C(C_), fusion(fusion_) {
-    x = test::random_vector(M * C, rng, -1.0f, 2.0f);
-    residual = test::random_vector(M * C, rng);
-    gamma = test::random_vector(C, rng, 0.5f, 1.5f);
-    beta = test::random_vector(C, rng, -0.5f, 0.5f);
-    running_mean = test::random_vector(C, rng);
-    running_var = test::random_vector(C, rng, 0.5f, 2.0f);
+  BatchNormCase(int64_t M, int C, BatchNormFusion fusion, std::mt19937& rng) : shape{M, C, fusion} {
+    in.x = test::random_vector(M * C, rng, -1.0f, 2.0f);
+    in.residual = test::random_vector(M * C, rng);
+    in.dy = std::vector<float>(M * C, 0.0f);
+    in.gamma = test::random_vector(C, rng, 0.5f, 1.5f);
+    in.beta = test::random_vector(C, rng, -0.5f, 0.5f);
+    in.running_mean = test::random_vector(C, rng);
+    in.running_var = test::random_vector(C, rng, 0.5f, 2.0f);
   }
+  int64_t numel() const { return shape.rows * shape.channels; }
 
-  // The training forward (stages 1-3); mean and invstd are kept for the backward.
-  std::vector<float> forward(std::vector<float>& mean, std::vector<float>& invstd, BatchNormFusion f) const {
-    std::vector<float> s1(C), s2(C), rm = running_mean, rv = running_var, y(M * C);
-    mean.resize(C);
-    invstd.resize(C);
-    bn_channel_sums_cpu(x.data(), M, C, s1.data(), s2.data());
-    bn_finalize_stats_cpu(s1.data(), s2.data(), C, double(M), kEps, kMomentum, mean.data(), invstd.data(), rm.data(),
-                          rv.data());
-    bn_apply_cpu(x.data(), residual.data(), M, C, mean.data(), invstd.data(), gamma.data(), beta.data(), f, y.data());
-    return y;
+  // A training forward (under another fusion, if given).
+  test::HostBatchNorm forward(BatchNormFusion fusion) const {
+    const BatchNormShape s{shape.rows, shape.channels, fusion};
+    test::HostBatchNorm o(s, in);
+    bn_forward_train_cpu(s, o.forward());
+    return o;
   }
-  std::vector<float> forward() const {
-    std::vector<float> mean, invstd;
-    return forward(mean, invstd, fusion);
+  test::HostBatchNorm forward() const { return forward(shape.fusion); }
+
+  // The forward, then the backward for dy (count = M).
+  test::HostBatchNorm backward(const std::vector<float>& dy) const {
+    test::BatchNormInputs with_dy = in;
+    with_dy.dy = dy;
+    test::HostBatchNorm o(shape, with_dy);
+    bn_forward_train_cpu(shape, o.forward());
+    bn_backward_cpu(shape, o.backward());
+    return o;
   }
 
   // Moves inputs whose pre-activation z lies within `margin` of ReLU's kink away from it, so no
   // finite difference straddles the kink (nudging x moves the statistics too, hence the passes).
   void keep_away_from_relu_kink(float margin) {
     for (int pass = 0; pass < 20; ++pass) {
-      std::vector<float> mean, invstd;
-      const std::vector<float> z = forward(mean, invstd, BatchNormFusion{false, fusion.residual});
+      const test::HostBatchNorm o = forward(BatchNormFusion{false, shape.fusion.residual});
       bool moved = false;
-      for (int64_t i = 0; i < M * C; ++i) {
-        if (std::abs(z[i]) >= margin) continue;
-        const int c = int(i % C);
-        x[i] += (z[i] >= 0 ? 3.0f : -3.0f) * margin / (gamma[c] * invstd[c]);
+      for (int64_t i = 0; i < numel(); ++i) {
+        if (std::abs(o.y[i]) >= margin) continue;
+        const int c = int(i % shape.channels);
+        in.x[i] += (o.y[i] >= 0 ? 3.0f : -3.0f) * margin / (in.gamma[c] * o.invstd[c]);
         moved = true;
       }
       if (!moved) return;
@@ -67,23 +70,6 @@ struct BatchNormCase {
     FAIL("could not move the pre-activations away from zero");
   }
 };
-
-struct BatchNormGrads {
-  std::vector<float> dx, dgamma, dbeta, d_residual;
-};
-
-// The backward for dy (stages 1-2, count = M).
-BatchNormGrads backward(const BatchNormCase& bn, const std::vector<float>& dy) {
-  std::vector<float> mean, invstd;
-  const std::vector<float> y = bn.forward(mean, invstd, bn.fusion);
-  BatchNormGrads g{std::vector<float>(bn.M * bn.C), std::vector<float>(bn.C), std::vector<float>(bn.C),
-                   std::vector<float>(bn.M * bn.C)};
-  bn_backward_sums_cpu(bn.x.data(), y.data(), dy.data(), bn.M, bn.C, mean.data(), invstd.data(), bn.fusion,
-                       g.dbeta.data(), g.dgamma.data(), g.d_residual.data());
-  bn_backward_apply_cpu(bn.x.data(), y.data(), dy.data(), bn.M, bn.C, mean.data(), invstd.data(), bn.gamma.data(),
-                        g.dbeta.data(), g.dgamma.data(), double(bn.M), bn.fusion, g.dx.data());
-  return g;
-}
 
 }  // namespace
 
@@ -94,64 +80,90 @@ TEST_CASE("batch norm training gradients match finite differences, every fusion"
   std::mt19937 rng(11);
   BatchNormCase bn(2 * 3 * 4, 5, BatchNormFusion{relu, residual}, rng);
   if (relu) bn.keep_away_from_relu_kink(0.05f);
-  const std::vector<float> r = test::random_vector(bn.M * bn.C, rng);
-  const BatchNormGrads g = backward(bn, r);
-  auto loss = [&] { return test::weighted_sum(bn.forward(), r); };
+  const std::vector<float> r = test::random_vector(bn.numel(), rng);
+  const test::HostBatchNorm g = bn.backward(r);
+  auto loss = [&] { return test::weighted_sum(bn.forward().y, r); };
 
   // h = 1e-3: the truncation error h^2/6 * L''' stays near 1e-7 for these O(1) inputs; rounding
   // in every output of the channel (each depends on x through mean and invstd, ~24 outputs of
   // magnitude ~1) costs ~sqrt(24)*6e-8/2e-3 ~ 1.5e-4, the bound is 2e-3 with margin for L'''.
-  test::check_gradient("dx", bn.x, g.dx, loss, 1e-3f, 2e-3);
-  test::check_gradient("dgamma", bn.gamma, g.dgamma, loss, 1e-3f, 2e-3);
-  test::check_gradient("dbeta", bn.beta, g.dbeta, loss, 1e-3f, 2e-3);
-  if (residual) test::check_gradient("d_residual", bn.residual, g.d_residual, loss, 1e-3f, 2e-3);
+  test::check_gradient("dx", bn.in.x, g.dx, loss, 1e-3f, 2e-3);
+  test::check_gradient("dgamma", bn.in.gamma, g.dgamma, loss, 1e-3f, 2e-3);
+  test::check_gradient("dbeta", bn.in.beta, g.dbeta, loss, 1e-3f, 2e-3);
+  if (residual) test::check_gradient("d_residual", bn.in.residual, g.d_residual, loss, 1e-3f, 2e-3);
 }
 
-TEST_CASE("batch norm's three stages over two ranks equal one rank over the whole batch", "[nn]") {
-  // SyncBatchNorm: each rank sums its rows, the sums are added (all-reduced), and both ranks
-  // finalize with the total count. Rank 0 holds rows [0, 10), rank 1 rows [10, 24).
+TEST_CASE("batch norm's SyncBatchNorm stages over two ranks equal one rank over the whole batch", "[nn]") {
+  // Each rank computes its rows' statistics; the sum, then each rank's share of m2 about the
+  // global mean, are added (all-reduced), and both ranks finalize with the total count. Rank 0
+  // holds rows [0, 10), rank 1 rows [10, 24). The test plays the all-reduce.
   std::mt19937 rng(12);
   const BatchNormFusion fusion{true, true};
-  BatchNormCase bn(24, 6, fusion, rng);
-  const int64_t M0 = 10, M1 = bn.M - M0, C = bn.C;
-  const std::vector<float> dy = test::random_vector(bn.M * C, rng);
-  const float* x1 = bn.x.data() + M0 * C;
+  const BatchNormCase bn(24, 6, fusion, rng);
+  const int64_t rows[2] = {10, 14}, first[2] = {0, 10};
+  const int C = bn.shape.channels;
+  const double count = double(bn.shape.rows);
+  const std::vector<float> dy = test::random_vector(bn.numel(), rng);
+  const test::HostBatchNorm whole = bn.backward(dy);
 
-  std::vector<float> s1(C), s2(C), s1_rank1(C), s2_rank1(C);
-  bn_channel_sums_cpu(bn.x.data(), M0, C, s1.data(), s2.data());
-  bn_channel_sums_cpu(x1, M1, C, s1_rank1.data(), s2_rank1.data());
-  for (int c = 0; c < C; ++c) {
-    s1[c] += s1_rank1[c];
-    s2[c] += s2_rank1[c];
+  // Each rank: its rows of x, residual and dy, and of every output; its own running statistics.
+  struct Rank {
+    BatchNormShape shape;
+    test::HostBatchNorm on;
+    std::vector<float> stats, sums;
+  };
+  std::vector<Rank> ranks;
+  for (int r = 0; r < 2; ++r) {
+    const auto slice = [&](const std::vector<float>& v) {
+      return std::vector<float>(v.begin() + first[r] * C, v.begin() + (first[r] + rows[r]) * C);
+    };
+    test::BatchNormInputs in = bn.in;
+    in.x = slice(bn.in.x);
+    in.residual = slice(bn.in.residual);
+    in.dy = slice(dy);
+    const BatchNormShape shape{rows[r], C, fusion};
+    ranks.push_back({shape, test::HostBatchNorm(shape, in), std::vector<float>(4 * C), std::vector<float>(2 * C)});
   }
-  std::vector<float> mean(C), invstd(C), rm = bn.running_mean, rv = bn.running_var, y(bn.M * C);
-  bn_finalize_stats_cpu(s1.data(), s2.data(), C, double(bn.M), kEps, kMomentum, mean.data(), invstd.data(),
-                        rm.data(), rv.data());
-  bn_apply_cpu(bn.x.data(), bn.residual.data(), M0, C, mean.data(), invstd.data(), bn.gamma.data(), bn.beta.data(),
-               fusion, y.data());
-  bn_apply_cpu(x1, bn.residual.data() + M0 * C, M1, C, mean.data(), invstd.data(), bn.gamma.data(), bn.beta.data(),
-               fusion, y.data() + M0 * C);
-  // The sums in float differ from one pass over all rows by rounding only.
-  CHECK(test::max_abs_difference(y, bn.forward()) <= 1e-5);
+  const auto all_reduce = [&](std::vector<float> Rank::*member, size_t offset, size_t n) {
+    for (size_t i = offset; i < offset + n; ++i) {
+      const float sum = (ranks[0].*member)[i] + (ranks[1].*member)[i];
+      (ranks[0].*member)[i] = (ranks[1].*member)[i] = sum;
+    }
+  };
+  const auto stats = [&](Rank& rank) { return BatchNormRankStats::in(rank.stats.data(), C); };
+  for (Rank& rank : ranks) bn_rank_statistics_cpu(rank.shape, rank.on.in.x.data(), stats(rank));
+  all_reduce(&Rank::stats, 2 * C, C);
+  for (Rank& rank : ranks) bn_rank_m2_cpu(rank.shape, stats(rank), count);
+  all_reduce(&Rank::stats, 3 * C, C);
+  for (Rank& rank : ranks) bn_forward_apply_cpu(rank.shape, rank.on.forward(), stats(rank), count);
+  for (Rank& rank : ranks) bn_backward_sums_cpu(rank.shape, rank.on.backward(), rank.sums.data());
+  std::vector<float> dgamma(C), dbeta(C);
+  for (int c = 0; c < C; ++c) {  // DDP's average, times the two ranks
+    dgamma[c] = ranks[0].on.dgamma[c] + ranks[1].on.dgamma[c];
+    dbeta[c] = ranks[0].on.dbeta[c] + ranks[1].on.dbeta[c];
+  }
+  all_reduce(&Rank::sums, 0, 2 * C);
+  for (Rank& rank : ranks) bn_backward_apply_cpu(rank.shape, rank.on.backward(), rank.sums.data(), count);
 
-  std::vector<float> t1(C), t2(C), t1_rank1(C), t2_rank1(C), dres(bn.M * C), dx(bn.M * C);
-  bn_backward_sums_cpu(bn.x.data(), y.data(), dy.data(), M0, C, mean.data(), invstd.data(), fusion, t1.data(),
-                       t2.data(), dres.data());
-  bn_backward_sums_cpu(x1, y.data() + M0 * C, dy.data() + M0 * C, M1, C, mean.data(), invstd.data(), fusion,
-                       t1_rank1.data(), t2_rank1.data(), dres.data() + M0 * C);
-  for (int c = 0; c < C; ++c) {
-    t1[c] += t1_rank1[c];
-    t2[c] += t2_rank1[c];
+  // Statistics in float (the ranks' shares rounded before adding) differ from one pass over all
+  // rows by rounding only.
+  for (const Rank& rank : ranks) {
+    CHECK(test::max_abs_difference(rank.on.mean, whole.mean) <= 1e-6);
+    CHECK(test::max_abs_difference(rank.on.invstd, whole.invstd) <= 1e-5);
+    CHECK(test::max_abs_difference(rank.on.running_var, whole.running_var) <= 1e-6);
+    CHECK(test::max_abs_difference(rank.on.running_mean, whole.running_mean) <= 1e-6);
   }
-  bn_backward_apply_cpu(bn.x.data(), y.data(), dy.data(), M0, C, mean.data(), invstd.data(), bn.gamma.data(),
-                        t1.data(), t2.data(), double(bn.M), fusion, dx.data());
-  bn_backward_apply_cpu(x1, y.data() + M0 * C, dy.data() + M0 * C, M1, C, mean.data(), invstd.data(),
-                        bn.gamma.data(), t1.data(), t2.data(), double(bn.M), fusion, dx.data() + M0 * C);
-  const BatchNormGrads whole = backward(bn, dy);
-  CHECK(test::max_abs_difference(dx, whole.dx) <= 1e-5);
-  CHECK(test::max_abs_difference(dres, whole.d_residual) == 0.0);
-  CHECK(test::max_abs_difference(t1, whole.dbeta) <= 1e-5);
-  CHECK(test::max_abs_difference(t2, whole.dgamma) <= 1e-5);
+  const auto joined = [&](auto member) {
+    auto v = ranks[0].on.*member;
+    v.insert(v.end(), (ranks[1].on.*member).begin(), (ranks[1].on.*member).end());
+    return v;
+  };
+  CHECK(test::max_abs_difference(joined(&test::HostBatchNorm::y), whole.y) <= 1e-5);
+  CHECK(joined(&test::HostBatchNorm::mask) == whole.mask);
+  CHECK(test::max_abs_difference(joined(&test::HostBatchNorm::dx), whole.dx) <= 1e-5);
+  CHECK(test::max_abs_difference(joined(&test::HostBatchNorm::d_residual), whole.d_residual) == 0.0);
+  CHECK(test::max_abs_difference(dgamma, whole.dgamma) <= 1e-5);
+  CHECK(test::max_abs_difference(dbeta, whole.dbeta) <= 1e-5);
 }
 
 TEST_CASE("batch norm statistics by hand: biased variance to normalise, unbiased running variance", "[nn]") {
@@ -160,13 +172,26 @@ TEST_CASE("batch norm statistics by hand: biased variance to normalise, unbiased
   // With momentum 0.1 from running (0.5, 2) and (0, 1):
   //   running_mean = 0.9*0.5 + 0.1*2.5 = 0.7,   0.9*0 + 0.1*1 = 0.1
   //   running_var  = 0.9*2 + 0.1*5/3 = 1.96667, 0.9*1 + 0.1*20/3 = 1.56667
-  const std::vector<float> x = {1, -2, 2, 0, 3, 2, 4, 4};
-  std::vector<float> s1(2), s2(2), mean(2), invstd(2), rm = {0.5f, 0.0f}, rv = {2.0f, 1.0f};
-  bn_channel_sums_cpu(x.data(), 4, 2, s1.data(), s2.data());
-  CHECK(s1 == std::vector<float>{10, 4});
-  CHECK(s2 == std::vector<float>{30, 24});
-  bn_finalize_stats_cpu(s1.data(), s2.data(), 2, 4.0, kEps, kMomentum, mean.data(), invstd.data(), rm.data(),
-                        rv.data());
+  // With gamma (2, 0.5), beta (0.25, 0.5) and the ReLU, y = relu(gamma*(x - mean)*invstd + beta):
+  // z = (-2.43, -0.64, 1.14, 2.93) in channel 0 and (-0.17, 0.28, 0.72, 1.17) in channel 1, so
+  // three values are cut to 0, their mask bits clear.
+  const std::vector<float> x = {1, -2, 2, 0, 3, 2, 4, 4}, gamma = {2.0f, 0.5f}, beta = {0.25f, 0.5f};
+  std::vector<float> y(8), mean(2), invstd(2), rm = {0.5f, 0.0f}, rv = {2.0f, 1.0f};
+  std::vector<uint8_t> mask(4);
+  const BatchNormShape shape{4, 2, BatchNormFusion{true, false}};
+  BatchNormForward<float> f;
+  f.x = x.data();
+  f.gamma = gamma.data();
+  f.beta = beta.data();
+  f.eps = kEps;
+  f.momentum = kMomentum;
+  f.y = y.data();
+  f.relu_mask = mask.data();
+  f.mean = mean.data();
+  f.invstd = invstd.data();
+  f.running_mean = rm.data();
+  f.running_var = rv.data();
+  bn_forward_train_cpu(shape, f);
   CHECK(mean[0] == Approx(2.5));
   CHECK(mean[1] == Approx(1.0));
   CHECK(invstd[0] == Approx(1.0 / std::sqrt(1.25 + kEps)).epsilon(1e-6));
@@ -175,16 +200,78 @@ TEST_CASE("batch norm statistics by hand: biased variance to normalise, unbiased
   CHECK(rm[1] == Approx(0.1).epsilon(1e-6));
   CHECK(rv[0] == Approx(0.9 * 2 + 0.1 * 5.0 / 3.0).epsilon(1e-6));
   CHECK(rv[1] == Approx(0.9 * 1 + 0.1 * 20.0 / 3.0).epsilon(1e-6));
+  for (int i = 0; i < 8; ++i) {
+    const int c = i % 2;
+    const double z = gamma[c] * (x[i] - mean[c]) * invstd[c] + beta[c];
+    INFO("element " << i);
+    CHECK(y[i] == Approx(std::max(z, 0.0)).margin(1e-6));
+  }
+  // Row m's byte: bit 0 channel 0, bit 1 channel 1.
+  CHECK(mask == std::vector<uint8_t>{0b00, 0b10, 0b11, 0b11});
 
   // Eval mode normalises with the running statistics: y = gamma*(x - rm)/sqrt(rv + eps) + beta.
-  bn_eval_stats_cpu(rm.data(), rv.data(), 2, kEps, mean.data(), invstd.data());
-  const std::vector<float> gamma = {2.0f, 0.5f}, beta = {0.25f, -1.0f};
-  std::vector<float> y(8);
-  bn_apply_cpu(x.data(), nullptr, 4, 2, mean.data(), invstd.data(), gamma.data(), beta.data(), BatchNormFusion{},
-               y.data());
+  const BatchNormShape plain{4, 2, BatchNormFusion{}};
+  bn_forward_eval_cpu(plain, f);
   for (int i = 0; i < 8; ++i) {
     const int c = i % 2;
     INFO("element " << i);
     CHECK(y[i] == Approx(gamma[c] * (x[i] - rm[c]) / std::sqrt(rv[c] + kEps) + beta[c]).margin(1e-6));
   }
+}
+
+TEST_CASE("batch norm plans: one block per multiprocessor, rows kept while they fit, bytes counted", "[nn]") {
+  // ResNet-18's four stages at batch 256 in bf16, on an H200: 132 blocks of 1024 threads with
+  // 227 KiB of shared memory each.
+  const BatchNormDevice h200 = bn_device_h200();
+  struct Stage {
+    int64_t rows;
+    int channels;
+  };
+  const Stage stages[] = {{256 * 32 * 32, 64}, {256 * 16 * 16, 128}, {256 * 8 * 8, 256}, {256 * 4 * 4, 512}};
+  for (const Stage& stage : stages) {
+    const BatchNormShape shape{stage.rows, stage.channels, BatchNormFusion{true, true}};
+    INFO("rows " << stage.rows << ", channels " << stage.channels);
+    const int64_t tensor = stage.rows * stage.channels * 2, mask = stage.rows * stage.channels / 8;
+    for (BatchNormPass pass : {BatchNormPass::forward_train, BatchNormPass::backward}) {
+      const BatchNormPlan plan = bn_plan(pass, shape, 2, h200);
+      const bool forward = pass == BatchNormPass::forward_train;
+      INFO((forward ? "forward" : "backward") << ": grid " << plan.grid.x << "x" << plan.grid.y << ", kept rows "
+                                              << plan.cached_rows << ", read " << plan.bytes_read);
+      CHECK(plan.block.x * plan.block.y == 1024);
+      CHECK(int64_t(plan.grid.x) * plan.grid.y <= h200.blocks);
+      CHECK(int64_t(plan.grid.x) * plan.grid.y > h200.blocks * 9 / 10);  // the GPU is full
+      CHECK(plan.shared_bytes <= h200.shared_bytes);
+      CHECK(int64_t(plan.grid.y) * plan.rows_per_block >= stage.rows);
+      CHECK(plan.partial_floats == int64_t(plan.grid.y) * stage.channels * (forward ? 3 : 2));
+      // Whatever is not kept is read twice: the first time for the statistics, then to apply them.
+      const int64_t kept = std::min<int64_t>(stage.rows, int64_t(plan.grid.y) * plan.cached_rows * plan.block.y);
+      const int64_t reread = (stage.rows - kept) * stage.channels * 2;
+      const int64_t small = plan.partial_bytes_read + 64 * int64_t(plan.grid.y) * stage.channels;
+      if (forward) {
+        CHECK(plan.bytes_read >= 2 * tensor + reread);  // x once (+ what was not kept), the residual
+        CHECK(plan.bytes_read <= 2 * tensor + reread + small);
+        CHECK(plan.bytes_written >= tensor + mask);  // y, the mask
+        CHECK(plan.bytes_written <= tensor + mask + small);
+      } else {
+        CHECK(plan.bytes_read >= 2 * tensor + mask + 2 * reread);  // x, dy, the mask
+        CHECK(plan.bytes_read <= 2 * tensor + mask + (2 + 1.0 / 16) * reread + small);
+        CHECK(plan.bytes_written >= 2 * tensor);  // dx, d_residual
+        CHECK(plan.bytes_written <= 2 * tensor + small);
+      }
+      // The 8x8 and 4x4 stages keep every row, forward and backward; the 16x16 stage forward.
+      if (stage.channels >= 256 || (stage.channels == 128 && forward)) CHECK(reread == 0);
+      if (stage.channels == 64) CHECK(reread > 0);
+    }
+  }
+  // Twice the batch: twice the bytes of the tensors.
+  const BatchNormShape small{256 * 4 * 4, 512, BatchNormFusion{}}, large{512 * 4 * 4, 512, BatchNormFusion{}};
+  const BatchNormPlan eval_small = bn_plan(BatchNormPass::forward_eval, small, 2, h200);
+  const BatchNormPlan eval_large = bn_plan(BatchNormPass::forward_eval, large, 2, h200);
+  CHECK(eval_large.bytes_written == 2 * eval_small.bytes_written);
+  CHECK(eval_small.bytes_written == small.rows * 512 * 2);
+  // Too many channels for the blocks the device holds side by side, or no rows at all.
+  CHECK_NOTHROW(bn_plan(BatchNormPass::forward_train, BatchNormShape{1000, 64, {}}, 4, BatchNormDevice{1, 32, 4096}));
+  CHECK_THROWS_WITH(bn_plan(BatchNormPass::forward_train, BatchNormShape{1000, 512, {}}, 4, BatchNormDevice{4, 1024, 1 << 20}),
+                    Catch::Contains("512 channels need 8 blocks side by side, the device holds 4"));
+  CHECK_THROWS(bn_plan(BatchNormPass::backward, BatchNormShape{0, 64, {}}, 2, h200));
 }

@@ -75,19 +75,15 @@ TEST_CASE("A ResNet-18 training step on the GPU is within the error model's boun
   check_within(compare_updates_with_sgd(bf16_step, cpu, kSgd, kLr));
 }
 
-TEST_CASE("A training step replayed from a CUDA graph matches the eager step", "[gpu]") {
-  // Batch norm's sums add with atomics today, so the replay and the eager step may differ in
-  // their last bits, and through flipped ReLU decisions by more: they are held to the parity
-  // bounds. Once batch norm reduces in a fixed order (the step redesign), they must agree bit
-  // for bit: set this to true.
-  constexpr bool kBatchNormReducesInFixedOrder = false;
+TEST_CASE("A training step replayed from a CUDA graph matches the eager step bit for bit", "[gpu]") {
+  // Every reduction of the step has an order fixed in advance: batch norm's merges (one launch
+  // each way, kernels/batchnorm.cu), the loss, cuDNN's deterministic algorithms, cuBLAS. So the
+  // replay and the eager step must agree bit for bit.
   CUTRAIN_REQUIRE_GPU();
   const DType dtype = GENERATE(DType::f32, DType::bf16);
   INFO(dtype_name(dtype));
   const ResNetConfig config = parity_config(Stem::cifar, 16);
-  const StepBounds bounds = kBatchNormReducesInFixedOrder ? identical()
-                            : dtype == DType::f32         ? fp32_bounds(config)
-                                                          : bf16_bounds();
+  const StepBounds bounds = identical();
   Context ctx(gpu_options(dtype));
   ResNet18 model(ctx, config);
   SGD sgd(ctx, model.params(), kSgd);

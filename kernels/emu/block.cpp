@@ -34,11 +34,10 @@ namespace {
 
 constexpr int kWarp = 32;
 constexpr unsigned kMaxThreadsPerBlock = 1024;
-constexpr size_t kMaxSharedBytes = 48 * 1024;  // the default limit of a launch
-constexpr size_t kStackBytes = 256 * 1024;     // per thread: room for a sanitizer's report too
-constexpr size_t kGuardBytes = 4096;           // below each stack: an overflow faults at once
+constexpr size_t kStackBytes = 256 * 1024;  // per thread: room for a sanitizer's report too
+constexpr size_t kGuardBytes = 4096;        // below each stack: an overflow faults at once
 
-enum class State { runnable, at_barrier, at_collective, exited };
+enum class State { runnable, at_barrier, at_grid_barrier, at_collective, exited };
 
 struct Fiber {
   ucontext_t context;
@@ -69,10 +68,10 @@ struct Fiber {
 struct Scheduler {
   std::mutex mutex;
   const Grid* grid = nullptr;
-  std::vector<std::unique_ptr<Fiber>> fibers;
+  std::vector<std::unique_ptr<Fiber>> fibers;  // a block's threads; a cooperative grid's, block after block
   Fiber* current = nullptr;
   ucontext_t host;  // where the launching thread waits while a fiber runs
-  unsigned char* shared = nullptr;
+  unsigned char* shared = nullptr;  // the running block's dynamic shared memory
   Schedule schedule;
   std::mt19937_64 shuffle;  // seeded with schedule.seed
   // AddressSanitizer's view of the host stack, learnt at the first switch.
@@ -194,55 +193,101 @@ std::string describe_wait(const Fiber& f) {
     case State::runnable: return "is running";
     case State::exited: return "has exited";
     case State::at_barrier: return "waits at __syncthreads";
+    case State::at_grid_barrier: return "waits at the grid's barrier";
     case State::at_collective: return std::string("waits at ") + collective_name(f.op) + " with mask " + hex(f.mask);
   }
   return "?";
 }
 
+// 0, 1, ..., n - 1 in the schedule's order: the turns of a block's threads, or of a cooperative
+// grid's blocks.
+std::vector<int> turn_order(int n) {
+  std::vector<int> order(static_cast<size_t>(n));
+  std::iota(order.begin(), order.end(), 0);
+  const Schedule sched = schedule();
+  if (sched.order == ThreadOrder::reverse) std::reverse(order.begin(), order.end());
+  if (sched.order == ThreadOrder::shuffle) std::shuffle(order.begin(), order.end(), scheduler().shuffle);
+  return order;
+}
+
 // ---- one block --------------------------------------------------------------------------------
 
+// How far a block got: to its end, to the grid's barrier (every thread waits there), or stuck.
+enum class Outcome { finished, at_grid_barrier, failed };
+
+// The block with index `index`, whose threads are the fibers from `first_fiber` on.
 class Block {
  public:
-  explicit Block(int threads) : threads_(threads) {}
+  Block(uint3 index, int first_fiber, int threads, unsigned char* shared)
+      : index_(index), first_(first_fiber), threads_(threads), shared_(shared) {
+    for (int i = 0; i < threads_; ++i) {
+      Fiber& f = fiber(i);
+      f.state = State::runnable;
+      f.index = uint3{unsigned(i) % blockDim.x, unsigned(i) / blockDim.x % blockDim.y,
+                      unsigned(i) / (blockDim.x * blockDim.y)};
+    }
+  }
 
-  // Runs the block to its end; false with `failure` set when a thread would wait forever.
-  bool run(std::string& failure) {
+  uint3 index() const { return index_; }
+
+  // Runs the block until it ends or waits at the grid's barrier; failed, with `failure` set,
+  // when a thread would wait forever.
+  Outcome run(std::string& failure) {
+    blockIdx = index_;
+    scheduler().shared = shared_;
     for (;;) {
-      for (int i : turn_order()) {
+      for (int i : turn_order(threads_)) {
         Fiber& f = fiber(i);
         if (f.state == State::runnable) resume(f);
       }
       // Nothing can run: complete the collectives, else the barrier, else give up.
       const Progress progress = complete_collectives(failure);
-      if (progress == Progress::failed) return false;
+      if (progress == Progress::failed) return Outcome::failed;
       if (progress == Progress::some) continue;
-      bool live = false, all_at_barrier = true;
+      int exited = 0, at_barrier = 0, at_grid_barrier = 0;
       for (int i = 0; i < threads_; ++i) {
-        live |= fiber(i).state != State::exited;
-        all_at_barrier &= fiber(i).state == State::exited || fiber(i).state == State::at_barrier;
+        exited += fiber(i).state == State::exited;
+        at_barrier += fiber(i).state == State::at_barrier;
+        at_grid_barrier += fiber(i).state == State::at_grid_barrier;
       }
-      if (!live) return true;
-      if (!all_at_barrier) {
-        failure = describe_stuck_collective();
-        return false;
+      if (exited == threads_) return Outcome::finished;
+      if (at_grid_barrier > 0 && at_grid_barrier + exited == threads_) {
+        if (exited == 0) return Outcome::at_grid_barrier;
+        failure = describe_first(State::at_grid_barrier) + " waits at the grid's barrier, but " +
+                  describe_first(State::exited) + " has exited and never comes";
+        return Outcome::failed;
+      }
+      if (at_barrier + exited != threads_) {
+        failure = describe_stuck();
+        return Outcome::failed;
       }
       for (int i = 0; i < threads_; ++i)
         if (fiber(i).state == State::at_barrier) fiber(i).state = State::runnable;
     }
   }
 
+  // After the grid's barrier: its threads go on.
+  void leave_grid_barrier() {
+    for (int i = 0; i < threads_; ++i)
+      if (fiber(i).state == State::at_grid_barrier) fiber(i).state = State::runnable;
+  }
+
+  // Its threads left waiting are abandoned: their fibers start afresh next time.
+  void abandon() {
+    for (int i = 0; i < threads_; ++i)
+      if (fiber(i).state != State::exited) fiber(i).made = false;
+  }
+
  private:
   enum class Progress { none, some, failed };
 
-  Fiber& fiber(int i) { return *scheduler().fibers[size_t(i)]; }
+  Fiber& fiber(int i) { return *scheduler().fibers[size_t(first_ + i)]; }
 
-  std::vector<int> turn_order() {
-    std::vector<int> order(static_cast<size_t>(threads_));
-    std::iota(order.begin(), order.end(), 0);
-    const Schedule sched = schedule();
-    if (sched.order == ThreadOrder::reverse) std::reverse(order.begin(), order.end());
-    if (sched.order == ThreadOrder::shuffle) std::shuffle(order.begin(), order.end(), scheduler().shuffle);
-    return order;
+  // "thread (3,0,0) (warp 0, lane 3)" for the first thread in `state`.
+  std::string describe_first(State state) {
+    for (int i = 0; i < threads_; ++i)
+      if (fiber(i).state == state) return describe_thread(fiber(i), i);
+    return "?";
   }
 
   // The lanes of the warp of thread i that exist in this block (the last warp may be partial).
@@ -339,7 +384,7 @@ class Block {
   }
 
   // Why no collective could complete: the first waiting lane and a lane it waits for in vain.
-  std::string describe_stuck_collective() {
+  std::string describe_stuck() {
     for (int i = 0; i < threads_; ++i) {
       const Fiber& f = fiber(i);
       if (f.state != State::at_collective) continue;
@@ -353,10 +398,15 @@ class Block {
                ", but lane " + std::to_string(lane) + " " + describe_wait(other);
       }
     }
+    if (describe_first(State::at_grid_barrier) != "?")
+      return describe_first(State::at_barrier) + " waits at __syncthreads, but " +
+             describe_first(State::at_grid_barrier) + " waits at the grid's barrier";
     return "threads wait at __syncthreads while others wait at warp collectives";
   }
 
-  int threads_;
+  uint3 index_;
+  int first_, threads_;
+  unsigned char* shared_;
 };
 
 }  // namespace
@@ -387,15 +437,93 @@ void set_schedule(Schedule sched) {
 
 // ---- the grid ---------------------------------------------------------------------------------
 
+namespace {
+
+// The launch checks of a GPU; cudaSuccess when the grid may run.
+cudaError_t check_launch(const Grid& g, uint64_t threads) {
+  if (g.grid.x == 0 || g.grid.y == 0 || g.grid.z == 0 || threads == 0 || threads > kMaxThreadsPerBlock ||
+      g.block.z > 64 || g.grid.x > 0x7fffffffu || g.grid.y > 65535 || g.grid.z > 65535)
+    return cudaErrorInvalidConfiguration;
+  if (g.dynamic_shared_bytes > g.max_dynamic_shared_bytes) return cudaErrorInvalidValue;
+  const uint64_t blocks = uint64_t(g.grid.x) * g.grid.y * g.grid.z;
+  if (g.cooperative &&
+      blocks > uint64_t(max_active_blocks_per_multiprocessor(int(threads), g.dynamic_shared_bytes)) *
+                   uint64_t(kDevice.multiprocessors))
+    return cudaErrorCooperativeLaunchTooLarge;
+  return cudaSuccess;
+}
+
+// Runs the blocks one after another; false with `failure` set when one fails.
+bool run_blocks_in_turn(const Grid& g, int threads, unsigned char* shared, std::string& failure) {
+  for (unsigned z = 0; z < g.grid.z; ++z)
+    for (unsigned y = 0; y < g.grid.y; ++y)
+      for (unsigned x = 0; x < g.grid.x; ++x) {
+        // Shared memory starts as garbage on a GPU: here all bits set, a NaN as float and bf16.
+        std::memset(shared, 0xff, g.dynamic_shared_bytes);
+        Block block(uint3{x, y, z}, 0, threads, shared);
+        const Outcome outcome = block.run(failure);
+        if (outcome == Outcome::finished) continue;
+        if (outcome == Outcome::at_grid_barrier)
+          failure = "its threads wait at the grid's barrier, but the kernel was not launched cooperatively";
+        failure = std::string(g.kernel) + ": block " + describe(block.index()) + ", " + failure;
+        block.abandon();
+        return false;
+      }
+  return true;
+}
+
+// Runs a cooperative grid: every block alive at once, each with its own shared memory, taking
+// turns between the grid's barriers; false with `failure` set when one fails.
+bool run_blocks_together(const Grid& g, int threads, std::string& failure) {
+  std::vector<std::unique_ptr<unsigned char[]>> shared;
+  std::vector<Block> blocks;
+  for (unsigned z = 0; z < g.grid.z; ++z)
+    for (unsigned y = 0; y < g.grid.y; ++y)
+      for (unsigned x = 0; x < g.grid.x; ++x) {
+        shared.emplace_back(new unsigned char[g.dynamic_shared_bytes]);
+        std::memset(shared.back().get(), 0xff, g.dynamic_shared_bytes);
+        blocks.emplace_back(uint3{x, y, z}, int(blocks.size()) * threads, threads, shared.back().get());
+      }
+  const int n = int(blocks.size());
+  for (;;) {
+    int finished = 0, waiting = 0;  // at the grid's barrier
+    for (int b : turn_order(n)) {
+      const Outcome outcome = blocks[size_t(b)].run(failure);
+      if (outcome == Outcome::failed) {
+        failure = std::string(g.kernel) + ": block " + describe(blocks[size_t(b)].index()) + ", " + failure;
+        for (Block& block : blocks) block.abandon();
+        return false;
+      }
+      (outcome == Outcome::finished ? finished : waiting) += 1;
+    }
+    if (finished == n) return true;
+    if (finished > 0) {
+      failure = std::string(g.kernel) + ": blocks wait at the grid's barrier, but " + std::to_string(finished) +
+                " of the " + std::to_string(n) + " blocks have finished and never come";
+      for (Block& block : blocks) block.abandon();
+      return false;
+    }
+    for (Block& block : blocks) block.leave_grid_barrier();
+  }
+}
+
+}  // namespace
+
+int max_active_blocks_per_multiprocessor(int threads, size_t dynamic_shared_bytes) {
+  if (threads <= 0 || threads > int(kMaxThreadsPerBlock)) return 0;
+  if (dynamic_shared_bytes > kDevice.shared_per_block_optin) return 0;
+  const int warps = (threads + kWarp - 1) / kWarp;
+  const int by_threads = kDevice.threads_per_multiprocessor / (warps * kWarp);
+  const int by_registers = kDevice.registers_per_multiprocessor / (warps * kWarp * kDevice.registers_per_thread);
+  const int by_shared =
+      int(kDevice.shared_per_multiprocessor / (dynamic_shared_bytes + kDevice.reserved_shared_per_block));
+  return std::min({kDevice.blocks_per_multiprocessor, by_threads, by_registers, by_shared});
+}
+
 void run_grid(const Grid& g) {
   const uint64_t threads = uint64_t(g.block.x) * g.block.y * g.block.z;
-  if (g.grid.x == 0 || g.grid.y == 0 || g.grid.z == 0 || threads == 0 || threads > kMaxThreadsPerBlock ||
-      g.block.z > 64 || g.grid.x > 0x7fffffffu || g.grid.y > 65535 || g.grid.z > 65535) {
-    set_last_error(cudaErrorInvalidConfiguration);
-    return;
-  }
-  if (g.dynamic_shared_bytes > kMaxSharedBytes) {
-    set_last_error(cudaErrorInvalidValue);
+  if (const cudaError_t error = check_launch(g, threads)) {
+    set_last_error(error);
     return;
   }
 
@@ -405,41 +533,28 @@ void run_grid(const Grid& g) {
     std::fprintf(stderr, "cuda emulation: %s launched from inside kernel %s\n", g.kernel, s.grid->kernel);
     std::abort();
   }
-  while (s.fibers.size() < threads) s.fibers.push_back(std::make_unique<Fiber>());
-  // Exactly the launch's bytes, so that AddressSanitizer sees a kernel running past them.
-  const std::unique_ptr<unsigned char[]> shared(new unsigned char[g.dynamic_shared_bytes]);
+  const uint64_t fibers = g.cooperative ? threads * g.grid.x * g.grid.y * g.grid.z : threads;
+  while (s.fibers.size() < fibers) s.fibers.push_back(std::make_unique<Fiber>());
   s.grid = &g;
-  s.shared = shared.get();
   gridDim = g.grid;
   blockDim = g.block;
 
   std::string failure;
-  for (unsigned z = 0; z < g.grid.z && failure.empty(); ++z)
-    for (unsigned y = 0; y < g.grid.y && failure.empty(); ++y)
-      for (unsigned x = 0; x < g.grid.x && failure.empty(); ++x) {
-        blockIdx = uint3{x, y, z};
-        // Shared memory starts as garbage on a GPU: here all bits set, a NaN as float and bf16.
-        std::memset(shared.get(), 0xff, g.dynamic_shared_bytes);
-        for (unsigned i = 0; i < threads; ++i) {
-          Fiber& f = *s.fibers[i];
-          f.state = State::runnable;
-          f.index = uint3{i % g.block.x, i / g.block.x % g.block.y, i / (g.block.x * g.block.y)};
-        }
-        if (!Block(int(threads)).run(failure))
-          failure = std::string(g.kernel) + ": block " + describe(blockIdx) + ", " + failure;
-      }
-
-  if (!failure.empty()) {
-    // The threads left waiting are abandoned: their fibers start afresh next time.
-    for (unsigned i = 0; i < threads; ++i)
-      if (s.fibers[i]->state != State::exited) s.fibers[i]->made = false;
-    set_last_error(cudaErrorLaunchFailure, failure.c_str());
+  if (g.cooperative) {
+    run_blocks_together(g, int(threads), failure);
+  } else {
+    // Exactly the launch's bytes, so that AddressSanitizer sees a kernel running past them.
+    const std::unique_ptr<unsigned char[]> shared(new unsigned char[g.dynamic_shared_bytes]);
+    run_blocks_in_turn(g, int(threads), shared.get(), failure);
   }
+  if (!failure.empty()) set_last_error(cudaErrorLaunchFailure, failure.c_str());
   s.grid = nullptr;
   s.shared = nullptr;
 }
 
 void sync_threads() { calling_fiber("__syncthreads"); suspend(State::at_barrier); }
+
+void sync_grid() { calling_fiber("this_grid().sync()"); suspend(State::at_grid_barrier); }
 
 uint64_t warp_collective(Collective op, unsigned mask, uint64_t value, int arg, int width) {
   Fiber& f = calling_fiber(collective_name(op));

@@ -2,14 +2,27 @@
 //
 // Blocks run one after another. A block's threads are cooperative fibers (ucontext) on the calling
 // host thread: each runs until it reaches __syncthreads, a warp collective (__shfl_*_sync,
-// __ballot_sync, __any_sync, __all_sync, __syncwarp) or its end, then hands over to the next.
-// When no thread can run, the scheduler completes what is complete:
+// __ballot_sync, __any_sync, __all_sync, __syncwarp), the grid's barrier or its end, then hands
+// over to the next. When no thread can run, the scheduler completes what is complete:
 //   - a warp collective, once every lane its mask names waits at the same collective with the
 //     same mask: each lane gets its result and runs again;
 //   - the barrier, once every thread that has not exited waits at it.
 // If neither is possible, some thread waits for a lane or a thread that will never come (a mask
 // naming an exited lane, a lane at __syncthreads, a collective against another collective): the
 // kernel fails with its name and the culprit, as cudaErrorLaunchFailure.
+//
+// A cooperative launch (cudaLaunchCooperativeKernel, or cudaLaunchKernelEx with
+// cudaLaunchAttributeCooperative) may wait at the grid's barrier, cooperative_groups'
+// this_grid().sync(). Its blocks are all alive at once, as a GPU guarantees them to be: each block
+// runs until all its threads wait at the grid's barrier (or have finished), then the next block
+// runs; once every thread of the grid waits there, all go on. Between two grid barriers the blocks
+// take turns in the schedule's order too, so a block that reads what another block writes before
+// the barrier that should order them sees it unwritten in at least one order. A thread that
+// exits while others wait at the grid's barrier would leave them waiting forever on a GPU: the
+// kernel fails. The grid must fit the device at once (runtime.h's emulated device), else the
+// launch fails with cudaErrorCooperativeLaunchTooLarge, as on a GPU. A static __shared__ variable
+// is one for the whole program (device.h), so a cooperative kernel keeps its shared data in
+// dynamic shared memory, which each block has its own of.
 //
 // The order in which the threads take turns between two such points is a Schedule: forward
 // (thread 0 first, the default), reverse, or shuffle (a new seeded permutation at every turn). A
@@ -51,15 +64,18 @@ struct Grid {
   const char* kernel;
   dim3 grid, block;
   size_t dynamic_shared_bytes;
+  size_t max_dynamic_shared_bytes;  // the kernel's limit (48 KiB unless cudaFuncSetAttribute raised it)
+  bool cooperative;                 // launched cooperatively: may wait at the grid's barrier
   void (*body)(const void* arguments);
   const void* arguments;
 };
 
 // Runs every block of the grid, or fails as a GPU would: cudaErrorInvalidConfiguration for an
 // empty grid or block, over 1024 threads, grid.y or grid.z over 65535; cudaErrorInvalidValue for
-// more than 48 KiB of dynamic shared memory (the emulation cannot see static __shared__ sizes);
-// cudaErrorLaunchFailure for a thread that waits forever. The error becomes runtime.h's last
-// error, as a launch's does.
+// more dynamic shared memory than the kernel may have (the emulation cannot see static __shared__
+// sizes); cudaErrorCooperativeLaunchTooLarge for a cooperative grid larger than the device holds
+// at once; cudaErrorLaunchFailure for a thread that waits forever, or for the grid's barrier in a
+// launch that was not cooperative. The error becomes runtime.h's last error, as a launch's does.
 void run_grid(const Grid& grid);
 
 // ---- called by the running threads (device.h) -----------------------------------------------
@@ -67,6 +83,8 @@ void run_grid(const Grid& grid);
 enum class Collective { syncwarp, shfl_idx, shfl_up, shfl_down, shfl_xor, ballot, any, all };
 
 void sync_threads();
+// cooperative_groups::this_grid().sync(): every thread of the grid waits until all have come.
+void sync_grid();
 // The calling lane's result of a warp collective: `value` is its input (the variable shuffled, or
 // the predicate), `arg` the source lane, delta or lane mask of a shuffle.
 uint64_t warp_collective(Collective op, unsigned mask, uint64_t value, int arg, int width);

@@ -1,7 +1,8 @@
 // launch.h: a kernel launch under the emulation (kernels/emu), the other side of
-// kernels/launch.cuh's launch_kernel. As a launch does, it converts the arguments to the kernel's
-// parameter types and copies them once; block.h's run_grid then runs every thread of the grid on
-// that copy (each thread's parameters are its own copy of it, as its registers would be).
+// kernels/launch.cuh's launch_kernel and launch_cooperative_kernel. As a launch does, it converts
+// the arguments to the kernel's parameter types and copies them once; block.h's run_grid then runs
+// every thread of the grid on that copy (each thread's parameters are its own copy of it, as its
+// registers would be).
 #pragma once
 
 #include <cstddef>
@@ -14,8 +15,8 @@
 namespace cutrain::emu {
 
 template <typename... Params, typename... Args>
-void launch(const char* name, void (*kernel)(Params...), dim3 grid, dim3 block, size_t dynamic_shared_bytes,
-            cudaStream_t stream, Args&&... args) {
+void launch(const char* name, bool cooperative, void (*kernel)(Params...), dim3 grid, dim3 block,
+            size_t dynamic_shared_bytes, cudaStream_t stream, Args&&... args) {
   if (!valid_stream(stream)) {
     set_last_error(cudaErrorInvalidResourceHandle);
     return;
@@ -29,7 +30,8 @@ void launch(const char* name, void (*kernel)(Params...), dim3 grid, dim3 block, 
     const Launch& l = *static_cast<const Launch*>(p);
     std::apply(l.kernel, l.parameters);
   };
-  run_grid(Grid{name, grid, block, dynamic_shared_bytes, run_thread, &launch});
+  const size_t max_shared = max_dynamic_shared_bytes(reinterpret_cast<const void*>(kernel));
+  run_grid(Grid{name, grid, block, dynamic_shared_bytes, max_shared, cooperative, run_thread, &launch});
 }
 
 }  // namespace cutrain::emu

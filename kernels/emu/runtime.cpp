@@ -38,6 +38,7 @@ struct Registry {
   std::set<void*> pinned;
   std::set<cudaStream_t> streams;
   std::set<cudaEvent_t> events;
+  std::map<const void*, size_t> max_dynamic_shared;  // kernels given cudaFuncAttributeMaxDynamicSharedMemorySize
 };
 
 Registry& registry() {
@@ -108,6 +109,13 @@ cudaError_t check_copy(void* dst, const void* src, size_t bytes, cudaMemcpyKind 
 
 bool valid_stream(cudaStream_t stream) { return stream == nullptr || known(&Registry::streams, stream); }
 
+size_t max_dynamic_shared_bytes(const void* kernel) {
+  Registry& r = registry();
+  std::lock_guard lock(r.mutex);
+  const auto it = r.max_dynamic_shared.find(kernel);
+  return it == r.max_dynamic_shared.end() ? kDevice.shared_per_block : it->second;
+}
+
 cudaError_t set_last_error(cudaError_t error, const char* why) {
   if (error == cudaErrorLaunchFailure) {
     last_failure = why;
@@ -142,6 +150,7 @@ const char* cudaGetErrorName(cudaError_t error) {
     case cudaErrorInvalidDevice: return "cudaErrorInvalidDevice";
     case cudaErrorInvalidResourceHandle: return "cudaErrorInvalidResourceHandle";
     case cudaErrorLaunchFailure: return "cudaErrorLaunchFailure";
+    case cudaErrorCooperativeLaunchTooLarge: return "cudaErrorCooperativeLaunchTooLarge";
   }
   return "cudaErrorUnknown";
 }
@@ -161,6 +170,7 @@ const char* cudaGetErrorString(cudaError_t error) {
       static thread_local std::string text;
       text = "unspecified launch failure: " + cutrain::emu::last_failure;
       return text.c_str();
+    case cudaErrorCooperativeLaunchTooLarge: return "too many blocks in cooperative launch";
   }
   return "unknown error";
 }
@@ -184,7 +194,9 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int device) {
   *prop = cudaDeviceProp{};
   std::snprintf(prop->name, sizeof prop->name, "cutrain CUDA emulation (CPU)");
   prop->totalGlobalMem = size_t(sysconf(_SC_PHYS_PAGES)) * size_t(sysconf(_SC_PAGESIZE));
-  prop->sharedMemPerBlock = 48 * 1024;
+  const cutrain::emu::EmulatedDevice& d = cutrain::emu::kDevice;
+  prop->sharedMemPerBlock = d.shared_per_block;
+  prop->regsPerBlock = d.registers_per_multiprocessor;
   prop->warpSize = 32;
   prop->maxThreadsPerBlock = 1024;
   prop->maxThreadsDim[0] = prop->maxThreadsDim[1] = 1024;
@@ -193,7 +205,44 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int device) {
   prop->maxGridSize[1] = prop->maxGridSize[2] = 65535;
   prop->major = 9;
   prop->minor = 0;
-  prop->multiProcessorCount = 1;
+  prop->multiProcessorCount = d.multiprocessors;
+  prop->maxThreadsPerMultiProcessor = d.threads_per_multiprocessor;
+  prop->cooperativeLaunch = 1;
+  prop->sharedMemPerMultiprocessor = d.shared_per_multiprocessor;
+  prop->regsPerMultiprocessor = d.registers_per_multiprocessor;
+  prop->sharedMemPerBlockOptin = d.shared_per_block_optin;
+  prop->maxBlocksPerMultiProcessor = d.blocks_per_multiprocessor;
+  prop->reservedSharedMemPerBlock = d.reserved_shared_per_block;
+  return cudaSuccess;
+}
+
+cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attribute, int device) {
+  if (device != 0) return fail(cudaErrorInvalidDevice);
+  const cutrain::emu::EmulatedDevice& d = cutrain::emu::kDevice;
+  switch (attribute) {
+    case cudaDevAttrMultiProcessorCount: *value = d.multiprocessors; return cudaSuccess;
+    case cudaDevAttrMaxSharedMemoryPerMultiprocessor: *value = int(d.shared_per_multiprocessor); return cudaSuccess;
+    case cudaDevAttrCooperativeLaunch: *value = 1; return cudaSuccess;
+    case cudaDevAttrMaxSharedMemoryPerBlockOptin: *value = int(d.shared_per_block_optin); return cudaSuccess;
+  }
+  return fail(cudaErrorInvalidValue);
+}
+
+// ---- kernels ----
+
+cudaError_t cudaFuncSetAttribute(const void* kernel, cudaFuncAttribute attribute, int value) {
+  if (attribute != cudaFuncAttributeMaxDynamicSharedMemorySize || value < 0 ||
+      size_t(value) > cutrain::emu::kDevice.shared_per_block_optin)
+    return fail(cudaErrorInvalidValue);
+  auto& r = cutrain::emu::registry();
+  std::lock_guard lock(r.mutex);
+  r.max_dynamic_shared[kernel] = size_t(value);
+  return cudaSuccess;
+}
+
+cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessor(int* blocks, const void*, int block_threads,
+                                                          size_t dynamic_shared_bytes) {
+  *blocks = cutrain::emu::max_active_blocks_per_multiprocessor(block_threads, dynamic_shared_bytes);
   return cudaSuccess;
 }
 

@@ -24,6 +24,7 @@ enum cudaError {
   cudaErrorInvalidDevice = 101,
   cudaErrorInvalidResourceHandle = 400,
   cudaErrorLaunchFailure = 719,
+  cudaErrorCooperativeLaunchTooLarge = 720,
 };
 typedef enum cudaError cudaError_t;
 
@@ -51,12 +52,32 @@ struct cudaDeviceProp {
   char name[256];
   size_t totalGlobalMem;
   size_t sharedMemPerBlock;
+  int regsPerBlock;
   int warpSize;
   int maxThreadsPerBlock;
   int maxThreadsDim[3];
   int maxGridSize[3];
   int major, minor;
   int multiProcessorCount;
+  int maxThreadsPerMultiProcessor;
+  int cooperativeLaunch;
+  size_t sharedMemPerMultiprocessor;
+  int regsPerMultiprocessor;
+  size_t sharedMemPerBlockOptin;
+  int maxBlocksPerMultiProcessor;
+  size_t reservedSharedMemPerBlock;
+};
+
+// The device attributes cutrain asks for (values as the toolkit's).
+enum cudaDeviceAttr {
+  cudaDevAttrMultiProcessorCount = 16,
+  cudaDevAttrMaxSharedMemoryPerMultiprocessor = 81,
+  cudaDevAttrCooperativeLaunch = 95,
+  cudaDevAttrMaxSharedMemoryPerBlockOptin = 97,
+};
+
+enum cudaFuncAttribute {
+  cudaFuncAttributeMaxDynamicSharedMemorySize = 8,
 };
 
 // ---- errors ----
@@ -73,7 +94,25 @@ cudaError_t cudaGetDeviceCount(int* count);
 cudaError_t cudaGetDevice(int* device);
 cudaError_t cudaSetDevice(int device);
 cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int device);
+cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attribute, int device);
 cudaError_t cudaDeviceSynchronize();
+
+// ---- kernels: their shared memory limit and occupancy on the emulated device (below) ----
+// cudaFuncAttributeMaxDynamicSharedMemorySize up to the device's opt-in limit; a launch may then
+// have that much dynamic shared memory (48 KiB without it).
+cudaError_t cudaFuncSetAttribute(const void* kernel, cudaFuncAttribute attribute, int value);
+cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessor(int* blocks, const void* kernel, int block_threads,
+                                                          size_t dynamic_shared_bytes);
+template <typename Kernel>
+cudaError_t cudaFuncSetAttribute(Kernel* kernel, cudaFuncAttribute attribute, int value) {
+  return cudaFuncSetAttribute(reinterpret_cast<const void*>(kernel), attribute, value);
+}
+template <typename Kernel>
+cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessor(int* blocks, Kernel* kernel, int block_threads,
+                                                          size_t dynamic_shared_bytes) {
+  return cudaOccupancyMaxActiveBlocksPerMultiprocessor(blocks, reinterpret_cast<const void*>(kernel), block_threads,
+                                                       dynamic_shared_bytes);
+}
 
 // ---- memory ----
 cudaError_t cudaMalloc(void** pointer, size_t bytes);
@@ -117,6 +156,30 @@ cudaError_t cudaEventQuery(cudaEvent_t event);
 cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end);
 
 namespace cutrain::emu {
+
+// The emulated device, for its properties and the occupancy of kernels: an H200's limits per
+// multiprocessor, on 4 multiprocessors (few, so that a cooperative grid, all of whose blocks are
+// alive at once here, stays small). The emulation cannot know how many registers a kernel needs;
+// it takes 32 per thread for every kernel, so registers never limit a block of 1024 threads to
+// fewer than two per multiprocessor.
+struct EmulatedDevice {
+  int multiprocessors = 4;
+  int threads_per_multiprocessor = 2048;
+  int blocks_per_multiprocessor = 32;
+  int registers_per_multiprocessor = 65536;
+  int registers_per_thread = 32;
+  size_t shared_per_multiprocessor = 228 * 1024;
+  size_t shared_per_block = 48 * 1024;         // a launch's dynamic shared memory by default
+  size_t shared_per_block_optin = 227 * 1024;  // with cudaFuncSetAttribute
+  size_t reserved_shared_per_block = 1024;     // the runtime's own, per block
+};
+inline constexpr EmulatedDevice kDevice{};
+
+// The blocks of `threads` threads and that much dynamic shared memory that fit one multiprocessor
+// at once (cudaOccupancyMaxActiveBlocksPerMultiprocessor); 0 when none does.
+int max_active_blocks_per_multiprocessor(int threads, size_t dynamic_shared_bytes);
+// The dynamic shared memory a launch of `kernel` may have (cudaFuncSetAttribute).
+size_t max_dynamic_shared_bytes(const void* kernel);
 
 // Sets the last error; for a kernel that failed, `why` says what went wrong and where.
 cudaError_t set_last_error(cudaError_t error, const char* why = "");

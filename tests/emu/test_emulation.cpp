@@ -1,9 +1,11 @@
 // The CUDA emulation itself (kernels/emu): launches that a GPU refuses fail the same way, barriers
 // and warp collectives mean what they mean on the device, a collective that a lane never reaches
-// fails with the kernel's name, atomics, bf16 rounding, and the runtime's checks of copies and
-// handles. The kernels here are small CUDA written for these checks, launched like cutrain's.
+// fails with the kernel's name, atomics, bf16 rounding, the runtime's checks of copies and
+// handles, and cooperative launches: the grid's barrier, the emulated device's occupancy and the
+// launch limit. The kernels here are small CUDA written for these checks, launched like cutrain's.
 #include <catch2/catch.hpp>
 
+#include <cooperative_groups.h>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -307,4 +309,100 @@ TEST_CASE("emulation: vector types move 16 bytes at once, and the bit intrinsics
   CHECK(b[0] == 0);           // no bits set, no first bit
   CHECK(b[12] == 200 + 3);    // 0b1100
   CHECK(b[31] == 500 + 1);    // 0b11111
+}
+
+namespace {
+
+// Every block puts its number in its own shared memory and 1 + its number in slots[blockIdx.x];
+// then (after the grid's barrier, when `barrier`) each thread adds up all the slots, plus 1000
+// if its block's shared memory no longer holds the block's number.
+__global__ void grid_sum_kernel(int* slots, int* sums, bool barrier) {
+  CUTRAIN_DYNAMIC_SHARED(int, mine);
+  if (threadIdx.x == 0) {
+    mine[0] = int(blockIdx.x);
+    slots[blockIdx.x] = int(blockIdx.x) + 1;
+  }
+  __syncthreads();
+  if (barrier) cooperative_groups::this_grid().sync();
+  int sum = 0;
+  for (unsigned b = 0; b < gridDim.x; ++b) sum += slots[b];
+  sums[blockIdx.x * blockDim.x + threadIdx.x] = sum + (mine[0] == int(blockIdx.x) ? 0 : 1000);
+}
+
+// Thread `leaver` of block 0 returns; the rest wait at the grid's barrier.
+__global__ void grid_leaver_kernel(int leaver) {
+  if (blockIdx.x == 0 && int(threadIdx.x) == leaver) return;
+  cooperative_groups::this_grid().sync();
+}
+
+}  // namespace
+
+TEST_CASE("emulation: a cooperative grid's barrier orders its blocks, and without it some order reads garbage",
+          "[emu]") {
+  const int blocks = 6, threads = 64, n = blocks * threads;
+  const std::vector<int> want(n, blocks * (blocks + 1) / 2);
+  for (emu::ThreadOrder order : kOrders) {
+    ScheduleScope scope(order);
+    for (bool barrier : {true, false}) {
+      INFO("order " << int(order) << ", barrier " << barrier);
+      DeviceBuffer<int> slots(blocks), sums(n);  // slots start at -1 (every byte 0xFF)
+      launch_cooperative_kernel("grid_sum_kernel", grid_sum_kernel, blocks, threads, sizeof(int), nullptr,
+                                slots.get(), sums.get(), barrier);
+      // With the barrier every block sees every slot, and keeps its own shared memory.
+      if (barrier) CHECK(sums.copy_to_host() == want);
+      // Without it, a block that runs before another reads that one's slot unwritten.
+      if (!barrier && order != emu::ThreadOrder::shuffle) CHECK(sums.copy_to_host() != want);
+    }
+  }
+}
+
+TEST_CASE("emulation: the grid's barrier fails outside a cooperative launch, or when a thread never comes", "[emu]") {
+  DeviceBuffer<int> slots(2), sums(64);
+  CHECK_THROWS_WITH(
+      launch_kernel("grid_sum_kernel", grid_sum_kernel, 2, 32, sizeof(int), nullptr, slots.get(), sums.get(), true),
+      Catch::Contains("grid_sum_kernel: block (0,0,0), its threads wait at the grid's barrier, but the kernel was "
+                      "not launched cooperatively"));
+  CHECK_THROWS_WITH(launch_cooperative_kernel("grid_leaver_kernel", grid_leaver_kernel, 2, 32, 0, nullptr, 5),
+                    Catch::Contains("grid_leaver_kernel: block (0,0,0), thread (0,0,0) (warp 0, lane 0) waits at "
+                                    "the grid's barrier, but thread (5,0,0) (warp 0, lane 5) has exited"));
+  launch_cooperative_kernel("grid_leaver_kernel", grid_leaver_kernel, 2, 32, 0, nullptr, -1);  // all come
+}
+
+TEST_CASE("emulation: the emulated device's occupancy bounds a cooperative grid, as on a GPU", "[emu]") {
+  cudaDeviceProp prop;
+  CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+  CHECK(prop.multiProcessorCount == emu::kDevice.multiprocessors);
+  CHECK(prop.sharedMemPerBlockOptin == 227 * 1024);
+  int sms = 0, optin = 0;
+  CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+  CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, 0));
+  CHECK(sms == 4);
+  CHECK(optin == 227 * 1024);
+
+  // 1024 threads: two blocks per multiprocessor by threads (and by the 32 registers a thread is
+  // taken to use); 200 KiB of shared memory: one, since 228 KiB per multiprocessor hold one.
+  const auto occupancy = [](int threads, size_t shared) {
+    int blocks = -1;
+    CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, grid_sum_kernel, threads, shared));
+    return blocks;
+  };
+  CHECK(occupancy(1024, 0) == 2);
+  CHECK(occupancy(1024, 200 * 1024) == 1);
+  CHECK(occupancy(64, 0) == 32);
+  CHECK(occupancy(64, 228 * 1024) == 0);
+
+  DeviceBuffer<int> slots(9), sums(9 * 1024);
+  const auto launch = [&](int blocks, size_t shared) {
+    launch_cooperative_kernel("grid_sum_kernel", grid_sum_kernel, blocks, 1024, shared, nullptr, slots.get(),
+                              sums.get(), true);
+  };
+  launch(8, sizeof(int));  // 4 multiprocessors x 2
+  launch(4, 200 * 1024);   // 4 x 1, over 48 KiB: the launcher opts in
+  CHECK_THROWS_WITH(launch(9, sizeof(int)), Catch::Contains("grid_sum_kernel<<<(9,1,1), (1024,1,1), 4>>>") &&
+                                      Catch::Contains("too many blocks in cooperative launch"));
+  CHECK_THROWS_WITH(launch(5, 200 * 1024), Catch::Contains("too many blocks in cooperative launch"));
+  // An ordinary launch stays at 48 KiB unless the kernel opted in: fill_kernel never did.
+  DeviceBuffer<int> out(1);
+  CHECK_THROWS_WITH(launch_kernel("fill_kernel", fill_kernel, 1, 1, 100 * 1024, nullptr, out.get(), 1),
+                    Catch::Contains("invalid argument"));
 }
