@@ -2,16 +2,19 @@
 // on one device, on a fixed synthetic batch, after a warm-up. Nothing else runs: no loader, no
 // communication, no host synchronisation inside the timed steps. With --cuda-graph the step is
 // captured once as a CUDA graph and replayed, as a trainer with static shapes can do.
+// With --plan nothing runs: it prints what one step launches (app/step_plan.h), GPU or not.
 #include <chrono>
 #include <cstdio>
 #include <random>
 
 #include "app/commands.h"
 #include "app/flags.h"
+#include "app/profiler.h"
+#include "app/step_plan.h"
+#include "app/train_step.h"
 #include "kernels/check.h"
 #include "kernels/device.h"
 #include "nn/resnet.h"
-#include "nn/sgd.h"
 
 namespace cutrain {
 
@@ -28,7 +31,26 @@ struct BenchStepOptions {
   int warmup = 0;      // default: 10 on the GPU, 2 on the CPU
   bool cuda_graph = false;
   bool cudnn_benchmark = false;
+  std::string profile_steps;  // "A:B" of the timed steps
+  bool plan = false;
+  int world_size = 1;       // --plan: one rank of this many
+  double gpu_tflops = 0;    // --plan: 0 is the H200's for the precision
+  double gpu_tbps = GpuPeak{}.tbps;
 };
+
+void print_step_plan(const BenchStepOptions& o) {
+  StepPlanConfig c;
+  c.stem = o.stem;
+  c.precision = o.precision;
+  c.batch_size = o.batch_size > 0 ? o.batch_size : 256;
+  c.width = o.width;
+  c.image_size = o.image_size;
+  c.world_size = o.world_size;
+  GpuPeak peak;
+  peak.tflops = o.gpu_tflops > 0 ? o.gpu_tflops : (o.precision == "bf16" ? GpuPeak{}.tflops : kH200Fp32Tflops);
+  peak.tbps = o.gpu_tbps;
+  print_plan(stdout, c, plan_step(c), peak);
+}
 
 // N(0,1) pixels in the image channels (the GPU's padding channels stay zero), random labels.
 void fill_synthetic_batch(ResNet18& model) {
@@ -54,6 +76,7 @@ void run_bench_step(const BenchStepOptions& o) {
   Context ctx(context_options);
   const bool gpu = ctx.on_gpu();
   if (o.cuda_graph && !gpu) throw std::runtime_error("--cuda-graph: needs --device cuda");
+  StepProfiler profiler(o.profile_steps.empty() ? StepRange{} : parse_step_range(o.profile_steps), gpu);
 
   ResNetConfig config;
   config.stem = parse_stem(o.stem);
@@ -62,29 +85,26 @@ void run_bench_step(const BenchStepOptions& o) {
   config.batch_size = o.batch_size > 0 ? o.batch_size : (gpu ? 256 : 32);
   ResNet18 model(ctx, config);
   const double setup_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - setup_start).count();
-  SGD sgd(ctx, model.params(), SgdConfig{});
-  sgd.set_lr(0.01f);
+  TrainStepOptions step_options;
+  step_options.schedule = LrSchedule{LrScheduleKind::constant, 0.01, 1, 0};
+  TrainStep train_step(model, nullptr, step_options);
   fill_synthetic_batch(model);
 
-  auto step = [&] {
-    model.forward(true);
-    model.backward();
-    sgd.step();
-  };
+  auto step = [&] { train_step.run(); };
   cudaGraphExec_t graph_exec = nullptr;
   if (o.cuda_graph) {
     step();  // cuBLAS and cuDNN settle their lazy state outside the capture
     ctx.synchronize();
     cudaGraph_t graph;
-    CUDA_CHECK(cudaStreamBeginCapture(ctx.stream, cudaStreamCaptureModeThreadLocal));
+    CUDA_CHECK(cudaStreamBeginCapture(ctx.main_stream(), cudaStreamCaptureModeThreadLocal));
     step();
-    CUDA_CHECK(cudaStreamEndCapture(ctx.stream, &graph));
+    CUDA_CHECK(cudaStreamEndCapture(ctx.main_stream(), &graph));
     CUDA_CHECK(cudaGraphInstantiate(&graph_exec, graph, 0));
     CUDA_CHECK(cudaGraphDestroy(graph));
   }
   auto run = [&] {
     if (graph_exec) {
-      CUDA_CHECK(cudaGraphLaunch(graph_exec, ctx.stream));
+      CUDA_CHECK(cudaGraphLaunch(graph_exec, ctx.main_stream()));
     } else {
       step();
     }
@@ -95,7 +115,11 @@ void run_bench_step(const BenchStepOptions& o) {
   for (int i = 0; i < warmup; ++i) run();
   ctx.synchronize();
   auto start = std::chrono::steady_clock::now();
-  for (int i = 0; i < steps; ++i) run();
+  for (int i = 0; i < steps; ++i) {
+    profiler.before_step(i);
+    run();
+    profiler.after_step(i);
+  }
   ctx.synchronize();
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (graph_exec) CUDA_CHECK(cudaGraphExecDestroy(graph_exec));
@@ -135,8 +159,25 @@ void add_bench_step_command(CLI::App& app, int& exit_code) {
   add_switch(cmd, "--cuda-graph", options->cuda_graph, "capture one step as a CUDA graph and replay it");
   add_switch(cmd, "--cudnn-benchmark", options->cudnn_benchmark,
              "measure cuDNN's convolution algorithms (kept in ~/.cache/cutrain for later runs)");
+  cmd->add_option("--profile-steps", options->profile_steps,
+                  "A:B: run timed steps A to B (0-based) between cudaProfilerStart and cudaProfilerStop, for "
+                  "nsys profile --capture-range=cudaProfilerApi");
+  add_switch(cmd, "--plan", options->plan,
+             "run nothing: list what one step launches (kernels, cuDNN and cuBLAS calls, collectives, memsets) "
+             "with its bytes and FLOPs, and a roofline estimate; needs no GPU");
+  add_number(cmd, "--world-size", options->world_size, "--plan: plan one rank of this many", 1, 1 << 16);
+  add_number(cmd, "--gpu-tflops", options->gpu_tflops,
+             "--plan: the GPU's peak TFLOP/s (default 0: an H200's, 989 dense bf16 on tensor cores, 67 fp32)", 0.0,
+             1e6);
+  add_number(cmd, "--gpu-tbps", options->gpu_tbps, "--plan: the GPU's memory bandwidth in TB/s (default: an H200's)",
+             0.001, 1e3)
+      ->capture_default_str();
   cmd->callback([options, &exit_code] {
-    run_bench_step(*options);
+    if (options->plan) {
+      print_step_plan(*options);
+    } else {
+      run_bench_step(*options);
+    }
     exit_code = 0;
   });
 }

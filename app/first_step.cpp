@@ -20,6 +20,7 @@ void dump_first_step(const std::string& path, ResNet18& model, const Dataset& tr
   feed.load(0);
   model.forward(true);
   model.backward();
+  model.gather_grads();
   float loss = 0;
   model.context().synchronize();
   copy_to_host(Tensor(const_cast<float*>(model.loss()), DType::f32, model.context().device(), {1}), &loss);

@@ -69,6 +69,9 @@ void add_train_command(CLI::App& app, int& exit_code) {
       ->capture_default_str();
   cmd->add_option("--cuda-graphs", o.cuda_graphs, "Replay each training step as a CUDA graph: on or off")
       ->capture_default_str()->check(CLI::IsMember({"on", "off"}));
+  cmd->add_option("--profile-steps", o.profile_steps,
+                  "A:B: run steps A to B (0-based) between cudaProfilerStart and cudaProfilerStop, for "
+                  "nsys profile --capture-range=cudaProfilerApi (NVTX ranges name the parts of each step)");
 
   add_number(cmd, "--eval-every", o.eval_every, "Evaluate on the test set every E epochs (0: never)", 0, kMaxEpochs)
       ->capture_default_str();

@@ -47,6 +47,7 @@ struct TrainOptions {
   bool sync_bn = false;
   std::string cuda_graphs = "on";    // on | off
   int collective_timeout_s = 600;    // a collective waiting longer for the other ranks fails
+  std::string profile_steps;         // "A:B": those steps between cudaProfilerStart and Stop (app/profiler.h)
   // evaluation, logging, checkpoints
   int eval_every = 1;                // epochs; 0: never
   int64_t eval_every_steps = 0;      // steps, instead of eval_every; 0: by epochs

@@ -18,25 +18,26 @@
 #include "app/evaluator.h"
 #include "app/first_step.h"
 #include "app/lr_schedule.h"
+#include "app/profiler.h"
 #include "app/run_clock.h"
 #include "app/run_log.h"
 #include "app/shutdown.h"
 #include "app/step_graph.h"
 #include "app/step_metrics.h"
+#include "app/train_step.h"
 #include "data/sampler.h"
 #include "dist/communicator.h"
 #include "dist/env.h"
 #include "dist/interface.h"
 #include "dist/progress_report.h"
-#include "dist/reducer.h"
 #include "dist/rendezvous.h"
 #include "dist/store.h"
 #include "kernels/check.h"
 #include "kernels/device.h"
+#include "kernels/nvtx_range.h"
 #include "nn/checkpoint.h"
 #include "nn/context.h"
 #include "nn/resnet.h"
-#include "nn/sgd.h"
 
 namespace cutrain {
 namespace {
@@ -88,13 +89,13 @@ class Trainer {
   Device device_;
   DType dtype_;
   ProgressReport progress_;  // heartbeats to cutrun, from the start to the very end
+  StepProfiler profiler_;    // --profile-steps
   Datasets data_;
   std::unique_ptr<Context> ctx_;
   std::unique_ptr<TcpStore> store_;
   std::unique_ptr<Communicator> comm_;
   std::unique_ptr<ResNet18> model_;
-  std::unique_ptr<SGD> sgd_;
-  std::unique_ptr<GradReducer> reducer_;
+  std::unique_ptr<TrainStep> step_;
   std::unique_ptr<DistributedSampler> sampler_;
   std::unique_ptr<BatchFeed> feed_;
   std::unique_ptr<Evaluator> evaluator_;
@@ -106,11 +107,9 @@ class Trainer {
   LrSchedule schedule_;
   TrainingState state_;
   int64_t steps_per_epoch_ = 0;
-  bool broadcast_buffers_ = false;
   bool step_collectives_ = true;  // see train_step
   int64_t memory_baseline_ = 0;
   int64_t peak_memory_ = 0;
-  cudaEvent_t step_done_ = nullptr;  // GPU: recorded after each step (see train_step)
   std::vector<std::string> rank_devices_;  // rank 0: where each rank runs, for the banner
 
   // Throughput bookkeeping, on the step clock: the window since the last log line, and the run
@@ -129,16 +128,16 @@ Trainer::Trainer(const TrainOptions& options)
       env_(dist_env_from_environment()),
       device_(resolve_device(options.device)),
       dtype_(resolve_precision(options.precision, device_)),
-      progress_(env_.rank) {
+      progress_(env_.rank),
+      profiler_(options.profile_steps.empty() ? StepRange{} : parse_step_range(options.profile_steps),
+                device_ == Device::cuda) {
   log_ = std::make_unique<RunLog>(env_.is_main(), opt_.metrics);
   state_.seed = opt_.seed;
   state_.world_size = env_.world_size;
   state_.batch_size = opt_.batch_size;
 }
 
-Trainer::~Trainer() {
-  if (step_done_) cudaEventDestroy(step_done_);
-}
+Trainer::~Trainer() = default;
 
 // Devices, then the store and the communicator: NCCL between GPUs, Gloo between CPU processes,
 // none for one process (its gradients go straight to SGD: no store, reducer or collective).
@@ -222,24 +221,21 @@ void Trainer::build_model() {
   mc.label_smoothing = float(opt_.label_smoothing);
   mc.seed = opt_.seed;
   model_ = std::make_unique<ResNet18>(*ctx_, mc);
-  sgd_ = std::make_unique<SGD>(*ctx_, model_->params(),
-                               SgdConfig{float(opt_.momentum), float(opt_.weight_decay), opt_.nesterov});
-
-  if (comm_) {
-    std::vector<int64_t> sizes;  // with each parameter's alignment padding: buckets tile the buffer
-    for (const Parameter* p : model_->params().in_layout_order()) sizes.push_back(p->padded_numel);
-    ReducerOptions ro;
-    ro.bucket_cap_mb = opt_.bucket_cap_mb;
-    reducer_ = std::make_unique<GradReducer>(*comm_, model_->params().grads().as<float>(), sizes, ro);
-  }
-  if (comm_ && env_.is_distributed()) {
-    if (opt_.sync_bn) {
-      model_->set_sync_batchnorm({[this](float* data, size_t count) {
-                                    if (step_collectives_) comm_->all_reduce(data, count, ReduceOp::sum);
-                                  },
-                                  env_.world_size});
-    }
-    broadcast_buffers_ = !opt_.sync_bn;
+  schedule_.kind = parse_lr_schedule(opt_.lr_schedule);
+  schedule_.base_lr = opt_.lr;
+  schedule_.total_steps = int64_t(opt_.epochs) * steps_per_epoch_;
+  schedule_.warmup_steps = int64_t(opt_.warmup_epochs * double(steps_per_epoch_));
+  TrainStepOptions so;
+  so.sgd = SgdConfig{float(opt_.momentum), float(opt_.weight_decay), opt_.nesterov};
+  so.schedule = schedule_;
+  so.buckets.bucket_cap_mb = opt_.bucket_cap_mb;
+  so.broadcast_buffers = !opt_.sync_bn;
+  step_ = std::make_unique<TrainStep>(*model_, comm_.get(), so);
+  if (comm_ && opt_.sync_bn) {
+    model_->set_sync_batchnorm({[this](float* data, size_t count) {
+                                  if (step_collectives_) comm_->all_reduce(data, count, ReduceOp::sum);
+                                },
+                                env_.world_size});
   }
 
   LoaderConfig lc;
@@ -259,14 +255,8 @@ void Trainer::build_model() {
   std::function<bool(bool)> all_captured;
   if (comm_ && env_.is_distributed()) all_captured = [this](bool ok) { return !stop_agreed(!ok); };
   graph_ = std::make_unique<StepGraph>(
-      ctx_->on_gpu() && opt_.cuda_graphs == "on" ? cuda_graph_capture(ctx_->stream) : nullptr, /*warmup=*/1,
+      ctx_->on_gpu() && opt_.cuda_graphs == "on" ? cuda_graph_capture(ctx_->main_stream()) : nullptr, /*warmup=*/1,
       all_captured);
-  if (ctx_->on_gpu()) CUDA_CHECK(cudaEventCreateWithFlags(&step_done_, cudaEventDisableTiming));
-
-  schedule_.kind = parse_lr_schedule(opt_.lr_schedule);
-  schedule_.base_lr = opt_.lr;
-  schedule_.total_steps = int64_t(opt_.epochs) * steps_per_epoch_;
-  schedule_.warmup_steps = int64_t(opt_.warmup_epochs * double(steps_per_epoch_));
   if (!opt_.save.empty()) {
     CheckpointFolder::Report report;  // rank 0 writes the folder, and tidies it
     if (env_.is_main()) report = [this](const std::string& line) { log_->print("%s", line.c_str()); };
@@ -281,7 +271,8 @@ void Trainer::restore() {
   // A checkpoint that does not load is skipped by 'auto'; one that loads but does not fit this
   // run (resume_state) is refused either way.
   auto resume_from = [this, run = state_](const std::string& path) {
-    state_ = resume_state(load_checkpoint(path, *model_, *sgd_), run, steps_per_epoch_, path);
+    state_ = resume_state(load_checkpoint(path, *model_, step_->sgd()), run, steps_per_epoch_, path);
+    step_->sgd().set_step(state_.global_step);  // the device's step counter: the schedule goes on from there
     log_->print("resumed from %s at epoch %d, step %lld", path.c_str(), state_.epoch + 1,
                 static_cast<long long>(state_.global_step));
   };
@@ -304,9 +295,9 @@ void Trainer::broadcast_state() {
     ParameterSet& ps = model_->params();
     comm_->broadcast(ps.values().as<float>(), size_t(ps.numel()), 0);
     comm_->broadcast(ps.buffer_values().as<float>(), size_t(ps.buffer_values().numel()), 0);
-    comm_->broadcast(sgd_->momentum().as<float>(), size_t(ps.numel()), 0);
+    comm_->broadcast(step_->sgd().momentum().as<float>(), size_t(ps.numel()), 0);
   }
-  model_->sync_bf16_weights();
+  model_->sync_weight_copies();
 }
 
 void Trainer::print_banner() const {
@@ -323,43 +314,26 @@ void Trainer::print_banner() const {
               opt_.batch_size, opt_.batch_size * env_.world_size, static_cast<long long>(steps_per_epoch_),
               opt_.epochs, opt_.lr, opt_.lr_schedule.c_str(), opt_.momentum, opt_.nesterov ? " nesterov" : "",
               opt_.weight_decay);
-  if (reducer_) {
-    log_->print("  gradients: %zu bucket%s (cap %g MiB) all-reduced over %s%s", reducer_->buckets().size(),
-                reducer_->buckets().size() == 1 ? "" : "s", opt_.bucket_cap_mb, comm_->backend(),
-                opt_.sync_bn ? ", sync batch norm" : "");
+  const size_t buckets = step_->buckets().size();
+  if (comm_) {
+    log_->print("  gradients: %zu bucket%s (cap %g MiB) all-reduced over %s%s, each then updated by SGD", buckets,
+                buckets == 1 ? "" : "s", opt_.bucket_cap_mb, comm_->backend(), opt_.sync_bn ? ", sync batch norm" : "");
   } else {
-    log_->print("  gradients: straight to SGD (one process: no communicator)");
+    log_->print("  gradients: straight to SGD (one process: no communicator), in %zu bucket%s (cap %g MiB), each "
+                "updated as soon as it is final",
+                buckets, buckets == 1 ? "" : "s", opt_.bucket_cap_mb);
   }
 }
 
-// One optimizer step on the batch already in the model's input (steps 2-5 of trainer.h).
+// One optimizer step on the batch already in the model's input (steps 2-5 of trainer.h; the
+// learning rate comes from the device's step counter, so nothing here waits for the device).
 void Trainer::train_step() {
-  const float lr = float(schedule_.at(state_.global_step));
-  if (lr != sgd_->lr()) {
-    // SGD copies the rate from pinned memory when the step runs on the device; the step before
-    // must have taken its copy before the value changes. Constant rates never wait here.
-    if (step_done_) CUDA_CHECK(cudaEventSynchronize(step_done_));
-    sgd_->set_lr(lr);
-  }
   const int64_t tracked = model_->num_batches_tracked;
   graph_->run([this](bool collectives) {
     step_collectives_ = collectives;  // false while StepGraph rehearses a capture (sync BN reads it)
-    if (broadcast_buffers_ && collectives) {
-      const Tensor buffers = model_->params().buffer_values();
-      comm_->broadcast(buffers.as<float>(), size_t(buffers.numel()), 0);
-    }
-    model_->forward(true);
-    if (reducer_ && collectives) {
-      reducer_->begin_backward();
-      model_->backward([this](int64_t ready_end) { reducer_->grads_ready(ready_end); });
-      reducer_->finish();
-    } else {
-      model_->backward();
-    }
-    sgd_->step();
+    step_->run(collectives);
   });
   model_->num_batches_tracked = tracked + 1;  // once, however often the step's host code ran (step_graph.h)
-  if (step_done_) CUDA_CHECK(cudaEventRecord(step_done_, ctx_->stream));
   metrics_->record(model_->loss(), model_->correct());
 }
 
@@ -404,7 +378,7 @@ void Trainer::log_window(int epoch, int64_t batch) {
   r.global_step = state_.global_step;
   r.loss = w.mean_loss;
   r.acc = double(w.correct) / (double(w.steps) * opt_.batch_size);
-  r.lr = sgd_->lr();
+  r.lr = schedule_.at(state_.global_step - 1);  // the last step's, as the device computed it
   r.images_per_s = images / seconds;
   r.ms_per_step = 1000 * seconds / w.steps;
   log_->step(r);
@@ -431,8 +405,12 @@ std::optional<EvalResult> Trainer::evaluate_if_due(int epoch, bool epoch_end, St
 std::string Trainer::save_checkpoint() {
   if (!checkpoints_ || !env_.is_main()) return "";
   ctx_->synchronize();
+  const int64_t counted = step_->sgd().step_count();
+  if (counted != state_.global_step)  // the device's count and the host's must agree for a resume to be exact
+    throw std::logic_error("the device counted " + std::to_string(counted) + " steps, the trainer " +
+                           std::to_string(state_.global_step));
   clock_.pause(Pause::checkpoint);
-  std::string path = checkpoints_->save(*model_, *sgd_, state_);
+  std::string path = checkpoints_->save(*model_, step_->sgd(), state_);
   clock_.resume();
   return path;
 }
@@ -493,9 +471,14 @@ int Trainer::run() {
     clock_.pause(Pause::epoch_start);  // until the epoch's first batch is in
     feed_->start_epoch(sampler_->indices(), epoch, state_.batch);
     for (int64_t b = state_.batch; b < steps_per_epoch_; ++b) {
-      feed_->load(b);
+      profiler_.before_step(state_.global_step);
+      {
+        NvtxRange range("data");
+        feed_->load(b);
+      }
       clock_.resume();
       train_step();
+      profiler_.after_step(state_.global_step);
       ++state_.global_step;
       progress_.set_step(state_.global_step);
       state_.batch = b + 1;
@@ -529,7 +512,7 @@ int Trainer::run() {
     r.global_step = state_.global_step;
     r.loss = epoch_steps_ ? epoch_loss_sum_ / double(epoch_steps_) : 0;
     r.acc = epoch_images_ ? double(epoch_correct_) / double(epoch_images_) : 0;
-    r.lr = sgd_->lr();
+    r.lr = schedule_.at(state_.global_step - 1);
     r.images_per_s = double(epoch_images_) * env_.world_size / epoch_time;
     r.epoch_time_s = epoch_time;
     if (eval) {

@@ -3,7 +3,7 @@
 //   auto comm = make_communicator(env, store, {.use_cuda = true, .compute_stream = stream});
 //   comm->broadcast(params, n, /*root=*/0);            // same start on every rank
 //   comm->all_reduce_async(grads, n, ReduceOp::average);  // a bucket, overlapped with backward
-//   comm->wait_async();                                 // the optimizer sees the averaged grads
+//   comm->wait_async();                                 // later work sees the averaged grads
 //
 // Design notes
 // - Every communicator has a queue of its own that runs collectives in the order they were issued,
@@ -13,7 +13,9 @@
 //   given at construction: a collective starts after the work already enqueued there. The blocking
 //   calls (all_reduce, broadcast, barrier) also make later compute-stream work wait for the result
 //   (on the GPU without a host synchronisation; on the CPU by returning when done).
-//   all_reduce_async() does not: compute carries on, and wait_async() joins the two again.
+//   all_reduce_async() does not: compute carries on, and wait_async() joins the two again. Its
+//   `then` enqueues work that needs the result right behind the collective, on the communicator's
+//   own queue (the optimizer for the bucket just averaged, app/train_step.h).
 // - Buffers live where the backend computes: device memory for NCCL, host memory for Gloo.
 //   all_reduce_host() takes host numbers on both (metric counts at the end of an epoch).
 // - Averages are sums divided by the world size (ncclAvg on NCCL).
@@ -26,6 +28,7 @@
 
 #include <chrono>
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -35,6 +38,12 @@
 namespace cutrain {
 
 enum class ReduceOp { sum, average };
+
+// Work enqueued behind a collective on the communicator's queue: called with the communication
+// stream (NCCL: on the calling thread, as the collective is enqueued, so what it enqueues on the
+// stream runs after the collective), or with nullptr on the communication thread once the
+// collective is done (Gloo).
+using AfterCollective = std::function<void(cudaStream_t stream)>;
 
 class Communicator {
  public:
@@ -55,8 +64,9 @@ class Communicator {
   virtual void all_reduce_host(double* data, size_t count, ReduceOp op) = 0;
 
   // In-place all-reduce that starts after the caller's work so far and does not hold up what the
-  // caller issues next. `data` must not be touched until wait_async().
-  virtual void all_reduce_async(float* data, size_t count, ReduceOp op) = 0;
+  // caller issues next; then `then`, if given, on the communicator's queue. `data` must not be
+  // touched until wait_async(). (The default argument is this declaration's: overrides take none.)
+  virtual void all_reduce_async(float* data, size_t count, ReduceOp op, AfterCollective then = {}) = 0;
   // What the caller issues next waits for every all_reduce_async so far (GPU: the compute stream
   // waits on the comm stream, no host sync; CPU: returns when the comm thread is idle). Rethrows
   // a failure of any of them.

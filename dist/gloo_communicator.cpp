@@ -94,7 +94,7 @@ void GlooCommunicator::enqueue(Task task) {
     std::lock_guard<std::mutex> lock(mutex_);
     if (error_) std::rethrow_exception(error_);
     task.tag = next_tag_++;
-    queue_.push_back(task);
+    queue_.push_back(std::move(task));
   }
   changed_.notify_all();
 }
@@ -105,12 +105,12 @@ void GlooCommunicator::wait_async() {
   if (error_) std::rethrow_exception(error_);
 }
 
-void GlooCommunicator::all_reduce_async(float* data, size_t count, ReduceOp op) {
-  enqueue({Task::all_reduce_float, data, count, op});
+void GlooCommunicator::all_reduce_async(float* data, size_t count, ReduceOp op, AfterCollective then) {
+  enqueue({Task::all_reduce_float, data, count, op, 0, 0, std::move(then)});
 }
 
 void GlooCommunicator::all_reduce(float* data, size_t count, ReduceOp op) {
-  all_reduce_async(data, count, op);
+  all_reduce_async(data, count, op, {});
   wait_async();
 }
 
@@ -153,6 +153,7 @@ void GlooCommunicator::run(const Task& task) {
       break;
     }
   }
+  if (task.then) task.then(nullptr);
 }
 
 void GlooCommunicator::work() {
@@ -160,7 +161,7 @@ void GlooCommunicator::work() {
   for (;;) {
     changed_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
     if (queue_.empty()) return;  // stopping, and nothing left to do
-    Task task = queue_.front();
+    Task task = std::move(queue_.front());
     queue_.pop_front();
     running_task_ = true;
     lock.unlock();

@@ -43,20 +43,28 @@ ncclUniqueId exchange_unique_id(const DistEnv& env, TcpStore& store, const std::
 
 NcclCommunicator::NcclCommunicator(const DistEnv& env, TcpStore& store, const CommunicatorOptions& options)
     : rank_(env.rank), world_size_(env.world_size), timeout_(options.timeout), compute_stream_(options.compute_stream) {
-  CUDA_CHECK(cudaGetDevice(&device_));
-  int least = 0, greatest = 0;
-  CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
-  CUDA_CHECK(cudaStreamCreateWithPriority(&comm_stream_, cudaStreamNonBlocking, greatest));
-  CUDA_CHECK(cudaEventCreateWithFlags(&compute_ready_, cudaEventDisableTiming));
-  CUDA_CHECK(cudaEventCreateWithFlags(&comm_done_, cudaEventDisableTiming));
-  CUDA_CHECK(cudaEventCreateWithFlags(&watched_, cudaEventDisableTiming));
-  CUDA_CHECK(cudaMalloc(&scratch_, sizeof(float)));
+  try {
+    CUDA_CHECK(cudaGetDevice(&device_));
+    int least = 0, greatest = 0;
+    CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
+    CUDA_CHECK(cudaStreamCreateWithPriority(&comm_stream_, cudaStreamNonBlocking, greatest));
+    CUDA_CHECK(cudaEventCreateWithFlags(&compute_ready_, cudaEventDisableTiming));
+    CUDA_CHECK(cudaEventCreateWithFlags(&comm_done_, cudaEventDisableTiming));
+    CUDA_CHECK(cudaEventCreateWithFlags(&watched_, cudaEventDisableTiming));
+    CUDA_CHECK(cudaMalloc(&scratch_, sizeof(float)));
 
-  use_route_for_nccl(env);  // before NCCL's first look at NCCL_SOCKET_IFNAME (dist/interface.h)
-  ncclUniqueId id = exchange_unique_id(env, store, options.name);
-  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
-  config.blocking = 0;
-  settle(ncclCommInitRankConfig(comm_.init_target(), world_size_, id, rank_, &config), "ncclCommInitRankConfig");
+    use_route_for_nccl(env);  // before NCCL's first look at NCCL_SOCKET_IFNAME (dist/interface.h)
+    ncclUniqueId id = exchange_unique_id(env, store, options.name);
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.blocking = 0;
+    settle(ncclCommInitRankConfig(comm_.init_target(), world_size_, id, rank_, &config), "ncclCommInitRankConfig");
+  } catch (...) {
+    // A constructor that throws gets no destructor: free what was made. A communicator that NCCL
+    // made but that failed or timed out is aborted (settle() has done so on a timeout already).
+    if (static_cast<ncclComm_t>(comm_) != nullptr) comm_.abort();
+    release_cuda();
+    throw;
+  }
   last_issue_ns_ = now_ns();
   watchdog_ = std::thread([this] { watch(); });
 }
@@ -76,12 +84,17 @@ NcclCommunicator::~NcclCommunicator() {
   } catch (const std::exception& e) {
     std::fprintf(stderr, "cutrain: warning: closing the NCCL communicator: %s\n", e.what());
   }
-  cudaFree(host_values_);
-  cudaFree(scratch_);
-  cudaEventDestroy(watched_);
-  cudaEventDestroy(comm_done_);
-  cudaEventDestroy(compute_ready_);
-  cudaStreamDestroy(comm_stream_);
+  release_cuda();
+}
+
+// Frees what exists, ignoring errors: nothing can be done about them here.
+void NcclCommunicator::release_cuda() noexcept {
+  if (host_values_) cudaFree(host_values_);
+  if (scratch_) cudaFree(scratch_);
+  if (watched_) cudaEventDestroy(watched_);
+  if (comm_done_) cudaEventDestroy(comm_done_);
+  if (compute_ready_) cudaEventDestroy(compute_ready_);
+  if (comm_stream_) cudaStreamDestroy(comm_stream_);
 }
 
 void NcclCommunicator::settle(ncclResult_t result, const char* call) {
@@ -119,16 +132,17 @@ void NcclCommunicator::mark_issued() {
 
 void NcclCommunicator::compute_waits_for_comm() { CUDA_CHECK(cudaStreamWaitEvent(compute_stream_, comm_done_, 0)); }
 
-void NcclCommunicator::all_reduce_async(float* data, size_t count, ReduceOp op) {
+void NcclCommunicator::all_reduce_async(float* data, size_t count, ReduceOp op, AfterCollective then) {
   start_after_compute();
   settle(ncclAllReduce(data, data, count, ncclFloat, nccl_op(op), comm_, comm_stream_), "ncclAllReduce");
+  if (then) then(comm_stream_);
   mark_issued();
 }
 
 void NcclCommunicator::wait_async() { compute_waits_for_comm(); }
 
 void NcclCommunicator::all_reduce(float* data, size_t count, ReduceOp op) {
-  all_reduce_async(data, count, op);
+  all_reduce_async(data, count, op, {});
   compute_waits_for_comm();
 }
 

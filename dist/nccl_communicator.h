@@ -47,7 +47,7 @@ class NcclCommunicator final : public Communicator {
   void broadcast(float* data, size_t count, int root) override;
   void barrier() override;
   void all_reduce_host(double* data, size_t count, ReduceOp op) override;
-  void all_reduce_async(float* data, size_t count, ReduceOp op) override;
+  void all_reduce_async(float* data, size_t count, ReduceOp op, AfterCollective then) override;
   void wait_async() override;
 
  private:
@@ -58,6 +58,7 @@ class NcclCommunicator final : public Communicator {
   void mark_issued();          // records comm_done_ after the collective just enqueued
   void compute_waits_for_comm();
   void watch();  // the watchdog thread
+  void release_cuda() noexcept;  // the stream, events and buffers, as far as they exist
 
   int rank_ = 0;
   int world_size_ = 1;

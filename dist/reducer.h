@@ -3,12 +3,17 @@
 // All gradients live in one flat fp32 buffer laid out in the order backward produces them (the
 // last layer's first), so a bucket is a contiguous span and needs no copies in or out.
 //
-//   GradReducer reducer(*comm, grads, param_sizes, {.bucket_cap_mb = 25});
+//   GradReducer reducer(*comm, grads, param_sizes, {.bucket_cap_mb = 25}, hooks);
 //   reducer.begin_backward();
 //   for each layer, last to first:
 //     layer.backward(...);                    // writes its weight gradients
 //     reducer.grads_ready(end_of_its_grads);  // flat grads [0, end) are final
-//   reducer.finish();                         // the optimizer may now read the averaged grads
+//   reducer.finish();                         // later work sees every bucket averaged
+//
+// Hooks put work around each bucket's all-reduce: `before` on the caller's stream just before it
+// (the trainer gathers the bucket's gradients into the fp32 buffer), `after` on the
+// communicator's queue right behind it (the trainer's optimizer updates the bucket's parameters
+// there, while backward goes on: app/train_step.h).
 //
 // Design notes
 // - Buckets follow DDP: parameters are never split; a bucket closes once it holds at least its cap;
@@ -24,6 +29,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "dist/communicator.h"
@@ -50,11 +56,19 @@ struct ReducerOptions {
   double first_bucket_mb = 1;  // DDP's first bucket
 };
 
+// The buckets DDP would make of the flat gradients of parameters of `param_sizes` floats each.
+std::vector<Bucket> plan_buckets(const std::vector<int64_t>& param_sizes, const ReducerOptions& options);
+
+struct BucketHooks {
+  std::function<void(const Bucket&)> before;
+  std::function<void(const Bucket&, cudaStream_t)> after;
+};
+
 class GradReducer {
  public:
   // `grads` (device memory for NCCL, host for Gloo) holds sum(param_sizes) floats, in flat order.
   GradReducer(Communicator& comm, float* grads, const std::vector<int64_t>& param_sizes,
-              const ReducerOptions& options = {});
+              const ReducerOptions& options = {}, BucketHooks hooks = {});
 
   // Starts a step: no bucket is launched yet.
   void begin_backward();
@@ -69,6 +83,7 @@ class GradReducer {
   Communicator& comm_;
   float* grads_;
   std::vector<Bucket> buckets_;
+  BucketHooks hooks_;
   size_t next_bucket_ = 0;  // the first bucket not yet launched this step
 };
 

@@ -34,8 +34,10 @@ static void launch(const uint8_t* images, const int32_t* labels, const int64_t* 
   if (count <= 0) return;
   const int64_t threads = int64_t(count) * p.height * p.width;
   const unsigned grid = unsigned((threads + kBlockThreads - 1) / kBlockThreads);
-  launch_kernel("gather_augment_kernel", gather_augment_kernel<T>, grid, kBlockThreads, 0, stream, images, labels,
-                indices, count, epoch, p, out_images, out_labels);
+  const Traffic bytes{threads * 3 + count * int64_t(sizeof(int64_t) + sizeof(int32_t)),
+                      threads * p.out_channels * int64_t(sizeof(T)) + count * int64_t(sizeof(int32_t))};
+  launch_kernel({"gather_augment_kernel", bytes}, gather_augment_kernel<T>, grid, kBlockThreads, 0, stream, images,
+                labels, indices, count, epoch, p, out_images, out_labels);
 }
 
 void gather_augment_cuda(const uint8_t* images, const int32_t* labels, const int64_t* indices, int count,

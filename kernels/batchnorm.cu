@@ -496,6 +496,9 @@ Tiling tiling(const BatchNormPlan& plan) {
           plan.rows_per_block, plan.cached_rows,    int(scratch_bytes(plan.pass, plan.block))};
 }
 
+// What a launch of `plan` reads and writes, for the step's inventory (kernels/recording.h).
+Traffic plan_traffic(const BatchNormPlan& plan) { return {plan.bytes_read, plan.bytes_written}; }
+
 }  // namespace
 
 // ---- plans ---------------------------------------------------------------------------------------
@@ -632,9 +635,10 @@ void bn_forward_train_cuda(const BatchNormPlan& plan, const BatchNormForward<T>&
   check_pass(plan, BatchNormPass::forward_train, "bn_forward_train_cuda");
   const BatchNormFusion fusion = plan.shape.fusion;
   with_groups<T>(plan.shape.channels, {f.x, f.y, fusion.residual ? f.residual : nullptr}, [&](auto vector) {
-    launch_cooperative_kernel("bn_forward_train_kernel", bn_forward_train_kernel<T, decltype(vector)::value>,
-                              plan.grid, plan.block, plan.shared_bytes, stream, tiling(plan), f,
-                              BatchNormRankStats{}, reinterpret_cast<Welford*>(partials), false);
+    launch_cooperative_kernel({"bn_forward_train_kernel", plan_traffic(plan)},
+                              bn_forward_train_kernel<T, decltype(vector)::value>, plan.grid, plan.block,
+                              plan.shared_bytes, stream, tiling(plan), f, BatchNormRankStats{},
+                              reinterpret_cast<Welford*>(partials), false);
   });
 }
 
@@ -645,9 +649,10 @@ void bn_rank_statistics_cuda(const BatchNormPlan& plan, const T* x, const BatchN
   BatchNormForward<T> f;
   f.x = x;
   with_groups<T>(plan.shape.channels, {x}, [&](auto vector) {
-    launch_cooperative_kernel("bn_forward_train_kernel", bn_forward_train_kernel<T, decltype(vector)::value>,
-                              plan.grid, plan.block, plan.shared_bytes, stream, tiling(plan), f, s,
-                              reinterpret_cast<Welford*>(partials), true);
+    launch_cooperative_kernel({"bn_forward_train_kernel", plan_traffic(plan)},
+                              bn_forward_train_kernel<T, decltype(vector)::value>, plan.grid, plan.block,
+                              plan.shared_bytes, stream, tiling(plan), f, s, reinterpret_cast<Welford*>(partials),
+                              true);
   });
 }
 
@@ -657,9 +662,9 @@ void bn_backward_cuda(const BatchNormPlan& plan, const BatchNormBackward<T>& b, 
   check_pass(plan, BatchNormPass::backward, "bn_backward_cuda");
   const BatchNormFusion fusion = plan.shape.fusion;
   with_groups<T>(plan.shape.channels, {b.x, b.dy, b.dx, fusion.residual ? b.d_residual : nullptr}, [&](auto vector) {
-    launch_cooperative_kernel("bn_backward_kernel", bn_backward_kernel<T, decltype(vector)::value>, plan.grid,
-                              plan.block, plan.shared_bytes, stream, tiling(plan), b, nullptr,
-                              reinterpret_cast<Sums*>(partials));
+    launch_cooperative_kernel({"bn_backward_kernel", plan_traffic(plan)},
+                              bn_backward_kernel<T, decltype(vector)::value>, plan.grid, plan.block, plan.shared_bytes,
+                              stream, tiling(plan), b, nullptr, reinterpret_cast<Sums*>(partials));
   });
 }
 
@@ -669,9 +674,9 @@ void bn_backward_sums_cuda(const BatchNormPlan& plan, const BatchNormBackward<T>
   check_pass(plan, BatchNormPass::backward_sums, "bn_backward_sums_cuda");
   const BatchNormFusion fusion = plan.shape.fusion;
   with_groups<T>(plan.shape.channels, {b.x, b.dy, fusion.residual ? b.d_residual : nullptr}, [&](auto vector) {
-    launch_cooperative_kernel("bn_backward_kernel", bn_backward_kernel<T, decltype(vector)::value>, plan.grid,
-                              plan.block, plan.shared_bytes, stream, tiling(plan), b, sums,
-                              reinterpret_cast<Sums*>(partials));
+    launch_cooperative_kernel({"bn_backward_kernel", plan_traffic(plan)},
+                              bn_backward_kernel<T, decltype(vector)::value>, plan.grid, plan.block, plan.shared_bytes,
+                              stream, tiling(plan), b, sums, reinterpret_cast<Sums*>(partials));
   });
 }
 
@@ -680,8 +685,9 @@ void bn_forward_eval_cuda(const BatchNormPlan& plan, const BatchNormForward<T>& 
   check_pass(plan, BatchNormPass::forward_eval, "bn_forward_eval_cuda");
   const BatchNormFusion fusion = plan.shape.fusion;
   with_groups<T>(plan.shape.channels, {f.x, f.y, fusion.residual ? f.residual : nullptr}, [&](auto vector) {
-    launch_kernel("bn_apply_kernel", bn_apply_kernel<T, decltype(vector)::value>, plan.grid, plan.block, 0, stream,
-                  plan.shape.rows, plan.shape.channels, fusion, f, BatchNormRankStats{}, 1.0, false);
+    launch_kernel({"bn_apply_kernel", plan_traffic(plan)}, bn_apply_kernel<T, decltype(vector)::value>, plan.grid,
+                  plan.block, 0, stream, plan.shape.rows, plan.shape.channels, fusion, f, BatchNormRankStats{}, 1.0,
+                  false);
   });
 }
 
@@ -691,15 +697,15 @@ void bn_forward_apply_cuda(const BatchNormPlan& plan, const BatchNormForward<T>&
   check_pass(plan, BatchNormPass::forward_apply, "bn_forward_apply_cuda");
   const BatchNormFusion fusion = plan.shape.fusion;
   with_groups<T>(plan.shape.channels, {f.x, f.y, fusion.residual ? f.residual : nullptr}, [&](auto vector) {
-    launch_kernel("bn_apply_kernel", bn_apply_kernel<T, decltype(vector)::value>, plan.grid, plan.block, 0, stream,
-                  plan.shape.rows, plan.shape.channels, fusion, f, s, count, true);
+    launch_kernel({"bn_apply_kernel", plan_traffic(plan)}, bn_apply_kernel<T, decltype(vector)::value>, plan.grid,
+                  plan.block, 0, stream, plan.shape.rows, plan.shape.channels, fusion, f, s, count, true);
   });
 }
 
 void bn_rank_m2_cuda(const BatchNormPlan& plan, const BatchNormRankStats& s, double count, cudaStream_t stream) {
   check_pass(plan, BatchNormPass::rank_m2, "bn_rank_m2_cuda");
-  launch_kernel("bn_rank_m2_kernel", bn_rank_m2_kernel, plan.grid, plan.block, 0, stream, plan.shape.rows,
-                plan.shape.channels, s, count);
+  launch_kernel({"bn_rank_m2_kernel", plan_traffic(plan)}, bn_rank_m2_kernel, plan.grid, plan.block, 0, stream,
+                plan.shape.rows, plan.shape.channels, s, count);
 }
 
 template <typename T>
@@ -707,9 +713,9 @@ void bn_backward_apply_cuda(const BatchNormPlan& plan, const BatchNormBackward<T
                             double count, cudaStream_t stream) {
   check_pass(plan, BatchNormPass::backward_apply, "bn_backward_apply_cuda");
   with_groups<T>(plan.shape.channels, {b.x, b.dy, b.dx}, [&](auto vector) {
-    launch_kernel("bn_backward_apply_kernel", bn_backward_apply_kernel<T, decltype(vector)::value>, plan.grid,
-                  plan.block, 0, stream, plan.shape.rows, plan.shape.channels, plan.shape.fusion, b, sums,
-                  float(1.0 / count));
+    launch_kernel({"bn_backward_apply_kernel", plan_traffic(plan)},
+                  bn_backward_apply_kernel<T, decltype(vector)::value>, plan.grid, plan.block, 0, stream,
+                  plan.shape.rows, plan.shape.channels, plan.shape.fusion, b, sums, float(1.0 / count));
   });
 }
 

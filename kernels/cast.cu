@@ -1,4 +1,4 @@
-// cast.cu: the CUDA side of cast.h, one grid-stride pass each way.
+// cast.cu: the CUDA side of cast.h, one grid-stride pass.
 #include "kernels/cast.h"
 
 #include "kernels/launch.cuh"
@@ -8,20 +8,16 @@ namespace cutrain {
 
 namespace {
 
-// out[i] = convert(in[i]), round to nearest even into bf16, exact back to fp32.
-template <typename In, typename Out>
-__global__ void cast_kernel(const In* in, Out* out, int64_t n) {
-  CUTRAIN_GRID_STRIDE_LOOP(i, n) { out[i] = from_float<Out>(to_float(in[i])); }
+// out[i] = bf16(in[i]), rounded to nearest even.
+__global__ void cast_kernel(const float* in, __nv_bfloat16* out, int64_t n) {
+  CUTRAIN_GRID_STRIDE_LOOP(i, n) { out[i] = from_float<__nv_bfloat16>(in[i]); }
 }
 
 }  // namespace
 
 void cast_f32_to_bf16_cuda(const float* in, __nv_bfloat16* out, int64_t n, cudaStream_t stream) {
-  launch_kernel("cast_kernel", cast_kernel<float, __nv_bfloat16>, grid_for(n), kBlockThreads, 0, stream, in, out, n);
-}
-
-void cast_bf16_to_f32_cuda(const __nv_bfloat16* in, float* out, int64_t n, cudaStream_t stream) {
-  launch_kernel("cast_kernel", cast_kernel<__nv_bfloat16, float>, grid_for(n), kBlockThreads, 0, stream, in, out, n);
+  launch_kernel({"cast_kernel", {bytes_of<float>(n), bytes_of<__nv_bfloat16>(n)}}, cast_kernel, grid_for(n),
+                kBlockThreads, 0, stream, in, out, n);
 }
 
 }  // namespace cutrain

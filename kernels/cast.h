@@ -1,5 +1,5 @@
-// cast.h: fp32 <-> bf16 conversion of a flat array (round to nearest even), for the bf16 weight
-// copy at start-up and after loading, and for reading bf16 activations back in tests.
+// cast.h: fp32 -> bf16 conversion of a flat array (round to nearest even): the classifier's
+// gradient, which its two bf16 products read in bf16 mode (nn/linear.h).
 #pragma once
 
 #include <cstdint>
@@ -10,6 +10,5 @@
 namespace cutrain {
 
 void cast_f32_to_bf16_cuda(const float* in, __nv_bfloat16* out, int64_t n, cudaStream_t stream);
-void cast_bf16_to_f32_cuda(const __nv_bfloat16* in, float* out, int64_t n, cudaStream_t stream);
 
 }  // namespace cutrain

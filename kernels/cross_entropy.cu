@@ -118,8 +118,10 @@ __global__ void count_correct_kernel(const float* logits, const int32_t* labels,
 void softmax_cross_entropy_cuda(const float* logits, const int32_t* labels, int N, int K, float label_smoothing,
                                 float* loss, float* dlogits, int32_t* correct, cudaStream_t stream) {
   const int warps = std::clamp(N, 1, kWarp);
-  launch_kernel("softmax_cross_entropy_kernel", softmax_cross_entropy_kernel, 1, warps * kWarp, 0, stream, logits,
-                labels, N, K, label_smoothing, loss, dlogits, correct);
+  const int64_t logit_bytes = int64_t(N) * K * int64_t(sizeof(float));
+  const Traffic bytes{logit_bytes + N * int64_t(sizeof(int32_t)), logit_bytes + int64_t(sizeof(float) + sizeof(int32_t))};
+  launch_kernel({"softmax_cross_entropy_kernel", bytes}, softmax_cross_entropy_kernel, 1, warps * kWarp, 0, stream,
+                logits, labels, N, K, label_smoothing, loss, dlogits, correct);
 }
 
 void count_correct_cuda(const float* logits, const int32_t* labels, int N, int K, int64_t* correct,
@@ -127,8 +129,10 @@ void count_correct_cuda(const float* logits, const int32_t* labels, int N, int K
   static_assert(sizeof(int64_t) == sizeof(unsigned long long), "counts are added as unsigned long long");
   constexpr int kWarpsPerBlock = 8;
   const int blocks = std::clamp((N + kWarpsPerBlock - 1) / kWarpsPerBlock, 1, 1024);
-  launch_kernel("count_correct_kernel", count_correct_kernel, blocks, kWarpsPerBlock * kWarp, 0, stream, logits,
-                labels, N, K, reinterpret_cast<unsigned long long*>(correct),
+  const Traffic bytes{int64_t(N) * K * int64_t(sizeof(float)) + N * int64_t(sizeof(int32_t)),
+                      (class_total ? 2 * K + 1 : 1) * int64_t(sizeof(int64_t))};
+  launch_kernel({"count_correct_kernel", bytes}, count_correct_kernel, blocks, kWarpsPerBlock * kWarp, 0, stream,
+                logits, labels, N, K, reinterpret_cast<unsigned long long*>(correct),
                 reinterpret_cast<unsigned long long*>(class_total),
                 reinterpret_cast<unsigned long long*>(class_correct));
 }

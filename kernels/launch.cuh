@@ -1,6 +1,7 @@
 // launch.cuh: what the .cu files of kernels/ share to launch their kernels: the launch function
-// every launch goes through (and its cooperative twin), one block size, the grid of a grid-stride
-// loop, dynamic shared memory, and packs of elements moved by one (up to 16-byte) load or store.
+// every launch goes through (and its cooperative twin; every memset goes through memset_async,
+// kernels/recording.h), one block size, the grid of a grid-stride loop, dynamic shared memory, and
+// packs of elements moved by one (up to 16-byte) load or store.
 // Device-side only: included by .cu files, never by the CPU twins.
 //
 // A .cu file compiles two ways: by nvcc for the GPU, and by the host compiler against the CUDA
@@ -20,6 +21,7 @@
 #include <utility>
 
 #include "kernels/check.h"
+#include "kernels/recording.h"
 
 #ifndef __CUDACC__
 #include "kernels/emu/launch.h"
@@ -27,13 +29,21 @@
 
 namespace cutrain {
 
-// A kernel's name for messages, with the file and line of the launch that names it.
+// The bytes of n elements of type T, for a launch's Traffic.
+template <typename T>
+constexpr int64_t bytes_of(int64_t n) {
+  return n * int64_t(sizeof(T));
+}
+
+// A kernel's name for messages, with the file and line of the launch that names it, and the bytes
+// the launch reads and writes in all (its launcher knows the sizes), for the step's inventory.
 struct KernelName {
   const char* name;
+  Traffic bytes;
   const char* file;
   int line;
-  KernelName(const char* name, const char* file = __builtin_FILE(), int line = __builtin_LINE())
-      : name(name), file(file), line(line) {}
+  KernelName(const char* name, Traffic bytes = {}, const char* file = __builtin_FILE(), int line = __builtin_LINE())
+      : name(name), bytes(bytes), file(file), line(line) {}
 };
 
 // "name<<<(gx,gy,gz), (bx,by,bz), bytes>>>", for messages.
@@ -44,16 +54,35 @@ inline std::string describe_launch(const char* name, dim3 grid, dim3 block, size
   return text;
 }
 
+// While a recorder is installed (kernels/recording.h), writes the launch down; true when it plans,
+// and the launch must not run.
+inline bool recorded_instead(const KernelName& name, const void* kernel, dim3 grid, dim3 block,
+                             size_t dynamic_shared_bytes, cudaStream_t stream) {
+  Recorder* r = recording();
+  if (!r) return false;
+  RecordedOp op;
+  op.name = name.name;
+  op.detail = describe_launch(name.name, grid, block, dynamic_shared_bytes);
+  op.function = kernel;
+  op.bytes = name.bytes;
+  op.stream = stream;
+  r->add(std::move(op));
+  return r->plans();
+}
+
 // kernel<<<grid, block, dynamic_shared_bytes, stream>>>(args...), then the launch's error check:
 // a launch the device refuses (over 1024 threads per block, grid.y or grid.z over 65535, too much
 // shared memory, an empty grid) throws CheckError naming the kernel, its configuration and the
-// launch site. Without nvcc, the emulation runs the grid on the CPU before returning.
+// launch site. Without nvcc, the emulation runs the grid on the CPU before returning. While a
+// recorder is installed (kernels/recording.h) the launch is written down, and when it plans,
+// nothing runs.
 //
-//   launch_kernel("cast_kernel", cast_kernel<float, __nv_bfloat16>, grid_for(n), kBlockThreads, 0, stream,
-//                 in, out, n);
+//   launch_kernel({"cast_kernel", {n * 4, n * 2}}, cast_kernel<float, __nv_bfloat16>, grid_for(n), kBlockThreads,
+//                 0, stream, in, out, n);
 template <typename... Params, typename... Args>
 void launch_kernel(KernelName name, void (*kernel)(Params...), dim3 grid, dim3 block, size_t dynamic_shared_bytes,
                    cudaStream_t stream, Args&&... args) {
+  if (recorded_instead(name, reinterpret_cast<const void*>(kernel), grid, block, dynamic_shared_bytes, stream)) return;
 #ifdef __CUDACC__
   kernel<<<grid, block, dynamic_shared_bytes, stream>>>(std::forward<Args>(args)...);
 #else
@@ -73,10 +102,11 @@ constexpr size_t kDefaultDynamicSharedBytes = 48 * 1024;
 // cudaOccupancyMaxActiveBlocksPerMultiprocessor blocks per multiprocessor), else the launch throws
 // with "too many blocks in cooperative launch". Over 48 KiB of dynamic shared memory is allowed up
 // to the device's opt-in limit. Capturable: the launch attribute is valid for graph nodes, so a
-// CUDA graph replays it as a cooperative launch.
+// CUDA graph replays it as a cooperative launch. Recorded as launch_kernel's launches are.
 template <typename... Params, typename... Args>
 void launch_cooperative_kernel(KernelName name, void (*kernel)(Params...), dim3 grid, dim3 block,
                                size_t dynamic_shared_bytes, cudaStream_t stream, Args&&... args) {
+  if (recorded_instead(name, reinterpret_cast<const void*>(kernel), grid, block, dynamic_shared_bytes, stream)) return;
   if (dynamic_shared_bytes > kDefaultDynamicSharedBytes)
     CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(dynamic_shared_bytes)));
 #ifdef __CUDACC__

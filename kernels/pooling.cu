@@ -64,29 +64,34 @@ __global__ void global_avgpool_backward_kernel(const T* dy, int N, int HW, int C
 
 }  // namespace
 
+// Traffic: a pool's input and output once each (the max pool's overlapping windows hit the cache).
+
 template <typename T>
 void maxpool3x3s2_forward_cuda(const T* x, int N, int H, int W, int C, T* y, cudaStream_t stream) {
-  const int64_t outputs = int64_t(N) * maxpool_out_size(H) * maxpool_out_size(W) * C;
-  launch_kernel("maxpool3x3s2_forward_kernel", maxpool3x3s2_forward_kernel<T>, grid_for(outputs), kBlockThreads, 0,
-                stream, x, N, H, W, C, y);
+  const int64_t inputs = int64_t(N) * H * W * C, outputs = int64_t(N) * maxpool_out_size(H) * maxpool_out_size(W) * C;
+  launch_kernel({"maxpool3x3s2_forward_kernel", {bytes_of<T>(inputs), bytes_of<T>(outputs)}},
+                maxpool3x3s2_forward_kernel<T>, grid_for(outputs), kBlockThreads, 0, stream, x, N, H, W, C, y);
 }
 
 template <typename T>
 void maxpool3x3s2_backward_cuda(const T* x, const T* dy, int N, int H, int W, int C, T* dx, cudaStream_t stream) {
-  launch_kernel("maxpool3x3s2_backward_kernel", maxpool3x3s2_backward_kernel<T>, grid_for(int64_t(N) * H * W * C),
-                kBlockThreads, 0, stream, x, dy, N, H, W, C, dx);
+  const int64_t inputs = int64_t(N) * H * W * C, outputs = int64_t(N) * maxpool_out_size(H) * maxpool_out_size(W) * C;
+  launch_kernel({"maxpool3x3s2_backward_kernel", {bytes_of<T>(inputs + outputs), bytes_of<T>(inputs)}},
+                maxpool3x3s2_backward_kernel<T>, grid_for(inputs), kBlockThreads, 0, stream, x, dy, N, H, W, C, dx);
 }
 
 template <typename T>
 void global_avgpool_forward_cuda(const T* x, int N, int H, int W, int C, T* y, cudaStream_t stream) {
-  launch_kernel("global_avgpool_forward_kernel", global_avgpool_forward_kernel<T>, grid_for(int64_t(N) * C),
-                kBlockThreads, 0, stream, x, N, H * W, C, y);
+  const int64_t inputs = int64_t(N) * H * W * C, outputs = int64_t(N) * C;
+  launch_kernel({"global_avgpool_forward_kernel", {bytes_of<T>(inputs), bytes_of<T>(outputs)}},
+                global_avgpool_forward_kernel<T>, grid_for(outputs), kBlockThreads, 0, stream, x, N, H * W, C, y);
 }
 
 template <typename T>
 void global_avgpool_backward_cuda(const T* dy, int N, int H, int W, int C, T* dx, cudaStream_t stream) {
-  launch_kernel("global_avgpool_backward_kernel", global_avgpool_backward_kernel<T>,
-                grid_for(int64_t(N) * H * W * C), kBlockThreads, 0, stream, dy, N, H * W, C, dx);
+  const int64_t inputs = int64_t(N) * H * W * C, outputs = int64_t(N) * C;
+  launch_kernel({"global_avgpool_backward_kernel", {bytes_of<T>(outputs), bytes_of<T>(inputs)}},
+                global_avgpool_backward_kernel<T>, grid_for(inputs), kBlockThreads, 0, stream, dy, N, H * W, C, dx);
 }
 
 #define CUTRAIN_INSTANTIATE_POOLING(T)                                                                      \

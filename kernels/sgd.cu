@@ -1,5 +1,6 @@
-// sgd.cu: the CUDA side of sgd.h, one grid-stride pass of the shared update of sgd.cuh over the
-// flat parameter buffer.
+// sgd.cu: the CUDA side of sgd.h: one launch over a bucket's segments, every block working on
+// every segment in turn with a grid-stride loop, four elements per thread and iteration where the
+// segment is packed.
 #include "kernels/sgd.h"
 
 #include "kernels/launch.cuh"
@@ -9,26 +10,72 @@ namespace cutrain {
 
 namespace {
 
-// g = grad + wd*param; buf = momentum*buf + g; param -= lr*(nesterov ? g + momentum*buf : buf);
-// param_bf16 = bf16(param) when the forward pass reads a bf16 copy.
-__global__ void sgd_step_kernel(float* param, const float* grad, float* momentum_buf, __nv_bfloat16* param_bf16,
-                                int64_t n, const float* lr, SgdConfig cfg) {
+constexpr int kVec = 4;  // elements per packed iteration: 16 bytes of fp32, 8 of bf16
+
+template <typename T>
+__device__ inline void load_floats(const void* data, int64_t i, float* out) {
+  const Pack<T, kVec> pack = load_pack<kVec>(static_cast<const T*>(data) + i);
+  for (int v = 0; v < kVec; ++v) out[v] = to_float(pack.v[v]);
+}
+
+template <typename T>
+__device__ inline void store_floats(void* data, int64_t i, const float* in) {
+  Pack<T, kVec> pack;
+  for (int v = 0; v < kVec; ++v) pack.v[v] = from_float<T>(in[v]);
+  store_pack<kVec>(static_cast<T*>(data) + i, pack);
+}
+
+// Elements i .. i+3 of a packed segment: the update of sgd.cuh, with 16-byte loads and stores.
+__device__ inline void sgd_update_pack(float* param, float* momentum, const SgdSegment& s, int64_t i, float lr,
+                                       const SgdConfig& cfg) {
+  float grad[kVec];
+  if (s.grad.bf16) {
+    load_floats<__nv_bfloat16>(s.grad.data, i, grad);
+  } else {
+    load_floats<float>(s.grad.data, i, grad);
+  }
+  Pack<float, kVec> p = load_pack<kVec>(param + s.offset + i), buf = load_pack<kVec>(momentum + s.offset + i);
+  for (int v = 0; v < kVec; ++v) sgd_update(p.v[v], grad[v], buf.v[v], lr, cfg);
+  store_pack<kVec>(param + s.offset + i, p);
+  store_pack<kVec>(momentum + s.offset + i, buf);
+  if (s.copy.data && s.copy.bf16) {
+    store_floats<__nv_bfloat16>(s.copy.data, i, p.v);
+  } else if (s.copy.data) {
+    store_floats<float>(s.copy.data, i, p.v);
+  }
+}
+
+// For each segment: its packs, then the elements after the last whole pack (or, unpacked, every
+// element), spread over all the grid's threads.
+__global__ void sgd_update_kernel(float* param, float* momentum, const SgdSegment* segments, int count,
+                                  const float* lr, SgdConfig cfg) {
   const float rate = *lr;
-  CUTRAIN_GRID_STRIDE_LOOP(i, n) {
-    float p = param[i], buf = momentum_buf[i];
-    sgd_update(p, grad[i], buf, rate, cfg);
-    param[i] = p;
-    momentum_buf[i] = buf;
-    if (param_bf16) param_bf16[i] = __float2bfloat16(p);
+  const int64_t thread = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  const int64_t threads = int64_t(gridDim.x) * blockDim.x;
+  for (int k = 0; k < count; ++k) {
+    const SgdSegment s = segments[k];
+    const int64_t packed_elements = s.packed ? s.numel / kVec * kVec : 0;
+    for (int64_t i = thread * kVec; i < packed_elements; i += threads * kVec)
+      sgd_update_pack(param, momentum, s, i, rate, cfg);
+    for (int64_t i = packed_elements + thread; i < s.numel; i += threads)
+      sgd_update_element(param, momentum, s, i, rate, cfg);
   }
 }
 
 }  // namespace
 
-void sgd_step_cuda(float* param, const float* grad, float* momentum_buf, __nv_bfloat16* param_bf16, int64_t n,
-                   const float* lr, SgdConfig cfg, cudaStream_t stream) {
-  launch_kernel("sgd_step_kernel", sgd_step_kernel, grid_for(n), kBlockThreads, 0, stream, param, grad, momentum_buf,
-                param_bf16, n, lr, cfg);
+void sgd_update_cuda(float* param, float* momentum, const SgdSegment* segments, const SgdSegment* device_segments,
+                     int count, const float* lr, SgdConfig cfg, cudaStream_t stream) {
+  Traffic bytes{bytes_of<float>(1), 0};  // the rate
+  int64_t most_packs = 1;                // the grid covers the largest segment once
+  for (int k = 0; k < count; ++k) {
+    const SgdSegment& s = segments[k];
+    bytes.read += s.numel * (8 + (s.grad.bf16 ? 2 : 4)) + bytes_of<SgdSegment>(1);
+    bytes.written += s.numel * (8 + (s.copy.data ? (s.copy.bf16 ? 2 : 4) : 0));
+    most_packs = std::max(most_packs, (s.numel + kVec - 1) / kVec);
+  }
+  launch_kernel({"sgd_update_kernel", bytes}, sgd_update_kernel, grid_for(most_packs), kBlockThreads, 0, stream, param,
+                momentum, device_segments, count, lr, cfg);
 }
 
 }  // namespace cutrain

@@ -1,4 +1,4 @@
-// sgd.h: PyTorch's SGD (dampening 0) as one pass over the flat parameter buffer:
+// sgd.h: PyTorch's SGD (dampening 0), one launch for the parameters of a bucket:
 //
 //   g   = grad + weight_decay * param
 //   buf = momentum * buf + g                       (buf starts at zero, which equals PyTorch's
@@ -6,15 +6,19 @@
 //   d   = nesterov ? g + momentum * buf : buf
 //   param -= lr * d
 //
-// The learning rate is read from memory (*lr), so a captured CUDA graph replays with the
-// schedule's current value. In bf16 mode the CUDA kernel also writes param_bf16, the copy the
-// forward pass reads; pass nullptr otherwise. Decay masks are not applied: PyTorch's recipe
+// The parameters and their momentum live in flat fp32 buffers. A segment is one parameter's span
+// of them, with where its gradient is -- fp32, or the bf16 that cuDNN wrote (nn/sgd.h says which
+// and why) -- and, if forward reads a copy of the weights, where to write it: the bf16 copy in
+// bf16 mode, the stem's zero-padded filter. Each of the two holds the parameter contiguously or
+// as rows of `cols` elements `pitch` apart (the stem's filter: 3 of 8 input channels).
+//
+// The learning rate is read from memory (*lr, written by kernels/lr_schedule.h's step), so a
+// captured CUDA graph replays with each step's rate. Decay masks are not applied: PyTorch's recipe
 // decays every parameter, BN's included.
 #pragma once
 
 #include <cstdint>
 
-#include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 namespace cutrain {
@@ -25,8 +29,28 @@ struct SgdConfig {
   bool nesterov = true;
 };
 
-void sgd_step_cpu(float* param, const float* grad, float* momentum_buf, int64_t n, const float* lr, SgdConfig cfg);
-void sgd_step_cuda(float* param, const float* grad, float* momentum_buf, __nv_bfloat16* param_bf16, int64_t n,
-                   const float* lr, SgdConfig cfg, cudaStream_t stream);
+// A parameter's numel elements in float or __nv_bfloat16 (bf16), contiguous (cols 0) or as rows of
+// `cols` elements `pitch` apart.
+struct SgdArray {
+  void* data = nullptr;
+  bool bf16 = false;
+  int64_t cols = 0, pitch = 0;
+};
+
+struct SgdSegment {
+  int64_t offset = 0;  // into param and momentum, in elements
+  int64_t numel = 0;
+  SgdArray grad;       // read
+  SgdArray copy;       // written, unless data is null
+  // Both contiguous, every pointer 16-byte aligned at element 0: updated four elements at a time.
+  bool packed = false;
+};
+
+// segments: `count` of them on the host. The CUDA launcher reads the same segments from device
+// memory (device_segments) and uses the host ones for its grid and the inventory's bytes.
+void sgd_update_cpu(float* param, float* momentum, const SgdSegment* segments, int count, const float* lr,
+                    SgdConfig cfg);
+void sgd_update_cuda(float* param, float* momentum, const SgdSegment* segments, const SgdSegment* device_segments,
+                     int count, const float* lr, SgdConfig cfg, cudaStream_t stream);
 
 }  // namespace cutrain

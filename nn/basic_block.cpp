@@ -2,7 +2,8 @@
 
 namespace cutrain {
 
-BasicBlock::BasicBlock(Net& net, const std::string& name, Activation& x, int out_channels, int stride) : x_(x) {
+BasicBlock::BasicBlock(Net& net, const std::string& name, Activation& x, int out_channels, int stride)
+    : net_(net), x_(x) {
   const int in_channels = int(x.value.dim(3));
   Activation* shortcut = &x;
   if (stride != 1 || in_channels != out_channels) {
@@ -17,14 +18,22 @@ BasicBlock::BasicBlock(Net& net, const std::string& name, Activation& x, int out
   bn2_ = std::make_unique<BatchNorm2d>(net, name + ".bn2", conv2_->y, /*relu=*/true, shortcut);
 }
 
+// The downsample branch runs on the side stream beside conv1, bn1 and conv2 (it reads only x and
+// writes only its own outputs), joined before bn2 adds it. Not under SyncBatchNorm: its all-reduce
+// follows the main stream only (nn/net.h).
 void BasicBlock::forward(bool train) {
+  Context& ctx = net_.ctx;
+  const bool beside = downsample_conv_ && !net_.sync_batchnorm.enabled();
   if (downsample_conv_) {
+    if (beside) ctx.fork();
+    OnSideStream side_stream_if(ctx, beside);
     downsample_conv_->forward();
     downsample_bn_->forward(train);
   }
   conv1_->forward();
   bn1_->forward(train);
   conv2_->forward();
+  if (beside) ctx.join();
   bn2_->forward(train);
 }
 

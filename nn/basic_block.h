@@ -3,7 +3,8 @@
 //   out = relu( bn2(conv2( relu(bn1(conv1(x))) )) + shortcut(x) )
 //   shortcut = identity, or downsample = bn(conv1x1 stride s) when the shape changes
 //
-// bn1 is fused with its ReLU, bn2 with the residual add and the final ReLU.
+// bn1 is fused with its ReLU, bn2 with the residual add and the final ReLU. Forward runs the
+// downsample branch on the side stream (nn/context.h), beside conv1, bn1 and conv2.
 // Backward, in the order the flat gradient buffer is laid out: bn2 (which also writes the
 // residual's gradient), conv2, bn1, conv1, then downsample.1, downsample.0. The block input's
 // gradient gathers two shares: with an identity shortcut bn2 writes the residual share (=) and
@@ -30,6 +31,7 @@ class BasicBlock {
   Activation& y() { return bn2_->y; }
 
  private:
+  Net& net_;
   Activation& x_;
   std::unique_ptr<Conv2d> downsample_conv_;     // downsample.0 (null: identity shortcut)
   std::unique_ptr<BatchNorm2d> downsample_bn_;  // downsample.1

@@ -21,6 +21,12 @@ BatchNorm2d::GpuPlans BatchNorm2d::plan_gpu(const BatchNormShape& shape, size_t 
           plan(BatchNormPass::forward_apply), plan(BatchNormPass::backward_sums), plan(BatchNormPass::backward_apply)};
 }
 
+// The GPU the launches are planned for: this one, or while planning a step without a GPU
+// (kernels/recording.h), the H200 that `bench-step --plan` estimates for.
+BatchNormDevice BatchNorm2d::gpu_of(const Context& ctx) {
+  return ctx.plans() ? bn_device_h200() : bn_device_of_current_gpu();
+}
+
 BatchNorm2d::BatchNorm2d(Net& net, const std::string& name, Activation& x, bool relu, Activation* residual)
     : weight(net.params.add(name + ".weight", {x.value.dim(-1)}, false, Init::ones, 0)),
       bias(net.params.add(name + ".bias", {x.value.dim(-1)}, false, Init::zeros, 0)),
@@ -32,7 +38,7 @@ BatchNorm2d::BatchNorm2d(Net& net, const std::string& name, Activation& x, bool 
       x_(x),
       residual_(residual),
       shape_{x.value.numel() / x.value.dim(-1), int(x.value.dim(-1)), BatchNormFusion{relu, residual != nullptr}},
-      plans_(net.ctx.on_gpu() ? plan_gpu(shape_, dtype_size(net.act_dtype()), bn_device_of_current_gpu()) : GpuPlans{}),
+      plans_(net.ctx.on_gpu() ? plan_gpu(shape_, dtype_size(net.act_dtype()), gpu_of(net.ctx)) : GpuPlans{}),
       mean_(net.plan.tensor(DType::f32, {shape_.channels})),
       invstd_(net.plan.tensor(DType::f32, {shape_.channels})),
       relu_mask_(net.plan.tensor(DType::u8, {relu ? bn_mask_bytes(shape_) : 0})),

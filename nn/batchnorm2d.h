@@ -43,6 +43,7 @@ class BatchNorm2d {
     int64_t partial_floats() const;
   };
   static GpuPlans plan_gpu(const BatchNormShape& shape, size_t element_bytes, const BatchNormDevice& device);
+  static BatchNormDevice gpu_of(const Context& ctx);
 
   double count() const;
   bool synced() const { return net_.sync_batchnorm.enabled(); }

@@ -239,7 +239,7 @@ CheckpointMetadata load_model(const std::string& path, ResNet18& model) {
   copy_from_host(buffers.data(), params.buffer_values());
   if (!counters.empty())
     std::memcpy(&model.num_batches_tracked, file.tensors.at(counters[0]).data.data(), sizeof(int64_t));
-  model.sync_bf16_weights();
+  model.sync_weight_copies();
   model.context().synchronize();
   return file.metadata;
 }

@@ -4,6 +4,7 @@
 
 #include "kernels/check.h"
 #include "kernels/device.h"
+#include "kernels/recording.h"
 
 namespace cutrain {
 
@@ -24,14 +25,21 @@ Context::Context(const ContextOptions& opts) : options(opts) {
     if (opts.dtype == DType::bf16) throw std::runtime_error("--precision bf16: needs --device cuda");
     return;
   }
+  if (planning()) {  // no device: streams are names, and there are no library handles
+    planning_ = true;
+    main_.stream = recording()->make_stream("main");
+    side_.stream = recording()->make_stream("side");
+    enter(main_);
+    return;
+  }
   if (!cuda_available()) throw std::runtime_error(cuda_unavailable_reason());
   try {
     CUDA_CHECK(cudaSetDevice(opts.cuda_device));
-    CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-    CUDNN_CHECK(cudnnCreate(&cudnn));
-    CUDNN_CHECK(cudnnSetStream(cudnn, stream));
+    make_lane(main_);
+    make_lane(side_);
+    enter(main_);
     CUBLAS_CHECK(cublasCreate(&cublas));
-    CUBLAS_CHECK(cublasSetStream(cublas, stream));
+    CUBLAS_CHECK(cublasSetStream(cublas, main_.stream));
     // fp32 products stay fp32 (no TF32) unless asked for.
     CUBLAS_CHECK(cublasSetMathMode(cublas, opts.allow_tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
     cublas_workspace_ = DeviceBuffer(Device::cuda, kCublasWorkspaceBytes);
@@ -44,18 +52,50 @@ Context::Context(const ContextOptions& opts) : options(opts) {
 
 Context::~Context() { release(); }
 
+void Context::make_lane(Lane& lane) {
+  CUDA_CHECK(cudaStreamCreateWithFlags(&lane.stream, cudaStreamNonBlocking));
+  CUDA_CHECK(cudaEventCreateWithFlags(&lane.done, cudaEventDisableTiming));
+  CUDNN_CHECK(cudnnCreate(&lane.cudnn));
+  CUDNN_CHECK(cudnnSetStream(lane.cudnn, lane.stream));
+}
+
+void Context::wait(const Lane& waiter, const Lane& lane) {
+  if (!on_gpu()) return;
+  if (Recorder* r = recording()) {
+    RecordedOp op;
+    op.kind = RecordedOp::Kind::wait;
+    op.name = "wait";
+    op.stream = waiter.stream;
+    op.waits_for = lane.stream;
+    r->add(std::move(op));
+    if (r->plans()) return;
+  }
+  CUDA_CHECK(cudaEventRecord(lane.done, lane.stream));
+  CUDA_CHECK(cudaStreamWaitEvent(waiter.stream, lane.done, 0));
+}
+
+void Context::fork() { wait(side_, main_); }
+void Context::join() { wait(main_, side_); }
+
 // Destroys what exists, ignoring errors: nothing can be done about them here.
 void Context::release() noexcept {
+  if (planning_) return;
   if (cublas) cublasDestroy(cublas);
-  if (cudnn) cudnnDestroy(cudnn);
-  if (stream) cudaStreamDestroy(stream);
+  for (Lane* lane : {&side_, &main_}) {
+    if (lane->cudnn) cudnnDestroy(lane->cudnn);
+    if (lane->done) cudaEventDestroy(lane->done);
+    if (lane->stream) cudaStreamDestroy(lane->stream);
+    *lane = Lane{};
+  }
   cublas = nullptr;
   cudnn = nullptr;
   stream = nullptr;
 }
 
 void Context::synchronize() const {
-  if (on_gpu()) CUDA_CHECK(cudaStreamSynchronize(stream));
+  if (!on_gpu() || record_host_wait("Context::synchronize") || planning_) return;
+  CUDA_CHECK(cudaStreamSynchronize(side_.stream));
+  CUDA_CHECK(cudaStreamSynchronize(main_.stream));
 }
 
 }  // namespace cutrain

@@ -1,14 +1,12 @@
 #include "nn/conv2d.h"
 
 #include <cmath>
+#include <cstdio>
 #include <stdexcept>
 
-#include <cuda_bf16.h>
-
 #include "kernels/check.h"
-#include "kernels/copy_rows.h"
+#include "kernels/recording.h"
 #include "nn/conv_algorithms.h"
-#include "nn/dispatch.h"
 
 namespace cutrain {
 
@@ -16,15 +14,32 @@ namespace {
 
 cudnnDataType_t cudnn_dtype(DType dtype) { return dtype == DType::bf16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT; }
 
+// What one cuDNN call of this convolution computes and moves, for the step's inventory: each of
+// the three passes is 2*N*P*Q*K*R*S*C FLOPs; it reads two of x, w, dy (or y) and writes the third
+// (and reads it too when it accumulates).
+RecordedOp conv_call(const char* name, const ConvShape& s, DType dtype, int64_t read_elements,
+                     int64_t written_elements) {
+  const int64_t size = int64_t(dtype_size(dtype));
+  char detail[160];
+  std::snprintf(detail, sizeof detail, "N=%d H=%d W=%d C=%d K=%d R=%d S=%d stride=%d pad=%d", s.N, s.H, s.W, s.C, s.K,
+                s.R, s.S, s.stride, s.pad);
+  RecordedOp op;
+  op.name = name;
+  op.detail = detail;
+  op.bytes = {read_elements * size, written_elements * size};
+  op.flops = 2.0 * s.N * s.P() * s.Q() * s.K * s.R * s.S * s.C;
+  return op;
+}
+
 }  // namespace
 
-// cuDNN's view of the layer: descriptors, chosen algorithms, and the filter / filter-gradient
-// staging buffers when the parameter cannot be used in place (padded stem, bf16).
+// cuDNN's view of the layer: descriptors, chosen algorithms, and the copies of the parameter it
+// works on when not the parameter's own (the padded stem's filter; dW in bf16 or padded).
 struct Conv2d::Gpu {
   ConvDescriptors desc;
   ConvAlgorithms algos{};
-  Tensor* filter = nullptr;     // padded filter [K,R,S,C] (null: read the parameter directly)
-  Tensor* dw_staged = nullptr;  // filter gradient in the activation dtype (null: write the fp32 grad)
+  Tensor* filter = nullptr;  // padded filter [K,R,S,C] (null: read the parameter's copy)
+  Tensor* dw = nullptr;      // filter gradient in the activation dtype (null: write the fp32 gradient)
 
   ~Gpu() {
     if (desc.conv) cudnnDestroyConvolutionDescriptor(desc.conv);
@@ -67,18 +82,29 @@ Conv2d::Conv2d(Net& net, const std::string& name, Activation& x, int in_channels
     return;
   }
   gpu_ = std::make_unique<Gpu>();
-  gpu_->describe(shape_, net.act_dtype());
-  gpu_->algos = choose_conv_algorithms(net.ctx, gpu_->desc, shape_);
-  net.plan.reserve_workspace(gpu_->algos.workspace());
-  std::vector<int64_t> filter_shape = {shape_.K, shape_.R, shape_.S, shape_.C};
-  bool padded = shape_.C != in_channels;
-  if (padded) gpu_->filter = &net.plan.tensor(net.act_dtype(), filter_shape);
-  if (padded || net.act_dtype() == DType::bf16) gpu_->dw_staged = &net.plan.tensor(net.act_dtype(), filter_shape);
+  if (!net.ctx.plans()) {  // planning: no cuDNN, no algorithms, no workspace (nn/context.h)
+    gpu_->describe(shape_, net.act_dtype());
+    gpu_->algos = choose_conv_algorithms(net.ctx, gpu_->desc, shape_);
+    net.plan.reserve_workspace(gpu_->algos.workspace());
+  }
+  // The copies cuDNN works on (nn/parameters.h), which SGD reads and writes in place.
+  const std::vector<int64_t> filter_shape = {shape_.K, shape_.R, shape_.S, shape_.C};
+  const bool padded = shape_.C != in_channels;
+  if (padded) {
+    gpu_->filter = &net.plan.tensor(net.act_dtype(), filter_shape);
+    weight.device_value = gpu_->filter;
+    weight.device_cols = in_channels;
+    weight.device_pitch = shape_.C;
+  }
+  if (padded || net.act_dtype() == DType::bf16) {
+    gpu_->dw = &net.plan.tensor(net.act_dtype(), filter_shape);
+    weight.device_grad = gpu_->dw;
+  }
 }
 
 Conv2d::~Conv2d() = default;
 
-// The filter cuDNN reads: the parameter itself, or the padded stem filter.
+// The filter cuDNN reads: the parameter's copy (or itself), or the padded stem filter.
 const void* Conv2d::filter_data() const {
   return gpu_->filter ? gpu_->filter->data : weight.value_in(net_.act_dtype());
 }
@@ -89,53 +115,81 @@ void Conv2d::forward() {
     return;
   }
   const Context& ctx = net_.ctx;
-  const int64_t rows = int64_t(shape_.K) * shape_.R * shape_.S;  // OHWI rows of in_channels_ each
-  if (gpu_->filter) {  // this step's weights into the real channels of the padded filter
-    dispatch_activation(net_.act_dtype(), [&](auto zero) {
-      using T = decltype(zero);
-      const auto* w = static_cast<const T*>(weight.value_in(net_.act_dtype()));
-      copy_rows_cuda<T, T>(w, in_channels_, gpu_->filter->as<T>(), shape_.C, rows, in_channels_, ctx.stream);
-    });
-  }
   const float one = 1.0f, zero = 0.0f;
   const ConvDescriptors& d = gpu_->desc;
-  CUDNN_CHECK(cudnnSetConvolutionMathType(d.conv, gpu_->algos.forward.math));
-  CUDNN_CHECK(cudnnConvolutionForward(ctx.cudnn, &one, d.x, x_.value.data, d.w, filter_data(), d.conv,
-                                      gpu_->algos.forward.algo, net_.plan.workspace(), net_.plan.workspace_bytes(),
-                                      &zero, d.y, y.value.data));
+  void* workspace = net_.plan.workspace(ctx.on_side_stream());
+  run_or_record(ctx.stream, conv_call("cudnnConvolutionForward", shape_, net_.act_dtype(), x_.value.numel() + filter_elements(),
+                                      y.value.numel()),
+                [&] {
+                  CUDNN_CHECK(cudnnSetConvolutionMathType(d.conv, gpu_->algos.forward.math));
+                  CUDNN_CHECK(cudnnConvolutionForward(ctx.cudnn, &one, d.x, x_.value.data, d.w, filter_data(), d.conv,
+                                                      gpu_->algos.forward.algo, workspace, net_.plan.workspace_bytes(),
+                                                      &zero, d.y, y.value.data));
+                });
 }
 
+int64_t Conv2d::filter_elements() const { return int64_t(shape_.K) * shape_.R * shape_.S * shape_.C; }
+
+// dW on the side stream beside dX on the main one: they read the same dy and x and write different
+// things. The side stream is joined before the gradient is reported, so that readiness keeps
+// meaning "final once the main stream's work so far is done" (nn/parameters.h), and before any
+// later layer can write over dy (gradients share memory, nn/memory_plan.h). The stem, with no dX,
+// computes dW on the main stream.
 void Conv2d::backward(float dx_beta) {
+  const bool has_dx = !x_.grad.shape.empty();
   if (!gpu_) {
     conv2d_backward_filter_cpu(x_.value.as<float>(), y.grad.as<float>(), shape_, 0.0f, weight.grad.as<float>());
+    if (has_dx)
+      conv2d_backward_data_cpu(y.grad.as<float>(), weight.value.as<float>(), shape_, dx_beta, x_.grad.as<float>());
     net_.params.grad_done(weight);
-    if (x_.grad.shape.empty()) return;
-    conv2d_backward_data_cpu(y.grad.as<float>(), weight.value.as<float>(), shape_, dx_beta, x_.grad.as<float>());
     return;
   }
-  const Context& ctx = net_.ctx;
-  const float one = 1.0f, zero = 0.0f;
-  // dw: straight into the fp32 gradient buffer, or staged (bf16, padded) and then widened.
-  void* dw = gpu_->dw_staged ? gpu_->dw_staged->data : weight.grad.data;
-  const ConvDescriptors& d = gpu_->desc;
-  CUDNN_CHECK(cudnnSetConvolutionMathType(d.conv, gpu_->algos.backward_filter.math));
-  CUDNN_CHECK(cudnnConvolutionBackwardFilter(ctx.cudnn, &one, d.x, x_.value.data, d.y, y.grad.data, d.conv,
-                                             gpu_->algos.backward_filter.algo, net_.plan.workspace(),
-                                             net_.plan.workspace_bytes(), &zero, d.w, dw));
-  if (gpu_->dw_staged) {
-    const int64_t rows = int64_t(shape_.K) * shape_.R * shape_.S;
-    dispatch_activation(net_.act_dtype(), [&](auto zero_value) {
-      using T = decltype(zero_value);
-      copy_rows_cuda<T, float>(gpu_->dw_staged->as<T>(), shape_.C, weight.grad.as<float>(), in_channels_, rows,
-                               in_channels_, ctx.stream);
-    });
+  Context& ctx = net_.ctx;
+  if (has_dx) {
+    ctx.fork();
+    {
+      OnSideStream side(ctx);
+      backward_filter();
+    }
+    backward_data(dx_beta);
+    ctx.join();
+  } else {
+    backward_filter();
   }
   net_.params.grad_done(weight);
-  if (x_.grad.shape.empty()) return;
-  CUDNN_CHECK(cudnnSetConvolutionMathType(d.conv, gpu_->algos.backward_data.math));
-  CUDNN_CHECK(cudnnConvolutionBackwardData(ctx.cudnn, &one, d.w, filter_data(), d.y, y.grad.data, d.conv,
-                                           gpu_->algos.backward_data.algo, net_.plan.workspace(),
-                                           net_.plan.workspace_bytes(), &dx_beta, d.x, x_.grad.data));
+}
+
+// dW, where SGD reads it: the fp32 gradient, or in the activation dtype (bf16, padded stem).
+void Conv2d::backward_filter() {
+  const Context& ctx = net_.ctx;
+  const float one = 1.0f, zero = 0.0f;
+  const ConvDescriptors& d = gpu_->desc;
+  void* dw = gpu_->dw ? gpu_->dw->data : weight.grad.data;
+  void* workspace = net_.plan.workspace(ctx.on_side_stream());
+  run_or_record(ctx.stream, conv_call("cudnnConvolutionBackwardFilter", shape_, net_.act_dtype(),
+                                      x_.value.numel() + y.grad.numel(), filter_elements()),
+                [&] {
+                  CUDNN_CHECK(cudnnSetConvolutionMathType(d.conv, gpu_->algos.backward_filter.math));
+                  CUDNN_CHECK(cudnnConvolutionBackwardFilter(ctx.cudnn, &one, d.x, x_.value.data, d.y, y.grad.data,
+                                                             d.conv, gpu_->algos.backward_filter.algo, workspace,
+                                                             net_.plan.workspace_bytes(), &zero, d.w, dw));
+                });
+}
+
+void Conv2d::backward_data(float dx_beta) {
+  const Context& ctx = net_.ctx;
+  const float one = 1.0f;
+  const ConvDescriptors& d = gpu_->desc;
+  void* workspace = net_.plan.workspace(ctx.on_side_stream());
+  const int64_t dx_read = dx_beta != 0 ? x_.value.numel() : 0;  // beta 1 adds to what is there
+  run_or_record(ctx.stream, conv_call("cudnnConvolutionBackwardData", shape_, net_.act_dtype(),
+                                      y.grad.numel() + filter_elements() + dx_read, x_.value.numel()),
+                [&] {
+                  CUDNN_CHECK(cudnnSetConvolutionMathType(d.conv, gpu_->algos.backward_data.math));
+                  CUDNN_CHECK(cudnnConvolutionBackwardData(ctx.cudnn, &one, d.w, filter_data(), d.y, y.grad.data,
+                                                           d.conv, gpu_->algos.backward_data.algo, workspace,
+                                                           net_.plan.workspace_bytes(), &dx_beta, d.x, x_.grad.data));
+                });
 }
 
 }  // namespace cutrain

@@ -10,12 +10,15 @@
 // (nn/conv_algorithms.h: cuDNN's heuristics, or measured with --cudnn-benchmark), and the
 // largest workspace is planned.
 //
-// The GPU stem: cuDNN's tensor cores want input channels in multiples of 8, so the model's input
-// has 8 channels on the GPU (3 image channels, 5 zeros). The parameter keeps torchvision's
-// 3 channels; the layer keeps a padded filter [K,R,S,8] whose extra channels stay zero, refreshed
-// from the parameter before each forward, and copies back only the 3 real channels of dw.
-// In bf16 the filter cuDNN sees is bf16 (the parameter's bf16 copy), and its gradient comes back
-// in bf16 and is widened into the fp32 gradient buffer.
+// Backward computes dW on the side stream while dX runs on the main one (nn/context.h), and
+// reports the gradient (grad_done) once both are done.
+//
+// What cuDNN reads and writes is where SGD reads and writes it (nn/parameters.h, nn/sgd.h), so no
+// kernel copies filters or their gradients in a step. In bf16 cuDNN reads the parameter's bf16
+// copy and writes dW in bf16. The GPU stem: cuDNN's tensor cores want input channels in multiples
+// of 8, so the model's input has 8 channels on the GPU (3 image channels, 5 zeros). The parameter
+// keeps torchvision's 3 channels; cuDNN reads a padded filter [K,R,S,8] and writes a padded
+// gradient, whose 3 real channels of every row SGD reads and writes; the other 5 stay zero.
 #pragma once
 
 #include <memory>
@@ -42,8 +45,11 @@ class Conv2d {
 
  private:
   const void* filter_data() const;
+  int64_t filter_elements() const;  // of the filter cuDNN sees, padding included
+  void backward_filter();           // dW, on the context's current stream
+  void backward_data(float dx_beta);
 
-  struct Gpu;  // cuDNN descriptors, algorithms, padded filter (conv2d.cpp)
+  struct Gpu;  // cuDNN descriptors, algorithms, the padded filter and the gradient copy (conv2d.cpp)
   Net& net_;
   Activation& x_;
   ConvShape shape_;   // with the padded channel count C of x

@@ -25,6 +25,8 @@ class Linear {
   Activation& y;      // [N, O], fp32
 
  private:
+  void backward_gpu();
+
   Net& net_;
   Activation& x_;
   int n_, in_, out_;

@@ -9,6 +9,7 @@
 #include <cuda_runtime.h>
 
 #include "kernels/check.h"
+#include "kernels/recording.h"
 
 namespace cutrain {
 
@@ -19,7 +20,10 @@ size_t align_up(size_t n) { return (n + kAlignment - 1) / kAlignment * kAlignmen
 
 DeviceBuffer::DeviceBuffer(Device device, size_t bytes) : device_(device), bytes_(bytes) {
   if (bytes == 0) return;
-  if (device == Device::cuda) {
+  if (device == Device::cuda && planning()) {  // an address, never dereferenced (kernels/recording.h)
+    data_ = recording()->allocate(bytes);
+    planned_ = true;
+  } else if (device == Device::cuda) {
     CUDA_CHECK(cudaMalloc(&data_, bytes));
     CUDA_CHECK(cudaMemset(data_, 0, bytes));
     CUDA_CHECK(cudaDeviceSynchronize());  // done before any stream of ours touches it
@@ -31,7 +35,7 @@ DeviceBuffer::DeviceBuffer(Device device, size_t bytes) : device_(device), bytes
 }
 
 DeviceBuffer::~DeviceBuffer() {
-  if (!data_) return;
+  if (!data_ || planned_) return;
   if (device_ == Device::cuda) {
     cudaFree(data_);  // no throwing from a destructor
   } else {
@@ -40,13 +44,37 @@ DeviceBuffer::~DeviceBuffer() {
 }
 
 DeviceBuffer::DeviceBuffer(DeviceBuffer&& other) noexcept
-    : device_(other.device_), data_(std::exchange(other.data_, nullptr)), bytes_(std::exchange(other.bytes_, 0)) {}
+    : device_(other.device_),
+      data_(std::exchange(other.data_, nullptr)),
+      bytes_(std::exchange(other.bytes_, 0)),
+      planned_(other.planned_) {}
 
 DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& other) noexcept {
   std::swap(device_, other.device_);
   std::swap(data_, other.data_);
   std::swap(bytes_, other.bytes_);
+  std::swap(planned_, other.planned_);
   return *this;
+}
+
+void copy_bytes_from_host(const void* host, const DeviceBuffer& buffer) {
+  if (buffer.bytes() == 0) return;
+  if (buffer.device() == Device::cpu) {
+    std::memcpy(buffer.data(), host, buffer.bytes());
+  } else if (!record_host_wait("copy_bytes_from_host")) {
+    CUDA_CHECK(cudaMemcpy(buffer.data(), host, buffer.bytes(), cudaMemcpyHostToDevice));
+    CUDA_CHECK(cudaDeviceSynchronize());  // before a kernel on a non-blocking stream reads it
+  }
+}
+
+void copy_bytes_to_host(const DeviceBuffer& buffer, void* host) {
+  if (buffer.bytes() == 0) return;
+  if (buffer.device() == Device::cpu) {
+    std::memcpy(host, buffer.data(), buffer.bytes());
+  } else if (!record_host_wait("copy_bytes_to_host")) {
+    CUDA_CHECK(cudaDeviceSynchronize());  // whichever stream wrote it
+    CUDA_CHECK(cudaMemcpy(host, buffer.data(), buffer.bytes(), cudaMemcpyDeviceToHost));
+  }
 }
 
 Tensor& MemoryPlan::tensor(DType dtype, std::vector<int64_t> shape) {
@@ -119,14 +147,16 @@ size_t MemoryPlan::pack_gradients() {
 void MemoryPlan::allocate() {
   if (allocated()) throw std::logic_error("MemoryPlan::allocate called twice");
   gradient_bytes_ = pack_gradients();
-  size_t total = align_up(workspace_bytes_) + gradient_bytes_;
+  const size_t workspaces = 2 * align_up(workspace_bytes_);
+  size_t total = workspaces + gradient_bytes_;
   for (const Tensor* t : planned_) total += align_up(t->bytes());
   arena_ = DeviceBuffer(device_, std::max<size_t>(total, kAlignment));
   auto* base = static_cast<char*>(arena_.data());
   workspace_ = workspace_bytes_ ? base : nullptr;
-  char* gradients = base + align_up(workspace_bytes_);
+  side_workspace_ = workspace_bytes_ ? base + align_up(workspace_bytes_) : nullptr;
+  char* gradients = base + workspaces;
   for (GradientSpan& g : gradients_) g.grad->data = gradients + g.offset;
-  size_t offset = align_up(workspace_bytes_) + gradient_bytes_;
+  size_t offset = workspaces + gradient_bytes_;
   for (Tensor* t : planned_) {
     t->data = base + offset;
     offset += align_up(t->bytes());

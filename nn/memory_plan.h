@@ -28,7 +28,8 @@
 
 namespace cutrain {
 
-// Owned bytes on a device: page-aligned host memory on the CPU, cudaMalloc on the GPU.
+// Owned bytes on a device: page-aligned host memory on the CPU, cudaMalloc on the GPU; while
+// planning (kernels/recording.h), a fake device address.
 class DeviceBuffer {
  public:
   DeviceBuffer() = default;
@@ -41,12 +42,28 @@ class DeviceBuffer {
 
   void* data() const { return data_; }
   size_t bytes() const { return bytes_; }
+  Device device() const { return device_; }
 
  private:
   Device device_ = Device::cpu;
   void* data_ = nullptr;
   size_t bytes_ = 0;
+  bool planned_ = false;  // a fake address: nothing to free
 };
+
+// Fills `buffer` from host memory of its size, or host memory from it, synchronously (nothing
+// while planning).
+void copy_bytes_from_host(const void* host, const DeviceBuffer& buffer);
+void copy_bytes_to_host(const DeviceBuffer& buffer, void* host);
+
+// A table that kernels read (the optimizer's segments, the parameters' copy lists), copied to
+// `device` once, when a model is built.
+template <typename T>
+DeviceBuffer device_table(Device device, const std::vector<T>& table) {
+  DeviceBuffer buffer(device, table.size() * sizeof(T));
+  copy_bytes_from_host(table.data(), buffer);
+  return buffer;
+}
 
 // A value and the gradient of the loss with respect to it (grad empty: no gradient needed).
 struct Activation {
@@ -67,15 +84,15 @@ class MemoryPlan {
   void reads(const Activation& input);
   // A planned fp32 tensor that allocate() fills with `value` (e.g. a vector of ones).
   Tensor& constant(std::vector<int64_t> shape, float value);
-  // The workspace is shared by every layer (one op runs at a time on the stream): its size is
-  // the largest request.
+  // A workspace per stream (nn/context.h), shared by the layers that run on it (one op runs at a
+  // time on a stream): each is as large as the largest request.
   void reserve_workspace(size_t bytes);
 
   void allocate();  // once, after every request; zero-fills the arena, then sets the constants
   bool allocated() const { return arena_.data() != nullptr; }
   size_t bytes() const { return arena_.bytes(); }
   size_t gradient_bytes() const { return gradient_bytes_; }  // the shared gradient region
-  void* workspace() const { return workspace_; }
+  void* workspace(bool side_stream) const { return side_stream ? side_workspace_ : workspace_; }
   size_t workspace_bytes() const { return workspace_bytes_; }
 
  private:
@@ -96,6 +113,7 @@ class MemoryPlan {
   size_t gradient_bytes_ = 0;
   size_t workspace_bytes_ = 0;
   void* workspace_ = nullptr;
+  void* side_workspace_ = nullptr;
   DeviceBuffer arena_;
 };
 

@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <stdexcept>
 
-#include "kernels/cast.h"
+#include <cuda_bf16.h>
+
+#include "kernels/copy_rows.h"
 
 namespace cutrain {
 
@@ -93,6 +95,39 @@ void ParameterSet::allocate(Device device, DType dtype, uint64_t seed) {
   }
   copy_from_host(host_buffers.data(), buffer_values());
   done_.assign(layout_.size(), 0);
+  if (device == Device::cuda) plan_device_copies();
+}
+
+namespace {
+
+// The copy of `p` between the fp32 flat buffer (`flat`) and a layer's copy (`copy`), as rows of
+// its device_cols in device_pitch (one row when contiguous); `to_copy` says which way.
+RowsCopy rows_copy(const Parameter& p, const void* flat, const void* copy, bool to_copy) {
+  const int64_t cols = p.device_cols ? p.device_cols : p.numel;
+  const int64_t pitch = p.device_cols ? p.device_pitch : p.numel;
+  RowsCopy c;
+  c.rows = p.numel / cols;
+  c.cols = cols;
+  c.in = to_copy ? flat : copy;
+  c.out = const_cast<void*>(to_copy ? copy : flat);
+  c.in_pitch = to_copy ? cols : pitch;
+  c.out_pitch = to_copy ? pitch : cols;
+  return c;
+}
+
+}  // namespace
+
+void ParameterSet::plan_device_copies() {
+  for (const Parameter* p : layout_) {
+    const void* value_copy = p->device_value ? p->device_value->data : (dtype_ == DType::bf16 ? p->value_bf16.data : nullptr);
+    if (value_copy) weight_copies_.push_back(rows_copy(*p, p->value.data, value_copy, /*to_copy=*/true));
+    if (p->device_grad) {
+      grad_gathers_.push_back(rows_copy(*p, p->grad.data, p->device_grad->data, /*to_copy=*/false));
+      grad_gather_offsets_.push_back(p->offset);
+    }
+  }
+  device_weight_copies_ = device_table(Device::cuda, weight_copies_);
+  device_grad_gathers_ = device_table(Device::cuda, grad_gathers_);
 }
 
 int64_t ParameterSet::parameter_count() const {
@@ -111,9 +146,28 @@ Tensor ParameterSet::buffer_values() const {
   return Tensor(buffer_values_.data(), DType::f32, device(), {buffer_numel_});
 }
 
-void ParameterSet::sync_bf16(cudaStream_t stream) const {
-  if (dtype_ != DType::bf16) return;
-  cast_f32_to_bf16_cuda(values().as<float>(), values_bf16().as<__nv_bfloat16>(), numel_, stream);
+// Every copy has the activation dtype: bf16 ones in bf16 mode, the padded stem's fp32 in fp32.
+void ParameterSet::sync_weight_copies(cudaStream_t stream) const {
+  const auto* copies = static_cast<const RowsCopy*>(device_weight_copies_.data());
+  if (dtype_ == DType::bf16) {
+    copy_rows_cuda<float, __nv_bfloat16>(weight_copies_.data(), copies, int(weight_copies_.size()), stream);
+  } else {
+    copy_rows_cuda<float, float>(weight_copies_.data(), copies, int(weight_copies_.size()), stream);
+  }
+}
+
+void ParameterSet::gather_grads(int64_t begin, int64_t end, cudaStream_t stream) const {
+  const auto& offsets = grad_gather_offsets_;
+  const size_t first = size_t(std::lower_bound(offsets.begin(), offsets.end(), begin) - offsets.begin());
+  const size_t last = size_t(std::lower_bound(offsets.begin(), offsets.end(), end) - offsets.begin());
+  if (first == last) return;
+  const RowsCopy* host = grad_gathers_.data() + first;
+  const RowsCopy* device = static_cast<const RowsCopy*>(device_grad_gathers_.data()) + first;
+  if (dtype_ == DType::bf16) {
+    copy_rows_cuda<__nv_bfloat16, float>(host, device, int(last - first), stream);
+  } else {
+    copy_rows_cuda<float, float>(host, device, int(last - first), stream);
+  }
 }
 
 void ParameterSet::begin_backward(std::function<void(int64_t ready_end)> on_grads_ready) {

@@ -11,10 +11,19 @@
 // Each parameter keeps its torchvision name and shape (conv weights OIHW). In memory a conv
 // weight is OHWI (cuDNN's NHWC filter layout, "KRSC"); checkpoints convert.
 //
+// On the GPU a layer may keep its own copies of a parameter where cuDNN wants them: the weights
+// forward reads (the bf16 copy in bf16 mode, which is every parameter's by default; the stem's
+// zero-padded filter) and the gradient backward writes (a bf16 filter gradient; the stem's padded
+// one). SGD reads those gradients and writes those weights directly (nn/sgd.h); gather_grads()
+// puts the gradients into the fp32 buffer when something needs them there (the all-reduce, tests),
+// and sync_weight_copies() refreshes the copies after the fp32 weights change outside SGD.
+//
 // Gradients are written (=), never accumulated, so nothing has to zero them between steps.
-// During backward each layer calls grad_done() for its parameters; whenever that extends the
-// prefix [0, ready_end) of gradients that are all final, the on_grads_ready callback hears
-// ready_end (on the GPU: final once the work enqueued so far on the stream completes).
+// During backward each layer calls grad_done() for a parameter once its gradient is final and
+// backward no longer reads the parameter (so an optimizer may update it); whenever that extends
+// the prefix [0, ready_end) of such parameters, the on_grads_ready callback hears ready_end (on
+// the GPU: once the work enqueued so far on the main stream completes; a layer that computes on
+// the side stream joins it first, nn/context.h).
 //
 // Buffers (BN running statistics) live in a second flat fp32 array, not reduced, not trained.
 #pragma once
@@ -28,6 +37,7 @@
 
 #include <cuda_runtime.h>
 
+#include "kernels/copy_rows.h"
 #include "nn/memory_plan.h"
 #include "nn/tensor.h"
 
@@ -57,6 +67,13 @@ struct Parameter {
   // The values the GPU's products read in activation dtype `dtype`: the bf16 copy in bf16 mode,
   // else the fp32 master.
   const void* value_in(DType dtype) const { return dtype == DType::bf16 ? value_bf16.data : value.data; }
+
+  // GPU, set by the layer before allocation (see the note above): the weights forward reads and
+  // the gradient backward writes when they are not value_in(dtype) and grad. Both hold rows of
+  // device_cols elements, device_pitch apart (0: contiguous).
+  const Tensor* device_value = nullptr;
+  const Tensor* device_grad = nullptr;
+  int64_t device_cols = 0, device_pitch = 0;
 };
 
 struct BufferEntry {
@@ -92,14 +109,20 @@ class ParameterSet {
   Tensor values_bf16() const;  // [numel] bf16, empty in f32 mode
   Tensor buffer_values() const;
 
-  // bf16 mode: refresh the bf16 copy from the fp32 master (after initialising or loading).
-  void sync_bf16(cudaStream_t stream) const;
+  // GPU: refresh every copy of the weights that forward reads from the fp32 master (after
+  // initialising or loading); one launch.
+  void sync_weight_copies(cudaStream_t stream) const;
+  // GPU: the gradients backward wrote elsewhere (device_grad) of the parameters in the flat span
+  // [begin, end), widened into the fp32 gradient buffer; one launch (none when there are none).
+  void gather_grads(int64_t begin, int64_t end, cudaStream_t stream) const;
 
   // Backward bookkeeping, see the note above.
   void begin_backward(std::function<void(int64_t ready_end)> on_grads_ready);
   void grad_done(const Parameter& p);
 
  private:
+  void plan_device_copies();  // GPU: the copy lists of sync_weight_copies() and gather_grads()
+
   std::deque<Parameter> params_;  // registration (forward) order
   std::vector<Parameter*> layout_;
   std::deque<BufferEntry> buffers_;
@@ -108,6 +131,11 @@ class ParameterSet {
   Device device_ = Device::cpu;
   DType dtype_ = DType::f32;
   DeviceBuffer values_, grads_, values_bf16_, buffer_values_;
+  // The copies of sync_weight_copies() and gather_grads(), in layout order, on the host and the
+  // device (kernels/copy_rows.h), and each gather's parameter offset.
+  std::vector<RowsCopy> weight_copies_, grad_gathers_;
+  std::vector<int64_t> grad_gather_offsets_;
+  DeviceBuffer device_weight_copies_, device_grad_gathers_;
   // readiness: done_[i] for layout_[i]; ready_count_ = length of the all-done prefix
   std::vector<char> done_;
   size_t ready_count_ = 0;

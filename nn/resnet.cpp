@@ -52,7 +52,7 @@ ResNet18::ResNet18(Context& ctx, const ResNetConfig& config)
   fc_ = std::make_unique<Linear>(net_, "fc", avgpool_->y, config.num_classes);
   loss_ = std::make_unique<CrossEntropyLoss>(net_, fc_->y, config.label_smoothing);
   net_.allocate(config.seed);
-  sync_bf16_weights();
+  sync_weight_copies();
   ctx.synchronize();
 }
 
@@ -88,6 +88,12 @@ void ResNet18::backward(std::function<void(int64_t ready_end)> on_grads_ready) {
   conv1_->backward(0.0f);  // the image needs no gradient: weights only
 }
 
-void ResNet18::sync_bf16_weights() { net_.params.sync_bf16(net_.ctx.stream); }
+void ResNet18::sync_weight_copies() {
+  if (net_.ctx.on_gpu()) net_.params.sync_weight_copies(net_.ctx.stream);
+}
+
+void ResNet18::gather_grads() {
+  if (net_.ctx.on_gpu()) net_.params.gather_grads(0, net_.params.numel(), net_.ctx.stream);
+}
 
 }  // namespace cutrain

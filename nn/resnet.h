@@ -9,8 +9,8 @@
 // parameter and gradient buffers (nn/parameters.h). A training step is
 //
 //   model.forward(true);           // logits, loss, correct count, dlogits (no host sync)
-//   model.backward(on_ready);      // gradients into the flat buffer; on_ready(ready_end) per layer
-//   sgd.step();                    // nn/sgd.h
+//   model.backward(on_ready);      // gradients; on_ready(ready_end) per layer (nn/parameters.h)
+//   sgd.step();                    // nn/sgd.h (the trainer's step: app/train_step.h)
 //
 // and nothing in it allocates or waits on the host. forward(false) evaluates with BN's running
 // statistics and leaves only the logits (count them with kernels/cross_entropy.h count_correct).
@@ -80,8 +80,12 @@ class ResNet18 {
   const std::deque<BufferEntry>& buffers() const { return net_.params.buffers(); }
   int64_t num_batches_tracked = 0;
 
-  // bf16 mode: refresh the bf16 weight copy after changing the fp32 weights outside SGD.
-  void sync_bf16_weights();
+  // GPU: refresh the copies of the weights forward reads (bf16; the stem's padded filter) after
+  // changing the fp32 weights outside SGD.
+  void sync_weight_copies();
+  // GPU: every gradient into the fp32 gradient buffer (params().grads()), where backward left
+  // some elsewhere (bf16, the padded stem: nn/parameters.h). To read them, outside a step.
+  void gather_grads();
   void set_sync_batchnorm(SyncBatchNorm sync) { net_.sync_batchnorm = std::move(sync); }
   size_t planned_bytes() const { return net_.plan.bytes(); }
 

@@ -2,50 +2,93 @@
 
 #include <cuda_bf16.h>
 
-#include "kernels/check.h"
+#include <algorithm>
+
+#include "kernels/lr_schedule.h"
 #include "nn/context.h"
 
 namespace cutrain {
 
-SGD::SGD(Context& ctx, ParameterSet& params, SgdConfig config)
+namespace {
+
+bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
+// A layer's copy of p (nn/parameters.h): in the activation dtype, laid out as the layer says.
+SgdArray device_array(const Parameter& p, const Tensor& t) {
+  return {t.data, t.dtype == DType::bf16, p.device_cols, p.device_pitch};
+}
+
+// Parameter p's segment: its gradient where `grads` says, and the copy forward reads.
+SgdSegment segment_of(const Parameter& p, DType dtype, SGD::Grads grads) {
+  SgdSegment s;
+  s.offset = p.offset;
+  s.numel = p.numel;
+  s.grad = {p.grad.data};
+  if (grads == SGD::Grads::as_written && p.device_grad) s.grad = device_array(p, *p.device_grad);
+  if (p.device_value) {
+    s.copy = device_array(p, *p.device_value);
+  } else if (dtype == DType::bf16) {
+    s.copy = {p.value_bf16.data, true};
+  }
+  s.packed = s.grad.cols == 0 && s.copy.cols == 0 && aligned16(p.value.data) && aligned16(s.grad.data) &&
+             aligned16(s.copy.data);
+  return s;
+}
+
+}  // namespace
+
+SGD::SGD(Context& ctx, ParameterSet& params, SgdConfig config, LrSchedule schedule, Grads grads)
     : ctx_(ctx),
       params_(params),
       config_(config),
+      schedule_(schedule),
       momentum_(ctx.device(), params.numel() * sizeof(float)),
-      lr_device_(ctx.device(), ctx.on_gpu() ? sizeof(float) : 0) {
-  if (ctx.on_gpu()) {
-    CUDA_CHECK(cudaMallocHost(&lr_host_, sizeof(float)));
-  } else {
-    lr_host_ = new float;
-  }
-  *lr_host_ = 0.0f;
-}
-
-SGD::~SGD() {
-  if (ctx_.on_gpu()) {
-    cudaFreeHost(lr_host_);
-  } else {
-    delete lr_host_;
-  }
+      step_(ctx.device(), sizeof(int64_t)),
+      lr_(ctx.device(), sizeof(float)) {
+  for (const Parameter* p : params.in_layout_order()) segments_.push_back(segment_of(*p, ctx.dtype(), grads));
+  device_segments_ = device_table(ctx.device(), segments_);
 }
 
 Tensor SGD::momentum() const { return Tensor(momentum_.data(), DType::f32, ctx_.device(), {params_.numel()}); }
 
-// On the GPU the copy reads the pinned value when the stream reaches it, not when step() is
-// called: a learning rate set while earlier steps are still queued would reach them too. So a
-// caller that changes the rate first waits for the step before (app/trainer.cpp does).
-void SGD::step() {
-  float* param = params_.values().as<float>();
-  const float* grad = params_.grads().as<float>();
-  float* buf = static_cast<float*>(momentum_.data());
-  if (!ctx_.on_gpu()) {
-    sgd_step_cpu(param, grad, buf, params_.numel(), lr_host_, config_);
-    return;
+void SGD::set_step(int64_t step) { copy_bytes_from_host(&step, step_); }
+
+int64_t SGD::step_count() const {
+  int64_t step = 0;
+  copy_bytes_to_host(step_, &step);
+  return step;
+}
+
+void SGD::begin_step(cudaStream_t stream) {
+  auto* step = static_cast<int64_t*>(step_.data());
+  auto* lr = static_cast<float*>(lr_.data());
+  if (ctx_.on_gpu()) {
+    lr_schedule_step_cuda(schedule_, step, lr, stream);
+  } else {
+    lr_schedule_step_cpu(schedule_, step, lr);
   }
-  auto* lr = static_cast<float*>(lr_device_.data());
-  CUDA_CHECK(cudaMemcpyAsync(lr, lr_host_, sizeof(float), cudaMemcpyHostToDevice, ctx_.stream));
-  sgd_step_cuda(param, grad, buf, params_.values_bf16().as<__nv_bfloat16>(), params_.numel(), lr, config_,
-                ctx_.stream);
+}
+
+// The segments of the parameters that start in [begin, end): a run of them, in layout order.
+void SGD::update(int64_t begin, int64_t end, cudaStream_t stream) {
+  const auto starts_before = [](const SgdSegment& s, int64_t offset) { return s.offset < offset; };
+  const size_t first = size_t(std::lower_bound(segments_.begin(), segments_.end(), begin, starts_before) - segments_.begin());
+  const size_t last = size_t(std::lower_bound(segments_.begin(), segments_.end(), end, starts_before) - segments_.begin());
+  if (first == last) return;
+  float* param = params_.values().as<float>();
+  auto* buf = static_cast<float*>(momentum_.data());
+  const auto* lr = static_cast<const float*>(lr_.data());
+  if (ctx_.on_gpu()) {
+    sgd_update_cuda(param, buf, segments_.data() + first, static_cast<const SgdSegment*>(device_segments_.data()) + first,
+                    int(last - first), lr, config_, stream);
+  } else {
+    sgd_update_cpu(param, buf, segments_.data() + first, int(last - first), lr, config_);
+  }
+}
+
+void SGD::step() {
+  begin_step(ctx_.stream);
+  update(0, params_.numel(), ctx_.stream);
 }
 
 }  // namespace cutrain

@@ -23,6 +23,11 @@ mutations=(
   "bn-kept-rows|kernels/batchnorm.cu|k < t.cached_rows ? cache[k * threads + tid]|k <= t.cached_rows ? cache[k * threads + tid]"
   "bn-mask-bit|kernels/batchnorm.cu|(bits >> v) & 1u, fusion)|(bits >> (v ^ 1)) & 1u, fusion)"
   "read-past-end|kernels/batchnorm.cu|if (c < C) s.m2[c]|if (c <= C) s.m2[c]"
+  "sgd-pack-tail|kernels/sgd.cu|s.numel / kVec * kVec : 0;|(s.numel + kVec - 1) / kVec * kVec : 0;"
+  "sgd-pitch|kernels/sgd.cuh|i / a.cols * a.pitch + i % a.cols|i / a.cols * a.cols + i % a.cols"
+  "lr-step-counter|kernels/lr_schedule.cu|  *step += 1;|  *step += 2;"
+  "copy-rows-last-row|kernels/copy_rows.cu|LOOP(i, b.rows * b.cols)|LOOP(i, b.rows * b.cols - b.cols)"
+  "launch-unrecorded|kernels/launch.cuh|  r->add(std::move(op));|  (void)op;"
 )
 
 build=build-emu

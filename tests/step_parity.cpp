@@ -126,6 +126,8 @@ StepResult take_step(ResNet18& model, SGD& sgd, const std::function<void()>& ste
   if (model.context().on_gpu()) {
     poison(model.logits());
     poison(model.params().grads());
+    for (const Parameter* p : model.params().in_layout_order())
+      if (p->device_grad) poison(*p->device_grad);  // where backward writes it (nn/parameters.h)
   }
   if (step) {
     step();
@@ -134,6 +136,7 @@ StepResult take_step(ResNet18& model, SGD& sgd, const std::function<void()>& ste
     model.backward();
     sgd.step();
   }
+  model.gather_grads();  // into the fp32 buffer, from where backward left them
   model.context().synchronize();
   StepResult r;
   const std::vector<float> logits = read_floats(model.logits());

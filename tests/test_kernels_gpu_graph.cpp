@@ -1,7 +1,8 @@
-// The CUDA launchers of kernels/ for batch norm, pooling, the loss, SGD and the bf16 cast can be
-// captured in a CUDA graph: none allocates, synchronises or touches the legacy default stream, so a
-// whole training step can be captured and replayed. Batch norm's launches are cooperative, and a
-// replay keeps them so; their reductions have a fixed order, so a replay gives the eager bits.
+// The CUDA launchers of kernels/ for batch norm, pooling, the loss, the learning rate, SGD, the bf16
+// cast and the row copies can be captured in a CUDA graph: none allocates, synchronises or touches
+// the legacy default stream, so a whole training step can be captured and replayed. Batch norm's
+// launches are cooperative, and a replay keeps them so; their reductions have a fixed order, so a
+// replay gives the eager bits.
 #include <catch2/catch.hpp>
 
 #include <cuda_bf16.h>
@@ -16,7 +17,9 @@
 #include "kernels/batchnorm.h"
 #include "kernels/cast.h"
 #include "kernels/check.h"
+#include "kernels/copy_rows.h"
 #include "kernels/cross_entropy.h"
+#include "kernels/lr_schedule.h"
 #include "kernels/pooling.h"
 #include "kernels/sgd.h"
 #include "tests/batchnorm_buffers.h"
@@ -53,10 +56,22 @@ TEST_CASE("the CUDA kernels can be captured in a CUDA graph and replayed", "[gpu
   DeviceBuffer<T> pooled(int64_t(N) * Ho * Wo * C), dpool(M * C), features(int64_t(N) * C), dfeatures(M * C);
   DeviceBuffer<float> logits(test::random_vector(int64_t(N) * K, rng)), dlogits(int64_t(N) * K), loss(1),
       param(test::random_vector(1000, rng)), grad(test::random_vector(1000, rng)),
-      momentum(std::vector<float>(1000, 0.0f)), lr(std::vector<float>{0.1f}), back(M * C);
+      momentum(std::vector<float>(1000, 0.0f)), lr(1), copied(1000);
   DeviceBuffer<int32_t> labels(std::vector<int32_t>{1, 2, 3, 4}), correct(1);
-  DeviceBuffer<int64_t> total_correct(std::vector<int64_t>{0});
-  DeviceBuffer<T> param_bf16(1000);
+  DeviceBuffer<int64_t> total_correct(std::vector<int64_t>{0}), step(std::vector<int64_t>{0});
+  DeviceBuffer<T> param_bf16(1000), dlogits_bf16(int64_t(N) * K);
+  SgdSegment segment;
+  segment.numel = 1000;
+  segment.grad = {grad.get()};
+  segment.copy = {param_bf16.get(), true};
+  segment.packed = true;
+  DeviceBuffer<SgdSegment> segments(std::vector<SgdSegment>{segment});
+  RowsCopy rows;
+  rows.in = param.get();
+  rows.out = copied.get();
+  rows.rows = 100;
+  rows.cols = rows.in_pitch = rows.out_pitch = 10;
+  DeviceBuffer<RowsCopy> copies(std::vector<RowsCopy>{rows});
   const BatchNormPlan forward_plan = bn_plan(BatchNormPass::forward_train, shape, sizeof(T), bn_device_of_current_gpu());
   const BatchNormPlan backward_plan = bn_plan(BatchNormPass::backward, shape, sizeof(T), bn_device_of_current_gpu());
   DeviceBuffer<float> partials(size_t(std::max(forward_plan.partial_floats, backward_plan.partial_floats)));
@@ -76,8 +91,10 @@ TEST_CASE("the CUDA kernels can be captured in a CUDA graph and replayed", "[gpu
   bn_backward_cuda<T>(backward_plan, b, partials.get(), stream);
   softmax_cross_entropy_cuda(logits.get(), labels.get(), N, K, 0.1f, loss.get(), dlogits.get(), correct.get(), stream);
   count_correct_cuda(logits.get(), labels.get(), N, K, total_correct.get(), nullptr, nullptr, stream);
-  sgd_step_cuda(param.get(), grad.get(), momentum.get(), param_bf16.get(), 1000, lr.get(), SgdConfig{}, stream);
-  cast_bf16_to_f32_cuda(bn.dx.get(), back.get(), M * C, stream);
+  lr_schedule_step_cuda(LrSchedule{LrScheduleKind::cosine, 0.1, 10, 2}, step.get(), lr.get(), stream);
+  sgd_update_cuda(param.get(), momentum.get(), &segment, segments.get(), 1, lr.get(), SgdConfig{}, stream);
+  cast_f32_to_bf16_cuda(dlogits.get(), dlogits_bf16.get(), int64_t(N) * K, stream);
+  copy_rows_cuda<float, float>(&rows, copies.get(), 1, stream);
   CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
   cudaGraphExec_t exec;
   CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
@@ -101,8 +118,10 @@ TEST_CASE("the CUDA kernels can be captured in a CUDA graph and replayed", "[gpu
   CHECK(bits(bn.y.raw()) == bits(first_y));
   CHECK(bits(bn.dx.raw()) == bits(first_dx));
   CHECK(all_finite(bn.d_residual.download()));
-  CHECK(all_finite(back.copy_to_host()));
   CHECK(all_finite(dlogits.copy_to_host()));
+  CHECK(all_finite(test::download(dlogits_bf16)));
+  CHECK(copied.copy_to_host() == param.copy_to_host());
+  CHECK(step.copy_to_host()[0] == 2);  // the step counter advanced once per replay
   CHECK(all_finite(test::download(param_bf16)));
   CHECK(std::isfinite(loss.copy_to_host()[0]));
   CHECK(total_correct.copy_to_host()[0] == 2 * int64_t(correct.copy_to_host()[0]));

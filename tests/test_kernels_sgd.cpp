@@ -38,6 +38,14 @@ struct PyTorchSgd {
   }
 };
 
+// SGD's CPU twin over one contiguous parameter of n elements with an fp32 gradient.
+void sgd_step_cpu(float* param, const float* grad, float* buf, int64_t n, const float* lr, SgdConfig cfg) {
+  SgdSegment segment;
+  segment.numel = n;
+  segment.grad = {const_cast<float*>(grad)};
+  sgd_update_cpu(param, buf, &segment, 1, lr, cfg);
+}
+
 }  // namespace
 
 TEST_CASE("SGD matches PyTorch's algorithm over three steps", "[nn]") {

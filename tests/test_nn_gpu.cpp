@@ -3,11 +3,14 @@
 // derivation are there; tests/test_nn_step_parity.cpp runs their CPU half):
 //   fp32 (deterministic algorithms, TF32 off) against the float64 step of the same weights and
 //   batch; bf16 against the GPU's own fp32 step; both updates strictly against SGD's formula.
-// Then a step replayed from a CUDA graph against the same step run eagerly.
+// Then the trainer's step (app/train_step.h: two streams, SGD per bucket, the rate from the device's
+// step counter) replayed from a CUDA graph against the same step run eagerly.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <iostream>
 
+#include "app/train_step.h"
 #include "kernels/check.h"
 #include "tests/gpu.h"
 #include "tests/step_parity.h"
@@ -44,7 +47,7 @@ void restore(const Snapshot& s, ResNet18& model, SGD& sgd) {
   write_floats(s.values, model.params().values());
   write_floats(s.buffers, model.params().buffer_values());
   write_floats(s.momentum, sgd.momentum());
-  model.sync_bf16_weights();
+  model.sync_weight_copies();
   model.context().synchronize();
 }
 
@@ -86,36 +89,43 @@ TEST_CASE("A training step replayed from a CUDA graph matches the eager step bit
   const StepBounds bounds = identical();
   Context ctx(gpu_options(dtype));
   ResNet18 model(ctx, config);
-  SGD sgd(ctx, model.params(), kSgd);
+  TrainStepOptions options;
+  options.sgd = kSgd;
+  options.schedule = LrSchedule{LrScheduleKind::constant, kLr, 100, 4};  // warm-up: each step its own rate
+  options.buckets.bucket_cap_mb = 0.25;  // several buckets at width 16, so SGD runs during backward
+  TrainStep train_step(model, nullptr, options);
+  SGD& sgd = train_step.sgd();
+  REQUIRE(train_step.buckets().size() > 2);
   fill_same_batch({&model}, 17);
-  auto step = [&] {
-    model.forward(true);
-    model.backward();
-    sgd.step();
-  };
-  sgd.set_lr(float(kLr));
+  auto step = [&] { train_step.run(); };
   step();  // cuDNN and cuBLAS do their first-use work outside the capture
-  const Snapshot start = snapshot(model, sgd);
+  Snapshot start = snapshot(model, sgd);
+  std::fill(start.momentum.begin(), start.momentum.end(), 0.0f);  // so each update is SGD's first-step formula
   cudaGraph_t graph;
-  CUDA_CHECK(cudaStreamBeginCapture(ctx.stream, cudaStreamCaptureModeThreadLocal));
+  CUDA_CHECK(cudaStreamBeginCapture(ctx.main_stream(), cudaStreamCaptureModeThreadLocal));
   step();
-  CUDA_CHECK(cudaStreamEndCapture(ctx.stream, &graph));
+  CUDA_CHECK(cudaStreamEndCapture(ctx.main_stream(), &graph));
   cudaGraphExec_t exec;
   CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
   CUDA_CHECK(cudaGraphDestroy(graph));
 
-  // Each learning rate from the same state: a replay that missed the new rate would be off by
-  // half or more in every update.
-  for (float lr : {0.1f, 0.05f, 0.02f}) {
-    INFO("lr " << lr);
+  // Steps 0, 1 and 3 of the warm-up from the same state, the rate of each from the device's step
+  // counter: a replay that missed it would be off by half or more in every update.
+  for (int64_t t : {0, 1, 3}) {
+    INFO("step " << t);
     restore(start, model, sgd);
-    sgd.set_lr(lr);
+    sgd.set_step(t);
     const StepResult eager = take_step(model, sgd, step);
+    CHECK(sgd.step_count() == t + 1);
+    check_within(compare_updates_with_sgd(eager, model, kSgd, options.schedule.at(t)));
     restore(start, model, sgd);
-    sgd.set_lr(lr);
-    const StepResult replayed = take_step(model, sgd, [&] { CUDA_CHECK(cudaGraphLaunch(exec, ctx.stream)); });
-    std::cout << dtype_name(dtype) << ", lr " << lr << ", replay against eager: ";
+    sgd.set_step(t);
+    const StepResult replayed =
+        take_step(model, sgd, [&] { CUDA_CHECK(cudaGraphLaunch(exec, ctx.main_stream())); });
+    CHECK(sgd.step_count() == t + 1);
+    std::cout << dtype_name(dtype) << ", step " << t << ", replay against eager: ";
     check_within(compare_steps(replayed, eager, model, bounds));
+    check_within(compare_updates_with_sgd(replayed, model, kSgd, options.schedule.at(t)));
   }
   CUDA_CHECK(cudaGraphExecDestroy(exec));
 }

@@ -46,10 +46,11 @@ TEST_CASE("Gradients share memory only when their lifetimes are disjoint", "[nn]
   }
   CHECK(a3.grad.data == a1.grad.data);     // the one disjoint pair shares
   CHECK(plan.gradient_bytes() == 3 * 256);  // three 128-byte gradients, each 256-aligned
-  // Everything lies inside the arena, after the workspace.
-  auto* base = static_cast<char*>(plan.workspace());
+  // Everything lies inside the arena, after the two streams' workspaces.
+  auto* base = static_cast<char*>(plan.workspace(false));
+  CHECK(static_cast<char*>(plan.workspace(true)) >= base + 1000);
   for (const Tensor* t : {&a0.value, &a3.value, &a2.grad, &stats}) {
-    CHECK(static_cast<char*>(t->data) >= base + 1000);
+    CHECK(static_cast<char*>(t->data) >= static_cast<char*>(plan.workspace(true)) + 1000);
     CHECK(static_cast<char*>(t->data) + t->bytes() <= base + plan.bytes());
   }
 }

@@ -138,8 +138,10 @@ TEST_CASE("a resumed run continues exactly as the uninterrupted one, bit for bit
   const std::string data = make_data(dir, 512, 64);
   const std::string straight = (dir.path() / "straight").string(), halves = (dir.path() / "halves").string();
   const std::string m1 = (dir.path() / "m1.jsonl").string(), m2 = (dir.path() / "m2.jsonl").string();
-  // 20 steps cross the epoch boundary (16 steps per epoch), and the stop at 10 is mid-epoch.
-  const std::vector<std::string> common = {"--epochs", "3", "--log-every", "1", "--eval-every", "0"};
+  // 20 steps cross the epoch boundary (16 steps per epoch), and the stop at 10 is mid-epoch. The
+  // rate changes every step, from the optimizer's step counter, which the resume must restore.
+  const std::vector<std::string> common = {"--epochs", "3", "--log-every", "1", "--eval-every", "0",
+                                           "--lr-schedule", "onecycle"};
 
   auto run = [&](std::vector<std::string> extra) {
     extra.insert(extra.end(), common.begin(), common.end());
@@ -161,6 +163,7 @@ TEST_CASE("a resumed run continues exactly as the uninterrupted one, bit for bit
   for (size_t i = 0; i < a.size(); ++i) {
     INFO("step " << i + 1);
     CHECK(a[i]["loss"].get<double>() == b[i]["loss"].get<double>());
+    CHECK(a[i]["lr"].get<double>() == b[i]["lr"].get<double>());
   }
 }
 

@@ -1,6 +1,8 @@
 // [gpu] `cutrain train` on one GPU, through the real binary: no store, no NCCL communicator, no
-// reducer (NCCL, asked to say everything, says nothing); the step is replayed as a CUDA graph;
-// and batch norm counts each step once (num_batches_tracked), captured or replayed.
+// reducer (NCCL, asked to say everything, says nothing); the step, with a rate that changes every
+// step (computed on the device), is replayed as a CUDA graph; the device counted the steps the
+// trainer did (a save checks it); and batch norm counts each step once (num_batches_tracked),
+// captured or replayed.
 #include <catch2/catch.hpp>
 
 #include <cstring>
@@ -16,7 +18,7 @@ TEST_CASE("One GPU trains without a communicator, replays its step and counts ea
   auto r = cutrain::test::run({"env", "NCCL_DEBUG=INFO", cutrain::test::binary("cutrain"), "train", "--device", "cuda",
                                "--synthetic-train", "1024", "--synthetic-test", "256", "--width", "8", "--batch-size",
                                "32", "--epochs", "1", "--max-steps", "6", "--log-every", "2", "--eval-every", "0",
-                               "--save", save});
+                               "--lr-schedule", "onecycle", "--save", save});
   INFO(r.output);
   REQUIRE(r.exit_code == 0);
   CHECK(r.output.find("gradients: straight to SGD") != std::string::npos);

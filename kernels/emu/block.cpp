@@ -526,6 +526,7 @@ void run_grid(const Grid& g) {
     set_last_error(error);
     return;
   }
+  count_grid();
 
   Scheduler& s = scheduler();
   std::lock_guard lock(s.mutex);

@@ -107,7 +107,12 @@ cudaError_t check_copy(void* dst, const void* src, size_t bytes, cudaMemcpyKind 
 
 }  // namespace
 
+WorkDone work;  // what work_done() says
+
 bool valid_stream(cudaStream_t stream) { return stream == nullptr || known(&Registry::streams, stream); }
+
+WorkDone work_done() { return work; }
+void count_grid() { ++work.grids; }
 
 size_t max_dynamic_shared_bytes(const void* kernel) {
   Registry& r = registry();
@@ -298,6 +303,7 @@ cudaError_t cudaMemcpy(void* dst, const void* src, size_t bytes, cudaMemcpyKind 
 
 cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind, cudaStream_t stream) {
   if (!cutrain::emu::valid_stream(stream)) return fail(cudaErrorInvalidResourceHandle);
+  ++cutrain::emu::work.copies;
   return cudaMemcpy(dst, src, bytes, kind);
 }
 
@@ -310,6 +316,7 @@ cudaError_t cudaMemset(void* pointer, int value, size_t bytes) {
 
 cudaError_t cudaMemsetAsync(void* pointer, int value, size_t bytes, cudaStream_t stream) {
   if (!cutrain::emu::valid_stream(stream)) return fail(cudaErrorInvalidResourceHandle);
+  ++cutrain::emu::work.memsets;
   return cudaMemset(pointer, value, bytes);
 }
 

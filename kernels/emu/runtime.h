@@ -186,4 +186,13 @@ cudaError_t set_last_error(cudaError_t error, const char* why = "");
 // Whether `stream` is the default stream or one created and not yet destroyed.
 bool valid_stream(cudaStream_t stream);
 
+// What the emulated device has done since the program started, as a GPU's graph capture would
+// see it: grids launched (that passed the launch checks), asynchronous memsets and copies. Tests
+// hold kernels/recording.h's record of the same calls against it.
+struct WorkDone {
+  long long grids = 0, memsets = 0, copies = 0;
+};
+WorkDone work_done();
+void count_grid();  // run_grid's
+
 }  // namespace cutrain::emu

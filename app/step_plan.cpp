@@ -1,0 +1,208 @@
+#include "app/step_plan.h"
+
+#include <algorithm>
+#include <map>
+#include <memory>
+#include <stdexcept>
+
+#include "app/train_step.h"
+#include "dist/communicator.h"
+#include "kernels/batchnorm.h"
+#include "nn/context.h"
+#include "nn/resnet.h"
+
+namespace cutrain {
+namespace {
+
+using Kind = RecordedOp::Kind;
+
+double op_seconds(const RecordedOp& op, const GpuPeak& peak) {
+  if (op.kind == Kind::wait || op.kind == Kind::host_wait || op.kind == Kind::collective) return 0;
+  const double bytes = double(op.bytes.read + op.bytes.written);
+  return std::max({op.flops / (peak.tflops * 1e12), bytes / (peak.tbps * 1e12), kMinOperationSeconds});
+}
+
+// Rows of a table: one per name, in order of first appearance.
+struct Row {
+  std::string name;
+  int64_t count = 0;
+  double read = 0, written = 0, flops = 0, seconds = 0;
+};
+
+std::vector<Row> rows_of(const std::vector<RecordedOp>& ops, Kind kind, const GpuPeak& peak) {
+  std::vector<Row> rows;
+  std::map<std::string, size_t> index;
+  for (const RecordedOp& op : ops) {
+    if (op.kind != kind) continue;
+    auto [it, added] = index.emplace(op.name, rows.size());
+    if (added) rows.push_back({op.name});
+    Row& row = rows[it->second];
+    ++row.count;
+    row.read += double(op.bytes.read);
+    row.written += double(op.bytes.written);
+    row.flops += op.flops;
+    row.seconds += op_seconds(op, peak);
+  }
+  return rows;
+}
+
+void print_rows(std::FILE* out, const char* title, const std::vector<Row>& rows, bool flops) {
+  if (rows.empty()) return;
+  std::fprintf(out, "  %-34s %6s %10s %10s %10s %9s\n", title, "count", "MB read", "MB written", flops ? "GFLOP" : "",
+               "est. ms");
+  for (const Row& r : rows) {
+    char flop_text[32] = "";
+    if (flops) std::snprintf(flop_text, sizeof flop_text, "%10.1f", r.flops / 1e9);
+    std::fprintf(out, "    %-32s %6lld %10.1f %10.1f %10s %9.3f\n", r.name.c_str(), (long long)r.count, r.read / 1e6,
+                 r.written / 1e6, flop_text, r.seconds * 1e3);
+  }
+}
+
+// Per stream and per NVTX range: how many operations, and their estimated time.
+void print_streams(std::FILE* out, const Recorder& plan, const GpuPeak& peak) {
+  std::vector<std::string> order;
+  std::map<std::string, std::pair<int64_t, double>> by;  // "stream: phase" -> operations, seconds
+  for (const RecordedOp& op : plan.ops()) {
+    if (op.kind == Kind::wait || op.kind == Kind::host_wait) continue;
+    const std::string key = plan.stream_name(op.stream) + " stream, " + (op.phase.empty() ? "-" : op.phase);
+    auto [it, added] = by.emplace(key, std::pair<int64_t, double>{0, 0});
+    if (added) order.push_back(key);
+    ++it->second.first;
+    it->second.second += op_seconds(op, peak);
+  }
+  std::fprintf(out, "  %-34s %6s %43s\n", "where (stream, NVTX range)", "count", "est. ms");
+  for (const std::string& key : order)
+    std::fprintf(out, "    %-32s %6lld %43.3f\n", key.c_str(), (long long)by[key].first, by[key].second * 1e3);
+}
+
+// One rank of a planned world: its collectives are written down, on a communication stream of
+// their own tied to the main stream as NcclCommunicator ties them (dist/nccl_communicator.h).
+class PlannedCommunicator final : public Communicator {
+ public:
+  PlannedCommunicator(Recorder& recorder, int world_size, cudaStream_t compute)
+      : recorder_(recorder), world_size_(world_size), compute_(compute), comm_(recorder.make_stream("comm")) {}
+
+  int rank() const override { return 0; }
+  int world_size() const override { return world_size_; }
+  const char* backend() const override { return "nccl"; }
+
+  void all_reduce(float* data, size_t count, ReduceOp op) override {
+    all_reduce_async(data, count, op, {});
+    wait_async();
+  }
+  void broadcast(float* data, size_t count, int root) override {
+    collective("ncclBroadcast", count);
+    wait_async();
+  }
+  void barrier() override { throw std::logic_error("a planned step has no barrier"); }
+  void all_reduce_host(double*, size_t, ReduceOp) override {
+    throw std::logic_error("a planned step reduces no host values");
+  }
+  void all_reduce_async(float* data, size_t count, ReduceOp op, AfterCollective then) override {
+    collective("ncclAllReduce", count);
+    if (then) then(comm_);
+  }
+  void wait_async() override { wait(compute_, comm_); }
+
+ private:
+  void collective(const char* name, size_t count) {
+    wait(comm_, compute_);
+    RecordedOp op;
+    op.kind = Kind::collective;
+    op.name = name;
+    op.bytes = {int64_t(count * sizeof(float)), int64_t(count * sizeof(float))};
+    op.stream = comm_;
+    recorder_.add(std::move(op));
+  }
+  void wait(cudaStream_t waiter, cudaStream_t on) {
+    RecordedOp op;
+    op.kind = Kind::wait;
+    op.name = "wait";
+    op.stream = waiter;
+    op.waits_for = on;
+    recorder_.add(std::move(op));
+  }
+
+  Recorder& recorder_;
+  int world_size_;
+  cudaStream_t compute_, comm_;
+};
+
+}  // namespace
+
+Recorder plan_step(const StepPlanConfig& c) {
+  Recorder recorder(Recorder::Mode::plan);
+  RecordingScope scope(recorder);
+  ContextOptions options;
+  options.device = Device::cuda;
+  options.dtype = parse_precision(c.precision);
+  Context ctx(options);
+  ResNetConfig config;
+  config.stem = parse_stem(c.stem);
+  config.width = c.width;
+  config.image_size = c.image_size;
+  config.batch_size = c.batch_size;
+  ResNet18 model(ctx, config);
+  std::unique_ptr<Communicator> comm;
+  if (c.world_size > 1) comm = std::make_unique<PlannedCommunicator>(recorder, c.world_size, ctx.main_stream());
+  TrainStepOptions options_of_train;  // `cutrain train`'s defaults: DDP broadcasts the BN buffers
+  options_of_train.broadcast_buffers = true;
+  TrainStep step(model, comm.get(), options_of_train);
+  recorder.clear();  // what building the model enqueued (the weight copies) is not the step's
+  step.run();
+  return recorder;
+}
+
+PlanSummary summarize(const std::vector<RecordedOp>& ops, const GpuPeak& peak) {
+  PlanSummary s;
+  for (const RecordedOp& op : ops) {
+    switch (op.kind) {
+      case Kind::kernel:
+        ++s.kernels;
+        s.custom_bytes += double(op.bytes.read + op.bytes.written);
+        break;
+      case Kind::library:
+        ++s.library_calls;
+        if (op.name.starts_with("cudnnConvolution")) s.conv_flops += op.flops;
+        break;
+      case Kind::collective: ++s.collectives; break;
+      case Kind::memset: ++s.memsets; break;
+      case Kind::memcpy: ++s.memcpys; break;
+      case Kind::wait: ++s.waits; break;
+      case Kind::host_wait: ++s.host_waits; break;
+    }
+    s.estimated_seconds += op_seconds(op, peak);
+  }
+  s.graph_nodes = s.kernels + s.library_calls + s.collectives + s.memsets + s.memcpys;
+  return s;
+}
+
+void print_plan(std::FILE* out, const StepPlanConfig& c, const Recorder& plan, const GpuPeak& peak) {
+  const std::vector<RecordedOp>& ops = plan.ops();
+  const PlanSummary s = summarize(ops, peak);
+  std::fprintf(out, "plan of one training step: ResNet-18 %s stem, width %d, %s, batch %d, %dx%d images, rank 0 of %d\n",
+               c.stem.c_str(), c.width, c.precision.c_str(), c.batch_size, c.image_size, c.image_size, c.world_size);
+  const BatchNormDevice h200 = bn_device_h200();  // what BatchNorm2d plans for without a GPU
+  std::fprintf(out,
+               "  GPU: %.0f TFLOP/s, %.2f TB/s; every operation takes at least %.0f us; batch norm's launches "
+               "planned for an H200 (%d multiprocessors, %zu KiB of shared memory each)\n",
+               peak.tflops, peak.tbps, kMinOperationSeconds * 1e6, h200.blocks, h200.shared_bytes / 1024);
+  print_rows(out, "custom kernels", rows_of(ops, Kind::kernel, peak), false);
+  print_rows(out, "cuDNN and cuBLAS calls", rows_of(ops, Kind::library, peak), true);
+  print_rows(out, "collectives (not in the estimate)", rows_of(ops, Kind::collective, peak), false);
+  print_rows(out, "memsets", rows_of(ops, Kind::memset, peak), false);
+  print_rows(out, "copies", rows_of(ops, Kind::memcpy, peak), false);
+  std::fprintf(out,
+               "  %lld custom kernel launches, %lld library calls (one graph node each; cuDNN may add more), "
+               "%lld collectives, %lld memsets, %lld copies, %lld waits between streams, %lld host waits\n",
+               (long long)s.kernels, (long long)s.library_calls, (long long)s.collectives, (long long)s.memsets,
+               (long long)s.memcpys, (long long)s.waits, (long long)s.host_waits);
+  print_streams(out, plan, peak);
+  std::fprintf(out,
+               "plan: %lld graph nodes, %lld memsets, %.2f GB moved by custom kernels, %.1f GFLOP in convolutions, "
+               "estimated %.2f ms/step\n",
+               (long long)s.graph_nodes, (long long)s.memsets, s.custom_bytes / 1e9, s.conv_flops / 1e9,
+               s.estimated_seconds * 1e3);
+}
+
+}  // namespace cutrain

@@ -1,0 +1,69 @@
+// step_plan.h: `cutrain bench-step --plan`, the inventory of one training step without a GPU.
+//
+// The step's own code runs once under a planning recorder (kernels/recording.h): the model is
+// built on a Context without a device, and every kernel, cuDNN and cuBLAS call, collective, memset
+// and stream wait it would enqueue is written down with what it reads, writes and computes. From
+// that list come the figures: what a CUDA graph of the step holds, the bytes the custom kernels
+// move, the FLOPs of the convolutions, and a roofline estimate of the step's time on a GPU given
+// by its peak FLOP/s and memory bandwidth.
+//
+// The estimate is a sum over the step's operations, one after the other, of
+//   max(FLOPs / peak, bytes / bandwidth, kMinOperationSeconds)
+// with collectives left out (they overlap backward; the interconnect is not modelled). It is a
+// floor for a step run one operation at a time, no better: real kernels reach neither peak, and
+// the two streams' overlap is not credited.
+#pragma once
+
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "kernels/recording.h"
+
+namespace cutrain {
+
+// An H200 SXM: 989 TFLOP/s dense bf16 on the tensor cores, 4.8 TB/s of HBM3e; and its fp32 FMA
+// peak (no tensor cores: TF32 is off in fp32), 67 TFLOP/s.
+struct GpuPeak {
+  double tflops = 989.0;
+  double tbps = 4.8;
+};
+inline constexpr double kH200Fp32Tflops = 67.0;
+
+// No operation of a replayed graph takes less (launch, ramp-up and drain of a kernel node).
+inline constexpr double kMinOperationSeconds = 2e-6;
+
+struct StepPlanConfig {
+  std::string stem = "cifar";
+  std::string precision = "bf16";
+  int batch_size = 256;
+  int width = 64;
+  int image_size = 32;
+  int world_size = 1;  // plan one rank of this many
+};
+
+struct PlanSummary {
+  int64_t graph_nodes = 0;     // kernels (custom, library, collective), memsets and copies
+  int64_t kernels = 0;         // custom kernel launches
+  int64_t library_calls = 0;   // cuDNN and cuBLAS calls (each counted as one node)
+  int64_t collectives = 0;
+  int64_t memsets = 0;
+  int64_t memcpys = 0;
+  int64_t waits = 0;           // one stream waiting for another: edges of the graph, not nodes
+  int64_t host_waits = 0;      // the host waiting for the device: none in a step
+  double custom_bytes = 0;     // read + written by custom kernels
+  double conv_flops = 0;       // cuDNN convolutions
+  double estimated_seconds = 0;
+};
+
+// One step of `config` planned (the model built for it without a device, then the step run once):
+// the recorder holds its ops, with the names of its streams ("main", "side", "comm").
+Recorder plan_step(const StepPlanConfig& config);
+PlanSummary summarize(const std::vector<RecordedOp>& ops, const GpuPeak& peak);
+
+// The inventory, one table per kind and one line per stream, and last the line scripts read:
+//   plan: N graph nodes, M memsets, X.XX GB moved by custom kernels, Y.Y GFLOP in convolutions, estimated Z.ZZ ms/step
+void print_plan(std::FILE* out, const StepPlanConfig& config, const Recorder& plan, const GpuPeak& peak);
+
+}  // namespace cutrain
