@@ -6,9 +6,9 @@
 
 The same data files and metrics lines as `cutrain train`, its flag names where the two share a setting, and
 the same clock (time_to_accuracy.py): images/s leave out evaluation and the epoch-start wait, and the first
-logged interval is the warm-up. --amp, --channels-last, --compile, --data-on-gpu, --export-init and --dump-fp64
-are this script's own. The flags are parsed before torch is imported, so --help and a bad flag answer on machines
-without torch; the training itself is in reference_trainer.py.
+logged interval is the warm-up. --amp, --channels-last, --compile, --data-on-gpu, --cutrain-augment, --export-init,
+--export-final and --dump-fp64 are this script's own. The flags are parsed before torch is imported, so --help and
+a bad flag answer on machines without torch; the training itself is in reference_trainer.py.
 """
 import argparse
 import os
@@ -60,6 +60,10 @@ def parse_args(argv=None):
     p.add_argument("--data-on-gpu", action="store_true",
                    help="uint8 dataset on the GPU, crop/flip/normalize there (no DataLoader)")
     p.add_argument("--export-init", metavar="PATH", help="write the initial weights (torchvision names)")
+    p.add_argument("--export-final", metavar="PATH", help="write the weights after training (torchvision names)")
+    p.add_argument("--cutrain-augment", action="store_true",
+                   help="crop and flip as cutrain draws them (bench/augment_draws.py), in cutrain's sampler order: "
+                        "both programs train on the same batches (the multi-step parity check)")
     p.add_argument("--dump-first-step", metavar="PATH",
                    help="write the loss and gradients of one fp32 step on the first batch-size train "
                         "images (normalized only), then exit")
@@ -76,6 +80,8 @@ def parse_args(argv=None):
         p.error("--target-accuracy must be a fraction in (0, 1], e.g. 0.94")
     if args.target_accuracy is not None and not (args.eval_every or args.eval_every_steps):
         p.error("--target-accuracy needs evaluations: --eval-every E or --eval-every-steps N")
+    if args.cutrain_augment and args.data_on_gpu:
+        p.error("--cutrain-augment and --data-on-gpu are two different input pipelines: choose one")
     if args.dump_fp64 and not args.dump_first_step:
         p.error("--dump-fp64 goes with --dump-first-step")
     if args.data is None and not (args.export_init and not args.dump_first_step):

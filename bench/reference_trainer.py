@@ -27,6 +27,7 @@ from PIL import Image
 from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader, Dataset, DistributedSampler
 
+import augment_draws
 import cifar10
 import lr_schedule
 import safetensors_io
@@ -152,6 +153,23 @@ class ResidentBatches:
             yield gpu_augment(self.images[idx], self.mean, self.std), self.labels[idx]
 
 
+class CutrainBatches:
+    """The batches cutrain trains on, bit for bit (augment_draws.py): the same sampler order (torch's
+    DistributedSampler, which cutrain's data/sampler.h follows) and cutrain's crop and flip draws, for the
+    multi-step parity check. Numpy on the host, one batch at a time: a check's pace, not a benchmark's."""
+
+    def __init__(self, images, labels, sampler, batch_size, seed, device):
+        self.images, self.labels = images, labels
+        self.sampler, self.batch_size, self.seed, self.device = sampler, batch_size, seed, device
+
+    def __call__(self):
+        order = np.fromiter(self.sampler, np.int64)
+        for start in range(0, len(order) - self.batch_size + 1, self.batch_size):  # last partial batch dropped
+            idx = order[start:start + self.batch_size]
+            x = augment_draws.augment(self.images, idx, self.sampler.epoch, self.seed, cifar10.MEAN, cifar10.STD)
+            yield torch.from_numpy(x).to(self.device), torch.from_numpy(self.labels[idx]).to(self.device)
+
+
 # ---------------------------------------------------------------------------------------- distributed
 
 class Env:
@@ -259,6 +277,9 @@ def run(args):
         return
     test_x, test_y = cifar10.load_split(args.data, train=False)
     train(model, env, args, (train_x, train_y), (test_x, test_y))
+    if args.export_final and env.rank == 0:
+        export_weights(model, args.export_final)
+        print(f"final weights -> {args.export_final}", flush=True)
     if env.distributed:
         dist.destroy_process_group()
 
@@ -284,7 +305,9 @@ def train(model, env, args, train_set, test_set):
     steps_per_epoch = len(sampler) // args.batch_size
     if steps_per_epoch == 0:
         raise ValueError(f"--batch-size {args.batch_size}: larger than this rank's {len(sampler)} train images")
-    if args.data_on_gpu:
+    if args.cutrain_augment:
+        batches = CutrainBatches(*train_set, sampler, args.batch_size, args.seed, device)
+    elif args.data_on_gpu:
         batches = ResidentBatches(*train_set, sampler, args.batch_size, device)
     else:
         batches = LoaderBatches(AugmentedCifar(*train_set), sampler, args, device)
@@ -330,9 +353,10 @@ def train(model, env, args, train_set, test_set):
 
     for epoch in range(1, epochs + 1):
         sampler.set_epoch(epoch - 1)
-        loss_sum = torch.zeros((), device=device)
+        loss_sum = torch.zeros((), dtype=torch.float64, device=device)  # exact enough to difference per step
         correct = torch.zeros((), dtype=torch.int64, device=device)
         seen = step = 0
+        logged_loss = logged_correct = 0  # the sums at the last log line: a step line is its interval's mean
         epoch_start = clock.training_s()
         clock.pause(EPOCH_START)  # until the epoch's first batch is in
         interval_start, interval_first_step = clock.step_s(), 0
@@ -355,13 +379,16 @@ def train(model, env, args, train_set, test_set):
             global_step += 1
             last = step == steps_per_epoch or global_step == total_steps
             if step % args.log_every == 0 or last:
-                mean_loss, acc = loss_sum.item() / step, correct.item() / seen  # the read-back syncs
+                losses, hits = loss_sum.item(), correct.item()  # the read-back syncs
                 sync()
+                steps = step - interval_first_step
+                mean_loss, acc = (losses - logged_loss) / steps, (hits - logged_correct) / (steps * len(y))
+                logged_loss, logged_correct = losses, hits
                 seconds = clock.step_s() - interval_start
-                ms = seconds * 1000 / (step - interval_first_step)
+                ms = seconds * 1000 / steps
                 rate = images_per_step * 1000 / ms
                 if warm:
-                    warm_images += images_per_step * (step - interval_first_step)
+                    warm_images += images_per_step * steps
                     warm_seconds += seconds
                 warm = True
                 env.print(f"== step: [{step:>3}/{steps_per_epoch}] [{epoch}/{epochs}] | loss: {mean_loss:.3f} "

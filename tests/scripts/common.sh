@@ -27,6 +27,15 @@ require_python() {
   [ -n "$py" ] || skip "$1 not importable by python3 or /usr/bin/python3"
 }
 
+# cutrain_and_torch: where a test runs both programs: a cutrain binary in $bin and $py with torch, or the test is
+# skipped; PyTorch on one thread; the scratch folder as the working directory.
+cutrain_and_torch() {
+  require_python "numpy, torch, torchvision"
+  [ -x "$bin/cutrain" ] || skip "no cutrain binary in $bin"
+  export OMP_NUM_THREADS=1
+  cd "$scratch"
+}
+
 # one_line_error WHAT EXPECTED_STATUS CMD...: CMD fails with that status and says why on exactly one line.
 one_line_error() {
   local what="$1" expected="$2" status=0; shift 2

@@ -74,4 +74,42 @@ one_line_error "a missing tensor" 1 "${c[@]}" "$scratch/missing.safetensors"
 grep -q "grad.fc.bias" "$scratch/stderr" || fail "the missing tensor is not named: $(cat "$scratch/stderr")"
 one_line_error "a shape mismatch" 1 "${c[@]}" "$scratch/shape.safetensors"
 one_line_error "no such file" 1 "${c[@]}" "$scratch/none.safetensors"
-echo "ok: safetensors by hand and round trip; gradient parity passes, fails and refuses as it should"
+
+# N steps: metrics with a step line per step, final weights against the initial ones; the twin drifts a
+# little from PyTorch, cutrain may drift up to 4 times as far (losses: the twin's largest drift so far).
+"$py" - "$scratch" <<'PY'
+import json, sys, numpy as np, safetensors_io
+folder = sys.argv[1]
+rng = np.random.default_rng(1)
+init = {"conv1.weight": rng.normal(size=(8, 3, 3, 3)).astype(np.float32), "bn1.weight": np.ones(8, np.float32),
+        "bn1.num_batches_tracked": np.array(6, np.int64)}
+update = {k: rng.normal(size=v.shape).astype(np.float32) * np.float32(0.01) for k, v in init.items() if k != "bn1.num_batches_tracked"}
+def run(name, losses, scale=None, tracked=6):
+    with open(f"{folder}/{name}.jsonl", "w") as f:
+        for t, loss in enumerate(losses, 1):
+            f.write(json.dumps({"kind": "step", "global_step": t, "loss": loss}) + "\n")
+        f.write(json.dumps({"kind": "summary"}) + "\n")
+    final = {k: init[k] + update[k] * np.float32((scale or {}).get(k, 1.0)) for k in update}
+    final["bn1.num_batches_tracked"] = np.array(tracked, np.int64)
+    safetensors_io.save(final, f"{folder}/{name}.safetensors")
+safetensors_io.save(init, f"{folder}/init.safetensors")
+losses = [2.30, 2.25, 2.20, 2.10]
+run("torch", losses)
+run("twin", [2.30, 2.2500001, 2.2001, 2.1], {"conv1.weight": 1.001, "bn1.weight": 1.01})
+run("same", [2.30, 2.2500002, 2.2003, 2.1003], {"conv1.weight": 0.997, "bn1.weight": 1.03})
+run("loss_off", [2.30, 2.2500002, 2.2003, 2.1006])             # step 4: 6e-4 off, limit 4 x 1e-4
+run("bn_off", losses, {"bn1.weight": 1.05})                     # 5% off, limit 4 x 1%
+run("tracked_off", losses, tracked=5)
+run("short", losses[:3])
+PY
+s=("$py" "$repo/bench/check_parity.py" steps "$scratch/init.safetensors" --torch "$scratch/torch.jsonl"
+   "$scratch/torch.safetensors" --twin "$scratch/twin.jsonl" "$scratch/twin.safetensors" --cutrain)
+"${s[@]}" "$scratch/same.jsonl" "$scratch/same.safetensors" --json "$scratch/p.json" | grep -q PASS ||
+  fail "steps within 4 x the twin's drift do not pass"
+for off in loss_off:"worst step 4" bn_off:"worst bn1.weight" tracked_off:"worst bn1.num_batches_tracked"; do
+  status=0
+  "${s[@]}" "$scratch/${off%%:*}.jsonl" "$scratch/${off%%:*}.safetensors" >"$scratch/off.txt" || status=$?
+  [ "$status" = 1 ] && grep -q "${off#*:}" "$scratch/off.txt" || fail "${off%%:*}: status $status, $(cat "$scratch/off.txt")"
+done
+one_line_error "a run of fewer steps" 1 "${s[@]}" "$scratch/short.jsonl" "$scratch/short.safetensors"
+echo "ok: safetensors by hand and round trip; gradient and step parity pass, fail and refuse as they should"

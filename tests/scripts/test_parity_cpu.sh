@@ -8,10 +8,7 @@
 #     or none (53%) would not score the 52% the right one scores.
 # Needs Debian's python3-torch and python3-torchvision (scripts/setup.sh installs them).
 source "$(dirname "$0")/common.sh"
-require_python "numpy, torch, torchvision"
-[ -x "$bin/cutrain" ] || skip "no cutrain binary in $bin"
-export OMP_NUM_THREADS=1
-cd "$scratch"
+cutrain_and_torch
 "$bin/cutrain" make-synthetic --out data --train 256 --test 64 >/dev/null
 
 "$py" "$repo/bench/pytorch_reference.py" --data data --stem cifar --batch-size 32 --device cpu \

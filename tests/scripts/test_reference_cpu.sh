@@ -37,6 +37,8 @@ assert steps[0]["steps_per_epoch"] == 6 and 0 <= steps[0]["acc"] <= 1
 for r in steps:
     assert abs(r["lr"] - lr_schedule.lr_at("cosine", 0.002, 12, 3, r["global_step"] - 1)) < 1e-12, r
 assert [e["epoch"] for e in epochs] == [1, 2] and all("test_acc" in e and "epoch_time_s" in e for e in epochs)
+# a step line is its interval's mean, as cutrain's: epoch 1's three intervals of 2 steps average to the epoch's loss
+assert abs(sum(r["loss"] for r in steps[:3]) / 3 - epochs[0]["loss"]) < 1e-5, (steps, epochs)
 for key in ("wall_time_s", "training_time_s", "eval_time_s", "mean_images_per_s", "tta", "target_acc",
             "target_reached", "time_to_target_s", "target_epochs", "target_steps", "best_test_acc", "final_test_acc",
             "peak_memory_bytes", "world_size", "precision", "stem", "batch_size"):
