@@ -53,14 +53,15 @@ TEST_CASE("ResNet-18 tensors have the planned shapes", "[nn]") {
 }
 
 TEST_CASE("Training with one value per channel is refused in one line", "[nn]") {
-  // The imagenet stem at 32x32 pixels ends at 1x1 in layer4: batch 1 leaves BN one value.
+  // The imagenet stem at 32x32 pixels ends at 1x1 in layer4: batch 1 leaves BN one value. The first
+  // batch norm to run there is layer4.0.bn1 (the downsample's waits for its convolution to join).
   Context ctx({});
   ResNetConfig c = test::tiny_resnet(Stem::imagenet);
   c.batch_size = 1;
   c.image_size = 32;
   ResNet18 model(ctx, c);
   test::fill_random_batch(model, 1);
-  CHECK_THROWS_WITH(model.forward(true), Catch::Contains("layer4.0.downsample.1: batch norm in training needs more "
+  CHECK_THROWS_WITH(model.forward(true), Catch::Contains("layer4.0.bn1: batch norm in training needs more "
                                                          "than one value per channel (batch 1 x 1 pixels)"));
   model.forward(false);  // evaluation is fine
 }
