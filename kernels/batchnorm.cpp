@@ -27,7 +27,8 @@ void channel_statistics(const float* x, int64_t M, int C, std::vector<double>& m
     }
 }
 
-// y = act(z) and, under the ReLU fusion, the mask [z > 0], with the given statistics.
+// y = act(z) and, under the ReLU fusion when f.relu_mask is given, the mask [z > 0], with the given
+// statistics.
 void apply(const BatchNormShape& shape, const BatchNormForward<float>& f, const float* mean, const float* invstd) {
   const int64_t M = shape.rows;
   const int C = shape.channels;
@@ -42,7 +43,7 @@ void apply(const BatchNormShape& shape, const BatchNormForward<float>& f, const 
                                        f.beta[c], shape.fusion);
       f.y[i] = bn_activation(z, shape.fusion);
       bits |= uint8_t(z > 0.0f) << (c % 8);
-      if (shape.fusion.relu && (c % 8 == 7 || c == C - 1)) {
+      if (shape.fusion.relu && f.relu_mask && (c % 8 == 7 || c == C - 1)) {
         f.relu_mask[m * mask_row_bytes + c / 8] = bits;
         bits = 0;
       }

@@ -169,7 +169,7 @@ TEST_CASE("batch norm's SyncBatchNorm stages over two ranks equal one rank over 
 
 // A layer without a ReLU (the downsample's) plans no mask, so a mask written anyway would land in
 // whatever tensor the plan placed next: the mask is written only under the ReLU fusion, as on the GPU.
-TEST_CASE("batch norm without a ReLU writes no mask, in training and in evaluation", "[nn]") {
+TEST_CASE("batch norm without a ReLU writes no mask in training or evaluation", "[nn]") {
   std::mt19937 rng(7);
   const BatchNormCase bn(40, 12, BatchNormFusion{false, true}, rng);
   test::HostBatchNorm o(bn.shape, bn.in);
