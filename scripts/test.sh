@@ -4,23 +4,43 @@
 #   scripts/test-emu.sh          the CUDA kernels' tests on the CPU, under the emulation ([emu])
 #   scripts/test-sanitizers.sh   the CPU tests under AddressSanitizer and UBSan, and those of the
 #                                loader, reducer and store under ThreadSanitizer
-#   scripts/fuzz.sh              each fuzz target for a bounded time
+#   scripts/fuzz.sh              each fuzz target for a bounded time (15 s here)
+# Last comes a summary: each part, passed or FAILED, and its seconds.
 # The sanitizer and fuzz builds start once the release build is done, at low priority: they take
 # the CPU that the release tests, which mostly wait on processes and sockets, leave idle.
 # Extra arguments go to ctest in the release and emulation parts, e.g. scripts/test.sh -L dist
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/setup.sh --with-tests
-scripts/build.sh
+
+# part NAME COMMAND...: runs one part; a failure fails the whole run but stops nothing. Each part's
+# result and time go into the summary printed last.
+status=0
+summary=()
+part() {
+  local name=$1 start=$SECONDS result=passed
+  shift
+  "$@" || { result=FAILED; status=1; }
+  summary+=("$(printf '  %-26s %-7s %4d s' "$name" "$result" $((SECONDS - start)))")
+}
+print_summary() {
+  echo "test.sh: $((SECONDS / 60)) min $((SECONDS % 60)) s in all"
+  printf '%s\n' "${summary[@]}"
+}
+
+part "setup" scripts/setup.sh --with-tests
+part "release build" scripts/build.sh
+((status == 0)) || { print_summary; exit 1; }
 
 log=build/sanitizer-and-fuzz-builds.log
 (nice -n 19 scripts/test-sanitizers.sh --build-only && nice -n 19 scripts/fuzz.sh --build-only) >"$log" 2>&1 &
 builds=$!
 
-status=0
-ctest --test-dir build --output-on-failure -j "$(nproc)" "$@" || status=$?
-scripts/test-emu.sh "$@" || status=$?
-wait "$builds" || true  # a build that failed there fails again here, in the open
-scripts/test-sanitizers.sh || status=$?
-scripts/fuzz.sh || status=$?
+part "release tests" ctest --test-dir build --output-on-failure -j "$(nproc)" "$@"
+part "kernels under emulation" scripts/test-emu.sh "$@"
+waited=$SECONDS
+wait "$builds" || true  # a build that failed there fails again below, in the open
+summary+=("$(printf '  %-26s %-7s %4d s' "rest of the builds below" waited $((SECONDS - waited)))")
+part "ASan+UBSan and TSan" scripts/test-sanitizers.sh
+part "fuzzing, 15 s a target" scripts/fuzz.sh 15
+print_summary
 exit "$status"
