@@ -4,7 +4,7 @@
 // cuDNN and cuBLAS handles bound to them. One Context per process and device.
 //
 // Two streams. Everything runs on the main stream but what can run beside it: the weight-gradient
-// convolutions (nn/conv2d.h) and the downsample branch of a block (nn/basic_block.h) go to the
+// convolutions (nn/conv2d.h) and the downsample convolution of a block (nn/basic_block.h) go to the
 // side stream, forked from the main one and joined back with events -- in an eager step as in a
 // captured one, where the events become the graph's edges:
 //
