@@ -13,6 +13,7 @@
 #include <new>
 #include <set>
 #include <string>
+#include <thread>
 
 struct CUstream_st {};
 struct CUevent_st {
@@ -128,6 +129,32 @@ cudaError_t set_last_error(cudaError_t error, const char* why) {
   }
   last_error = error;
   return error;
+}
+
+std::optional<Allocation> allocation_of(const void* p) {
+  Registry& r = registry();
+  std::lock_guard lock(r.mutex);
+  const uintptr_t address = reinterpret_cast<uintptr_t>(p);
+  auto it = r.device.upper_bound(address);
+  if (it == r.device.begin()) return std::nullopt;
+  it = std::prev(it);
+  if (address >= it->first + it->second) return std::nullopt;
+  return Allocation{reinterpret_cast<const void*>(it->first), it->second};
+}
+
+bool inside_device_allocation(const void* p, size_t bytes) { return device_range(p, bytes).inside; }
+
+// Until streams are asynchronous, an operation runs when it is enqueued.
+cudaError_t enqueue(cudaStream_t stream, const char*, std::function<void()> work) {
+  if (!valid_stream(stream)) return fail(cudaErrorInvalidResourceHandle);
+  work();
+  return cudaSuccess;
+}
+
+cudaError_t enqueue_until(cudaStream_t stream, const char*, std::function<bool()> step) {
+  if (!valid_stream(stream)) return fail(cudaErrorInvalidResourceHandle);
+  while (!step()) std::this_thread::yield();
+  return cudaSuccess;
 }
 
 }  // namespace cutrain::emu

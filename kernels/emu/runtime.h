@@ -10,6 +10,8 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
+#include <optional>
 
 // Builds that compile against the emulation can tell (tests/gpu.h tags their tests [emu]).
 #define CUTRAIN_CUDA_EMULATION 1
@@ -194,5 +196,23 @@ struct WorkDone {
 };
 WorkDone work_done();
 void count_grid();  // run_grid's
+
+// ---- for the emulated libraries (cudnn.cpp, cublas.cpp, nccl.cpp) ----
+// The live device allocation that holds `p`, if any.
+struct Allocation {
+  const void* base;
+  size_t bytes;
+};
+std::optional<Allocation> allocation_of(const void* p);
+// Whether [p, p + bytes) lies inside one live device allocation.
+bool inside_device_allocation(const void* p, size_t bytes);
+
+// Enqueues `work` on `stream` as one operation, which becomes one kernel node when the stream is
+// being captured. It runs when the stream's order and its events let it, like a kernel. `name`
+// names it in errors and in the graph.
+cudaError_t enqueue(cudaStream_t stream, const char* name, std::function<void()> work);
+// Enqueues an operation that finishes when `step` returns true. The device calls `step` again and
+// again, and runs other streams' work meanwhile, as a collective waiting for its peers does.
+cudaError_t enqueue_until(cudaStream_t stream, const char* name, std::function<bool()> step);
 
 }  // namespace cutrain::emu
