@@ -627,6 +627,36 @@ BatchNormPlan bn_plan(BatchNormPass pass, const BatchNormShape& shape, size_t el
   return plan;
 }
 
+namespace {
+
+// Both forms of the cooperative kernel that runs `plan`, by channel groups in packs or one by one:
+// the launchers choose one per call.
+template <typename T>
+void prepare_cooperative(const BatchNormPlan& plan) {
+  const bool forward = forward_pass(plan.pass);
+  const char* name = forward ? "bn_forward_train_kernel" : "bn_backward_kernel";
+  const void* kernels[] = {
+      forward ? reinterpret_cast<const void*>(bn_forward_train_kernel<T, false>)
+              : reinterpret_cast<const void*>(bn_backward_kernel<T, false>),
+      forward ? reinterpret_cast<const void*>(bn_forward_train_kernel<T, true>)
+              : reinterpret_cast<const void*>(bn_backward_kernel<T, true>)};
+  for (const void* kernel : kernels) {
+    if (plan.shared_bytes > kDefaultDynamicSharedBytes) raise_dynamic_shared_limit(kernel, plan.shared_bytes);
+    check_cooperative_grid_fits(name, kernel, plan.grid, plan.block, plan.shared_bytes);
+  }
+}
+
+}  // namespace
+
+void bn_prepare_launch(const BatchNormPlan& plan) {
+  if (!cooperative(plan.pass)) return;
+  if (plan.element_bytes == 2) {
+    prepare_cooperative<__nv_bfloat16>(plan);
+  } else {
+    prepare_cooperative<float>(plan);
+  }
+}
+
 // ---- launchers -----------------------------------------------------------------------------------
 
 template <typename T>

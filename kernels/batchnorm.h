@@ -161,6 +161,12 @@ struct BatchNormPlan {
 BatchNormPlan bn_plan(BatchNormPass pass, const BatchNormShape& shape, size_t element_bytes,
                       const BatchNormDevice& device);
 
+// Readies the current GPU for launches of `plan`, once, outside any capture (Note [Cooperative
+// launches] in kernels/cooperative.h): raises its kernels' shared-memory limit to what the plan
+// needs, and throws std::runtime_error, in one line, when a cooperative plan's grid cannot be
+// resident on this GPU all at once.
+void bn_prepare_launch(const BatchNormPlan& plan);
+
 // ---- CUDA: launchers (T = float or __nv_bfloat16; statistics always fp32) ---------------------
 // Each takes the plan of its pass and checks that it is; partials: plan.partial_floats of fp32,
 // never initialised (every launch writes them before reading).

@@ -21,6 +21,7 @@
 #include <utility>
 
 #include "kernels/check.h"
+#include "kernels/cooperative.h"
 #include "kernels/recording.h"
 
 #ifndef __CUDACC__
@@ -101,14 +102,15 @@ constexpr size_t kDefaultDynamicSharedBytes = 48 * 1024;
 // cooperative_groups::this_grid().sync(). The grid must fit the device at once (at most
 // cudaOccupancyMaxActiveBlocksPerMultiprocessor blocks per multiprocessor), else the launch throws
 // with "too many blocks in cooperative launch". Over 48 KiB of dynamic shared memory is allowed up
-// to the device's opt-in limit. Capturable: the launch attribute is valid for graph nodes, so a
-// CUDA graph replays it as a cooperative launch. Recorded as launch_kernel's launches are.
+// to the device's opt-in limit, a limit that is only ever raised (Note [Cooperative launches]).
+// Capturable: the launch attribute is valid for graph nodes, so a CUDA graph replays it as a
+// cooperative launch. Recorded as launch_kernel's launches are.
 template <typename... Params, typename... Args>
 void launch_cooperative_kernel(KernelName name, void (*kernel)(Params...), dim3 grid, dim3 block,
                                size_t dynamic_shared_bytes, cudaStream_t stream, Args&&... args) {
   if (recorded_instead(name, reinterpret_cast<const void*>(kernel), grid, block, dynamic_shared_bytes, stream)) return;
-  if (dynamic_shared_bytes > kDefaultDynamicSharedBytes)
-    CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(dynamic_shared_bytes)));
+  if (dynamic_shared_bytes > kDefaultDynamicSharedBytes)  // Note [Cooperative launches]
+    raise_dynamic_shared_limit(reinterpret_cast<const void*>(kernel), dynamic_shared_bytes);
 #ifdef __CUDACC__
   cudaLaunchAttribute cooperative{};
   cooperative.id = cudaLaunchAttributeCooperative;

@@ -14,8 +14,12 @@ int64_t BatchNorm2d::GpuPlans::partial_floats() const {
 }
 
 BatchNorm2d::GpuPlans BatchNorm2d::plan_gpu(const BatchNormShape& shape, size_t element_bytes,
-                                            const BatchNormDevice& device) {
-  const auto plan = [&](BatchNormPass pass) { return bn_plan(pass, shape, element_bytes, device); };
+                                            const BatchNormDevice& device, bool prepare) {
+  const auto plan = [&](BatchNormPass pass) {
+    BatchNormPlan p = bn_plan(pass, shape, element_bytes, device);
+    if (prepare) bn_prepare_launch(p);
+    return p;
+  };
   return {plan(BatchNormPass::forward_train), plan(BatchNormPass::forward_eval),  plan(BatchNormPass::backward),
           plan(BatchNormPass::rank_statistics), plan(BatchNormPass::rank_m2),
           plan(BatchNormPass::forward_apply), plan(BatchNormPass::backward_sums), plan(BatchNormPass::backward_apply)};
@@ -38,7 +42,8 @@ BatchNorm2d::BatchNorm2d(Net& net, const std::string& name, Activation& x, bool 
       x_(x),
       residual_(residual),
       shape_{x.value.numel() / x.value.dim(-1), int(x.value.dim(-1)), BatchNormFusion{relu, residual != nullptr}},
-      plans_(net.ctx.on_gpu() ? plan_gpu(shape_, dtype_size(net.act_dtype()), gpu_of(net.ctx)) : GpuPlans{}),
+      plans_(net.ctx.on_gpu() ? plan_gpu(shape_, dtype_size(net.act_dtype()), gpu_of(net.ctx), !net.ctx.plans())
+                              : GpuPlans{}),
       mean_(net.plan.tensor(DType::f32, {shape_.channels})),
       invstd_(net.plan.tensor(DType::f32, {shape_.channels})),
       relu_mask_(net.plan.tensor(DType::u8, {relu ? bn_mask_bytes(shape_) : 0})),

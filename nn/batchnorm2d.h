@@ -42,7 +42,9 @@ class BatchNorm2d {
     BatchNormPlan rank_statistics, rank_m2, forward_apply, backward_sums, backward_apply;  // SyncBatchNorm
     int64_t partial_floats() const;
   };
-  static GpuPlans plan_gpu(const BatchNormShape& shape, size_t element_bytes, const BatchNormDevice& device);
+  // `prepare`: ready this GPU for the plans' launches (bn_prepare_launch), unless only planning.
+  static GpuPlans plan_gpu(const BatchNormShape& shape, size_t element_bytes, const BatchNormDevice& device,
+                           bool prepare);
   static BatchNormDevice gpu_of(const Context& ctx);
 
   double count() const;

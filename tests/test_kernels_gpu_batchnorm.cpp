@@ -391,3 +391,15 @@ TEST_CASE("batch norm CUDA fails at launch when its plan's grid does not fit the
   CHECK_THROWS_WITH(bn_forward_train_cuda<float>(plan, f, partials.get(), nullptr),
                     Catch::Contains("bn_forward_train_kernel") && Catch::Contains("too many blocks in cooperative launch"));
 }
+
+TEST_CASE("batch norm refuses, when it plans, a cooperative grid that cannot be resident at once", CUTRAIN_GPU_TAG) {
+  CUTRAIN_REQUIRE_GPU();
+  const BatchNormDevice real = bn_device_of_current_gpu();
+  const BatchNormShape shape{int64_t(real.blocks) * 4 * 1024, 64, BatchNormFusion{}};
+  // A plan for a device with four times the multiprocessors of this one (Note [Cooperative launches]).
+  const BatchNormPlan too_wide =
+      bn_plan(BatchNormPass::backward, shape, sizeof(float), BatchNormDevice{4 * real.blocks, 1024, real.shared_bytes});
+  CHECK_THROWS_WITH(bn_prepare_launch(too_wide),
+                    Catch::Contains("bn_backward_kernel") && Catch::Contains("cannot be resident at once"));
+  CHECK_NOTHROW(bn_prepare_launch(bn_plan(BatchNormPass::backward, shape, sizeof(float), real)));
+}
