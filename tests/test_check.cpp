@@ -34,7 +34,7 @@ TEST_CASE("the device probe answers in one line either way", "[nn]") {
   CHECK(&why == &cutrain::cuda_unavailable_reason());  // asked once, cached
 }
 
-TEST_CASE("a CUDA device is visible", "[gpu]") {
+TEST_CASE("a CUDA device is visible", CUTRAIN_GPU_TAG) {
   CUTRAIN_REQUIRE_GPU();
   int count = 0;
   CUDA_CHECK(cudaGetDeviceCount(&count));

@@ -198,14 +198,14 @@ TEST_CASE("one rank's part: the gradient reducer over Gloo", "[.dist-worker-redu
   check_reducer(rank);
 }
 
-TEST_CASE("NCCL collectives and the reducer, world of one", "[dist][gpu]") {
+TEST_CASE("NCCL collectives and the reducer, world of one", "[dist]" CUTRAIN_GPU_TAG) {
   CUTRAIN_REQUIRE_GPU();
   Rank rank(/*on_gpu=*/true);  // no launcher: RANK 0 of 1 on cuda:0
   check_collectives(rank);
   check_reducer(rank);
 }
 
-TEST_CASE("NCCL collectives and the reducer across 2 GPUs", "[dist][gpu]") {
+TEST_CASE("NCCL collectives and the reducer across 2 GPUs", "[dist]" CUTRAIN_GPU_TAG) {
   CUTRAIN_REQUIRE_GPU();
   int devices = 0;
   CUDA_CHECK(cudaGetDeviceCount(&devices));

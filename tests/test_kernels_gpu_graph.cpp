@@ -40,7 +40,7 @@ bool all_finite(const std::vector<float>& values) {
 
 }  // namespace
 
-TEST_CASE("the CUDA kernels can be captured in a CUDA graph and replayed", "[gpu]") {
+TEST_CASE("the CUDA kernels can be captured in a CUDA graph and replayed", CUTRAIN_GPU_TAG) {
   CUTRAIN_REQUIRE_GPU();
   using T = __nv_bfloat16;
   const int N = 4, H = 8, W = 8, C = 64, K = 10;

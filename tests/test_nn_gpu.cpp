@@ -53,7 +53,7 @@ void restore(const Snapshot& s, ResNet18& model, SGD& sgd) {
 
 }  // namespace
 
-TEST_CASE("A ResNet-18 training step on the GPU is within the error model's bounds", "[gpu]") {
+TEST_CASE("A ResNet-18 training step on the GPU is within the error model's bounds", CUTRAIN_GPU_TAG) {
   CUTRAIN_REQUIRE_GPU();
   const Stem stem = GENERATE(Stem::cifar, Stem::imagenet);
   INFO(stem_name(stem) << " stem");
@@ -78,7 +78,7 @@ TEST_CASE("A ResNet-18 training step on the GPU is within the error model's boun
   check_within(compare_updates_with_sgd(bf16_step, cpu, kSgd, kLr));
 }
 
-TEST_CASE("A training step replayed from a CUDA graph matches the eager step bit for bit", "[gpu]") {
+TEST_CASE("A training step replayed from a CUDA graph matches the eager step bit for bit", CUTRAIN_GPU_TAG) {
   // Every reduction of the step has an order fixed in advance: batch norm's merges (one launch
   // each way, kernels/batchnorm.cu), the loss, cuDNN's deterministic algorithms, cuBLAS. So the
   // replay and the eager step must agree bit for bit.

@@ -29,7 +29,7 @@ int count(const std::string& text, const std::string& what) {
 
 }  // namespace
 
-TEST_CASE("cuDNN's heuristics choose a usable algorithm for every convolution", "[gpu]") {
+TEST_CASE("cuDNN's heuristics choose a usable algorithm for every convolution", CUTRAIN_GPU_TAG) {
   CUTRAIN_REQUIRE_GPU();
   cutrain::test::TempDir dir;
   for (const char* stem : {"cifar", "imagenet"}) {
@@ -44,7 +44,7 @@ TEST_CASE("cuDNN's heuristics choose a usable algorithm for every convolution", 
   CHECK(!std::filesystem::exists(dir / "cudnn-conv-algorithms.txt"));  // heuristics keep nothing
 }
 
-TEST_CASE("Measured algorithms (--cudnn-benchmark) are kept on disk, and a damaged file is one warning", "[gpu]") {
+TEST_CASE("Measured algorithms (--cudnn-benchmark) are kept on disk, and a damaged file is one warning", CUTRAIN_GPU_TAG) {
   CUTRAIN_REQUIRE_GPU();
   cutrain::test::TempDir dir;
   const std::string cache = dir / "cudnn-conv-algorithms.txt";

@@ -28,7 +28,7 @@
 using namespace cutrain;
 using Kind = RecordedOp::Kind;
 
-TEST_CASE("the planned step is the step the GPU runs and captures, node for node", "[gpu]") {
+TEST_CASE("the planned step is the step the GPU runs and captures, node for node", CUTRAIN_GPU_TAG) {
   CUTRAIN_REQUIRE_GPU();
   const char* precision = GENERATE("bf16", "fp32");
   INFO(precision);

@@ -11,7 +11,7 @@
 #include "tests/gpu.h"
 #include "tests/process.h"
 
-TEST_CASE("One GPU trains without a communicator, replays its step and counts each step once", "[gpu]") {
+TEST_CASE("One GPU trains without a communicator, replays its step and counts each step once", CUTRAIN_GPU_TAG) {
   CUTRAIN_REQUIRE_GPU();
   cutrain::test::TempDir dir;
   const std::string save = (dir.path() / "ckpt").string();
