@@ -1,7 +1,12 @@
 # scripts/package-prebuilt.sh copies the built binaries and the shared libraries a GPU machine lacks
-# (Gloo and its dependencies) but neither the C/C++ runtime nor the CUDA/NVIDIA libraries.
+# (Gloo and its dependencies) but neither the C/C++ runtime nor the CUDA/NVIDIA libraries, and the
+# binary links exactly one CUDA runtime.
 source "$(dirname "$0")/common.sh"
 [ -x "$bin/cutrain" ] || skip "$bin/cutrain not built"
+# One CUDA runtime: the shared libcudart, and not the static one as well (a static runtime linked in
+# would define the runtime's functions inside the binary).
+ldd "$bin/cutrain" | grep -q 'libcudart\.so' || fail "cutrain does not load the shared CUDA runtime"
+if nm "$bin/cutrain" | grep -qE ' T cudaGetDeviceCount$'; then fail "cutrain has the static CUDA runtime linked in too"; fi
 bash "$repo/scripts/package-prebuilt.sh" --bin "$bin" --out "$scratch/gpu" >"$scratch/out.txt" || fail "exit $?"
 [ -x "$scratch/gpu/bin/cutrain" ] || fail "bin/cutrain not copied"
 libs="$(ls "$scratch/gpu/lib")"
