@@ -12,7 +12,8 @@ namespace {
 
 class CudaGraphCapture final : public GraphCapture {
  public:
-  explicit CudaGraphCapture(cudaStream_t stream) : stream_(stream) {}
+  CudaGraphCapture(cudaStream_t stream, std::function<void()> after_launch)
+      : stream_(stream), after_launch_(std::move(after_launch)) {}
   ~CudaGraphCapture() override {
     if (exec_) cudaGraphExecDestroy(exec_);
   }
@@ -39,17 +40,21 @@ class CudaGraphCapture final : public GraphCapture {
     return failure;
   }
 
-  void launch() override { CUDA_CHECK(cudaGraphLaunch(exec_, stream_)); }
+  void launch() override {
+    CUDA_CHECK(cudaGraphLaunch(exec_, stream_));
+    if (after_launch_) after_launch_();
+  }
 
  private:
   cudaStream_t stream_;
+  std::function<void()> after_launch_;
   cudaGraphExec_t exec_ = nullptr;
 };
 
 }  // namespace
 
-std::unique_ptr<GraphCapture> cuda_graph_capture(cudaStream_t stream) {
-  return std::make_unique<CudaGraphCapture>(stream);
+std::unique_ptr<GraphCapture> cuda_graph_capture(cudaStream_t stream, std::function<void()> after_launch) {
+  return std::make_unique<CudaGraphCapture>(stream, std::move(after_launch));
 }
 
 StepGraph::StepGraph(std::unique_ptr<GraphCapture> capture, int warmup, std::function<bool(bool ok)> agree)

@@ -37,7 +37,9 @@ class GraphCapture {
                                   // it failed (the stream is then usable again)
   virtual void launch() = 0;      // enqueue the instantiated graph on the stream
 };
-std::unique_ptr<GraphCapture> cuda_graph_capture(cudaStream_t stream);
+// after_launch, if given, runs after each replay is enqueued: the trainer has the communicator
+// watch the replay's collectives there (Communicator::watch_replay).
+std::unique_ptr<GraphCapture> cuda_graph_capture(cudaStream_t stream, std::function<void()> after_launch = {});
 
 class StepGraph {
  public:

@@ -254,9 +254,13 @@ void Trainer::build_model() {
   metrics_ = std::make_unique<StepMetrics>(*ctx_, opt_.log_every);
   std::function<bool(bool)> all_captured;
   if (comm_ && env_.is_distributed()) all_captured = [this](bool ok) { return !stop_agreed(!ok); };
-  graph_ = std::make_unique<StepGraph>(
-      ctx_->on_gpu() && opt_.cuda_graphs == "on" ? cuda_graph_capture(ctx_->main_stream()) : nullptr, /*warmup=*/1,
-      all_captured);
+  std::unique_ptr<GraphCapture> capture;
+  if (ctx_->on_gpu() && opt_.cuda_graphs == "on") {
+    capture = cuda_graph_capture(ctx_->main_stream(), [this] {
+      if (comm_) comm_->watch_replay(ctx_->main_stream());
+    });
+  }
+  graph_ = std::make_unique<StepGraph>(std::move(capture), /*warmup=*/1, all_captured);
   if (!opt_.save.empty()) {
     CheckpointFolder::Report report;  // rank 0 writes the folder, and tidies it
     if (env_.is_main()) report = [this](const std::string& line) { log_->print("%s", line.c_str()); };

@@ -71,6 +71,10 @@ class Communicator {
   // waits on the comm stream, no host sync; CPU: returns when the comm thread is idle). Rethrows
   // a failure of any of them.
   virtual void wait_async() = 0;
+  // Watches the collectives of work that was enqueued on `stream` outside this communicator's calls,
+  // a CUDA graph's replay, as its own calls' are watched (NCCL: the watchdog's timeout then covers
+  // everything enqueued on `stream` so far; Gloo has nothing on streams to watch).
+  virtual void watch_replay(cudaStream_t stream) {}
 
  protected:
   // broadcast()'s argument check: throws std::invalid_argument unless 0 <= root < world_size().

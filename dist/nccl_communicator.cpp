@@ -130,6 +130,11 @@ void NcclCommunicator::mark_issued() {
   CUDA_CHECK(cudaEventRecord(watched_, comm_stream_));
 }
 
+void NcclCommunicator::watch_replay(cudaStream_t stream) {
+  last_issue_ns_ = now_ns();  // the time first, as in mark_issued()
+  CUDA_CHECK(cudaEventRecord(watched_, stream));
+}
+
 void NcclCommunicator::compute_waits_for_comm() { CUDA_CHECK(cudaStreamWaitEvent(compute_stream_, comm_done_, 0)); }
 
 void NcclCommunicator::all_reduce_async(float* data, size_t count, ReduceOp op, AfterCollective then) {

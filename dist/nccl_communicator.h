@@ -12,7 +12,8 @@
 // cudaStreamCaptureModeThreadLocal: the watchdog thread below keeps querying an event meanwhile,
 // which the global mode forbids). The watchdog queries an event of its own, watched_, recorded
 // only by collectives issued outside a capture: querying an event recorded into a capture under
-// way invalidates that capture. Collectives replayed from a graph are therefore not watched.
+// way invalidates that capture. A graph's replay is watched through watch_replay(), which records
+// the same event on the replay's stream after it.
 //
 // The communicator is created non-blocking (ncclConfig_t::blocking = 0), so a peer that never
 // comes cannot hang initialisation past the timeout. A watchdog thread polls ncclCommGetAsyncError
@@ -49,6 +50,7 @@ class NcclCommunicator final : public Communicator {
   void all_reduce_host(double* data, size_t count, ReduceOp op) override;
   void all_reduce_async(float* data, size_t count, ReduceOp op, AfterCollective then) override;
   void wait_async() override;
+  void watch_replay(cudaStream_t stream) override;
 
  private:
   // Waits out a non-blocking call's ncclInProgress; throws naming `call` if it failed or took
