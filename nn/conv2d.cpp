@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <optional>
 #include <stdexcept>
 
 #include "kernels/check.h"
@@ -29,6 +30,26 @@ RecordedOp conv_call(const char* name, const ConvShape& s, DType dtype, int64_t 
   op.bytes = {read_elements * size, written_elements * size};
   op.flops = 2.0 * s.N * s.P() * s.Q() * s.K * s.R * s.S * s.C;
   return op;
+}
+
+// Runs one pass of a convolution: `run(algo)` makes its cuDNN call. An algorithm that fails when it
+// runs is replaced and the call made again (Note [Algorithm fallback] in nn/conv_algorithms.h).
+template <typename Algo, typename Run>
+void run_with_fallback(const Context& ctx, const ConvDescriptors& d, const ConvShape& shape, size_t workspace_bytes,
+                       const char* call, ConvAlgorithm<Algo>& algorithm, Run&& run) {
+  for (;;) {
+    CUDNN_CHECK(cudnnSetConvolutionMathType(d.conv, algorithm.math));
+    const cudnnStatus_t status = run(algorithm.algo);
+    if (status == CUDNN_STATUS_SUCCESS) return;
+    cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+    CUDA_CHECK(cudaStreamIsCapturing(ctx.stream, &capture));
+    std::optional<ConvAlgorithm<Algo>> next;
+    if ((status == CUDNN_STATUS_NOT_SUPPORTED || status == CUDNN_STATUS_EXECUTION_FAILED) &&
+        capture == cudaStreamCaptureStatusNone)
+      next = replace_failed_algorithm(ctx, d, shape, algorithm, status, workspace_bytes);
+    if (!next) check_failed(call, __FILE__, __LINE__, cudnnGetErrorString(status));
+    algorithm = *next;
+  }
 }
 
 }  // namespace
@@ -121,10 +142,13 @@ void Conv2d::forward() {
   run_or_record(ctx.stream, conv_call("cudnnConvolutionForward", shape_, net_.act_dtype(), x_.value.numel() + filter_elements(),
                                       y.value.numel()),
                 [&] {
-                  CUDNN_CHECK(cudnnSetConvolutionMathType(d.conv, gpu_->algos.forward.math));
-                  CUDNN_CHECK(cudnnConvolutionForward(ctx.cudnn, &one, d.x, x_.value.data, d.w, filter_data(), d.conv,
-                                                      gpu_->algos.forward.algo, workspace, net_.plan.workspace_bytes(),
-                                                      &zero, d.y, y.value.data));
+                  run_with_fallback(ctx, d, shape_, net_.plan.workspace_bytes(), "cudnnConvolutionForward",
+                                    gpu_->algos.forward, [&](cudnnConvolutionFwdAlgo_t algo) {
+                                      return cudnnConvolutionForward(ctx.cudnn, &one, d.x, x_.value.data, d.w,
+                                                                     filter_data(), d.conv, algo, workspace,
+                                                                     net_.plan.workspace_bytes(), &zero, d.y,
+                                                                     y.value.data);
+                                    });
                 });
 }
 
@@ -169,10 +193,13 @@ void Conv2d::backward_filter() {
   run_or_record(ctx.stream, conv_call("cudnnConvolutionBackwardFilter", shape_, net_.act_dtype(),
                                       x_.value.numel() + y.grad.numel(), filter_elements()),
                 [&] {
-                  CUDNN_CHECK(cudnnSetConvolutionMathType(d.conv, gpu_->algos.backward_filter.math));
-                  CUDNN_CHECK(cudnnConvolutionBackwardFilter(ctx.cudnn, &one, d.x, x_.value.data, d.y, y.grad.data,
-                                                             d.conv, gpu_->algos.backward_filter.algo, workspace,
-                                                             net_.plan.workspace_bytes(), &zero, d.w, dw));
+                  run_with_fallback(ctx, d, shape_, net_.plan.workspace_bytes(), "cudnnConvolutionBackwardFilter",
+                                    gpu_->algos.backward_filter, [&](cudnnConvolutionBwdFilterAlgo_t algo) {
+                                      return cudnnConvolutionBackwardFilter(ctx.cudnn, &one, d.x, x_.value.data, d.y,
+                                                                            y.grad.data, d.conv, algo, workspace,
+                                                                            net_.plan.workspace_bytes(), &zero, d.w,
+                                                                            dw);
+                                    });
                 });
 }
 
@@ -185,10 +212,13 @@ void Conv2d::backward_data(float dx_beta) {
   run_or_record(ctx.stream, conv_call("cudnnConvolutionBackwardData", shape_, net_.act_dtype(),
                                       y.grad.numel() + filter_elements() + dx_read, x_.value.numel()),
                 [&] {
-                  CUDNN_CHECK(cudnnSetConvolutionMathType(d.conv, gpu_->algos.backward_data.math));
-                  CUDNN_CHECK(cudnnConvolutionBackwardData(ctx.cudnn, &one, d.w, filter_data(), d.y, y.grad.data,
-                                                           d.conv, gpu_->algos.backward_data.algo, workspace,
-                                                           net_.plan.workspace_bytes(), &dx_beta, d.x, x_.grad.data));
+                  run_with_fallback(ctx, d, shape_, net_.plan.workspace_bytes(), "cudnnConvolutionBackwardData",
+                                    gpu_->algos.backward_data, [&](cudnnConvolutionBwdDataAlgo_t algo) {
+                                      return cudnnConvolutionBackwardData(ctx.cudnn, &one, d.w, filter_data(), d.y,
+                                                                          y.grad.data, d.conv, algo, workspace,
+                                                                          net_.plan.workspace_bytes(), &dx_beta, d.x,
+                                                                          x_.grad.data);
+                                    });
                 });
 }
 

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <mutex>
+#include <set>
 #include <sstream>
 #include <stdexcept>
 #include <vector>
@@ -84,6 +85,22 @@ struct BackwardFilterPass {
   }
 };
 
+// The pass whose algorithms are of type Algo.
+template <typename Algo>
+struct PassOf;
+template <>
+struct PassOf<cudnnConvolutionFwdAlgo_t> {
+  using type = ForwardPass;
+};
+template <>
+struct PassOf<cudnnConvolutionBwdDataAlgo_t> {
+  using type = BackwardDataPass;
+};
+template <>
+struct PassOf<cudnnConvolutionBwdFilterAlgo_t> {
+  using type = BackwardFilterPass;
+};
+
 // The math type cuDNN may use: tensor cores for bf16; for fp32, plain FMA unless TF32 is allowed.
 cudnnMathType_t allowed_math(const Context& ctx) {
   if (ctx.dtype() == DType::bf16) return CUDNN_TENSOR_OP_MATH;
@@ -102,25 +119,30 @@ std::string describe(const ConvShape& s) {
 // `algo` with `math`, if cuDNN supports it here within the workspace limit.
 template <typename Pass>
 std::optional<ConvAlgorithm<typename Pass::Algo>> supported(const Context& ctx, const ConvDescriptors& d,
-                                                            typename Pass::Algo algo, cudnnMathType_t math) {
+                                                            typename Pass::Algo algo, cudnnMathType_t math,
+                                                            size_t max_workspace = kMaxWorkspaceBytes) {
   CUDNN_CHECK(cudnnSetConvolutionMathType(d.conv, math));
   size_t bytes = 0;
-  if (Pass::workspace(ctx.cudnn, d, algo, &bytes) != CUDNN_STATUS_SUCCESS || bytes > kMaxWorkspaceBytes)
+  if (Pass::workspace(ctx.cudnn, d, algo, &bytes) != CUDNN_STATUS_SUCCESS || bytes > max_workspace)
     return std::nullopt;
   return ConvAlgorithm<typename Pass::Algo>{algo, math, bytes};
 }
 
-// The first usable candidate of a list that cuDNN ranks best first (measured or predicted).
+// The first usable candidate of a list that cuDNN ranks best first (measured or predicted), leaving
+// out those in `failed` and those that need more than `max_workspace`.
 template <typename Pass>
 std::optional<ConvAlgorithm<typename Pass::Algo>> first_usable(const Context& ctx, const ConvDescriptors& d,
-                                                               const std::vector<typename Pass::Perf>& ranked) {
+                                                               const std::vector<typename Pass::Perf>& ranked,
+                                                               const std::set<int>& failed = {},
+                                                               size_t max_workspace = kMaxWorkspaceBytes) {
   for (const typename Pass::Perf& p : ranked) {
     const bool tensor_op = p.mathType == CUDNN_TENSOR_OP_MATH || p.mathType == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION;
-    if (p.status != CUDNN_STATUS_SUCCESS) continue;
+    if (p.status != CUDNN_STATUS_SUCCESS || failed.count(int(p.algo))) continue;
     if (ctx.options.deterministic && p.determinism != CUDNN_DETERMINISTIC) continue;
     if (strict_fp32(ctx) && tensor_op) continue;
     // Strict fp32 pins FMA: a candidate's CUDNN_DEFAULT_MATH would let Ampere and newer use TF32.
-    if (auto usable = supported<Pass>(ctx, d, p.algo, strict_fp32(ctx) ? CUDNN_FMA_MATH : p.mathType)) return usable;
+    if (auto usable = supported<Pass>(ctx, d, p.algo, strict_fp32(ctx) ? CUDNN_FMA_MATH : p.mathType, max_workspace))
+      return usable;
   }
   return std::nullopt;
 }
@@ -292,15 +314,85 @@ std::string conv_algorithm_cache_path() {
   return base + "/cudnn-conv-algorithms.txt";
 }
 
+namespace {
+
+// This process's choices, by choice_key; and for Note [Algorithm fallback], the algorithms that
+// failed when they ran, by key and pass name, and what replaced each.
+struct Choices {
+  std::mutex mutex;
+  std::map<std::string, ConvAlgorithms> chosen;
+  std::map<std::string, std::set<int>> failed;
+  std::map<std::string, std::map<int, std::optional<ConvAlgorithms>>> replaced;
+};
+
+Choices& choices() {
+  static Choices c;
+  return c;
+}
+
+std::string choice_key(const Context& ctx, const ConvShape& shape) {
+  return conv_algorithm_key(this_gpu(), cudnnGetVersion(), shape, ctx.dtype(), ctx.options.deterministic,
+                            ctx.options.allow_tf32) +
+         (ctx.options.cudnn_benchmark ? "" : "|heuristics");
+}
+
+// The member of ConvAlgorithms that holds Pass's algorithm.
+ConvAlgorithm<cudnnConvolutionFwdAlgo_t>& member(ConvAlgorithms& a, ForwardPass) { return a.forward; }
+ConvAlgorithm<cudnnConvolutionBwdDataAlgo_t>& member(ConvAlgorithms& a, BackwardDataPass) { return a.backward_data; }
+ConvAlgorithm<cudnnConvolutionBwdFilterAlgo_t>& member(ConvAlgorithms& a, BackwardFilterPass) {
+  return a.backward_filter;
+}
+
+}  // namespace
+
+template <typename Algo>
+std::optional<ConvAlgorithm<Algo>> replace_failed_algorithm(const Context& ctx, const ConvDescriptors& d,
+                                                            const ConvShape& shape, const ConvAlgorithm<Algo>& failed,
+                                                            cudnnStatus_t status, size_t workspace_bytes) {
+  using Pass = typename PassOf<Algo>::type;
+  const std::string key = choice_key(ctx, shape);
+  const std::string pass_key = key + "|" + Pass::name;
+  Choices& c = choices();
+  std::lock_guard<std::mutex> lock(c.mutex);
+  auto& replaced = c.replaced[pass_key];
+  if (auto it = replaced.find(int(failed.algo)); it != replaced.end())
+    return it->second ? std::optional(member(*it->second, Pass{})) : std::nullopt;
+  std::set<int>& failed_here = c.failed[pass_key];
+  failed_here.insert(int(failed.algo));
+  auto next = first_usable<Pass>(ctx, d, ranked<Pass>(ctx, d, /*measure=*/false), failed_here, workspace_bytes);
+  if (!next && !failed_here.count(int(Pass::always_supported)))
+    next = supported<Pass>(ctx, d, Pass::always_supported, allowed_math(ctx), workspace_bytes);
+  if (!next) {
+    replaced[int(failed.algo)] = std::nullopt;
+    return std::nullopt;
+  }
+  ConvAlgorithms& chosen = c.chosen[key];
+  member(chosen, Pass{}) = *next;
+  replaced[int(failed.algo)] = chosen;
+  std::fprintf(stderr,
+               "cutrain: warning: cuDNN's %s algorithm %d failed for %s (%s); using algorithm %d for that shape from "
+               "now on\n",
+               Pass::name, int(failed.algo), describe(shape).c_str(), cudnnGetErrorString(status), int(next->algo));
+  return next;
+}
+
+template std::optional<ConvAlgorithm<cudnnConvolutionFwdAlgo_t>> replace_failed_algorithm(
+    const Context&, const ConvDescriptors&, const ConvShape&, const ConvAlgorithm<cudnnConvolutionFwdAlgo_t>&,
+    cudnnStatus_t, size_t);
+template std::optional<ConvAlgorithm<cudnnConvolutionBwdDataAlgo_t>> replace_failed_algorithm(
+    const Context&, const ConvDescriptors&, const ConvShape&, const ConvAlgorithm<cudnnConvolutionBwdDataAlgo_t>&,
+    cudnnStatus_t, size_t);
+template std::optional<ConvAlgorithm<cudnnConvolutionBwdFilterAlgo_t>> replace_failed_algorithm(
+    const Context&, const ConvDescriptors&, const ConvShape&, const ConvAlgorithm<cudnnConvolutionBwdFilterAlgo_t>&,
+    cudnnStatus_t, size_t);
+
 ConvAlgorithms choose_conv_algorithms(const Context& ctx, const ConvDescriptors& d, const ConvShape& shape) {
-  static std::mutex mutex;
-  static std::map<std::string, ConvAlgorithms> chosen;  // this process's choices
-  static std::optional<ConvAlgorithmCache> disk;        // read on the first benchmark
+  static std::optional<ConvAlgorithmCache> disk;  // read on the first benchmark
   const bool benchmark = ctx.options.cudnn_benchmark;
-  const std::string key = conv_algorithm_key(this_gpu(), cudnnGetVersion(), shape, ctx.dtype(),
-                                             ctx.options.deterministic, ctx.options.allow_tf32) +
-                          (benchmark ? "" : "|heuristics");
-  std::lock_guard<std::mutex> lock(mutex);
+  const std::string key = choice_key(ctx, shape);
+  Choices& c = choices();
+  std::lock_guard<std::mutex> lock(c.mutex);
+  std::map<std::string, ConvAlgorithms>& chosen = c.chosen;
   if (auto it = chosen.find(key); it != chosen.end()) return it->second;
   if (!benchmark) return chosen[key] = choose_all(ctx, d, shape, false);
 

@@ -58,6 +58,24 @@ struct ConvDescriptors {
 // The algorithms for a convolution of this shape in this context (see the note above).
 ConvAlgorithms choose_conv_algorithms(const Context& ctx, const ConvDescriptors& d, const ConvShape& shape);
 
+// Note [Algorithm fallback]
+// cuDNN's heuristics, and even its measurements, can name an algorithm that then fails when it
+// runs for a shape, with CUDNN_STATUS_NOT_SUPPORTED or CUDNN_STATUS_EXECUTION_FAILED (beta = 1 on
+// backward-data and strict-FMA fp32 in NHWC are known cases). The first step is eager and runs
+// every convolution before anything is captured, so such a failure shows there. The layer then
+// asks for a replacement: the next usable algorithm in cuDNN's ranking that fits the workspace
+// already planned, or in the end the one every cuDNN supports for the pass. The replacement is
+// said in one line and kept for every convolution of that shape in the process. A failure during
+// a capture, or with no algorithm left, is an error as any other.
+
+// The algorithm that replaces `failed` for this pass and shape from now on, needing at most
+// `workspace_bytes`; nullopt when every candidate has failed. The first call for an algorithm
+// prints the one line of the note; later calls for the same shape return the same replacement.
+template <typename Algo>
+std::optional<ConvAlgorithm<Algo>> replace_failed_algorithm(const Context& ctx, const ConvDescriptors& d,
+                                                            const ConvShape& shape, const ConvAlgorithm<Algo>& failed,
+                                                            cudnnStatus_t status, size_t workspace_bytes);
+
 // ---- The disk cache (host code only; exposed for its tests) -----------------------------------
 
 // One text file: a header line, then one line per convolution,
