@@ -1,0 +1,756 @@
+// cudnn.cpp: the emulated cuDNN of kernels/emu/include/cudnn.h. Each convolution is checked when
+// it is called (descriptors, pointers, workspace), reads alpha and beta then, and enqueues its
+// work on the handle's stream with everything it needs captured by value. The work computes
+// through the CPU twins of kernels/conv2d_cpu.h in fp32, on copies of the operands in NHWC and
+// KRSC, whatever the descriptors' layouts.
+#include <cudnn.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "kernels/conv2d_cpu.h"
+#include "kernels/emu/bf16.h"
+#include "kernels/emu/runtime.h"
+
+struct cudnnContext {
+  cudaStream_t stream = nullptr;  // the legacy default stream until cudnnSetStream
+};
+
+// A 4-d tensor or filter as its descriptor gives it: dims in cuDNN's order (n, c, h, w; for a
+// filter k, c, r, s), the layout and the element type.
+struct Dims4 {
+  bool set = false;
+  cudnnTensorFormat_t format = CUDNN_TENSOR_NCHW;
+  cudnnDataType_t type = CUDNN_DATA_FLOAT;
+  int n = 0, c = 0, h = 0, w = 0;
+};
+struct cudnnTensorStruct : Dims4 {};
+struct cudnnFilterStruct : Dims4 {};
+
+struct cudnnConvolutionStruct {
+  bool set = false;
+  int pad_h = 0, pad_w = 0, u = 1, v = 1, dilation_h = 1, dilation_w = 1;
+  cudnnConvolutionMode_t mode = CUDNN_CROSS_CORRELATION;
+  cudnnDataType_t compute = CUDNN_DATA_FLOAT;
+  cudnnMathType_t math = CUDNN_DEFAULT_MATH;
+};
+
+namespace cutrain::emu {
+namespace {
+
+// ---- statuses: cuDNN's status, and for the emulation's refusals, why ----
+
+thread_local cudnnStatus_t last_status = CUDNN_STATUS_SUCCESS;
+thread_local std::string last_why;
+thread_local std::string last_message;
+
+cudnnStatus_t fail(cudnnStatus_t status, const std::string& why) {
+  last_status = status;
+  last_why = why;
+  return status;
+}
+
+const char* status_name(cudnnStatus_t status) {
+  switch (status) {
+    case CUDNN_STATUS_SUCCESS: return "CUDNN_STATUS_SUCCESS";
+    case CUDNN_STATUS_NOT_INITIALIZED: return "CUDNN_STATUS_NOT_INITIALIZED";
+    case CUDNN_STATUS_BAD_PARAM: return "CUDNN_STATUS_BAD_PARAM";
+    case CUDNN_STATUS_BAD_PARAM_NULL_POINTER: return "CUDNN_STATUS_BAD_PARAM_NULL_POINTER";
+    case CUDNN_STATUS_BAD_PARAM_MISALIGNED_POINTER: return "CUDNN_STATUS_BAD_PARAM_MISALIGNED_POINTER";
+    case CUDNN_STATUS_BAD_PARAM_SHAPE_MISMATCH: return "CUDNN_STATUS_BAD_PARAM_SHAPE_MISMATCH";
+    case CUDNN_STATUS_NOT_SUPPORTED: return "CUDNN_STATUS_NOT_SUPPORTED";
+    case CUDNN_STATUS_NOT_SUPPORTED_SHAPE: return "CUDNN_STATUS_NOT_SUPPORTED_SHAPE";
+    case CUDNN_STATUS_NOT_SUPPORTED_DATA_TYPE: return "CUDNN_STATUS_NOT_SUPPORTED_DATA_TYPE";
+    case CUDNN_STATUS_NOT_SUPPORTED_LAYOUT: return "CUDNN_STATUS_NOT_SUPPORTED_LAYOUT";
+    case CUDNN_STATUS_INTERNAL_ERROR: return "CUDNN_STATUS_INTERNAL_ERROR";
+    case CUDNN_STATUS_EXECUTION_FAILED: return "CUDNN_STATUS_EXECUTION_FAILED";
+    default: return "CUDNN_UNKNOWN_STATUS_FOUND";
+  }
+}
+
+// ---- descriptors ----
+
+bool valid_format(cudnnTensorFormat_t f) { return f >= CUDNN_TENSOR_NCHW && f <= CUDNN_TENSOR_NCHW_VECT_C; }
+bool valid_type(cudnnDataType_t t) { return t >= CUDNN_DATA_FLOAT && t <= CUDNN_DATA_COMPLEX_FP64; }
+// The types the emulation computes on: cutrain's two.
+bool computed_type(cudnnDataType_t t) { return t == CUDNN_DATA_FLOAT || t == CUDNN_DATA_BFLOAT16; }
+size_t element_bytes(cudnnDataType_t t) { return t == CUDNN_DATA_BFLOAT16 ? 2 : 4; }
+size_t elements(const Dims4& d) { return size_t(d.n) * d.c * d.h * d.w; }
+size_t bytes_of(const Dims4& d) { return elements(d) * element_bytes(d.type); }
+
+// cudnnSetTensor4dDescriptor and cudnnSetFilter4dDescriptor: BAD_PARAM for a dimension that is not
+// positive or an enumerant out of range (cuDNN documents negative dimensions; it rejects zero too
+// when the descriptor is used); NOT_SUPPORTED past 2^31 elements, as cuDNN, and for the layouts
+// and types the emulation does not compute (NCHW_VECT_C, anything but float and bf16), which
+// real cuDNN accepts.
+cudnnStatus_t set_dims(Dims4* d, cudnnTensorFormat_t format, cudnnDataType_t type, int n, int c, int h, int w) {
+  if (!d) return fail(CUDNN_STATUS_BAD_PARAM, "the descriptor is null");
+  if (n <= 0 || c <= 0 || h <= 0 || w <= 0)
+    return fail(CUDNN_STATUS_BAD_PARAM, "a dimension is not positive: " + std::to_string(n) + "x" + std::to_string(c) +
+                                            "x" + std::to_string(h) + "x" + std::to_string(w));
+  if (!valid_format(format) || !valid_type(type)) return fail(CUDNN_STATUS_BAD_PARAM, "invalid format or data type");
+  if (double(n) * c * h * w > double(std::numeric_limits<int32_t>::max()))
+    return fail(CUDNN_STATUS_NOT_SUPPORTED, "more than 2^31 elements");
+  if (format == CUDNN_TENSOR_NCHW_VECT_C)
+    return fail(CUDNN_STATUS_NOT_SUPPORTED_LAYOUT, "the emulation computes NCHW and NHWC only");
+  if (!computed_type(type))
+    return fail(CUDNN_STATUS_NOT_SUPPORTED_DATA_TYPE, "the emulation computes float and bf16 only");
+  *d = Dims4{true, format, type, n, c, h, w};
+  return CUDNN_STATUS_SUCCESS;
+}
+
+// Where element (n, c, h, w) lies: NCHW is row major over (n, c, h, w), NHWC over (n, h, w, c). For
+// a filter the same with (k, c, r, s): NCHW is KCRS, NHWC is KRSC.
+size_t offset(const Dims4& d, int n, int c, int h, int w) {
+  if (d.format == CUDNN_TENSOR_NHWC) return ((size_t(n) * d.h + h) * d.w + w) * d.c + c;
+  return ((size_t(n) * d.c + c) * d.h + h) * d.w + w;
+}
+
+float load(const void* p, cudnnDataType_t type, size_t i) {
+  if (type == CUDNN_DATA_BFLOAT16) return cutrain_emu_bf16_bits_to_float(static_cast<const uint16_t*>(p)[i]);
+  return static_cast<const float*>(p)[i];
+}
+
+void store(void* p, cudnnDataType_t type, size_t i, float v) {
+  if (type == CUDNN_DATA_BFLOAT16) {
+    static_cast<uint16_t*>(p)[i] = cutrain_emu_float_to_bf16_bits(v);
+  } else {
+    static_cast<float*>(p)[i] = v;
+  }
+}
+
+// The tensor as fp32 in NHWC order (a filter: KRSC), what the CPU twins take.
+std::vector<float> to_nhwc(const Dims4& d, const void* p) {
+  std::vector<float> out(elements(d));
+  size_t i = 0;
+  for (int n = 0; n < d.n; ++n)
+    for (int h = 0; h < d.h; ++h)
+      for (int w = 0; w < d.w; ++w)
+        for (int c = 0; c < d.c; ++c) out[i++] = load(p, d.type, offset(d, n, c, h, w));
+  return out;
+}
+
+// p = alpha * result + beta * p, result in NHWC order, rounded once to p's type. As cuDNN, p is
+// not read when beta is 0, so whatever it held (NaN included) does not matter.
+void blend(const Dims4& d, const std::vector<float>& result, float alpha, float beta, void* p) {
+  size_t i = 0;
+  for (int n = 0; n < d.n; ++n)
+    for (int h = 0; h < d.h; ++h)
+      for (int w = 0; w < d.w; ++w)
+        for (int c = 0; c < d.c; ++c) {
+          const size_t at = offset(d, n, c, h, w);
+          const float prior = beta != 0.0f ? beta * load(p, d.type, at) : 0.0f;
+          store(p, d.type, at, alpha * result[i++] + prior);
+        }
+}
+
+// ---- a convolution problem: the four descriptors, checked against each other ----
+
+enum class Pass { forward, backward_data, backward_filter };
+constexpr const char* kPassNames[] = {"forward", "backward_data", "backward_filter"};
+
+struct Problem {
+  Dims4 x, w, y;
+  ConvShape shape;
+  cudnnMathType_t math;
+};
+
+// The checks cuDNN documents for the convolutions, their heuristics and workspace queries: BAD_PARAM
+// for a null or unset descriptor, a filter whose input channels are not the input's, an output
+// descriptor that is not the output's size, and differing data types. NOT_SUPPORTED for a compute
+// type other than float (the configurations TRUE_FLOAT_CONFIG and PSEUDO_BFLOAT16_CONFIG are the
+// ones for float and bf16 data), and for what the emulation's CPU twins do not compute, which real
+// cuDNN supports: dilation, CUDNN_CONVOLUTION (a flipped filter), and different strides or pads
+// along height and width.
+cudnnStatus_t make_problem(const cudnnTensorStruct* x, const cudnnFilterStruct* w, const cudnnConvolutionStruct* conv,
+                           const cudnnTensorStruct* y, Problem* out) {
+  if (!x || !w || !conv || !y) return fail(CUDNN_STATUS_BAD_PARAM, "a descriptor is null");
+  if (!x->set || !w->set || !conv->set || !y->set) return fail(CUDNN_STATUS_BAD_PARAM, "a descriptor was never set");
+  if (x->c != w->c)
+    return fail(CUDNN_STATUS_BAD_PARAM, "the input has " + std::to_string(x->c) + " channels, the filter " +
+                                            std::to_string(w->c));
+  if (x->type != w->type || x->type != y->type)
+    return fail(CUDNN_STATUS_BAD_PARAM, "the input, filter and output data types differ");
+  if (conv->compute != CUDNN_DATA_FLOAT)
+    return fail(CUDNN_STATUS_NOT_SUPPORTED, "float and bf16 data need a float compute type");
+  if (conv->dilation_h != 1 || conv->dilation_w != 1)
+    return fail(CUDNN_STATUS_NOT_SUPPORTED, "the emulation computes no dilated convolution");
+  if (conv->mode != CUDNN_CROSS_CORRELATION)
+    return fail(CUDNN_STATUS_NOT_SUPPORTED, "the emulation computes CUDNN_CROSS_CORRELATION only");
+  if (conv->pad_h != conv->pad_w || conv->u != conv->v)
+    return fail(CUDNN_STATUS_NOT_SUPPORTED, "the emulation computes equal pads and strides along height and width");
+  const ConvShape s{x->n, x->h, x->w, x->c, w->n, w->h, w->w, conv->u, conv->pad_h};
+  if (s.P() <= 0 || s.Q() <= 0) return fail(CUDNN_STATUS_BAD_PARAM, "the filter is larger than the padded input");
+  if (y->n != s.N || y->c != s.K || y->h != s.P() || y->w != s.Q())
+    return fail(CUDNN_STATUS_BAD_PARAM, "the output descriptor is " + std::to_string(y->n) + "x" +
+                                            std::to_string(y->c) + "x" + std::to_string(y->h) + "x" +
+                                            std::to_string(y->w) + ", the convolution gives " + std::to_string(s.N) +
+                                            "x" + std::to_string(s.K) + "x" + std::to_string(s.P()) + "x" +
+                                            std::to_string(s.Q()));
+  *out = Problem{*x, *w, *y, s, conv->math};
+  return CUDNN_STATUS_SUCCESS;
+}
+
+// ---- the algorithms ----
+//
+// Each pass offers cuDNN's algorithms with what real cuDNN is known to require of them: FFT and
+// Winograd need stride 1, Winograd a 3x3 filter (non-fused also 5x5), and the backward-filter
+// Winograd is not implemented. Their workspaces are sized after what each algorithm keeps (an
+// im2col matrix, FFT planes, Winograd tiles, an fp32 accumulator), so that some need none and some
+// need much. All of them compute the same result.
+
+struct AlgoTraits {
+  bool exists = true;  // implemented at all
+  bool deterministic = true;
+  int stride_one_filters = 0;  // 0: any shape; 3: stride 1 and 3x3; 35: stride 1 and 3x3 or 5x5; 1: stride 1
+  size_t (*workspace)(const Problem&) = nullptr;
+};
+
+size_t none(const Problem&) { return 0; }
+size_t index_table(const Problem& p) { return size_t(p.shape.R) * p.shape.S * p.shape.C * sizeof(int); }
+size_t im2col(const Problem& p) {
+  const ConvShape& s = p.shape;
+  return size_t(s.N) * s.P() * s.Q() * s.R * s.S * s.C * element_bytes(p.x.type);
+}
+size_t fft_planes(const Problem& p) {
+  const ConvShape& s = p.shape;
+  const size_t plane = size_t(s.H + 2 * s.pad) * (s.W + 2 * s.pad) * 8;  // complex fp32
+  return (size_t(s.N) * s.C + size_t(s.K) * s.C + size_t(s.N) * s.K) * plane;
+}
+size_t fft_tiles(const Problem& p) {
+  const ConvShape& s = p.shape;
+  return (size_t(s.N) * s.C + size_t(s.K) * s.C + size_t(s.N) * s.K) * 32 * 32 * 8;
+}
+size_t winograd_tiles(const Problem& p) {
+  const ConvShape& s = p.shape;
+  const size_t tiles = size_t((s.P() + 3) / 4) * ((s.Q() + 3) / 4);
+  return (size_t(s.C) * s.K + size_t(s.N) * s.C * tiles + size_t(s.N) * s.K * tiles) * 36 * sizeof(float);
+}
+size_t fp32_filter(const Problem& p) { return size_t(p.shape.K) * p.shape.R * p.shape.S * p.shape.C * sizeof(float); }
+
+constexpr int kMaxAlgos = 8;
+struct PassTraits {
+  int count;
+  AlgoTraits algos[kMaxAlgos];
+};
+
+const PassTraits& traits(Pass pass) {
+  static const PassTraits forward{CUDNN_CONVOLUTION_FWD_ALGO_COUNT,
+                                  {{true, true, 0, none},             // IMPLICIT_GEMM
+                                   {true, true, 0, index_table},      // IMPLICIT_PRECOMP_GEMM
+                                   {true, true, 0, im2col},           // GEMM
+                                   {false, true, 0, none},            // DIRECT: not implemented
+                                   {true, true, 1, fft_planes},       // FFT
+                                   {true, true, 1, fft_tiles},        // FFT_TILING
+                                   {true, true, 3, none},             // WINOGRAD
+                                   {true, true, 35, winograd_tiles}}};  // WINOGRAD_NONFUSED
+  static const PassTraits backward_data{CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT,
+                                        {{true, false, 0, none},            // ALGO_0
+                                         {true, true, 0, none},             // ALGO_1
+                                         {true, true, 1, fft_planes},       // FFT
+                                         {true, true, 1, fft_tiles},        // FFT_TILING
+                                         {true, true, 3, none},             // WINOGRAD
+                                         {true, true, 35, winograd_tiles}}};  // WINOGRAD_NONFUSED
+  static const PassTraits backward_filter{CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT,
+                                          {{true, false, 0, none},             // ALGO_0
+                                           {true, true, 0, fp32_filter},       // ALGO_1
+                                           {true, true, 1, fft_planes},        // FFT
+                                           {true, false, 0, fp32_filter},      // ALGO_3
+                                           {false, true, 0, none},             // WINOGRAD: not implemented
+                                           {true, true, 35, winograd_tiles},   // WINOGRAD_NONFUSED
+                                           {true, true, 1, fft_tiles}}};       // FFT_TILING
+  switch (pass) {
+    case Pass::forward: return forward;
+    case Pass::backward_data: return backward_data;
+    default: return backward_filter;
+  }
+}
+
+// Whether `algo` of `pass` computes this problem, and if so its workspace.
+cudnnStatus_t algo_workspace(Pass pass, int algo, const Problem& p, size_t* bytes) {
+  const PassTraits& t = traits(pass);
+  if (algo < 0 || algo >= t.count) return fail(CUDNN_STATUS_BAD_PARAM, "no such algorithm: " + std::to_string(algo));
+  const AlgoTraits& a = t.algos[algo];
+  const ConvShape& s = p.shape;
+  bool fits = a.exists;
+  if (a.stride_one_filters != 0) fits = fits && s.stride == 1;
+  if (a.stride_one_filters == 3) fits = fits && s.R == 3 && s.S == 3;
+  if (a.stride_one_filters == 35) fits = fits && s.R == s.S && (s.R == 3 || s.R == 5);
+  if (!fits)
+    return fail(CUDNN_STATUS_NOT_SUPPORTED, std::string(kPassNames[int(pass)]) + " algorithm " +
+                                                std::to_string(algo) + " does not compute this shape");
+  *bytes = a.workspace(p);
+  return CUDNN_STATUS_SUCCESS;
+}
+
+// ---- Note [Emulated cuDNN faults] ----
+// CUTRAIN_EMU_CUDNN_FAIL="pass:algo=N:status[,...]" makes the convolutions of `pass` (forward,
+// backward_data, backward_filter) with algorithm N (or any, with algo=any) fail with `status`:
+// not_supported (CUDNN_STATUS_NOT_SUPPORTED) or execution_failed (CUDNN_STATUS_EXECUTION_FAILED).
+// A failing call enqueues nothing, as a real cuDNN call that fails at launch. cudnnFind* reports
+// the failure in that algorithm's result, since it runs each algorithm; the _v7 heuristics do not,
+// since they run nothing. The variable is read at every call, so a test may set and clear it.
+// A malformed value ends the program with one line saying what is wrong.
+cudnnStatus_t injected_fault(Pass pass, int algo) {
+  const char* spec = std::getenv("CUTRAIN_EMU_CUDNN_FAIL");
+  if (!spec || !*spec) return CUDNN_STATUS_SUCCESS;
+  const std::string all = spec;
+  size_t begin = 0;
+  while (begin <= all.size()) {
+    const size_t end = std::min(all.find(',', begin), all.size());
+    const std::string entry = all.substr(begin, end - begin);
+    begin = end + 1;
+    const size_t first = entry.find(':'), second = entry.find(':', first == std::string::npos ? first : first + 1);
+    if (first == std::string::npos || second == std::string::npos || entry.compare(first + 1, 5, "algo=") != 0) {
+      std::fprintf(stderr, "CUTRAIN_EMU_CUDNN_FAIL: '%s' is not pass:algo=N:status\n", entry.c_str());
+      std::exit(2);
+    }
+    const std::string pass_name = entry.substr(0, first);
+    const std::string algo_text = entry.substr(first + 6, second - first - 6);
+    const std::string status_text = entry.substr(second + 1);
+    cudnnStatus_t status;
+    if (status_text == "not_supported") {
+      status = CUDNN_STATUS_NOT_SUPPORTED;
+    } else if (status_text == "execution_failed") {
+      status = CUDNN_STATUS_EXECUTION_FAILED;
+    } else {
+      std::fprintf(stderr, "CUTRAIN_EMU_CUDNN_FAIL: '%s': the status is not_supported or execution_failed\n",
+                   entry.c_str());
+      std::exit(2);
+    }
+    if (pass_name != "forward" && pass_name != "backward_data" && pass_name != "backward_filter") {
+      std::fprintf(stderr, "CUTRAIN_EMU_CUDNN_FAIL: '%s': the pass is forward, backward_data or backward_filter\n",
+                   entry.c_str());
+      std::exit(2);
+    }
+    char* number_end = nullptr;
+    const long number = std::strtol(algo_text.c_str(), &number_end, 10);
+    if (algo_text != "any" && (algo_text.empty() || *number_end != '\0')) {
+      std::fprintf(stderr, "CUTRAIN_EMU_CUDNN_FAIL: '%s': the algorithm is a number or any\n", entry.c_str());
+      std::exit(2);
+    }
+    if (pass_name == kPassNames[int(pass)] && (algo_text == "any" || number == algo))
+      return fail(status, std::string("injected by CUTRAIN_EMU_CUDNN_FAIL=") + spec);
+  }
+  return CUDNN_STATUS_SUCCESS;
+}
+
+// ---- heuristics and measurement ----
+
+// cuDNN's Perf structs share one layout; this fills any of them.
+template <typename Perf>
+void describe_algo(Pass pass, int algo, const Problem& p, bool measured, Perf* perf) {
+  *perf = Perf{};
+  perf->algo = decltype(perf->algo)(algo);
+  size_t bytes = 0;
+  perf->status = algo_workspace(pass, algo, p, &bytes);
+  if (perf->status == CUDNN_STATUS_SUCCESS && measured) perf->status = injected_fault(pass, algo);
+  perf->memory = perf->status == CUDNN_STATUS_SUCCESS ? bytes : 0;
+  // A predicted time in ms: the pass's multiply-adds at an emulated 1 TFLOP/s, plus a cost for
+  // the workspace's traffic, so that lists rank some algorithms above others reproducibly.
+  const ConvShape& s = p.shape;
+  const double flops = 2.0 * s.N * s.P() * s.Q() * s.K * s.R * s.S * s.C;
+  perf->time = perf->status == CUDNN_STATUS_SUCCESS ? float(flops / 1e9 + double(bytes) / 1e8 + 0.001 * algo) : -1.0f;
+  perf->determinism = traits(pass).algos[algo].deterministic ? CUDNN_DETERMINISTIC : CUDNN_NON_DETERMINISTIC;
+  perf->mathType = p.math;
+}
+
+// The pass's algorithms, best first: those that compute the problem by time, then the others,
+// with their failing status (as cuDNN lists them). At most `requested` of them.
+template <typename Perf>
+cudnnStatus_t rank(Pass pass, const Problem& p, bool measured, int requested, int* returned, Perf* results) {
+  if (!returned || !results || requested <= 0)
+    return fail(CUDNN_STATUS_BAD_PARAM, "no room for results, or none requested");
+  std::vector<Perf> all(size_t(traits(pass).count));
+  for (int a = 0; a < int(all.size()); ++a) describe_algo(pass, a, p, measured, &all[size_t(a)]);
+  std::stable_sort(all.begin(), all.end(), [](const Perf& l, const Perf& r) {
+    const bool l_ok = l.status == CUDNN_STATUS_SUCCESS, r_ok = r.status == CUDNN_STATUS_SUCCESS;
+    if (l_ok != r_ok) return l_ok;
+    return l_ok && l.time < r.time;
+  });
+  *returned = std::min(requested, int(all.size()));
+  std::copy(all.begin(), all.begin() + *returned, results);
+  return CUDNN_STATUS_SUCCESS;
+}
+
+// ---- running a convolution ----
+
+// Garbage for a workspace: a stream of bytes that depends on `stamp`, different for every use.
+void fill_garbage(void* workspace, size_t bytes, uint64_t stamp) {
+  uint64_t state = stamp * 0x9e3779b97f4a7c15ull + 1;
+  auto* out = static_cast<unsigned char*>(workspace);
+  for (size_t i = 0; i < bytes; ++i) {
+    state ^= state << 13;
+    state ^= state >> 7;
+    state ^= state << 17;
+    out[i] = static_cast<unsigned char>(state >> 56);
+  }
+}
+
+bool holds_garbage(const void* workspace, size_t bytes, uint64_t stamp) {
+  std::vector<unsigned char> expected(bytes);
+  fill_garbage(expected.data(), bytes, stamp);
+  return std::memcmp(expected.data(), workspace, bytes) == 0;
+}
+
+uint64_t next_stamp() {
+  static std::atomic<uint64_t> stamps{1};
+  return stamps.fetch_add(2);
+}
+
+// What each pass reads and writes, in the descriptors' terms.
+struct Operands {
+  const void* a;  // forward: x; backward data: w; backward filter: x
+  const void* b;  // forward: w; backward data: dy; backward filter: dy
+  void* out;      // forward: y; backward data: dx; backward filter: dw
+};
+
+// Computes one pass on NHWC fp32 copies (the CPU twins), into `out` with alpha and beta.
+void compute(Pass pass, const Problem& p, const Operands& o, float alpha, float beta) {
+  const ConvShape& s = p.shape;
+  std::vector<float> result;
+  switch (pass) {
+    case Pass::forward: {
+      result.resize(elements(p.y));
+      conv2d_forward_cpu(to_nhwc(p.x, o.a).data(), to_nhwc(p.w, o.b).data(), s, result.data());
+      blend(p.y, result, alpha, beta, o.out);
+      break;
+    }
+    case Pass::backward_data: {
+      result.resize(elements(p.x));
+      conv2d_backward_data_cpu(to_nhwc(p.y, o.b).data(), to_nhwc(p.w, o.a).data(), s, 0.0f, result.data());
+      blend(p.x, result, alpha, beta, o.out);
+      break;
+    }
+    case Pass::backward_filter: {
+      result.resize(elements(p.w));
+      conv2d_backward_filter_cpu(to_nhwc(p.x, o.a).data(), to_nhwc(p.y, o.b).data(), s, 0.0f, result.data());
+      blend(p.w, result, alpha, beta, o.out);
+      break;
+    }
+  }
+}
+
+// Device memory of at least `bytes` at `p`. Real cuDNN cannot tell: its kernel would read or
+// write outside the buffer, and the stream would fail later with cudaErrorIllegalAddress. The
+// emulation names the mistake at the call, with CUDNN_STATUS_BAD_PARAM.
+cudnnStatus_t check_device(const void* p, size_t bytes, const char* what) {
+  if (!p) return fail(CUDNN_STATUS_BAD_PARAM, std::string(what) + " is null");
+  if (!inside_device_allocation(p, bytes))
+    return fail(CUDNN_STATUS_BAD_PARAM, std::string(what) + " is not " + std::to_string(bytes) +
+                                            " bytes inside one live device allocation");
+  return CUDNN_STATUS_SUCCESS;
+}
+
+// One convolution call: the checks at the call, then the work on the handle's stream. A workspace
+// that the algorithm needs is written with garbage first, in a work item of its own, and checked
+// by the convolution's, which writes garbage again when done: a call that shares the workspace
+// with another at the same time (two streams, no event between) sees the other's garbage and
+// writes NaN, as real cuDNN's corrupted intermediate results would give some wrong output.
+cudnnStatus_t convolve(cudnnHandle_t handle, Pass pass, const void* alpha, const void* beta, const Problem& p,
+                       int algo, const Operands& o, void* workspace, size_t workspace_bytes) {
+  if (!handle) return fail(CUDNN_STATUS_BAD_PARAM, "the handle is null");
+  if (!alpha || !beta) return fail(CUDNN_STATUS_BAD_PARAM, "alpha or beta is null");
+  size_t needed = 0;
+  if (cudnnStatus_t s = algo_workspace(pass, algo, p, &needed); s != CUDNN_STATUS_SUCCESS) return s;
+  const Dims4& a = pass == Pass::backward_data ? p.w : p.x;
+  const Dims4& b = pass == Pass::forward ? p.w : p.y;
+  const Dims4& out = pass == Pass::forward ? p.y : pass == Pass::backward_data ? p.x : p.w;
+  for (auto [ptr, dims, name] : {std::tuple{o.a, &a, "the first input"}, std::tuple{o.b, &b, "the second input"},
+                                 std::tuple{static_cast<const void*>(o.out), &out, "the output"}})
+    if (cudnnStatus_t s = check_device(ptr, bytes_of(*dims), name); s != CUDNN_STATUS_SUCCESS) return s;
+  // cuDNN documents CUDNN_STATUS_BAD_PARAM for a workspace smaller than the algorithm needs.
+  if (workspace_bytes < needed)
+    return fail(CUDNN_STATUS_BAD_PARAM, "the workspace is " + std::to_string(workspace_bytes) + " bytes; " +
+                                            kPassNames[int(pass)] + " algorithm " + std::to_string(algo) + " needs " +
+                                            std::to_string(needed));
+  if (needed > 0 || (workspace && workspace_bytes > 0))
+    if (cudnnStatus_t s = check_device(workspace, workspace_bytes, "the workspace"); s != CUDNN_STATUS_SUCCESS)
+      return s;
+  if (cudnnStatus_t s = injected_fault(pass, algo); s != CUDNN_STATUS_SUCCESS) return s;
+
+  const float alpha_value = *static_cast<const float*>(alpha), beta_value = *static_cast<const float*>(beta);
+  const uint64_t stamp = next_stamp();
+  if (needed > 0) {
+    if (enqueue(handle->stream, "cudnn workspace", [=] { fill_garbage(workspace, needed, stamp); }) != cudaSuccess)
+      return fail(CUDNN_STATUS_EXECUTION_FAILED, "the handle's stream does not take work");
+  }
+  const cudaError_t queued = enqueue(handle->stream, "cudnnConvolution", [=] {
+    if (needed > 0 && !holds_garbage(workspace, needed, stamp)) {
+      std::vector<float> nan(elements(out), std::numeric_limits<float>::quiet_NaN());
+      blend(out, nan, 1.0f, 0.0f, o.out);
+    } else {
+      compute(pass, p, o, alpha_value, beta_value);
+    }
+    if (needed > 0) fill_garbage(workspace, needed, stamp + 1);
+  });
+  if (queued != cudaSuccess) return fail(CUDNN_STATUS_EXECUTION_FAILED, "the handle's stream does not take work");
+  return CUDNN_STATUS_SUCCESS;
+}
+
+}  // namespace
+}  // namespace cutrain::emu
+
+using namespace cutrain::emu;
+
+extern "C" {
+
+size_t cudnnGetVersion(void) { return CUDNN_VERSION; }
+
+// cuDNN's name of the status; for the emulation's last refusal with this status, also why.
+const char* cudnnGetErrorString(cudnnStatus_t status) {
+  if (status == CUDNN_STATUS_SUCCESS || status != last_status || last_why.empty()) return status_name(status);
+  last_message = std::string(status_name(status)) + " (emulated cuDNN: " + last_why + ")";
+  return last_message.c_str();
+}
+
+cudnnStatus_t cudnnCreate(cudnnHandle_t* handle) {
+  if (!handle) return fail(CUDNN_STATUS_BAD_PARAM, "the handle pointer is null");
+  *handle = new cudnnContext;
+  return CUDNN_STATUS_SUCCESS;
+}
+
+cudnnStatus_t cudnnDestroy(cudnnHandle_t handle) {
+  delete handle;
+  return CUDNN_STATUS_SUCCESS;
+}
+
+cudnnStatus_t cudnnSetStream(cudnnHandle_t handle, cudaStream_t stream) {
+  if (!handle) return fail(CUDNN_STATUS_BAD_PARAM, "the handle is null");
+  if (!valid_stream(stream)) return fail(CUDNN_STATUS_BAD_PARAM, "the stream is not a live stream");
+  handle->stream = stream;
+  return CUDNN_STATUS_SUCCESS;
+}
+
+cudnnStatus_t cudnnCreateTensorDescriptor(cudnnTensorDescriptor_t* d) {
+  if (!d) return fail(CUDNN_STATUS_BAD_PARAM, "the descriptor pointer is null");
+  *d = new cudnnTensorStruct;
+  return CUDNN_STATUS_SUCCESS;
+}
+
+cudnnStatus_t cudnnSetTensor4dDescriptor(cudnnTensorDescriptor_t d, cudnnTensorFormat_t format, cudnnDataType_t type,
+                                         int n, int c, int h, int w) {
+  return set_dims(d, format, type, n, c, h, w);
+}
+
+cudnnStatus_t cudnnDestroyTensorDescriptor(cudnnTensorDescriptor_t d) {
+  delete d;
+  return CUDNN_STATUS_SUCCESS;
+}
+
+cudnnStatus_t cudnnCreateFilterDescriptor(cudnnFilterDescriptor_t* d) {
+  if (!d) return fail(CUDNN_STATUS_BAD_PARAM, "the descriptor pointer is null");
+  *d = new cudnnFilterStruct;
+  return CUDNN_STATUS_SUCCESS;
+}
+
+cudnnStatus_t cudnnSetFilter4dDescriptor(cudnnFilterDescriptor_t d, cudnnDataType_t type, cudnnTensorFormat_t format,
+                                         int k, int c, int h, int w) {
+  return set_dims(d, format, type, k, c, h, w);
+}
+
+cudnnStatus_t cudnnDestroyFilterDescriptor(cudnnFilterDescriptor_t d) {
+  delete d;
+  return CUDNN_STATUS_SUCCESS;
+}
+
+cudnnStatus_t cudnnCreateConvolutionDescriptor(cudnnConvolutionDescriptor_t* d) {
+  if (!d) return fail(CUDNN_STATUS_BAD_PARAM, "the descriptor pointer is null");
+  *d = new cudnnConvolutionStruct;
+  return CUDNN_STATUS_SUCCESS;
+}
+
+cudnnStatus_t cudnnDestroyConvolutionDescriptor(cudnnConvolutionDescriptor_t d) {
+  delete d;
+  return CUDNN_STATUS_SUCCESS;
+}
+
+cudnnStatus_t cudnnSetConvolutionMathType(cudnnConvolutionDescriptor_t d, cudnnMathType_t math) {
+  if (!d) return fail(CUDNN_STATUS_BAD_PARAM, "the descriptor is null");
+  if (math < CUDNN_DEFAULT_MATH || math > CUDNN_FMA_MATH) return fail(CUDNN_STATUS_BAD_PARAM, "invalid math type");
+  d->math = math;
+  return CUDNN_STATUS_SUCCESS;
+}
+
+// As cuDNN documents: BAD_PARAM for a negative pad, a stride or dilation that is not positive, or
+// an invalid mode or compute type. Groups stay 1: cutrain never sets another count.
+cudnnStatus_t cudnnSetConvolution2dDescriptor(cudnnConvolutionDescriptor_t d, int pad_h, int pad_w, int u, int v,
+                                              int dilation_h, int dilation_w, cudnnConvolutionMode_t mode,
+                                              cudnnDataType_t compute) {
+  if (!d) return fail(CUDNN_STATUS_BAD_PARAM, "the descriptor is null");
+  if (pad_h < 0 || pad_w < 0) return fail(CUDNN_STATUS_BAD_PARAM, "a pad is negative");
+  if (u <= 0 || v <= 0) return fail(CUDNN_STATUS_BAD_PARAM, "a stride is not positive");
+  if (dilation_h <= 0 || dilation_w <= 0) return fail(CUDNN_STATUS_BAD_PARAM, "a dilation is not positive");
+  if (mode != CUDNN_CONVOLUTION && mode != CUDNN_CROSS_CORRELATION) return fail(CUDNN_STATUS_BAD_PARAM, "invalid mode");
+  if (!valid_type(compute)) return fail(CUDNN_STATUS_BAD_PARAM, "invalid compute type");
+  const cudnnMathType_t math = d->math;  // the math type is set on its own
+  *d = cudnnConvolutionStruct{true, pad_h, pad_w, u, v, dilation_h, dilation_w, mode, compute, math};
+  return CUDNN_STATUS_SUCCESS;
+}
+
+// ---- forward ----
+
+cudnnStatus_t cudnnGetConvolutionForwardAlgorithmMaxCount(cudnnHandle_t handle, int* count) {
+  if (!handle || !count) return fail(CUDNN_STATUS_BAD_PARAM, "the handle or the count pointer is null");
+  *count = CUDNN_CONVOLUTION_FWD_ALGO_COUNT;
+  return CUDNN_STATUS_SUCCESS;
+}
+
+cudnnStatus_t cudnnGetConvolutionForwardAlgorithm_v7(cudnnHandle_t handle, const cudnnTensorDescriptor_t x,
+                                                     const cudnnFilterDescriptor_t w,
+                                                     const cudnnConvolutionDescriptor_t conv,
+                                                     const cudnnTensorDescriptor_t y, const int requested,
+                                                     int* returned, cudnnConvolutionFwdAlgoPerf_t* results) {
+  Problem p;
+  if (!handle) return fail(CUDNN_STATUS_BAD_PARAM, "the handle is null");
+  if (cudnnStatus_t s = make_problem(x, w, conv, y, &p); s != CUDNN_STATUS_SUCCESS) return s;
+  return rank(Pass::forward, p, false, requested, returned, results);
+}
+
+cudnnStatus_t cudnnFindConvolutionForwardAlgorithm(cudnnHandle_t handle, const cudnnTensorDescriptor_t x,
+                                                   const cudnnFilterDescriptor_t w,
+                                                   const cudnnConvolutionDescriptor_t conv,
+                                                   const cudnnTensorDescriptor_t y, const int requested, int* returned,
+                                                   cudnnConvolutionFwdAlgoPerf_t* results) {
+  Problem p;
+  if (!handle) return fail(CUDNN_STATUS_BAD_PARAM, "the handle is null");
+  if (cudnnStatus_t s = make_problem(x, w, conv, y, &p); s != CUDNN_STATUS_SUCCESS) return s;
+  return rank(Pass::forward, p, true, requested, returned, results);
+}
+
+cudnnStatus_t cudnnGetConvolutionForwardWorkspaceSize(cudnnHandle_t handle, const cudnnTensorDescriptor_t x,
+                                                      const cudnnFilterDescriptor_t w,
+                                                      const cudnnConvolutionDescriptor_t conv,
+                                                      const cudnnTensorDescriptor_t y, cudnnConvolutionFwdAlgo_t algo,
+                                                      size_t* bytes) {
+  Problem p;
+  if (!handle || !bytes) return fail(CUDNN_STATUS_BAD_PARAM, "the handle or the size pointer is null");
+  if (cudnnStatus_t s = make_problem(x, w, conv, y, &p); s != CUDNN_STATUS_SUCCESS) return s;
+  return algo_workspace(Pass::forward, algo, p, bytes);
+}
+
+cudnnStatus_t cudnnConvolutionForward(cudnnHandle_t handle, const void* alpha, const cudnnTensorDescriptor_t xDesc,
+                                      const void* x, const cudnnFilterDescriptor_t wDesc, const void* w,
+                                      const cudnnConvolutionDescriptor_t conv, cudnnConvolutionFwdAlgo_t algo,
+                                      void* workspace, size_t workspace_bytes, const void* beta,
+                                      const cudnnTensorDescriptor_t yDesc, void* y) {
+  Problem p;
+  if (cudnnStatus_t s = make_problem(xDesc, wDesc, conv, yDesc, &p); s != CUDNN_STATUS_SUCCESS) return s;
+  return convolve(handle, Pass::forward, alpha, beta, p, algo, {x, w, y}, workspace, workspace_bytes);
+}
+
+// ---- backward data ----
+
+cudnnStatus_t cudnnGetConvolutionBackwardDataAlgorithmMaxCount(cudnnHandle_t handle, int* count) {
+  if (!handle || !count) return fail(CUDNN_STATUS_BAD_PARAM, "the handle or the count pointer is null");
+  *count = CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT;
+  return CUDNN_STATUS_SUCCESS;
+}
+
+cudnnStatus_t cudnnGetConvolutionBackwardDataAlgorithm_v7(cudnnHandle_t handle, const cudnnFilterDescriptor_t w,
+                                                          const cudnnTensorDescriptor_t dy,
+                                                          const cudnnConvolutionDescriptor_t conv,
+                                                          const cudnnTensorDescriptor_t dx, const int requested,
+                                                          int* returned, cudnnConvolutionBwdDataAlgoPerf_t* results) {
+  Problem p;
+  if (!handle) return fail(CUDNN_STATUS_BAD_PARAM, "the handle is null");
+  if (cudnnStatus_t s = make_problem(dx, w, conv, dy, &p); s != CUDNN_STATUS_SUCCESS) return s;
+  return rank(Pass::backward_data, p, false, requested, returned, results);
+}
+
+cudnnStatus_t cudnnFindConvolutionBackwardDataAlgorithm(cudnnHandle_t handle, const cudnnFilterDescriptor_t w,
+                                                        const cudnnTensorDescriptor_t dy,
+                                                        const cudnnConvolutionDescriptor_t conv,
+                                                        const cudnnTensorDescriptor_t dx, const int requested,
+                                                        int* returned, cudnnConvolutionBwdDataAlgoPerf_t* results) {
+  Problem p;
+  if (!handle) return fail(CUDNN_STATUS_BAD_PARAM, "the handle is null");
+  if (cudnnStatus_t s = make_problem(dx, w, conv, dy, &p); s != CUDNN_STATUS_SUCCESS) return s;
+  return rank(Pass::backward_data, p, true, requested, returned, results);
+}
+
+cudnnStatus_t cudnnGetConvolutionBackwardDataWorkspaceSize(cudnnHandle_t handle, const cudnnFilterDescriptor_t w,
+                                                           const cudnnTensorDescriptor_t dy,
+                                                           const cudnnConvolutionDescriptor_t conv,
+                                                           const cudnnTensorDescriptor_t dx,
+                                                           cudnnConvolutionBwdDataAlgo_t algo, size_t* bytes) {
+  Problem p;
+  if (!handle || !bytes) return fail(CUDNN_STATUS_BAD_PARAM, "the handle or the size pointer is null");
+  if (cudnnStatus_t s = make_problem(dx, w, conv, dy, &p); s != CUDNN_STATUS_SUCCESS) return s;
+  return algo_workspace(Pass::backward_data, algo, p, bytes);
+}
+
+cudnnStatus_t cudnnConvolutionBackwardData(cudnnHandle_t handle, const void* alpha, const cudnnFilterDescriptor_t wDesc,
+                                           const void* w, const cudnnTensorDescriptor_t dyDesc, const void* dy,
+                                           const cudnnConvolutionDescriptor_t conv, cudnnConvolutionBwdDataAlgo_t algo,
+                                           void* workspace, size_t workspace_bytes, const void* beta,
+                                           const cudnnTensorDescriptor_t dxDesc, void* dx) {
+  Problem p;
+  if (cudnnStatus_t s = make_problem(dxDesc, wDesc, conv, dyDesc, &p); s != CUDNN_STATUS_SUCCESS) return s;
+  return convolve(handle, Pass::backward_data, alpha, beta, p, algo, {w, dy, dx}, workspace, workspace_bytes);
+}
+
+// ---- backward filter ----
+
+cudnnStatus_t cudnnGetConvolutionBackwardFilterAlgorithmMaxCount(cudnnHandle_t handle, int* count) {
+  if (!handle || !count) return fail(CUDNN_STATUS_BAD_PARAM, "the handle or the count pointer is null");
+  *count = CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT;
+  return CUDNN_STATUS_SUCCESS;
+}
+
+cudnnStatus_t cudnnGetConvolutionBackwardFilterAlgorithm_v7(cudnnHandle_t handle, const cudnnTensorDescriptor_t x,
+                                                            const cudnnTensorDescriptor_t dy,
+                                                            const cudnnConvolutionDescriptor_t conv,
+                                                            const cudnnFilterDescriptor_t dw, const int requested,
+                                                            int* returned,
+                                                            cudnnConvolutionBwdFilterAlgoPerf_t* results) {
+  Problem p;
+  if (!handle) return fail(CUDNN_STATUS_BAD_PARAM, "the handle is null");
+  if (cudnnStatus_t s = make_problem(x, dw, conv, dy, &p); s != CUDNN_STATUS_SUCCESS) return s;
+  return rank(Pass::backward_filter, p, false, requested, returned, results);
+}
+
+cudnnStatus_t cudnnFindConvolutionBackwardFilterAlgorithm(cudnnHandle_t handle, const cudnnTensorDescriptor_t x,
+                                                          const cudnnTensorDescriptor_t dy,
+                                                          const cudnnConvolutionDescriptor_t conv,
+                                                          const cudnnFilterDescriptor_t dw, const int requested,
+                                                          int* returned, cudnnConvolutionBwdFilterAlgoPerf_t* results) {
+  Problem p;
+  if (!handle) return fail(CUDNN_STATUS_BAD_PARAM, "the handle is null");
+  if (cudnnStatus_t s = make_problem(x, dw, conv, dy, &p); s != CUDNN_STATUS_SUCCESS) return s;
+  return rank(Pass::backward_filter, p, true, requested, returned, results);
+}
+
+cudnnStatus_t cudnnGetConvolutionBackwardFilterWorkspaceSize(cudnnHandle_t handle, const cudnnTensorDescriptor_t x,
+                                                             const cudnnTensorDescriptor_t dy,
+                                                             const cudnnConvolutionDescriptor_t conv,
+                                                             const cudnnFilterDescriptor_t dw,
+                                                             cudnnConvolutionBwdFilterAlgo_t algo, size_t* bytes) {
+  Problem p;
+  if (!handle || !bytes) return fail(CUDNN_STATUS_BAD_PARAM, "the handle or the size pointer is null");
+  if (cudnnStatus_t s = make_problem(x, dw, conv, dy, &p); s != CUDNN_STATUS_SUCCESS) return s;
+  return algo_workspace(Pass::backward_filter, algo, p, bytes);
+}
+
+cudnnStatus_t cudnnConvolutionBackwardFilter(cudnnHandle_t handle, const void* alpha,
+                                             const cudnnTensorDescriptor_t xDesc, const void* x,
+                                             const cudnnTensorDescriptor_t dyDesc, const void* dy,
+                                             const cudnnConvolutionDescriptor_t conv,
+                                             cudnnConvolutionBwdFilterAlgo_t algo, void* workspace,
+                                             size_t workspace_bytes, const void* beta,
+                                             const cudnnFilterDescriptor_t dwDesc, void* dw) {
+  Problem p;
+  if (cudnnStatus_t s = make_problem(xDesc, dwDesc, conv, dyDesc, &p); s != CUDNN_STATUS_SUCCESS) return s;
+  return convolve(handle, Pass::backward_filter, alpha, beta, p, algo, {x, dy, dw}, workspace, workspace_bytes);
+}
+
+}  // extern "C"

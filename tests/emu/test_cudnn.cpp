@@ -1,0 +1,425 @@
+// The emulated cuDNN (kernels/emu/cudnn.cpp): the three convolutions against naive loops for
+// cutrain's shapes in fp32 and bf16 with alpha and beta, both layouts, the descriptor checks,
+// pointers and workspaces that do not fit, the algorithm lists, and the injected faults of
+// CUTRAIN_EMU_CUDNN_FAIL.
+#include <catch2/catch.hpp>
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+#include <cudnn.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernels/check.h"
+#include "kernels/conv2d_cpu.h"
+#include "tests/device_buffer.h"
+
+using namespace cutrain;
+using test::DeviceBuffer;
+
+namespace {
+
+template <typename T>
+constexpr cudnnDataType_t cudnn_type() {
+  return std::is_same_v<T, float> ? CUDNN_DATA_FLOAT : CUDNN_DATA_BFLOAT16;
+}
+
+std::vector<float> random_values(size_t n, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  std::vector<float> v(n);
+  for (float& x : v) x = u(rng);
+  return v;
+}
+
+// The convolution by its definition, in double: x NHWC, w KRSC, y NHWC.
+//   y[n,p,q,k] = sum_{r,s,c} x[n, p*stride - pad + r, q*stride - pad + s, c] * w[k,r,s,c]
+// Each pass visits the same (output pixel, filter tap) pairs and accumulates where it writes.
+enum class Pass { forward, backward_data, backward_filter };
+
+std::vector<double> naive(Pass pass, const ConvShape& s, const std::vector<float>& x, const std::vector<float>& w,
+                          const std::vector<float>& dy) {
+  std::vector<double> out(pass == Pass::forward         ? size_t(s.N) * s.P() * s.Q() * s.K
+                          : pass == Pass::backward_data ? size_t(s.N) * s.H * s.W * s.C
+                                                        : size_t(s.K) * s.R * s.S * s.C);
+  for (int n = 0; n < s.N; ++n)
+    for (int p = 0; p < s.P(); ++p)
+      for (int q = 0; q < s.Q(); ++q)
+        for (int k = 0; k < s.K; ++k)
+          for (int r = 0; r < s.R; ++r)
+            for (int t = 0; t < s.S; ++t) {
+              const int h = p * s.stride - s.pad + r, v = q * s.stride - s.pad + t;
+              if (h < 0 || h >= s.H || v < 0 || v >= s.W) continue;
+              for (int c = 0; c < s.C; ++c) {
+                const size_t xi = ((size_t(n) * s.H + h) * s.W + v) * s.C + c;
+                const size_t wi = ((size_t(k) * s.R + r) * s.S + t) * s.C + c;
+                const size_t yi = ((size_t(n) * s.P() + p) * s.Q() + q) * s.K + k;
+                if (pass == Pass::forward) out[yi] += double(x[xi]) * w[wi];
+                if (pass == Pass::backward_data) out[xi] += double(dy[yi]) * w[wi];
+                if (pass == Pass::backward_filter) out[wi] += double(dy[yi]) * x[xi];
+              }
+            }
+  return out;
+}
+
+// Every element within what rounding to T allows of alpha * exact + beta * prior: fp32's
+// summation order, or bf16's half unit in the last place (round to nearest even; truncation
+// would be off by up to a whole unit).
+template <typename T>
+void require_close(const std::vector<float>& got, const std::vector<double>& exact, float alpha, float beta,
+                   const std::vector<float>& prior) {
+  REQUIRE(got.size() == exact.size());
+  const double relative = std::is_same_v<T, float> ? 1e-5 : 1.0 / 256;
+  int wrong = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const double want = alpha * exact[i] + (beta != 0 ? beta * double(prior[i]) : 0.0);
+    if (!(std::abs(got[i] - want) <= relative * std::abs(want) * 1.001 + 1e-5)) ++wrong;
+  }
+  CHECK(wrong == 0);
+}
+
+// A handle on its own stream and the four descriptors of one convolution.
+struct Convolution {
+  cudaStream_t stream = nullptr;
+  cudnnHandle_t handle = nullptr;
+  cudnnTensorDescriptor_t x = nullptr, y = nullptr;
+  cudnnFilterDescriptor_t w = nullptr;
+  cudnnConvolutionDescriptor_t conv = nullptr;
+
+  Convolution(const ConvShape& s, cudnnDataType_t type, cudnnTensorFormat_t format = CUDNN_TENSOR_NHWC) {
+    CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    CUDNN_CHECK(cudnnCreate(&handle));
+    CUDNN_CHECK(cudnnSetStream(handle, stream));
+    CUDNN_CHECK(cudnnCreateTensorDescriptor(&x));
+    CUDNN_CHECK(cudnnSetTensor4dDescriptor(x, format, type, s.N, s.C, s.H, s.W));
+    CUDNN_CHECK(cudnnCreateTensorDescriptor(&y));
+    CUDNN_CHECK(cudnnSetTensor4dDescriptor(y, format, type, s.N, s.K, s.P(), s.Q()));
+    CUDNN_CHECK(cudnnCreateFilterDescriptor(&w));
+    CUDNN_CHECK(cudnnSetFilter4dDescriptor(w, type, format, s.K, s.C, s.R, s.S));
+    CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&conv));
+    CUDNN_CHECK(cudnnSetConvolution2dDescriptor(conv, s.pad, s.pad, s.stride, s.stride, 1, 1, CUDNN_CROSS_CORRELATION,
+                                                CUDNN_DATA_FLOAT));
+  }
+  ~Convolution() {
+    cudnnDestroyConvolutionDescriptor(conv);
+    cudnnDestroyFilterDescriptor(w);
+    cudnnDestroyTensorDescriptor(y);
+    cudnnDestroyTensorDescriptor(x);
+    cudnnDestroy(handle);
+    cudaStreamDestroy(stream);
+  }
+  Convolution(const Convolution&) = delete;
+  Convolution& operator=(const Convolution&) = delete;
+
+  size_t workspace(Pass pass, int algo) const {
+    size_t bytes = 0;
+    if (pass == Pass::forward)
+      CUDNN_CHECK(cudnnGetConvolutionForwardWorkspaceSize(handle, x, w, conv, y, cudnnConvolutionFwdAlgo_t(algo), &bytes));
+    if (pass == Pass::backward_data)
+      CUDNN_CHECK(
+          cudnnGetConvolutionBackwardDataWorkspaceSize(handle, w, y, conv, x, cudnnConvolutionBwdDataAlgo_t(algo), &bytes));
+    if (pass == Pass::backward_filter)
+      CUDNN_CHECK(cudnnGetConvolutionBackwardFilterWorkspaceSize(handle, x, y, conv, w,
+                                                                 cudnnConvolutionBwdFilterAlgo_t(algo), &bytes));
+    return bytes;
+  }
+
+  // One pass: reads two of x, w, dy and writes the third, `out`.
+  cudnnStatus_t run(Pass pass, int algo, float alpha, const void* a, const void* b, float beta, void* out,
+                    void* workspace, size_t workspace_bytes) const {
+    switch (pass) {
+      case Pass::forward:
+        return cudnnConvolutionForward(handle, &alpha, x, a, w, b, conv, cudnnConvolutionFwdAlgo_t(algo), workspace,
+                                       workspace_bytes, &beta, y, out);
+      case Pass::backward_data:
+        return cudnnConvolutionBackwardData(handle, &alpha, w, a, y, b, conv, cudnnConvolutionBwdDataAlgo_t(algo),
+                                            workspace, workspace_bytes, &beta, x, out);
+      default:
+        return cudnnConvolutionBackwardFilter(handle, &alpha, x, a, y, b, conv, cudnnConvolutionBwdFilterAlgo_t(algo),
+                                              workspace, workspace_bytes, &beta, w, out);
+    }
+  }
+};
+
+// cutrain's shapes: a 3x3 stride-2 padded convolution, a 1x1 stride-2 downsample, the 7x7 stem
+// (three input channels padded to four, as the GPU stem's), and a 3x3 stride-1 one.
+const ConvShape kShapes[] = {{2, 9, 9, 3, 4, 3, 3, 2, 1},
+                             {2, 8, 8, 4, 6, 1, 1, 2, 0},
+                             {1, 16, 16, 4, 4, 7, 7, 2, 3},
+                             {2, 6, 6, 5, 3, 3, 3, 1, 1}};
+
+// The algorithm each pass runs in the tests: ones that need a workspace (GEMM's im2col, the fp32
+// filter accumulator) and one that needs none.
+int algo_for(Pass pass) {
+  if (pass == Pass::forward) return CUDNN_CONVOLUTION_FWD_ALGO_GEMM;
+  if (pass == Pass::backward_filter) return CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1;
+  return CUDNN_CONVOLUTION_BWD_DATA_ALGO_1;
+}
+
+// Sets CUTRAIN_EMU_CUDNN_FAIL for one scope.
+class FaultScope {
+ public:
+  explicit FaultScope(const char* spec) { setenv("CUTRAIN_EMU_CUDNN_FAIL", spec, 1); }
+  ~FaultScope() { unsetenv("CUTRAIN_EMU_CUDNN_FAIL"); }
+};
+
+}  // namespace
+
+TEMPLATE_TEST_CASE("emulated cuDNN: the three convolutions equal naive loops, with alpha and beta", "[emu]", float,
+                   __nv_bfloat16) {
+  for (const ConvShape& s : kShapes) {
+    CAPTURE(s.N, s.H, s.W, s.C, s.K, s.R, s.S, s.stride, s.pad);
+    Convolution c(s, cudnn_type<TestType>());
+    const auto x = test::rounded_to<TestType>(random_values(size_t(s.N) * s.H * s.W * s.C, 1));
+    const auto w = test::rounded_to<TestType>(random_values(size_t(s.K) * s.R * s.S * s.C, 2));
+    const auto dy = test::rounded_to<TestType>(random_values(size_t(s.N) * s.P() * s.Q() * s.K, 3));
+    DeviceBuffer<TestType> x_d(test::convert_to<TestType>(x)), w_d(test::convert_to<TestType>(w)),
+        dy_d(test::convert_to<TestType>(dy));
+    for (Pass pass : {Pass::forward, Pass::backward_data, Pass::backward_filter}) {
+      CAPTURE(int(pass));
+      const int algo = algo_for(pass);
+      const size_t ws_bytes = c.workspace(pass, algo);
+      DeviceBuffer<unsigned char> ws(std::max<size_t>(ws_bytes, 1));
+      const void* a = pass == Pass::backward_data ? w_d.get() : x_d.get();
+      const void* b = pass == Pass::forward ? w_d.get() : dy_d.get();
+      const std::vector<double> exact = naive(pass, s, x, w, dy);
+      // beta = 0 overwrites: the output starts as NaN (DeviceBuffer's poison) and must not be read.
+      DeviceBuffer<TestType> out(exact.size());
+      REQUIRE(c.run(pass, algo, 1.0f, a, b, 0.0f, out.get(), ws.get(), ws_bytes) == CUDNN_STATUS_SUCCESS);
+      const std::vector<float> first = test::download(out);
+      require_close<TestType>(first, exact, 1.0f, 0.0f, first);
+      // beta = 1 accumulates onto what is there; alpha scales the convolution only.
+      REQUIRE(c.run(pass, algo, 0.5f, a, b, 1.0f, out.get(), ws.get(), ws_bytes) == CUDNN_STATUS_SUCCESS);
+      require_close<TestType>(test::download(out), exact, 0.5f, 1.0f, first);
+    }
+  }
+}
+
+TEST_CASE("emulated cuDNN: NCHW tensors and KCRS filters are read and written in their layout", "[emu]") {
+  const ConvShape s{2, 7, 6, 3, 5, 3, 3, 2, 1};
+  Convolution c(s, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW);
+  const auto x = random_values(size_t(s.N) * s.H * s.W * s.C, 4);
+  const auto w = random_values(size_t(s.K) * s.R * s.S * s.C, 5);
+  // The same values in NCHW and KCRS order.
+  std::vector<float> x_nchw(x.size()), w_kcrs(w.size());
+  for (int n = 0; n < s.N; ++n)
+    for (int h = 0; h < s.H; ++h)
+      for (int v = 0; v < s.W; ++v)
+        for (int ch = 0; ch < s.C; ++ch)
+          x_nchw[((size_t(n) * s.C + ch) * s.H + h) * s.W + v] = x[((size_t(n) * s.H + h) * s.W + v) * s.C + ch];
+  for (int k = 0; k < s.K; ++k)
+    for (int r = 0; r < s.R; ++r)
+      for (int t = 0; t < s.S; ++t)
+        for (int ch = 0; ch < s.C; ++ch)
+          w_kcrs[((size_t(k) * s.C + ch) * s.R + r) * s.S + t] = w[((size_t(k) * s.R + r) * s.S + t) * s.C + ch];
+  DeviceBuffer<float> x_d(x_nchw), w_d(w_kcrs), y_d(size_t(s.N) * s.K * s.P() * s.Q());
+  REQUIRE(c.run(Pass::forward, CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM, 1.0f, x_d.get(), w_d.get(), 0.0f, y_d.get(),
+                nullptr, 0) == CUDNN_STATUS_SUCCESS);
+  const std::vector<float> y_nchw = y_d.copy_to_host();
+  const std::vector<double> exact = naive(Pass::forward, s, x, w, {});
+  std::vector<float> y(y_nchw.size());
+  for (int n = 0; n < s.N; ++n)
+    for (int p = 0; p < s.P(); ++p)
+      for (int q = 0; q < s.Q(); ++q)
+        for (int k = 0; k < s.K; ++k)
+          y[((size_t(n) * s.P() + p) * s.Q() + q) * s.K + k] = y_nchw[((size_t(n) * s.K + k) * s.P() + p) * s.Q() + q];
+  require_close<float>(y, exact, 1.0f, 0.0f, y);
+}
+
+TEST_CASE("emulated cuDNN: descriptors are checked as cuDNN documents", "[emu]") {
+  cudnnTensorDescriptor_t t = nullptr;
+  CUDNN_CHECK(cudnnCreateTensorDescriptor(&t));
+  CHECK(cudnnSetTensor4dDescriptor(t, CUDNN_TENSOR_NHWC, CUDNN_DATA_FLOAT, 0, 3, 8, 8) == CUDNN_STATUS_BAD_PARAM);
+  CHECK(cudnnSetTensor4dDescriptor(t, CUDNN_TENSOR_NHWC, CUDNN_DATA_FLOAT, 1, -3, 8, 8) == CUDNN_STATUS_BAD_PARAM);
+  CHECK(cudnnSetTensor4dDescriptor(t, cudnnTensorFormat_t(7), CUDNN_DATA_FLOAT, 1, 3, 8, 8) == CUDNN_STATUS_BAD_PARAM);
+  CHECK(cudnnSetTensor4dDescriptor(t, CUDNN_TENSOR_NHWC, cudnnDataType_t(99), 1, 3, 8, 8) == CUDNN_STATUS_BAD_PARAM);
+  CHECK(cudnnSetTensor4dDescriptor(t, CUDNN_TENSOR_NHWC, CUDNN_DATA_FLOAT, 1 << 16, 1 << 16, 2, 1) ==
+        CUDNN_STATUS_NOT_SUPPORTED);
+  CHECK(cudnnSetTensor4dDescriptor(t, CUDNN_TENSOR_NHWC, CUDNN_DATA_BFLOAT16, 1, 3, 8, 8) == CUDNN_STATUS_SUCCESS);
+  CUDNN_CHECK(cudnnDestroyTensorDescriptor(t));
+
+  cudnnConvolutionDescriptor_t conv = nullptr;
+  CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&conv));
+  CHECK(cudnnSetConvolution2dDescriptor(conv, -1, -1, 1, 1, 1, 1, CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT) ==
+        CUDNN_STATUS_BAD_PARAM);
+  CHECK(cudnnSetConvolution2dDescriptor(conv, 1, 1, 0, 1, 1, 1, CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT) ==
+        CUDNN_STATUS_BAD_PARAM);
+  CHECK(cudnnSetConvolution2dDescriptor(conv, 1, 1, 1, 1, 0, 1, CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT) ==
+        CUDNN_STATUS_BAD_PARAM);
+  CHECK(cudnnSetConvolutionMathType(conv, cudnnMathType_t(9)) == CUDNN_STATUS_BAD_PARAM);
+  CUDNN_CHECK(cudnnDestroyConvolutionDescriptor(conv));
+
+  // Descriptors that do not fit each other fail where they are used together.
+  const ConvShape s{2, 8, 8, 4, 6, 3, 3, 1, 1};
+  Convolution c(s, CUDNN_DATA_FLOAT);
+  size_t bytes = 0;
+  auto workspace_query = [&] {
+    return cudnnGetConvolutionForwardWorkspaceSize(c.handle, c.x, c.w, c.conv, c.y,
+                                                   CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM, &bytes);
+  };
+  REQUIRE(workspace_query() == CUDNN_STATUS_SUCCESS);
+  SECTION("a filter with other input channels") {
+    CUDNN_CHECK(cudnnSetFilter4dDescriptor(c.w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NHWC, s.K, s.C + 1, s.R, s.S));
+    CHECK(workspace_query() == CUDNN_STATUS_BAD_PARAM);
+  }
+  SECTION("an output of the wrong size") {
+    CUDNN_CHECK(cudnnSetTensor4dDescriptor(c.y, CUDNN_TENSOR_NHWC, CUDNN_DATA_FLOAT, s.N, s.K, s.P() + 1, s.Q()));
+    CHECK(workspace_query() == CUDNN_STATUS_BAD_PARAM);
+  }
+  SECTION("data types that differ") {
+    CUDNN_CHECK(cudnnSetTensor4dDescriptor(c.y, CUDNN_TENSOR_NHWC, CUDNN_DATA_BFLOAT16, s.N, s.K, s.P(), s.Q()));
+    CHECK(workspace_query() == CUDNN_STATUS_BAD_PARAM);
+  }
+  SECTION("a compute type other than float") {
+    CUDNN_CHECK(cudnnSetConvolution2dDescriptor(c.conv, 1, 1, 1, 1, 1, 1, CUDNN_CROSS_CORRELATION, CUDNN_DATA_HALF));
+    CHECK(workspace_query() == CUDNN_STATUS_NOT_SUPPORTED);
+  }
+  SECTION("a dilation the emulation does not compute") {
+    CUDNN_CHECK(cudnnSetConvolution2dDescriptor(c.conv, 2, 2, 1, 1, 2, 2, CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
+    CHECK(workspace_query() == CUDNN_STATUS_NOT_SUPPORTED);
+  }
+  SECTION("an algorithm that does not compute the shape, and one that does not exist") {
+    CUDNN_CHECK(cudnnSetConvolution2dDescriptor(c.conv, 1, 1, 2, 2, 1, 1, CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
+    CUDNN_CHECK(cudnnSetTensor4dDescriptor(c.y, CUDNN_TENSOR_NHWC, CUDNN_DATA_FLOAT, s.N, s.K, 4, 4));
+    CHECK(cudnnGetConvolutionForwardWorkspaceSize(c.handle, c.x, c.w, c.conv, c.y, CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD,
+                                                  &bytes) == CUDNN_STATUS_NOT_SUPPORTED);
+    CHECK(cudnnGetConvolutionForwardWorkspaceSize(c.handle, c.x, c.w, c.conv, c.y, CUDNN_CONVOLUTION_FWD_ALGO_COUNT,
+                                                  &bytes) == CUDNN_STATUS_BAD_PARAM);
+  }
+}
+
+TEST_CASE("emulated cuDNN: pointers outside a device allocation of the descriptor's size are refused", "[emu]") {
+  const ConvShape s{2, 8, 8, 4, 6, 3, 3, 1, 1};
+  Convolution c(s, CUDNN_DATA_FLOAT);
+  const size_t x_n = size_t(s.N) * s.H * s.W * s.C, w_n = size_t(s.K) * s.R * s.S * s.C,
+               y_n = size_t(s.N) * s.P() * s.Q() * s.K;
+  DeviceBuffer<float> x(x_n), w(w_n), y(y_n), short_y(y_n - 1);
+  std::vector<float> host_x(x_n);
+  const int algo = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM;
+  REQUIRE(c.run(Pass::forward, algo, 1.0f, x.get(), w.get(), 0.0f, y.get(), nullptr, 0) == CUDNN_STATUS_SUCCESS);
+  CHECK(c.run(Pass::forward, algo, 1.0f, host_x.data(), w.get(), 0.0f, y.get(), nullptr, 0) == CUDNN_STATUS_BAD_PARAM);
+  CHECK(c.run(Pass::forward, algo, 1.0f, x.get() + 1, w.get(), 0.0f, y.get(), nullptr, 0) == CUDNN_STATUS_BAD_PARAM);
+  CHECK(c.run(Pass::forward, algo, 1.0f, x.get(), w.get(), 0.0f, short_y.get(), nullptr, 0) == CUDNN_STATUS_BAD_PARAM);
+  CHECK(c.run(Pass::forward, algo, 1.0f, nullptr, w.get(), 0.0f, y.get(), nullptr, 0) == CUDNN_STATUS_BAD_PARAM);
+  const std::string why = cudnnGetErrorString(CUDNN_STATUS_BAD_PARAM);
+  CHECK(why.find("the first input is null") != std::string::npos);
+  float* freed = nullptr;
+  CUDA_CHECK(cudaMalloc(&freed, y_n * sizeof(float)));
+  CUDA_CHECK(cudaFree(freed));
+  CHECK(c.run(Pass::forward, algo, 1.0f, x.get(), w.get(), 0.0f, freed, nullptr, 0) == CUDNN_STATUS_BAD_PARAM);
+}
+
+// Note [Emulated cuDNN faults] and the workspace rules of cudnn.cpp's convolve.
+TEST_CASE("emulated cuDNN: a workspace smaller than the algorithm asks for fails, and holds garbage after use",
+          "[emu]") {
+  const ConvShape s{2, 8, 8, 4, 6, 3, 3, 2, 1};
+  Convolution c(s, CUDNN_DATA_FLOAT);
+  DeviceBuffer<float> x(size_t(s.N) * s.H * s.W * s.C), dy(size_t(s.N) * s.P() * s.Q() * s.K),
+      dw(size_t(s.K) * s.R * s.S * s.C);
+  CUDA_CHECK(cudaMemset(x.get(), 0, x.size() * sizeof(float)));
+  CUDA_CHECK(cudaMemset(dy.get(), 0, dy.size() * sizeof(float)));
+  for (Pass pass : {Pass::forward, Pass::backward_filter}) {
+    const int algo = algo_for(pass);
+    const size_t needed = c.workspace(pass, algo);
+    REQUIRE(needed > 0);
+    DeviceBuffer<unsigned char> ws(needed);
+    CUDA_CHECK(cudaMemset(ws.get(), 0, needed));
+    void* out = pass == Pass::forward ? static_cast<void*>(dy.get()) : dw.get();
+    const void* b = pass == Pass::forward ? static_cast<const void*>(dw.get()) : dy.get();
+    CHECK(c.run(pass, algo, 1.0f, x.get(), b, 0.0f, out, ws.get(), needed - 1) == CUDNN_STATUS_BAD_PARAM);
+    CHECK(c.run(pass, algo, 1.0f, x.get(), b, 0.0f, out, nullptr, needed) == CUDNN_STATUS_BAD_PARAM);
+    CHECK(c.run(pass, algo, 1.0f, x.get(), b, 0.0f, out, ws.get(), needed + 1) == CUDNN_STATUS_BAD_PARAM);
+    REQUIRE(c.run(pass, algo, 1.0f, x.get(), b, 0.0f, out, ws.get(), needed) == CUDNN_STATUS_SUCCESS);
+    const std::vector<unsigned char> after = ws.copy_to_host();
+    CHECK(std::count(after.begin(), after.end(), 0) < long(needed / 16));
+  }
+}
+
+TEST_CASE("emulated cuDNN: the heuristics and Find rank the algorithms with their workspaces", "[emu]") {
+  const ConvShape s{2, 8, 8, 4, 6, 3, 3, 2, 1};  // stride 2: no FFT, no Winograd
+  Convolution c(s, CUDNN_DATA_BFLOAT16);
+  CUDNN_CHECK(cudnnSetConvolutionMathType(c.conv, CUDNN_TENSOR_OP_MATH));
+  int count = 0;
+  CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithmMaxCount(c.handle, &count));
+  REQUIRE(count == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT);
+  for (bool measure : {false, true}) {
+    std::vector<cudnnConvolutionBwdFilterAlgoPerf_t> perf(static_cast<size_t>(count));
+    int got = 0;
+    if (measure) {
+      CUDNN_CHECK(cudnnFindConvolutionBackwardFilterAlgorithm(c.handle, c.x, c.y, c.conv, c.w, count, &got, perf.data()));
+    } else {
+      CUDNN_CHECK(
+          cudnnGetConvolutionBackwardFilterAlgorithm_v7(c.handle, c.x, c.y, c.conv, c.w, count, &got, perf.data()));
+    }
+    REQUIRE(got == count);
+    bool failed_seen = false;
+    for (const auto& p : perf) {
+      CAPTURE(measure, int(p.algo), int(p.status));
+      CHECK(p.mathType == CUDNN_TENSOR_OP_MATH);
+      if (p.status != CUDNN_STATUS_SUCCESS) {
+        failed_seen = true;
+        continue;
+      }
+      CHECK_FALSE(failed_seen);  // those that run come first
+      CHECK(p.memory == c.workspace(Pass::backward_filter, p.algo));
+      CHECK(p.time >= 0.0f);
+      const bool nondeterministic =
+          p.algo == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_0 || p.algo == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_3;
+      CHECK((p.determinism == CUDNN_NON_DETERMINISTIC) == nondeterministic);
+    }
+    CHECK(failed_seen);  // FFT and Winograd do not compute stride 2
+  }
+}
+
+TEST_CASE("emulated cuDNN: CUTRAIN_EMU_CUDNN_FAIL makes a chosen pass and algorithm fail", "[emu]") {
+  const ConvShape s{1, 6, 6, 4, 4, 3, 3, 1, 1};
+  Convolution c(s, CUDNN_DATA_FLOAT);
+  const size_t x_n = size_t(s.N) * s.H * s.W * s.C, w_n = size_t(s.K) * s.R * s.S * s.C;
+  DeviceBuffer<float> x(random_values(x_n, 6)), w(random_values(w_n, 7)), dy(random_values(x_n, 8)), dx(x_n), y(x_n);
+  const float zero = 0.0f;
+  auto backward_data = [&](int algo) {
+    return c.run(Pass::backward_data, algo, 1.0f, w.get(), dy.get(), zero, dx.get(), nullptr, 0);
+  };
+  auto find = [&] {
+    std::vector<cudnnConvolutionBwdDataAlgoPerf_t> perf(CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT);
+    int got = 0;
+    CUDNN_CHECK(cudnnFindConvolutionBackwardDataAlgorithm(c.handle, c.w, c.y, c.conv, c.x, int(perf.size()), &got,
+                                                          perf.data()));
+    for (const auto& p : perf)
+      if (p.algo == CUDNN_CONVOLUTION_BWD_DATA_ALGO_1) return p.status;
+    return CUDNN_STATUS_INTERNAL_ERROR;
+  };
+  REQUIRE(backward_data(CUDNN_CONVOLUTION_BWD_DATA_ALGO_1) == CUDNN_STATUS_SUCCESS);
+  {
+    FaultScope fault("forward:algo=any:execution_failed,backward_data:algo=1:not_supported");
+    CHECK(backward_data(CUDNN_CONVOLUTION_BWD_DATA_ALGO_1) == CUDNN_STATUS_NOT_SUPPORTED);
+    CHECK(std::string(cudnnGetErrorString(CUDNN_STATUS_NOT_SUPPORTED)).find("CUTRAIN_EMU_CUDNN_FAIL") !=
+          std::string::npos);
+    CHECK(backward_data(CUDNN_CONVOLUTION_BWD_DATA_ALGO_0) == CUDNN_STATUS_SUCCESS);
+    CHECK(find() == CUDNN_STATUS_NOT_SUPPORTED);  // Find runs the algorithm
+    CHECK(c.run(Pass::forward, CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM, 1.0f, x.get(), w.get(), zero, y.get(),
+                nullptr, 0) == CUDNN_STATUS_EXECUTION_FAILED);
+    CHECK(c.run(Pass::backward_filter, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_0, 1.0f, x.get(), dy.get(), zero, w.get(),
+                nullptr, 0) == CUDNN_STATUS_SUCCESS);
+  }
+  CHECK(backward_data(CUDNN_CONVOLUTION_BWD_DATA_ALGO_1) == CUDNN_STATUS_SUCCESS);
+  CHECK(find() == CUDNN_STATUS_SUCCESS);
+}
+
+TEST_CASE("emulated cuDNN: a handle takes only a live stream", "[emu]") {
+  cudnnHandle_t handle = nullptr;
+  CUDNN_CHECK(cudnnCreate(&handle));
+  cudaStream_t stream = nullptr;
+  CUDA_CHECK(cudaStreamCreate(&stream));
+  CHECK(cudnnSetStream(handle, stream) == CUDNN_STATUS_SUCCESS);
+  CUDA_CHECK(cudaStreamDestroy(stream));
+  CHECK(cudnnSetStream(handle, stream) == CUDNN_STATUS_BAD_PARAM);
+  CHECK(cudnnSetStream(handle, nullptr) == CUDNN_STATUS_SUCCESS);
+  CHECK(cudnnGetVersion() == CUDNN_VERSION);
+  CUDNN_CHECK(cudnnDestroy(handle));
+}
