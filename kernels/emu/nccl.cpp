@@ -14,16 +14,22 @@
 //   slot[nranks][kChunkBytes]  each rank's contribution to the current chunk
 // Memory is bounded: a collective of any size moves through the slots one chunk at a time.
 //
-// Note [Chunks]: the collectives of one communicator are issued in the same order on every rank
-// (NCCL's rule too), so each gets the same run of chunk numbers on every rank, counted from 1.
+// Note [Chunks]: each collective takes the next run of chunk numbers (counted from 1) when it
+// starts, which is the same run on every rank (Note [Matching collectives]).
 // Rank r moves chunk c on in two phases:
 //   post:   once every rank has consumed chunk c - 1 (so r's slot is free), r writes its part of
 //           chunk c into its slot, with a description of the collective, and sets posted = c;
 //   reduce: once every rank has posted c, r reads all slots into its own output, checks that all
 //           ranks describe the same collective, and sets consumed = c.
 // No rank posts c + 1 before every rank has consumed c, so a slot is never overwritten while it
-// is read. A later collective's first chunk waits for this process's earlier collectives through
-// the same rule, which lets several collectives be in flight on any streams.
+// is read. Several collectives may be in flight: a later one's first chunk waits, by the same
+// rule, for the earlier ones' last.
+//
+// Note [Matching collectives]: NCCL matches the collectives of one communicator across ranks in
+// the order the ranks issue them. The emulation matches them in the order they start to run,
+// which is the same where they run on one stream (cutrain's communication stream) or in an order
+// that events fix; it has to, because a graph's replay issues nothing. Collectives that disagree
+// in kind, type, op, root or count fail the communicator with ncclInvalidUsage.
 //
 // Note [Reduction order]: every rank reduces chunk c from the same slots in rank order 0, 1, ...,
 // n - 1, in the same code, so every rank gets the same bits: for a sum
@@ -184,7 +190,7 @@ struct Communicator {
 
   std::atomic<ncclResult_t> state{ncclInProgress};  // joining, then ncclSuccess, or the failure
   std::atomic<bool> aborted{false};
-  std::atomic<int> pending{0};  // collectives enqueued and not finished
+  std::atomic<int> pending{0};  // collectives started and not finished
 
   ~Communicator() {
     if (base) munmap(base, object_bytes(nranks));
@@ -334,12 +340,14 @@ namespace {
 void progress(Communicator& c) {
   if (c.state == ncclInProgress) {
     Communicator::Failure failure;
+    bool claimed = false;
     {
       std::lock_guard lock(c.mutex);
       if (c.state == ncclInProgress) failure = c.join_step();
+      claimed = c.claimed;
     }
     if (failure.result != ncclSuccess) c.fail(failure.result, failure.why);
-    if (c.state == ncclInProgress && c.claimed) c.look_at_peers(-1);
+    if (c.state == ncclInProgress && claimed) c.look_at_peers(-1);
     return;
   }
   if (c.state == ncclSuccess) c.look_at_peers(-1);
@@ -365,19 +373,31 @@ void reduce(const Communicator& c, size_t count, bool average, char* out_bytes) 
   }
 }
 
-// One collective on its stream: Note [Chunks]'s two phases, chunk after chunk.
+// One collective on its stream: Note [Chunks]'s two phases, chunk after chunk. A run takes its
+// chunk numbers when it starts, and gives up its state when it finishes, so that a graph may run
+// the same collective again (Note [Matching collectives]).
 struct Collective {
   std::shared_ptr<Communicator> c;
   Description what;
   const char* send;
   char* recv;
-  uint64_t first_chunk, chunks;
   size_t chunk_elements;
-  uint64_t done = 0;
+  uint64_t chunks;
+  // This run's.
+  bool started = false;
+  uint64_t first_chunk = 0, done = 0;
   bool posted = false;
 
   // Whether the collective has finished (the device stops calling it then).
   bool step() {
+    if (c->aborted || c->state != ncclSuccess) return finish();
+    if (!started) {
+      std::lock_guard lock(c->mutex);
+      first_chunk = c->next_chunk;
+      c->next_chunk += chunks;
+      ++c->pending;
+      started = true;
+    }
     while (done < chunks) {
       if (c->aborted || c->state != ncclSuccess) return finish();
       const uint64_t chunk = first_chunk + done;
@@ -425,7 +445,9 @@ struct Collective {
   }
 
   bool finish() {
-    --c->pending;
+    if (started) --c->pending;
+    started = posted = false;
+    done = 0;
     return true;
   }
 };
@@ -439,7 +461,7 @@ ncclResult_t enqueue(ncclComm_t comm, const char* name, Description what, const 
   Communicator& c = *keep;
   const ncclResult_t state = c.state;
   if (state == ncclInProgress) return refuse(ncclInvalidUsage, std::string(name) + ": the communicator is still joining");
-  if (state != ncclSuccess) return refuse(state, std::string(name) + ": the communicator has failed: " + c.last_error);
+  if (state != ncclSuccess) return refuse(state, std::string(name) + ": the communicator has failed");
   const size_t size = element_bytes(ncclDataType_t(what.datatype));
   if (size == 0)
     return refuse(ncclInvalidArgument, std::string(name) + ": the emulated NCCL takes ncclFloat, ncclDouble and "
@@ -457,20 +479,10 @@ ncclResult_t enqueue(ncclComm_t comm, const char* name, Description what, const 
     return refuse(ncclInvalidArgument, std::string(name) + ": a buffer of " + std::to_string(bytes) +
                                            " bytes is not inside one device allocation");
   const size_t chunk_elements = kChunkBytes / size;
-  const uint64_t chunks = (what.count + chunk_elements - 1) / chunk_elements;
-  uint64_t first_chunk = 0;
-  {
-    std::lock_guard lock(c.mutex);
-    first_chunk = c.next_chunk;
-    c.next_chunk += chunks;
-  }
-  ++c.pending;
-  Collective collective{keep, what, static_cast<const char*>(sendbuff), static_cast<char*>(recvbuff),
-                        first_chunk, chunks, chunk_elements};
-  if (cutrain::emu::enqueue_until(stream, name, [collective]() mutable { return collective.step(); }) != cudaSuccess) {
-    --c.pending;
+  Collective collective{keep, what, static_cast<const char*>(sendbuff), static_cast<char*>(recvbuff), chunk_elements,
+                        (what.count + chunk_elements - 1) / chunk_elements};
+  if (cutrain::emu::enqueue_until(stream, name, [collective]() mutable { return collective.step(); }) != cudaSuccess)
     return refuse(ncclUnhandledCudaError, std::string(name) + ": the stream is not one of the emulated device's");
-  }
   return ncclSuccess;
 }
 

@@ -194,11 +194,10 @@ struct RankPart {
   int rank = std::stoi(variable("CUTRAIN_TEST_NCCL_RANK"));
   int world = std::stoi(variable("CUTRAIN_TEST_NCCL_WORLD"));
   ncclComm_t comm = nullptr;
-  cudaStream_t stream = nullptr, side_stream = nullptr;
+  cudaStream_t stream = nullptr;
 
   RankPart() {
     CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-    CUDA_CHECK(cudaStreamCreateWithFlags(&side_stream, cudaStreamNonBlocking));
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
     config.blocking = variable("CUTRAIN_TEST_NCCL_BLOCKING") == "1";
     const ncclResult_t joined =
@@ -214,7 +213,6 @@ struct RankPart {
     }
   }
   ~RankPart() {
-    cudaStreamDestroy(side_stream);
     cudaStreamDestroy(stream);
   }
 };
@@ -227,18 +225,17 @@ void run_collectives(RankPart& part) {
   auto avg_bf16 = inputs<__nv_bfloat16>(part.rank, kBf16s);
   auto sum_f64 = inputs<double>(part.rank, kDoubles);
   auto broadcast = inputs<float>(part.rank, kFloats);
-  // Several collectives in flight, on two streams: in place and not, every type and op.
+  // Several collectives in flight (once streams are deferred): in place and not, every type and op.
   ncclComm_t comm = part.comm;
   REQUIRE(ncclAllReduce(sum_f32->data, sum_f32->data, kFloats, ncclFloat, ncclSum, comm, part.stream) == ncclSuccess);
   REQUIRE(ncclAllReduce(avg_in->data, avg_f32.data, kFloats, ncclFloat, ncclAvg, comm, part.stream) == ncclSuccess);
-  REQUIRE(ncclAllReduce(sum_bf16->data, sum_bf16->data, kBf16s, ncclBfloat16, ncclSum, comm, part.side_stream) ==
+  REQUIRE(ncclAllReduce(sum_bf16->data, sum_bf16->data, kBf16s, ncclBfloat16, ncclSum, comm, part.stream) ==
           ncclSuccess);
   REQUIRE(ncclAllReduce(avg_bf16->data, avg_bf16->data, kBf16s, ncclBfloat16, ncclAvg, comm, part.stream) ==
           ncclSuccess);
   REQUIRE(ncclAllReduce(sum_f64->data, sum_f64->data, kDoubles, ncclDouble, ncclSum, comm, part.stream) == ncclSuccess);
   REQUIRE(ncclBroadcast(broadcast->data, broadcast->data, kFloats, ncclFloat, part.world - 1, comm, part.stream) ==
           ncclSuccess);
-  CUDA_CHECK(cudaStreamSynchronize(part.side_stream));
   CUDA_CHECK(cudaStreamSynchronize(part.stream));
   ncclResult_t state = ncclInProgress;
   REQUIRE(ncclCommGetAsyncError(comm, &state) == ncclSuccess);
@@ -254,6 +251,56 @@ void run_collectives(RankPart& part) {
   REQUIRE((finalized == ncclSuccess || finalized == ncclInProgress));
   if (finalized == ncclInProgress) REQUIRE(settled_state(comm, 20) == ncclSuccess);
   REQUIRE(ncclCommDestroy(comm) == ncclSuccess);
+}
+
+// What ncclCommGetAsyncError says once it no longer says ncclSuccess, or ncclSuccess after 5 s;
+// with what ncclGetLastError then says.
+std::pair<ncclResult_t, std::string> failure_of(ncclComm_t comm) {
+  const auto deadline = Clock::now() + 5s;
+  ncclResult_t state = ncclSuccess;
+  while (state == ncclSuccess && Clock::now() < deadline) {
+    REQUIRE(ncclCommGetAsyncError(comm, &state) == ncclSuccess);
+    std::this_thread::sleep_for(10ms);
+  }
+  return {state, ncclGetLastError(comm)};
+}
+
+// The last rank dies (SIGKILL) once it has joined, and the others wait for nothing: their async
+// error queries alone must find out, naming the rank.
+void run_killed_idle_peer(RankPart& part) {
+  if (part.rank == part.world - 1) raise(SIGKILL);
+  const auto [state, why] = failure_of(part.comm);
+  INFO(why);
+  CHECK(state == ncclRemoteError);
+  CHECK(why.find("rank " + std::to_string(part.world - 1) + " (pid") != std::string::npos);
+  // Destroyed, not aborted: a survivor's abort would be news to the other survivor first.
+  CHECK(ncclCommDestroy(part.comm) == ncclSuccess);
+}
+
+// Rank 1 aborts its communicator once it has joined: rank 0 must learn of it.
+void run_aborting_peer(RankPart& part) {
+  if (part.rank == 1) {
+    CHECK(ncclCommAbort(part.comm) == ncclSuccess);
+    return;
+  }
+  const auto [state, why] = failure_of(part.comm);
+  INFO(why);
+  CHECK(state == ncclRemoteError);
+  CHECK(why.find("rank 1 aborted its communicator") != std::string::npos);
+  CHECK(ncclCommAbort(part.comm) == ncclSuccess);
+}
+
+// A 52 MB all-reduce, as large as cutrain's largest buckets and more: 50 chunks through the slots.
+void run_large(RankPart& part) {
+  constexpr size_t kLarge = 13'000'000;
+  auto data = inputs<float>(part.rank, kLarge);
+  REQUIRE(ncclAllReduce(data->data, data->data, kLarge, ncclFloat, ncclAvg, part.comm, part.stream) == ncclSuccess);
+  CUDA_CHECK(cudaStreamSynchronize(part.stream));
+  std::vector<float> result(kLarge);
+  CUDA_CHECK(cudaMemcpy(result.data(), data->data, data->bytes, cudaMemcpyDeviceToHost));
+  CHECK(same_bits(result, reference_reduction<float, float>(part.world, kLarge, true)));
+  CHECK(ncclCommFinalize(part.comm) == ncclSuccess);
+  CHECK(ncclCommDestroy(part.comm) == ncclSuccess);
 }
 
 // Rank 1 dies (SIGKILL) once it has joined. Rank 0's all-reduce waits for it, must end, and the
@@ -305,6 +352,9 @@ TEST_CASE("one rank's part: emulated NCCL", "[.emu-nccl-rank]") {
   if (scenario == "collectives") run_collectives(part);
   if (scenario == "killed peer") run_killed_peer(part);
   if (scenario == "abort") run_abort(part);
+  if (scenario == "killed idle peer") run_killed_idle_peer(part);
+  if (scenario == "aborting peer") run_aborting_peer(part);
+  if (scenario == "large") run_large(part);
 }
 
 TEST_CASE("Emulated NCCL: all-reduce and broadcast across 2 processes with blocking init", "[emu][nccl]") {
@@ -322,6 +372,29 @@ TEST_CASE("Emulated NCCL: a killed peer fails the survivor's collective and asyn
   job.check_passed(0);
   CHECK(job.ranks[1]->finish().signal == SIGKILL);
   CHECK(!std::filesystem::exists(shared_object_of(job.id)));
+}
+
+TEST_CASE("Emulated NCCL: a killed peer fails the async error query of a survivor that waits for nothing",
+          "[emu][nccl]") {
+  Job job;
+  for (int r = 0; r < 3; ++r) job.start(r, 3, "killed idle peer", false);
+  job.check_passed(0);
+  job.check_passed(1);
+  CHECK(job.ranks[2]->finish().signal == SIGKILL);
+}
+
+TEST_CASE("Emulated NCCL: a peer's abort fails the survivor's communicator", "[emu][nccl]") {
+  Job job;
+  for (int r = 0; r < 2; ++r) job.start(r, 2, "aborting peer", true);
+  job.check_passed(0);
+  job.check_passed(1);
+}
+
+TEST_CASE("Emulated NCCL: a 52 MB all-reduce across 2 processes", "[emu][nccl]") {
+  Job job;
+  for (int r = 0; r < 2; ++r) job.start(r, 2, "large", true);
+  job.check_passed(0);
+  job.check_passed(1);
 }
 
 TEST_CASE("Emulated NCCL: abort ends a collective that waits for a stopped peer", "[emu][nccl]") {

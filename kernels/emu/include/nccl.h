@@ -10,7 +10,9 @@
 //   ncclCommGetAsyncError moves the join on until every rank has joined.
 // - ncclAllReduce (ncclSum, ncclAvg) and ncclBroadcast take ncclFloat, ncclDouble and
 //   ncclBfloat16 in device memory (kernels/emu/runtime.h's allocations). Each runs when its stream
-//   reaches it. Every rank computes the same bits: Note [Reduction order] in nccl.cpp.
+//   reaches it. Every rank computes the same bits: Note [Reduction order] in nccl.cpp. Ranks
+//   match collectives in the order they start to run, so put them on one stream (Note [Matching
+//   collectives]).
 // - A peer that dies, aborts, or leaves while a collective waits for it makes
 //   ncclCommGetAsyncError report ncclRemoteError, and ncclGetLastError say which rank and what
 //   happened. A stopped peer is alive: collectives just wait for it.
@@ -126,8 +128,9 @@ ncclResult_t ncclGetVersion(int* version);
 ncclResult_t ncclGetUniqueId(ncclUniqueId* uniqueId);
 ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank, ncclConfig_t* config);
 ncclResult_t ncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank);
-// Waits (blocking) or reports ncclInProgress (non-blocking) until this process's collectives on
-// `comm` have finished; then the communicator takes part in none.
+// Waits (blocking) or reports ncclInProgress (non-blocking) until the collectives on `comm` that
+// have started to run have finished; then the communicator takes part in none. (Synchronise the
+// streams first, as cutrain does, so that none is still waiting to start.)
 ncclResult_t ncclCommFinalize(ncclComm_t comm);
 ncclResult_t ncclCommDestroy(ncclComm_t comm);
 ncclResult_t ncclCommAbort(ncclComm_t comm);
