@@ -11,6 +11,7 @@
 #include <regex>
 
 #include "dist/progress_report.h"
+#include "tests/gpu.h"
 #include "tests/process.h"
 
 using cutrain::test::Process;
@@ -18,13 +19,13 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-// cutrun --standalone with `nproc` ranks training for ever (until the test's fault ends it).
+// cutrun --standalone with `nproc` ranks training on `device` for ever (until the test's fault ends it).
 Process start_training(int nproc, const std::vector<std::string>& cutrun_flags,
-                       const std::vector<std::string>& train_flags = {}) {
+                       const std::vector<std::string>& train_flags = {}, const char* device = "cpu") {
   std::vector<std::string> argv{cutrain::test::binary("cutrun"), "--standalone", "--nproc-per-node",
                                 std::to_string(nproc)};
   argv.insert(argv.end(), cutrun_flags.begin(), cutrun_flags.end());
-  for (const char* arg : {"train", "--device", "cpu", "--synthetic-train", "240", "--synthetic-test", "16", "--width",
+  for (const char* arg : {"train", "--device", device, "--synthetic-train", "240", "--synthetic-test", "16", "--width",
                           "4", "--batch-size", "16", "--epochs", "100000", "--eval-every", "0", "--log-every", "2",
                           "--workers", "1"})
     argv.push_back(arg);
@@ -42,8 +43,8 @@ struct Fault {
 
 // Starts the training, waits until steps run, sends `signum` to rank `victim`, and waits for cutrun.
 Fault inject(int nproc, int victim, int signum, const std::vector<std::string>& cutrun_flags,
-             const std::vector<std::string>& train_flags = {}) {
-  Process p = start_training(nproc, cutrun_flags, train_flags);
+             const std::vector<std::string>& train_flags = {}, const char* device = "cpu") {
+  Process p = start_training(nproc, cutrun_flags, train_flags, device);
   REQUIRE(p.read_until("== step:", 3, 60));
   Fault f;
   f.ranks = cutrain::test::ranks_of(p.pid());
@@ -104,6 +105,28 @@ TEST_CASE("train --collective-timeout: the others give up on a stopped rank afte
   CHECK_THAT(f.result.output, Catch::Contains("Timed out waiting 2000ms"));
   CHECK(f.seconds < 20);
   WARN("collective timeout 2 s: all stopped " << f.seconds << " s after SIGSTOP");
+}
+
+TEST_CASE("GPU ranks: a killed one, a stopped one and a collective that hangs in a graph replay each end the job",
+          "[dist]" CUTRAIN_GPU_TAG) {
+  CUTRAIN_REQUIRE_GPU();
+  Fault killed = inject(2, 1, SIGKILL, {"--grace-period", "60"}, {}, "cuda");
+  CHECK(killed.result.exit_code == 128 + SIGKILL);
+  CHECK_THAT(killed.result.output, Catch::Contains("cutrun: rank 1 (local rank 1, pid " + std::to_string(killed.victim) +
+                                                   ") was killed by signal SIGKILL; stopping the other ranks"));
+  Fault stopped = inject(2, 1, SIGSTOP, {"--grace-period", "60", "--stall-timeout", "2"}, {}, "cuda");
+  CHECK(stopped.result.exit_code == 128 + SIGKILL);
+  CHECK_THAT(stopped.result.output, Catch::Contains("(stopped or frozen?); killing it and stopping the other ranks"));
+  // With the stall watch off, rank 0's NCCL watchdog finds its all-reduce, replayed from the step's
+  // CUDA graph, waiting on the stopped rank, and aborts the communicator.
+  Fault hung = inject(2, 1, SIGSTOP, {"--grace-period", "1", "--stall-timeout", "0"}, {"--collective-timeout", "2"},
+                      "cuda");
+  CHECK(hung.result.exit_code == 1);
+  CHECK_THAT(hung.result.output, Catch::Contains("cutrain: error: rank 0: a collective made no progress for 2 s"));
+  CHECK_THAT(hung.result.output, Catch::Contains("aborting the NCCL communicator"));
+  for (const Fault* f : {&killed, &stopped, &hung}) CHECK(f->seconds < 30);
+  WARN("GPU ranks: all stopped " << killed.seconds << " s after SIGKILL, " << stopped.seconds << " s after SIGSTOP, "
+                                 << hung.seconds << " s after SIGSTOP with the collective timeout of 2 s");
 }
 
 TEST_CASE("a rank's heartbeat carries its step, and never blocks or raises SIGPIPE once cutrun is gone", "[dist]") {

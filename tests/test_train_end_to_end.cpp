@@ -9,12 +9,14 @@
 #include "data/load.h"
 #include "data/synthetic.h"
 #include "nn/safetensors.h"
+#include "tests/checkpoint_compare.h"
 #include "tests/process.h"
 
 namespace {
 
 using cutrain::test::Process;
 using cutrain::test::TempDir;
+using cutrain::test::require_identical;
 
 // A synthetic dataset of `train` + `test` images in CIFAR-10 binary form under dir/data; at
 // difficulty 0, the clean shapes, which a small ResNet learns in a few epochs.
@@ -42,17 +44,6 @@ std::vector<nlohmann::json> read_metrics(const std::string& path, const std::str
     if (j["kind"] == kind) lines.push_back(j);
   }
   return lines;
-}
-
-// Every tensor of two safetensors files, byte for byte.
-void require_identical(const std::string& a, const std::string& b) {
-  const cutrain::SafeTensorsFile fa = cutrain::read_safetensors(a), fb = cutrain::read_safetensors(b);
-  REQUIRE(fa.tensors.size() == fb.tensors.size());
-  for (const auto& [name, t] : fa.tensors) {
-    INFO(name);
-    REQUIRE(fb.tensors.count(name) == 1);
-    CHECK(t.data == fb.tensors.at(name).data);
-  }
 }
 
 }  // namespace

@@ -5,9 +5,15 @@
 // captured or replayed.
 #include <catch2/catch.hpp>
 
+#include <cstdio>
 #include <cstring>
+#include <string>
+#include <vector>
 
+#include "data/load.h"
+#include "data/synthetic.h"
 #include "nn/safetensors.h"
+#include "tests/checkpoint_compare.h"
 #include "tests/gpu.h"
 #include "tests/process.h"
 
@@ -30,4 +36,116 @@ TEST_CASE("One GPU trains without a communicator, replays its step and counts ea
   REQUIRE(tracked.data.size() == sizeof count);
   std::memcpy(&count, tracked.data.data(), sizeof count);
   CHECK(count == 6);
+}
+
+// The GPU program against the CPU oracle, and against itself: eager against graph replays, one
+// stream schedule against another (CUTRAIN_EMU_STREAM_SEED picks the emulated device's; a GPU
+// ignores it), a resumed run against an uninterrupted one, and evaluation on either device. Each
+// run is `cutrain train` on 64 synthetic images, batch 8, width 8: one epoch is 8 steps.
+namespace {
+
+using cutrain::test::TempDir;
+
+std::string small_dataset(const TempDir& dir) {
+  const std::string data = (dir.path() / "data").string();
+  cutrain::write_dataset(data, cutrain::DataFormat::cifar10, cutrain::make_synthetic(64, 0, true),
+                         cutrain::make_synthetic(32, 0, false));
+  return data;
+}
+
+// Trains into dir/name with `extra` flags (and `env` settings) and returns the run's output.
+std::string train_small(const TempDir& dir, const std::string& data, const std::string& name,
+                        std::vector<std::string> extra, std::vector<std::string> env = {}) {
+  std::vector<std::string> argv = {"env"};
+  argv.insert(argv.end(), env.begin(), env.end());
+  for (const std::string& a : {cutrain::test::binary("cutrain"), std::string("train"), std::string("--data"), data,
+                               std::string("--width"), std::string("8"), std::string("--batch-size"),
+                               std::string("8"), std::string("--workers"), std::string("1"), std::string("--lr"),
+                               std::string("0.02"), std::string("--save"), (dir.path() / name).string()})
+    argv.push_back(a);
+  argv.insert(argv.end(), extra.begin(), extra.end());
+  auto r = cutrain::test::run(argv);
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  return r.output;
+}
+
+std::string checkpoint(const TempDir& dir, const std::string& name, int step) {
+  char file[64];
+  std::snprintf(file, sizeof file, "/checkpoint-%08d.safetensors", step);
+  return (dir.path() / name).string() + file;
+}
+
+}  // namespace
+
+TEST_CASE("GPU training equals the CPU's: fp32 within the fp32 bound, bf16 within the bf16 bound", CUTRAIN_GPU_TAG) {
+  CUTRAIN_REQUIRE_GPU();
+  TempDir dir;
+  const std::string data = small_dataset(dir);
+  const std::vector<std::string> three_steps = {"--epochs", "1", "--max-steps", "3", "--eval-every", "0"};
+  auto with = [&](std::vector<std::string> flags) {
+    flags.insert(flags.end(), three_steps.begin(), three_steps.end());
+    return flags;
+  };
+  train_small(dir, data, "cpu", with({"--device", "cpu"}));
+  train_small(dir, data, "fp32", with({"--device", "cuda", "--precision", "fp32"}));
+  train_small(dir, data, "bf16", with({"--device", "cuda", "--precision", "bf16"}));
+  // fp32: the convolutions and products add in other orders than the CPU's, batch norm merges its
+  // statistics in a fixed tree, so the results differ in their last bits, and a ReLU input within
+  // rounding of zero may fall the other way; the same bounds as sync-bn's equivalence test.
+  const auto fp32 = cutrain::test::model_difference(checkpoint(dir, "fp32", 3), checkpoint(dir, "cpu", 3));
+  CHECK(fp32.max_abs <= 1e-4);
+  CHECK(fp32.relative <= 5e-5);
+  // bf16: activations rounded to 8 bits of mantissa (about 4e-3 relative) move three steps' updates
+  // by a few percent of their size, and the weights far less.
+  const auto bf16 = cutrain::test::model_difference(checkpoint(dir, "bf16", 3), checkpoint(dir, "cpu", 3));
+  CHECK(bf16.relative <= 1e-2);
+}
+
+TEST_CASE("GPU steps replayed from a graph equal eager ones, under every stream schedule, bit for bit", CUTRAIN_GPU_TAG) {
+  CUTRAIN_REQUIRE_GPU();
+  TempDir dir;
+  const std::string data = small_dataset(dir);
+  const std::vector<std::string> steps = {"--device", "cuda", "--epochs", "1", "--max-steps", "4", "--eval-every", "0"};
+  auto with = [&](std::vector<std::string> flags) {
+    flags.insert(flags.end(), steps.begin(), steps.end());
+    return flags;
+  };
+  train_small(dir, data, "eager", with({"--cuda-graphs", "off"}), {"CUTRAIN_EMU_STREAM_SEED=1"});
+  for (const char* seed : {"2", "3", "4"}) {
+    INFO("schedule seed " << seed);
+    const std::string name = std::string("graph-") + seed;
+    train_small(dir, data, name, with({"--cuda-graphs", "on"}), {std::string("CUTRAIN_EMU_STREAM_SEED=") + seed});
+    cutrain::test::require_identical(checkpoint(dir, name, 4), checkpoint(dir, "eager", 4));
+  }
+}
+
+TEST_CASE("GPU training resumes exactly, and evaluation on the GPU agrees with the CPU's", CUTRAIN_GPU_TAG) {
+  CUTRAIN_REQUIRE_GPU();
+  TempDir dir;
+  const std::string data = small_dataset(dir);
+  // One epoch of 8 steps with its evaluation and checkpoint, then 4 steps more; the same run stopped
+  // after 6 steps and resumed.
+  const std::vector<std::string> run = {"--device", "cuda", "--precision", "fp32", "--epochs", "2",
+                                        "--eval-every", "1", "--lr-schedule", "onecycle"};
+  auto with = [&](std::vector<std::string> flags) {
+    flags.insert(flags.end(), run.begin(), run.end());
+    return flags;
+  };
+  train_small(dir, data, "straight", with({"--max-steps", "12"}));
+  train_small(dir, data, "halves", with({"--max-steps", "6"}));
+  train_small(dir, data, "halves", with({"--max-steps", "12", "--resume", "auto"}));
+  cutrain::test::require_identical(checkpoint(dir, "halves", 12), checkpoint(dir, "straight", 12));
+
+  auto accuracy = [&](const char* device) {
+    auto r = cutrain::test::run({cutrain::test::binary("cutrain"), "eval", "--checkpoint",
+                                 checkpoint(dir, "straight", 12), "--data", data, "--device", device, "--precision",
+                                 "fp32"});
+    INFO(r.output);
+    REQUIRE(r.exit_code == 0);
+    const size_t at = r.output.find("accuracy");
+    REQUIRE(at != std::string::npos);
+    return r.output.substr(at, r.output.find('\n', at) - at);
+  };
+  CHECK(accuracy("cuda") == accuracy("cpu"));
 }

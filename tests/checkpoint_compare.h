@@ -1,0 +1,60 @@
+// checkpoint_compare.h: how close two checkpoints are, for tests that train the same steps two ways.
+#pragma once
+
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <string>
+
+#include "nn/safetensors.h"
+
+namespace cutrain::test {
+
+// Every tensor of two safetensors files, byte for byte.
+inline void require_identical(const std::string& a, const std::string& b) {
+  const SafeTensorsFile fa = read_safetensors(a), fb = read_safetensors(b);
+  REQUIRE(fa.tensors.size() == fb.tensors.size());
+  for (const auto& [name, t] : fa.tensors) {
+    INFO(name);
+    REQUIRE(fb.tensors.count(name) == 1);
+    CHECK(t.data == fb.tensors.at(name).data);
+  }
+}
+
+// How far model `a` is from model `b`: the largest |a - b| of any float, and the norm of a - b over
+// the norm of b, both over every fp32 tensor; the integer tensors (num_batches_tracked) must agree.
+struct ModelDifference {
+  double max_abs = 0, relative = 0;
+};
+
+inline ModelDifference model_difference(const std::string& a, const std::string& b) {
+  const SafeTensorsFile fa = read_safetensors(a), fb = read_safetensors(b);
+  REQUIRE(fa.tensors.size() == fb.tensors.size());
+  ModelDifference d;
+  double diff_sq = 0, norm_sq = 0;
+  for (const auto& [name, t] : fb.tensors) {
+    INFO(name);
+    REQUIRE(fa.tensors.count(name) == 1);
+    const SafeTensor& other = fa.tensors.at(name);
+    REQUIRE(other.shape == t.shape);
+    if (t.dtype != "F32") {
+      CHECK(other.data == t.data);
+      continue;
+    }
+    for (size_t i = 0; i < t.data.size() / 4; ++i) {
+      float x = 0, y = 0;
+      std::memcpy(&x, other.data.data() + 4 * i, 4);
+      std::memcpy(&y, t.data.data() + 4 * i, 4);
+      const double e = double(x) - y;
+      d.max_abs = std::max(d.max_abs, std::abs(e));
+      diff_sq += e * e;
+      norm_sq += double(y) * y;
+    }
+  }
+  d.relative = std::sqrt(diff_sq / norm_sq);
+  return d;
+}
+
+}  // namespace cutrain::test
