@@ -2,6 +2,7 @@
 # gpu-check.sh: on a machine with a GPU, prove the GPU path and record everything, in one go, within 8 minutes.
 #
 #   scripts/gpu-check.sh [--prebuilt DIR] [--out DIR] [--budget SECONDS]
+#   scripts/gpu-check.sh --emulated [--out DIR] [--budget SECONDS]
 #
 # It runs binaries built elsewhere: a GPU machine lacks what the build needs (Eigen, CLI11, nlohmann-json,
 # Gloo, stb, Catch2), so this script never builds. Make them where the build works, for the GPU's
@@ -9,6 +10,10 @@
 #   scripts/build.sh -DCMAKE_CUDA_ARCHITECTURES=90 && scripts/package-prebuilt.sh     # writes .gpu/
 # --prebuilt DIR: the binaries in DIR/bin, libraries in DIR/lib (default: .gpu beside this script's folder).
 # --out DIR: where everything goes (default $OUT if set, else ./gpu-check-out). --budget: seconds (default 460).
+# --emulated: the rehearsal of the first GPU run on a machine without one: every step below against the
+# emulated build (scripts/build.sh --emulated, binaries in build-emulated/bin), on the emulated GPU of
+# Note [Emulated build], with configurations small enough for the CPU and no comparison with PyTorch
+# (which would need the real device). Every step but the timings means what it means on a GPU.
 #
 # The CUDA runtime, cuBLAS, cuDNN and NCCL are found at run time in the CUDA toolkit or in Python's nvidia-*
 # packages (CUDA 13's wheels put cudart and cuBLAS in nvidia/cu13/lib, cuDNN and NCCL in nvidia/cudnn/lib and
@@ -35,27 +40,37 @@ set -euo pipefail
 
 repo="$(cd "$(dirname "$0")/.." && pwd)"
 source "$repo/scripts/cli.sh"
-usage() { echo "usage: scripts/gpu-check.sh [--prebuilt DIR] [--out DIR] [--budget SECONDS]"; header_help; }
+usage() { echo "usage: scripts/gpu-check.sh [--prebuilt DIR | --emulated] [--out DIR] [--budget SECONDS]"; header_help; }
 
-prebuilt="" out="${OUT:-gpu-check-out}" budget=460
+prebuilt="" out="${OUT:-gpu-check-out}" budget=460 emulated=""
 while (($#)); do
   case "$1" in
     --prebuilt) if (($# >= 2)) && [[ "$2" != -* ]]; then prebuilt="$2"; shift; else prebuilt="$repo/.gpu"; fi ;;
     --out) out="$(value_of "$@")"; shift ;;
     --budget) budget="$(value_of "$@")"; shift
               [[ "$budget" =~ ^[1-9][0-9]*$ ]] || bad_usage "--budget needs a number of seconds" ;;
+    --emulated) emulated=1 ;;
     -h|--help) usage; exit 0 ;;
     *) bad_usage "unknown option '$1'" ;;
   esac
   shift
 done
+[ -z "$emulated" ] || [ -z "$prebuilt" ] || bad_usage "--emulated runs build-emulated/bin: no --prebuilt with it"
 
-# ---- a GPU, or a one-line reason
-command -v nvidia-smi >/dev/null || die "no CUDA device: nvidia-smi not found"
-gpu="$(nvidia-smi --query-gpu=name,compute_cap,driver_version --format=csv,noheader 2>&1 | head -n 1)" ||
-  die "no CUDA device: nvidia-smi: $gpu"
-[[ "$gpu" == *,*,* ]] || die "no CUDA device: nvidia-smi: $gpu"
-gpu_name="$(cut -d, -f1 <<<"$gpu" | xargs)" driver="$(cut -d, -f3 <<<"$gpu" | xargs)"
+# ---- a GPU, or a one-line reason; or the emulated one
+if [ -n "$emulated" ]; then
+  gpu="emulated GPU (kernels/emu, on the CPU: the timings below mean nothing), -, -"
+  gpu_name="emulated GPU" driver="none"
+  [ -x "$repo/build-emulated/bin/cutrain" ] ||
+    die "no emulated build in $repo/build-emulated: make it with scripts/build.sh --emulated"
+  prebuilt="$repo/build-emulated"
+else
+  command -v nvidia-smi >/dev/null || die "no CUDA device: nvidia-smi not found"
+  gpu="$(nvidia-smi --query-gpu=name,compute_cap,driver_version --format=csv,noheader 2>&1 | head -n 1)" ||
+    die "no CUDA device: nvidia-smi: $gpu"
+  [[ "$gpu" == *,*,* ]] || die "no CUDA device: nvidia-smi: $gpu"
+  gpu_name="$(cut -d, -f1 <<<"$gpu" | xargs)" driver="$(cut -d, -f3 <<<"$gpu" | xargs)"
+fi
 
 # ---- the binaries: --prebuilt DIR, or .gpu; never a build here
 if [ -z "$prebuilt" ]; then
@@ -217,7 +232,9 @@ fi
 
 # ---- each [gpu] test in a process of its own: a crash or a hang costs that test only
 list="$logs/gpu-tests/list.txt"
-if "$bin/cutrain_tests" --list-test-names-only "[gpu]" >"$list" 2>&1; then
+tag="[gpu]"
+[ -z "$emulated" ] || tag="[emu]"  # tests/gpu.h: the [gpu] tests are [emu] in the emulated build
+if "$bin/cutrain_tests" --list-test-names-only "$tag" >"$list" 2>&1; then
   tests_end=$((SECONDS + 240))
   while IFS= read -r name; do
     [ -n "$name" ] || continue
@@ -234,7 +251,8 @@ else
   record "[gpu] tests" FAILED - "cutrain_tests --list-test-names-only: $(tail -n 1 "$list" | cut -c1-80)"
 fi
 
-# ---- one short training: 2 epochs of 50 bf16 steps (batch 256) on synthetic data, evaluated each epoch.
+# ---- one short training: 2 epochs of 50 bf16 steps (batch 256) on synthetic data, evaluated each epoch
+# (emulated: 2 epochs of 8 steps of batch 8, width 8).
 # Its row: the first and last logged loss, the test accuracy; the whole loss curve goes under the table.
 train_result() {
   python3 - "$work/train.jsonl" <<'PY' 2>&1 | tail -n 2
@@ -250,8 +268,9 @@ print(f"loss {steps[0]['loss']:.3f} (step {steps[0]['global_step']}) -> {steps[-
       f"(step {steps[-1]['global_step']}), {acc}{speed}" if steps else "no step logged")
 PY
 }
-if step train 120 "$bin/cutrain" train --device cuda --synthetic-train 12800 --synthetic-test 2000 --epochs 2 \
-     --log-every 10 --metrics "$work/train.jsonl"; then
+train_size=(--synthetic-train 12800 --synthetic-test 2000 --log-every 10)
+[ -z "$emulated" ] || train_size=(--synthetic-train 64 --synthetic-test 32 --batch-size 8 --width 8 --log-every 2)
+if step train 120 "$bin/cutrain" train --device cuda "${train_size[@]}" --epochs 2 --metrics "$work/train.jsonl"; then
   notes+=("$(train_result | head -n 1)")
 fi
 
@@ -260,8 +279,10 @@ for precision in fp32 bf16; do
   for mode in eager graph; do
     graph_flag=()
     [ "$mode" = eager ] || graph_flag=(--cuda-graph)
+    bench_size=(--batch-size 256)
+    [ -z "$emulated" ] || bench_size=(--batch-size 8 --width 8 --steps 2 --warmup 1)
     step "bench-step $precision $mode" 60 "$bin/cutrain" bench-step --device cuda --stem cifar --precision "$precision" \
-      --batch-size 256 "${graph_flag[@]}" || true
+      "${bench_size[@]}" "${graph_flag[@]}" || true
   done
 done
 measured_bf16="$(sed -nE 's/^ *([0-9.]+) ms\/step.*/\1/p' "$step_out" 2>/dev/null | tail -n 1)" || true  # bf16, graph
@@ -284,7 +305,9 @@ fi
 # its step's limit leaves it 20 s more, so the table is never cut)
 compare_budget=$((budget - SECONDS - 40))
 ((compare_budget <= 240)) || compare_budget=240
-if ((compare_budget >= 60)); then
+if [ -n "$emulated" ]; then
+  record "compare --quick" n/a - "emulated: PyTorch's side of the comparison needs the real GPU"
+elif ((compare_budget >= 60)); then
   step "compare --quick" $((compare_budget + 20)) "$repo/bench/compare.sh" --quick --bin "$bin" \
     --out "$work/compare" --budget "$compare_budget" || true
 else
