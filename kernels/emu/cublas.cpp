@@ -12,6 +12,7 @@
 #include <tuple>
 
 #include "kernels/emu/bf16.h"
+#include "kernels/emu/refusal.h"
 #include "kernels/emu/runtime.h"
 
 struct cublasContext {
@@ -22,15 +23,9 @@ struct cublasContext {
 namespace cutrain::emu {
 namespace {
 
-thread_local cublasStatus_t last_status = CUBLAS_STATUS_SUCCESS;
-thread_local std::string last_why;
-thread_local std::string last_message;
+thread_local Refusal<cublasStatus_t> refusal;
 
-cublasStatus_t fail(cublasStatus_t status, const std::string& why) {
-  last_status = status;
-  last_why = why;
-  return status;
-}
+cublasStatus_t fail(cublasStatus_t status, const std::string& why) { return refusal.refuse(status, why); }
 
 const char* status_name(cublasStatus_t status) {
   switch (status) {
@@ -146,9 +141,7 @@ extern "C" {
 
 // cuBLAS's name of the status; for the emulation's last refusal with this status, also why.
 const char* cublasGetStatusString(cublasStatus_t status) {
-  if (status == CUBLAS_STATUS_SUCCESS || status != last_status || last_why.empty()) return status_name(status);
-  last_message = std::string(status_name(status)) + " (emulated cuBLAS: " + last_why + ")";
-  return last_message.c_str();
+  return refusal.describe(status, status_name(status), "cuBLAS");
 }
 
 cublasStatus_t cublasGetProperty(libraryPropertyType type, int* value) {

@@ -19,6 +19,7 @@
 
 #include "kernels/conv2d_cpu.h"
 #include "kernels/emu/bf16.h"
+#include "kernels/emu/refusal.h"
 #include "kernels/emu/runtime.h"
 
 struct cudnnContext {
@@ -49,15 +50,9 @@ namespace {
 
 // ---- statuses: cuDNN's status, and for the emulation's refusals, why ----
 
-thread_local cudnnStatus_t last_status = CUDNN_STATUS_SUCCESS;
-thread_local std::string last_why;
-thread_local std::string last_message;
+thread_local Refusal<cudnnStatus_t> refusal;
 
-cudnnStatus_t fail(cudnnStatus_t status, const std::string& why) {
-  last_status = status;
-  last_why = why;
-  return status;
-}
+cudnnStatus_t fail(cudnnStatus_t status, const std::string& why) { return refusal.refuse(status, why); }
 
 const char* status_name(cudnnStatus_t status) {
   switch (status) {
@@ -452,12 +447,15 @@ cudnnStatus_t check_device(const void* p, size_t bytes, const char* what) {
 }
 
 // One convolution call: the checks at the call, then the work on the handle's stream. A workspace
-// that the algorithm needs is written with garbage first, in a work item of its own, and checked
-// by the convolution's, which writes garbage again when done: a call that shares the workspace
-// with another at the same time (two streams, no event between) sees the other's garbage and
-// writes NaN, as real cuDNN's corrupted intermediate results would give some wrong output.
-cudnnStatus_t convolve(cudnnHandle_t handle, Pass pass, const void* alpha, const void* beta, const Problem& p,
-                       int algo, const Operands& o, void* workspace, size_t workspace_bytes) {
+// that the algorithm needs is written with garbage first, in a work item of its own, which the
+// convolution's own work item checks is still there: a call that shares the workspace with
+// another at the same time (two streams, no event between) finds the other's garbage and writes
+// NaN, where real cuDNN's corrupted intermediate results would give some wrong output.
+cudnnStatus_t convolve(cudnnHandle_t handle, Pass pass, const void* alpha, const cudnnTensorStruct* x,
+                       const cudnnFilterStruct* w, const cudnnConvolutionStruct* conv, const cudnnTensorStruct* y,
+                       int algo, const Operands& o, void* workspace, size_t workspace_bytes, const void* beta) {
+  Problem p;
+  if (cudnnStatus_t s = make_problem(x, w, conv, y, &p); s != CUDNN_STATUS_SUCCESS) return s;
   if (!handle) return fail(CUDNN_STATUS_BAD_PARAM, "the handle is null");
   if (!alpha || !beta) return fail(CUDNN_STATUS_BAD_PARAM, "alpha or beta is null");
   size_t needed = 0;
@@ -491,10 +489,36 @@ cudnnStatus_t convolve(cudnnHandle_t handle, Pass pass, const void* alpha, const
     } else {
       compute(pass, p, o, alpha_value, beta_value);
     }
-    if (needed > 0) fill_garbage(workspace, needed, stamp + 1);
   });
   if (queued != cudaSuccess) return fail(CUDNN_STATUS_EXECUTION_FAILED, "the handle's stream does not take work");
   return CUDNN_STATUS_SUCCESS;
+}
+
+// ---- what the passes' queries share ----
+
+cudnnStatus_t max_count(cudnnHandle_t handle, Pass pass, int* count) {
+  if (!handle || !count) return fail(CUDNN_STATUS_BAD_PARAM, "the handle or the count pointer is null");
+  *count = traits(pass).count;
+  return CUDNN_STATUS_SUCCESS;
+}
+
+// The _v7 heuristics (measured = false) and cudnnFind* (measured = true).
+template <typename Perf>
+cudnnStatus_t ranked(cudnnHandle_t handle, Pass pass, bool measured, const cudnnTensorStruct* x,
+                     const cudnnFilterStruct* w, const cudnnConvolutionStruct* conv, const cudnnTensorStruct* y,
+                     int requested, int* returned, Perf* results) {
+  Problem p;
+  if (!handle) return fail(CUDNN_STATUS_BAD_PARAM, "the handle is null");
+  if (cudnnStatus_t s = make_problem(x, w, conv, y, &p); s != CUDNN_STATUS_SUCCESS) return s;
+  return rank(pass, p, measured, requested, returned, results);
+}
+
+cudnnStatus_t workspace_size(cudnnHandle_t handle, Pass pass, const cudnnTensorStruct* x, const cudnnFilterStruct* w,
+                             const cudnnConvolutionStruct* conv, const cudnnTensorStruct* y, int algo, size_t* bytes) {
+  Problem p;
+  if (!handle || !bytes) return fail(CUDNN_STATUS_BAD_PARAM, "the handle or the size pointer is null");
+  if (cudnnStatus_t s = make_problem(x, w, conv, y, &p); s != CUDNN_STATUS_SUCCESS) return s;
+  return algo_workspace(pass, algo, p, bytes);
 }
 
 }  // namespace
@@ -507,11 +531,7 @@ extern "C" {
 size_t cudnnGetVersion(void) { return CUDNN_VERSION; }
 
 // cuDNN's name of the status; for the emulation's last refusal with this status, also why.
-const char* cudnnGetErrorString(cudnnStatus_t status) {
-  if (status == CUDNN_STATUS_SUCCESS || status != last_status || last_why.empty()) return status_name(status);
-  last_message = std::string(status_name(status)) + " (emulated cuDNN: " + last_why + ")";
-  return last_message.c_str();
-}
+const char* cudnnGetErrorString(cudnnStatus_t status) { return refusal.describe(status, status_name(status), "cuDNN"); }
 
 cudnnStatus_t cudnnCreate(cudnnHandle_t* handle) {
   if (!handle) return fail(CUDNN_STATUS_BAD_PARAM, "the handle pointer is null");
@@ -597,12 +617,10 @@ cudnnStatus_t cudnnSetConvolution2dDescriptor(cudnnConvolutionDescriptor_t d, in
   return CUDNN_STATUS_SUCCESS;
 }
 
-// ---- forward ----
+// ---- the three passes: each names its descriptors in its own order (x, w, y as forward sees them) ----
 
 cudnnStatus_t cudnnGetConvolutionForwardAlgorithmMaxCount(cudnnHandle_t handle, int* count) {
-  if (!handle || !count) return fail(CUDNN_STATUS_BAD_PARAM, "the handle or the count pointer is null");
-  *count = CUDNN_CONVOLUTION_FWD_ALGO_COUNT;
-  return CUDNN_STATUS_SUCCESS;
+  return max_count(handle, Pass::forward, count);
 }
 
 cudnnStatus_t cudnnGetConvolutionForwardAlgorithm_v7(cudnnHandle_t handle, const cudnnTensorDescriptor_t x,
@@ -610,10 +628,7 @@ cudnnStatus_t cudnnGetConvolutionForwardAlgorithm_v7(cudnnHandle_t handle, const
                                                      const cudnnConvolutionDescriptor_t conv,
                                                      const cudnnTensorDescriptor_t y, const int requested,
                                                      int* returned, cudnnConvolutionFwdAlgoPerf_t* results) {
-  Problem p;
-  if (!handle) return fail(CUDNN_STATUS_BAD_PARAM, "the handle is null");
-  if (cudnnStatus_t s = make_problem(x, w, conv, y, &p); s != CUDNN_STATUS_SUCCESS) return s;
-  return rank(Pass::forward, p, false, requested, returned, results);
+  return ranked(handle, Pass::forward, false, x, w, conv, y, requested, returned, results);
 }
 
 cudnnStatus_t cudnnFindConvolutionForwardAlgorithm(cudnnHandle_t handle, const cudnnTensorDescriptor_t x,
@@ -621,10 +636,7 @@ cudnnStatus_t cudnnFindConvolutionForwardAlgorithm(cudnnHandle_t handle, const c
                                                    const cudnnConvolutionDescriptor_t conv,
                                                    const cudnnTensorDescriptor_t y, const int requested, int* returned,
                                                    cudnnConvolutionFwdAlgoPerf_t* results) {
-  Problem p;
-  if (!handle) return fail(CUDNN_STATUS_BAD_PARAM, "the handle is null");
-  if (cudnnStatus_t s = make_problem(x, w, conv, y, &p); s != CUDNN_STATUS_SUCCESS) return s;
-  return rank(Pass::forward, p, true, requested, returned, results);
+  return ranked(handle, Pass::forward, true, x, w, conv, y, requested, returned, results);
 }
 
 cudnnStatus_t cudnnGetConvolutionForwardWorkspaceSize(cudnnHandle_t handle, const cudnnTensorDescriptor_t x,
@@ -632,10 +644,7 @@ cudnnStatus_t cudnnGetConvolutionForwardWorkspaceSize(cudnnHandle_t handle, cons
                                                       const cudnnConvolutionDescriptor_t conv,
                                                       const cudnnTensorDescriptor_t y, cudnnConvolutionFwdAlgo_t algo,
                                                       size_t* bytes) {
-  Problem p;
-  if (!handle || !bytes) return fail(CUDNN_STATUS_BAD_PARAM, "the handle or the size pointer is null");
-  if (cudnnStatus_t s = make_problem(x, w, conv, y, &p); s != CUDNN_STATUS_SUCCESS) return s;
-  return algo_workspace(Pass::forward, algo, p, bytes);
+  return workspace_size(handle, Pass::forward, x, w, conv, y, algo, bytes);
 }
 
 cudnnStatus_t cudnnConvolutionForward(cudnnHandle_t handle, const void* alpha, const cudnnTensorDescriptor_t xDesc,
@@ -643,17 +652,12 @@ cudnnStatus_t cudnnConvolutionForward(cudnnHandle_t handle, const void* alpha, c
                                       const cudnnConvolutionDescriptor_t conv, cudnnConvolutionFwdAlgo_t algo,
                                       void* workspace, size_t workspace_bytes, const void* beta,
                                       const cudnnTensorDescriptor_t yDesc, void* y) {
-  Problem p;
-  if (cudnnStatus_t s = make_problem(xDesc, wDesc, conv, yDesc, &p); s != CUDNN_STATUS_SUCCESS) return s;
-  return convolve(handle, Pass::forward, alpha, beta, p, algo, {x, w, y}, workspace, workspace_bytes);
+  return convolve(handle, Pass::forward, alpha, xDesc, wDesc, conv, yDesc, algo, {x, w, y}, workspace,
+                  workspace_bytes, beta);
 }
 
-// ---- backward data ----
-
 cudnnStatus_t cudnnGetConvolutionBackwardDataAlgorithmMaxCount(cudnnHandle_t handle, int* count) {
-  if (!handle || !count) return fail(CUDNN_STATUS_BAD_PARAM, "the handle or the count pointer is null");
-  *count = CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT;
-  return CUDNN_STATUS_SUCCESS;
+  return max_count(handle, Pass::backward_data, count);
 }
 
 cudnnStatus_t cudnnGetConvolutionBackwardDataAlgorithm_v7(cudnnHandle_t handle, const cudnnFilterDescriptor_t w,
@@ -661,10 +665,7 @@ cudnnStatus_t cudnnGetConvolutionBackwardDataAlgorithm_v7(cudnnHandle_t handle, 
                                                           const cudnnConvolutionDescriptor_t conv,
                                                           const cudnnTensorDescriptor_t dx, const int requested,
                                                           int* returned, cudnnConvolutionBwdDataAlgoPerf_t* results) {
-  Problem p;
-  if (!handle) return fail(CUDNN_STATUS_BAD_PARAM, "the handle is null");
-  if (cudnnStatus_t s = make_problem(dx, w, conv, dy, &p); s != CUDNN_STATUS_SUCCESS) return s;
-  return rank(Pass::backward_data, p, false, requested, returned, results);
+  return ranked(handle, Pass::backward_data, false, dx, w, conv, dy, requested, returned, results);
 }
 
 cudnnStatus_t cudnnFindConvolutionBackwardDataAlgorithm(cudnnHandle_t handle, const cudnnFilterDescriptor_t w,
@@ -672,10 +673,7 @@ cudnnStatus_t cudnnFindConvolutionBackwardDataAlgorithm(cudnnHandle_t handle, co
                                                         const cudnnConvolutionDescriptor_t conv,
                                                         const cudnnTensorDescriptor_t dx, const int requested,
                                                         int* returned, cudnnConvolutionBwdDataAlgoPerf_t* results) {
-  Problem p;
-  if (!handle) return fail(CUDNN_STATUS_BAD_PARAM, "the handle is null");
-  if (cudnnStatus_t s = make_problem(dx, w, conv, dy, &p); s != CUDNN_STATUS_SUCCESS) return s;
-  return rank(Pass::backward_data, p, true, requested, returned, results);
+  return ranked(handle, Pass::backward_data, true, dx, w, conv, dy, requested, returned, results);
 }
 
 cudnnStatus_t cudnnGetConvolutionBackwardDataWorkspaceSize(cudnnHandle_t handle, const cudnnFilterDescriptor_t w,
@@ -683,10 +681,7 @@ cudnnStatus_t cudnnGetConvolutionBackwardDataWorkspaceSize(cudnnHandle_t handle,
                                                            const cudnnConvolutionDescriptor_t conv,
                                                            const cudnnTensorDescriptor_t dx,
                                                            cudnnConvolutionBwdDataAlgo_t algo, size_t* bytes) {
-  Problem p;
-  if (!handle || !bytes) return fail(CUDNN_STATUS_BAD_PARAM, "the handle or the size pointer is null");
-  if (cudnnStatus_t s = make_problem(dx, w, conv, dy, &p); s != CUDNN_STATUS_SUCCESS) return s;
-  return algo_workspace(Pass::backward_data, algo, p, bytes);
+  return workspace_size(handle, Pass::backward_data, dx, w, conv, dy, algo, bytes);
 }
 
 cudnnStatus_t cudnnConvolutionBackwardData(cudnnHandle_t handle, const void* alpha, const cudnnFilterDescriptor_t wDesc,
@@ -694,17 +689,12 @@ cudnnStatus_t cudnnConvolutionBackwardData(cudnnHandle_t handle, const void* alp
                                            const cudnnConvolutionDescriptor_t conv, cudnnConvolutionBwdDataAlgo_t algo,
                                            void* workspace, size_t workspace_bytes, const void* beta,
                                            const cudnnTensorDescriptor_t dxDesc, void* dx) {
-  Problem p;
-  if (cudnnStatus_t s = make_problem(dxDesc, wDesc, conv, dyDesc, &p); s != CUDNN_STATUS_SUCCESS) return s;
-  return convolve(handle, Pass::backward_data, alpha, beta, p, algo, {w, dy, dx}, workspace, workspace_bytes);
+  return convolve(handle, Pass::backward_data, alpha, dxDesc, wDesc, conv, dyDesc, algo, {w, dy, dx}, workspace,
+                  workspace_bytes, beta);
 }
 
-// ---- backward filter ----
-
 cudnnStatus_t cudnnGetConvolutionBackwardFilterAlgorithmMaxCount(cudnnHandle_t handle, int* count) {
-  if (!handle || !count) return fail(CUDNN_STATUS_BAD_PARAM, "the handle or the count pointer is null");
-  *count = CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT;
-  return CUDNN_STATUS_SUCCESS;
+  return max_count(handle, Pass::backward_filter, count);
 }
 
 cudnnStatus_t cudnnGetConvolutionBackwardFilterAlgorithm_v7(cudnnHandle_t handle, const cudnnTensorDescriptor_t x,
@@ -713,10 +703,7 @@ cudnnStatus_t cudnnGetConvolutionBackwardFilterAlgorithm_v7(cudnnHandle_t handle
                                                             const cudnnFilterDescriptor_t dw, const int requested,
                                                             int* returned,
                                                             cudnnConvolutionBwdFilterAlgoPerf_t* results) {
-  Problem p;
-  if (!handle) return fail(CUDNN_STATUS_BAD_PARAM, "the handle is null");
-  if (cudnnStatus_t s = make_problem(x, dw, conv, dy, &p); s != CUDNN_STATUS_SUCCESS) return s;
-  return rank(Pass::backward_filter, p, false, requested, returned, results);
+  return ranked(handle, Pass::backward_filter, false, x, dw, conv, dy, requested, returned, results);
 }
 
 cudnnStatus_t cudnnFindConvolutionBackwardFilterAlgorithm(cudnnHandle_t handle, const cudnnTensorDescriptor_t x,
@@ -724,10 +711,7 @@ cudnnStatus_t cudnnFindConvolutionBackwardFilterAlgorithm(cudnnHandle_t handle, 
                                                           const cudnnConvolutionDescriptor_t conv,
                                                           const cudnnFilterDescriptor_t dw, const int requested,
                                                           int* returned, cudnnConvolutionBwdFilterAlgoPerf_t* results) {
-  Problem p;
-  if (!handle) return fail(CUDNN_STATUS_BAD_PARAM, "the handle is null");
-  if (cudnnStatus_t s = make_problem(x, dw, conv, dy, &p); s != CUDNN_STATUS_SUCCESS) return s;
-  return rank(Pass::backward_filter, p, true, requested, returned, results);
+  return ranked(handle, Pass::backward_filter, true, x, dw, conv, dy, requested, returned, results);
 }
 
 cudnnStatus_t cudnnGetConvolutionBackwardFilterWorkspaceSize(cudnnHandle_t handle, const cudnnTensorDescriptor_t x,
@@ -735,10 +719,7 @@ cudnnStatus_t cudnnGetConvolutionBackwardFilterWorkspaceSize(cudnnHandle_t handl
                                                              const cudnnConvolutionDescriptor_t conv,
                                                              const cudnnFilterDescriptor_t dw,
                                                              cudnnConvolutionBwdFilterAlgo_t algo, size_t* bytes) {
-  Problem p;
-  if (!handle || !bytes) return fail(CUDNN_STATUS_BAD_PARAM, "the handle or the size pointer is null");
-  if (cudnnStatus_t s = make_problem(x, dw, conv, dy, &p); s != CUDNN_STATUS_SUCCESS) return s;
-  return algo_workspace(Pass::backward_filter, algo, p, bytes);
+  return workspace_size(handle, Pass::backward_filter, x, dw, conv, dy, algo, bytes);
 }
 
 cudnnStatus_t cudnnConvolutionBackwardFilter(cudnnHandle_t handle, const void* alpha,
@@ -748,9 +729,8 @@ cudnnStatus_t cudnnConvolutionBackwardFilter(cudnnHandle_t handle, const void* a
                                              cudnnConvolutionBwdFilterAlgo_t algo, void* workspace,
                                              size_t workspace_bytes, const void* beta,
                                              const cudnnFilterDescriptor_t dwDesc, void* dw) {
-  Problem p;
-  if (cudnnStatus_t s = make_problem(xDesc, dwDesc, conv, dyDesc, &p); s != CUDNN_STATUS_SUCCESS) return s;
-  return convolve(handle, Pass::backward_filter, alpha, beta, p, algo, {x, dy, dw}, workspace, workspace_bytes);
+  return convolve(handle, Pass::backward_filter, alpha, xDesc, dwDesc, conv, dyDesc, algo, {x, dy, dw}, workspace,
+                  workspace_bytes, beta);
 }
 
 }  // extern "C"
