@@ -198,16 +198,17 @@ cudnnStatus_t make_problem(const cudnnTensorStruct* x, const cudnnFilterStruct* 
 // ---- the algorithms ----
 //
 // Each pass offers cuDNN's algorithms with what real cuDNN is known to require of them: FFT and
-// Winograd need stride 1, Winograd a 3x3 filter (non-fused also 5x5), and the backward-filter
-// Winograd is not implemented. Their workspaces are sized after what each algorithm keeps (an
-// im2col matrix, FFT planes, Winograd tiles, an fp32 accumulator), so that some need none and some
-// need much. All of them compute the same result.
+// Winograd need stride 1, Winograd a 3x3 filter (non-fused also 5x5), and DIRECT and the
+// backward-filter Winograd are not implemented (Shapes::none). Their workspaces are sized after
+// what each algorithm keeps (an im2col matrix, FFT planes, Winograd tiles, an fp32 accumulator), so
+// that some need none and some need much. All of them compute the same result.
+
+enum class Shapes { any, stride_one, stride_one_3x3, stride_one_3x3_or_5x5, none };
 
 struct AlgoTraits {
-  bool exists = true;  // implemented at all
-  bool deterministic = true;
-  int stride_one_filters = 0;  // 0: any shape; 3: stride 1 and 3x3; 35: stride 1 and 3x3 or 5x5; 1: stride 1
-  size_t (*workspace)(const Problem&) = nullptr;
+  Shapes computes;
+  bool deterministic;
+  size_t (*workspace)(const Problem&);
 };
 
 size_t none(const Problem&) { return 0; }
@@ -240,29 +241,29 @@ struct PassTraits {
 
 const PassTraits& traits(Pass pass) {
   static const PassTraits forward{CUDNN_CONVOLUTION_FWD_ALGO_COUNT,
-                                  {{true, true, 0, none},             // IMPLICIT_GEMM
-                                   {true, true, 0, index_table},      // IMPLICIT_PRECOMP_GEMM
-                                   {true, true, 0, im2col},           // GEMM
-                                   {false, true, 0, none},            // DIRECT: not implemented
-                                   {true, true, 1, fft_planes},       // FFT
-                                   {true, true, 1, fft_tiles},        // FFT_TILING
-                                   {true, true, 3, none},             // WINOGRAD
-                                   {true, true, 35, winograd_tiles}}};  // WINOGRAD_NONFUSED
+                                  {{Shapes::any, true, none},                               // IMPLICIT_GEMM
+                                   {Shapes::any, true, index_table},                        // IMPLICIT_PRECOMP_GEMM
+                                   {Shapes::any, true, im2col},                             // GEMM
+                                   {Shapes::none, true, none},                              // DIRECT
+                                   {Shapes::stride_one, true, fft_planes},                  // FFT
+                                   {Shapes::stride_one, true, fft_tiles},                   // FFT_TILING
+                                   {Shapes::stride_one_3x3, true, none},                    // WINOGRAD
+                                   {Shapes::stride_one_3x3_or_5x5, true, winograd_tiles}}};  // WINOGRAD_NONFUSED
   static const PassTraits backward_data{CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT,
-                                        {{true, false, 0, none},            // ALGO_0
-                                         {true, true, 0, none},             // ALGO_1
-                                         {true, true, 1, fft_planes},       // FFT
-                                         {true, true, 1, fft_tiles},        // FFT_TILING
-                                         {true, true, 3, none},             // WINOGRAD
-                                         {true, true, 35, winograd_tiles}}};  // WINOGRAD_NONFUSED
+                                        {{Shapes::any, false, none},                               // ALGO_0
+                                         {Shapes::any, true, none},                                // ALGO_1
+                                         {Shapes::stride_one, true, fft_planes},                   // FFT
+                                         {Shapes::stride_one, true, fft_tiles},                    // FFT_TILING
+                                         {Shapes::stride_one_3x3, true, none},                     // WINOGRAD
+                                         {Shapes::stride_one_3x3_or_5x5, true, winograd_tiles}}};  // WINOGRAD_NONFUSED
   static const PassTraits backward_filter{CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT,
-                                          {{true, false, 0, none},             // ALGO_0
-                                           {true, true, 0, fp32_filter},       // ALGO_1
-                                           {true, true, 1, fft_planes},        // FFT
-                                           {true, false, 0, fp32_filter},      // ALGO_3
-                                           {false, true, 0, none},             // WINOGRAD: not implemented
-                                           {true, true, 35, winograd_tiles},   // WINOGRAD_NONFUSED
-                                           {true, true, 1, fft_tiles}}};       // FFT_TILING
+                                          {{Shapes::any, false, none},                              // ALGO_0
+                                           {Shapes::any, true, fp32_filter},                        // ALGO_1
+                                           {Shapes::stride_one, true, fft_planes},                  // FFT
+                                           {Shapes::any, false, fp32_filter},                       // ALGO_3
+                                           {Shapes::none, true, none},                              // WINOGRAD
+                                           {Shapes::stride_one_3x3_or_5x5, true, winograd_tiles},   // WINOGRAD_NONFUSED
+                                           {Shapes::stride_one, true, fft_tiles}}};                 // FFT_TILING
   switch (pass) {
     case Pass::forward: return forward;
     case Pass::backward_data: return backward_data;
@@ -276,10 +277,15 @@ cudnnStatus_t algo_workspace(Pass pass, int algo, const Problem& p, size_t* byte
   if (algo < 0 || algo >= t.count) return fail(CUDNN_STATUS_BAD_PARAM, "no such algorithm: " + std::to_string(algo));
   const AlgoTraits& a = t.algos[algo];
   const ConvShape& s = p.shape;
-  bool fits = a.exists;
-  if (a.stride_one_filters != 0) fits = fits && s.stride == 1;
-  if (a.stride_one_filters == 3) fits = fits && s.R == 3 && s.S == 3;
-  if (a.stride_one_filters == 35) fits = fits && s.R == s.S && (s.R == 3 || s.R == 5);
+  const bool square = s.R == s.S;
+  bool fits = false;
+  switch (a.computes) {
+    case Shapes::any: fits = true; break;
+    case Shapes::stride_one: fits = s.stride == 1; break;
+    case Shapes::stride_one_3x3: fits = s.stride == 1 && square && s.R == 3; break;
+    case Shapes::stride_one_3x3_or_5x5: fits = s.stride == 1 && square && (s.R == 3 || s.R == 5); break;
+    case Shapes::none: fits = false; break;
+  }
   if (!fits)
     return fail(CUDNN_STATUS_NOT_SUPPORTED, std::string(kPassNames[int(pass)]) + " algorithm " +
                                                 std::to_string(algo) + " does not compute this shape");
