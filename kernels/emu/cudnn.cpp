@@ -472,7 +472,9 @@ cudnnStatus_t convolve(cudnnHandle_t handle, Pass pass, const void* alpha, const
   for (auto [ptr, dims, name] : {std::tuple{o.a, &a, "the first input"}, std::tuple{o.b, &b, "the second input"},
                                  std::tuple{static_cast<const void*>(o.out), &out, "the output"}})
     if (cudnnStatus_t s = check_device(ptr, bytes_of(*dims), name); s != CUDNN_STATUS_SUCCESS) return s;
-  // cuDNN documents CUDNN_STATUS_BAD_PARAM for a workspace smaller than the algorithm needs.
+  // A workspace smaller than the algorithm needs: cuDNN's reference names no status for this call
+  // (only that Find reports CUDNN_STATUS_ALLOC_FAILED for an insufficient one); the emulation
+  // answers CUDNN_STATUS_BAD_PARAM, the status of every other unfit argument.
   if (workspace_bytes < needed)
     return fail(CUDNN_STATUS_BAD_PARAM, "the workspace is " + std::to_string(workspace_bytes) + " bytes; " +
                                             kPassNames[int(pass)] + " algorithm " + std::to_string(algo) + " needs " +
