@@ -17,7 +17,6 @@
 
 struct cublasContext {
   cudaStream_t stream = nullptr;  // the legacy default stream until cublasSetStream
-  cublasMath_t math = CUBLAS_DEFAULT_MATH;
 };
 
 namespace cutrain::emu {
@@ -185,6 +184,7 @@ cublasStatus_t cublasSetWorkspace_v2(cublasHandle_t handle, void* workspace, siz
   return CUBLAS_STATUS_SUCCESS;
 }
 
+// Checked only: every product sums in fp32, whatever the math mode (cublas_v2.h).
 cublasStatus_t cublasSetMathMode(cublasHandle_t handle, cublasMath_t mode) {
   if (!handle) return fail(CUBLAS_STATUS_NOT_INITIALIZED, "the handle is null");
   const int base = mode & ~CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION;
@@ -192,7 +192,6 @@ cublasStatus_t cublasSetMathMode(cublasHandle_t handle, cublasMath_t mode) {
       base != CUBLAS_TF32_TENSOR_OP_MATH && base != CUBLAS_FP32_EMULATED_BF16X9_MATH &&
       base != CUBLAS_FP64_EMULATED_FIXEDPOINT_MATH)
     return fail(CUBLAS_STATUS_INVALID_VALUE, "invalid math mode");
-  handle->math = mode;
   return CUBLAS_STATUS_SUCCESS;
 }
 

@@ -154,6 +154,9 @@ TEST_CASE("emulated cuBLAS: arguments are checked as cuBLAS documents, and opera
   CHECK(cublasGemmEx(blas.handle, CUBLAS_OP_N, CUBLAS_OP_N, m, n, k, &one, a.get(), CUDA_R_16BF, m, b.get(),
                      CUDA_R_16BF, k, &one, c.get(), CUDA_R_32F, m, CUBLAS_COMPUTE_32F_FAST_TF32,
                      CUBLAS_GEMM_DEFAULT) == CUBLAS_STATUS_NOT_SUPPORTED);
+  CHECK(cublasGemmEx(blas.handle, CUBLAS_OP_N, CUBLAS_OP_N, m, n, k, &one, a.get(), CUDA_R_32F, m, b.get(), CUDA_R_32F,
+                     k, &one, c.get(), CUDA_R_32F, m, CUBLAS_COMPUTE_32F_FAST_TF32,
+                     CUBLAS_GEMM_DEFAULT) == CUBLAS_STATUS_SUCCESS);
   CHECK(cublasSgemv(blas.handle, CUBLAS_OP_N, m, k, &one, a.get(), m, b.get(), 0, &one, c.get(), 1) ==
         CUBLAS_STATUS_INVALID_VALUE);
   CHECK(cublasSetMathMode(blas.handle, CUBLAS_TF32_TENSOR_OP_MATH) == CUBLAS_STATUS_SUCCESS);
