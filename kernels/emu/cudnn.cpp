@@ -151,7 +151,7 @@ void blend(const Dims4& d, const std::vector<float>& result, float alpha, float 
 // ---- a convolution problem: the four descriptors, checked against each other ----
 
 enum class Pass { forward, backward_data, backward_filter };
-constexpr const char* kPassNames[] = {"forward", "backward_data", "backward_filter"};
+const std::string kPassNames[] = {"forward", "backward_data", "backward_filter"};
 
 struct Problem {
   Dims4 x, w, y;
@@ -287,7 +287,7 @@ cudnnStatus_t algo_workspace(Pass pass, int algo, const Problem& p, size_t* byte
     case Shapes::none: fits = false; break;
   }
   if (!fits)
-    return fail(CUDNN_STATUS_NOT_SUPPORTED, std::string(kPassNames[int(pass)]) + " algorithm " +
+    return fail(CUDNN_STATUS_NOT_SUPPORTED, kPassNames[int(pass)] + " algorithm " +
                                                 std::to_string(algo) + " does not compute this shape");
   *bytes = a.workspace(p);
   return CUDNN_STATUS_SUCCESS;
@@ -301,46 +301,48 @@ cudnnStatus_t algo_workspace(Pass pass, int algo, const Problem& p, size_t* byte
 // the failure in that algorithm's result, since it runs each algorithm; the _v7 heuristics do not,
 // since they run nothing. The variable is read at every call, so a test may set and clear it.
 // A malformed value ends the program with one line saying what is wrong.
+[[noreturn]] void refuse_fault_spec(const std::string& entry, const char* what) {
+  std::fprintf(stderr, "CUTRAIN_EMU_CUDNN_FAIL: '%s': %s (expected pass:algo=N:status, such as "
+               "backward_data:algo=1:not_supported)\n", entry.c_str(), what);
+  std::exit(2);
+}
+
+struct Fault {
+  std::string pass, algo;  // a pass's name; an algorithm's number, or "any"
+  cudnnStatus_t status;
+};
+
+Fault parse_fault(const std::string& entry) {
+  const size_t first = entry.find(':');
+  const size_t second = first == std::string::npos ? first : entry.find(':', first + 1);
+  if (second == std::string::npos || entry.compare(first + 1, 5, "algo=") != 0)
+    refuse_fault_spec(entry, "not three fields");
+  Fault fault{entry.substr(0, first), entry.substr(first + 6, second - first - 6), CUDNN_STATUS_SUCCESS};
+  const std::string status = entry.substr(second + 1);
+  if (status == "not_supported") {
+    fault.status = CUDNN_STATUS_NOT_SUPPORTED;
+  } else if (status == "execution_failed") {
+    fault.status = CUDNN_STATUS_EXECUTION_FAILED;
+  } else {
+    refuse_fault_spec(entry, "the status is not_supported or execution_failed");
+  }
+  if (std::find(std::begin(kPassNames), std::end(kPassNames), fault.pass) == std::end(kPassNames))
+    refuse_fault_spec(entry, "the pass is forward, backward_data or backward_filter");
+  if (fault.algo != "any" && (fault.algo.empty() || fault.algo.find_first_not_of("0123456789") != std::string::npos))
+    refuse_fault_spec(entry, "the algorithm is a number or any");
+  return fault;
+}
+
 cudnnStatus_t injected_fault(Pass pass, int algo) {
   const char* spec = std::getenv("CUTRAIN_EMU_CUDNN_FAIL");
   if (!spec || !*spec) return CUDNN_STATUS_SUCCESS;
   const std::string all = spec;
-  size_t begin = 0;
-  while (begin <= all.size()) {
+  for (size_t begin = 0; begin <= all.size();) {
     const size_t end = std::min(all.find(',', begin), all.size());
-    const std::string entry = all.substr(begin, end - begin);
+    const Fault fault = parse_fault(all.substr(begin, end - begin));
     begin = end + 1;
-    const size_t first = entry.find(':'), second = entry.find(':', first == std::string::npos ? first : first + 1);
-    if (first == std::string::npos || second == std::string::npos || entry.compare(first + 1, 5, "algo=") != 0) {
-      std::fprintf(stderr, "CUTRAIN_EMU_CUDNN_FAIL: '%s' is not pass:algo=N:status\n", entry.c_str());
-      std::exit(2);
-    }
-    const std::string pass_name = entry.substr(0, first);
-    const std::string algo_text = entry.substr(first + 6, second - first - 6);
-    const std::string status_text = entry.substr(second + 1);
-    cudnnStatus_t status;
-    if (status_text == "not_supported") {
-      status = CUDNN_STATUS_NOT_SUPPORTED;
-    } else if (status_text == "execution_failed") {
-      status = CUDNN_STATUS_EXECUTION_FAILED;
-    } else {
-      std::fprintf(stderr, "CUTRAIN_EMU_CUDNN_FAIL: '%s': the status is not_supported or execution_failed\n",
-                   entry.c_str());
-      std::exit(2);
-    }
-    if (pass_name != "forward" && pass_name != "backward_data" && pass_name != "backward_filter") {
-      std::fprintf(stderr, "CUTRAIN_EMU_CUDNN_FAIL: '%s': the pass is forward, backward_data or backward_filter\n",
-                   entry.c_str());
-      std::exit(2);
-    }
-    char* number_end = nullptr;
-    const long number = std::strtol(algo_text.c_str(), &number_end, 10);
-    if (algo_text != "any" && (algo_text.empty() || *number_end != '\0')) {
-      std::fprintf(stderr, "CUTRAIN_EMU_CUDNN_FAIL: '%s': the algorithm is a number or any\n", entry.c_str());
-      std::exit(2);
-    }
-    if (pass_name == kPassNames[int(pass)] && (algo_text == "any" || number == algo))
-      return fail(status, std::string("injected by CUTRAIN_EMU_CUDNN_FAIL=") + spec);
+    if (fault.pass == kPassNames[int(pass)] && (fault.algo == "any" || fault.algo == std::to_string(algo)))
+      return fail(fault.status, std::string("injected by CUTRAIN_EMU_CUDNN_FAIL=") + spec);
   }
   return CUDNN_STATUS_SUCCESS;
 }
