@@ -110,9 +110,7 @@ cublasStatus_t gemm(cublasHandle_t handle, cublasOperation_t transa, cublasOpera
   for (auto [p, elements, type, name] :
        {std::tuple{A, span(a_rows, a_cols, lda), a_type, "A"}, std::tuple{B, span(b_rows, b_cols, ldb), b_type, "B"},
         std::tuple{static_cast<const void*>(C), span(m, n, ldc), c_type, "C"}})
-    if (cublasStatus_t s = check_device(p, elements, element_bytes(type), name);
-        s != CUBLAS_STATUS_SUCCESS)
-      return s;
+    if (cublasStatus_t s = check_device(p, elements, element_bytes(type), name); s != CUBLAS_STATUS_SUCCESS) return s;
   const Matrix a{A, a_type, lda, ta}, b{B, b_type, ldb, tb};
   const float alpha_value = *alpha, beta_value = *beta;
   const cudaError_t queued = enqueue(handle->stream, "cublasGemm", [=] {
