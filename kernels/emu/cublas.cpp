@@ -12,25 +12,19 @@
 #include <tuple>
 
 #include "kernels/emu/bf16.h"
+#include "kernels/emu/refusal.h"
 #include "kernels/emu/runtime.h"
 
 struct cublasContext {
   cudaStream_t stream = nullptr;  // the legacy default stream until cublasSetStream
-  cublasMath_t math = CUBLAS_DEFAULT_MATH;
 };
 
 namespace cutrain::emu {
 namespace {
 
-thread_local cublasStatus_t last_status = CUBLAS_STATUS_SUCCESS;
-thread_local std::string last_why;
-thread_local std::string last_message;
+thread_local Refusal<cublasStatus_t> refusal;
 
-cublasStatus_t fail(cublasStatus_t status, const std::string& why) {
-  last_status = status;
-  last_why = why;
-  return status;
-}
+cublasStatus_t fail(cublasStatus_t status, const std::string& why) { return refusal.refuse(status, why); }
 
 const char* status_name(cublasStatus_t status) {
   switch (status) {
@@ -116,9 +110,7 @@ cublasStatus_t gemm(cublasHandle_t handle, cublasOperation_t transa, cublasOpera
   for (auto [p, elements, type, name] :
        {std::tuple{A, span(a_rows, a_cols, lda), a_type, "A"}, std::tuple{B, span(b_rows, b_cols, ldb), b_type, "B"},
         std::tuple{static_cast<const void*>(C), span(m, n, ldc), c_type, "C"}})
-    if (cublasStatus_t s = check_device(p, elements, element_bytes(type), name);
-        s != CUBLAS_STATUS_SUCCESS)
-      return s;
+    if (cublasStatus_t s = check_device(p, elements, element_bytes(type), name); s != CUBLAS_STATUS_SUCCESS) return s;
   const Matrix a{A, a_type, lda, ta}, b{B, b_type, ldb, tb};
   const float alpha_value = *alpha, beta_value = *beta;
   const cudaError_t queued = enqueue(handle->stream, "cublasGemm", [=] {
@@ -146,9 +138,7 @@ extern "C" {
 
 // cuBLAS's name of the status; for the emulation's last refusal with this status, also why.
 const char* cublasGetStatusString(cublasStatus_t status) {
-  if (status == CUBLAS_STATUS_SUCCESS || status != last_status || last_why.empty()) return status_name(status);
-  last_message = std::string(status_name(status)) + " (emulated cuBLAS: " + last_why + ")";
-  return last_message.c_str();
+  return refusal.describe(status, status_name(status), "cuBLAS");
 }
 
 cublasStatus_t cublasGetProperty(libraryPropertyType type, int* value) {
@@ -192,6 +182,7 @@ cublasStatus_t cublasSetWorkspace_v2(cublasHandle_t handle, void* workspace, siz
   return CUBLAS_STATUS_SUCCESS;
 }
 
+// Checked only: every product sums in fp32, whatever the math mode (cublas_v2.h).
 cublasStatus_t cublasSetMathMode(cublasHandle_t handle, cublasMath_t mode) {
   if (!handle) return fail(CUBLAS_STATUS_NOT_INITIALIZED, "the handle is null");
   const int base = mode & ~CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION;
@@ -199,7 +190,6 @@ cublasStatus_t cublasSetMathMode(cublasHandle_t handle, cublasMath_t mode) {
       base != CUBLAS_TF32_TENSOR_OP_MATH && base != CUBLAS_FP32_EMULATED_BF16X9_MATH &&
       base != CUBLAS_FP64_EMULATED_FIXEDPOINT_MATH)
     return fail(CUBLAS_STATUS_INVALID_VALUE, "invalid math mode");
-  handle->math = mode;
   return CUBLAS_STATUS_SUCCESS;
 }
 

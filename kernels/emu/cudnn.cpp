@@ -19,6 +19,7 @@
 
 #include "kernels/conv2d_cpu.h"
 #include "kernels/emu/bf16.h"
+#include "kernels/emu/refusal.h"
 #include "kernels/emu/runtime.h"
 
 struct cudnnContext {
@@ -49,15 +50,9 @@ namespace {
 
 // ---- statuses: cuDNN's status, and for the emulation's refusals, why ----
 
-thread_local cudnnStatus_t last_status = CUDNN_STATUS_SUCCESS;
-thread_local std::string last_why;
-thread_local std::string last_message;
+thread_local Refusal<cudnnStatus_t> refusal;
 
-cudnnStatus_t fail(cudnnStatus_t status, const std::string& why) {
-  last_status = status;
-  last_why = why;
-  return status;
-}
+cudnnStatus_t fail(cudnnStatus_t status, const std::string& why) { return refusal.refuse(status, why); }
 
 const char* status_name(cudnnStatus_t status) {
   switch (status) {
@@ -156,7 +151,7 @@ void blend(const Dims4& d, const std::vector<float>& result, float alpha, float 
 // ---- a convolution problem: the four descriptors, checked against each other ----
 
 enum class Pass { forward, backward_data, backward_filter };
-constexpr const char* kPassNames[] = {"forward", "backward_data", "backward_filter"};
+const std::string kPassNames[] = {"forward", "backward_data", "backward_filter"};
 
 struct Problem {
   Dims4 x, w, y;
@@ -203,16 +198,17 @@ cudnnStatus_t make_problem(const cudnnTensorStruct* x, const cudnnFilterStruct* 
 // ---- the algorithms ----
 //
 // Each pass offers cuDNN's algorithms with what real cuDNN is known to require of them: FFT and
-// Winograd need stride 1, Winograd a 3x3 filter (non-fused also 5x5), and the backward-filter
-// Winograd is not implemented. Their workspaces are sized after what each algorithm keeps (an
-// im2col matrix, FFT planes, Winograd tiles, an fp32 accumulator), so that some need none and some
-// need much. All of them compute the same result.
+// Winograd need stride 1, Winograd a 3x3 filter (non-fused also 5x5), and DIRECT and the
+// backward-filter Winograd are not implemented (Shapes::none). Their workspaces are sized after
+// what each algorithm keeps (an im2col matrix, FFT planes, Winograd tiles, an fp32 accumulator), so
+// that some need none and some need much. All of them compute the same result.
+
+enum class Shapes { any, stride_one, stride_one_3x3, stride_one_3x3_or_5x5, none };
 
 struct AlgoTraits {
-  bool exists = true;  // implemented at all
-  bool deterministic = true;
-  int stride_one_filters = 0;  // 0: any shape; 3: stride 1 and 3x3; 35: stride 1 and 3x3 or 5x5; 1: stride 1
-  size_t (*workspace)(const Problem&) = nullptr;
+  Shapes computes;
+  bool deterministic;
+  size_t (*workspace)(const Problem&);
 };
 
 size_t none(const Problem&) { return 0; }
@@ -245,29 +241,29 @@ struct PassTraits {
 
 const PassTraits& traits(Pass pass) {
   static const PassTraits forward{CUDNN_CONVOLUTION_FWD_ALGO_COUNT,
-                                  {{true, true, 0, none},             // IMPLICIT_GEMM
-                                   {true, true, 0, index_table},      // IMPLICIT_PRECOMP_GEMM
-                                   {true, true, 0, im2col},           // GEMM
-                                   {false, true, 0, none},            // DIRECT: not implemented
-                                   {true, true, 1, fft_planes},       // FFT
-                                   {true, true, 1, fft_tiles},        // FFT_TILING
-                                   {true, true, 3, none},             // WINOGRAD
-                                   {true, true, 35, winograd_tiles}}};  // WINOGRAD_NONFUSED
+                                  {{Shapes::any, true, none},                               // IMPLICIT_GEMM
+                                   {Shapes::any, true, index_table},                        // IMPLICIT_PRECOMP_GEMM
+                                   {Shapes::any, true, im2col},                             // GEMM
+                                   {Shapes::none, true, none},                              // DIRECT
+                                   {Shapes::stride_one, true, fft_planes},                  // FFT
+                                   {Shapes::stride_one, true, fft_tiles},                   // FFT_TILING
+                                   {Shapes::stride_one_3x3, true, none},                    // WINOGRAD
+                                   {Shapes::stride_one_3x3_or_5x5, true, winograd_tiles}}};  // WINOGRAD_NONFUSED
   static const PassTraits backward_data{CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT,
-                                        {{true, false, 0, none},            // ALGO_0
-                                         {true, true, 0, none},             // ALGO_1
-                                         {true, true, 1, fft_planes},       // FFT
-                                         {true, true, 1, fft_tiles},        // FFT_TILING
-                                         {true, true, 3, none},             // WINOGRAD
-                                         {true, true, 35, winograd_tiles}}};  // WINOGRAD_NONFUSED
+                                        {{Shapes::any, false, none},                               // ALGO_0
+                                         {Shapes::any, true, none},                                // ALGO_1
+                                         {Shapes::stride_one, true, fft_planes},                   // FFT
+                                         {Shapes::stride_one, true, fft_tiles},                    // FFT_TILING
+                                         {Shapes::stride_one_3x3, true, none},                     // WINOGRAD
+                                         {Shapes::stride_one_3x3_or_5x5, true, winograd_tiles}}};  // WINOGRAD_NONFUSED
   static const PassTraits backward_filter{CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT,
-                                          {{true, false, 0, none},             // ALGO_0
-                                           {true, true, 0, fp32_filter},       // ALGO_1
-                                           {true, true, 1, fft_planes},        // FFT
-                                           {true, false, 0, fp32_filter},      // ALGO_3
-                                           {false, true, 0, none},             // WINOGRAD: not implemented
-                                           {true, true, 35, winograd_tiles},   // WINOGRAD_NONFUSED
-                                           {true, true, 1, fft_tiles}}};       // FFT_TILING
+                                          {{Shapes::any, false, none},                              // ALGO_0
+                                           {Shapes::any, true, fp32_filter},                        // ALGO_1
+                                           {Shapes::stride_one, true, fft_planes},                  // FFT
+                                           {Shapes::any, false, fp32_filter},                       // ALGO_3
+                                           {Shapes::none, true, none},                              // WINOGRAD
+                                           {Shapes::stride_one_3x3_or_5x5, true, winograd_tiles},   // WINOGRAD_NONFUSED
+                                           {Shapes::stride_one, true, fft_tiles}}};                 // FFT_TILING
   switch (pass) {
     case Pass::forward: return forward;
     case Pass::backward_data: return backward_data;
@@ -281,12 +277,17 @@ cudnnStatus_t algo_workspace(Pass pass, int algo, const Problem& p, size_t* byte
   if (algo < 0 || algo >= t.count) return fail(CUDNN_STATUS_BAD_PARAM, "no such algorithm: " + std::to_string(algo));
   const AlgoTraits& a = t.algos[algo];
   const ConvShape& s = p.shape;
-  bool fits = a.exists;
-  if (a.stride_one_filters != 0) fits = fits && s.stride == 1;
-  if (a.stride_one_filters == 3) fits = fits && s.R == 3 && s.S == 3;
-  if (a.stride_one_filters == 35) fits = fits && s.R == s.S && (s.R == 3 || s.R == 5);
+  const bool square = s.R == s.S;
+  bool fits = false;
+  switch (a.computes) {
+    case Shapes::any: fits = true; break;
+    case Shapes::stride_one: fits = s.stride == 1; break;
+    case Shapes::stride_one_3x3: fits = s.stride == 1 && square && s.R == 3; break;
+    case Shapes::stride_one_3x3_or_5x5: fits = s.stride == 1 && square && (s.R == 3 || s.R == 5); break;
+    case Shapes::none: fits = false; break;
+  }
   if (!fits)
-    return fail(CUDNN_STATUS_NOT_SUPPORTED, std::string(kPassNames[int(pass)]) + " algorithm " +
+    return fail(CUDNN_STATUS_NOT_SUPPORTED, kPassNames[int(pass)] + " algorithm " +
                                                 std::to_string(algo) + " does not compute this shape");
   *bytes = a.workspace(p);
   return CUDNN_STATUS_SUCCESS;
@@ -300,46 +301,48 @@ cudnnStatus_t algo_workspace(Pass pass, int algo, const Problem& p, size_t* byte
 // the failure in that algorithm's result, since it runs each algorithm; the _v7 heuristics do not,
 // since they run nothing. The variable is read at every call, so a test may set and clear it.
 // A malformed value ends the program with one line saying what is wrong.
+[[noreturn]] void refuse_fault_spec(const std::string& entry, const char* what) {
+  std::fprintf(stderr, "CUTRAIN_EMU_CUDNN_FAIL: '%s': %s (expected pass:algo=N:status, such as "
+               "backward_data:algo=1:not_supported)\n", entry.c_str(), what);
+  std::exit(2);
+}
+
+struct Fault {
+  std::string pass, algo;  // a pass's name; an algorithm's number, or "any"
+  cudnnStatus_t status;
+};
+
+Fault parse_fault(const std::string& entry) {
+  const size_t first = entry.find(':');
+  const size_t second = first == std::string::npos ? first : entry.find(':', first + 1);
+  if (second == std::string::npos || entry.compare(first + 1, 5, "algo=") != 0)
+    refuse_fault_spec(entry, "not three fields");
+  Fault fault{entry.substr(0, first), entry.substr(first + 6, second - first - 6), CUDNN_STATUS_SUCCESS};
+  const std::string status = entry.substr(second + 1);
+  if (status == "not_supported") {
+    fault.status = CUDNN_STATUS_NOT_SUPPORTED;
+  } else if (status == "execution_failed") {
+    fault.status = CUDNN_STATUS_EXECUTION_FAILED;
+  } else {
+    refuse_fault_spec(entry, "the status is not_supported or execution_failed");
+  }
+  if (std::find(std::begin(kPassNames), std::end(kPassNames), fault.pass) == std::end(kPassNames))
+    refuse_fault_spec(entry, "the pass is forward, backward_data or backward_filter");
+  if (fault.algo != "any" && (fault.algo.empty() || fault.algo.find_first_not_of("0123456789") != std::string::npos))
+    refuse_fault_spec(entry, "the algorithm is a number or any");
+  return fault;
+}
+
 cudnnStatus_t injected_fault(Pass pass, int algo) {
   const char* spec = std::getenv("CUTRAIN_EMU_CUDNN_FAIL");
   if (!spec || !*spec) return CUDNN_STATUS_SUCCESS;
   const std::string all = spec;
-  size_t begin = 0;
-  while (begin <= all.size()) {
+  for (size_t begin = 0; begin <= all.size();) {
     const size_t end = std::min(all.find(',', begin), all.size());
-    const std::string entry = all.substr(begin, end - begin);
+    const Fault fault = parse_fault(all.substr(begin, end - begin));
     begin = end + 1;
-    const size_t first = entry.find(':'), second = entry.find(':', first == std::string::npos ? first : first + 1);
-    if (first == std::string::npos || second == std::string::npos || entry.compare(first + 1, 5, "algo=") != 0) {
-      std::fprintf(stderr, "CUTRAIN_EMU_CUDNN_FAIL: '%s' is not pass:algo=N:status\n", entry.c_str());
-      std::exit(2);
-    }
-    const std::string pass_name = entry.substr(0, first);
-    const std::string algo_text = entry.substr(first + 6, second - first - 6);
-    const std::string status_text = entry.substr(second + 1);
-    cudnnStatus_t status;
-    if (status_text == "not_supported") {
-      status = CUDNN_STATUS_NOT_SUPPORTED;
-    } else if (status_text == "execution_failed") {
-      status = CUDNN_STATUS_EXECUTION_FAILED;
-    } else {
-      std::fprintf(stderr, "CUTRAIN_EMU_CUDNN_FAIL: '%s': the status is not_supported or execution_failed\n",
-                   entry.c_str());
-      std::exit(2);
-    }
-    if (pass_name != "forward" && pass_name != "backward_data" && pass_name != "backward_filter") {
-      std::fprintf(stderr, "CUTRAIN_EMU_CUDNN_FAIL: '%s': the pass is forward, backward_data or backward_filter\n",
-                   entry.c_str());
-      std::exit(2);
-    }
-    char* number_end = nullptr;
-    const long number = std::strtol(algo_text.c_str(), &number_end, 10);
-    if (algo_text != "any" && (algo_text.empty() || *number_end != '\0')) {
-      std::fprintf(stderr, "CUTRAIN_EMU_CUDNN_FAIL: '%s': the algorithm is a number or any\n", entry.c_str());
-      std::exit(2);
-    }
-    if (pass_name == kPassNames[int(pass)] && (algo_text == "any" || number == algo))
-      return fail(status, std::string("injected by CUTRAIN_EMU_CUDNN_FAIL=") + spec);
+    if (fault.pass == kPassNames[int(pass)] && (fault.algo == "any" || fault.algo == std::to_string(algo)))
+      return fail(fault.status, std::string("injected by CUTRAIN_EMU_CUDNN_FAIL=") + spec);
   }
   return CUDNN_STATUS_SUCCESS;
 }
@@ -452,12 +455,15 @@ cudnnStatus_t check_device(const void* p, size_t bytes, const char* what) {
 }
 
 // One convolution call: the checks at the call, then the work on the handle's stream. A workspace
-// that the algorithm needs is written with garbage first, in a work item of its own, and checked
-// by the convolution's, which writes garbage again when done: a call that shares the workspace
-// with another at the same time (two streams, no event between) sees the other's garbage and
-// writes NaN, as real cuDNN's corrupted intermediate results would give some wrong output.
-cudnnStatus_t convolve(cudnnHandle_t handle, Pass pass, const void* alpha, const void* beta, const Problem& p,
-                       int algo, const Operands& o, void* workspace, size_t workspace_bytes) {
+// that the algorithm needs is written with garbage first, in a work item of its own, which the
+// convolution's own work item checks is still there: a call that shares the workspace with
+// another at the same time (two streams, no event between) finds the other's garbage and writes
+// NaN, where real cuDNN's corrupted intermediate results would give some wrong output.
+cudnnStatus_t convolve(cudnnHandle_t handle, Pass pass, const void* alpha, const cudnnTensorStruct* x,
+                       const cudnnFilterStruct* w, const cudnnConvolutionStruct* conv, const cudnnTensorStruct* y,
+                       int algo, const Operands& o, void* workspace, size_t workspace_bytes, const void* beta) {
+  Problem p;
+  if (cudnnStatus_t s = make_problem(x, w, conv, y, &p); s != CUDNN_STATUS_SUCCESS) return s;
   if (!handle) return fail(CUDNN_STATUS_BAD_PARAM, "the handle is null");
   if (!alpha || !beta) return fail(CUDNN_STATUS_BAD_PARAM, "alpha or beta is null");
   size_t needed = 0;
@@ -468,7 +474,9 @@ cudnnStatus_t convolve(cudnnHandle_t handle, Pass pass, const void* alpha, const
   for (auto [ptr, dims, name] : {std::tuple{o.a, &a, "the first input"}, std::tuple{o.b, &b, "the second input"},
                                  std::tuple{static_cast<const void*>(o.out), &out, "the output"}})
     if (cudnnStatus_t s = check_device(ptr, bytes_of(*dims), name); s != CUDNN_STATUS_SUCCESS) return s;
-  // cuDNN documents CUDNN_STATUS_BAD_PARAM for a workspace smaller than the algorithm needs.
+  // A workspace smaller than the algorithm needs: cuDNN's reference names no status for this call
+  // (only that Find reports CUDNN_STATUS_ALLOC_FAILED for an insufficient one); the emulation
+  // answers CUDNN_STATUS_BAD_PARAM, the status of every other unfit argument.
   if (workspace_bytes < needed)
     return fail(CUDNN_STATUS_BAD_PARAM, "the workspace is " + std::to_string(workspace_bytes) + " bytes; " +
                                             kPassNames[int(pass)] + " algorithm " + std::to_string(algo) + " needs " +
@@ -491,10 +499,36 @@ cudnnStatus_t convolve(cudnnHandle_t handle, Pass pass, const void* alpha, const
     } else {
       compute(pass, p, o, alpha_value, beta_value);
     }
-    if (needed > 0) fill_garbage(workspace, needed, stamp + 1);
   });
   if (queued != cudaSuccess) return fail(CUDNN_STATUS_EXECUTION_FAILED, "the handle's stream does not take work");
   return CUDNN_STATUS_SUCCESS;
+}
+
+// ---- what the passes' queries share ----
+
+cudnnStatus_t max_count(cudnnHandle_t handle, Pass pass, int* count) {
+  if (!handle || !count) return fail(CUDNN_STATUS_BAD_PARAM, "the handle or the count pointer is null");
+  *count = traits(pass).count;
+  return CUDNN_STATUS_SUCCESS;
+}
+
+// The _v7 heuristics (measured = false) and cudnnFind* (measured = true).
+template <typename Perf>
+cudnnStatus_t ranked(cudnnHandle_t handle, Pass pass, bool measured, const cudnnTensorStruct* x,
+                     const cudnnFilterStruct* w, const cudnnConvolutionStruct* conv, const cudnnTensorStruct* y,
+                     int requested, int* returned, Perf* results) {
+  Problem p;
+  if (!handle) return fail(CUDNN_STATUS_BAD_PARAM, "the handle is null");
+  if (cudnnStatus_t s = make_problem(x, w, conv, y, &p); s != CUDNN_STATUS_SUCCESS) return s;
+  return rank(pass, p, measured, requested, returned, results);
+}
+
+cudnnStatus_t workspace_size(cudnnHandle_t handle, Pass pass, const cudnnTensorStruct* x, const cudnnFilterStruct* w,
+                             const cudnnConvolutionStruct* conv, const cudnnTensorStruct* y, int algo, size_t* bytes) {
+  Problem p;
+  if (!handle || !bytes) return fail(CUDNN_STATUS_BAD_PARAM, "the handle or the size pointer is null");
+  if (cudnnStatus_t s = make_problem(x, w, conv, y, &p); s != CUDNN_STATUS_SUCCESS) return s;
+  return algo_workspace(pass, algo, p, bytes);
 }
 
 }  // namespace
@@ -507,11 +541,7 @@ extern "C" {
 size_t cudnnGetVersion(void) { return CUDNN_VERSION; }
 
 // cuDNN's name of the status; for the emulation's last refusal with this status, also why.
-const char* cudnnGetErrorString(cudnnStatus_t status) {
-  if (status == CUDNN_STATUS_SUCCESS || status != last_status || last_why.empty()) return status_name(status);
-  last_message = std::string(status_name(status)) + " (emulated cuDNN: " + last_why + ")";
-  return last_message.c_str();
-}
+const char* cudnnGetErrorString(cudnnStatus_t status) { return refusal.describe(status, status_name(status), "cuDNN"); }
 
 cudnnStatus_t cudnnCreate(cudnnHandle_t* handle) {
   if (!handle) return fail(CUDNN_STATUS_BAD_PARAM, "the handle pointer is null");
@@ -597,12 +627,10 @@ cudnnStatus_t cudnnSetConvolution2dDescriptor(cudnnConvolutionDescriptor_t d, in
   return CUDNN_STATUS_SUCCESS;
 }
 
-// ---- forward ----
+// ---- the three passes: each names its descriptors in its own order (x, w, y as forward sees them) ----
 
 cudnnStatus_t cudnnGetConvolutionForwardAlgorithmMaxCount(cudnnHandle_t handle, int* count) {
-  if (!handle || !count) return fail(CUDNN_STATUS_BAD_PARAM, "the handle or the count pointer is null");
-  *count = CUDNN_CONVOLUTION_FWD_ALGO_COUNT;
-  return CUDNN_STATUS_SUCCESS;
+  return max_count(handle, Pass::forward, count);
 }
 
 cudnnStatus_t cudnnGetConvolutionForwardAlgorithm_v7(cudnnHandle_t handle, const cudnnTensorDescriptor_t x,
@@ -610,10 +638,7 @@ cudnnStatus_t cudnnGetConvolutionForwardAlgorithm_v7(cudnnHandle_t handle, const
                                                      const cudnnConvolutionDescriptor_t conv,
                                                      const cudnnTensorDescriptor_t y, const int requested,
                                                      int* returned, cudnnConvolutionFwdAlgoPerf_t* results) {
-  Problem p;
-  if (!handle) return fail(CUDNN_STATUS_BAD_PARAM, "the handle is null");
-  if (cudnnStatus_t s = make_problem(x, w, conv, y, &p); s != CUDNN_STATUS_SUCCESS) return s;
-  return rank(Pass::forward, p, false, requested, returned, results);
+  return ranked(handle, Pass::forward, false, x, w, conv, y, requested, returned, results);
 }
 
 cudnnStatus_t cudnnFindConvolutionForwardAlgorithm(cudnnHandle_t handle, const cudnnTensorDescriptor_t x,
@@ -621,10 +646,7 @@ cudnnStatus_t cudnnFindConvolutionForwardAlgorithm(cudnnHandle_t handle, const c
                                                    const cudnnConvolutionDescriptor_t conv,
                                                    const cudnnTensorDescriptor_t y, const int requested, int* returned,
                                                    cudnnConvolutionFwdAlgoPerf_t* results) {
-  Problem p;
-  if (!handle) return fail(CUDNN_STATUS_BAD_PARAM, "the handle is null");
-  if (cudnnStatus_t s = make_problem(x, w, conv, y, &p); s != CUDNN_STATUS_SUCCESS) return s;
-  return rank(Pass::forward, p, true, requested, returned, results);
+  return ranked(handle, Pass::forward, true, x, w, conv, y, requested, returned, results);
 }
 
 cudnnStatus_t cudnnGetConvolutionForwardWorkspaceSize(cudnnHandle_t handle, const cudnnTensorDescriptor_t x,
@@ -632,10 +654,7 @@ cudnnStatus_t cudnnGetConvolutionForwardWorkspaceSize(cudnnHandle_t handle, cons
                                                       const cudnnConvolutionDescriptor_t conv,
                                                       const cudnnTensorDescriptor_t y, cudnnConvolutionFwdAlgo_t algo,
                                                       size_t* bytes) {
-  Problem p;
-  if (!handle || !bytes) return fail(CUDNN_STATUS_BAD_PARAM, "the handle or the size pointer is null");
-  if (cudnnStatus_t s = make_problem(x, w, conv, y, &p); s != CUDNN_STATUS_SUCCESS) return s;
-  return algo_workspace(Pass::forward, algo, p, bytes);
+  return workspace_size(handle, Pass::forward, x, w, conv, y, algo, bytes);
 }
 
 cudnnStatus_t cudnnConvolutionForward(cudnnHandle_t handle, const void* alpha, const cudnnTensorDescriptor_t xDesc,
@@ -643,17 +662,12 @@ cudnnStatus_t cudnnConvolutionForward(cudnnHandle_t handle, const void* alpha, c
                                       const cudnnConvolutionDescriptor_t conv, cudnnConvolutionFwdAlgo_t algo,
                                       void* workspace, size_t workspace_bytes, const void* beta,
                                       const cudnnTensorDescriptor_t yDesc, void* y) {
-  Problem p;
-  if (cudnnStatus_t s = make_problem(xDesc, wDesc, conv, yDesc, &p); s != CUDNN_STATUS_SUCCESS) return s;
-  return convolve(handle, Pass::forward, alpha, beta, p, algo, {x, w, y}, workspace, workspace_bytes);
+  return convolve(handle, Pass::forward, alpha, xDesc, wDesc, conv, yDesc, algo, {x, w, y}, workspace,
+                  workspace_bytes, beta);
 }
 
-// ---- backward data ----
-
 cudnnStatus_t cudnnGetConvolutionBackwardDataAlgorithmMaxCount(cudnnHandle_t handle, int* count) {
-  if (!handle || !count) return fail(CUDNN_STATUS_BAD_PARAM, "the handle or the count pointer is null");
-  *count = CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT;
-  return CUDNN_STATUS_SUCCESS;
+  return max_count(handle, Pass::backward_data, count);
 }
 
 cudnnStatus_t cudnnGetConvolutionBackwardDataAlgorithm_v7(cudnnHandle_t handle, const cudnnFilterDescriptor_t w,
@@ -661,10 +675,7 @@ cudnnStatus_t cudnnGetConvolutionBackwardDataAlgorithm_v7(cudnnHandle_t handle, 
                                                           const cudnnConvolutionDescriptor_t conv,
                                                           const cudnnTensorDescriptor_t dx, const int requested,
                                                           int* returned, cudnnConvolutionBwdDataAlgoPerf_t* results) {
-  Problem p;
-  if (!handle) return fail(CUDNN_STATUS_BAD_PARAM, "the handle is null");
-  if (cudnnStatus_t s = make_problem(dx, w, conv, dy, &p); s != CUDNN_STATUS_SUCCESS) return s;
-  return rank(Pass::backward_data, p, false, requested, returned, results);
+  return ranked(handle, Pass::backward_data, false, dx, w, conv, dy, requested, returned, results);
 }
 
 cudnnStatus_t cudnnFindConvolutionBackwardDataAlgorithm(cudnnHandle_t handle, const cudnnFilterDescriptor_t w,
@@ -672,10 +683,7 @@ cudnnStatus_t cudnnFindConvolutionBackwardDataAlgorithm(cudnnHandle_t handle, co
                                                         const cudnnConvolutionDescriptor_t conv,
                                                         const cudnnTensorDescriptor_t dx, const int requested,
                                                         int* returned, cudnnConvolutionBwdDataAlgoPerf_t* results) {
-  Problem p;
-  if (!handle) return fail(CUDNN_STATUS_BAD_PARAM, "the handle is null");
-  if (cudnnStatus_t s = make_problem(dx, w, conv, dy, &p); s != CUDNN_STATUS_SUCCESS) return s;
-  return rank(Pass::backward_data, p, true, requested, returned, results);
+  return ranked(handle, Pass::backward_data, true, dx, w, conv, dy, requested, returned, results);
 }
 
 cudnnStatus_t cudnnGetConvolutionBackwardDataWorkspaceSize(cudnnHandle_t handle, const cudnnFilterDescriptor_t w,
@@ -683,10 +691,7 @@ cudnnStatus_t cudnnGetConvolutionBackwardDataWorkspaceSize(cudnnHandle_t handle,
                                                            const cudnnConvolutionDescriptor_t conv,
                                                            const cudnnTensorDescriptor_t dx,
                                                            cudnnConvolutionBwdDataAlgo_t algo, size_t* bytes) {
-  Problem p;
-  if (!handle || !bytes) return fail(CUDNN_STATUS_BAD_PARAM, "the handle or the size pointer is null");
-  if (cudnnStatus_t s = make_problem(dx, w, conv, dy, &p); s != CUDNN_STATUS_SUCCESS) return s;
-  return algo_workspace(Pass::backward_data, algo, p, bytes);
+  return workspace_size(handle, Pass::backward_data, dx, w, conv, dy, algo, bytes);
 }
 
 cudnnStatus_t cudnnConvolutionBackwardData(cudnnHandle_t handle, const void* alpha, const cudnnFilterDescriptor_t wDesc,
@@ -694,17 +699,12 @@ cudnnStatus_t cudnnConvolutionBackwardData(cudnnHandle_t handle, const void* alp
                                            const cudnnConvolutionDescriptor_t conv, cudnnConvolutionBwdDataAlgo_t algo,
                                            void* workspace, size_t workspace_bytes, const void* beta,
                                            const cudnnTensorDescriptor_t dxDesc, void* dx) {
-  Problem p;
-  if (cudnnStatus_t s = make_problem(dxDesc, wDesc, conv, dyDesc, &p); s != CUDNN_STATUS_SUCCESS) return s;
-  return convolve(handle, Pass::backward_data, alpha, beta, p, algo, {w, dy, dx}, workspace, workspace_bytes);
+  return convolve(handle, Pass::backward_data, alpha, dxDesc, wDesc, conv, dyDesc, algo, {w, dy, dx}, workspace,
+                  workspace_bytes, beta);
 }
 
-// ---- backward filter ----
-
 cudnnStatus_t cudnnGetConvolutionBackwardFilterAlgorithmMaxCount(cudnnHandle_t handle, int* count) {
-  if (!handle || !count) return fail(CUDNN_STATUS_BAD_PARAM, "the handle or the count pointer is null");
-  *count = CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT;
-  return CUDNN_STATUS_SUCCESS;
+  return max_count(handle, Pass::backward_filter, count);
 }
 
 cudnnStatus_t cudnnGetConvolutionBackwardFilterAlgorithm_v7(cudnnHandle_t handle, const cudnnTensorDescriptor_t x,
@@ -713,10 +713,7 @@ cudnnStatus_t cudnnGetConvolutionBackwardFilterAlgorithm_v7(cudnnHandle_t handle
                                                             const cudnnFilterDescriptor_t dw, const int requested,
                                                             int* returned,
                                                             cudnnConvolutionBwdFilterAlgoPerf_t* results) {
-  Problem p;
-  if (!handle) return fail(CUDNN_STATUS_BAD_PARAM, "the handle is null");
-  if (cudnnStatus_t s = make_problem(x, dw, conv, dy, &p); s != CUDNN_STATUS_SUCCESS) return s;
-  return rank(Pass::backward_filter, p, false, requested, returned, results);
+  return ranked(handle, Pass::backward_filter, false, x, dw, conv, dy, requested, returned, results);
 }
 
 cudnnStatus_t cudnnFindConvolutionBackwardFilterAlgorithm(cudnnHandle_t handle, const cudnnTensorDescriptor_t x,
@@ -724,10 +721,7 @@ cudnnStatus_t cudnnFindConvolutionBackwardFilterAlgorithm(cudnnHandle_t handle, 
                                                           const cudnnConvolutionDescriptor_t conv,
                                                           const cudnnFilterDescriptor_t dw, const int requested,
                                                           int* returned, cudnnConvolutionBwdFilterAlgoPerf_t* results) {
-  Problem p;
-  if (!handle) return fail(CUDNN_STATUS_BAD_PARAM, "the handle is null");
-  if (cudnnStatus_t s = make_problem(x, dw, conv, dy, &p); s != CUDNN_STATUS_SUCCESS) return s;
-  return rank(Pass::backward_filter, p, true, requested, returned, results);
+  return ranked(handle, Pass::backward_filter, true, x, dw, conv, dy, requested, returned, results);
 }
 
 cudnnStatus_t cudnnGetConvolutionBackwardFilterWorkspaceSize(cudnnHandle_t handle, const cudnnTensorDescriptor_t x,
@@ -735,10 +729,7 @@ cudnnStatus_t cudnnGetConvolutionBackwardFilterWorkspaceSize(cudnnHandle_t handl
                                                              const cudnnConvolutionDescriptor_t conv,
                                                              const cudnnFilterDescriptor_t dw,
                                                              cudnnConvolutionBwdFilterAlgo_t algo, size_t* bytes) {
-  Problem p;
-  if (!handle || !bytes) return fail(CUDNN_STATUS_BAD_PARAM, "the handle or the size pointer is null");
-  if (cudnnStatus_t s = make_problem(x, dw, conv, dy, &p); s != CUDNN_STATUS_SUCCESS) return s;
-  return algo_workspace(Pass::backward_filter, algo, p, bytes);
+  return workspace_size(handle, Pass::backward_filter, x, dw, conv, dy, algo, bytes);
 }
 
 cudnnStatus_t cudnnConvolutionBackwardFilter(cudnnHandle_t handle, const void* alpha,
@@ -748,9 +739,8 @@ cudnnStatus_t cudnnConvolutionBackwardFilter(cudnnHandle_t handle, const void* a
                                              cudnnConvolutionBwdFilterAlgo_t algo, void* workspace,
                                              size_t workspace_bytes, const void* beta,
                                              const cudnnFilterDescriptor_t dwDesc, void* dw) {
-  Problem p;
-  if (cudnnStatus_t s = make_problem(xDesc, dwDesc, conv, dyDesc, &p); s != CUDNN_STATUS_SUCCESS) return s;
-  return convolve(handle, Pass::backward_filter, alpha, beta, p, algo, {x, dy, dw}, workspace, workspace_bytes);
+  return convolve(handle, Pass::backward_filter, alpha, xDesc, dwDesc, conv, dyDesc, algo, {x, dy, dw}, workspace,
+                  workspace_bytes, beta);
 }
 
 }  // extern "C"

@@ -14,19 +14,12 @@
 
 #include "kernels/check.h"
 #include "tests/device_buffer.h"
+#include "tests/gradcheck.h"
 
 using namespace cutrain;
 using test::DeviceBuffer;
 
 namespace {
-
-std::vector<float> random_values(size_t n, unsigned seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-  std::vector<float> v(n);
-  for (float& x : v) x = u(rng);
-  return v;
-}
 
 // A cuBLAS handle on its own stream.
 struct Blas {
@@ -51,6 +44,7 @@ float element(const std::vector<float>& m, int ld, bool transposed, int row, int
 }  // namespace
 
 TEST_CASE("emulated cuBLAS: GEMM with each pair of transposes equals a naive column-major loop", "[emu]") {
+  std::mt19937 rng(2024);
   Blas blas;
   const int m = 5, n = 4, k = 3;
   for (bool ta : {false, true})
@@ -60,9 +54,9 @@ TEST_CASE("emulated cuBLAS: GEMM with each pair of transposes equals a naive col
         // Leading dimensions with room to spare, which the product must skip.
         const int lda = (ta ? k : m) + 2, ldb = (tb ? n : k) + 1, ldc = m + 3;
         const int a_cols = ta ? m : k, b_cols = tb ? k : n;
-        const auto a = test::rounded_to<__nv_bfloat16>(random_values(size_t(lda) * a_cols, 1));
-        const auto b = test::rounded_to<__nv_bfloat16>(random_values(size_t(ldb) * b_cols, 2));
-        const auto c0 = random_values(size_t(ldc) * n, 3);
+        const auto a = test::rounded_to<__nv_bfloat16>(test::random_vector(size_t(lda) * a_cols, rng));
+        const auto b = test::rounded_to<__nv_bfloat16>(test::random_vector(size_t(ldb) * b_cols, rng));
+        const auto c0 = test::random_vector(size_t(ldc) * n, rng);
         DeviceBuffer<float> c(c0);
         const float alpha = 0.5f, beta = 1.0f;
         const cublasOperation_t op_a = ta ? CUBLAS_OP_T : CUBLAS_OP_N, op_b = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
@@ -110,15 +104,16 @@ TEST_CASE("emulated cuBLAS: a bf16 GEMM output is rounded to nearest even, and b
 }
 
 TEST_CASE("emulated cuBLAS: GEMV both ways with strides, and AXPY", "[emu]") {
+  std::mt19937 rng(2024);
   Blas blas;
   const int m = 4, n = 3, lda = 6;
-  const auto a = random_values(size_t(lda) * n, 4);
+  const auto a = test::random_vector(size_t(lda) * n, rng);
   DeviceBuffer<float> a_d(a);
   for (bool transposed : {false, true}) {
     CAPTURE(transposed);
     const int x_n = transposed ? m : n, y_n = transposed ? n : m, incx = 2, incy = 3;
-    const auto x = random_values(size_t(x_n) * incx, 5);
-    const auto y0 = random_values(size_t(y_n) * incy, 6);
+    const auto x = test::random_vector(size_t(x_n) * incx, rng);
+    const auto y0 = test::random_vector(size_t(y_n) * incy, rng);
     DeviceBuffer<float> x_d(x), y_d(y0);
     const float alpha = 2.0f, beta = 0.5f;
     REQUIRE(cublasSgemv(blas.handle, transposed ? CUBLAS_OP_T : CUBLAS_OP_N, m, n, &alpha, a_d.get(), lda, x_d.get(),
@@ -131,7 +126,7 @@ TEST_CASE("emulated cuBLAS: GEMV both ways with strides, and AXPY", "[emu]") {
       for (int gap = 1; gap < incy; ++gap) CHECK(y[size_t(i) * incy + gap] == y0[size_t(i) * incy + gap]);
     }
   }
-  const auto x = random_values(5, 7), y0 = random_values(5, 8);
+  const auto x = test::random_vector(5, rng), y0 = test::random_vector(5, rng);
   DeviceBuffer<float> x_d(x), y_d(y0);
   float alpha = 3.0f;
   REQUIRE(cublasSaxpy(blas.handle, 5, &alpha, x_d.get(), 1, y_d.get(), 1) == CUBLAS_STATUS_SUCCESS);
@@ -159,6 +154,9 @@ TEST_CASE("emulated cuBLAS: arguments are checked as cuBLAS documents, and opera
   CHECK(cublasGemmEx(blas.handle, CUBLAS_OP_N, CUBLAS_OP_N, m, n, k, &one, a.get(), CUDA_R_16BF, m, b.get(),
                      CUDA_R_16BF, k, &one, c.get(), CUDA_R_32F, m, CUBLAS_COMPUTE_32F_FAST_TF32,
                      CUBLAS_GEMM_DEFAULT) == CUBLAS_STATUS_NOT_SUPPORTED);
+  CHECK(cublasGemmEx(blas.handle, CUBLAS_OP_N, CUBLAS_OP_N, m, n, k, &one, a.get(), CUDA_R_32F, m, b.get(), CUDA_R_32F,
+                     k, &one, c.get(), CUDA_R_32F, m, CUBLAS_COMPUTE_32F_FAST_TF32,
+                     CUBLAS_GEMM_DEFAULT) == CUBLAS_STATUS_SUCCESS);
   CHECK(cublasSgemv(blas.handle, CUBLAS_OP_N, m, k, &one, a.get(), m, b.get(), 0, &one, c.get(), 1) ==
         CUBLAS_STATUS_INVALID_VALUE);
   CHECK(cublasSetMathMode(blas.handle, CUBLAS_TF32_TENSOR_OP_MATH) == CUBLAS_STATUS_SUCCESS);

@@ -18,6 +18,7 @@
 #include "kernels/check.h"
 #include "kernels/conv2d_cpu.h"
 #include "tests/device_buffer.h"
+#include "tests/gradcheck.h"
 
 using namespace cutrain;
 using test::DeviceBuffer;
@@ -27,14 +28,6 @@ namespace {
 template <typename T>
 constexpr cudnnDataType_t cudnn_type() {
   return std::is_same_v<T, float> ? CUDNN_DATA_FLOAT : CUDNN_DATA_BFLOAT16;
-}
-
-std::vector<float> random_values(size_t n, unsigned seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-  std::vector<float> v(n);
-  for (float& x : v) x = u(rng);
-  return v;
 }
 
 // The convolution by its definition, in double: x NHWC, w KRSC, y NHWC.
@@ -119,10 +112,11 @@ struct Convolution {
   size_t workspace(Pass pass, int algo) const {
     size_t bytes = 0;
     if (pass == Pass::forward)
-      CUDNN_CHECK(cudnnGetConvolutionForwardWorkspaceSize(handle, x, w, conv, y, cudnnConvolutionFwdAlgo_t(algo), &bytes));
-    if (pass == Pass::backward_data)
       CUDNN_CHECK(
-          cudnnGetConvolutionBackwardDataWorkspaceSize(handle, w, y, conv, x, cudnnConvolutionBwdDataAlgo_t(algo), &bytes));
+          cudnnGetConvolutionForwardWorkspaceSize(handle, x, w, conv, y, cudnnConvolutionFwdAlgo_t(algo), &bytes));
+    if (pass == Pass::backward_data)
+      CUDNN_CHECK(cudnnGetConvolutionBackwardDataWorkspaceSize(handle, w, y, conv, x,
+                                                               cudnnConvolutionBwdDataAlgo_t(algo), &bytes));
     if (pass == Pass::backward_filter)
       CUDNN_CHECK(cudnnGetConvolutionBackwardFilterWorkspaceSize(handle, x, y, conv, w,
                                                                  cudnnConvolutionBwdFilterAlgo_t(algo), &bytes));
@@ -172,12 +166,13 @@ class FaultScope {
 
 TEMPLATE_TEST_CASE("emulated cuDNN: the three convolutions equal naive loops, with alpha and beta", "[emu]", float,
                    __nv_bfloat16) {
+  std::mt19937 rng(2024);
   for (const ConvShape& s : kShapes) {
     CAPTURE(s.N, s.H, s.W, s.C, s.K, s.R, s.S, s.stride, s.pad);
     Convolution c(s, cudnn_type<TestType>());
-    const auto x = test::rounded_to<TestType>(random_values(size_t(s.N) * s.H * s.W * s.C, 1));
-    const auto w = test::rounded_to<TestType>(random_values(size_t(s.K) * s.R * s.S * s.C, 2));
-    const auto dy = test::rounded_to<TestType>(random_values(size_t(s.N) * s.P() * s.Q() * s.K, 3));
+    const auto x = test::rounded_to<TestType>(test::random_vector(size_t(s.N) * s.H * s.W * s.C, rng));
+    const auto w = test::rounded_to<TestType>(test::random_vector(size_t(s.K) * s.R * s.S * s.C, rng));
+    const auto dy = test::rounded_to<TestType>(test::random_vector(size_t(s.N) * s.P() * s.Q() * s.K, rng));
     DeviceBuffer<TestType> x_d(test::convert_to<TestType>(x)), w_d(test::convert_to<TestType>(w)),
         dy_d(test::convert_to<TestType>(dy));
     for (Pass pass : {Pass::forward, Pass::backward_data, Pass::backward_filter}) {
@@ -201,10 +196,11 @@ TEMPLATE_TEST_CASE("emulated cuDNN: the three convolutions equal naive loops, wi
 }
 
 TEST_CASE("emulated cuDNN: NCHW tensors and KCRS filters are read and written in their layout", "[emu]") {
+  std::mt19937 rng(2024);
   const ConvShape s{2, 7, 6, 3, 5, 3, 3, 2, 1};
   Convolution c(s, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW);
-  const auto x = random_values(size_t(s.N) * s.H * s.W * s.C, 4);
-  const auto w = random_values(size_t(s.K) * s.R * s.S * s.C, 5);
+  const auto x = test::random_vector(size_t(s.N) * s.H * s.W * s.C, rng);
+  const auto w = test::random_vector(size_t(s.K) * s.R * s.S * s.C, rng);
   // The same values in NCHW and KCRS order.
   std::vector<float> x_nchw(x.size()), w_kcrs(w.size());
   for (int n = 0; n < s.N; ++n)
@@ -351,7 +347,8 @@ TEST_CASE("emulated cuDNN: the heuristics and Find rank the algorithms with thei
     std::vector<cudnnConvolutionBwdFilterAlgoPerf_t> perf(static_cast<size_t>(count));
     int got = 0;
     if (measure) {
-      CUDNN_CHECK(cudnnFindConvolutionBackwardFilterAlgorithm(c.handle, c.x, c.y, c.conv, c.w, count, &got, perf.data()));
+      CUDNN_CHECK(
+          cudnnFindConvolutionBackwardFilterAlgorithm(c.handle, c.x, c.y, c.conv, c.w, count, &got, perf.data()));
     } else {
       CUDNN_CHECK(
           cudnnGetConvolutionBackwardFilterAlgorithm_v7(c.handle, c.x, c.y, c.conv, c.w, count, &got, perf.data()));
@@ -377,19 +374,27 @@ TEST_CASE("emulated cuDNN: the heuristics and Find rank the algorithms with thei
 }
 
 TEST_CASE("emulated cuDNN: CUTRAIN_EMU_CUDNN_FAIL makes a chosen pass and algorithm fail", "[emu]") {
+  std::mt19937 rng(2024);
   const ConvShape s{1, 6, 6, 4, 4, 3, 3, 1, 1};
   Convolution c(s, CUDNN_DATA_FLOAT);
   const size_t x_n = size_t(s.N) * s.H * s.W * s.C, w_n = size_t(s.K) * s.R * s.S * s.C;
-  DeviceBuffer<float> x(random_values(x_n, 6)), w(random_values(w_n, 7)), dy(random_values(x_n, 8)), dx(x_n), y(x_n);
+  DeviceBuffer<float> x(test::random_vector(x_n, rng)), w(test::random_vector(w_n, rng)),
+      dy(test::random_vector(x_n, rng)), dx(x_n), y(x_n);
   const float zero = 0.0f;
   auto backward_data = [&](int algo) {
     return c.run(Pass::backward_data, algo, 1.0f, w.get(), dy.get(), zero, dx.get(), nullptr, 0);
   };
-  auto find = [&] {
+  // Algorithm 1's status in cudnnFind's list (measure) or in the _v7 heuristics' list.
+  auto listed_status = [&](bool measure) {
     std::vector<cudnnConvolutionBwdDataAlgoPerf_t> perf(CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT);
     int got = 0;
-    CUDNN_CHECK(cudnnFindConvolutionBackwardDataAlgorithm(c.handle, c.w, c.y, c.conv, c.x, int(perf.size()), &got,
-                                                          perf.data()));
+    if (measure) {
+      CUDNN_CHECK(cudnnFindConvolutionBackwardDataAlgorithm(c.handle, c.w, c.y, c.conv, c.x, int(perf.size()), &got,
+                                                            perf.data()));
+    } else {
+      CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(c.handle, c.w, c.y, c.conv, c.x, int(perf.size()), &got,
+                                                              perf.data()));
+    }
     for (const auto& p : perf)
       if (p.algo == CUDNN_CONVOLUTION_BWD_DATA_ALGO_1) return p.status;
     return CUDNN_STATUS_INTERNAL_ERROR;
@@ -401,14 +406,15 @@ TEST_CASE("emulated cuDNN: CUTRAIN_EMU_CUDNN_FAIL makes a chosen pass and algori
     CHECK(std::string(cudnnGetErrorString(CUDNN_STATUS_NOT_SUPPORTED)).find("CUTRAIN_EMU_CUDNN_FAIL") !=
           std::string::npos);
     CHECK(backward_data(CUDNN_CONVOLUTION_BWD_DATA_ALGO_0) == CUDNN_STATUS_SUCCESS);
-    CHECK(find() == CUDNN_STATUS_NOT_SUPPORTED);  // Find runs the algorithm
+    CHECK(listed_status(true) == CUDNN_STATUS_NOT_SUPPORTED);  // Find runs the algorithm,
+    CHECK(listed_status(false) == CUDNN_STATUS_SUCCESS);       // the heuristics do not
     CHECK(c.run(Pass::forward, CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM, 1.0f, x.get(), w.get(), zero, y.get(),
                 nullptr, 0) == CUDNN_STATUS_EXECUTION_FAILED);
     CHECK(c.run(Pass::backward_filter, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_0, 1.0f, x.get(), dy.get(), zero, w.get(),
                 nullptr, 0) == CUDNN_STATUS_SUCCESS);
   }
   CHECK(backward_data(CUDNN_CONVOLUTION_BWD_DATA_ALGO_1) == CUDNN_STATUS_SUCCESS);
-  CHECK(find() == CUDNN_STATUS_SUCCESS);
+  CHECK(listed_status(true) == CUDNN_STATUS_SUCCESS);
 }
 
 TEST_CASE("emulated cuDNN: a handle takes only a live stream", "[emu]") {
