@@ -16,6 +16,7 @@ packages=(
   libstb-dev                    # image decoding and writing
   libgloo-dev                   # CPU collectives
   libeigen3-dev                 # CPU reference matrix products
+  libboost-context-dev          # the CUDA emulation's fibers (kernels/emu/block.cpp)
   libcli11-dev                  # command line
   nlohmann-json3-dev            # metrics and checkpoint headers
   python3 python3-numpy         # bench/ scripts and their tests

@@ -1,6 +1,6 @@
 // block.h: how the emulation (kernels/emu) runs a grid on the CPU.
 //
-// Blocks run one after another. A block's threads are cooperative fibers (ucontext) on the calling
+// Blocks run one after another. A block's threads are cooperative fibers (Boost.Context) on the calling
 // host thread: each runs until it reaches __syncthreads, a warp collective (__shfl_*_sync,
 // __ballot_sync, __any_sync, __all_sync, __syncwarp), the grid's barrier or its end, then hands
 // over to the next. When no thread can run, the scheduler completes what is complete:
