@@ -16,8 +16,9 @@
 
 #include "kernels/emu/runtime.h"
 
-#if defined(__SANITIZE_ADDRESS__)
 #include <boost/context/detail/fcontext.hpp>
+
+#if defined(__SANITIZE_ADDRESS__)
 #include <sanitizer/asan_interface.h>
 #include <sanitizer/common_interface_defs.h>
 #endif
