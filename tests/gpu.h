@@ -20,6 +20,15 @@
 #define CUTRAIN_GPU_TAG "[gpu]"
 #endif
 
+// The width of the ResNet-18 that the [gpu] tests of whole steps use: torchvision's 64 on a GPU,
+// 16 on the emulated one, whose four multiprocessors hold batch norm's grid for at most 256
+// channels, and whose kernels run thousands of times slower.
+#ifdef CUTRAIN_CUDA_EMULATION
+inline constexpr int kGpuTestWidth = 16;
+#else
+inline constexpr int kGpuTestWidth = 64;
+#endif
+
 #define CUTRAIN_REQUIRE_GPU()                                                  \
   do {                                                                         \
     if (!::cutrain::cuda_available()) {                                        \

@@ -57,7 +57,7 @@ TEST_CASE("A ResNet-18 training step on the GPU is within the error model's boun
   CUTRAIN_REQUIRE_GPU();
   const Stem stem = GENERATE(Stem::cifar, Stem::imagenet);
   INFO(stem_name(stem) << " stem");
-  const ResNetConfig config = parity_config(stem, 64);
+  const ResNetConfig config = parity_config(stem, kGpuTestWidth);
   Context cpu_ctx({}), fp32_ctx(gpu_options(DType::f32)), bf16_ctx(gpu_options(DType::bf16));
   ResNet18 cpu(cpu_ctx, config), fp32(fp32_ctx, config), bf16(bf16_ctx, config);
   REQUIRE(read_floats(cpu.params().values()) == read_floats(fp32.params().values()));

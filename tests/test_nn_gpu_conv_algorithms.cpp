@@ -14,9 +14,9 @@
 namespace {
 
 cutrain::test::Process::Result bench_step(const std::string& cache_dir, std::vector<std::string> extra) {
-  std::vector<std::string> argv = {"env", "CUTRAIN_CACHE_DIR=" + cache_dir, cutrain::test::binary("cutrain"),
-                                   "bench-step", "--device", "cuda", "--batch-size", "32", "--steps", "2",
-                                   "--warmup", "1"};
+  std::vector<std::string> argv = {"/usr/bin/env",   "CUTRAIN_CACHE_DIR=" + cache_dir,
+                                   cutrain::test::binary("cutrain"), "bench-step", "--device", "cuda", "--batch-size",
+                                   "32", "--width", std::to_string(kGpuTestWidth), "--steps", "2", "--warmup", "1"};
   argv.insert(argv.end(), extra.begin(), extra.end());
   return cutrain::test::run(argv);
 }

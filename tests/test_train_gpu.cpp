@@ -21,10 +21,10 @@ TEST_CASE("One GPU trains without a communicator, replays its step and counts ea
   CUTRAIN_REQUIRE_GPU();
   cutrain::test::TempDir dir;
   const std::string save = (dir.path() / "ckpt").string();
-  auto r = cutrain::test::run({"env", "NCCL_DEBUG=INFO", cutrain::test::binary("cutrain"), "train", "--device", "cuda",
-                               "--synthetic-train", "1024", "--synthetic-test", "256", "--width", "8", "--batch-size",
-                               "32", "--epochs", "1", "--max-steps", "6", "--log-every", "2", "--eval-every", "0",
-                               "--lr-schedule", "onecycle", "--save", save});
+  auto r = cutrain::test::run({"/usr/bin/env", "NCCL_DEBUG=INFO", cutrain::test::binary("cutrain"), "train",
+                               "--device", "cuda", "--synthetic-train", "1024", "--synthetic-test", "256", "--width",
+                               "8", "--batch-size", "32", "--epochs", "1", "--max-steps", "6", "--log-every", "2",
+                               "--eval-every", "0", "--lr-schedule", "onecycle", "--save", save});
   INFO(r.output);
   REQUIRE(r.exit_code == 0);
   CHECK(r.output.find("gradients: straight to SGD") != std::string::npos);
@@ -56,7 +56,7 @@ std::string small_dataset(const TempDir& dir) {
 // Trains into dir/name with `extra` flags (and `env` settings) and returns the run's output.
 std::string train_small(const TempDir& dir, const std::string& data, const std::string& name,
                         std::vector<std::string> extra, std::vector<std::string> env = {}) {
-  std::vector<std::string> argv = {"env"};
+  std::vector<std::string> argv = {"/usr/bin/env"};
   argv.insert(argv.end(), env.begin(), env.end());
   for (const std::string& a : {cutrain::test::binary("cutrain"), std::string("train"), std::string("--data"), data,
                                std::string("--width"), std::string("8"), std::string("--batch-size"),
