@@ -83,8 +83,9 @@ struct Scheduler {
   size_t host_stack_bytes = 0;
 };
 
+// Never destroyed: the device thread may still run a grid while the program exits.
 Scheduler& scheduler() {
-  static Scheduler s;
+  static Scheduler& s = *new Scheduler;
   return s;
 }
 
@@ -430,6 +431,7 @@ Schedule parse_schedule(const std::string& text) {
 Schedule schedule() { return scheduler().schedule; }
 
 void set_schedule(Schedule sched) {
+  std::lock_guard lock(scheduler().mutex);  // not while a grid runs
   scheduler().schedule = sched;
   scheduler().shuffle.seed(sched.seed);
 }
@@ -438,8 +440,12 @@ void set_schedule(Schedule sched) {
 
 namespace {
 
-// The launch checks of a GPU; cudaSuccess when the grid may run.
-cudaError_t check_launch(const Grid& g, uint64_t threads) {
+uint64_t threads_per_block(const Grid& g) { return uint64_t(g.block.x) * g.block.y * g.block.z; }
+
+}  // namespace
+
+cudaError_t check_grid(const Grid& g) {
+  const uint64_t threads = threads_per_block(g);
   if (g.grid.x == 0 || g.grid.y == 0 || g.grid.z == 0 || threads == 0 || threads > kMaxThreadsPerBlock ||
       g.block.z > 64 || g.grid.x > 0x7fffffffu || g.grid.y > 65535 || g.grid.z > 65535)
     return cudaErrorInvalidConfiguration;
@@ -451,6 +457,8 @@ cudaError_t check_launch(const Grid& g, uint64_t threads) {
     return cudaErrorCooperativeLaunchTooLarge;
   return cudaSuccess;
 }
+
+namespace {
 
 // Runs the blocks one after another; false with `failure` set when one fails.
 bool run_blocks_in_turn(const Grid& g, int threads, unsigned char* shared, std::string& failure) {
@@ -519,14 +527,8 @@ int max_active_blocks_per_multiprocessor(int threads, size_t dynamic_shared_byte
   return std::min({kDevice.blocks_per_multiprocessor, by_threads, by_registers, by_shared});
 }
 
-void run_grid(const Grid& g) {
-  const uint64_t threads = uint64_t(g.block.x) * g.block.y * g.block.z;
-  if (const cudaError_t error = check_launch(g, threads)) {
-    set_last_error(error);
-    return;
-  }
-  count_grid();
-
+std::string run_grid(const Grid& g) {
+  const uint64_t threads = threads_per_block(g);
   Scheduler& s = scheduler();
   std::lock_guard lock(s.mutex);
   if (s.grid) {
@@ -547,9 +549,9 @@ void run_grid(const Grid& g) {
     const std::unique_ptr<unsigned char[]> shared(new unsigned char[g.dynamic_shared_bytes]);
     run_blocks_in_turn(g, int(threads), shared.get(), failure);
   }
-  if (!failure.empty()) set_last_error(cudaErrorLaunchFailure, failure.c_str());
   s.grid = nullptr;
   s.shared = nullptr;
+  return failure;
 }
 
 void sync_threads() { calling_fiber("__syncthreads"); suspend(State::at_barrier); }

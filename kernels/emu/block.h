@@ -34,6 +34,7 @@
 #include <cstdint>
 #include <string>
 
+#include "kernels/emu/runtime.h"
 #include "kernels/emu/vector_types.h"
 
 // The built-in variables: the scheduler sets them before a thread runs.
@@ -54,7 +55,8 @@ struct Schedule {
 
 // "forward", "reverse", "shuffle" or "shuffle:SEED"; throws std::invalid_argument otherwise.
 Schedule parse_schedule(const std::string& text);
-// The schedule of the launches that follow (forward until set).
+// The schedule of the launches that follow (forward until set). Set it while the device is idle
+// (after a synchronising call): the device thread reads it as it runs a grid.
 Schedule schedule();
 void set_schedule(Schedule schedule);
 
@@ -70,13 +72,17 @@ struct Grid {
   const void* arguments;
 };
 
-// Runs every block of the grid, or fails as a GPU would: cudaErrorInvalidConfiguration for an
-// empty grid or block, over 1024 threads, grid.y or grid.z over 65535; cudaErrorInvalidValue for
-// more dynamic shared memory than the kernel may have (the emulation cannot see static __shared__
-// sizes); cudaErrorCooperativeLaunchTooLarge for a cooperative grid larger than the device holds
-// at once; cudaErrorLaunchFailure for a thread that waits forever, or for the grid's barrier in a
-// launch that was not cooperative. The error becomes runtime.h's last error, as a launch's does.
-void run_grid(const Grid& grid);
+// The launch checks of a GPU: cudaSuccess when the grid may run, else
+// cudaErrorInvalidConfiguration for an empty grid or block, over 1024 threads, grid.y or grid.z
+// over 65535; cudaErrorInvalidValue for more dynamic shared memory than the kernel may have (the
+// emulation cannot see static __shared__ sizes); cudaErrorCooperativeLaunchTooLarge for a
+// cooperative grid larger than the device holds at once.
+cudaError_t check_grid(const Grid& grid);
+// Runs every block of a grid that passed check_grid, on the calling thread (the device thread,
+// Note [Deferred work] in stream_scheduler.h). Returns what went wrong, naming the kernel, the
+// block and the thread (empty when nothing did): a thread that waits forever, or the grid's
+// barrier in a launch that was not cooperative. That is cudaErrorLaunchFailure on a GPU.
+std::string run_grid(const Grid& grid);
 
 // ---- called by the running threads (device.h) -----------------------------------------------
 

@@ -1,11 +1,13 @@
 // launch.h: a kernel launch under the emulation (kernels/emu), the other side of
-// kernels/launch.cuh's launch_kernel and launch_cooperative_kernel. As a launch does, it converts
-// the arguments to the kernel's parameter types and copies them once; block.h's run_grid then runs
-// every thread of the grid on that copy (each thread's parameters are its own copy of it, as its
-// registers would be).
+// kernels/launch.cuh's launch_kernel and launch_cooperative_kernel. As a launch does, it checks
+// the configuration at once (an error is the launch's), converts the arguments to the kernel's
+// parameter types and copies them once; the launch is then enqueued on its stream, and when it
+// runs, block.h's run_grid runs every thread of the grid on that copy (each thread's parameters
+// are its own copy of it, as its registers would be).
 #pragma once
 
 #include <cstddef>
+#include <memory>
 #include <tuple>
 #include <utility>
 
@@ -25,13 +27,19 @@ void launch(const char* name, bool cooperative, void (*kernel)(Params...), dim3 
     void (*kernel)(Params...);
     std::tuple<Params...> parameters;
   };
-  const Launch launch{kernel, std::tuple<Params...>(std::forward<Args>(args)...)};
+  const auto launch = std::make_shared<const Launch>(Launch{kernel, std::tuple<Params...>(std::forward<Args>(args)...)});
   const auto run_thread = [](const void* p) {
     const Launch& l = *static_cast<const Launch*>(p);
     std::apply(l.kernel, l.parameters);
   };
-  const size_t max_shared = max_dynamic_shared_bytes(reinterpret_cast<const void*>(kernel));
-  run_grid(Grid{name, grid, block, dynamic_shared_bytes, max_shared, cooperative, run_thread, &launch});
+  const void* function = reinterpret_cast<const void*>(kernel);
+  const Grid g{name, grid, block, dynamic_shared_bytes, max_dynamic_shared_bytes(function), cooperative, run_thread,
+               launch.get()};
+  if (const cudaError_t error = check_grid(g)) {
+    set_last_error(error);
+    return;
+  }
+  enqueue_kernel(stream, g, function, launch);
 }
 
 }  // namespace cutrain::emu

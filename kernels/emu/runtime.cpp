@@ -1,98 +1,89 @@
-// runtime.cpp: the emulated CUDA runtime of runtime.h.
+// runtime.cpp: the emulated CUDA runtime of runtime.h: errors, the device, memory, streams and
+// events. The scheduling of deferred work is stream_scheduler.cpp's, graphs are graph.cpp's.
 #include "kernels/emu/runtime.h"
 
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <iterator>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <new>
-#include <set>
 #include <string>
-#include <thread>
+#include <vector>
 
-struct CUstream_st {};
-struct CUevent_st {
-  std::chrono::steady_clock::time_point recorded;
-  bool timing = true;
-  bool is_recorded = false;
-};
+#include "kernels/emu/block.h"
+#include "kernels/emu/stream_scheduler.h"
 
 namespace cutrain::emu {
 
 namespace {
 
 thread_local cudaError_t last_error = cudaSuccess;
-thread_local std::string last_failure;  // what the last cudaErrorLaunchFailure was
+
+// What the last cudaErrorLaunchFailure was, for cudaGetErrorString: set by whichever thread
+// reports it, read by any.
+struct Failure {
+  std::mutex mutex;
+  std::string why;
+};
+Failure& last_failure() {
+  static Failure& f = *new Failure;
+  return f;
+}
 
 cudaError_t fail(cudaError_t error) { return set_last_error(error); }
 
-// What was allocated: device buffers by start address, with their sizes; pinned host buffers;
-// streams and events, so that one used after it was destroyed is an error.
+// What was allocated: device buffers and pinned host buffers by start address, with their sizes,
+// and the kernels' shared memory limits. Never destroyed: the device thread reads it until exit.
 struct Registry {
   std::mutex mutex;
   std::map<uintptr_t, size_t> device;
-  std::set<void*> pinned;
-  std::set<cudaStream_t> streams;
-  std::set<cudaEvent_t> events;
+  std::map<uintptr_t, size_t> pinned;
   std::map<const void*, size_t> max_dynamic_shared;  // kernels given cudaFuncAttributeMaxDynamicSharedMemorySize
 };
 
 Registry& registry() {
-  static Registry r;
+  static Registry& r = *new Registry;
   return r;
 }
 
-// Whether [p, p + bytes) lies in one device allocation; `touches` whether p is device memory at all.
-struct DeviceRange {
+// Whether [p, p + bytes) lies in one allocation of `allocations`; `touches` whether p is in one.
+struct Range {
   bool inside = false, touches = false;
 };
 
-DeviceRange device_range(const void* p, size_t bytes) {
-  Registry& r = registry();
-  std::lock_guard lock(r.mutex);
+Range range_in(const std::map<uintptr_t, size_t>& allocations, const void* p, size_t bytes) {
   const uintptr_t address = reinterpret_cast<uintptr_t>(p);
-  auto it = r.device.upper_bound(address);
-  if (it == r.device.begin()) return {};
+  auto it = allocations.upper_bound(address);
+  if (it == allocations.begin()) return {};
   it = std::prev(it);
   const uintptr_t end = it->first + it->second;
   if (address >= end) return {};
   return {address + bytes <= end, true};
 }
 
-// Pinned buffers, streams and events: remembered while they live.
-template <typename Handle>
-void remember(std::set<Handle> Registry::*handles, Handle handle) {
+Range device_range(const void* p, size_t bytes) {
   Registry& r = registry();
   std::lock_guard lock(r.mutex);
-  (r.*handles).insert(handle);
+  return range_in(r.device, p, bytes);
 }
 
-// False for a handle that was never made or is already gone.
-template <typename Handle>
-bool forget(std::set<Handle> Registry::*handles, Handle handle) {
+bool pinned(const void* p, size_t bytes) {
   Registry& r = registry();
   std::lock_guard lock(r.mutex);
-  return (r.*handles).erase(handle) != 0;
+  return range_in(r.pinned, p, bytes).inside;
 }
-
-template <typename Handle>
-bool known(std::set<Handle> Registry::*handles, Handle handle) {
-  Registry& r = registry();
-  std::lock_guard lock(r.mutex);
-  return (r.*handles).count(handle) != 0;
-}
-
-bool valid_event(cudaEvent_t event) { return known(&Registry::events, event); }
 
 // The copy direction `kind` asks for must be the one the pointers have.
 cudaError_t check_copy(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind) {
   if (bytes == 0) return cudaSuccess;
-  const DeviceRange d = device_range(dst, bytes), s = device_range(src, bytes);
+  const Range d = device_range(dst, bytes), s = device_range(src, bytes);
   bool dst_device = d.touches, src_device = s.touches;
   switch (kind) {
     case cudaMemcpyHostToHost: dst_device = src_device = false; break;
@@ -106,14 +97,27 @@ cudaError_t check_copy(void* dst, const void* src, size_t bytes, cudaMemcpyKind 
   return cudaSuccess;
 }
 
+std::atomic<long long> grids{0}, memsets{0}, copies{0};  // what work_done() says
+
+std::function<bool()> kernel_step(const KernelLaunch& k) {
+  return [k] {
+    const std::string failure = run_grid(k.grid);
+    if (!failure.empty()) {
+      auto lock = lock_device();
+      defer_error(cudaErrorLaunchFailure, failure);
+    }
+    return true;
+  };
+}
+
 }  // namespace
 
-WorkDone work;  // what work_done() says
+bool valid_stream(cudaStream_t stream) {
+  auto lock = lock_device();
+  return find_stream(stream) != nullptr;
+}
 
-bool valid_stream(cudaStream_t stream) { return stream == nullptr || known(&Registry::streams, stream); }
-
-WorkDone work_done() { return work; }
-void count_grid() { ++work.grids; }
+WorkDone work_done() { return {grids.load(), memsets.load(), copies.load()}; }
 
 size_t max_dynamic_shared_bytes(const void* kernel) {
   Registry& r = registry();
@@ -124,8 +128,8 @@ size_t max_dynamic_shared_bytes(const void* kernel) {
 
 cudaError_t set_last_error(cudaError_t error, const char* why) {
   if (error == cudaErrorLaunchFailure) {
-    last_failure = why;
-    std::fprintf(stderr, "cuda emulation: %s\n", why);
+    std::lock_guard lock(last_failure().mutex);
+    last_failure().why = why;
   }
   last_error = error;
   return error;
@@ -144,45 +148,98 @@ std::optional<Allocation> allocation_of(const void* p) {
 
 bool inside_device_allocation(const void* p, size_t bytes) { return device_range(p, bytes).inside; }
 
-// Until streams are asynchronous, an operation runs when it is enqueued.
-cudaError_t enqueue(cudaStream_t stream, const char*, std::function<void()> work) {
-  if (!valid_stream(stream)) return fail(cudaErrorInvalidResourceHandle);
-  work();
+namespace {
+
+// Enqueues `step` on `stream` after the capture rules' check; the error is the last error too.
+cudaError_t enqueue_step(cudaStream_t stream, const char* name, std::function<bool()> step, cudaGraphNodeType type,
+                         const KernelLaunch* kernel = nullptr) {
+  auto lock = lock_device();
+  CUstream_st* s = find_stream(stream);
+  if (!s) return fail(cudaErrorInvalidResourceHandle);
+  if (const cudaError_t error = capture_check(Use::enqueue, s)) return fail(error);
+  enqueue_op(lock, s, name, std::move(step), type, kernel);
   return cudaSuccess;
 }
 
-cudaError_t enqueue_until(cudaStream_t stream, const char*, std::function<bool()> step) {
-  if (!valid_stream(stream)) return fail(cudaErrorInvalidResourceHandle);
-  while (!step()) std::this_thread::yield();
-  return cudaSuccess;
+}  // namespace
+
+cudaError_t enqueue(cudaStream_t stream, const char* name, std::function<void()> work) {
+  return enqueue_step(stream, name, [work = std::move(work)] {
+    work();
+    return true;
+  }, cudaGraphNodeTypeKernel);
+}
+
+cudaError_t enqueue_until(cudaStream_t stream, const char* name, std::function<bool()> step) {
+  return enqueue_step(stream, name, std::move(step), cudaGraphNodeTypeKernel);
+}
+
+cudaError_t enqueue_kernel(cudaStream_t stream, const Grid& grid, const void* function,
+                           std::shared_ptr<const void> arguments) {
+  const KernelLaunch k{grid, function, std::move(arguments)};
+  const cudaError_t error = enqueue_step(stream, grid.kernel, kernel_step(k), cudaGraphNodeTypeKernel, &k);
+  if (error == cudaSuccess) ++grids;
+  return error;
 }
 
 }  // namespace cutrain::emu
 
 using cutrain::emu::fail;
+using cutrain::emu::lock_device;
+using cutrain::emu::Use;
+
+namespace {
+
+// After a synchronising call has waited: the error of deferred work, if any, is its result.
+cudaError_t after_wait() { return cutrain::emu::take_deferred_error(); }
+
+}  // namespace
 
 // ---- errors ----
 
 cudaError_t cudaGetLastError() {
+  if (cutrain::emu::last_error == cudaSuccess) {
+    auto lock = lock_device();
+    cutrain::emu::take_deferred_error();
+  }
   const cudaError_t error = cutrain::emu::last_error;
   cutrain::emu::last_error = cudaSuccess;
   return error;
 }
 
-cudaError_t cudaPeekAtLastError() { return cutrain::emu::last_error; }
+cudaError_t cudaPeekAtLastError() {
+  if (cutrain::emu::last_error != cudaSuccess) return cutrain::emu::last_error;
+  auto lock = lock_device();
+  return cutrain::emu::peek_deferred_error();
+}
 
 const char* cudaGetErrorName(cudaError_t error) {
   switch (error) {
-    case cudaSuccess: return "cudaSuccess";
-    case cudaErrorInvalidValue: return "cudaErrorInvalidValue";
-    case cudaErrorMemoryAllocation: return "cudaErrorMemoryAllocation";
-    case cudaErrorInvalidConfiguration: return "cudaErrorInvalidConfiguration";
-    case cudaErrorInvalidDevicePointer: return "cudaErrorInvalidDevicePointer";
-    case cudaErrorInvalidMemcpyDirection: return "cudaErrorInvalidMemcpyDirection";
-    case cudaErrorInvalidDevice: return "cudaErrorInvalidDevice";
-    case cudaErrorInvalidResourceHandle: return "cudaErrorInvalidResourceHandle";
-    case cudaErrorLaunchFailure: return "cudaErrorLaunchFailure";
-    case cudaErrorCooperativeLaunchTooLarge: return "cudaErrorCooperativeLaunchTooLarge";
+#define CUTRAIN_EMU_NAME(e) \
+  case e: return #e;
+    CUTRAIN_EMU_NAME(cudaSuccess)
+    CUTRAIN_EMU_NAME(cudaErrorInvalidValue)
+    CUTRAIN_EMU_NAME(cudaErrorMemoryAllocation)
+    CUTRAIN_EMU_NAME(cudaErrorInvalidConfiguration)
+    CUTRAIN_EMU_NAME(cudaErrorInvalidDevicePointer)
+    CUTRAIN_EMU_NAME(cudaErrorInvalidMemcpyDirection)
+    CUTRAIN_EMU_NAME(cudaErrorInvalidDevice)
+    CUTRAIN_EMU_NAME(cudaErrorInvalidResourceHandle)
+    CUTRAIN_EMU_NAME(cudaErrorIllegalState)
+    CUTRAIN_EMU_NAME(cudaErrorNotReady)
+    CUTRAIN_EMU_NAME(cudaErrorLaunchFailure)
+    CUTRAIN_EMU_NAME(cudaErrorCooperativeLaunchTooLarge)
+    CUTRAIN_EMU_NAME(cudaErrorStreamCaptureUnsupported)
+    CUTRAIN_EMU_NAME(cudaErrorStreamCaptureInvalidated)
+    CUTRAIN_EMU_NAME(cudaErrorStreamCaptureMerge)
+    CUTRAIN_EMU_NAME(cudaErrorStreamCaptureUnmatched)
+    CUTRAIN_EMU_NAME(cudaErrorStreamCaptureUnjoined)
+    CUTRAIN_EMU_NAME(cudaErrorStreamCaptureIsolation)
+    CUTRAIN_EMU_NAME(cudaErrorStreamCaptureImplicit)
+    CUTRAIN_EMU_NAME(cudaErrorCapturedEvent)
+    CUTRAIN_EMU_NAME(cudaErrorStreamCaptureWrongThread)
+    CUTRAIN_EMU_NAME(cudaErrorUnknown)
+#undef CUTRAIN_EMU_NAME
   }
   return "cudaErrorUnknown";
 }
@@ -197,12 +254,31 @@ const char* cudaGetErrorString(cudaError_t error) {
     case cudaErrorInvalidMemcpyDirection: return "invalid copy direction for memcpy";
     case cudaErrorInvalidDevice: return "invalid device ordinal";
     case cudaErrorInvalidResourceHandle: return "invalid resource handle";
-    case cudaErrorLaunchFailure:
-      if (cutrain::emu::last_failure.empty()) return "unspecified launch failure";
+    case cudaErrorIllegalState: return "the operation cannot be performed in the present state";
+    case cudaErrorNotReady: return "device not ready";
+    case cudaErrorLaunchFailure: {
       static thread_local std::string text;
-      text = "unspecified launch failure: " + cutrain::emu::last_failure;
+      {
+        std::lock_guard lock(cutrain::emu::last_failure().mutex);
+        text = cutrain::emu::last_failure().why;
+      }
+      if (text.empty()) return "unspecified launch failure";
+      text = "unspecified launch failure: " + text;
       return text.c_str();
+    }
     case cudaErrorCooperativeLaunchTooLarge: return "too many blocks in cooperative launch";
+    case cudaErrorStreamCaptureUnsupported: return "operation not permitted when stream is capturing";
+    case cudaErrorStreamCaptureInvalidated: return "operation failed due to a previous error during capture";
+    case cudaErrorStreamCaptureMerge: return "operation would result in a merge of separate capture sequences";
+    case cudaErrorStreamCaptureUnmatched: return "capture was not ended in the same stream as it began";
+    case cudaErrorStreamCaptureUnjoined: return "capturing stream has unjoined work";
+    case cudaErrorStreamCaptureIsolation: return "dependency created on uncaptured work in another stream";
+    case cudaErrorStreamCaptureImplicit:
+      return "operation would make the legacy stream depend on a capturing blocking stream";
+    case cudaErrorCapturedEvent: return "operation not permitted on an event last recorded in a capturing stream";
+    case cudaErrorStreamCaptureWrongThread:
+      return "attempt to terminate a thread-local capture sequence from another thread";
+    case cudaErrorUnknown: return "unknown error";
   }
   return "unknown error";
 }
@@ -224,7 +300,7 @@ cudaError_t cudaSetDevice(int device) { return device == 0 ? cudaSuccess : fail(
 cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int device) {
   if (device != 0) return fail(cudaErrorInvalidDevice);
   *prop = cudaDeviceProp{};
-  std::snprintf(prop->name, sizeof prop->name, "cutrain CUDA emulation (CPU)");
+  std::snprintf(prop->name, sizeof prop->name, "cutrain emulated GPU (CUDA emulation on the CPU)");
   prop->totalGlobalMem = size_t(sysconf(_SC_PHYS_PAGES)) * size_t(sysconf(_SC_PAGESIZE));
   const cutrain::emu::EmulatedDevice& d = cutrain::emu::kDevice;
   prop->sharedMemPerBlock = d.shared_per_block;
@@ -278,12 +354,48 @@ cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessor(int* blocks, const voi
   return cudaSuccess;
 }
 
-cudaError_t cudaDeviceSynchronize() { return cudaSuccess; }
+
+
+cudaError_t cudaDeviceSynchronize() {
+  auto lock = lock_device();
+  if (const cudaError_t error = cutrain::emu::capture_check(Use::device_wide, nullptr)) return fail(error);
+  cutrain::emu::wait_until(lock, cutrain::emu::device_idle);
+  return after_wait();
+}
+
+cudaError_t cudaRuntimeGetVersion(int* version) {
+  *version = 13000;
+  return cudaSuccess;
+}
+
+cudaError_t cudaDriverGetVersion(int* version) {
+  *version = 13000;
+  return cudaSuccess;
+}
 
 // ---- memory ----
 
+namespace {
+
+// The potentially unsafe calls are refused during some captures (Note [Capture rules]).
+cudaError_t check_unsafe_call() {
+  auto lock = lock_device();
+  return cutrain::emu::capture_check(Use::unsafe, nullptr);
+}
+
+// cudaFree and cudaFreeHost wait for the device first, so no deferred work uses the memory.
+cudaError_t wait_for_device() {
+  auto lock = lock_device();
+  if (const cudaError_t error = cutrain::emu::capture_check(Use::unsafe, nullptr)) return error;
+  cutrain::emu::wait_until(lock, cutrain::emu::device_idle);
+  return cudaSuccess;
+}
+
+}  // namespace
+
 cudaError_t cudaMalloc(void** pointer, size_t bytes) {
   *pointer = nullptr;
+  if (const cudaError_t error = check_unsafe_call()) return fail(error);
   if (bytes == 0) return cudaSuccess;
   // cudaMalloc aligns to 256 bytes; the allocation is exactly `bytes` long for AddressSanitizer.
   void* p = ::operator new(bytes, std::align_val_t(256), std::nothrow);
@@ -297,6 +409,7 @@ cudaError_t cudaMalloc(void** pointer, size_t bytes) {
 
 cudaError_t cudaFree(void* pointer) {
   if (!pointer) return cudaSuccess;
+  if (const cudaError_t error = wait_for_device()) return fail(error);
   auto& r = cutrain::emu::registry();
   {
     std::lock_guard lock(r.mutex);
@@ -307,9 +420,13 @@ cudaError_t cudaFree(void* pointer) {
 }
 
 cudaError_t cudaHostAlloc(void** pointer, size_t bytes, unsigned int) {
+  *pointer = nullptr;
+  if (const cudaError_t error = check_unsafe_call()) return fail(error);
   *pointer = ::operator new(bytes, std::align_val_t(256), std::nothrow);
   if (!*pointer) return fail(cudaErrorMemoryAllocation);
-  cutrain::emu::remember(&cutrain::emu::Registry::pinned, *pointer);
+  auto& r = cutrain::emu::registry();
+  std::lock_guard lock(r.mutex);
+  r.pinned[reinterpret_cast<uintptr_t>(*pointer)] = bytes;
   return cudaSuccess;
 }
 
@@ -317,98 +434,273 @@ cudaError_t cudaMallocHost(void** pointer, size_t bytes) { return cudaHostAlloc(
 
 cudaError_t cudaFreeHost(void* pointer) {
   if (!pointer) return cudaSuccess;
-  if (!cutrain::emu::forget(&cutrain::emu::Registry::pinned, pointer)) return fail(cudaErrorInvalidValue);
+  if (const cudaError_t error = wait_for_device()) return fail(error);
+  auto& r = cutrain::emu::registry();
+  {
+    std::lock_guard lock(r.mutex);
+    if (r.pinned.erase(reinterpret_cast<uintptr_t>(pointer)) == 0) return fail(cudaErrorInvalidValue);
+  }
   ::operator delete(pointer, std::align_val_t(256));
   return cudaSuccess;
 }
 
+cudaError_t cudaMemGetInfo(size_t* free, size_t* total) {
+  *total = size_t(sysconf(_SC_PHYS_PAGES)) * size_t(sysconf(_SC_PAGESIZE));
+  *free = size_t(sysconf(_SC_AVPHYS_PAGES)) * size_t(sysconf(_SC_PAGESIZE));
+  return cudaSuccess;
+}
+
+namespace {
+
+// Note [Copy synchronisation], after the CUDA Runtime API's "API synchronization behavior": where
+// a copy's host side lies decides when the call returns.
+//   cudaMemcpyAsync: from pageable memory to the device, the source is staged (copied) at the
+//   call, which returns at once; from pinned memory the copy reads the host buffer when it runs;
+//   to pageable memory, and host to host, the call returns when the copy is done; to pinned
+//   memory and device to device, at once.
+//   cudaMemcpy: on the legacy stream; returns when done, except device to device.
+//   Captured, a copy is a memcpy node that reads and writes host memory when the graph runs.
+enum class Side { device, pinned, pageable };
+
+Side side_of(const void* p, size_t bytes) {
+  if (cutrain::emu::device_range(p, bytes).touches) return Side::device;
+  return cutrain::emu::pinned(p, bytes) ? Side::pinned : Side::pageable;
+}
+
+std::function<bool()> copy_step(void* dst, const void* src, size_t bytes) {
+  return [=] {
+    std::memmove(dst, src, bytes);
+    return true;
+  };
+}
+
+// Enqueues the copy on `s` (checked) and waits for it where Note [Copy synchronisation] says.
+cudaError_t copy_on(std::unique_lock<std::mutex>& lock, CUstream_st* s, void* dst, const void* src, size_t bytes,
+                    bool synchronous_call) {
+  const Side from = side_of(src, bytes), to = side_of(dst, bytes);
+  if (s->capture) {
+    cutrain::emu::enqueue_op(lock, s, "memcpy", copy_step(dst, src, bytes), cudaGraphNodeTypeMemcpy);
+    return cudaSuccess;
+  }
+  std::function<bool()> step = copy_step(dst, src, bytes);
+  if (from == Side::pageable && to == Side::device && !synchronous_call) {
+    auto staged = std::make_shared<std::vector<unsigned char>>(static_cast<const unsigned char*>(src),
+                                                               static_cast<const unsigned char*>(src) + bytes);
+    step = [staged, dst] {
+      std::memcpy(dst, staged->data(), staged->size());
+      return true;
+    };
+  }
+  const std::shared_ptr<cutrain::emu::Op> op =
+      cutrain::emu::enqueue_op(lock, s, "memcpy", std::move(step), cudaGraphNodeTypeMemcpy);
+  const bool waits = synchronous_call ? !(from == Side::device && to == Side::device)
+                                      : to == Side::pageable || (from != Side::device && to != Side::device);
+  if (!waits) return cudaSuccess;
+  cutrain::emu::wait_until(lock, [&] { return op->done; });
+  return after_wait();
+}
+
+}  // namespace
+
 cudaError_t cudaMemcpy(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind) {
   if (const cudaError_t error = cutrain::emu::check_copy(dst, src, bytes, kind)) return fail(error);
-  if (bytes) std::memmove(dst, src, bytes);
+  auto lock = lock_device();
+  CUstream_st* legacy = cutrain::emu::find_stream(nullptr);
+  if (const cudaError_t error = cutrain::emu::capture_check(Use::unsafe, legacy)) return fail(error);
+  if (const cudaError_t error = cutrain::emu::capture_check(Use::enqueue, legacy)) return fail(error);
+  if (bytes == 0) return cudaSuccess;
+  if (const cudaError_t error = copy_on(lock, legacy, dst, src, bytes, true)) return fail(error);
   return cudaSuccess;
 }
 
 cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind, cudaStream_t stream) {
   if (!cutrain::emu::valid_stream(stream)) return fail(cudaErrorInvalidResourceHandle);
-  ++cutrain::emu::work.copies;
-  return cudaMemcpy(dst, src, bytes, kind);
+  if (const cudaError_t error = cutrain::emu::check_copy(dst, src, bytes, kind)) return fail(error);
+  auto lock = lock_device();
+  CUstream_st* s = cutrain::emu::find_stream(stream);
+  if (!s) return fail(cudaErrorInvalidResourceHandle);
+  if (const cudaError_t error = cutrain::emu::capture_check(Use::enqueue, s)) return fail(error);
+  ++cutrain::emu::copies;
+  if (bytes == 0) return cudaSuccess;
+  if (const cudaError_t error = copy_on(lock, s, dst, src, bytes, false)) return fail(error);
+  return cudaSuccess;
 }
 
+namespace {
+
+std::function<bool()> memset_step(void* pointer, int value, size_t bytes) {
+  return [=] {
+    std::memset(pointer, value, bytes);
+    return true;
+  };
+}
+
+}  // namespace
+
+// Asynchronous, on the legacy stream: the API synchronization behavior of a memset of device memory.
 cudaError_t cudaMemset(void* pointer, int value, size_t bytes) {
   if (bytes == 0) return cudaSuccess;
   if (!cutrain::emu::device_range(pointer, bytes).inside) return fail(cudaErrorInvalidValue);
-  std::memset(pointer, value, bytes);
+  auto lock = lock_device();
+  CUstream_st* legacy = cutrain::emu::find_stream(nullptr);
+  if (const cudaError_t error = cutrain::emu::capture_check(Use::unsafe, legacy)) return fail(error);
+  if (const cudaError_t error = cutrain::emu::capture_check(Use::enqueue, legacy)) return fail(error);
+  cutrain::emu::enqueue_op(lock, legacy, "memset", memset_step(pointer, value, bytes), cudaGraphNodeTypeMemset);
   return cudaSuccess;
 }
 
 cudaError_t cudaMemsetAsync(void* pointer, int value, size_t bytes, cudaStream_t stream) {
   if (!cutrain::emu::valid_stream(stream)) return fail(cudaErrorInvalidResourceHandle);
-  ++cutrain::emu::work.memsets;
-  return cudaMemset(pointer, value, bytes);
+  ++cutrain::emu::memsets;
+  if (bytes == 0) return cudaSuccess;
+  if (!cutrain::emu::device_range(pointer, bytes).inside) return fail(cudaErrorInvalidValue);
+  auto lock = lock_device();
+  CUstream_st* s = cutrain::emu::find_stream(stream);
+  if (!s) return fail(cudaErrorInvalidResourceHandle);
+  if (const cudaError_t error = cutrain::emu::capture_check(Use::enqueue, s)) return fail(error);
+  cutrain::emu::enqueue_op(lock, s, "memset", memset_step(pointer, value, bytes), cudaGraphNodeTypeMemset);
+  return cudaSuccess;
 }
 
 // ---- streams and events ----
 
 cudaError_t cudaStreamCreate(cudaStream_t* stream) { return cudaStreamCreateWithFlags(stream, cudaStreamDefault); }
 
-cudaError_t cudaStreamCreateWithFlags(cudaStream_t* stream, unsigned int) {
-  *stream = new CUstream_st;
-  cutrain::emu::remember(&cutrain::emu::Registry::streams, *stream);
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t* stream, unsigned int flags) {
+  return cudaStreamCreateWithPriority(stream, flags, 0);
+}
+
+cudaError_t cudaStreamCreateWithPriority(cudaStream_t* stream, unsigned int flags, int priority) {
+  auto lock = lock_device();
+  *stream = cutrain::emu::add_stream(flags, priority);
+  return cudaSuccess;
+}
+
+// An H200's: 0 is the least priority, -5 the greatest.
+cudaError_t cudaDeviceGetStreamPriorityRange(int* least, int* greatest) {
+  if (least) *least = 0;
+  if (greatest) *greatest = -5;
   return cudaSuccess;
 }
 
 cudaError_t cudaStreamDestroy(cudaStream_t stream) {
-  if (!cutrain::emu::forget(&cutrain::emu::Registry::streams, stream)) return fail(cudaErrorInvalidResourceHandle);
-  delete stream;
+  auto lock = lock_device();
+  CUstream_st* s = cutrain::emu::find_stream(stream);
+  if (!s || s == cutrain::emu::find_stream(nullptr)) return fail(cudaErrorInvalidResourceHandle);
+  if (s->capture) return fail(cudaErrorStreamCaptureUnsupported);
+  cutrain::emu::wait_until(lock, [s] { return cutrain::emu::stream_idle(s); });
+  cutrain::emu::remove_stream(s);
   return cudaSuccess;
 }
 
-cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
-  return cutrain::emu::valid_stream(stream) ? cudaSuccess : fail(cudaErrorInvalidResourceHandle);
+namespace {
+
+// Whether `s` has no work left; for the legacy stream, which every blocking stream's work
+// precedes (Note [Legacy stream]), whether they have none either.
+bool stream_done(CUstream_st* s) {
+  if (!cutrain::emu::stream_idle(s)) return false;
+  if (s != cutrain::emu::find_stream(nullptr)) return true;
+  return cutrain::emu::blocking_streams_idle();
 }
 
-cudaError_t cudaStreamQuery(cudaStream_t stream) { return cudaStreamSynchronize(stream); }
+}  // namespace
+
+cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
+  auto lock = lock_device();
+  CUstream_st* s = cutrain::emu::find_stream(stream);
+  if (!s) return fail(cudaErrorInvalidResourceHandle);
+  if (const cudaError_t error = cutrain::emu::capture_check(Use::synchronise, s)) return fail(error);
+  cutrain::emu::wait_until(lock, [s] { return stream_done(s); });
+  return after_wait();
+}
+
+cudaError_t cudaStreamQuery(cudaStream_t stream) {
+  auto lock = lock_device();
+  CUstream_st* s = cutrain::emu::find_stream(stream);
+  if (!s) return fail(cudaErrorInvalidResourceHandle);
+  if (const cudaError_t error = cutrain::emu::capture_check(Use::synchronise, s)) return fail(error);
+  if (const cudaError_t error = after_wait()) return error;
+  if (stream_done(s)) return cudaSuccess;
+  cutrain::emu::nudge_device();
+  return cudaErrorNotReady;
+}
 
 cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned int) {
-  if (!cutrain::emu::valid_stream(stream) || !cutrain::emu::valid_event(event))
-    return fail(cudaErrorInvalidResourceHandle);
+  auto lock = lock_device();
+  CUstream_st* s = cutrain::emu::find_stream(stream);
+  if (!s || !cutrain::emu::known_event(event)) return fail(cudaErrorInvalidResourceHandle);
+  if (const cudaError_t error = cutrain::emu::capture_check(Use::enqueue, s)) return fail(error);
+  if (event->capture || s->capture) {
+    if (const cudaError_t error = cutrain::emu::wait_in_capture(s, event)) return fail(error);
+    return cudaSuccess;
+  }
+  if (!event->last_record || event->last_record->done) return cudaSuccess;
+  const auto wait = cutrain::emu::enqueue_op(lock, s, "cudaStreamWaitEvent", [] { return true; });
+  wait->after.push_back(event->last_record);
   return cudaSuccess;
 }
 
 cudaError_t cudaEventCreate(cudaEvent_t* event) { return cudaEventCreateWithFlags(event, cudaEventDefault); }
 
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned int flags) {
+  auto lock = lock_device();
   *event = new CUevent_st;
   (*event)->timing = !(flags & cudaEventDisableTiming);
-  cutrain::emu::remember(&cutrain::emu::Registry::events, *event);
+  cutrain::emu::add_event(*event);
   return cudaSuccess;
 }
 
 cudaError_t cudaEventDestroy(cudaEvent_t event) {
-  if (!cutrain::emu::forget(&cutrain::emu::Registry::events, event)) return fail(cudaErrorInvalidResourceHandle);
+  auto lock = lock_device();
+  if (!cutrain::emu::known_event(event)) return fail(cudaErrorInvalidResourceHandle);
+  cutrain::emu::remove_event(event);
   delete event;
   return cudaSuccess;
 }
 
 cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
-  if (!cutrain::emu::valid_event(event) || !cutrain::emu::valid_stream(stream))
-    return fail(cudaErrorInvalidResourceHandle);
-  event->recorded = std::chrono::steady_clock::now();
-  event->is_recorded = true;
+  auto lock = lock_device();
+  CUstream_st* s = cutrain::emu::find_stream(stream);
+  if (!s || !cutrain::emu::known_event(event)) return fail(cudaErrorInvalidResourceHandle);
+  if (const cudaError_t error = cutrain::emu::capture_check(Use::enqueue, s)) return fail(error);
+  if (s->capture) {
+    // Captured, a record is no node: the event stands for the nodes the stream has so far.
+    event->capture = s->capture;
+    event->capture_nodes = s->capture_tail;
+    return cudaSuccess;
+  }
+  event->capture = nullptr;
+  event->last_record = cutrain::emu::enqueue_op(lock, s, "cudaEventRecord", [] { return true; });
   return cudaSuccess;
 }
 
 cudaError_t cudaEventSynchronize(cudaEvent_t event) {
-  return cutrain::emu::valid_event(event) ? cudaSuccess : fail(cudaErrorInvalidResourceHandle);
+  auto lock = lock_device();
+  if (!cutrain::emu::known_event(event)) return fail(cudaErrorInvalidResourceHandle);
+  if (event->capture) return fail(cudaErrorCapturedEvent);
+  if (event->last_record) {
+    const std::shared_ptr<cutrain::emu::Op> record = event->last_record;
+    cutrain::emu::wait_until(lock, [&] { return record->done; });
+  }
+  return after_wait();
 }
 
-cudaError_t cudaEventQuery(cudaEvent_t event) { return cudaEventSynchronize(event); }
+cudaError_t cudaEventQuery(cudaEvent_t event) {
+  auto lock = lock_device();
+  if (!cutrain::emu::known_event(event)) return fail(cudaErrorInvalidResourceHandle);
+  if (event->capture) return fail(cudaErrorCapturedEvent);
+  if (const cudaError_t error = after_wait()) return error;
+  if (!event->last_record || event->last_record->done) return cudaSuccess;
+  cutrain::emu::nudge_device();
+  return cudaErrorNotReady;
+}
 
 cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) {
-  if (!cutrain::emu::valid_event(start) || !cutrain::emu::valid_event(end))
+  auto lock = lock_device();
+  if (!cutrain::emu::known_event(start) || !cutrain::emu::known_event(end)) return fail(cudaErrorInvalidResourceHandle);
+  if (!start->timing || !end->timing || !start->last_record || !end->last_record)
     return fail(cudaErrorInvalidResourceHandle);
-  if (!start->timing || !end->timing || !start->is_recorded || !end->is_recorded)
-    return fail(cudaErrorInvalidResourceHandle);
-  *ms = std::chrono::duration<float, std::milli>(end->recorded - start->recorded).count();
+  if (!start->last_record->done || !end->last_record->done) return cudaErrorNotReady;
+  *ms = std::chrono::duration<float, std::milli>(end->last_record->finished - start->last_record->finished).count();
   return cudaSuccess;
 }

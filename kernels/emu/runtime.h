@@ -1,7 +1,17 @@
-// runtime.h: the part of the CUDA runtime API that cutrain's kernel launchers, kernel tests and
-// GPU loader call, for the emulation (kernels/emu). Names, signatures, error codes and error
-// strings are the toolkit's; the semantics are synchronous: a copy, memset or kernel is finished
-// when the call returns, so streams and events only keep their bookkeeping.
+// runtime.h: the part of the CUDA runtime API that cutrain calls, for the emulation (kernels/emu).
+// Names, signatures, values, error codes and error strings are the toolkit's (CUDA 13).
+//
+// Streams are asynchronous, as on a GPU: work enqueued on a stream runs later, on the emulation's
+// device thread, in an order a seeded scheduler picks among those that stream order, events and the
+// legacy default stream allow (stream_scheduler.h, Note [Deferred work]). CUTRAIN_EMU_STREAM_SEED
+// chooses the seed. The calls synchronise as the CUDA Runtime API's "API synchronization behavior"
+// says: cudaMemcpyAsync from pinned memory reads it when the copy runs, from pageable memory
+// when it is called (it is staged); a copy to pageable memory returns when done; cudaMemcpy
+// waits except device to device; cudaMemset does not wait; cudaFree waits for the device. A
+// kernel that fails in deferred work is reported, naming it, by the next synchronising call (and
+// then cudaGetLastError), not by its launch.
+//
+// Stream capture records the work into a graph instead (graph.cpp), with CUDA's capture rules.
 //
 // Device memory is host memory, one heap allocation per cudaMalloc of exactly the asked size, so
 // AddressSanitizer reports a kernel or a copy that runs past a buffer. The emulation remembers
@@ -10,8 +20,12 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
+
+#include "kernels/emu/vector_types.h"
 
 // Builds that compile against the emulation can tell (tests/gpu.h tags their tests [emu]).
 #define CUTRAIN_CUDA_EMULATION 1
@@ -25,8 +39,20 @@ enum cudaError {
   cudaErrorInvalidMemcpyDirection = 21,
   cudaErrorInvalidDevice = 101,
   cudaErrorInvalidResourceHandle = 400,
+  cudaErrorIllegalState = 401,
+  cudaErrorNotReady = 600,
   cudaErrorLaunchFailure = 719,
   cudaErrorCooperativeLaunchTooLarge = 720,
+  cudaErrorStreamCaptureUnsupported = 900,
+  cudaErrorStreamCaptureInvalidated = 901,
+  cudaErrorStreamCaptureMerge = 902,
+  cudaErrorStreamCaptureUnmatched = 903,
+  cudaErrorStreamCaptureUnjoined = 904,
+  cudaErrorStreamCaptureIsolation = 905,
+  cudaErrorStreamCaptureImplicit = 906,
+  cudaErrorCapturedEvent = 907,
+  cudaErrorStreamCaptureWrongThread = 908,
+  cudaErrorUnknown = 999,
 };
 typedef enum cudaError cudaError_t;
 
@@ -42,6 +68,15 @@ struct CUstream_st;
 typedef struct CUstream_st* cudaStream_t;
 struct CUevent_st;
 typedef struct CUevent_st* cudaEvent_t;
+struct CUgraph_st;
+typedef struct CUgraph_st* cudaGraph_t;
+struct CUgraphNode_st;
+typedef struct CUgraphNode_st* cudaGraphNode_t;
+struct CUgraphExec_st;
+typedef struct CUgraphExec_st* cudaGraphExec_t;
+
+// The legacy default stream by name, as the handle 0 is.
+#define cudaStreamLegacy ((cudaStream_t)0x1)
 
 constexpr unsigned int cudaStreamDefault = 0x00;
 constexpr unsigned int cudaStreamNonBlocking = 0x01;
@@ -49,6 +84,63 @@ constexpr unsigned int cudaEventDefault = 0x00;
 constexpr unsigned int cudaEventBlockingSync = 0x01;
 constexpr unsigned int cudaEventDisableTiming = 0x02;
 constexpr unsigned int cudaHostAllocDefault = 0x00;
+
+enum cudaStreamCaptureMode {
+  cudaStreamCaptureModeGlobal = 0,
+  cudaStreamCaptureModeThreadLocal = 1,
+  cudaStreamCaptureModeRelaxed = 2,
+};
+
+enum cudaStreamCaptureStatus {
+  cudaStreamCaptureStatusNone = 0,
+  cudaStreamCaptureStatusActive = 1,
+  cudaStreamCaptureStatusInvalidated = 2,
+};
+
+enum cudaGraphNodeType {
+  cudaGraphNodeTypeKernel = 0x00,
+  cudaGraphNodeTypeMemcpy = 0x01,
+  cudaGraphNodeTypeMemset = 0x02,
+  cudaGraphNodeTypeHost = 0x03,
+  cudaGraphNodeTypeGraph = 0x04,
+  cudaGraphNodeTypeEmpty = 0x05,
+  cudaGraphNodeTypeWaitEvent = 0x06,
+  cudaGraphNodeTypeEventRecord = 0x07,
+};
+
+struct cudaKernelNodeParams {
+  void* func;
+  dim3 gridDim;
+  dim3 blockDim;
+  unsigned int sharedMemBytes;
+  void** kernelParams;
+  void** extra;
+};
+
+// The launch attributes of cudaLaunchKernelEx, of which cutrain sets one (kernels/launch.cuh,
+// under nvcc only: emulated, launch.h's launch takes `cooperative`).
+enum cudaLaunchAttributeID {
+  cudaLaunchAttributeIgnore = 0,
+  cudaLaunchAttributeAccessPolicyWindow = 1,
+  cudaLaunchAttributeCooperative = 2,
+};
+union cudaLaunchAttributeValue {
+  char pad[64];
+  int cooperative;
+};
+struct cudaLaunchAttribute {
+  cudaLaunchAttributeID id;
+  char pad[8 - sizeof(cudaLaunchAttributeID)];
+  cudaLaunchAttributeValue val;
+};
+struct cudaLaunchConfig_t {
+  dim3 gridDim;
+  dim3 blockDim;
+  size_t dynamicSmemBytes;
+  cudaStream_t stream;
+  cudaLaunchAttribute* attrs;
+  unsigned int numAttrs;
+};
 
 struct cudaDeviceProp {
   char name[256];
@@ -98,6 +190,9 @@ cudaError_t cudaSetDevice(int device);
 cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int device);
 cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attribute, int device);
 cudaError_t cudaDeviceSynchronize();
+// Version 13.0, as the toolkit the GPU build uses.
+cudaError_t cudaRuntimeGetVersion(int* version);
+cudaError_t cudaDriverGetVersion(int* version);
 
 // ---- kernels: their shared memory limit and occupancy on the emulated device (below) ----
 // cudaFuncAttributeMaxDynamicSharedMemorySize up to the device's opt-in limit; a launch may then
@@ -126,6 +221,8 @@ cudaError_t cudaMemcpy(void* dst, const void* src, size_t bytes, cudaMemcpyKind 
 cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind, cudaStream_t stream = 0);
 cudaError_t cudaMemset(void* pointer, int value, size_t bytes);
 cudaError_t cudaMemsetAsync(void* pointer, int value, size_t bytes, cudaStream_t stream = 0);
+// The host's available and physical memory, which emulated device memory is.
+cudaError_t cudaMemGetInfo(size_t* free, size_t* total);
 
 // The typed overloads of cuda_runtime.h.
 template <typename T>
@@ -144,6 +241,10 @@ cudaError_t cudaMallocHost(T** pointer, size_t bytes) {
 // ---- streams and events ----
 cudaError_t cudaStreamCreate(cudaStream_t* stream);
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t* stream, unsigned int flags);
+// Priorities are remembered, not honoured: the scheduler picks among ready streams alike.
+cudaError_t cudaStreamCreateWithPriority(cudaStream_t* stream, unsigned int flags, int priority);
+cudaError_t cudaDeviceGetStreamPriorityRange(int* least, int* greatest);
+// Waits for the stream's work first (a GPU would let it finish after the call).
 cudaError_t cudaStreamDestroy(cudaStream_t stream);
 cudaError_t cudaStreamSynchronize(cudaStream_t stream);
 cudaError_t cudaStreamQuery(cudaStream_t stream);
@@ -154,10 +255,26 @@ cudaError_t cudaEventDestroy(cudaEvent_t event);
 cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream = 0);
 cudaError_t cudaEventSynchronize(cudaEvent_t event);
 cudaError_t cudaEventQuery(cudaEvent_t event);
-// Host time between the two records, in ms: with synchronous kernels, the emulation's time.
+// Host time between the two records' execution on the device thread, in ms: the emulation's
+// time, nothing like a GPU's.
 cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end);
 
+// ---- stream capture and graphs (graph.cpp) ----
+cudaError_t cudaStreamBeginCapture(cudaStream_t stream, cudaStreamCaptureMode mode);
+cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t* graph);
+cudaError_t cudaStreamIsCapturing(cudaStream_t stream, cudaStreamCaptureStatus* status);
+cudaError_t cudaGraphInstantiate(cudaGraphExec_t* exec, cudaGraph_t graph, unsigned long long flags = 0);
+cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t stream);
+cudaError_t cudaGraphGetNodes(cudaGraph_t graph, cudaGraphNode_t* nodes, size_t* count);
+cudaError_t cudaGraphNodeGetType(cudaGraphNode_t node, cudaGraphNodeType* type);
+// cudaErrorInvalidValue for a library's kernel node, whose function the runtime API cannot name.
+cudaError_t cudaGraphKernelNodeGetParams(cudaGraphNode_t node, cudaKernelNodeParams* params);
+cudaError_t cudaGraphDestroy(cudaGraph_t graph);
+cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec);
+
 namespace cutrain::emu {
+
+struct Grid;  // block.h
 
 // The emulated device, for its properties and the occupancy of kernels: an H200's limits per
 // multiprocessor, on 4 multiprocessors (few, so that a cooperative grid, all of whose blocks are
@@ -187,6 +304,12 @@ size_t max_dynamic_shared_bytes(const void* kernel);
 cudaError_t set_last_error(cudaError_t error, const char* why = "");
 // Whether `stream` is the default stream or one created and not yet destroyed.
 bool valid_stream(cudaStream_t stream);
+// The stream scheduler's seed (Note [Deferred work]): CUTRAIN_EMU_STREAM_SEED until set.
+void set_stream_seed(uint64_t seed);
+// Enqueues a kernel launch that passed block.h's check_grid, on `stream` or its capture.
+// `arguments` owns what grid.arguments points to.
+cudaError_t enqueue_kernel(cudaStream_t stream, const Grid& grid, const void* function,
+                           std::shared_ptr<const void> arguments);
 
 // What the emulated device has done since the program started, as a GPU's graph capture would
 // see it: grids launched (that passed the launch checks), asynchronous memsets and copies. Tests
@@ -195,7 +318,6 @@ struct WorkDone {
   long long grids = 0, memsets = 0, copies = 0;
 };
 WorkDone work_done();
-void count_grid();  // run_grid's
 
 // ---- for the emulated libraries (cudnn.cpp, cublas.cpp, nccl.cpp) ----
 // The live device allocation that holds `p`, if any.

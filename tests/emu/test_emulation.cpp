@@ -35,6 +35,16 @@ class ScheduleScope {
 
 const auto kOrders = {emu::ThreadOrder::forward, emu::ThreadOrder::reverse, emu::ThreadOrder::shuffle};
 
+// A kernel runs later, on the emulated device: its failure comes from the next synchronising
+// call, which also leaves it as the last error (cleared here, for the next launch's check).
+#define LAUNCH_AND_WAIT(launch)                             \
+  [&] {                                                     \
+    launch;                                                 \
+    const cudaError_t device_status = cudaDeviceSynchronize(); \
+    cudaGetLastError();                                     \
+    CUDA_CHECK(device_status);                              \
+  }()
+
 __global__ void fill_kernel(int* out, int value) {
   out[(blockIdx.z * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x] = value;
 }
@@ -168,15 +178,15 @@ __global__ void barrier_against_shuffle_kernel(int* out) {
 
 TEST_CASE("emulation: a warp collective that a lane never reaches fails with the kernel's name", "[emu]") {
   DeviceBuffer<int> out(64);
-  CHECK_THROWS_WITH(launch_kernel("diverged_kernel", diverged_kernel, 1, 32, 0, nullptr, 16, out.get()),
+  CHECK_THROWS_WITH(LAUNCH_AND_WAIT(launch_kernel("diverged_kernel", diverged_kernel, 1, 32, 0, nullptr, 16, out.get())),
                     Catch::Contains("unspecified launch failure") &&
                         Catch::Contains("diverged_kernel: block (0,0,0)") &&
                         Catch::Contains("__shfl_xor_sync with mask 0xffffffff, but lane 16 has exited"));
-  CHECK_THROWS_WITH(launch_kernel("barrier_against_shuffle_kernel", barrier_against_shuffle_kernel, 1, 32, 0, nullptr,
-                                  out.get()),
+  CHECK_THROWS_WITH(LAUNCH_AND_WAIT(launch_kernel("barrier_against_shuffle_kernel", barrier_against_shuffle_kernel, 1,
+                                                  32, 0, nullptr, out.get())),
                     Catch::Contains("but lane 16 waits at __syncthreads"));
   // A block of 48 threads: its second warp has 16 lanes, and a full mask names lanes it lacks.
-  CHECK_THROWS_WITH(launch_kernel("diverged_kernel", diverged_kernel, 1, 48, 0, nullptr, 48, out.get()),
+  CHECK_THROWS_WITH(LAUNCH_AND_WAIT(launch_kernel("diverged_kernel", diverged_kernel, 1, 48, 0, nullptr, 48, out.get())),
                     Catch::Contains("names lanes beyond the 16 of its warp"));
   // The emulation carries on after a failed kernel (a GPU would need a new process).
   launch_kernel("diverged_kernel", diverged_kernel, 1, 32, 0, nullptr, 32, out.get());
@@ -358,14 +368,15 @@ TEST_CASE("emulation: a cooperative grid's barrier orders its blocks, and withou
 
 TEST_CASE("emulation: the grid's barrier fails outside a cooperative launch, or when a thread never comes", "[emu]") {
   DeviceBuffer<int> slots(2), sums(64);
-  CHECK_THROWS_WITH(
-      launch_kernel("grid_sum_kernel", grid_sum_kernel, 2, 32, sizeof(int), nullptr, slots.get(), sums.get(), true),
+  CHECK_THROWS_WITH(LAUNCH_AND_WAIT(launch_kernel("grid_sum_kernel", grid_sum_kernel, 2, 32, sizeof(int), nullptr,
+                                                  slots.get(), sums.get(), true)),
       Catch::Contains("grid_sum_kernel: block (0,0,0), its threads wait at the grid's barrier, but the kernel was "
                       "not launched cooperatively"));
-  CHECK_THROWS_WITH(launch_cooperative_kernel("grid_leaver_kernel", grid_leaver_kernel, 2, 32, 0, nullptr, 5),
+  CHECK_THROWS_WITH(
+      LAUNCH_AND_WAIT(launch_cooperative_kernel("grid_leaver_kernel", grid_leaver_kernel, 2, 32, 0, nullptr, 5)),
                     Catch::Contains("grid_leaver_kernel: block (0,0,0), thread (0,0,0) (warp 0, lane 0) waits at "
                                     "the grid's barrier, but thread (5,0,0) (warp 0, lane 5) has exited"));
-  launch_cooperative_kernel("grid_leaver_kernel", grid_leaver_kernel, 2, 32, 0, nullptr, -1);  // all come
+  LAUNCH_AND_WAIT(launch_cooperative_kernel("grid_leaver_kernel", grid_leaver_kernel, 2, 32, 0, nullptr, -1));  // all come
 }
 
 TEST_CASE("emulation: the emulated device's occupancy bounds a cooperative grid, as on a GPU", "[emu]") {
