@@ -454,3 +454,26 @@ TEST_CASE("Emulated NCCL refuses what NCCL refuses", "[emu][nccl]") {
   CHECK(version == NCCL_VERSION_CODE);
   CHECK(std::string(ncclGetErrorString(ncclRemoteError)) == "remote process exited or there was a network error");
 }
+
+TEST_CASE("Emulated NCCL: a blocking init that fails leaves no communicator and a join that never ends is aborted",
+          "[emu][nccl]") {
+  ncclUniqueId id{};
+  REQUIRE(ncclGetUniqueId(&id) == ncclSuccess);
+  ncclComm_t waiting = nullptr;  // rank 0 of 2, whose peer never comes
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0;
+  REQUIRE(ncclCommInitRankConfig(&waiting, 2, id, 0, &config) == ncclInProgress);
+  CHECK(std::filesystem::exists(shared_object_of(id)));
+  ncclComm_t comm = reinterpret_cast<ncclComm_t>(&config);  // anything but null
+  CHECK(ncclCommInitRank(&comm, 2, id, 0) == ncclInvalidUsage);
+  CHECK(comm == nullptr);
+  CHECK(std::string(ncclGetLastError(nullptr)).find("rank 0 has joined already") != std::string::npos);
+  CHECK(ncclCommInitRank(&comm, 3, id, 1) == ncclInvalidUsage);
+  CHECK(comm == nullptr);
+  CHECK(std::string(ncclGetLastError(nullptr)).find("another size") != std::string::npos);
+  ncclResult_t state = ncclSuccess;
+  REQUIRE(ncclCommGetAsyncError(waiting, &state) == ncclSuccess);
+  CHECK(state == ncclInProgress);
+  CHECK(ncclCommAbort(waiting) == ncclSuccess);
+  CHECK(!std::filesystem::exists(shared_object_of(id)));
+}
