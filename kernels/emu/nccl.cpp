@@ -48,8 +48,9 @@
 // process's pending collectives at once, leaving their outputs unreduced, so its streams go on.
 //
 // The object is unlinked by the last rank to join, so from then on nothing is left behind however
-// the processes end; before that, ncclCommAbort and ncclCommDestroy unlink it (a rank that dies
-// while the others are still joining leaves it until they abort).
+// the processes end; before that, the ncclCommAbort or ncclCommDestroy of a rank that has joined
+// unlinks it. (So a rank that dies while the others are still joining leaves it until one of them
+// aborts; only a rank killed between creating the object and joining it leaves it for good.)
 #include <nccl.h>
 
 #include <fcntl.h>
@@ -213,9 +214,7 @@ struct Communicator {
     remember_error(text);
   }
 
-  void set_status(RankStatus status) {
-    if (claimed) store(rank_at(rank).status, uint32_t(status));
-  }
+  void set_status(RankStatus status) { store(rank_at(rank).status, uint32_t(status)); }
 
   // Note [Peers that die]: what is wrong with peer r, or "" if nothing is. `waited_for`: a
   // collective needs r, so r must not have left.
@@ -306,7 +305,7 @@ Communicator::Failure Communicator::join_step() {
   if (!base) {
     struct stat about {};
     if (fstat(fd, &about) != 0) return system_failure("fstat of");
-    if (size_t(about.st_size) < bytes) return {};  // the creator has not sized it yet
+    if (about.st_size == 0) return {};  // the creator has not sized it yet (one ftruncate does)
     if (size_t(about.st_size) != bytes)
       return {ncclInvalidUsage, "the unique id belongs to a communicator of another size than " + std::to_string(nranks)};
     base = static_cast<char*>(mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0));
@@ -486,12 +485,14 @@ ncclResult_t enqueue(ncclComm_t comm, const char* name, Description what, const 
   return ncclSuccess;
 }
 
-// Ends this process's part: marks it `status` for the peers and unlinks the object if it is still
-// there (Note [Peers that die]).
+// Ends this process's part: marks it `status` for the peers and, if some rank has not joined yet,
+// unlinks the object (Note [Peers that die]). A rank that never got its place leaves the object to
+// those that did.
 void leave(Communicator& c, RankStatus status) {
   std::lock_guard lock(c.mutex);
-  if (c.base && c.claimed && load(c.rank_at(c.rank).status) == rank_joined) c.set_status(status);
-  if (!c.name.empty() && (!c.base || load(c.header().joined) < c.nranks)) shm_unlink(c.name.c_str());
+  if (!c.claimed) return;
+  if (load(c.rank_at(c.rank).status) == rank_joined) c.set_status(status);
+  if (load(c.header().joined) < c.nranks) shm_unlink(c.name.c_str());
 }
 
 }  // namespace
@@ -540,7 +541,12 @@ ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId c
     progress(*c);
     if (c->state == ncclInProgress) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
-  return c->state;
+  const ncclResult_t result = c->state;
+  if (result != ncclSuccess) {  // a blocking init that failed leaves no communicator behind
+    ncclCommAbort(*comm);
+    *comm = nullptr;
+  }
+  return result;
 }
 
 ncclResult_t ncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank) {

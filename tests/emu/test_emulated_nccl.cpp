@@ -196,14 +196,15 @@ struct RankPart {
   ncclComm_t comm = nullptr;
   cudaStream_t stream = nullptr;
 
-  RankPart() {
+  // `first_alone`: the test starts rank 0 first and the others once it says it is joining.
+  explicit RankPart(bool first_alone) {
     CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
     config.blocking = variable("CUTRAIN_TEST_NCCL_BLOCKING") == "1";
     const ncclResult_t joined =
         ncclCommInitRankConfig(&comm, world, id_of(variable("CUTRAIN_TEST_NCCL_ID")), rank, &config);
     if (!config.blocking) {
-      if (rank == 0) {  // alone so far: see check_collectives
+      if (rank == 0 && first_alone) {
         REQUIRE(joined == ncclInProgress);
         std::cout << "rank 0 is joining" << std::endl;
       }
@@ -290,6 +291,22 @@ void run_aborting_peer(RankPart& part) {
   CHECK(ncclCommAbort(part.comm) == ncclSuccess);
 }
 
+// Rank 0 all-reduces where rank 1 broadcasts the same count: both communicators must fail with
+// ncclInvalidUsage, and both streams go on.
+void run_mismatch(RankPart& part) {
+  DeviceBuffer data(kFloats * sizeof(float));
+  const ncclResult_t issued =
+      part.rank == 0 ? ncclAllReduce(data.data, data.data, kFloats, ncclFloat, ncclSum, part.comm, part.stream)
+                     : ncclBroadcast(data.data, data.data, kFloats, ncclFloat, 0, part.comm, part.stream);
+  REQUIRE(issued == ncclSuccess);
+  CUDA_CHECK(cudaStreamSynchronize(part.stream));
+  const auto [state, why] = failure_of(part.comm);
+  INFO(why);
+  CHECK(state == ncclInvalidUsage);
+  CHECK(why.find("called another collective") != std::string::npos);
+  CHECK(ncclCommDestroy(part.comm) == ncclSuccess);
+}
+
 // A 52 MB all-reduce, as large as cutrain's largest buckets and more: 50 chunks through the slots.
 void run_large(RankPart& part) {
   constexpr size_t kLarge = 13'000'000;
@@ -328,6 +345,7 @@ void run_killed_peer(RankPart& part) {
 // all-reduce waits until another thread aborts the communicator, and then its stream goes on.
 void run_abort(RankPart& part) {
   if (part.rank == 1) raise(SIGSTOP);
+  alarm(10);  // an abort that does not unblock the stream ends this rank, and fails the test
   DeviceBuffer data(kFloats * sizeof(float));
   ncclResult_t state_before_abort = ncclInternalError;
   std::thread aborter([&] {
@@ -340,6 +358,7 @@ void run_abort(RankPart& part) {
   CUDA_CHECK(cudaStreamSynchronize(part.stream));
   const auto waited = Clock::now() - start;
   aborter.join();
+  alarm(0);
   CHECK(state_before_abort == ncclSuccess);
   CHECK(waited < 5s);
 }
@@ -347,14 +366,15 @@ void run_abort(RankPart& part) {
 }  // namespace
 
 TEST_CASE("one rank's part: emulated NCCL", "[.emu-nccl-rank]") {
-  RankPart part;
   const std::string scenario = variable("CUTRAIN_TEST_NCCL_SCENARIO");
+  RankPart part(scenario == "collectives");
   if (scenario == "collectives") run_collectives(part);
   if (scenario == "killed peer") run_killed_peer(part);
   if (scenario == "abort") run_abort(part);
   if (scenario == "killed idle peer") run_killed_idle_peer(part);
   if (scenario == "aborting peer") run_aborting_peer(part);
   if (scenario == "large") run_large(part);
+  if (scenario == "mismatch") run_mismatch(part);
 }
 
 TEST_CASE("Emulated NCCL: all-reduce and broadcast across 2 processes with blocking init", "[emu][nccl]") {
@@ -386,6 +406,13 @@ TEST_CASE("Emulated NCCL: a killed peer fails the async error query of a survivo
 TEST_CASE("Emulated NCCL: a peer's abort fails the survivor's communicator", "[emu][nccl]") {
   Job job;
   for (int r = 0; r < 2; ++r) job.start(r, 2, "aborting peer", true);
+  job.check_passed(0);
+  job.check_passed(1);
+}
+
+TEST_CASE("Emulated NCCL: ranks that call different collectives fail with ncclInvalidUsage", "[emu][nccl]") {
+  Job job;
+  for (int r = 0; r < 2; ++r) job.start(r, 2, "mismatch", true);
   job.check_passed(0);
   job.check_passed(1);
 }
@@ -426,4 +453,27 @@ TEST_CASE("Emulated NCCL refuses what NCCL refuses", "[emu][nccl]") {
   CHECK(ncclGetVersion(&version) == ncclSuccess);
   CHECK(version == NCCL_VERSION_CODE);
   CHECK(std::string(ncclGetErrorString(ncclRemoteError)) == "remote process exited or there was a network error");
+}
+
+TEST_CASE("Emulated NCCL: a blocking init that fails leaves no communicator and a join that never ends is aborted",
+          "[emu][nccl]") {
+  ncclUniqueId id{};
+  REQUIRE(ncclGetUniqueId(&id) == ncclSuccess);
+  ncclComm_t waiting = nullptr;  // rank 0 of 2, whose peer never comes
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0;
+  REQUIRE(ncclCommInitRankConfig(&waiting, 2, id, 0, &config) == ncclInProgress);
+  CHECK(std::filesystem::exists(shared_object_of(id)));
+  ncclComm_t comm = reinterpret_cast<ncclComm_t>(&config);  // anything but null
+  CHECK(ncclCommInitRank(&comm, 2, id, 0) == ncclInvalidUsage);
+  CHECK(comm == nullptr);
+  CHECK(std::string(ncclGetLastError(nullptr)).find("rank 0 has joined already") != std::string::npos);
+  CHECK(ncclCommInitRank(&comm, 3, id, 1) == ncclInvalidUsage);
+  CHECK(comm == nullptr);
+  CHECK(std::string(ncclGetLastError(nullptr)).find("another size") != std::string::npos);
+  ncclResult_t state = ncclSuccess;
+  REQUIRE(ncclCommGetAsyncError(waiting, &state) == ncclSuccess);
+  CHECK(state == ncclInProgress);
+  CHECK(ncclCommAbort(waiting) == ncclSuccess);
+  CHECK(!std::filesystem::exists(shared_object_of(id)));
 }
