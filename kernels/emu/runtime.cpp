@@ -285,20 +285,30 @@ const char* cudaGetErrorString(cudaError_t error) {
 
 // ---- the device ----
 
+// The device a host thread works with, as CUDA keeps one per thread.
+namespace {
+thread_local int current_device = 0;
+bool valid_device(int device) { return device >= 0 && device < cutrain::emu::kDevices; }
+}  // namespace
+
 cudaError_t cudaGetDeviceCount(int* count) {
-  *count = 1;
+  *count = cutrain::emu::kDevices;
   return cudaSuccess;
 }
 
 cudaError_t cudaGetDevice(int* device) {
-  *device = 0;
+  *device = current_device;
   return cudaSuccess;
 }
 
-cudaError_t cudaSetDevice(int device) { return device == 0 ? cudaSuccess : fail(cudaErrorInvalidDevice); }
+cudaError_t cudaSetDevice(int device) {
+  if (!valid_device(device)) return fail(cudaErrorInvalidDevice);
+  current_device = device;
+  return cudaSuccess;
+}
 
 cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int device) {
-  if (device != 0) return fail(cudaErrorInvalidDevice);
+  if (!valid_device(device)) return fail(cudaErrorInvalidDevice);
   *prop = cudaDeviceProp{};
   std::snprintf(prop->name, sizeof prop->name, "cutrain emulated GPU (CUDA emulation on the CPU)");
   prop->totalGlobalMem = size_t(sysconf(_SC_PHYS_PAGES)) * size_t(sysconf(_SC_PAGESIZE));
@@ -325,7 +335,7 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int device) {
 }
 
 cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attribute, int device) {
-  if (device != 0) return fail(cudaErrorInvalidDevice);
+  if (!valid_device(device)) return fail(cudaErrorInvalidDevice);
   const cutrain::emu::EmulatedDevice& d = cutrain::emu::kDevice;
   switch (attribute) {
     case cudaDevAttrMultiProcessorCount: *value = d.multiprocessors; return cudaSuccess;

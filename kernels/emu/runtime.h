@@ -293,6 +293,10 @@ struct EmulatedDevice {
   size_t reserved_shared_per_block = 1024;     // the runtime's own, per block
 };
 inline constexpr EmulatedDevice kDevice{};
+// The emulated machine has two such devices, so that two ranks under cutrun each have one, as on a
+// machine with two GPUs. A process works with one (cudaSetDevice), whichever it is: each process
+// is its own emulated device memory.
+inline constexpr int kDevices = 2;
 
 // The blocks of `threads` threads and that much dynamic shared memory that fit one multiprocessor
 // at once (cudaOccupancyMaxActiveBlocksPerMultiprocessor); 0 when none does.
