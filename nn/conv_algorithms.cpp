@@ -350,6 +350,7 @@ std::optional<ConvAlgorithm<Algo>> replace_failed_algorithm(const Context& ctx, 
                                                             const ConvShape& shape, const ConvAlgorithm<Algo>& failed,
                                                             cudnnStatus_t status, size_t workspace_bytes) {
   using Pass = typename PassOf<Algo>::type;
+  const std::string why = cudnnGetErrorString(status);  // before the queries below say more
   const std::string key = choice_key(ctx, shape);
   const std::string pass_key = key + "|" + Pass::name;
   Choices& c = choices();
@@ -372,7 +373,7 @@ std::optional<ConvAlgorithm<Algo>> replace_failed_algorithm(const Context& ctx, 
   std::fprintf(stderr,
                "cutrain: warning: cuDNN's %s algorithm %d failed for %s (%s); using algorithm %d for that shape from "
                "now on\n",
-               Pass::name, int(failed.algo), describe(shape).c_str(), cudnnGetErrorString(status), int(next->algo));
+               Pass::name, int(failed.algo), describe(shape).c_str(), why.c_str(), int(next->algo));
   return next;
 }
 

@@ -13,8 +13,9 @@
 
 namespace {
 
-cutrain::test::Process::Result bench_step(const std::string& cache_dir, std::vector<std::string> extra) {
-  std::vector<std::string> argv = {"/usr/bin/env",   "CUTRAIN_CACHE_DIR=" + cache_dir,
+cutrain::test::Process::Result bench_step(const std::string& cache_dir, std::vector<std::string> extra,
+                                          const std::string& fault = "") {
+  std::vector<std::string> argv = {"/usr/bin/env", "CUTRAIN_EMU_CUDNN_FAIL=" + fault, "CUTRAIN_CACHE_DIR=" + cache_dir,
                                    cutrain::test::binary("cutrain"), "bench-step", "--device", "cuda", "--batch-size",
                                    "32", "--width", std::to_string(kGpuTestWidth), "--steps", "2", "--warmup", "1"};
   argv.insert(argv.end(), extra.begin(), extra.end());
@@ -76,3 +77,27 @@ TEST_CASE("Measured algorithms (--cudnn-benchmark) are kept on disk, and a damag
   std::getline(again, header);
   CHECK(header == "cutrain cuDNN convolution algorithms v1");
 }
+
+#ifdef CUTRAIN_CUDA_EMULATION
+// Only the emulated cuDNN can be made to fail (CUTRAIN_EMU_CUDNN_FAIL). Note [Algorithm fallback].
+TEST_CASE("a cuDNN algorithm that fails when it runs is replaced, once per shape, and training goes on", "[emu]") {
+  cutrain::test::TempDir dir;
+  const std::vector<std::string> run = {"--stem", "cifar", "--precision", "fp32"};
+  const auto clean = bench_step(dir.path().string(), run);
+  // Backward-data's algorithm 0, the heuristics' first choice for every shape here.
+  const auto faulty = bench_step(dir.path().string(), run, "backward_data:algo=0:not_supported");
+  INFO(faulty.output);
+  REQUIRE(faulty.exit_code == 0);
+  // One line for each of the ten shapes of convolution with an input gradient.
+  CHECK(count(faulty.output, "cuDNN's backward-data algorithm 0 failed for N=") == 10);
+  CHECK(count(faulty.output, "(CUDNN_STATUS_NOT_SUPPORTED (emulated cuDNN: injected by CUTRAIN_EMU_CUDNN_FAIL") == 10);
+  // Every emulated algorithm computes the same sums: the same loss.
+  const auto last_loss = [](const std::string& output) { return output.substr(output.find("last loss")); };
+  CHECK(last_loss(faulty.output) == last_loss(clean.output));
+  // With every algorithm failing there is nothing to fall back on: one error.
+  const auto hopeless = bench_step(dir.path().string(), run, "backward_data:algo=any:not_supported");
+  CHECK(hopeless.exit_code == 1);
+  CHECK_THAT(hopeless.output, Catch::Contains("cudnnConvolutionBackwardData") &&
+                                  Catch::Contains("CUDNN_STATUS_NOT_SUPPORTED"));
+}
+#endif
