@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
-# Installs the dependencies, builds, and runs every test, in four parts; each can also run alone:
+# Installs the dependencies, builds, and runs every test, in five parts; each can also run alone:
 #   the release build's tests (CTest; [gpu] tests are skipped, visibly, without a CUDA device)
 #   scripts/test-emu.sh          the CUDA kernels' tests on the CPU, under the emulation ([emu])
+#   scripts/test-emulated.sh     the whole GPU program on the emulated GPU: the [gpu] tests as [emu]
 #   scripts/test-sanitizers.sh   the CPU tests under AddressSanitizer and UBSan, and those of the
 #                                loader, reducer and store under ThreadSanitizer
 #   scripts/fuzz.sh              each fuzz target for a bounded time (15 s here)
 # Last comes a summary: each part, passed or FAILED, and its seconds.
-# The sanitizer and fuzz builds start once the release build is done, at low priority: they take
-# the CPU that the release tests, which mostly wait on processes and sockets, leave idle.
+# The emulated, sanitizer and fuzz builds start once the release build is done, at low priority:
+# they take the CPU that the release tests, which mostly wait on processes and sockets, leave idle.
 # Extra arguments go to ctest in the release and emulation parts, e.g. scripts/test.sh -L dist
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -31,12 +32,17 @@ part "setup" scripts/setup.sh --with-tests
 part "release build" scripts/build.sh
 ((status == 0)) || { print_summary; exit 1; }
 
+emulated_log=build/emulated-build.log
+nice -n 19 scripts/test-emulated.sh --build-only >"$emulated_log" 2>&1 &
+emulated_build=$!
 log=build/sanitizer-and-fuzz-builds.log
 (nice -n 19 scripts/test-sanitizers.sh --build-only && nice -n 19 scripts/fuzz.sh --build-only) >"$log" 2>&1 &
 builds=$!
 
 part "release tests" ctest --test-dir build --output-on-failure -j "$(nproc)" "$@"
 part "kernels under emulation" scripts/test-emu.sh "$@"
+part "emulated build below" wait "$emulated_build"  # a failed one fails again below, in the open
+part "GPU program, emulated" scripts/test-emulated.sh "$@"
 part "rest of the builds below" wait "$builds"  # a failed one fails again below, in the open
 part "ASan+UBSan and TSan" scripts/test-sanitizers.sh
 part "fuzzing, 15 s a target" scripts/fuzz.sh 15
