@@ -9,6 +9,8 @@
 #include <cuda_runtime.h>
 
 #include <atomic>
+#include <chrono>
+#include <thread>
 #include <vector>
 
 #include "kernels/check.h"
@@ -168,12 +170,21 @@ TEST_CASE("streams: the legacy stream waits for blocking streams, not for non-bl
 TEST_CASE("streams: enqueue_until waits without blocking the other streams", "[emu]") {
   Stream waiting, other;
   auto flag = std::make_shared<std::atomic<bool>>(false);
+  auto polls = std::make_shared<std::atomic<int>>(0);
   DeviceBuffer<int> x(1);
-  // The collective on `waiting` can only finish once `other` has run work enqueued after it.
-  CUDA_CHECK(emu::enqueue_until(waiting, "waits for the flag", [flag] { return flag->load(); }));
+  // A collective on `waiting` that only work enqueued on `other` while it waits can finish.
+  CUDA_CHECK(emu::enqueue_until(waiting, "waits for the flag", [flag, polls] {
+    ++*polls;
+    return flag->load();
+  }));
   fill(waiting, x.get(), 1, 5);
+  while (polls->load() == 0) std::this_thread::yield();  // the device is inside the wait
   CUDA_CHECK(emu::enqueue(other, "sets the flag", [flag] { flag->store(true); }));
-  CUDA_CHECK(cudaStreamSynchronize(waiting));
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (cudaStreamQuery(waiting) == cudaErrorNotReady && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  CHECK(cudaStreamQuery(waiting) == cudaSuccess);
+  flag->store(true);  // (if it did block, the device goes on now)
   CHECK(x.copy_to_host()[0] == 5);
 }
 
