@@ -364,7 +364,7 @@ TEST_CASE("graphs: the calls CUDA forbids in a capture fail with its error and i
   }
 }
 
-TEST_CASE("graphs: a relaxed capture allows cudaMalloc; a fork not joined back fails at the end", "[emu]") {
+TEST_CASE("graphs: a relaxed capture allows cudaMalloc and a fork not joined back fails at the end", "[emu]") {
   Stream main, side;
   DeviceBuffer<int> x(1);
   cudaGraph_t graph = nullptr;
