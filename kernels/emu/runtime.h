@@ -330,11 +330,15 @@ std::optional<Allocation> allocation_of(const void* p);
 bool inside_device_allocation(const void* p, size_t bytes);
 
 // Enqueues `work` on `stream` as one operation, which becomes one kernel node when the stream is
-// being captured. It runs when the stream's order and its events let it, like a kernel. `name`
-// names it in errors and in the graph.
+// being captured. It runs when the stream's order and its events let it, like a kernel, on the
+// device thread (so it must not make a synchronising call). `name` names it in errors and in the
+// graph. An exception it throws is deferred work's error: the next synchronising call reports
+// cudaErrorLaunchFailure with `name` and the exception's message.
 cudaError_t enqueue(cudaStream_t stream, const char* name, std::function<void()> work);
 // Enqueues an operation that finishes when `step` returns true. The device calls `step` again and
 // again, and runs other streams' work meanwhile, as a collective waiting for its peers does.
+// Captured, the graph keeps a copy of `step` as it is now, and each replay calls a fresh copy of
+// that, so state the step keeps starts afresh in every replay.
 cudaError_t enqueue_until(cudaStream_t stream, const char* name, std::function<bool()> step);
 
 }  // namespace cutrain::emu

@@ -136,7 +136,12 @@ void stop_device() {
     d.stopping = true;
   }
   d.wake.notify_all();
-  if (d.thread.joinable()) d.thread.join();
+  if (!d.thread.joinable()) return;
+  if (on_device_thread()) {
+    d.thread.detach();  // exit() called by enqueued work: the thread ends with the process
+  } else {
+    d.thread.join();
+  }
 }
 
 void start_device(Device& d) {
