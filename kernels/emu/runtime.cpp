@@ -570,9 +570,10 @@ cudaError_t cudaStreamCreateWithFlags(cudaStream_t* stream, unsigned int flags) 
   return cudaStreamCreateWithPriority(stream, flags, 0);
 }
 
-cudaError_t cudaStreamCreateWithPriority(cudaStream_t* stream, unsigned int flags, int priority) {
+// The priority is not kept: the scheduler picks among ready streams alike.
+cudaError_t cudaStreamCreateWithPriority(cudaStream_t* stream, unsigned int flags, int) {
   auto lock = lock_device();
-  *stream = cutrain::emu::add_stream(flags, priority);
+  *stream = cutrain::emu::add_stream(flags);
   return cudaSuccess;
 }
 

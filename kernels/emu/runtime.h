@@ -241,7 +241,7 @@ cudaError_t cudaMallocHost(T** pointer, size_t bytes) {
 // ---- streams and events ----
 cudaError_t cudaStreamCreate(cudaStream_t* stream);
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t* stream, unsigned int flags);
-// Priorities are remembered, not honoured: the scheduler picks among ready streams alike.
+// Priorities are accepted, not honoured: the scheduler picks among ready streams alike.
 cudaError_t cudaStreamCreateWithPriority(cudaStream_t* stream, unsigned int flags, int priority);
 cudaError_t cudaDeviceGetStreamPriorityRange(int* least, int* greatest);
 // Waits for the stream's work first (a GPU would let it finish after the call).
