@@ -10,6 +10,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <stdexcept>
 #include <thread>
 #include <vector>
 
@@ -452,4 +453,50 @@ TEST_CASE("graphs: a kernel that fails in a replay is reported by the next synch
   CHECK(cudaGetLastError() == cudaErrorLaunchFailure);
   CHECK(cudaGetLastError() == cudaSuccess);
   CUDA_CHECK(cudaGraphExecDestroy(exec));
+}
+
+TEST_CASE("graphs: a library's work is one kernel node without a function, replayed with its step afresh",
+          "[emu]") {
+  Stream stream;
+  auto runs = std::make_shared<std::atomic<int>>(0);
+  auto total_polls = std::make_shared<std::atomic<int>>(0);
+  cudaGraph_t graph = nullptr;
+  CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+  CUDA_CHECK(emu::enqueue(stream, "library call", [runs] { ++*runs; }));
+  // Done at its third call: the count lives in the step, so each replay must start it at 0.
+  CUDA_CHECK(emu::enqueue_until(stream, "collective", [total_polls, polls = 0]() mutable {
+    ++*total_polls;
+    return ++polls == 3;
+  }));
+  CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
+  const NodeCounts c = count_nodes(graph);
+  CHECK(c.kernels == 2);
+  CHECK(c.others == 0);
+  size_t count = 1;
+  cudaGraphNode_t node = nullptr;
+  CUDA_CHECK(cudaGraphGetNodes(graph, &node, &count));
+  cudaKernelNodeParams params{};
+  CHECK(cudaGraphKernelNodeGetParams(node, &params) == cudaErrorInvalidValue);
+  CHECK(cudaGetLastError() == cudaErrorInvalidValue);
+  cudaGraphExec_t exec = nullptr;
+  CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+  CUDA_CHECK(cudaGraphDestroy(graph));
+  CHECK(runs->load() == 0);  // captured, nothing ran
+  for (int replay = 1; replay <= 2; ++replay) {
+    CUDA_CHECK(cudaGraphLaunch(exec, stream));
+    CUDA_CHECK(cudaStreamSynchronize(stream));
+    CHECK(runs->load() == replay);
+    CHECK(total_polls->load() == 3 * replay);
+  }
+  CUDA_CHECK(cudaGraphExecDestroy(exec));
+}
+
+TEST_CASE("streams: a library's work that throws is reported by the next synchronising call, by name", "[emu]") {
+  Stream stream;
+  CUDA_CHECK(emu::enqueue(stream, "failing library call", [] { throw std::runtime_error("bad descriptor"); }));
+  const cudaError_t status = cudaStreamSynchronize(stream);
+  CHECK(status == cudaErrorLaunchFailure);
+  CHECK_THAT(cudaGetErrorString(status), Catch::Contains("failing library call: bad descriptor"));
+  CHECK(cudaGetLastError() == cudaErrorLaunchFailure);
+  CHECK(cudaStreamSynchronize(stream) == cudaSuccess);  // reported once
 }
