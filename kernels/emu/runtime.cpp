@@ -190,7 +190,9 @@ using cutrain::emu::Use;
 
 namespace {
 
-// After a synchronising call has waited: the error of deferred work, if any, is its result.
+// After a synchronising call has waited: the error of deferred work, if any, is its result, and
+// it is reported once. A query (cudaStreamQuery, cudaEventQuery) answers it too but leaves it,
+// so that a watchdog thread's queries do not hide it from the thread that synchronises.
 cudaError_t after_wait() { return cutrain::emu::take_deferred_error(); }
 
 }  // namespace
@@ -620,7 +622,7 @@ cudaError_t cudaStreamQuery(cudaStream_t stream) {
   CUstream_st* s = cutrain::emu::find_stream(stream);
   if (!s) return fail(cudaErrorInvalidResourceHandle);
   if (const cudaError_t error = cutrain::emu::capture_check(Use::synchronise, s)) return fail(error);
-  if (const cudaError_t error = after_wait()) return error;
+  if (const cudaError_t error = cutrain::emu::peek_deferred_error()) return error;
   if (stream_done(s)) return cudaSuccess;
   cutrain::emu::nudge_device();
   return cudaErrorNotReady;
@@ -690,7 +692,7 @@ cudaError_t cudaEventQuery(cudaEvent_t event) {
   auto lock = lock_device();
   if (!cutrain::emu::known_event(event)) return fail(cudaErrorInvalidResourceHandle);
   if (event->capture) return fail(cudaErrorCapturedEvent);
-  if (const cudaError_t error = after_wait()) return error;
+  if (const cudaError_t error = cutrain::emu::peek_deferred_error()) return error;
   if (!event->last_record || event->last_record->done) return cudaSuccess;
   cutrain::emu::nudge_device();
   return cudaErrorNotReady;

@@ -494,6 +494,11 @@ TEST_CASE("graphs: a library's work is one kernel node without a function, repla
 TEST_CASE("streams: a library's work that throws is reported by the next synchronising call, by name", "[emu]") {
   Stream stream;
   CUDA_CHECK(emu::enqueue(stream, "failing library call", [] { throw std::runtime_error("bad descriptor"); }));
+  Event after;
+  CUDA_CHECK(cudaEventRecord(after, stream));
+  while (cudaEventQuery(after) == cudaErrorNotReady) std::this_thread::yield();
+  // A query (say, a watchdog's) sees the error and leaves it for the synchronising call.
+  CHECK(cudaEventQuery(after) == cudaErrorLaunchFailure);
   const cudaError_t status = cudaStreamSynchronize(stream);
   CHECK(status == cudaErrorLaunchFailure);
   CHECK_THAT(cudaGetErrorString(status), Catch::Contains("failing library call: bad descriptor"));
