@@ -190,7 +190,9 @@ using cutrain::emu::Use;
 
 namespace {
 
-// After a synchronising call has waited: the error of deferred work, if any, is its result.
+// After a synchronising call has waited: the error of deferred work, if any, is its result, and
+// it is reported once. A query (cudaStreamQuery, cudaEventQuery) answers it too but leaves it,
+// so that a watchdog thread's queries do not hide it from the thread that synchronises.
 cudaError_t after_wait() { return cutrain::emu::take_deferred_error(); }
 
 }  // namespace
@@ -580,9 +582,10 @@ cudaError_t cudaStreamCreateWithFlags(cudaStream_t* stream, unsigned int flags) 
   return cudaStreamCreateWithPriority(stream, flags, 0);
 }
 
-cudaError_t cudaStreamCreateWithPriority(cudaStream_t* stream, unsigned int flags, int priority) {
+// The priority is not kept: the scheduler picks among ready streams alike.
+cudaError_t cudaStreamCreateWithPriority(cudaStream_t* stream, unsigned int flags, int) {
   auto lock = lock_device();
-  *stream = cutrain::emu::add_stream(flags, priority);
+  *stream = cutrain::emu::add_stream(flags);
   return cudaSuccess;
 }
 
@@ -629,7 +632,7 @@ cudaError_t cudaStreamQuery(cudaStream_t stream) {
   CUstream_st* s = cutrain::emu::find_stream(stream);
   if (!s) return fail(cudaErrorInvalidResourceHandle);
   if (const cudaError_t error = cutrain::emu::capture_check(Use::synchronise, s)) return fail(error);
-  if (const cudaError_t error = after_wait()) return error;
+  if (const cudaError_t error = cutrain::emu::peek_deferred_error()) return error;
   if (stream_done(s)) return cudaSuccess;
   cutrain::emu::nudge_device();
   return cudaErrorNotReady;
@@ -699,7 +702,7 @@ cudaError_t cudaEventQuery(cudaEvent_t event) {
   auto lock = lock_device();
   if (!cutrain::emu::known_event(event)) return fail(cudaErrorInvalidResourceHandle);
   if (event->capture) return fail(cudaErrorCapturedEvent);
-  if (const cudaError_t error = after_wait()) return error;
+  if (const cudaError_t error = cutrain::emu::peek_deferred_error()) return error;
   if (!event->last_record || event->last_record->done) return cudaSuccess;
   cutrain::emu::nudge_device();
   return cudaErrorNotReady;

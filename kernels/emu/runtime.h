@@ -241,7 +241,7 @@ cudaError_t cudaMallocHost(T** pointer, size_t bytes) {
 // ---- streams and events ----
 cudaError_t cudaStreamCreate(cudaStream_t* stream);
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t* stream, unsigned int flags);
-// Priorities are remembered, not honoured: the scheduler picks among ready streams alike.
+// Priorities are accepted, not honoured: the scheduler picks among ready streams alike.
 cudaError_t cudaStreamCreateWithPriority(cudaStream_t* stream, unsigned int flags, int priority);
 cudaError_t cudaDeviceGetStreamPriorityRange(int* least, int* greatest);
 // Waits for the stream's work first (a GPU would let it finish after the call).
@@ -334,11 +334,15 @@ std::optional<Allocation> allocation_of(const void* p);
 bool inside_device_allocation(const void* p, size_t bytes);
 
 // Enqueues `work` on `stream` as one operation, which becomes one kernel node when the stream is
-// being captured. It runs when the stream's order and its events let it, like a kernel. `name`
-// names it in errors and in the graph.
+// being captured. It runs when the stream's order and its events let it, like a kernel, on the
+// device thread (so it must not make a synchronising call). `name` names it in errors and in the
+// graph. An exception it throws is deferred work's error: the next synchronising call reports
+// cudaErrorLaunchFailure with `name` and the exception's message.
 cudaError_t enqueue(cudaStream_t stream, const char* name, std::function<void()> work);
 // Enqueues an operation that finishes when `step` returns true. The device calls `step` again and
 // again, and runs other streams' work meanwhile, as a collective waiting for its peers does.
+// Captured, the graph keeps a copy of `step` as it is now, and each replay calls a fresh copy of
+// that, so state the step keeps starts afresh in every replay.
 cudaError_t enqueue_until(cudaStream_t stream, const char* name, std::function<bool()> step);
 
 }  // namespace cutrain::emu

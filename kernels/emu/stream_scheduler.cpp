@@ -136,7 +136,12 @@ void stop_device() {
     d.stopping = true;
   }
   d.wake.notify_all();
-  if (d.thread.joinable()) d.thread.join();
+  if (!d.thread.joinable()) return;
+  if (on_device_thread()) {
+    d.thread.detach();  // exit() called by enqueued work: the thread ends with the process
+  } else {
+    d.thread.join();
+  }
 }
 
 void start_device(Device& d) {
@@ -161,10 +166,9 @@ CUstream_st* find_stream(cudaStream_t stream) {
   return d.streams.count(stream) ? stream : nullptr;
 }
 
-CUstream_st* add_stream(unsigned flags, int priority) {
+CUstream_st* add_stream(unsigned flags) {
   auto* s = new CUstream_st;
   s->flags = flags;
-  s->priority = priority;
   device().streams.insert(s);
   return s;
 }
@@ -198,7 +202,6 @@ std::shared_ptr<Op> enqueue_op(std::unique_lock<std::mutex>&, CUstream_st* s, st
       n.block = kernel->grid.block;
       n.dynamic_shared_bytes = kernel->grid.dynamic_shared_bytes;
       n.cooperative = kernel->grid.cooperative;
-      n.arguments = kernel->arguments;
     }
     auto& nodes = s->capture->graph->nodes;
     nodes.push_back(std::make_unique<CUgraphNode_st>(CUgraphNode_st{std::move(n)}));

@@ -44,8 +44,9 @@ struct Op {
   std::chrono::steady_clock::time_point finished;  // an event record's time
 };
 
-// A node of a captured graph. Its step is the Op step it would have been eagerly; a kernel node
-// also keeps its launch, which cudaGraphLaunch checks against the kernel's attributes of then.
+// A node of a captured graph. Its step is the Op step it would have been eagerly (a kernel's holds
+// the launch's arguments); a kernel node also keeps the launch's kernel and shape, which
+// cudaGraphLaunch checks against the kernel's attributes of then.
 struct GraphNode {
   cudaGraphNodeType type;
   std::string name;
@@ -55,7 +56,6 @@ struct GraphNode {
   dim3 grid, block;
   size_t dynamic_shared_bytes = 0;
   bool cooperative = false;
-  std::shared_ptr<const void> arguments;  // the launch's parameters, which the step runs on
 };
 
 // A kernel launch that passed the launch checks, for enqueue_kernel.
@@ -77,7 +77,6 @@ struct CUgraph_st {
 
 struct CUstream_st {
   unsigned flags = cudaStreamDefault;
-  int priority = 0;
   std::deque<std::shared_ptr<cutrain::emu::Op>> queue;  // not yet done, oldest first
   std::shared_ptr<cutrain::emu::Op> last;                // the newest Op, done or not
   // While the stream is captured: its capture, and the nodes its next node follows.
@@ -112,7 +111,7 @@ std::unique_lock<std::mutex> lock_device();
 // The stream a handle names: nullptr and cudaStreamLegacy are the legacy default stream. nullptr
 // for a handle that is not a live stream. Caller holds the lock.
 CUstream_st* find_stream(cudaStream_t stream);
-CUstream_st* add_stream(unsigned flags, int priority);
+CUstream_st* add_stream(unsigned flags);
 void remove_stream(CUstream_st* stream);  // after its queue is empty
 bool known_event(cudaEvent_t event);
 void add_event(cudaEvent_t event);

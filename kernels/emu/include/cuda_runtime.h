@@ -3,5 +3,7 @@
 // unchanged against the emulated runtime and device.
 #pragma once
 
+#include <library_types.h>
+
 #include "kernels/emu/device.h"
 #include "kernels/emu/runtime.h"
