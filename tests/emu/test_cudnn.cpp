@@ -325,12 +325,15 @@ TEST_CASE("emulated cuDNN: a workspace smaller than the algorithm asks for fails
     REQUIRE(needed > 0);
     DeviceBuffer<unsigned char> ws(needed);
     CUDA_CHECK(cudaMemset(ws.get(), 0, needed));
+    // The legacy stream's memsets are not ordered before the handle's non-blocking stream: wait.
+    CUDA_CHECK(cudaDeviceSynchronize());
     void* out = pass == Pass::forward ? static_cast<void*>(dy.get()) : dw.get();
     const void* b = pass == Pass::forward ? static_cast<const void*>(dw.get()) : dy.get();
     CHECK(c.run(pass, algo, 1.0f, x.get(), b, 0.0f, out, ws.get(), needed - 1) == CUDNN_STATUS_BAD_PARAM);
     CHECK(c.run(pass, algo, 1.0f, x.get(), b, 0.0f, out, nullptr, needed) == CUDNN_STATUS_BAD_PARAM);
     CHECK(c.run(pass, algo, 1.0f, x.get(), b, 0.0f, out, ws.get(), needed + 1) == CUDNN_STATUS_BAD_PARAM);
     REQUIRE(c.run(pass, algo, 1.0f, x.get(), b, 0.0f, out, ws.get(), needed) == CUDNN_STATUS_SUCCESS);
+    CUDA_CHECK(cudaDeviceSynchronize());  // nor is the convolution before the legacy stream's copy
     const std::vector<unsigned char> after = ws.copy_to_host();
     CHECK(std::count(after.begin(), after.end(), 0) < long(needed / 16));
   }
