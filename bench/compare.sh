@@ -41,12 +41,14 @@ usage: bench/compare.sh [options]
   --budget S         stop starting runs when S seconds are spent; the table covers what finished
   --device D         cuda (default) or cpu (to try this script on a machine without a GPU: tiny runs only)
   -h, --help         this text
-Environment: PYTHON (default python3) is the interpreter with torch, torchvision and numpy.
+Environment: PYTHON is the interpreter with torch, torchvision and numpy (default: the project's
+environment, made by scripts/setup.sh --with-tests, where it exists, else python3).
 EOF
 }
 
 here="$(cd "$(dirname "$0")" && pwd)"
 source "$here/../scripts/cli.sh"
+source "$here/../scripts/python_env.sh"
 nproc=1 quick=0 data="" out="bench-out" bin="build/bin" epochs="" batch=256 stem=cifar repeats=1
 compile_mode=default torch_data=gpu parity=1 device=cuda budget=
 recipe=()  # flags both programs take alike
@@ -101,7 +103,7 @@ else
 fi
 
 # ---- what must be present: the binaries, torch with a CUDA device, enough GPUs
-PYTHON="${PYTHON:-python3}"
+PYTHON="$(default_python)"
 cutrain="$bin/cutrain"
 [ -x "$cutrain" ] || die "$cutrain: not found or not executable (build first, or pass --bin DIR)"
 ((nproc == 1)) || [ -x "$bin/cutrun" ] || die "$bin/cutrun: not found (needed for --nproc $nproc)"
