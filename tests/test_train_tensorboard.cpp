@@ -139,7 +139,7 @@ TEST_CASE("An event file: a version record, then one framed and checksummed Even
   }
 }
 
-TEST_CASE("--tensorboard into a path that cannot be a folder: one line naming it", "[train]") {
+TEST_CASE("A TensorBoard folder that cannot be made: one line naming it", "[train]") {
   cutrain::test::TempDir dir;
   std::FILE* f = std::fopen((dir / "file").c_str(), "w");
   std::fclose(f);
