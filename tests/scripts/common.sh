@@ -6,7 +6,9 @@ repo="$(cd "${1:?usage: $0 REPO_ROOT [BIN_DIR]}" && pwd)"
 bin="${2:-$repo/build/bin}"
 scratch="$(mktemp -d)"
 trap 'rm -rf "$scratch"' EXIT
-export PYTHONPYCACHEPREFIX="$scratch/pycache"  # no __pycache__ in the source tree
+# No __pycache__ in the source tree, while the installed packages' own .pyc files are still read (a cache prefix
+# would hide them, and torch would be compiled from source in every test: 20 s more for inductor alone).
+export PYTHONDONTWRITEBYTECODE=1
 export PYTHONPATH="$repo/bench"                # bench/'s modules, for the tests' Python snippets
 
 fail() { echo "FAIL: $*" >&2; exit 1; }
