@@ -107,6 +107,7 @@ def evaluate(model, folder, batch_size=500):
 
 
 def main():
+    cli.use_project_python()
     p = cli.Parser(prog=PROG, description=__doc__.split("\n\n")[0])
     sub = p.add_subparsers(dest="command", required=True)
     e = sub.add_parser("evaluate", help="a cutrain checkpoint in torchvision: its test accuracy")
