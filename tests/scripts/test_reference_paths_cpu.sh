@@ -1,7 +1,8 @@
 # Every path of the PyTorch reference that compare.sh runs, on the CPU and tiny (width 8, batch 4, 16 images):
 # eager, channels_last, bf16 autocast, torch.compile (inductor's CPU backend, default and max-autotune) and DDP
 # over Gloo with 2 processes started by torch's own launcher. From the same initial weights and on the same
-# batches (--cutrain-augment), the fp32 paths' losses agree with eager's step by step; bf16's stays near them.
+# batches (--cutrain-augment), the fp32 paths' losses agree with eager's step by step; bf16's stays near them; the
+# compiled ones log inductor's C++ kernels (TORCH_LOGS=output_code), so a run that compiled nothing fails.
 # Inductor compiles its C++ kernels on the first run (about 75 s for both modes on two idle cores); its cache,
 # beside the project's environment (scripts/python_env.sh), cuts a later run's compilation to about 15 s. It
 # compiles in this process (one compile thread): a pool of worker processes, each importing torch, costs more
@@ -24,8 +25,11 @@ ref=("$py" "$repo/bench/pytorch_reference.py")
 path eager "${ref[@]}"
 path channels_last "${ref[@]}" --channels-last
 path bf16 "${ref[@]}" --amp bf16 --channels-last
-path compile "${ref[@]}" --compile
-path max_autotune "${ref[@]}" --compile max-autotune --max-steps 1
+path compile env TORCH_LOGS=output_code "${ref[@]}" --compile
+path max_autotune env TORCH_LOGS=output_code "${ref[@]}" --compile max-autotune --max-steps 1
+for name in compile max_autotune; do  # inductor's C++ kernels, in its output code (logged from its cache too)
+  grep -q "cpp_fused_.* = async_compile.cpp" "$name.log" || fail "$name: no C++ kernel of inductor's in the output code logged"
+done
 path ddp "$py" -m torch.distributed.run --standalone --nproc-per-node 2 "$repo/bench/pytorch_reference.py"
 "$py" - <<'PY' || fail "the paths disagree"
 import json
