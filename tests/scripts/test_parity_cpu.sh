@@ -7,7 +7,8 @@
 #     independent implementations: where the mirror changes predictions, a flip of the wrong axis (55%)
 #     or none (53%) would not score the 52% the right one scores;
 #  4. both checkpoints make the round trip of bench/torchvision_interop.py, through the `safetensors` package:
-#     into torchvision (strict=True, torchvision's transforms) at cutrain's accuracy, out as a torch.save'd
+#     into torchvision (strict=True, torchvision's transforms, which make exactly the inputs that cutrain and
+#     check_parity.py normalise) at cutrain's accuracy, out as a torch.save'd
 #     state_dict, and back into a cutrain checkpoint that holds the same tensors and scores the same.
 # Needs torch, torchvision and safetensors (scripts/setup.sh --with-tests installs them).
 source "$(dirname "$0")/common.sh"
@@ -72,6 +73,14 @@ tta="$("$bin/cutrain" eval --data clean --checkpoint narrow/checkpoint-00000128.
   --stem cifar --tta flip --cutrain-acc "$tta" >tta.log 2>&1 || fail "--tta flip in both programs: $(tail -n 5 tta.log)"
 narrow_acc="$("$bin/cutrain" eval --data clean --checkpoint narrow/checkpoint-00000128.safetensors --device cpu |
               sed -n 's/^test accuracy: *\([0-9.]*\)%.*/\1/p')"
+"$py" - <<'PY' || fail "torchvision_interop.transform() does not make the inputs cutrain normalises"
+import numpy as np, torch
+from PIL import Image
+import cifar10, torchvision_interop
+images, _ = cifar10.load_split("data", train=False)
+ours = torch.stack([torchvision_interop.transform()(Image.fromarray(x)) for x in images[:16]]).numpy()
+assert np.allclose(ours, cifar10.normalize(images[:16]), atol=1e-6), np.abs(ours - cifar10.normalize(images[:16])).max()
+PY
 round_trip "$checkpoint" data "$acc" imagenet
 round_trip narrow/checkpoint-00000128.safetensors clean "$narrow_acc" cifar
 cat grads.log checkpoint.log tta.log
