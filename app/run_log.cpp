@@ -1,5 +1,7 @@
 #include "app/run_log.h"
 
+#include "app/tensorboard_writer.h"
+
 #include <unistd.h>
 
 #include <cerrno>
@@ -16,9 +18,11 @@ nlohmann::json optional_number(const std::optional<double>& v) { return v ? nloh
 
 }  // namespace
 
-RunLog::RunLog(bool active, const std::string& metrics_path)
+RunLog::RunLog(bool active, const std::string& metrics_path, const std::string& tensorboard_dir)
     : active_(active), progress_bar_(active && isatty(STDOUT_FILENO)), metrics_path_(metrics_path) {
-  if (!active_ || metrics_path.empty()) return;
+  if (!active_) return;
+  if (!tensorboard_dir.empty()) tensorboard_ = std::make_unique<TensorBoardWriter>(tensorboard_dir);
+  if (metrics_path.empty()) return;
   metrics_ = std::fopen(metrics_path.c_str(), "a");
   if (metrics_ == nullptr) throw std::runtime_error("--metrics " + metrics_path + ": cannot open for writing");
 }
@@ -89,6 +93,12 @@ void RunLog::step(const StepRecord& r) {
                             {"loss", r.loss}, {"acc", r.acc}, {"lr", r.lr}, {"images_per_s", r.images_per_s},
                             {"ms_per_step", r.ms_per_step}}
                  .dump());
+  if (tensorboard_) {
+    tensorboard_->scalar("train/loss", r.global_step, r.loss);
+    tensorboard_->scalar("train/accuracy", r.global_step, r.acc);
+    tensorboard_->scalar("train/lr", r.global_step, r.lr);
+    tensorboard_->scalar("train/images_per_s", r.global_step, r.images_per_s);
+  }
 }
 
 void RunLog::epoch(const EpochRecord& r) {
@@ -113,6 +123,7 @@ void RunLog::evaluation(const EvalRecord& r) {
                             {"epoch_end", r.epoch_end}, {"test_acc", r.test_acc}, {"eval_time_s", r.eval_time_s},
                             {"training_time_s", r.training_time_s}}
                  .dump());
+  if (tensorboard_) tensorboard_->scalar("test/accuracy", r.global_step, r.test_acc);
 }
 
 void RunLog::summary(const SummaryRecord& r) {

@@ -9,6 +9,9 @@
 // Times and images/s follow app/run_clock.h: evaluation, checkpoint writes and the epoch-start
 // wait are left out of images/s, and evaluation and checkpoint writes out of the training time.
 //
+// TensorBoard (--tensorboard DIR): the step and evaluation records go to an event file there too
+// (app/tensorboard_writer.h), on rank 0 alone.
+//
 // A metrics file that stops taking records (a full disk, /dev/full) does not stop the training:
 // the first failed write prints one warning naming the file and why, no more records are
 // written, and finish() then fails the run (exit status 1) with a line saying how many were lost.
@@ -16,10 +19,13 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <memory>
 #include <optional>
 #include <string>
 
 namespace cutrain {
+
+class TensorBoardWriter;
 
 struct StepRecord {
   int epoch;               // 1-based
@@ -73,8 +79,9 @@ struct SummaryRecord {
 
 class RunLog {
  public:
-  // `active` is true on rank 0 only; an empty metrics_path writes no JSON.
-  RunLog(bool active, const std::string& metrics_path);
+  // `active` is true on rank 0 only; an empty metrics_path writes no JSON, an empty tensorboard_dir
+  // no event file.
+  RunLog(bool active, const std::string& metrics_path, const std::string& tensorboard_dir);
   ~RunLog();
   RunLog(const RunLog&) = delete;
   RunLog& operator=(const RunLog&) = delete;
@@ -100,6 +107,7 @@ class RunLog {
   std::FILE* metrics_ = nullptr;
   std::string write_error_;  // why the first failed write failed; empty while all went well
   int64_t lost_records_ = 0;
+  std::unique_ptr<TensorBoardWriter> tensorboard_;
 };
 
 }  // namespace cutrain

@@ -87,6 +87,9 @@ void add_train_command(CLI::App& app, int& exit_code) {
   add_number(cmd, "--log-every", o.log_every, "Print a step line every N steps", 1, 1 << 30)->capture_default_str();
   cmd->add_option("--metrics", o.metrics,
                   "Append JSON lines of metrics to this file (a failed write: a warning, and exit status 1 at the end)");
+  cmd->add_option("--tensorboard", o.tensorboard,
+                  "Write TensorBoard event files into this folder (train/loss, train/accuracy, train/lr, "
+                  "train/images_per_s, test/accuracy)");
   cmd->add_option("--save", o.save, "Folder for checkpoints (written by rank 0)");
   cmd->add_option("--resume", o.resume, "Checkpoint to resume from, or 'auto': the newest valid one in --save");
   add_number(cmd, "--keep-last", o.keep_last, "Checkpoints kept in --save", 1, 1 << 20)->capture_default_str();

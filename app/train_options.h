@@ -55,6 +55,7 @@ struct TrainOptions {
   std::string tta = "none";          // test-time augmentation: none | flip
   int log_every = 25;                // steps
   std::string metrics;               // JSON lines file
+  std::string tensorboard;           // folder for TensorBoard's event files (app/tensorboard_writer.h)
   std::string save;                  // checkpoint folder
   std::string resume;                // checkpoint path or "auto"
   int keep_last = 3;

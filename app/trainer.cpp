@@ -131,7 +131,7 @@ Trainer::Trainer(const TrainOptions& options)
       progress_(env_.rank),
       profiler_(options.profile_steps.empty() ? StepRange{} : parse_step_range(options.profile_steps),
                 device_ == Device::cuda) {
-  log_ = std::make_unique<RunLog>(env_.is_main(), opt_.metrics);
+  log_ = std::make_unique<RunLog>(env_.is_main(), opt_.metrics, opt_.tensorboard);
   state_.seed = opt_.seed;
   state_.world_size = env_.world_size;
   state_.batch_size = opt_.batch_size;

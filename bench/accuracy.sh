@@ -32,12 +32,14 @@ usage: bench/accuracy.sh [options]
   --out DIR          where the logs, metrics, initial weights and accuracy.json go (default accuracy-out)
   --bin DIR          where cutrain is (default build/bin)
   -h, --help         this text
-Environment: PYTHON (default python3) is the interpreter with torch, torchvision and numpy.
+Environment: PYTHON is the interpreter with torch, torchvision and numpy (default: the project's
+environment, made by scripts/setup.sh --with-tests, where it exists, else python3).
 EOF
 }
 
 here="$(cd "$(dirname "$0")" && pwd)"
 source "$here/../scripts/cli.sh"
+source "$here/../scripts/python_env.sh"
 seeds=3 device="" data="" train_n="" test_n="" epochs="" width="" batch="" lr="" schedule="" warmup=0
 precision=fp32 tta=none out=accuracy-out bin=build/bin
 while (($#)); do
@@ -75,7 +77,7 @@ done
 [[ "$precision" =~ ^(fp32|bf16)$ ]] || bad_usage "--precision must be fp32 or bf16"
 [[ "$tta" =~ ^(none|flip)$ ]] || bad_usage "--tta must be none or flip"
 
-PYTHON="${PYTHON:-python3}"
+PYTHON="$(default_python)"
 cutrain="$bin/cutrain"
 [ -x "$cutrain" ] || die "$cutrain: not found or not executable (build first, or pass --bin DIR)"
 found="$("$PYTHON" - "$device" 2>&1 <<'EOF' || true

@@ -180,6 +180,7 @@ def record(json_path, key, result):
 
 
 def main(argv=None):
+    cli.use_project_python()
     p = cli.Parser(prog=PROG, description=__doc__.split("\n\n")[0])
     sub = p.add_subparsers(dest="check", required=True, parser_class=cli.Parser)
     g = sub.add_parser("grads", help="first-step loss and gradients")

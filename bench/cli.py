@@ -1,6 +1,27 @@
-"""argparse as the bench scripts use it: a bad flag is one line on stderr and exit status 2; NAME=FILE arguments."""
+"""argparse as the bench scripts use it: a bad flag is one line on stderr and exit status 2; NAME=FILE arguments;
+and the interpreter the scripts that need torch run under."""
 import argparse
+import os
+import shutil
 import sys
+
+
+def use_project_python():
+    """Re-runs this script under $PYTHON, else the project's environment where it exists (the rule of
+    scripts/python_env.sh: $CUTRAIN_CACHE_DIR, else $XDG_CACHE_HOME/cutrain, else ~/.cache/cutrain, then venv/),
+    when another interpreter started it; returns when it already runs there, or when there is none."""
+    if os.environ.get("CUTRAIN_PROJECT_PYTHON"):  # already re-run once: never loop
+        return
+    cache = os.environ.get("CUTRAIN_CACHE_DIR") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "cutrain")
+    venv = os.path.join(cache, "venv")
+    wanted = shutil.which(os.environ.get("PYTHON") or os.path.join(venv, "bin", "python"))
+    if wanted is None or os.path.abspath(wanted) == os.path.abspath(sys.executable):
+        return
+    if not os.environ.get("PYTHON") and os.path.abspath(sys.prefix) == os.path.abspath(venv):
+        return
+    os.environ["CUTRAIN_PROJECT_PYTHON"] = wanted
+    os.execv(wanted, [wanted] + sys.argv)
 
 
 class Parser(argparse.ArgumentParser):

@@ -22,12 +22,13 @@ usage() {
   cat <<'EOF'
 usage: bench/compare.sh [options]
   --nproc N          GPUs of this node to use (default 1)
-  --quick            a few hundred steps on a small synthetic dataset: about 3 minutes on one GPU
+  --quick            a few hundred steps on a small synthetic dataset: about 3 minutes on one GPU; with
+                     --device cpu a CPU-sized run instead (1,024 images, width 8, batch 32, 2 epochs)
   --data DIR         CIFAR-10 binary folder (default: a synthetic one made by `cutrain make-synthetic`)
   --out DIR          where the logs, metrics, results.json and compare.png go (default bench-out)
-  --bin DIR          where cutrain and cutrun are (default build/bin)
+  --bin DIR          where cutrain and cutrun are (default: build/bin of this repository)
   --epochs E         epochs per run (default 20; --quick: 4)
-  --batch-size B     per GPU (default 256)
+  --batch-size B     per process (default 256; --quick on the CPU: 32)
   --stem S           cifar or imagenet (default cifar)
   --repeats R        rounds of all runs, pooled in the medians (default 1)
   --compile-mode M   default or max-autotune (default: default)
@@ -39,15 +40,18 @@ usage: bench/compare.sh [options]
   --torch-data D     gpu (the fast configurations keep the data on the GPU) or loader (DataLoader for all)
   --no-parity        skip the two correctness checks
   --budget S         stop starting runs when S seconds are spent; the table covers what finished
-  --device D         cuda (default) or cpu (to try this script on a machine without a GPU: tiny runs only)
+  --device D         cuda (default) or cpu (to try this script on a machine without a GPU: tiny runs only;
+                     every column runs but cutrain-bf16, which needs a GPU and is skipped, saying so)
   -h, --help         this text
-Environment: PYTHON (default python3) is the interpreter with torch, torchvision and numpy.
+Environment: PYTHON is the interpreter with torch, torchvision and numpy (default: the project's
+environment, made by scripts/setup.sh --with-tests, where it exists, else python3).
 EOF
 }
 
 here="$(cd "$(dirname "$0")" && pwd)"
 source "$here/../scripts/cli.sh"
-nproc=1 quick=0 data="" out="bench-out" bin="build/bin" epochs="" batch=256 stem=cifar repeats=1
+source "$here/../scripts/python_env.sh"
+nproc=1 quick=0 data="" out="bench-out" bin="$here/../build/bin" epochs="" batch="" stem=cifar repeats=1
 compile_mode=default torch_data=gpu parity=1 device=cuda budget=
 recipe=()  # flags both programs take alike
 while (($#)); do
@@ -73,7 +77,7 @@ while (($#)); do
   esac
   shift
 done
-for n in "$nproc" "$batch" "$repeats" ${epochs:+"$epochs"} ${budget:+"$budget"}; do
+for n in "$nproc" ${batch:+"$batch"} "$repeats" ${epochs:+"$epochs"} ${budget:+"$budget"}; do
   [[ "$n" =~ ^[1-9][0-9]*$ ]] || bad_usage "'$n' is not a positive integer"
 done
 [[ "$stem" =~ ^(cifar|imagenet)$ ]] || bad_usage "--stem must be cifar or imagenet"
@@ -94,14 +98,19 @@ for ((i = 0; i < ${#recipe[@]}; i += 2)); do
 done
 
 # Quick: 12,800 synthetic images are 50 steps per epoch at batch 256 on one GPU; 4 epochs = 200 steps.
-if ((quick)); then
+# On the CPU: 1,024 images at batch 32 and width 8 are 32 steps per epoch, a few seconds each program.
+if ((quick)) && [ "$device" = cpu ]; then
+  epochs="${epochs:-2}" batch="${batch:-32}" train_n=$((1024 * nproc)) test_n=256 log_every=4 warmup=8 limit=600
+  [[ " ${recipe[*]} " == *" --width "* ]] || recipe+=(--width 8)
+elif ((quick)); then
   epochs="${epochs:-4}" train_n=$((12800 * nproc)) test_n=2000 log_every=10 warmup=30 limit=240
 else
   epochs="${epochs:-20}" train_n=50000 test_n=10000 log_every=25 warmup=50 limit=7200
 fi
+batch="${batch:-256}"
 
 # ---- what must be present: the binaries, torch with a CUDA device, enough GPUs
-PYTHON="${PYTHON:-python3}"
+PYTHON="$(default_python)"
 cutrain="$bin/cutrain"
 [ -x "$cutrain" ] || die "$cutrain: not found or not executable (build first, or pass --bin DIR)"
 ((nproc == 1)) || [ -x "$bin/cutrun" ] || die "$bin/cutrun: not found (needed for --nproc $nproc)"
@@ -170,7 +179,7 @@ if ((nproc > 1)); then
 fi
 common=(--data "$data" --epochs "$epochs" --batch-size "$batch" --stem "$stem" --seed 0 --device "$device"
         --log-every "$log_every" "${recipe[@]}")
-say "compare: $nproc process(es) on $device, resnet18 $stem stem, batch $batch per GPU, $epochs epochs, data $data" \
+say "compare: $nproc process(es) on $device, resnet18 $stem stem, batch $batch per process, $epochs epochs, data $data" \
   "${recipe[*]}"
 
 # ---- correctness first: same initial weights, same fixed batch, fp32
@@ -206,6 +215,10 @@ for ((r = 1; r <= repeats; r++)); do
       torch-compile-bf16-cl) cmd=("${torch_launch[@]}" "${common[@]}" --amp bf16 --channels-last "${fast_data[@]}"
                                   --compile "$compile_mode") ;;
     esac
+    if [ "$config" = cutrain-bf16 ] && [ "$device" = cpu ]; then  # cutrain's CPU path computes in fp32 alone
+      say "$(printf '%-28s SKIPPED (needs a GPU: cutrain computes bf16 on CUDA only)' "$config.r$r")"
+      continue
+    fi
     rm -f "$metrics"  # cutrain appends to a metrics file
     run "$config.r$r" "$limit" "${cmd[@]}" --metrics "$metrics" && summary_args+=("$config=$metrics") || true
   done
@@ -232,7 +245,11 @@ fi
 ((${#summary_args[@]})) || die "no run finished; see $log"
 parity_args=()
 [ -f "$out/parity/parity.json" ] && parity_args=(--parity "$out/parity/parity.json")
-gpu="$("$PYTHON" -c 'import torch; print(torch.cuda.get_device_name(0))' 2>/dev/null || echo unknown)"
+if [ "$device" = cpu ]; then
+  gpu="CPU ($(nproc) cores)"
+else
+  gpu="$("$PYTHON" -c 'import torch; print(torch.cuda.get_device_name(0))' 2>/dev/null || echo unknown)"
+fi
 echo | tee -a "$log"
 "$PYTHON" "$here/summarize.py" "${summary_args[@]}" "${parity_args[@]}" --warmup-steps "$warmup" --out "$out" \
   --note "gpu=$gpu" --note "nproc=$nproc" --note "epochs=$epochs" --note "data=$data" |

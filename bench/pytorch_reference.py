@@ -90,6 +90,7 @@ def parse_args(argv=None):
 
 
 def main():
+    cli.use_project_python()
     args = parse_args()
     try:
         import torch

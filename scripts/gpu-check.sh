@@ -15,15 +15,16 @@
 # Note [Emulated build], with configurations small enough for the CPU and no comparison with PyTorch
 # (which would need the real device). Every step but the timings means what it means on a GPU.
 #
-# The CUDA runtime, cuBLAS, cuDNN and NCCL are found at run time in the CUDA toolkit or in Python's nvidia-*
-# packages (CUDA 13's wheels put cudart and cuBLAS in nvidia/cu13/lib, cuDNN and NCCL in nvidia/cudnn/lib and
-# nvidia/nccl/lib); the binaries run through small wrappers that put those folders (and DIR/lib) on
-# LD_LIBRARY_PATH, so the PyTorch processes of the comparison keep their own libraries.
+# The CUDA runtime, cuBLAS, cuDNN and NCCL are found at run time as one set, all from Python's nvidia-* wheels
+# or all from the CUDA toolkit (scripts/gpu_libraries.sh, Note [One set of CUDA libraries]); the binaries run
+# through small wrappers that put those folders (and DIR/lib) on LD_LIBRARY_PATH, so the PyTorch processes of
+# the comparison keep their own libraries. tests/scripts/test_wheel_libraries.sh rehearses it without a GPU.
 #
 # Steps, most telling first, each under `timeout` and all within the budget (a step gets at most what is left,
 # less 20 s kept for the summary; none when under 10 s). The limits are worst cases, reasoned for an H200
 # with a cold start (CUDA context, cuDNN's libraries loaded from disk: about 10 s per process):
-#   versions     nvidia-smi, `cutrain info` (versions as loaded), the libraries ldd resolves, torch's   60 s
+#   versions     nvidia-smi, `cutrain info` (versions as loaded), the libraries ldd resolves, torch's,
+#                the Python packages' versions beside those the tests used (scripts/setup.sh)           60 s
 #   [gpu] NAME   each [gpu] test in its own process, so a crash costs one test; the float64 parity
 #                step is the slowest (about 20 s of CPU), 150 s each and 240 s for them all
 #   train        one short training (100 bf16 steps on synthetic data): the loss curve, test accuracy   120 s
@@ -187,17 +188,14 @@ result_of() {
   esac
 }
 
-# ---- run-time libraries: DIR/lib, the toolkit, the driver, every nvidia/*/lib of Python's packages
-libs=("$prebuilt/lib")
-for d in /usr/local/cuda/lib64 /usr/local/cuda/lib /usr/local/cuda/targets/x86_64-linux/lib /usr/local/nvidia/lib64; do
-  [ -d "$d" ] && libs+=("$d")
-done
-while read -r d; do [ -n "$d" ] && libs+=("$d"); done < <(python3 -c '
-import glob, os, nvidia
-for root in nvidia.__path__:
-    print("\n".join(sorted(glob.glob(os.path.join(root, "*", "lib")))))' 2>/dev/null || true)
-libpath="$(IFS=:; echo "${libs[*]}")"
-say "gpu-check: run-time library path: $libpath"
+# ---- run-time libraries: DIR/lib and one set of CUDA libraries, the wheels' or the toolkit's
+# (scripts/gpu_libraries.sh, Note [One set of CUDA libraries]), found through the Python that the comparison uses
+source "$repo/scripts/python_env.sh"
+source "$repo/scripts/gpu_libraries.sh"
+python="$(default_python)"
+gpu_library_path "$prebuilt" "$python"
+libpath="$library_path"
+say "gpu-check: run-time library path ($library_set of $python): $libpath"
 missing="$(LD_LIBRARY_PATH="$libpath" ldd "$prebuilt/bin/cutrain" 2>&1 | awk '/not found/ { print $1 }' | tr '\n' ' ')" ||
   true
 if [ -n "$missing" ]; then  # nothing can run: the table says why
@@ -221,13 +219,14 @@ versions() {
   echo "GPU: $gpu (nvidia-smi: name, compute capability, driver)"
   echo "loaded from: $(LD_LIBRARY_PATH="$libpath" ldd "$prebuilt/bin/cutrain" 2>/dev/null |
     awk '$1 ~ /^lib(cudart|cublas|cudnn|nccl)/ { print $1 " " $3 }' | tr '\n' ' ')"
-  python3 -c 'import torch; print(f"torch {torch.__version__}, its CUDA {torch.version.cuda}, its cuDNN {torch.backends.cudnn.version()}")' ||
+  "$python" -c 'import torch; print(f"torch {torch.__version__}, its CUDA {torch.version.cuda}, its cuDNN {torch.backends.cudnn.version()}")' ||
     echo "torch: not importable"
+  python_versions "$python" "$repo/scripts/setup.sh"
 }
-export bin libpath prebuilt gpu
-export -f versions
+export bin libpath prebuilt gpu python repo
+export -f versions python_versions
 if step versions 60 bash -c versions; then
-  while IFS= read -r line; do notes+=("$line"); done < <(grep -E '^(loaded from|torch)' "$step_out" || true)
+  while IFS= read -r line; do notes+=("$line"); done < <(grep -E '^(loaded from|torch|python)' "$step_out" || true)
 fi
 
 # ---- each [gpu] test in a process of its own: a crash or a hang costs that test only

@@ -6,17 +6,22 @@ repo="$(cd "${1:?usage: $0 REPO_ROOT [BIN_DIR]}" && pwd)"
 bin="${2:-$repo/build/bin}"
 scratch="$(mktemp -d)"
 trap 'rm -rf "$scratch"' EXIT
-export PYTHONPYCACHEPREFIX="$scratch/pycache"  # no __pycache__ in the source tree
+# No __pycache__ in the source tree, while the installed packages' own .pyc files are still read (a cache prefix
+# would hide them, and torch would be compiled from source in every test: 20 s more for inductor alone).
+export PYTHONDONTWRITEBYTECODE=1
 export PYTHONPATH="$repo/bench"                # bench/'s modules, for the tests' Python snippets
 
 fail() { echo "FAIL: $*" >&2; exit 1; }
 skip() { echo "SKIPPED: $*"; exit 0; }
 
-# python_with MODULES: the first of python3 on PATH and /usr/bin/python3 that imports them all (Debian's
-# has numpy and matplotlib; a pyenv python3 may have neither). Empty when none does.
+# python_with MODULES: the first interpreter that imports them all, of $PYTHON or else the project's
+# environment (scripts/python_env.sh: torch, torchvision, safetensors, tensorboard, numpy), then python3 on
+# PATH and /usr/bin/python3 (Debian's has numpy and matplotlib; a pyenv python3 may have neither). Empty when
+# none does.
+source "$repo/scripts/python_env.sh"
 python_with() {
   local py
-  for py in python3 /usr/bin/python3; do
+  for py in "$(default_python)" python3 /usr/bin/python3; do
     if command -v "$py" >/dev/null && "$py" -c "import $1" 2>/dev/null; then echo "$py"; return; fi
   done
 }
@@ -24,7 +29,7 @@ python_with() {
 # require_python MODULES: $py is the python_with MODULES, or the test is skipped.
 require_python() {
   py="$(python_with "$1")"
-  [ -n "$py" ] || skip "$1 not importable by python3 or /usr/bin/python3"
+  [ -n "$py" ] || skip "$1 not importable by $(default_python), python3 or /usr/bin/python3 (scripts/setup.sh --with-tests)"
 }
 
 # cutrain_and_torch: where a test runs both programs: a cutrain binary in $bin and $py with torch, or the test is

@@ -1,6 +1,6 @@
 # bench/accuracy.sh end to end on the CPU, as small as it goes (2 seeds, 2 epochs of 96 images at width 4):
 # both programs train from each seed's exported initial weights, and the table and accuracy.json come out.
-# Needs Debian's python3-torch and python3-torchvision (scripts/setup.sh installs them).
+# Needs torch and torchvision: the project's environment (scripts/setup.sh --with-tests) has torch 2.11.
 source "$(dirname "$0")/common.sh"
 require_python "numpy, torch, torchvision"
 [ -x "$bin/cutrain" ] || skip "no cutrain binary in $bin"

@@ -11,6 +11,7 @@ commands=(
   "python3 $repo/bench/summarize.py"
   "python3 $repo/bench/accuracy_table.py"
   "python3 $repo/bench/check_parity.py"
+  "python3 $repo/bench/torchvision_interop.py"
   "python3 $repo/scripts/plot_metrics.py"
 )
 for c in "${commands[@]}"; do

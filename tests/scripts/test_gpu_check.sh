@@ -6,7 +6,8 @@
 source "$(dirname "$0")/common.sh"
 copy="$scratch/repo"
 mkdir -p "$copy/scripts" "$copy/bench" "$scratch/path"
-cp "$repo/scripts/gpu-check.sh" "$repo/scripts/cli.sh" "$repo/scripts/plot_metrics.py" "$copy/scripts/"
+cp "$repo/scripts/gpu-check.sh" "$repo/scripts/cli.sh" "$repo/scripts/plot_metrics.py" "$repo/scripts/python_env.sh" \
+  "$repo/scripts/gpu_libraries.sh" "$repo/scripts/setup.sh" "$copy/scripts/"
 stub() { printf '#!/usr/bin/env bash\n%s\n' "$2" >"$1"; chmod +x "$1"; }
 stub "$scratch/path/cmake" "echo ran >>'$scratch/cmake-ran'"
 stub "$scratch/path/nvidia-smi" 'echo "NVIDIA H200, 9.0, 570.86.15"'
@@ -68,6 +69,8 @@ expect_row '^bench-step bf16 graph +ok .*4\.00 ms/step'
 expect_row '^plan +n/a .*no bench-step --plan yet; measured 4\.00 ms/step'
 expect_row '^compare --quick +ok '
 expect_row 'closest call: conv1\.weight gradient'
+# the Python side's versions beside the pins the tests used (scripts/setup.sh --python-pins), whatever is found
+expect_row "^python [0-9.]+: torch [^ ]+ \\(tests: $(bash "$repo/scripts/setup.sh" --python-pins | sed -n 's/^torch==//p')\\), torchvision"
 expect_row '^cutrain-bf16  64000'
 expect_row '^did not pass \(3\): \[gpu\] fails;\[gpu\] crashes;\[gpu\] no gpu$'
 [ "$(tail -n 1 "$scratch/stdout")" = "$(tail -n 1 "$summary")" ] || fail "the table is not the last thing printed"

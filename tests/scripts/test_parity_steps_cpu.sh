@@ -6,7 +6,7 @@
 # loss and every tensor of the final state_dict (running statistics and num_batches_tracked too), against the
 # drift of a twin: PyTorch itself in channels_last, another set of fp32 kernels. Turning Nesterov off, or
 # leaving batch norm out of the weight decay, fails it many times over (bench/README.md, "Parity").
-# Needs Debian's python3-torch and python3-torchvision (scripts/setup.sh installs them).
+# Needs torch and torchvision: the project's environment (scripts/setup.sh --with-tests) has torch 2.11.
 source "$(dirname "$0")/common.sh"
 cutrain_and_torch
 "$bin/cutrain" make-synthetic --out data --train 256 --test 32 >/dev/null

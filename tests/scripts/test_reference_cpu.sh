@@ -1,5 +1,5 @@
-# The PyTorch reference itself, on the CPU, where a python3 has torch and torchvision (Debian's
-# python3-torch does; CI usually has none and skips): a few steps write cutrain's metrics schema on
+# The PyTorch reference itself, on the CPU, with torch and torchvision (the project's environment,
+# scripts/setup.sh --with-tests: torch 2.11): a few steps write cutrain's metrics schema on
 # cutrain's clock and learning-rate schedule, at another width; evaluation every N steps, with --tta flip,
 # to a target; the GPU-style resident data path runs too, and --export-init / --dump-first-step write
 # torchvision's names, which check_parity.py reads back (the gradients against themselves, the weights in
