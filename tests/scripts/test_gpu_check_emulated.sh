@@ -1,0 +1,21 @@
+# The rehearsal of the first GPU run: scripts/gpu-check.sh --emulated against the emulated build, with two
+# quick [emu] tests (the emulated build's own tests run them all). Every step must pass, or be n/a where it
+# needs the real GPU, and the table must come last.
+source "$(dirname "$0")/common.sh"
+[ -x "$bin/cutrain" ] && [ -x "$bin/cutrain_tests" ] || skip "$bin: no emulated build"
+status=0
+bash "$repo/scripts/gpu-check.sh" --emulated --out "$scratch/out" \
+  --tests "a CUDA device is visible,the learning rate of every schedule*" >"$scratch/stdout" 2>&1 || status=$?
+summary="$scratch/out/summary.txt"
+[ -f "$summary" ] || fail "no summary.txt: $(tail -n 5 "$scratch/stdout")"
+[ "$status" = 0 ] || fail "exit status $status: $(cat "$summary")"
+expect_row() { grep -qE "$1" "$summary" || fail "no row /$1/ in: $(cat "$summary")"; }
+expect_row '^gpu-check summary: emulated GPU'
+expect_row '^versions +ok '
+expect_row '^\[gpu\] a CUDA device is visible +ok .*All tests passed'
+expect_row '^train +ok .*test accuracy'
+for row in "fp32 eager" "fp32 graph" "bf16 eager" "bf16 graph"; do expect_row "^bench-step $row +ok .*ms/step"; done
+expect_row '^plan +ok +[0-9]+s +predicted'
+expect_row '^compare --quick +n/a .*needs the real GPU'
+[ "$(tail -n 1 "$scratch/stdout")" = "$(tail -n 1 "$summary")" ] || fail "the table is not the last thing printed"
+echo "ok: $(grep -c ' ok ' "$summary") steps passed"
