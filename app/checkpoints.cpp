@@ -149,12 +149,27 @@ std::vector<std::string> CheckpointFolder::complete_checkpoints() const {
   return found;
 }
 
+void CheckpointFolder::claim_for_new_run(bool start_afresh) const {
+  const std::vector<std::string> old = complete_checkpoints();
+  if (old.empty()) return;
+  if (!start_afresh)
+    throw std::runtime_error("--save " + dir_ + " holds the checkpoints of another run (the newest is " + old.front() +
+                             "): go on with it with --resume auto, choose another --save folder, or add --new-run "
+                             "to delete them and start afresh there");
+  for (const std::string& path : old) remove_checkpoint(path);
+  if (report_) report_("checkpoints: --new-run: removed the " + std::to_string(old.size()) + " checkpoint(s) of the "
+                       "earlier run in " + dir_);
+}
+
+// The optim file first: a model file alone is half a checkpoint, which nobody resumes from.
+void CheckpointFolder::remove_checkpoint(const std::string& model_path) const {
+  fs::remove(optim_path_for(model_path));
+  fs::remove(model_path);
+}
+
 void CheckpointFolder::prune() const {
   const std::vector<std::string> all = complete_checkpoints();
-  for (size_t i = size_t(keep_last_); i < all.size(); ++i) {
-    fs::remove(optim_path_for(all[i]));
-    fs::remove(all[i]);
-  }
+  for (size_t i = size_t(keep_last_); i < all.size(); ++i) remove_checkpoint(all[i]);
   if (report_) remove_leftovers();
 }
 

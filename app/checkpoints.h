@@ -9,6 +9,10 @@
 // model first, so a crash leaves at worst a model file without its optim file, which resume
 // skips. After each save only the newest --keep-last checkpoints stay.
 //
+// A folder holds one run. A run that starts afresh (no --resume) in a folder that already holds
+// checkpoints is refused, since its checkpoints and the old ones would be pruned and resumed as
+// one run; --new-run deletes the old ones first (claim_for_new_run).
+//
 // What interrupted saves leave behind (a kill during a write: checkpoint-*.safetensors.tmp.<pid>
 // of a process that is gone; a full disk between the two files: half a checkpoint) is removed
 // by the writer when it opens the folder and each time it prunes, and said in one line.
@@ -73,9 +77,14 @@ class CheckpointFolder {
   // The model files of complete checkpoints (an optim file beside them), newest first.
   std::vector<std::string> complete_checkpoints() const;
 
+  // For a run that starts afresh here: throws, naming the choices, if the folder holds
+  // checkpoints, unless `start_afresh` (--new-run), which removes them and says so.
+  void claim_for_new_run(bool start_afresh) const;
+
  private:
   std::string path_for(int64_t step, bool optim) const;
   void prune() const;
+  void remove_checkpoint(const std::string& model_path) const;
   void remove_leftovers() const;
 
   std::string dir_;

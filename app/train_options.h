@@ -57,6 +57,7 @@ struct TrainOptions {
   std::string metrics;               // JSON lines file
   std::string save;                  // checkpoint folder
   std::string resume;                // checkpoint path or "auto"
+  bool new_run = false;              // start afresh in a --save folder that holds another run
   int keep_last = 3;
   std::string init_from;             // start from these model weights (safetensors)
   std::string dump_first_step;       // write the fixed first batch's loss and gradients, then exit

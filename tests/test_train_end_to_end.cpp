@@ -286,6 +286,34 @@ TEST_CASE("resume refuses a checkpoint whose state is out of range or from anoth
                                                "not an integer in [0, 100000]"));
 }
 
+TEST_CASE("a new run in a folder that holds another run's checkpoints is refused unless --new-run", "[train]") {
+  TempDir dir;
+  const std::string data = make_data(dir, 64, 16);  // 2 batches of 32 per epoch
+  const std::string save = dir / "runs";
+  REQUIRE(cutrain::test::run(train_command(data, {"--epochs", "3", "--eval-every", "0", "--save", save})).exit_code == 0);
+  const std::string old_newest = save + "/checkpoint-00000006.safetensors";
+
+  // Before, the new run's checkpoints (steps 2 and 4) were pruned in favour of the old run's
+  // higher steps as soon as they were written, and the run exited 0.
+  auto again = cutrain::test::run(train_command(data, {"--epochs", "2", "--eval-every", "0", "--save", save}));
+  INFO(again.output);
+  CHECK(again.exit_code == 1);
+  CHECK_THAT(again.output, Catch::EndsWith("cutrain: error: --save " + save + " holds the checkpoints of another run "
+                                           "(the newest is " + old_newest + "): go on with it with --resume auto, "
+                                           "choose another --save folder, or add --new-run to delete them and start "
+                                           "afresh there\n"));
+  CHECK(std::filesystem::exists(old_newest));
+
+  auto fresh = cutrain::test::run(train_command(data, {"--epochs", "2", "--eval-every", "0", "--save", save,
+                                                       "--new-run"}));
+  INFO(fresh.output);
+  CHECK(fresh.exit_code == 0);
+  CHECK_THAT(fresh.output, Catch::Contains("checkpoints: --new-run: removed the 3 checkpoint(s) of the earlier run in " +
+                                           save));
+  CHECK(!std::filesystem::exists(old_newest));
+  CHECK(std::filesystem::exists(save + "/checkpoint-00000004.optim.safetensors"));
+}
+
 TEST_CASE("eval prints the accuracy of a checkpoint, overall and per class, and a corrupt file in one line", "[train]") {
   TempDir dir;
   const std::string data = make_data(dir, 256, 64);
