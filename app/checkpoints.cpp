@@ -10,10 +10,12 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <optional>
 #include <stdexcept>
 
 #include "app/train_options.h"
 #include "nn/resnet.h"
+#include "nn/safetensors.h"
 #include "nn/sgd.h"
 
 namespace cutrain {
@@ -23,10 +25,40 @@ namespace {
 constexpr const char* kPrefix = "checkpoint-";
 constexpr const char* kModelSuffix = ".safetensors";
 constexpr const char* kOptimSuffix = ".optim.safetensors";
-constexpr const char* kTemporaryInfix = ".safetensors.tmp.";  // nn/safetensors.h's atomic write: <file>.tmp.<pid>
+constexpr const char* kTemporaryInfix = ".tmp.";  // nn/safetensors.h's atomic write: <file>.tmp.<pid>
+constexpr size_t kStepDigits = 8;                 // at least; path_for pads to it
 
-bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+bool all_digits(const std::string& s) {
+  return !s.empty() && std::all_of(s.begin(), s.end(), [](unsigned char c) { return std::isdigit(c); });
+}
+
+// A file name of this folder's naming scheme, taken apart: checkpoint-<step>.safetensors or
+// checkpoint-<step>.optim.safetensors, each perhaps with .tmp.<pid> after it. Other names, such
+// as a user's checkpoint-final.safetensors, are not the folder's and are never touched.
+struct SchemeName {
+  int64_t step = 0;
+  bool optim = false;
+  std::string writer;  // the pid of a temporary file's writer; empty for the file itself
+};
+
+std::optional<SchemeName> parse_scheme_name(const std::string& name) {
+  if (name.rfind(kPrefix, 0) != 0) return std::nullopt;
+  const size_t digits_begin = std::strlen(kPrefix), digits_end = name.find('.', digits_begin);
+  if (digits_end == std::string::npos) return std::nullopt;
+  const std::string digits = name.substr(digits_begin, digits_end - digits_begin);
+  if (!all_digits(digits) || digits.size() < kStepDigits || digits.size() > 18) return std::nullopt;
+  SchemeName parsed;
+  parsed.step = std::stoll(digits);
+  std::string rest = name.substr(digits_end);
+  const size_t tmp = rest.find(kTemporaryInfix);
+  if (tmp != std::string::npos) {
+    parsed.writer = rest.substr(tmp + std::strlen(kTemporaryInfix));
+    if (!all_digits(parsed.writer) || parsed.writer.size() > 9) return std::nullopt;
+    rest = rest.substr(0, tmp);
+  }
+  parsed.optim = rest == kOptimSuffix;
+  if (!parsed.optim && rest != kModelSuffix) return std::nullopt;
+  return parsed;
 }
 
 // metadata[key] as a decimal number in [min, max]; throws naming `path` and the key otherwise.
@@ -43,13 +75,24 @@ T metadata_number(const CheckpointMetadata& metadata, const std::string& key, co
   return value;
 }
 
-bool all_digits(const std::string& s) {
-  return !s.empty() && std::all_of(s.begin(), s.end(), [](unsigned char c) { return std::isdigit(c); });
-}
-
 // Whether the process that wrote a temporary file is gone. This process is never in the middle
 // of a save when the folder is tidied, so its own pid (a container's fixed pid) counts as gone.
 bool writer_gone(pid_t pid) { return pid == ::getpid() || (::kill(pid, 0) != 0 && errno == ESRCH); }
+
+// The step a checkpoint was taken after, as its optim file's training state records it; the
+// name's step when that cannot be read (loading it will then say why, and --resume auto skips it).
+int64_t recorded_step(const std::string& optim_path, int64_t step_in_name) {
+  try {
+    const CheckpointMetadata metadata = read_safetensors_metadata(optim_path);
+    const auto it = metadata.find("global_step");
+    int64_t step = 0;
+    if (it != metadata.end() &&
+        std::from_chars(it->second.data(), it->second.data() + it->second.size(), step).ec == std::errc())
+      return step;
+  } catch (const std::runtime_error&) {
+  }
+  return step_in_name;
+}
 
 }  // namespace
 
@@ -119,8 +162,16 @@ std::string CheckpointFolder::path_for(int64_t step, bool optim) const {
 }
 
 std::string optim_path_for(const std::string& model_path) {
-  return model_path.substr(0, model_path.size() - std::string(kModelSuffix).size()) + kOptimSuffix;
+  return model_path.substr(0, model_path.size() - std::strlen(kModelSuffix)) + kOptimSuffix;
 }
+
+namespace {
+
+std::string model_path_for(const std::string& optim_path) {
+  return optim_path.substr(0, optim_path.size() - std::strlen(kOptimSuffix)) + kModelSuffix;
+}
+
+}  // namespace
 
 std::string CheckpointFolder::save(const ResNet18& model, const SGD& sgd, const TrainingState& state) const {
   const std::string model_path = path_for(state.global_step, false);
@@ -137,16 +188,19 @@ std::string CheckpointFolder::save(const ResNet18& model, const SGD& sgd, const 
 }
 
 std::vector<std::string> CheckpointFolder::complete_checkpoints() const {
-  std::vector<std::string> found;
+  std::vector<std::pair<int64_t, std::string>> found;  // (recorded step, model file)
   std::error_code ec;
   for (const auto& entry : fs::directory_iterator(dir_, ec)) {
-    const std::string name = entry.path().filename().string();
-    if (name.rfind(kPrefix, 0) != 0 || !ends_with(name, kModelSuffix) || ends_with(name, kOptimSuffix)) continue;
-    if (fs::exists(optim_path_for(entry.path().string()))) found.push_back(entry.path().string());
+    const std::optional<SchemeName> name = parse_scheme_name(entry.path().filename().string());
+    if (!name || name->optim || !name->writer.empty()) continue;
+    const std::string optim = optim_path_for(entry.path().string());
+    if (fs::exists(optim)) found.emplace_back(recorded_step(optim, name->step), entry.path().string());
   }
-  // Zero-padded step numbers: the names sort by step.
+  // By the step recorded inside, not by name: a renamed or copied file cannot pose as the newest.
   std::sort(found.rbegin(), found.rend());
-  return found;
+  std::vector<std::string> paths;
+  for (auto& [step, path] : found) paths.push_back(std::move(path));
+  return paths;
 }
 
 void CheckpointFolder::claim_for_new_run(bool start_afresh) const {
@@ -178,18 +232,15 @@ void CheckpointFolder::remove_leftovers() const {
   std::error_code ec;
   for (const auto& entry : fs::directory_iterator(dir_, ec)) {
     const std::string name = entry.path().filename().string();
-    if (name.rfind(kPrefix, 0) != 0 || !entry.is_regular_file(ec)) continue;
+    const std::optional<SchemeName> parsed = parse_scheme_name(name);
+    if (!parsed || !entry.is_regular_file(ec)) continue;
     std::string why;
-    const size_t tmp = name.rfind(kTemporaryInfix);
-    if (tmp != std::string::npos) {
-      const std::string writer = name.substr(tmp + std::strlen(kTemporaryInfix));
-      if (all_digits(writer) && writer.size() < 10 && writer_gone(pid_t(std::stol(writer))))
-        why = "writer " + writer + " gone";
-    } else if (ends_with(name, kOptimSuffix)) {
-      const std::string model = name.substr(0, name.size() - std::strlen(kOptimSuffix)) + kModelSuffix;
-      if (!fs::exists(fs::path(dir_) / model)) why = "no model file";
-    } else if (ends_with(name, kModelSuffix)) {
-      if (!fs::exists(optim_path_for(entry.path().string()))) why = "no optim file";
+    if (!parsed->writer.empty()) {
+      if (writer_gone(pid_t(std::stol(parsed->writer)))) why = "writer " + parsed->writer + " gone";
+    } else if (parsed->optim) {
+      if (!fs::exists(model_path_for(entry.path().string()))) why = "no model file";
+    } else if (!fs::exists(optim_path_for(entry.path().string()))) {
+      why = "no optim file";
     }
     if (why.empty() || !fs::remove(entry.path(), ec)) continue;
     removed.push_back(name + " (" + why + ")");

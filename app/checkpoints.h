@@ -7,7 +7,9 @@
 // optim file's metadata; the model file carries the model's shape (stem, classes, width) so
 // `cutrain eval` needs nothing else. Each file is written atomically (nn/safetensors.h), the
 // model first, so a crash leaves at worst a model file without its optim file, which resume
-// skips. After each save only the newest --keep-last checkpoints stay.
+// skips. After each save only the newest --keep-last checkpoints stay, the newest by the step
+// the optim file records, not by name. The folder touches only names of this scheme: a user's
+// checkpoint-final.safetensors is neither resumed from, pruned nor tidied.
 //
 // A folder holds one run. A run that starts afresh (no --resume) in a folder that already holds
 // checkpoints is refused, since its checkpoints and the old ones would be pruned and resumed as

@@ -178,30 +178,59 @@ nlohmann::json parse_header(const std::string& path, const uint8_t* begin, const
   return header;
 }
 
-}  // namespace
+// The header's "__metadata__": an object of strings, or absent.
+std::map<std::string, std::string> metadata_of(const nlohmann::json& header, const std::string& path) {
+  std::map<std::string, std::string> metadata;
+  const auto entry = header.find("__metadata__");
+  if (entry == header.end()) return metadata;
+  if (!entry->is_object()) fail(path, "__metadata__ is not an object");
+  for (const auto& [key, value] : entry->items()) {
+    if (!value.is_string()) fail(path, "__metadata__ " + key + " is not a string");
+    metadata[key] = value.get<std::string>();
+  }
+  return metadata;
+}
 
-SafeTensorsFile parse_safetensors(const std::vector<uint8_t>& bytes, const std::string& path) {
-  if (bytes.size() < 8) fail(path, "file of " + std::to_string(bytes.size()) + " bytes is too short for a header");
+// The header's length from the first 8 bytes of a file of `file_size` bytes.
+uint64_t header_length(const uint8_t* first8, uint64_t file_size, const std::string& path) {
+  if (file_size < 8) fail(path, "file of " + std::to_string(file_size) + " bytes is too short for a header");
   uint64_t length = 0;
-  for (int i = 0; i < 8; ++i) length |= uint64_t(bytes[i]) << (8 * i);
-  if (length > bytes.size() - 8) {
-    fail(path, "header length " + std::to_string(length) + " exceeds the file (" + std::to_string(bytes.size()) +
+  for (int i = 0; i < 8; ++i) length |= uint64_t(first8[i]) << (8 * i);
+  if (length > file_size - 8) {
+    fail(path, "header length " + std::to_string(length) + " exceeds the file (" + std::to_string(file_size) +
                    " bytes): truncated or not a safetensors file");
   }
+  return length;
+}
+
+}  // namespace
+
+std::map<std::string, std::string> read_safetensors_metadata(const std::string& path) {
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
+  if (!in) fail(path, std::string("cannot open: ") + std::strerror(errno));
+  const uint64_t file_size = uint64_t(in.tellg());
+  uint8_t first8[8] = {};
+  in.seekg(0);
+  in.read(reinterpret_cast<char*>(first8), std::min<uint64_t>(8, file_size));
+  const uint64_t length = header_length(first8, file_size, path);
+  std::vector<uint8_t> text(length);
+  in.read(reinterpret_cast<char*>(text.data()), std::streamsize(length));
+  if (!in) fail(path, "read error");
+  const nlohmann::json header = parse_header(path, text.data(), text.data() + text.size());
+  if (!header.is_object()) fail(path, "header is not a JSON object");
+  return metadata_of(header, path);
+}
+
+SafeTensorsFile parse_safetensors(const std::vector<uint8_t>& bytes, const std::string& path) {
+  const uint64_t length = header_length(bytes.data(), bytes.size(), path);
   const nlohmann::json header = parse_header(path, bytes.data() + 8, bytes.data() + 8 + length);
   if (!header.is_object()) fail(path, "header is not a JSON object");
 
   SafeTensorsFile file;
+  file.metadata = metadata_of(header, path);
   std::vector<Span> spans;
   for (const auto& [name, entry] : header.items()) {
-    if (name == "__metadata__") {
-      if (!entry.is_object()) fail(path, "__metadata__ is not an object");
-      for (const auto& [key, value] : entry.items()) {
-        if (!value.is_string()) fail(path, "__metadata__ " + key + " is not a string");
-        file.metadata[key] = value.get<std::string>();
-      }
-      continue;
-    }
+    if (name == "__metadata__") continue;
     if (name.empty()) fail(path, "a tensor has an empty name");
     file.tensors[name] = parse_entry(path, name, entry, bytes, 8 + length, spans);
   }

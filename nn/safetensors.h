@@ -34,6 +34,9 @@ size_t safetensors_dtype_size(const std::string& dtype);
 
 void write_safetensors(const std::string& path, const SafeTensorsFile& file);
 SafeTensorsFile read_safetensors(const std::string& path);
+// The metadata of the file at `path`, from its header alone (the tensors are not read), with the
+// header checked as read_safetensors checks it.
+std::map<std::string, std::string> read_safetensors_metadata(const std::string& path);
 // The same from a file's bytes, with `path` naming them in errors: no file needed (a fuzzer's way in).
 SafeTensorsFile parse_safetensors(const std::vector<uint8_t>& bytes, const std::string& path);
 

@@ -100,6 +100,38 @@ TEST_CASE("the writer removes what interrupted saves left, and says so in one li
   CHECK_THAT(said[0], Catch::Contains("removed 1 file(s)") && Catch::Contains("(writer " + std::to_string(::getpid())));
 }
 
+TEST_CASE("the folder touches only its own file names and takes the newest by the step recorded inside", "[train]") {
+  test::TempDir dir;
+  const std::string d = dir.path().string();
+  Context ctx({});
+  ResNet18 model(ctx, test::tiny_resnet());
+  SGD sgd(ctx, model.params(), SgdConfig{});
+  auto at_step = [](int64_t step) {
+    TrainingState s = state_at(1, 0, 1, 4);
+    s.global_step = step;
+    return s;
+  };
+  CheckpointFolder writer(d, 2, [](const std::string&) {});
+  const std::string four = writer.save(model, sgd, at_step(4)), eight = writer.save(model, sgd, at_step(8));
+  // A user's copies: a named pair, a model file alone, and a numbered copy of step 4's pair.
+  for (const char* copy : {"checkpoint-final", "checkpoint-99999999"}) {
+    fs::copy_file(four, dir / (std::string(copy) + ".safetensors"));
+    fs::copy_file(optim_path_for(four), dir / (std::string(copy) + ".optim.safetensors"));
+  }
+  fs::copy_file(eight, dir / "checkpoint-best.safetensors");
+
+  // Before, checkpoint-final sorted first by name and checkpoint-best was removed as half a save.
+  CheckpointFolder reopened(d, 2, [](const std::string& line) { FAIL("nothing to tidy, but: " << line); });
+  CHECK(reopened.complete_checkpoints() ==
+        std::vector<std::string>{eight, dir / "checkpoint-99999999.safetensors", four});
+  const std::string twelve = reopened.save(model, sgd, at_step(12));
+  CHECK(names_in(d) == std::vector<std::string>{"checkpoint-00000008.optim.safetensors", "checkpoint-00000008.safetensors",
+                                                "checkpoint-00000012.optim.safetensors", "checkpoint-00000012.safetensors",
+                                                "checkpoint-best.safetensors", "checkpoint-final.optim.safetensors",
+                                                "checkpoint-final.safetensors"});
+  CHECK(reopened.complete_checkpoints().front() == twelve);
+}
+
 TEST_CASE("a checkpoint's training state is range-checked before it is used", "[train]") {
   const CheckpointMetadata good = state_at(2, 3, 1, 32, 18446744073709551615ull).to_metadata();
   const TrainingState back = TrainingState::from_metadata(good, "o.safetensors");
