@@ -1,6 +1,8 @@
 #include "app/checkpoints.h"
 
+#include <fcntl.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -9,8 +11,10 @@
 #include <charconv>
 #include <cstdio>
 #include <cstring>
+#include <ctime>
 #include <filesystem>
 #include <optional>
+#include <random>
 #include <stdexcept>
 
 #include "app/train_options.h"
@@ -97,15 +101,24 @@ int64_t recorded_step(const std::string& optim_path, int64_t step_in_name) {
 }  // namespace
 
 CheckpointMetadata TrainingState::to_metadata() const {
-  return {{"epoch", std::to_string(epoch)},           {"batch", std::to_string(batch)},
+  return {{"run_id", run_id},
+          {"epoch", std::to_string(epoch)},           {"batch", std::to_string(batch)},
           {"global_step", std::to_string(global_step)}, {"seed", std::to_string(seed)},
           {"world_size", std::to_string(world_size)}, {"batch_size", std::to_string(batch_size)}};
+}
+
+std::string new_run_id() {
+  std::random_device random;
+  char id[17];
+  std::snprintf(id, sizeof id, "%08x%08x", unsigned(random()), unsigned(random()));
+  return id;
 }
 
 TrainingState TrainingState::from_metadata(const CheckpointMetadata& metadata, const std::string& path) {
   constexpr int64_t kMaxSteps = int64_t(1) << 50;
   constexpr int kMaxWorldSize = 1 << 20;
   TrainingState s;
+  if (auto it = metadata.find("run_id"); it != metadata.end()) s.run_id = it->second;  // none before run ids
   s.epoch = metadata_number<int>(metadata, "epoch", path, 0, kMaxEpochs);
   s.batch = metadata_number<int64_t>(metadata, "batch", path, 0, kMaxSteps);
   s.global_step = metadata_number<int64_t>(metadata, "global_step", path, 0, kMaxSteps);
@@ -132,18 +145,21 @@ TrainingState resume_state(const TrainingState& saved, const TrainingState& run,
                            " of an epoch, but an epoch of this data has " + std::to_string(steps_per_epoch) + " batches");
   }
   TrainingState s = run;
+  if (!saved.run_id.empty()) s.run_id = saved.run_id;
   s.epoch = saved.epoch;
   s.batch = saved.batch;
   s.global_step = saved.global_step;
   return s;
 }
 
-CheckpointMetadata model_metadata(const ResNet18& model) {
+CheckpointMetadata model_metadata(const ResNet18& model, const TrainingState& state) {
   const ResNetConfig& c = model.config();
   return {{"format", "cutrain resnet18"},
           {"stem", stem_name(c.stem)},
           {"num_classes", std::to_string(c.num_classes)},
-          {"width", std::to_string(c.width)}};
+          {"width", std::to_string(c.width)},
+          {"run_id", state.run_id},
+          {"global_step", std::to_string(state.global_step)}};
 }
 
 CheckpointFolder::CheckpointFolder(std::string dir, int keep_last, Report report)
@@ -151,7 +167,36 @@ CheckpointFolder::CheckpointFolder(std::string dir, int keep_last, Report report
   std::error_code ec;
   fs::create_directories(dir_, ec);
   if (ec || !fs::is_directory(dir_)) throw std::runtime_error("--save " + dir_ + ": cannot create the folder");
-  if (report_) remove_leftovers();
+  if (!report_) return;
+  lock();
+  remove_leftovers();
+}
+
+CheckpointFolder::~CheckpointFolder() {
+  if (lock_fd_ >= 0) ::close(lock_fd_);
+}
+
+// The lock file is opened without following a link, and kept: the lock goes with the process,
+// however it ends. What it holds names the holder for the next writer's message.
+void CheckpointFolder::lock() {
+  const std::string path = (fs::path(dir_) / ".cutrain.lock").string();
+  lock_fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
+  if (lock_fd_ < 0) throw std::runtime_error("--save " + dir_ + ": cannot write there (" + std::strerror(errno) + ")");
+  if (::flock(lock_fd_, LOCK_EX | LOCK_NB) != 0) {
+    char holder[256] = "";
+    const ssize_t n = ::pread(lock_fd_, holder, sizeof holder - 1, 0);
+    holder[std::max<ssize_t>(n, 0)] = '\0';
+    throw std::runtime_error("--save " + dir_ + " is in use by another run (" + (n > 0 ? holder : "holder unknown") +
+                             "): wait for it to end, or choose another --save folder");
+  }
+  char host[128] = "";
+  ::gethostname(host, sizeof host - 1);
+  const std::time_t now = std::time(nullptr);
+  char since[32];
+  std::strftime(since, sizeof since, "%Y-%m-%d %H:%M:%S UTC", std::gmtime(&now));
+  const std::string holder = "pid " + std::to_string(::getpid()) + " on " + host + " since " + since;
+  if (::ftruncate(lock_fd_, 0) != 0 || ::pwrite(lock_fd_, holder.data(), holder.size(), 0) != ssize_t(holder.size()))
+    throw std::runtime_error("--save " + dir_ + ": cannot write there (" + std::strerror(errno) + ")");
 }
 
 std::string CheckpointFolder::path_for(int64_t step, bool optim) const {
@@ -175,7 +220,7 @@ std::string model_path_for(const std::string& optim_path) {
 
 std::string CheckpointFolder::save(const ResNet18& model, const SGD& sgd, const TrainingState& state) const {
   const std::string model_path = path_for(state.global_step, false);
-  save_model(model_path, model, model_metadata(model));
+  save_model(model_path, model, model_metadata(model, state));
   try {
     save_momentum(path_for(state.global_step, true), model, sgd, state.to_metadata());
   } catch (...) {
@@ -256,9 +301,24 @@ void CheckpointFolder::remove_leftovers() const {
 }
 
 TrainingState load_checkpoint(const std::string& model_path, ResNet18& model, SGD& sgd) {
-  load_model(model_path, model);
+  const CheckpointMetadata model_file = read_safetensors_metadata(model_path);
   const std::string optim = optim_path_for(model_path);
-  return TrainingState::from_metadata(load_momentum(optim, model, sgd), optim);
+  const TrainingState state = TrainingState::from_metadata(read_safetensors_metadata(optim), optim);
+  // The binding of the two files; checkpoints from before run ids have it in neither.
+  auto recorded = [](const CheckpointMetadata& m, const std::string& key) {
+    const auto it = m.find(key);
+    return it == m.end() ? std::string("none") : it->second;
+  };
+  const std::string model_run = recorded(model_file, "run_id"), model_step = recorded(model_file, "global_step");
+  const std::string optim_run = state.run_id.empty() ? "none" : state.run_id;
+  if ((model_run != "none" || optim_run != "none") &&
+      (model_run != optim_run || model_step != std::to_string(state.global_step)))
+    throw std::runtime_error(model_path + ": not one checkpoint with its optim file: the model file is of run " +
+                             model_run + " at step " + model_step + ", the optim file of run " + optim_run +
+                             " at step " + std::to_string(state.global_step));
+  load_model(model_path, model);
+  load_momentum(optim, model, sgd);
+  return state;
 }
 
 }  // namespace cutrain

@@ -132,6 +132,7 @@ Trainer::Trainer(const TrainOptions& options)
       profiler_(options.profile_steps.empty() ? StepRange{} : parse_step_range(options.profile_steps),
                 device_ == Device::cuda) {
   log_ = std::make_unique<RunLog>(env_.is_main(), opt_.metrics);
+  state_.run_id = new_run_id();  // a resume takes the checkpoint's instead
   state_.seed = opt_.seed;
   state_.world_size = env_.world_size;
   state_.batch_size = opt_.batch_size;
