@@ -1,5 +1,6 @@
 #include "app/run_log.h"
 
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -19,7 +20,12 @@ nlohmann::json optional_number(const std::optional<double>& v) { return v ? nloh
 RunLog::RunLog(bool active, const std::string& metrics_path)
     : active_(active), progress_bar_(active && isatty(STDOUT_FILENO)), metrics_path_(metrics_path) {
   if (!active_ || metrics_path.empty()) return;
-  metrics_ = std::fopen(metrics_path.c_str(), "a");
+  // Appended to, but never through a symbolic link: a link planted at the name would make the
+  // trainer write wherever it points.
+  const int fd = ::open(metrics_path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
+  if (fd < 0 && errno == ELOOP)
+    throw std::runtime_error("--metrics " + metrics_path + ": is a symbolic link; give the file it points to");
+  if (fd >= 0) metrics_ = ::fdopen(fd, "a");
   if (metrics_ == nullptr) throw std::runtime_error("--metrics " + metrics_path + ": cannot open for writing");
 }
 

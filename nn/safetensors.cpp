@@ -45,6 +45,16 @@ std::string directory_of(const std::string& path) {
   return slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
 }
 
+// Creates a new file at `path` for writing, never through a symbolic link there: what has the name
+// already (a link someone planted, a stale file of a process with this pid) is unlinked first.
+// Returns the descriptor, or -1 with errno set.
+int create_exclusive(const std::string& path) {
+  constexpr int kFlags = O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC;
+  int fd = ::open(path.c_str(), kFlags, 0644);
+  if (fd < 0 && errno == EEXIST && ::unlink(path.c_str()) == 0) fd = ::open(path.c_str(), kFlags, 0644);
+  return fd;
+}
+
 }  // namespace
 
 void write_safetensors(const std::string& path, const SafeTensorsFile& file) {
@@ -62,8 +72,9 @@ void write_safetensors(const std::string& path, const SafeTensorsFile& file) {
   for (int i = 0; i < 8; ++i) length_le[i] = uint8_t(length >> (8 * i));
 
   // Atomic: write a temporary beside the target, flush it to disk, then rename over the target.
+  // The temporary is created afresh, never opened through a link planted at its name.
   std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  const int fd = create_exclusive(tmp);
   if (fd < 0) fail(path, std::string("cannot create ") + tmp + ": " + std::strerror(errno));
   try {
     write_all(fd, length_le, 8, path);

@@ -4,7 +4,8 @@
 //   header = { "name": {"dtype": "F32", "shape": [64, 3, 3, 3], "data_offsets": [begin, end]}, ...,
 //              "__metadata__": {"key": "value", ...} }      offsets relative to the data start
 //
-// Writing is atomic: a temporary file beside the target, fsync, rename. Reading validates
+// Writing is atomic: a temporary file beside the target (created afresh, never through a
+// symbolic link planted at its name), fsync, rename. Reading validates
 // everything before trusting it (header length against the file size, the JSON, each entry's
 // dtype, shape and offsets inside the data and equal to numel x element size, the tensors tiling
 // the data without gaps or overlaps, no key twice in an object, no tensor without a name) and

@@ -314,6 +314,37 @@ TEST_CASE("a new run in a folder that holds another run's checkpoints is refused
   CHECK(std::filesystem::exists(save + "/checkpoint-00000004.optim.safetensors"));
 }
 
+TEST_CASE("nothing is written through a link planted at a checkpoint's temporary file, the metrics or a log", "[train]") {
+  TempDir dir;
+  const std::string victim = dir / "victim";
+  std::ofstream(victim) << "precious";
+  auto plant = [&](const std::string& at) { std::filesystem::create_symlink(victim, at); };
+
+  const std::string checkpoint = dir / "c.safetensors";
+  plant(checkpoint + ".tmp." + std::to_string(::getpid()));
+  cutrain::SafeTensorsFile file;
+  file.metadata["k"] = "v";
+  cutrain::write_safetensors(checkpoint, file);
+  CHECK(cutrain::read_safetensors(checkpoint).metadata.at("k") == "v");
+
+  const std::string data = make_data(dir, 64, 16), metrics = dir / "m.jsonl";
+  plant(metrics);
+  auto r = cutrain::test::run(train_command(data, {"--epochs", "1", "--metrics", metrics}));
+  CHECK(r.exit_code == 1);
+  CHECK_THAT(r.output, Catch::EndsWith("cutrain: error: --metrics " + metrics + ": is a symbolic link; give the file "
+                                       "it points to\n"));
+
+  const std::string logs = dir / "logs";
+  std::filesystem::create_directory(logs);
+  plant(logs + "/rank0.log");
+  auto launched = cutrain::test::run({cutrain::test::binary("cutrun"), "--nproc-per-node", "1", "--log-dir", logs,
+                                      "/bin/sh", "-c", "echo logged"});
+  CHECK(launched.exit_code == 0);
+  CHECK(cutrain::test::read_file(logs + "/rank0.log") == "logged\n");
+
+  CHECK(cutrain::test::read_file(victim) == "precious");
+}
+
 TEST_CASE("eval prints the accuracy of a checkpoint, overall and per class, and a corrupt file in one line", "[train]") {
   TempDir dir;
   const std::string data = make_data(dir, 256, 64);
