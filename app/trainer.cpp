@@ -458,6 +458,11 @@ int Trainer::run() {
     log_->print("wrote the first step's loss and gradients to %s", opt_.dump_first_step.c_str());
     return 0;
   }
+  if (opt_.max_steps > 0 && state_.global_step >= opt_.max_steps) {  // every rank resumed the same state
+    log_->print("cutrain: nothing to do: the run is at step %lld, and --max-steps is %lld",
+                static_cast<long long>(state_.global_step), static_cast<long long>(opt_.max_steps));
+    return 0;
+  }
   broadcast_state();
   gather_devices();
   print_banner();

@@ -345,6 +345,24 @@ TEST_CASE("nothing is written through a link planted at a checkpoint's temporary
   CHECK(cutrain::test::read_file(victim) == "precious");
 }
 
+TEST_CASE("a finished run resumed with the same --max-steps does nothing and says so", "[train]") {
+  TempDir dir;
+  const std::string data = make_data(dir, 64, 16);  // 2 batches of 32 per epoch
+  const std::string save = dir / "ckpt";
+  const std::vector<std::string> flags = {"--epochs", "3", "--eval-every", "0", "--max-steps", "3", "--save", save,
+                                          "--resume", "auto"};
+  REQUIRE(cutrain::test::run(train_command(data, flags)).exit_code == 0);
+  // Before, each rerun trained one more step: checkpoints 4, 5...
+  for (int again = 0; again < 2; ++again) {
+    auto r = cutrain::test::run(train_command(data, flags));
+    INFO(r.output);
+    CHECK(r.exit_code == 0);
+    CHECK_THAT(r.output, Catch::EndsWith("cutrain: nothing to do: the run is at step 3, and --max-steps is 3\n"));
+  }
+  CHECK(!std::filesystem::exists(save + "/checkpoint-00000004.safetensors"));
+  CHECK(std::filesystem::exists(save + "/checkpoint-00000003.safetensors"));
+}
+
 TEST_CASE("eval prints the accuracy of a checkpoint, overall and per class, and a corrupt file in one line", "[train]") {
   TempDir dir;
   const std::string data = make_data(dir, 256, 64);
