@@ -168,6 +168,9 @@ CheckpointFolder::CheckpointFolder(std::string dir, int keep_last, Report report
   fs::create_directories(dir_, ec);
   if (ec || !fs::is_directory(dir_)) throw std::runtime_error("--save " + dir_ + ": cannot create the folder");
   if (!report_) return;
+  // Found now, not at the first save after an epoch of training.
+  if (::access(dir_.c_str(), W_OK | X_OK) != 0)
+    throw std::runtime_error("--save " + dir_ + ": cannot write there (" + std::strerror(errno) + ")");
   lock();
   remove_leftovers();
 }
@@ -260,10 +263,14 @@ void CheckpointFolder::claim_for_new_run(bool start_afresh) const {
                        "earlier run in " + dir_);
 }
 
-// The optim file first: a model file alone is half a checkpoint, which nobody resumes from.
+// The optim file first: a model file alone is half a checkpoint, which nobody resumes from. A file
+// that cannot be removed (a shared sticky folder: EPERM) is said, and left; the run goes on.
 void CheckpointFolder::remove_checkpoint(const std::string& model_path) const {
-  fs::remove(optim_path_for(model_path));
-  fs::remove(model_path);
+  for (const std::string& path : {optim_path_for(model_path), model_path}) {
+    std::error_code ec;
+    if (!fs::remove(path, ec) && ec && report_)
+      report_("cutrain: warning: checkpoints: cannot remove " + path + " (" + ec.message() + "); it stays");
+  }
 }
 
 void CheckpointFolder::prune() const {

@@ -9,6 +9,7 @@
 #include "data/load.h"
 #include "data/synthetic.h"
 #include "nn/safetensors.h"
+#include "tests/mount.h"
 #include "tests/process.h"
 
 namespace {
@@ -361,6 +362,41 @@ TEST_CASE("a finished run resumed with the same --max-steps does nothing and say
   }
   CHECK(!std::filesystem::exists(save + "/checkpoint-00000004.safetensors"));
   CHECK(std::filesystem::exists(save + "/checkpoint-00000003.safetensors"));
+}
+
+TEST_CASE("a read-only --save is refused before training, and a prune that fails is a warning", "[train]") {
+  TempDir dir;
+  const std::string data = make_data(dir, 64, 16);  // 2 batches of 32 per epoch
+  const std::string read_only = dir / "ro";
+  cutrain::test::Mount ro = cutrain::test::Mount::tmpfs(read_only, "size=64k", MS_RDONLY);
+  if (!ro.ok()) SKIP_WITHOUT_MOUNT(ro);
+  // Before, the run trained its first epoch and then failed at the save.
+  auto refused = cutrain::test::run(train_command(data, {"--epochs", "1", "--save", read_only}));
+  INFO(refused.output);
+  CHECK(refused.exit_code == 1);
+  CHECK_THAT(refused.output, Catch::EndsWith("cutrain: error: --save " + read_only +
+                                             ": cannot write there (Read-only file system)\n"));
+  CHECK_THAT(refused.output, !Catch::Contains("== step"));
+
+  // A file bound over the old optim file cannot be removed (EBUSY, as EPERM in a shared sticky
+  // folder); before, the prune ended the run with a raw filesystem error.
+  const std::string save = dir / "ckpt", other = dir / "other";
+  const std::vector<std::string> flags = {"--eval-every", "0", "--keep-last", "1", "--save", save, "--resume", "auto"};
+  auto with = [&](std::vector<std::string> extra) {
+    extra.insert(extra.end(), flags.begin(), flags.end());
+    return train_command(data, extra);
+  };
+  REQUIRE(cutrain::test::run(with({"--epochs", "1"})).exit_code == 0);
+  const std::string stuck = save + "/checkpoint-00000002.optim.safetensors";
+  std::filesystem::copy_file(stuck, other);  // bound over the file itself: it still loads
+  cutrain::test::Mount bound = cutrain::test::Mount::bind(other, stuck);
+  REQUIRE(bound.ok());
+  auto pruned = cutrain::test::run(with({"--epochs", "2"}));
+  INFO(pruned.output);
+  CHECK(pruned.exit_code == 0);
+  CHECK_THAT(pruned.output, Catch::Contains("cutrain: warning: checkpoints: cannot remove " + stuck +
+                                            " (Device or resource busy); it stays"));
+  CHECK(std::filesystem::exists(save + "/checkpoint-00000004.optim.safetensors"));
 }
 
 TEST_CASE("eval prints the accuracy of a checkpoint, overall and per class, and a corrupt file in one line", "[train]") {
