@@ -21,10 +21,14 @@ RunLog::RunLog(bool active, const std::string& metrics_path)
     : active_(active), progress_bar_(active && isatty(STDOUT_FILENO)), metrics_path_(metrics_path) {
   if (!active_ || metrics_path.empty()) return;
   // Appended to, but never through a symbolic link: a link planted at the name would make the
-  // trainer write wherever it points.
-  const int fd = ::open(metrics_path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
+  // trainer write wherever it points. Never blocking either: a FIFO that nobody reads is refused
+  // here, and one whose reader stops fails a write (EAGAIN) like a full disk.
+  const int fd =
+      ::open(metrics_path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0644);
   if (fd < 0 && errno == ELOOP)
     throw std::runtime_error("--metrics " + metrics_path + ": is a symbolic link; give the file it points to");
+  if (fd < 0 && errno == ENXIO)
+    throw std::runtime_error("--metrics " + metrics_path + ": a FIFO that no process reads");
   if (fd >= 0) metrics_ = ::fdopen(fd, "a");
   if (metrics_ == nullptr) throw std::runtime_error("--metrics " + metrics_path + ": cannot open for writing");
 }

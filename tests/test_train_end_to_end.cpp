@@ -2,6 +2,8 @@
 // dataset and a narrow ResNet-18 (width 8), so each test takes seconds.
 #include <catch2/catch.hpp>
 
+#include <sys/stat.h>
+
 #include <csignal>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -221,6 +223,8 @@ TEST_CASE("bad input to train: one line naming what is wrong, non-zero exit", "[
     std::string message;
   };
   const std::string nowhere = (dir.path() / "nowhere").string();
+  const std::string fifo = dir / "fifo";
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);  // before, the run blocked opening it
   const std::string images = (dir.path() / "images").string();  // the same, as PNG class folders
   cutrain::write_dataset(images, cutrain::DataFormat::image_folder, cutrain::make_synthetic(64, 0, true),
                          cutrain::make_synthetic(16, 0, false));
@@ -234,6 +238,7 @@ TEST_CASE("bad input to train: one line naming what is wrong, non-zero exit", "[
       {data, {"--target-accuracy", "0.5", "--eval-every", "0"}, "--target-accuracy needs evaluations"},
       {data, {"--local_rank=3"}, "LOCAL_RANK=3 is not below LOCAL_WORLD_SIZE=1"},  // the flag reaches LOCAL_RANK
       {images, {"--max-image-pixels", "1000"}, "00000.png: the image is 32x32, more than 1000 pixels"},
+      {data, {"--metrics", fifo}, "--metrics " + fifo + ": a FIFO that no process reads"},
   };
   for (const Case& c : cases) {
     auto r = cutrain::test::run(train_command(c.data, c.extra));
