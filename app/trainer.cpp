@@ -469,6 +469,7 @@ int Trainer::run() {
 
   StopReason stop = StopReason::none;
   std::optional<EvalResult> last_eval;
+  std::string saved;  // the last checkpoint's model file
   clock_.start();
   for (int epoch = state_.epoch; epoch < opt_.epochs && stop == StopReason::none; ++epoch) {
     const double epoch_start = clock_.training_s();  // the epoch's time leaves its evaluations out
@@ -528,14 +529,12 @@ int Trainer::run() {
     }
     r.peak_memory_bytes = peak_memory_;
     log_->epoch(r);
-    save_checkpoint();
+    saved = save_checkpoint();
   }
-  if (stop != StopReason::none && state_.batch != 0) {
-    const std::string path = save_checkpoint();
-    if (stop == StopReason::signal)
-      log_->print("cutrain: stopped by signal %d after step %lld; checkpoint: %s", shutdown_signal(),
-                  static_cast<long long>(state_.global_step), path.empty() ? "none (no --save)" : path.c_str());
-  }
+  if (stop != StopReason::none && state_.batch != 0) saved = save_checkpoint();
+  if (stop == StopReason::signal)  // mid-epoch, or on an epoch's last step
+    log_->print("cutrain: stopped by signal %d after step %lld; checkpoint: %s", shutdown_signal(),
+                static_cast<long long>(state_.global_step), saved.empty() ? "none (no --save)" : saved.c_str());
 
   const double training_time = clock_.training_s();
   check_replicas_agree();

@@ -187,6 +187,27 @@ TEST_CASE("SIGTERM: the step finishes, a loadable checkpoint is written, the exi
   CHECK(file.tensors.count("fc.weight") == 1);
 }
 
+TEST_CASE("SIGHUP to cutrun stops the job as SIGTERM does, and a stop on an epoch's last step is said", "[train]") {
+  TempDir dir;
+  const std::string data = make_data(dir, 64, 16);
+  const std::string save = dir / "ckpt";
+  // One batch of 64 per epoch: every step is an epoch's last. Before, SIGHUP killed the job with
+  // no save, and a SIGTERM on an epoch's last step printed no "stopped by signal" line.
+  std::vector<std::string> argv = {cutrain::test::binary("cutrun"), "--nproc-per-node", "1"};
+  const auto train = train_command(data, {"--batch-size", "64", "--epochs", "1000", "--eval-every", "0",
+                                          "--log-every", "1", "--save", save});
+  argv.insert(argv.end(), train.begin(), train.end());
+  Process p(argv);
+  REQUIRE(p.read_until("== step: [  1/1]", 3, 60));
+  p.signal(SIGHUP);
+  auto r = p.finish();
+  INFO(r.output);
+  CHECK(r.exit_code == 128 + SIGHUP);
+  CHECK_THAT(r.output, Catch::Contains("cutrun: got SIGHUP; passing SIGTERM to every rank"));
+  CHECK_THAT(r.output, Catch::Contains("[rank0]: cutrain: stopped by signal 15 after step ") &&
+                           Catch::Contains("; checkpoint: " + save + "/checkpoint-"));
+}
+
 TEST_CASE("an absurd learning rate stops with the step of the non-finite loss", "[train]") {
   TempDir dir;
   const std::string data = make_data(dir, 512, 64);
