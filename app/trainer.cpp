@@ -277,6 +277,7 @@ void Trainer::restore() {
     step_->sgd().set_step(state_.global_step);  // the device's step counter: the schedule goes on from there
     log_->print("resumed from %s at epoch %d, step %lld", path.c_str(), state_.epoch + 1,
                 static_cast<long long>(state_.global_step));
+    log_->resumed(state_.epoch + 1, state_.global_step, path);
   };
   if (opt_.resume != "auto") return resume_from(opt_.resume);
   if (!checkpoints_) throw std::runtime_error("--resume auto: needs --save DIR to look for checkpoints in");

@@ -425,6 +425,30 @@ TEST_CASE("a read-only --save is refused before training, and a prune that fails
   CHECK(std::filesystem::exists(save + "/checkpoint-00000004.optim.safetensors"));
 }
 
+TEST_CASE("a torn last metrics record is dropped before appending, and a resume is marked", "[train]") {
+  TempDir dir;
+  const std::string data = make_data(dir, 64, 16);  // 2 batches of 32 per epoch
+  const std::string metrics = dir / "m.jsonl", save = dir / "ckpt";
+  const std::vector<std::string> flags = {"--eval-every", "0", "--metrics", metrics, "--save", save, "--resume", "auto"};
+  auto with = [&](std::vector<std::string> extra) {
+    extra.insert(extra.end(), flags.begin(), flags.end());
+    return train_command(data, extra);
+  };
+  REQUIRE(cutrain::test::run(with({"--epochs", "1"})).exit_code == 0);
+  std::ofstream(metrics, std::ios::app) << R"({"kind":"step","epoch":2,"st)";  // a full disk's last write
+  // Before, the next record went onto the torn line, and the file no longer parsed.
+  auto r = cutrain::test::run(with({"--epochs", "2"}));
+  INFO(r.output);
+  CHECK(r.exit_code == 0);
+  CHECK_THAT(r.output, Catch::StartsWith("cutrain: warning: --metrics " + metrics + ": dropped a torn last record (28 "
+                                         "bytes) that an interrupted write left\n"));
+  const auto resumes = read_metrics(metrics, "resume");  // parses every line
+  REQUIRE(resumes.size() == 1);
+  CHECK(resumes[0]["global_step"] == 2);
+  CHECK(resumes[0]["epoch"] == 2);
+  CHECK(resumes[0]["checkpoint"] == save + "/checkpoint-00000002.safetensors");
+}
+
 TEST_CASE("eval prints the accuracy of a checkpoint, overall and per class, and a corrupt file in one line", "[train]") {
   TempDir dir;
   const std::string data = make_data(dir, 256, 64);
