@@ -86,6 +86,18 @@ TEST_CASE("cutrun's copier survives a closed standard output and a full --log-di
   CHECK_THAT(r.output, Catch::Contains("[rank0]: line 19999\n"));
 }
 
+TEST_CASE("a 300 MB line without a newline passes through cutrun in pieces, in bounded memory", "[dist]") {
+  // Under a 200 MB address space (thread stacks of 512 KiB), before: a MemoryError in the copier,
+  // then a rank blocked on its full pipe until timeout ended the job.
+  auto r = run({"/bin/bash", "-c",
+                "ulimit -s 512; ulimit -v 200000; exec /usr/bin/timeout 20 " + kCutrun +
+                    " --nproc-per-node 2 --local-ranks-filter 1 sh -c 'if [ $RANK = 0 ]; then head -c 300000000 "
+                    "/dev/zero | tr \"\\0\" x; fi; echo end'"});
+  INFO(r.output.substr(0, 2000));
+  CHECK(r.exit_code == 0);
+  CHECK(r.output == "[rank1]: end\n");
+}
+
 TEST_CASE("a rank exiting with code 3 makes cutrun stop the others and exit 3, naming it", "[dist]") {
   auto r = run(cutrun_sh({"--nproc-per-node", "3"}, "if [ $RANK = 1 ]; then exit 3; fi; sleep 60"));
   CHECK(r.exit_code == 3);
