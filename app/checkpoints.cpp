@@ -1,6 +1,8 @@
 #include "app/checkpoints.h"
 
+#include <fcntl.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -9,11 +11,15 @@
 #include <charconv>
 #include <cstdio>
 #include <cstring>
+#include <ctime>
 #include <filesystem>
+#include <optional>
+#include <random>
 #include <stdexcept>
 
 #include "app/train_options.h"
 #include "nn/resnet.h"
+#include "nn/safetensors.h"
 #include "nn/sgd.h"
 
 namespace cutrain {
@@ -23,10 +29,40 @@ namespace {
 constexpr const char* kPrefix = "checkpoint-";
 constexpr const char* kModelSuffix = ".safetensors";
 constexpr const char* kOptimSuffix = ".optim.safetensors";
-constexpr const char* kTemporaryInfix = ".safetensors.tmp.";  // nn/safetensors.h's atomic write: <file>.tmp.<pid>
+constexpr const char* kTemporaryInfix = ".tmp.";  // nn/safetensors.h's atomic write: <file>.tmp.<pid>
+constexpr size_t kStepDigits = 8;                 // at least; path_for pads to it
 
-bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+bool all_digits(const std::string& s) {
+  return !s.empty() && std::all_of(s.begin(), s.end(), [](unsigned char c) { return std::isdigit(c); });
+}
+
+// A file name of this folder's naming scheme, taken apart: checkpoint-<step>.safetensors or
+// checkpoint-<step>.optim.safetensors, each perhaps with .tmp.<pid> after it. Other names, such
+// as a user's checkpoint-final.safetensors, are not the folder's and are never touched.
+struct SchemeName {
+  int64_t step = 0;
+  bool optim = false;
+  std::string writer;  // the pid of a temporary file's writer; empty for the file itself
+};
+
+std::optional<SchemeName> parse_scheme_name(const std::string& name) {
+  if (name.rfind(kPrefix, 0) != 0) return std::nullopt;
+  const size_t digits_begin = std::strlen(kPrefix), digits_end = name.find('.', digits_begin);
+  if (digits_end == std::string::npos) return std::nullopt;
+  const std::string digits = name.substr(digits_begin, digits_end - digits_begin);
+  if (!all_digits(digits) || digits.size() < kStepDigits || digits.size() > 18) return std::nullopt;
+  SchemeName parsed;
+  parsed.step = std::stoll(digits);
+  std::string rest = name.substr(digits_end);
+  const size_t tmp = rest.find(kTemporaryInfix);
+  if (tmp != std::string::npos) {
+    parsed.writer = rest.substr(tmp + std::strlen(kTemporaryInfix));
+    if (!all_digits(parsed.writer) || parsed.writer.size() > 9) return std::nullopt;
+    rest = rest.substr(0, tmp);
+  }
+  parsed.optim = rest == kOptimSuffix;
+  if (!parsed.optim && rest != kModelSuffix) return std::nullopt;
+  return parsed;
 }
 
 // metadata[key] as a decimal number in [min, max]; throws naming `path` and the key otherwise.
@@ -43,26 +79,46 @@ T metadata_number(const CheckpointMetadata& metadata, const std::string& key, co
   return value;
 }
 
-bool all_digits(const std::string& s) {
-  return !s.empty() && std::all_of(s.begin(), s.end(), [](unsigned char c) { return std::isdigit(c); });
-}
-
 // Whether the process that wrote a temporary file is gone. This process is never in the middle
 // of a save when the folder is tidied, so its own pid (a container's fixed pid) counts as gone.
 bool writer_gone(pid_t pid) { return pid == ::getpid() || (::kill(pid, 0) != 0 && errno == ESRCH); }
 
+// The step a checkpoint was taken after, as its optim file's training state records it; the
+// name's step when that cannot be read (loading it will then say why, and --resume auto skips it).
+int64_t recorded_step(const std::string& optim_path, int64_t step_in_name) {
+  try {
+    const CheckpointMetadata metadata = read_safetensors_metadata(optim_path);
+    const auto it = metadata.find("global_step");
+    int64_t step = 0;
+    if (it != metadata.end() &&
+        std::from_chars(it->second.data(), it->second.data() + it->second.size(), step).ec == std::errc())
+      return step;
+  } catch (const std::runtime_error&) {
+  }
+  return step_in_name;
+}
+
 }  // namespace
 
 CheckpointMetadata TrainingState::to_metadata() const {
-  return {{"epoch", std::to_string(epoch)},           {"batch", std::to_string(batch)},
+  return {{"run_id", run_id},
+          {"epoch", std::to_string(epoch)},           {"batch", std::to_string(batch)},
           {"global_step", std::to_string(global_step)}, {"seed", std::to_string(seed)},
           {"world_size", std::to_string(world_size)}, {"batch_size", std::to_string(batch_size)}};
+}
+
+std::string new_run_id() {
+  std::random_device random;
+  char id[17];
+  std::snprintf(id, sizeof id, "%08x%08x", unsigned(random()), unsigned(random()));
+  return id;
 }
 
 TrainingState TrainingState::from_metadata(const CheckpointMetadata& metadata, const std::string& path) {
   constexpr int64_t kMaxSteps = int64_t(1) << 50;
   constexpr int kMaxWorldSize = 1 << 20;
   TrainingState s;
+  if (auto it = metadata.find("run_id"); it != metadata.end()) s.run_id = it->second;  // none before run ids
   s.epoch = metadata_number<int>(metadata, "epoch", path, 0, kMaxEpochs);
   s.batch = metadata_number<int64_t>(metadata, "batch", path, 0, kMaxSteps);
   s.global_step = metadata_number<int64_t>(metadata, "global_step", path, 0, kMaxSteps);
@@ -89,18 +145,21 @@ TrainingState resume_state(const TrainingState& saved, const TrainingState& run,
                            " of an epoch, but an epoch of this data has " + std::to_string(steps_per_epoch) + " batches");
   }
   TrainingState s = run;
+  if (!saved.run_id.empty()) s.run_id = saved.run_id;
   s.epoch = saved.epoch;
   s.batch = saved.batch;
   s.global_step = saved.global_step;
   return s;
 }
 
-CheckpointMetadata model_metadata(const ResNet18& model) {
+CheckpointMetadata model_metadata(const ResNet18& model, const TrainingState& state) {
   const ResNetConfig& c = model.config();
   return {{"format", "cutrain resnet18"},
           {"stem", stem_name(c.stem)},
           {"num_classes", std::to_string(c.num_classes)},
-          {"width", std::to_string(c.width)}};
+          {"width", std::to_string(c.width)},
+          {"run_id", state.run_id},
+          {"global_step", std::to_string(state.global_step)}};
 }
 
 CheckpointFolder::CheckpointFolder(std::string dir, int keep_last, Report report)
@@ -108,7 +167,39 @@ CheckpointFolder::CheckpointFolder(std::string dir, int keep_last, Report report
   std::error_code ec;
   fs::create_directories(dir_, ec);
   if (ec || !fs::is_directory(dir_)) throw std::runtime_error("--save " + dir_ + ": cannot create the folder");
-  if (report_) remove_leftovers();
+  if (!report_) return;
+  // Found now, not at the first save after an epoch of training.
+  if (::access(dir_.c_str(), W_OK | X_OK) != 0)
+    throw std::runtime_error("--save " + dir_ + ": cannot write there (" + std::strerror(errno) + ")");
+  lock();
+  remove_leftovers();
+}
+
+CheckpointFolder::~CheckpointFolder() {
+  if (lock_fd_ >= 0) ::close(lock_fd_);
+}
+
+// The lock file is opened without following a link, and kept: the lock goes with the process,
+// however it ends. What it holds names the holder for the next writer's message.
+void CheckpointFolder::lock() {
+  const std::string path = (fs::path(dir_) / ".cutrain.lock").string();
+  lock_fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
+  if (lock_fd_ < 0) throw std::runtime_error("--save " + dir_ + ": cannot write there (" + std::strerror(errno) + ")");
+  if (::flock(lock_fd_, LOCK_EX | LOCK_NB) != 0) {
+    char holder[256] = "";
+    const ssize_t n = ::pread(lock_fd_, holder, sizeof holder - 1, 0);
+    holder[std::max<ssize_t>(n, 0)] = '\0';
+    throw std::runtime_error("--save " + dir_ + " is in use by another run (" + (n > 0 ? holder : "holder unknown") +
+                             "): wait for it to end, or choose another --save folder");
+  }
+  char host[128] = "";
+  ::gethostname(host, sizeof host - 1);
+  const std::time_t now = std::time(nullptr);
+  char since[32];
+  std::strftime(since, sizeof since, "%Y-%m-%d %H:%M:%S UTC", std::gmtime(&now));
+  const std::string holder = "pid " + std::to_string(::getpid()) + " on " + host + " since " + since;
+  if (::ftruncate(lock_fd_, 0) != 0 || ::pwrite(lock_fd_, holder.data(), holder.size(), 0) != ssize_t(holder.size()))
+    throw std::runtime_error("--save " + dir_ + ": cannot write there (" + std::strerror(errno) + ")");
 }
 
 std::string CheckpointFolder::path_for(int64_t step, bool optim) const {
@@ -119,12 +210,20 @@ std::string CheckpointFolder::path_for(int64_t step, bool optim) const {
 }
 
 std::string optim_path_for(const std::string& model_path) {
-  return model_path.substr(0, model_path.size() - std::string(kModelSuffix).size()) + kOptimSuffix;
+  return model_path.substr(0, model_path.size() - std::strlen(kModelSuffix)) + kOptimSuffix;
 }
+
+namespace {
+
+std::string model_path_for(const std::string& optim_path) {
+  return optim_path.substr(0, optim_path.size() - std::strlen(kOptimSuffix)) + kModelSuffix;
+}
+
+}  // namespace
 
 std::string CheckpointFolder::save(const ResNet18& model, const SGD& sgd, const TrainingState& state) const {
   const std::string model_path = path_for(state.global_step, false);
-  save_model(model_path, model, model_metadata(model));
+  save_model(model_path, model, model_metadata(model, state));
   try {
     save_momentum(path_for(state.global_step, true), model, sgd, state.to_metadata());
   } catch (...) {
@@ -137,24 +236,46 @@ std::string CheckpointFolder::save(const ResNet18& model, const SGD& sgd, const 
 }
 
 std::vector<std::string> CheckpointFolder::complete_checkpoints() const {
-  std::vector<std::string> found;
+  std::vector<std::pair<int64_t, std::string>> found;  // (recorded step, model file)
   std::error_code ec;
   for (const auto& entry : fs::directory_iterator(dir_, ec)) {
-    const std::string name = entry.path().filename().string();
-    if (name.rfind(kPrefix, 0) != 0 || !ends_with(name, kModelSuffix) || ends_with(name, kOptimSuffix)) continue;
-    if (fs::exists(optim_path_for(entry.path().string()))) found.push_back(entry.path().string());
+    const std::optional<SchemeName> name = parse_scheme_name(entry.path().filename().string());
+    if (!name || name->optim || !name->writer.empty()) continue;
+    const std::string optim = optim_path_for(entry.path().string());
+    if (fs::exists(optim)) found.emplace_back(recorded_step(optim, name->step), entry.path().string());
   }
-  // Zero-padded step numbers: the names sort by step.
+  // By the step recorded inside, not by name: a renamed or copied file cannot pose as the newest.
   std::sort(found.rbegin(), found.rend());
-  return found;
+  std::vector<std::string> paths;
+  for (auto& [step, path] : found) paths.push_back(std::move(path));
+  return paths;
+}
+
+void CheckpointFolder::claim_for_new_run(bool start_afresh) const {
+  const std::vector<std::string> old = complete_checkpoints();
+  if (old.empty()) return;
+  if (!start_afresh)
+    throw std::runtime_error("--save " + dir_ + " holds the checkpoints of another run (the newest is " + old.front() +
+                             "): go on with it with --resume auto, choose another --save folder, or add --new-run "
+                             "to delete them and start afresh there");
+  for (const std::string& path : old) remove_checkpoint(path);
+  if (report_) report_("checkpoints: --new-run: removed the " + std::to_string(old.size()) + " checkpoint(s) of the "
+                       "earlier run in " + dir_);
+}
+
+// The optim file first: a model file alone is half a checkpoint, which nobody resumes from. A file
+// that cannot be removed (a shared sticky folder: EPERM) is said, and left; the run goes on.
+void CheckpointFolder::remove_checkpoint(const std::string& model_path) const {
+  for (const std::string& path : {optim_path_for(model_path), model_path}) {
+    std::error_code ec;
+    if (!fs::remove(path, ec) && ec && report_)
+      report_("cutrain: warning: checkpoints: cannot remove " + path + " (" + ec.message() + "); it stays");
+  }
 }
 
 void CheckpointFolder::prune() const {
   const std::vector<std::string> all = complete_checkpoints();
-  for (size_t i = size_t(keep_last_); i < all.size(); ++i) {
-    fs::remove(optim_path_for(all[i]));
-    fs::remove(all[i]);
-  }
+  for (size_t i = size_t(keep_last_); i < all.size(); ++i) remove_checkpoint(all[i]);
   if (report_) remove_leftovers();
 }
 
@@ -163,18 +284,15 @@ void CheckpointFolder::remove_leftovers() const {
   std::error_code ec;
   for (const auto& entry : fs::directory_iterator(dir_, ec)) {
     const std::string name = entry.path().filename().string();
-    if (name.rfind(kPrefix, 0) != 0 || !entry.is_regular_file(ec)) continue;
+    const std::optional<SchemeName> parsed = parse_scheme_name(name);
+    if (!parsed || !entry.is_regular_file(ec)) continue;
     std::string why;
-    const size_t tmp = name.rfind(kTemporaryInfix);
-    if (tmp != std::string::npos) {
-      const std::string writer = name.substr(tmp + std::strlen(kTemporaryInfix));
-      if (all_digits(writer) && writer.size() < 10 && writer_gone(pid_t(std::stol(writer))))
-        why = "writer " + writer + " gone";
-    } else if (ends_with(name, kOptimSuffix)) {
-      const std::string model = name.substr(0, name.size() - std::strlen(kOptimSuffix)) + kModelSuffix;
-      if (!fs::exists(fs::path(dir_) / model)) why = "no model file";
-    } else if (ends_with(name, kModelSuffix)) {
-      if (!fs::exists(optim_path_for(entry.path().string()))) why = "no optim file";
+    if (!parsed->writer.empty()) {
+      if (writer_gone(pid_t(std::stol(parsed->writer)))) why = "writer " + parsed->writer + " gone";
+    } else if (parsed->optim) {
+      if (!fs::exists(model_path_for(entry.path().string()))) why = "no model file";
+    } else if (!fs::exists(optim_path_for(entry.path().string()))) {
+      why = "no optim file";
     }
     if (why.empty() || !fs::remove(entry.path(), ec)) continue;
     removed.push_back(name + " (" + why + ")");
@@ -190,9 +308,24 @@ void CheckpointFolder::remove_leftovers() const {
 }
 
 TrainingState load_checkpoint(const std::string& model_path, ResNet18& model, SGD& sgd) {
-  load_model(model_path, model);
+  const CheckpointMetadata model_file = read_safetensors_metadata(model_path);
   const std::string optim = optim_path_for(model_path);
-  return TrainingState::from_metadata(load_momentum(optim, model, sgd), optim);
+  const TrainingState state = TrainingState::from_metadata(read_safetensors_metadata(optim), optim);
+  // The binding of the two files; checkpoints from before run ids have it in neither.
+  auto recorded = [](const CheckpointMetadata& m, const std::string& key) {
+    const auto it = m.find(key);
+    return it == m.end() ? std::string("none") : it->second;
+  };
+  const std::string model_run = recorded(model_file, "run_id"), model_step = recorded(model_file, "global_step");
+  const std::string optim_run = state.run_id.empty() ? "none" : state.run_id;
+  if ((model_run != "none" || optim_run != "none") &&
+      (model_run != optim_run || model_step != std::to_string(state.global_step)))
+    throw std::runtime_error(model_path + ": not one checkpoint with its optim file: the model file is of run " +
+                             model_run + " at step " + model_step + ", the optim file of run " + optim_run +
+                             " at step " + std::to_string(state.global_step));
+  load_model(model_path, model);
+  load_momentum(optim, model, sgd);
+  return state;
 }
 
 }  // namespace cutrain

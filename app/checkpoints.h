@@ -7,7 +7,18 @@
 // optim file's metadata; the model file carries the model's shape (stem, classes, width) so
 // `cutrain eval` needs nothing else. Each file is written atomically (nn/safetensors.h), the
 // model first, so a crash leaves at worst a model file without its optim file, which resume
-// skips. After each save only the newest --keep-last checkpoints stay.
+// skips. After each save only the newest --keep-last checkpoints stay, the newest by the step
+// the optim file records, not by name. The folder touches only names of this scheme: a user's
+// checkpoint-final.safetensors is neither resumed from, pruned nor tidied.
+//
+// The writer holds an exclusive flock on DIR/.cutrain.lock for its whole life, and the file names
+// the holder (pid, host, start), so a second writer is refused in one line naming the first. The
+// two files of a checkpoint are bound to each other: both record the run's id and the step, and
+// loading refuses a pair that differs (two runs' halves, a file copied from elsewhere).
+//
+// A folder holds one run. A run that starts afresh (no --resume) in a folder that already holds
+// checkpoints is refused, since its checkpoints and the old ones would be pruned and resumed as
+// one run; --new-run deletes the old ones first (claim_for_new_run).
 //
 // What interrupted saves leave behind (a kill during a write: checkpoint-*.safetensors.tmp.<pid>
 // of a process that is gone; a full disk between the two files: half a checkpoint) is removed
@@ -31,6 +42,7 @@ class SGD;
 // Where a run stands; everything needed to go on exactly as if it had not stopped. The
 // augmentation's randomness is keyed by (seed, epoch, sample), so no generator state is needed.
 struct TrainingState {
+  std::string run_id;        // made when a run starts afresh, kept by its resumes
   int epoch = 0;             // 0-based epoch to run (or finish)
   int64_t batch = 0;         // the next batch of that epoch
   int64_t global_step = 0;   // optimizer steps done
@@ -56,15 +68,23 @@ struct ResumeMismatch : std::runtime_error {
 TrainingState resume_state(const TrainingState& saved, const TrainingState& run, int64_t steps_per_epoch,
                            const std::string& path);
 
-// The model's shape, as recorded in the model file's metadata.
-CheckpointMetadata model_metadata(const ResNet18& model);
+// A new run's id: 16 random hex digits.
+std::string new_run_id();
+
+// The model's shape, and the run and step that bind the file to its optim file, as recorded in
+// the model file's metadata.
+CheckpointMetadata model_metadata(const ResNet18& model, const TrainingState& state);
 
 class CheckpointFolder {
  public:
   using Report = std::function<void(const std::string& line)>;
   // Creates `dir` if needed. `report` is for the writer alone (rank 0): given one, the folder
   // removes what interrupted saves left, now and at each prune, and reports it there in one line.
+  // The writer also takes the folder's lock, or throws naming the run that holds it.
   CheckpointFolder(std::string dir, int keep_last, Report report = nullptr);
+  ~CheckpointFolder();
+  CheckpointFolder(const CheckpointFolder&) = delete;
+  CheckpointFolder& operator=(const CheckpointFolder&) = delete;
 
   // Writes the checkpoint after `state.global_step` steps and prunes old ones; returns the model
   // file's path.
@@ -73,20 +93,28 @@ class CheckpointFolder {
   // The model files of complete checkpoints (an optim file beside them), newest first.
   std::vector<std::string> complete_checkpoints() const;
 
+  // For a run that starts afresh here: throws, naming the choices, if the folder holds
+  // checkpoints, unless `start_afresh` (--new-run), which removes them and says so.
+  void claim_for_new_run(bool start_afresh) const;
+
  private:
   std::string path_for(int64_t step, bool optim) const;
   void prune() const;
+  void remove_checkpoint(const std::string& model_path) const;
   void remove_leftovers() const;
+  void lock();
 
   std::string dir_;
   int keep_last_;
   Report report_;
+  int lock_fd_ = -1;  // the writer's, held until it is destroyed
 };
 
 // The optim file that goes with a model checkpoint file.
 std::string optim_path_for(const std::string& model_path);
 
 // Loads model and momentum from `model_path` (and its optim file) and returns the state there.
+// Throws naming both files when they record different runs or steps.
 TrainingState load_checkpoint(const std::string& model_path, ResNet18& model, SGD& sgd);
 
 }  // namespace cutrain

@@ -1,14 +1,17 @@
 #include "app/run_log.h"
 
-#include "app/tensorboard_writer.h"
-
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdarg>
 #include <cstring>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
+
+#include "app/tensorboard_writer.h"
 
 namespace cutrain {
 namespace {
@@ -23,8 +26,53 @@ RunLog::RunLog(bool active, const std::string& metrics_path, const std::string& 
   if (!active_) return;
   if (!tensorboard_dir.empty()) tensorboard_ = std::make_unique<TensorBoardWriter>(tensorboard_dir);
   if (metrics_path.empty()) return;
-  metrics_ = std::fopen(metrics_path.c_str(), "a");
+  // Appended to, but never through a symbolic link: a link planted at the name would make the
+  // trainer write wherever it points. Never blocking either: a FIFO that nobody reads is refused
+  // here, and one whose reader stops fails a write (EAGAIN) like a full disk.
+  const int fd =
+      ::open(metrics_path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0644);
+  if (fd < 0 && errno == ELOOP)
+    throw std::runtime_error("--metrics " + metrics_path + ": is a symbolic link; give the file it points to");
+  if (fd < 0 && errno == ENXIO)
+    throw std::runtime_error("--metrics " + metrics_path + ": a FIFO that no process reads");
+  if (fd >= 0) metrics_ = ::fdopen(fd, "a");
   if (metrics_ == nullptr) throw std::runtime_error("--metrics " + metrics_path + ": cannot open for writing");
+  if (fd >= 0) drop_torn_record(fd);
+}
+
+// A write cut short (a full disk, a kill) leaves a last line without its newline; the next
+// record would be appended onto it, and the whole file then fails to parse. It is dropped.
+void RunLog::drop_torn_record(int fd) {
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size == 0) return;
+  // Where the whole records end: after the last newline, read backwards a chunk at a time (through
+  // a descriptor of its own: the one that appends is opened for writing alone, as a FIFO must be).
+  const int in = ::open(metrics_path_.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  if (in < 0) return;
+  off_t whole = -1;
+  char chunk[4096];
+  for (off_t end = st.st_size; end > 0 && whole < 0;) {
+    const off_t begin = std::max<off_t>(0, end - off_t(sizeof chunk));
+    if (::pread(in, chunk, size_t(end - begin), begin) != end - begin) {
+      ::close(in);
+      return;  // unreadable: left as it is
+    }
+    for (off_t i = end - begin; i > 0 && whole < 0; --i)
+      if (chunk[i - 1] == '\n') whole = begin + i;
+    end = begin;
+  }
+  ::close(in);
+  if (whole < 0) whole = 0;
+  if (whole == st.st_size || ::ftruncate(fd, whole) != 0) return;
+  std::fprintf(stderr, "cutrain: warning: --metrics %s: dropped a torn last record (%lld bytes) that an interrupted "
+               "write left\n", metrics_path_.c_str(), static_cast<long long>(st.st_size - whole));
+}
+
+void RunLog::resumed(int epoch, int64_t global_step, const std::string& checkpoint) {
+  if (!active_) return;
+  write_json(nlohmann::json{{"kind", "resume"}, {"epoch", epoch}, {"global_step", global_step},
+                            {"checkpoint", checkpoint}}
+                 .dump());
 }
 
 RunLog::~RunLog() {

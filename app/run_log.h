@@ -4,7 +4,9 @@
 //   == step: [ 25/196] [1/20] | loss: 2.101 | acc: 23.456% | 12345 img/s | 20.7 ms/step
 // or, when standard output is a terminal, one progress bar line per epoch redrawn in place.
 // Metrics (--metrics FILE): JSON lines, one per logged step ("kind": "step"), one per evaluation
-// ("kind": "eval"), one per epoch ("kind": "epoch") and one at the end ("kind": "summary");
+// ("kind": "eval"), one per epoch ("kind": "epoch"), one at the end ("kind": "summary"), and one
+// where a run resumed ("kind": "resume": the records after it repeat the steps since that
+// checkpoint, and the last record of each step is the one that counts);
 // bench/ and scripts/plot_metrics.py read them, and so does bench/pytorch_reference.py write them.
 // Times and images/s follow app/run_clock.h: evaluation, checkpoint writes and the epoch-start
 // wait are left out of images/s, and evaluation and checkpoint writes out of the training time.
@@ -93,11 +95,14 @@ class RunLog {
   void epoch(const EpochRecord& r);
   void evaluation(const EvalRecord& r);
   void summary(const SummaryRecord& r);
+  // The run goes on from `checkpoint`: `epoch` (1-based) after `global_step` steps.
+  void resumed(int epoch, int64_t global_step, const std::string& checkpoint);
   // The run's end: closes the metrics file; throws, naming it, if any record was not written.
   void finish();
 
  private:
   void write_json(const std::string& line);
+  void drop_torn_record(int fd);
   void end_progress_bar();
 
   bool active_;

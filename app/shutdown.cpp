@@ -22,6 +22,7 @@ void install_shutdown_handlers() {
   sigemptyset(&action.sa_mask);
   sigaction(SIGINT, &action, nullptr);
   sigaction(SIGTERM, &action, nullptr);
+  sigaction(SIGHUP, &action, nullptr);  // a closed terminal or session: stop as for SIGTERM, saving
 }
 
 bool shutdown_requested() { return g_signal != 0; }

@@ -1,4 +1,4 @@
-// shutdown.h: SIGINT and SIGTERM end a training run gracefully.
+// shutdown.h: SIGINT, SIGTERM and SIGHUP end a training run gracefully.
 //
 // The first signal only raises a flag: the trainer finishes the step it is in, all ranks agree
 // to stop at the same step, rank 0 saves a checkpoint, and every rank exits with status 0. A
@@ -9,7 +9,7 @@ namespace cutrain {
 
 void install_shutdown_handlers();
 
-// True once SIGINT or SIGTERM has arrived (async-signal-safe flag, read by the training loop).
+// True once one of them has arrived (async-signal-safe flag, read by the training loop).
 bool shutdown_requested();
 
 // Which signal asked for the shutdown (0 if none), for the closing message.

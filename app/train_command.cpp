@@ -92,6 +92,9 @@ void add_train_command(CLI::App& app, int& exit_code) {
                   "train/images_per_s, test/accuracy)");
   cmd->add_option("--save", o.save, "Folder for checkpoints (written by rank 0)");
   cmd->add_option("--resume", o.resume, "Checkpoint to resume from, or 'auto': the newest valid one in --save");
+  add_switch(cmd, "--new-run", o.new_run,
+             "Start afresh in a --save folder that holds another run's checkpoints, deleting them first")
+      ->excludes("--resume");
   add_number(cmd, "--keep-last", o.keep_last, "Checkpoints kept in --save", 1, 1 << 20)->capture_default_str();
   cmd->add_option("--init-from", o.init_from, "Start from these model weights (safetensors, torchvision names)");
   cmd->add_option("--dump-first-step", o.dump_first_step,

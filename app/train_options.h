@@ -58,6 +58,7 @@ struct TrainOptions {
   std::string tensorboard;           // folder for TensorBoard's event files (app/tensorboard_writer.h)
   std::string save;                  // checkpoint folder
   std::string resume;                // checkpoint path or "auto"
+  bool new_run = false;              // start afresh in a --save folder that holds another run
   int keep_last = 3;
   std::string init_from;             // start from these model weights (safetensors)
   std::string dump_first_step;       // write the fixed first batch's loss and gradients, then exit

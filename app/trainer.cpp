@@ -132,6 +132,7 @@ Trainer::Trainer(const TrainOptions& options)
       profiler_(options.profile_steps.empty() ? StepRange{} : parse_step_range(options.profile_steps),
                 device_ == Device::cuda) {
   log_ = std::make_unique<RunLog>(env_.is_main(), opt_.metrics, opt_.tensorboard);
+  state_.run_id = new_run_id();  // a resume takes the checkpoint's instead
   state_.seed = opt_.seed;
   state_.world_size = env_.world_size;
   state_.batch_size = opt_.batch_size;
@@ -265,6 +266,7 @@ void Trainer::build_model() {
     CheckpointFolder::Report report;  // rank 0 writes the folder, and tidies it
     if (env_.is_main()) report = [this](const std::string& line) { log_->print("%s", line.c_str()); };
     checkpoints_.emplace(opt_.save, opt_.keep_last, report);
+    if (env_.is_main() && opt_.resume.empty()) checkpoints_->claim_for_new_run(opt_.new_run);
   }
 }
 
@@ -279,6 +281,7 @@ void Trainer::restore() {
     step_->sgd().set_step(state_.global_step);  // the device's step counter: the schedule goes on from there
     log_->print("resumed from %s at epoch %d, step %lld", path.c_str(), state_.epoch + 1,
                 static_cast<long long>(state_.global_step));
+    log_->resumed(state_.epoch + 1, state_.global_step, path);
   };
   if (opt_.resume != "auto") return resume_from(opt_.resume);
   if (!checkpoints_) throw std::runtime_error("--resume auto: needs --save DIR to look for checkpoints in");
@@ -460,12 +463,18 @@ int Trainer::run() {
     log_->print("wrote the first step's loss and gradients to %s", opt_.dump_first_step.c_str());
     return 0;
   }
+  if (opt_.max_steps > 0 && state_.global_step >= opt_.max_steps) {  // every rank resumed the same state
+    log_->print("cutrain: nothing to do: the run is at step %lld, and --max-steps is %lld",
+                static_cast<long long>(state_.global_step), static_cast<long long>(opt_.max_steps));
+    return 0;
+  }
   broadcast_state();
   gather_devices();
   print_banner();
 
   StopReason stop = StopReason::none;
   std::optional<EvalResult> last_eval;
+  std::string saved;  // the last checkpoint's model file
   clock_.start();
   for (int epoch = state_.epoch; epoch < opt_.epochs && stop == StopReason::none; ++epoch) {
     const double epoch_start = clock_.training_s();  // the epoch's time leaves its evaluations out
@@ -525,14 +534,12 @@ int Trainer::run() {
     }
     r.peak_memory_bytes = peak_memory_;
     log_->epoch(r);
-    save_checkpoint();
+    saved = save_checkpoint();
   }
-  if (stop != StopReason::none && state_.batch != 0) {
-    const std::string path = save_checkpoint();
-    if (stop == StopReason::signal)
-      log_->print("cutrain: stopped by signal %d after step %lld; checkpoint: %s", shutdown_signal(),
-                  static_cast<long long>(state_.global_step), path.empty() ? "none (no --save)" : path.c_str());
-  }
+  if (stop != StopReason::none && state_.batch != 0) saved = save_checkpoint();
+  if (stop == StopReason::signal)  // mid-epoch, or on an epoch's last step
+    log_->print("cutrain: stopped by signal %d after step %lld; checkpoint: %s", shutdown_signal(),
+                static_cast<long long>(state_.global_step), saved.empty() ? "none (no --save)" : saved.c_str());
 
   const double training_time = clock_.training_s();
   check_replicas_agree();

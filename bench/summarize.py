@@ -43,7 +43,17 @@ def read_metrics(path):
                 records.append(json.loads(line))
             except ValueError:
                 raise ValueError(f"{path}:{n}: not a JSON object") from None
-    return records
+    return last_of_each_step(records)
+
+
+def last_of_each_step(records):
+    """A resumed run repeats the steps since its checkpoint (after a "resume" record): of the step,
+    eval and epoch records of one step, the last is the one that counts."""
+    def key(r):
+        return (r.get("kind"), r["global_step"]) if r.get("kind") in ("step", "eval", "epoch") \
+            and "global_step" in r else None
+    last = {key(r): i for i, r in enumerate(records) if key(r) is not None}
+    return [r for i, r in enumerate(records) if key(r) is None or last[key(r)] == i]
 
 
 def summarize_run(name, paths, warmup_steps):

@@ -1,6 +1,7 @@
 #include "dist/env.h"
 
 #include <algorithm>
+#include <cctype>
 #include <charconv>
 #include <cmath>
 #include <cstdint>
@@ -37,12 +38,15 @@ class Reader {
     for (const char* name : names) {
       const std::string* value = text(name);
       if (value == nullptr) continue;
-      char* end = nullptr;
-      long number = std::strtol(value->c_str(), &end, 10);
-      if (*end != '\0' || number < 0 || number > 1'000'000)
+      // Digits alone: strtol would also take " 0" and "+0".
+      int number = 0;
+      const char* last = value->data() + value->size();
+      const auto [end, error] = std::from_chars(value->data(), last, number);
+      if (!std::isdigit(static_cast<unsigned char>(value->front())) || error != std::errc() ||
+          end != last || number > 1'000'000)
         throw std::runtime_error(std::string("environment variable ") + name + "='" + *value +
                                  "' is not a non-negative integer");
-      return int(number);
+      return number;
     }
     return fallback;
   }

@@ -84,8 +84,21 @@ int64_t count_nonfinite(const SafeTensor& t) {
   return count;
 }
 
-// Every mismatch between the file and what the model expects, and every tensor holding NaN or
-// infinities, in one line (each list cut after a few names).
+// How many finite values of an F32 tensor are zero or negative (count_nonfinite has the others).
+int64_t count_nonpositive(const SafeTensor& t) {
+  int64_t count = 0;
+  for (size_t i = 0; i + sizeof(float) <= t.data.size(); i += sizeof(float)) {
+    float v;
+    std::memcpy(&v, t.data.data() + i, sizeof v);
+    count += std::isfinite(v) && v <= 0;
+  }
+  return count;
+}
+
+// Every mismatch between the file and what the model expects, every tensor holding NaN or
+// infinities, and every batch norm running variance that is not positive (evaluation divides by
+// its square root, and would print an accuracy computed from NaN logits), in one line (each list
+// cut after a few names).
 void check_against(const std::string& path, const SafeTensorsFile& file,
                    const std::map<std::string, Expected>& expected) {
   constexpr int kListed = 8;
@@ -99,7 +112,7 @@ void check_against(const std::string& path, const SafeTensorsFile& file,
       return count > kListed ? text + " and " + std::to_string(count - kListed) + " more" : text;
     }
   };
-  List missing, unexpected, wrong, nonfinite;
+  List missing, unexpected, wrong, nonfinite, nonpositive;
   for (const auto& [name, e] : expected) {
     auto it = file.tensors.find(name);
     if (it == file.tensors.end()) {
@@ -110,6 +123,8 @@ void check_against(const std::string& path, const SafeTensorsFile& file,
       wrong.add(name + " has dtype " + it->second.dtype + ", expected " + e.dtype);
     } else if (e.dtype == "F32") {
       if (const int64_t n = count_nonfinite(it->second)) nonfinite.add(name + " (" + std::to_string(n) + ")");
+      if (name.ends_with(".running_var"))
+        if (const int64_t n = count_nonpositive(it->second)) nonpositive.add(name + " (" + std::to_string(n) + ")");
     }
   }
   for (const auto& [name, t] : file.tensors) {
@@ -121,6 +136,7 @@ void check_against(const std::string& path, const SafeTensorsFile& file,
   if (unexpected.count) append("unexpected " + unexpected.str());
   if (wrong.count) append(wrong.str());
   if (nonfinite.count) append("NaN or infinite values in " + nonfinite.str());
+  if (nonpositive.count) append("running variances that are zero or negative in " + nonpositive.str());
   if (!problems.empty()) throw std::runtime_error(path + ": " + problems);
 }
 

@@ -7,7 +7,8 @@
 // The optimizer's momentum buffers go to their own file under the same names, prefixed
 // "momentum_buffer.".
 //
-// Loading checks every expected name, shape and dtype and that no weight is NaN or infinite,
+// Loading checks every expected name, shape and dtype, that no weight is NaN or infinite and that
+// every batch norm running variance is above zero,
 // and reports all that do not match in ONE line ("ckpt.safetensors: missing fc.bias;
 // conv1.weight has shape [64, 3, 7, 7], expected [64, 3, 3, 3]"); nothing in the model changes
 // unless the whole file matches.

@@ -45,6 +45,16 @@ std::string directory_of(const std::string& path) {
   return slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
 }
 
+// Creates a new file at `path` for writing, never through a symbolic link there: what has the name
+// already (a link someone planted, a stale file of a process with this pid) is unlinked first.
+// Returns the descriptor, or -1 with errno set.
+int create_exclusive(const std::string& path) {
+  constexpr int kFlags = O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC;
+  int fd = ::open(path.c_str(), kFlags, 0644);
+  if (fd < 0 && errno == EEXIST && ::unlink(path.c_str()) == 0) fd = ::open(path.c_str(), kFlags, 0644);
+  return fd;
+}
+
 }  // namespace
 
 void write_safetensors(const std::string& path, const SafeTensorsFile& file) {
@@ -62,8 +72,9 @@ void write_safetensors(const std::string& path, const SafeTensorsFile& file) {
   for (int i = 0; i < 8; ++i) length_le[i] = uint8_t(length >> (8 * i));
 
   // Atomic: write a temporary beside the target, flush it to disk, then rename over the target.
+  // The temporary is created afresh, never opened through a link planted at its name.
   std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  const int fd = create_exclusive(tmp);
   if (fd < 0) fail(path, std::string("cannot create ") + tmp + ": " + std::strerror(errno));
   try {
     write_all(fd, length_le, 8, path);
@@ -178,30 +189,59 @@ nlohmann::json parse_header(const std::string& path, const uint8_t* begin, const
   return header;
 }
 
-}  // namespace
+// The header's "__metadata__": an object of strings, or absent.
+std::map<std::string, std::string> metadata_of(const nlohmann::json& header, const std::string& path) {
+  std::map<std::string, std::string> metadata;
+  const auto entry = header.find("__metadata__");
+  if (entry == header.end()) return metadata;
+  if (!entry->is_object()) fail(path, "__metadata__ is not an object");
+  for (const auto& [key, value] : entry->items()) {
+    if (!value.is_string()) fail(path, "__metadata__ " + key + " is not a string");
+    metadata[key] = value.get<std::string>();
+  }
+  return metadata;
+}
 
-SafeTensorsFile parse_safetensors(const std::vector<uint8_t>& bytes, const std::string& path) {
-  if (bytes.size() < 8) fail(path, "file of " + std::to_string(bytes.size()) + " bytes is too short for a header");
+// The header's length from the first 8 bytes of a file of `file_size` bytes.
+uint64_t header_length(const uint8_t* first8, uint64_t file_size, const std::string& path) {
+  if (file_size < 8) fail(path, "file of " + std::to_string(file_size) + " bytes is too short for a header");
   uint64_t length = 0;
-  for (int i = 0; i < 8; ++i) length |= uint64_t(bytes[i]) << (8 * i);
-  if (length > bytes.size() - 8) {
-    fail(path, "header length " + std::to_string(length) + " exceeds the file (" + std::to_string(bytes.size()) +
+  for (int i = 0; i < 8; ++i) length |= uint64_t(first8[i]) << (8 * i);
+  if (length > file_size - 8) {
+    fail(path, "header length " + std::to_string(length) + " exceeds the file (" + std::to_string(file_size) +
                    " bytes): truncated or not a safetensors file");
   }
+  return length;
+}
+
+}  // namespace
+
+std::map<std::string, std::string> read_safetensors_metadata(const std::string& path) {
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
+  if (!in) fail(path, std::string("cannot open: ") + std::strerror(errno));
+  const uint64_t file_size = uint64_t(in.tellg());
+  uint8_t first8[8] = {};
+  in.seekg(0);
+  in.read(reinterpret_cast<char*>(first8), std::min<uint64_t>(8, file_size));
+  const uint64_t length = header_length(first8, file_size, path);
+  std::vector<uint8_t> text(length);
+  in.read(reinterpret_cast<char*>(text.data()), std::streamsize(length));
+  if (!in) fail(path, "read error");
+  const nlohmann::json header = parse_header(path, text.data(), text.data() + text.size());
+  if (!header.is_object()) fail(path, "header is not a JSON object");
+  return metadata_of(header, path);
+}
+
+SafeTensorsFile parse_safetensors(const std::vector<uint8_t>& bytes, const std::string& path) {
+  const uint64_t length = header_length(bytes.data(), bytes.size(), path);
   const nlohmann::json header = parse_header(path, bytes.data() + 8, bytes.data() + 8 + length);
   if (!header.is_object()) fail(path, "header is not a JSON object");
 
   SafeTensorsFile file;
+  file.metadata = metadata_of(header, path);
   std::vector<Span> spans;
   for (const auto& [name, entry] : header.items()) {
-    if (name == "__metadata__") {
-      if (!entry.is_object()) fail(path, "__metadata__ is not an object");
-      for (const auto& [key, value] : entry.items()) {
-        if (!value.is_string()) fail(path, "__metadata__ " + key + " is not a string");
-        file.metadata[key] = value.get<std::string>();
-      }
-      continue;
-    }
+    if (name == "__metadata__") continue;
     if (name.empty()) fail(path, "a tensor has an empty name");
     file.tensors[name] = parse_entry(path, name, entry, bytes, 8 + length, spans);
   }

@@ -4,7 +4,8 @@
 //   header = { "name": {"dtype": "F32", "shape": [64, 3, 3, 3], "data_offsets": [begin, end]}, ...,
 //              "__metadata__": {"key": "value", ...} }      offsets relative to the data start
 //
-// Writing is atomic: a temporary file beside the target, fsync, rename. Reading validates
+// Writing is atomic: a temporary file beside the target (created afresh, never through a
+// symbolic link planted at its name), fsync, rename. Reading validates
 // everything before trusting it (header length against the file size, the JSON, each entry's
 // dtype, shape and offsets inside the data and equal to numel x element size, the tensors tiling
 // the data without gaps or overlaps, no key twice in an object, no tensor without a name) and
@@ -34,6 +35,9 @@ size_t safetensors_dtype_size(const std::string& dtype);
 
 void write_safetensors(const std::string& path, const SafeTensorsFile& file);
 SafeTensorsFile read_safetensors(const std::string& path);
+// The metadata of the file at `path`, from its header alone (the tensors are not read), with the
+// header checked as read_safetensors checks it.
+std::map<std::string, std::string> read_safetensors_metadata(const std::string& path);
 // The same from a file's bytes, with `path` naming them in errors: no file needed (a fuzzer's way in).
 SafeTensorsFile parse_safetensors(const std::vector<uint8_t>& bytes, const std::string& path);
 

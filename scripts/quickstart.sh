@@ -11,6 +11,8 @@ cd "$(dirname "$0")/.."
 scripts/setup.sh
 scripts/build.sh
 mkdir -p runs
+# Each run of the quickstart is a new one in runs/quickstart, unless it is told to --resume.
+case " $* " in *" --resume"*) ;; *) set -- --new-run "$@" ;; esac
 if build/bin/cutrain info | grep -q '^cuda:'; then
   exec build/bin/cutrain train --metrics runs/quickstart.jsonl --save runs/quickstart "$@"
 fi

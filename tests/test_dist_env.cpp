@@ -127,6 +127,10 @@ TEST_CASE("bad job variables are one line naming the variable", "[dist]") {
                     "environment variable CUTRAIN_RDZV_TIMEOUT='soon' is not a number of seconds above 0");
   CHECK_THROWS_WITH(dist_env_from({{"WORLD_SIZE", "4"}, {"LOCAL_WORLD_SIZE", "2"}, {"GROUP_RANK", "2"}}),
                     "GROUP_RANK=2 is not below the number of nodes, 2");
+  // Before, strtol took a leading space or sign.
+  for (const char* rank : {" 0", "+0", "0 ", "-0"})
+    CHECK_THROWS_WITH(dist_env_from({{"RANK", rank}, {"WORLD_SIZE", "2"}}),
+                      std::string("environment variable RANK='") + rank + "' is not a non-negative integer");
 }
 
 TEST_CASE("a rank's GPU: LOCAL_RANK, or the one Slurm gave the task", "[dist]") {

@@ -4,6 +4,7 @@
 #include <regex>
 #include <thread>
 
+#include "tests/mount.h"
 #include "tests/network.h"
 #include "tests/process.h"
 
@@ -56,6 +57,45 @@ TEST_CASE("cutrun --log-dir keeps one file per rank, and --local-ranks-filter pi
   CHECK_THAT(rank0, Catch::Contains("out 0\n"));
   CHECK_THAT(rank0, Catch::Contains("err 0\n"));
   CHECK_THAT(read_file(dir.path() / "rank1.log"), Catch::Contains("out 1\n"));
+}
+
+// 20000 lines, about 200 KB: more than a pipe holds, so a copier that stopped reading would block
+// the rank.
+const std::string kChatty = "i=0; while [ $i -lt 20000 ]; do echo line $i; i=$((i+1)); done; echo finished >&2";
+
+TEST_CASE("cutrun's copier survives a closed standard output and a full --log-dir, and no rank blocks", "[dist]") {
+  // Before, the copier died on EPIPE and the rank then blocked on its full pipe: the job never
+  // ended (here: timeout's exit status 124).
+  auto closed = run({"/bin/sh", "-c", "{ timeout 15 " + kCutrun + " --nproc-per-node 1 sh -c '" + kChatty +
+                                          "'; echo cutrun exited $? >&2; } | head -1"});
+  INFO(closed.output);
+  CHECK_THAT(closed.output, Catch::StartsWith("[rank0]: line 0\n"));
+  CHECK_THAT(closed.output, Catch::Contains("cutrun: warning: cannot write to standard output (Broken pipe); the "
+                                            "ranks' standard output is dropped from now on\n"));
+  CHECK_THAT(closed.output, Catch::Contains("[rank0]: finished\n"));
+  CHECK_THAT(closed.output, Catch::EndsWith("cutrun exited 0\n"));
+
+  TempDir dir;
+  const std::string logs = dir / "logs";
+  cutrain::test::Mount full = cutrain::test::Mount::tmpfs(logs, "size=64k");
+  if (!full.ok()) SKIP_WITHOUT_MOUNT(full);
+  auto r = run({"/usr/bin/timeout", "15", kCutrun, "--nproc-per-node", "1", "--log-dir", logs, "sh", "-c", kChatty});
+  CHECK(r.exit_code == 0);
+  CHECK_THAT(r.output, Catch::Contains("cutrun: warning: --log-dir: cannot write " + logs + "/rank0.log (No space left "
+                                       "on device); the rank's output goes on to the console\n"));
+  CHECK_THAT(r.output, Catch::Contains("[rank0]: line 19999\n"));
+}
+
+TEST_CASE("a 300 MB line without a newline passes through cutrun in pieces, in bounded memory", "[dist]") {
+  // Under a 200 MB address space (thread stacks of 512 KiB), before: a MemoryError in the copier,
+  // then a rank blocked on its full pipe until timeout ended the job.
+  auto r = run({"/bin/bash", "-c",
+                "ulimit -s 512; ulimit -v 200000; exec /usr/bin/timeout 20 " + kCutrun +
+                    " --nproc-per-node 2 --local-ranks-filter 1 sh -c 'if [ $RANK = 0 ]; then head -c 300000000 "
+                    "/dev/zero | tr \"\\0\" x; fi; echo end'"});
+  INFO(r.output.substr(0, 2000));
+  CHECK(r.exit_code == 0);
+  CHECK(r.output == "[rank1]: end\n");
 }
 
 TEST_CASE("a rank exiting with code 3 makes cutrun stop the others and exit 3, naming it", "[dist]") {

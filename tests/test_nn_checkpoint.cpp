@@ -230,6 +230,23 @@ TEST_CASE("Checkpoints holding NaN or infinite weights are refused, naming the t
   CHECK_THROWS_WITH(load_momentum(momentum, model, sgd), Catch::Contains("NaN or infinite values in momentum_buffer.fc.bias (1)"));
 }
 
+TEST_CASE("Checkpoints holding a running variance of zero or below are refused, naming the tensors", "[nn]") {
+  SavedModel saved;
+  SafeTensorsFile file = read_safetensors(saved.path);
+  auto set = [&](const std::string& name, size_t element, float value) {
+    std::memcpy(file.tensors.at(name).data.data() + element * sizeof(float), &value, sizeof value);
+  };
+  set("bn1.running_var", 0, -1);
+  set("layer1.0.bn2.running_var", 1, 0);
+  set("layer1.0.bn2.running_var", 2, -0.0f);
+  set("bn1.running_mean", 0, -1);  // a mean may be anything
+  write_safetensors(saved.path, file);
+  // Before, the file loaded, and evaluation printed an accuracy computed from NaN logits.
+  CHECK_THAT(load_error(saved.path), Catch::EndsWith(": running variances that are zero or negative in "
+                                                     "bn1.running_var (1), layer1.0.bn2.running_var (2)"));
+  CHECK_THROWS_WITH(resnet_config_of(file, saved.path), Catch::Contains("zero or negative in bn1.running_var (1)"));
+}
+
 TEST_CASE("A checkpoint's model shape is read and checked before any model is built", "[nn]") {
   // The listing resnet_config_of checks against matches what real models save, for both stems.
   for (Stem stem : {Stem::cifar, Stem::imagenet}) {

@@ -76,7 +76,7 @@ TEST_CASE("the writer removes what interrupted saves left, and says so in one li
 
   std::vector<std::string> said;
   CheckpointFolder writer(d, 3, [&](const std::string& line) { said.push_back(line); });
-  CHECK(names_in(d) == std::vector<std::string>{"checkpoint-00000008.optim.safetensors",
+  CHECK(names_in(d) == std::vector<std::string>{".cutrain.lock", "checkpoint-00000008.optim.safetensors",
                                                 "checkpoint-00000008.safetensors",
                                                 "checkpoint-00000016.optim.safetensors.tmp." + alive, "notes.txt"});
   REQUIRE(said.size() == 1);
@@ -91,13 +91,89 @@ TEST_CASE("the writer removes what interrupted saves left, and says so in one li
   touch(dir / ("checkpoint-00000030.safetensors.tmp." + std::to_string(::getpid())));
   said.clear();
   writer.save(model, sgd, state_at(1, 0, 1, 4));
-  CHECK(names_in(d) == std::vector<std::string>{"checkpoint-00000008.optim.safetensors",
+  CHECK(names_in(d) == std::vector<std::string>{".cutrain.lock", "checkpoint-00000008.optim.safetensors",
                                                 "checkpoint-00000008.safetensors",
                                                 "checkpoint-00000016.optim.safetensors.tmp." + alive,
                                                 "checkpoint-00000100.optim.safetensors",
                                                 "checkpoint-00000100.safetensors", "notes.txt"});
   REQUIRE(said.size() == 1);
   CHECK_THAT(said[0], Catch::Contains("removed 1 file(s)") && Catch::Contains("(writer " + std::to_string(::getpid())));
+}
+
+TEST_CASE("the folder touches only its own file names and takes the newest by the step recorded inside", "[train]") {
+  test::TempDir dir;
+  const std::string d = dir.path().string();
+  Context ctx({});
+  ResNet18 model(ctx, test::tiny_resnet());
+  SGD sgd(ctx, model.params(), SgdConfig{});
+  auto at_step = [](int64_t step) {
+    TrainingState s = state_at(1, 0, 1, 4);
+    s.global_step = step;
+    return s;
+  };
+  std::string four, eight;
+  {
+    CheckpointFolder writer(d, 2, [](const std::string&) {});
+    four = writer.save(model, sgd, at_step(4));
+    eight = writer.save(model, sgd, at_step(8));
+  }
+  // A user's copies: a named pair, a model file alone, and a numbered copy of step 4's pair.
+  for (const char* copy : {"checkpoint-final", "checkpoint-99999999"}) {
+    fs::copy_file(four, dir / (std::string(copy) + ".safetensors"));
+    fs::copy_file(optim_path_for(four), dir / (std::string(copy) + ".optim.safetensors"));
+  }
+  fs::copy_file(eight, dir / "checkpoint-best.safetensors");
+
+  // Before, checkpoint-final sorted first by name and checkpoint-best was removed as half a save.
+  CheckpointFolder reopened(d, 2, [](const std::string& line) { FAIL("nothing to tidy, but: " << line); });
+  CHECK(reopened.complete_checkpoints() ==
+        std::vector<std::string>{eight, dir / "checkpoint-99999999.safetensors", four});
+  const std::string twelve = reopened.save(model, sgd, at_step(12));
+  CHECK(names_in(d) == std::vector<std::string>{".cutrain.lock", "checkpoint-00000008.optim.safetensors",
+                                                "checkpoint-00000008.safetensors",
+                                                "checkpoint-00000012.optim.safetensors", "checkpoint-00000012.safetensors",
+                                                "checkpoint-best.safetensors", "checkpoint-final.optim.safetensors",
+                                                "checkpoint-final.safetensors"});
+  CHECK(reopened.complete_checkpoints().front() == twelve);
+}
+
+TEST_CASE("one writer holds the folder and a model file loads only with its own optim file", "[train]") {
+  test::TempDir dir;
+  const std::string a = dir / "a", b = dir / "b";
+  Context ctx({});
+  ResNet18 model(ctx, test::tiny_resnet());
+  SGD sgd(ctx, model.params(), SgdConfig{});
+  TrainingState state = state_at(1, 0, 1, 4);
+  state.run_id = "0123456789abcdef";
+  std::string path;
+  {
+    CheckpointFolder writer(a, 3, [](const std::string&) {});
+    CheckpointFolder reader(a, 3);  // another rank only reads: no lock
+    try {
+      CheckpointFolder second(a, 3, [](const std::string&) {});
+      FAIL("a second writer was let in");
+    } catch (const std::runtime_error& e) {
+      CHECK_THAT(e.what(), Catch::StartsWith("--save " + a + " is in use by another run (pid " +
+                                             std::to_string(::getpid()) + " on ") &&
+                               Catch::EndsWith(" UTC): wait for it to end, or choose another --save folder"));
+    }
+    path = writer.save(model, sgd, state);
+  }
+  CheckpointFolder after(a, 3, [](const std::string&) {});  // the lock went with its holder
+  CHECK(load_checkpoint(path, model, sgd).run_id == "0123456789abcdef");
+
+  // Another run's optim file of the same step beside this model file: two runs' halves.
+  state.run_id = "fedcba9876543210";
+  CheckpointFolder other(b, 3, [](const std::string&) {});
+  fs::copy_file(optim_path_for(other.save(model, sgd, state)), optim_path_for(path), fs::copy_options::overwrite_existing);
+  try {
+    load_checkpoint(path, model, sgd);
+    FAIL("two runs' halves loaded as one checkpoint");
+  } catch (const std::runtime_error& e) {
+    CHECK(std::string(e.what()) == path + ": not one checkpoint with its optim file: the model file is of run "
+                                          "0123456789abcdef at step 100, the optim file of run fedcba9876543210 at "
+                                          "step 100");
+  }
 }
 
 TEST_CASE("a checkpoint's training state is range-checked before it is used", "[train]") {

@@ -2,6 +2,8 @@
 // dataset and a narrow ResNet-18 (width 8), so each test takes seconds.
 #include <catch2/catch.hpp>
 
+#include <sys/stat.h>
+
 #include <csignal>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -10,6 +12,7 @@
 #include "data/synthetic.h"
 #include "nn/safetensors.h"
 #include "tests/checkpoint_compare.h"
+#include "tests/mount.h"
 #include "tests/process.h"
 
 namespace {
@@ -175,6 +178,27 @@ TEST_CASE("SIGTERM: the step finishes, a loadable checkpoint is written, the exi
   CHECK(file.tensors.count("fc.weight") == 1);
 }
 
+TEST_CASE("SIGHUP to cutrun stops the job as SIGTERM does, and a stop on an epoch's last step is said", "[train]") {
+  TempDir dir;
+  const std::string data = make_data(dir, 64, 16);
+  const std::string save = dir / "ckpt";
+  // One batch of 64 per epoch: every step is an epoch's last. Before, SIGHUP killed the job with
+  // no save, and a SIGTERM on an epoch's last step printed no "stopped by signal" line.
+  std::vector<std::string> argv = {cutrain::test::binary("cutrun"), "--nproc-per-node", "1"};
+  const auto train = train_command(data, {"--batch-size", "64", "--epochs", "1000", "--eval-every", "0",
+                                          "--log-every", "1", "--save", save});
+  argv.insert(argv.end(), train.begin(), train.end());
+  Process p(argv);
+  REQUIRE(p.read_until("== step: [  1/1]", 3, 60));
+  p.signal(SIGHUP);
+  auto r = p.finish();
+  INFO(r.output);
+  CHECK(r.exit_code == 128 + SIGHUP);
+  CHECK_THAT(r.output, Catch::Contains("cutrun: got SIGHUP; passing SIGTERM to every rank"));
+  CHECK_THAT(r.output, Catch::Contains("[rank0]: cutrain: stopped by signal 15 after step ") &&
+                           Catch::Contains("; checkpoint: " + save + "/checkpoint-"));
+}
+
 TEST_CASE("an absurd learning rate stops with the step of the non-finite loss", "[train]") {
   TempDir dir;
   const std::string data = make_data(dir, 512, 64);
@@ -211,6 +235,8 @@ TEST_CASE("bad input to train: one line naming what is wrong, non-zero exit", "[
     std::string message;
   };
   const std::string nowhere = (dir.path() / "nowhere").string();
+  const std::string fifo = dir / "fifo";
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);  // before, the run blocked opening it
   const std::string images = (dir.path() / "images").string();  // the same, as PNG class folders
   cutrain::write_dataset(images, cutrain::DataFormat::image_folder, cutrain::make_synthetic(64, 0, true),
                          cutrain::make_synthetic(16, 0, false));
@@ -224,6 +250,7 @@ TEST_CASE("bad input to train: one line naming what is wrong, non-zero exit", "[
       {data, {"--target-accuracy", "0.5", "--eval-every", "0"}, "--target-accuracy needs evaluations"},
       {data, {"--local_rank=3"}, "LOCAL_RANK=3 is not below LOCAL_WORLD_SIZE=1"},  // the flag reaches LOCAL_RANK
       {images, {"--max-image-pixels", "1000"}, "00000.png: the image is 32x32, more than 1000 pixels"},
+      {data, {"--metrics", fifo}, "--metrics " + fifo + ": a FIFO that no process reads"},
   };
   for (const Case& c : cases) {
     auto r = cutrain::test::run(train_command(c.data, c.extra));
@@ -275,6 +302,142 @@ TEST_CASE("resume refuses a checkpoint whose state is out of range or from anoth
   CHECK(bad_epoch.exit_code == 1);
   CHECK_THAT(bad_epoch.output, Catch::Contains("cutrain: error: " + optim + ": training state 'epoch' is '-1000', "
                                                "not an integer in [0, 100000]"));
+}
+
+TEST_CASE("a new run in a folder that holds another run's checkpoints is refused unless --new-run", "[train]") {
+  TempDir dir;
+  const std::string data = make_data(dir, 64, 16);  // 2 batches of 32 per epoch
+  const std::string save = dir / "runs";
+  REQUIRE(cutrain::test::run(train_command(data, {"--epochs", "3", "--eval-every", "0", "--save", save})).exit_code == 0);
+  const std::string old_newest = save + "/checkpoint-00000006.safetensors";
+
+  // Before, the new run's checkpoints (steps 2 and 4) were pruned in favour of the old run's
+  // higher steps as soon as they were written, and the run exited 0.
+  auto again = cutrain::test::run(train_command(data, {"--epochs", "2", "--eval-every", "0", "--save", save}));
+  INFO(again.output);
+  CHECK(again.exit_code == 1);
+  CHECK_THAT(again.output, Catch::EndsWith("cutrain: error: --save " + save + " holds the checkpoints of another run "
+                                           "(the newest is " + old_newest + "): go on with it with --resume auto, "
+                                           "choose another --save folder, or add --new-run to delete them and start "
+                                           "afresh there\n"));
+  CHECK(std::filesystem::exists(old_newest));
+
+  auto fresh = cutrain::test::run(train_command(data, {"--epochs", "2", "--eval-every", "0", "--save", save,
+                                                       "--new-run"}));
+  INFO(fresh.output);
+  CHECK(fresh.exit_code == 0);
+  CHECK_THAT(fresh.output, Catch::Contains("checkpoints: --new-run: removed the 3 checkpoint(s) of the earlier run in " +
+                                           save));
+  CHECK(!std::filesystem::exists(old_newest));
+  CHECK(std::filesystem::exists(save + "/checkpoint-00000004.optim.safetensors"));
+}
+
+TEST_CASE("nothing is written through a link planted at a checkpoint's temporary file, the metrics or a log", "[train]") {
+  TempDir dir;
+  const std::string victim = dir / "victim";
+  std::ofstream(victim) << "precious";
+  auto plant = [&](const std::string& at) { std::filesystem::create_symlink(victim, at); };
+
+  const std::string checkpoint = dir / "c.safetensors";
+  plant(checkpoint + ".tmp." + std::to_string(::getpid()));
+  cutrain::SafeTensorsFile file;
+  file.metadata["k"] = "v";
+  cutrain::write_safetensors(checkpoint, file);
+  CHECK(cutrain::read_safetensors(checkpoint).metadata.at("k") == "v");
+
+  const std::string data = make_data(dir, 64, 16), metrics = dir / "m.jsonl";
+  plant(metrics);
+  auto r = cutrain::test::run(train_command(data, {"--epochs", "1", "--metrics", metrics}));
+  CHECK(r.exit_code == 1);
+  CHECK_THAT(r.output, Catch::EndsWith("cutrain: error: --metrics " + metrics + ": is a symbolic link; give the file "
+                                       "it points to\n"));
+
+  const std::string logs = dir / "logs";
+  std::filesystem::create_directory(logs);
+  plant(logs + "/rank0.log");
+  auto launched = cutrain::test::run({cutrain::test::binary("cutrun"), "--nproc-per-node", "1", "--log-dir", logs,
+                                      "/bin/sh", "-c", "echo logged"});
+  CHECK(launched.exit_code == 0);
+  CHECK(cutrain::test::read_file(logs + "/rank0.log") == "logged\n");
+
+  CHECK(cutrain::test::read_file(victim) == "precious");
+}
+
+TEST_CASE("a finished run resumed with the same --max-steps does nothing and says so", "[train]") {
+  TempDir dir;
+  const std::string data = make_data(dir, 64, 16);  // 2 batches of 32 per epoch
+  const std::string save = dir / "ckpt";
+  const std::vector<std::string> flags = {"--epochs", "3", "--eval-every", "0", "--max-steps", "3", "--save", save,
+                                          "--resume", "auto"};
+  REQUIRE(cutrain::test::run(train_command(data, flags)).exit_code == 0);
+  // Before, each rerun trained one more step: checkpoints 4, 5...
+  for (int again = 0; again < 2; ++again) {
+    auto r = cutrain::test::run(train_command(data, flags));
+    INFO(r.output);
+    CHECK(r.exit_code == 0);
+    CHECK_THAT(r.output, Catch::EndsWith("cutrain: nothing to do: the run is at step 3, and --max-steps is 3\n"));
+  }
+  CHECK(!std::filesystem::exists(save + "/checkpoint-00000004.safetensors"));
+  CHECK(std::filesystem::exists(save + "/checkpoint-00000003.safetensors"));
+}
+
+TEST_CASE("a read-only --save is refused before training, and a prune that fails is a warning", "[train]") {
+  TempDir dir;
+  const std::string data = make_data(dir, 64, 16);  // 2 batches of 32 per epoch
+  const std::string read_only = dir / "ro";
+  cutrain::test::Mount ro = cutrain::test::Mount::tmpfs(read_only, "size=64k", MS_RDONLY);
+  if (!ro.ok()) SKIP_WITHOUT_MOUNT(ro);
+  // Before, the run trained its first epoch and then failed at the save.
+  auto refused = cutrain::test::run(train_command(data, {"--epochs", "1", "--save", read_only}));
+  INFO(refused.output);
+  CHECK(refused.exit_code == 1);
+  CHECK_THAT(refused.output, Catch::EndsWith("cutrain: error: --save " + read_only +
+                                             ": cannot write there (Read-only file system)\n"));
+  CHECK_THAT(refused.output, !Catch::Contains("== step"));
+
+  // A file bound over the old optim file cannot be removed (EBUSY, as EPERM in a shared sticky
+  // folder); before, the prune ended the run with a raw filesystem error.
+  const std::string save = dir / "ckpt", other = dir / "other";
+  const std::vector<std::string> flags = {"--eval-every", "0", "--keep-last", "1", "--save", save, "--resume", "auto"};
+  auto with = [&](std::vector<std::string> extra) {
+    extra.insert(extra.end(), flags.begin(), flags.end());
+    return train_command(data, extra);
+  };
+  REQUIRE(cutrain::test::run(with({"--epochs", "1"})).exit_code == 0);
+  const std::string stuck = save + "/checkpoint-00000002.optim.safetensors";
+  std::filesystem::copy_file(stuck, other);  // bound over the file itself: it still loads
+  cutrain::test::Mount bound = cutrain::test::Mount::bind(other, stuck);
+  REQUIRE(bound.ok());
+  auto pruned = cutrain::test::run(with({"--epochs", "2"}));
+  INFO(pruned.output);
+  CHECK(pruned.exit_code == 0);
+  CHECK_THAT(pruned.output, Catch::Contains("cutrain: warning: checkpoints: cannot remove " + stuck +
+                                            " (Device or resource busy); it stays"));
+  CHECK(std::filesystem::exists(save + "/checkpoint-00000004.optim.safetensors"));
+}
+
+TEST_CASE("a torn last metrics record is dropped before appending, and a resume is marked", "[train]") {
+  TempDir dir;
+  const std::string data = make_data(dir, 64, 16);  // 2 batches of 32 per epoch
+  const std::string metrics = dir / "m.jsonl", save = dir / "ckpt";
+  const std::vector<std::string> flags = {"--eval-every", "0", "--metrics", metrics, "--save", save, "--resume", "auto"};
+  auto with = [&](std::vector<std::string> extra) {
+    extra.insert(extra.end(), flags.begin(), flags.end());
+    return train_command(data, extra);
+  };
+  REQUIRE(cutrain::test::run(with({"--epochs", "1"})).exit_code == 0);
+  std::ofstream(metrics, std::ios::app) << R"({"kind":"step","epoch":2,"st)";  // a full disk's last write
+  // Before, the next record went onto the torn line, and the file no longer parsed.
+  auto r = cutrain::test::run(with({"--epochs", "2"}));
+  INFO(r.output);
+  CHECK(r.exit_code == 0);
+  CHECK_THAT(r.output, Catch::StartsWith("cutrain: warning: --metrics " + metrics + ": dropped a torn last record (28 "
+                                         "bytes) that an interrupted write left\n"));
+  const auto resumes = read_metrics(metrics, "resume");  // parses every line
+  REQUIRE(resumes.size() == 1);
+  CHECK(resumes[0]["global_step"] == 2);
+  CHECK(resumes[0]["epoch"] == 2);
+  CHECK(resumes[0]["checkpoint"] == save + "/checkpoint-00000002.safetensors");
 }
 
 TEST_CASE("eval prints the accuracy of a checkpoint, overall and per class, and a corrupt file in one line", "[train]") {
