@@ -100,6 +100,14 @@ TEST_CASE("cutrun --rdzv-timeout reaches the ranks, with the number of nodes", "
   CHECK(zero.output == "cutrun: error: --rdzv-timeout 0: must be above 0 and at most 86400 seconds\n");
 }
 
+TEST_CASE("cutrun refuses a run id too long for a join in one line", "[dist]") {
+  // Before, every join failed with "too many bytes before a join", blaming the store.
+  auto r = run({kCutrun, "--standalone", "--rdzv-id", std::string(5000, 'a'), "/bin/true"});
+  CHECK(r.exit_code == 2);
+  CHECK(r.output == "cutrun: error: --rdzv-id (or CUTRAIN_RUN_ID): 5000 bytes; a run id has at most 1024\n");
+  CHECK(run({kCutrun, "--standalone", "--rdzv-id", std::string(1024, 'a'), "/bin/true"}).exit_code == 0);
+}
+
 TEST_CASE("cutrun --help names the torchrun flags it does not take", "[dist]") {
   auto r = run({kCutrun, "--help"});
   REQUIRE(r.exit_code == 0);
