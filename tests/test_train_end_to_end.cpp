@@ -449,6 +449,30 @@ TEST_CASE("a torn last metrics record is dropped before appending, and a resume 
   CHECK(resumes[0]["checkpoint"] == save + "/checkpoint-00000002.safetensors");
 }
 
+TEST_CASE("a run with --save-every-steps also saves inside an epoch and goes on from there exactly", "[train]") {
+  TempDir dir;
+  const std::string data = make_data(dir, 128, 16);  // 4 batches of 32 per epoch
+  const std::string every = dir / "every", straight = dir / "straight";
+  const std::vector<std::string> flags = {"--epochs", "2", "--eval-every", "0", "--keep-last", "10"};
+  auto with = [&](std::vector<std::string> extra) {
+    extra.insert(extra.end(), flags.begin(), flags.end());
+    return train_command(data, extra);
+  };
+  REQUIRE(cutrain::test::run(with({"--save", straight})).exit_code == 0);
+  REQUIRE(cutrain::test::run(with({"--save", every, "--save-every-steps", "3", "--max-steps", "6"})).exit_code == 0);
+  for (const char* step : {"3", "4", "6"})
+    CHECK(std::filesystem::exists(every + "/checkpoint-0000000" + step + ".optim.safetensors"));
+  std::filesystem::remove(every + "/checkpoint-00000006.optim.safetensors");  // a crash before step 6's save
+  REQUIRE(cutrain::test::run(with({"--save", every, "--save-every-steps", "3", "--resume", "auto"})).exit_code == 0);
+  require_identical(straight + "/checkpoint-00000008.safetensors", every + "/checkpoint-00000008.safetensors");
+  require_identical(straight + "/checkpoint-00000008.optim.safetensors",
+                    every + "/checkpoint-00000008.optim.safetensors");
+
+  auto alone = cutrain::test::run(train_command(data, {"--save-every-steps", "3"}));
+  CHECK(alone.exit_code != 0);
+  CHECK_THAT(alone.output, Catch::Contains("--save-every-steps requires --save"));
+}
+
 TEST_CASE("eval prints the accuracy of a checkpoint, overall and per class, and a corrupt file in one line", "[train]") {
   TempDir dir;
   const std::string data = make_data(dir, 256, 64);
