@@ -119,8 +119,8 @@ TEST_CASE("cutrun --help names the torchrun flags it does not take", "[dist]") {
   auto r = run({kCutrun, "--help"});
   REQUIRE(r.exit_code == 0);
   CHECK_THAT(r.output, Catch::Contains("torchrun flags cutrun does not take"));
-  for (const char* flag : {"--rdzv-backend", "--rdzv-endpoint", "--max-restarts N (N > 0) on several nodes", "--nnodes MIN:MAX",
-                           "--redirects", "--no-python"})
+  for (const char* flag : {"--rdzv-backend", "--rdzv-endpoint", "--max-restarts N (N > 0) on several nodes",
+                           "--nnodes MIN:MAX", "--redirects", "--no-python"})
     CHECK_THAT(r.output, Catch::Contains(flag));
 }
 
