@@ -96,6 +96,10 @@ void add_train_command(CLI::App& app, int& exit_code) {
              "Start afresh in a --save folder that holds another run's checkpoints, deleting them first")
       ->excludes("--resume");
   add_number(cmd, "--keep-last", o.keep_last, "Checkpoints kept in --save", 1, 1 << 20)->capture_default_str();
+  add_number(cmd, "--save-every-steps", o.save_every_steps,
+             "Also save a checkpoint every K optimizer steps inside an epoch, so a crash loses at most K steps "
+             "(0: at the end of each epoch only)", 0, int64_t(1) << 40)
+      ->needs("--save");
   cmd->add_option("--init-from", o.init_from, "Start from these model weights (safetensors, torchvision names)");
   cmd->add_option("--dump-first-step", o.dump_first_step,
                   "Write the loss and gradients of the first batch (in file order, normalised only) and exit");

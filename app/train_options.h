@@ -60,6 +60,7 @@ struct TrainOptions {
   std::string resume;                // checkpoint path or "auto"
   bool new_run = false;              // start afresh in a --save folder that holds another run
   int keep_last = 3;
+  int64_t save_every_steps = 0;      // also save every K steps inside an epoch; 0: at epoch ends only
   std::string init_from;             // start from these model weights (safetensors)
   std::string dump_first_step;       // write the fixed first batch's loss and gradients, then exit
 };

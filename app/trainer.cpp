@@ -511,6 +511,8 @@ int Trainer::run() {
         log_window(epoch, b + 1);
         break;
       }
+      if (opt_.save_every_steps > 0 && state_.global_step % opt_.save_every_steps == 0 && b + 1 < steps_per_epoch_)
+        saved = save_checkpoint();  // mid-epoch; an epoch's end saves below anyway
     }
     if (stop != StopReason::none && state_.batch < steps_per_epoch_) break;  // mid-epoch: saved below
 

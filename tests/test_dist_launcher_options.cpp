@@ -1,4 +1,4 @@
-// cutrun's torchrun conveniences (--nproc-per-node gpu/cpu/auto, --max-restarts 0, --tee,
+// cutrun's torchrun conveniences (--nproc-per-node gpu/cpu/auto, --max-restarts, --tee,
 // --rdzv-timeout, the list of torchrun flags it does not take) and cutrun under srun, one per node,
 // taking its place from Slurm's variables, with the same host lists as cutrain's dist/slurm.cpp.
 // The ranks are tiny shell programs.
@@ -64,12 +64,19 @@ TEST_CASE("cutrun --nproc-per-node gpu starts one rank per visible GPU, and auto
         "(see cutrun --help)\n");
 }
 
-TEST_CASE("cutrun takes --max-restarts 0 and refuses restarts it cannot do", "[dist]") {
+TEST_CASE("cutrun --max-restarts starts the group again after a failure, at most N times", "[dist]") {
   CHECK(run({kCutrun, "--max-restarts", "0", "/bin/true"}).exit_code == 0);
-  auto restarts = run({kCutrun, "--max_restarts", "3", "/bin/true"});
-  CHECK(restarts.exit_code == 2);
-  CHECK_THAT(restarts.output, Catch::StartsWith("cutrun: error: --max-restarts 3: cutrun does not restart ranks"));
-  CHECK(count(restarts.output, "\n") == 1);
+  auto restarts = run({kCutrun, "--nproc-per-node", "2", "--max_restarts", "2", "--restart-delay", "0", "/bin/sh",
+                       "-c", "echo start; [ $RANK = 1 ] && exit 3; sleep 5"});
+  CHECK(restarts.exit_code == 3);
+  CHECK(count(restarts.output, "[rank0]: start") == 3);
+  CHECK_THAT(restarts.output, Catch::Contains("cutrun: restart 2 of 2 in 0 s, after rank 1 exited with code 3: "
+                                              "starting every rank again, which resume as their flags say"));
+  CHECK(restarts.seconds < 10);  // each attempt stopped rank 0 at once
+  auto nodes = run({kCutrun, "--nnodes", "2", "--node-rank", "1", "--rdzv-id", "r", "--max-restarts", "1", "/bin/true"});
+  CHECK(nodes.exit_code == 2);
+  CHECK_THAT(nodes.output, Catch::StartsWith("cutrun: error: --max-restarts 1: restarts are for one node"));
+  CHECK(count(nodes.output, "\n") == 1);
 }
 
 TEST_CASE("cutrun --tee picks the streams in the log files, and alone logs to a fresh folder", "[dist]") {
@@ -100,12 +107,20 @@ TEST_CASE("cutrun --rdzv-timeout reaches the ranks, with the number of nodes", "
   CHECK(zero.output == "cutrun: error: --rdzv-timeout 0: must be above 0 and at most 86400 seconds\n");
 }
 
+TEST_CASE("cutrun refuses a run id too long for a join in one line", "[dist]") {
+  // Before, every join failed with "too many bytes before a join", blaming the store.
+  auto r = run({kCutrun, "--standalone", "--rdzv-id", std::string(5000, 'a'), "/bin/true"});
+  CHECK(r.exit_code == 2);
+  CHECK(r.output == "cutrun: error: --rdzv-id (or CUTRAIN_RUN_ID): 5000 bytes; a run id has at most 1024\n");
+  CHECK(run({kCutrun, "--standalone", "--rdzv-id", std::string(1024, 'a'), "/bin/true"}).exit_code == 0);
+}
+
 TEST_CASE("cutrun --help names the torchrun flags it does not take", "[dist]") {
   auto r = run({kCutrun, "--help"});
   REQUIRE(r.exit_code == 0);
   CHECK_THAT(r.output, Catch::Contains("torchrun flags cutrun does not take"));
-  for (const char* flag : {"--rdzv-backend", "--rdzv-endpoint", "--max-restarts N (N > 0)", "--nnodes MIN:MAX",
-                           "--redirects", "--no-python"})
+  for (const char* flag : {"--rdzv-backend", "--rdzv-endpoint", "--max-restarts N (N > 0) on several nodes",
+                           "--nnodes MIN:MAX", "--redirects", "--no-python"})
     CHECK_THAT(r.output, Catch::Contains(flag));
 }
 

@@ -5,6 +5,8 @@
 #include <sys/stat.h>
 
 #include <csignal>
+#include <random>
+#include <thread>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -438,6 +440,68 @@ TEST_CASE("a torn last metrics record is dropped before appending, and a resume 
   CHECK(resumes[0]["global_step"] == 2);
   CHECK(resumes[0]["epoch"] == 2);
   CHECK(resumes[0]["checkpoint"] == save + "/checkpoint-00000002.safetensors");
+}
+
+TEST_CASE("a run with --save-every-steps also saves inside an epoch and goes on from there exactly", "[train]") {
+  TempDir dir;
+  const std::string data = make_data(dir, 128, 16);  // 4 batches of 32 per epoch
+  const std::string every = dir / "every", straight = dir / "straight";
+  const std::vector<std::string> flags = {"--epochs", "2", "--eval-every", "0", "--keep-last", "10"};
+  auto with = [&](std::vector<std::string> extra) {
+    extra.insert(extra.end(), flags.begin(), flags.end());
+    return train_command(data, extra);
+  };
+  REQUIRE(cutrain::test::run(with({"--save", straight})).exit_code == 0);
+  REQUIRE(cutrain::test::run(with({"--save", every, "--save-every-steps", "3", "--max-steps", "6"})).exit_code == 0);
+  for (const char* step : {"3", "4", "6"})
+    CHECK(std::filesystem::exists(every + "/checkpoint-0000000" + step + ".optim.safetensors"));
+  std::filesystem::remove(every + "/checkpoint-00000006.optim.safetensors");  // a crash before step 6's save
+  REQUIRE(cutrain::test::run(with({"--save", every, "--save-every-steps", "3", "--resume", "auto"})).exit_code == 0);
+  require_identical(straight + "/checkpoint-00000008.safetensors", every + "/checkpoint-00000008.safetensors");
+  require_identical(straight + "/checkpoint-00000008.optim.safetensors",
+                    every + "/checkpoint-00000008.optim.safetensors");
+
+  auto alone = cutrain::test::run(train_command(data, {"--save-every-steps", "3"}));
+  CHECK(alone.exit_code != 0);
+  CHECK_THAT(alone.output, Catch::Contains("--save-every-steps requires --save"));
+}
+
+TEST_CASE("cutrun --max-restarts survives 3 random kills and ends bit-identical to a run without faults", "[train]") {
+  TempDir dir;
+  const std::string data = make_data(dir, 256, 16);  // 2 ranks: 4 batches of 32 per epoch each
+  const std::string straight = dir / "straight", faulty = dir / "faulty";
+  auto job = [&](const std::string& save, std::vector<std::string> launcher) {
+    std::vector<std::string> argv = {cutrain::test::binary("cutrun"), "--standalone", "--nproc-per-node", "2"};
+    argv.insert(argv.end(), launcher.begin(), launcher.end());
+    const auto train = train_command(data, {"--epochs", "5", "--eval-every", "0", "--log-every", "1", "--workers",
+                                            "1", "--save", save, "--resume", "auto", "--save-every-steps", "1"});
+    argv.insert(argv.end(), train.begin(), train.end());
+    return argv;
+  };
+  REQUIRE(cutrain::test::run(job(straight, {})).exit_code == 0);
+
+  std::random_device seed;
+  const unsigned drawn = seed();
+  std::mt19937 random(drawn);
+  INFO("random seed " << drawn);
+  Process p(job(faulty, {"--max-restarts", "3", "--restart-delay", "0.1"}));
+  size_t steps_seen = 0;
+  for (int fault = 1; fault <= 3; ++fault) {
+    // Some steps into this attempt, a random rank dies at a random moment.
+    steps_seen += 1 + random() % 3;
+    REQUIRE(p.read_until("[rank0]: == step", steps_seen, 60));
+    std::this_thread::sleep_for(std::chrono::milliseconds(random() % 150));
+    const std::map<int, pid_t> ranks = cutrain::test::ranks_of(p.pid());
+    REQUIRE(ranks.size() == 2);
+    ::kill(ranks.at(int(random() % 2)), SIGKILL);
+    REQUIRE(p.read_until(std::vector<std::string>{"", "restart 1 of 3", "restart 2 of 3", "restart 3 of 3"}[fault], 1, 60));
+  }
+  auto r = p.finish();
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  const std::string last = "/checkpoint-00000020";
+  require_identical(straight + last + ".safetensors", faulty + last + ".safetensors");
+  require_identical(straight + last + ".optim.safetensors", faulty + last + ".optim.safetensors");
 }
 
 TEST_CASE("eval prints the accuracy of a checkpoint, overall and per class, and a corrupt file in one line", "[train]") {
