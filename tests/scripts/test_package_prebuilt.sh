@@ -3,10 +3,14 @@
 # binary links exactly one CUDA runtime.
 source "$(dirname "$0")/common.sh"
 [ -x "$bin/cutrain" ] || skip "$bin/cutrain not built"
-# One CUDA runtime: the shared libcudart, and not the static one as well (a static runtime linked in
-# would define the runtime's functions inside the binary).
+# One CUDA runtime: the shared libcudart, and not the static one as well, neither inside the binary
+# (it would define the runtime's functions) nor on its link line (CMake adds -lcudart_static to a
+# target with .cu sources unless told otherwise; behind libcudart.so it pulled nothing in, but
+# only because of the order).
 ldd "$bin/cutrain" | grep -q 'libcudart\.so' || fail "cutrain does not load the shared CUDA runtime"
 if nm "$bin/cutrain" | grep -qE ' T cudaGetDeviceCount$'; then fail "cutrain has the static CUDA runtime linked in too"; fi
+link="$bin/../app/CMakeFiles/cutrain.dir/link.txt"  # the Makefile generator's link command
+if [ -f "$link" ] && grep -q cudart_static "$link"; then fail "cutrain's link line names the static CUDA runtime"; fi
 bash "$repo/scripts/package-prebuilt.sh" --bin "$bin" --out "$scratch/gpu" >"$scratch/out.txt" || fail "exit $?"
 [ -x "$scratch/gpu/bin/cutrain" ] || fail "bin/cutrain not copied"
 libs="$(ls "$scratch/gpu/lib")"
