@@ -7,8 +7,10 @@ source "$(dirname "$0")/common.sh"
 # (it would define the runtime's functions) nor on its link line (CMake adds -lcudart_static to a
 # target with .cu sources unless told otherwise; behind libcudart.so it pulled nothing in, but
 # only because of the order).
-ldd "$bin/cutrain" | grep -q 'libcudart\.so' || fail "cutrain does not load the shared CUDA runtime"
-if nm "$bin/cutrain" | grep -qE ' T cudaGetDeviceCount$'; then fail "cutrain has the static CUDA runtime linked in too"; fi
+ldd "$bin/cutrain" >"$scratch/ldd.txt"  # (not piped into grep -q, which may close the pipe early)
+nm "$bin/cutrain" >"$scratch/nm.txt"
+grep -q 'libcudart\.so' "$scratch/ldd.txt" || fail "cutrain does not load the shared CUDA runtime"
+if grep -qE ' T cudaGetDeviceCount$' "$scratch/nm.txt"; then fail "cutrain has the static CUDA runtime linked in too"; fi
 link="$bin/../app/CMakeFiles/cutrain.dir/link.txt"  # the Makefile generator's link command
 if [ -f "$link" ] && grep -q cudart_static "$link"; then fail "cutrain's link line names the static CUDA runtime"; fi
 bash "$repo/scripts/package-prebuilt.sh" --bin "$bin" --out "$scratch/gpu" >"$scratch/out.txt" || fail "exit $?"
