@@ -1,4 +1,4 @@
-// `cutrain info`: the versions of the libraries this process loaded (the CUDA toolkit's or
+// `cutrain info`: cutrain's version and commit, the versions of the libraries this process loaded (the CUDA toolkit's or
 // Python's nvidia-* wheels, whichever the library path found first), and the CUDA devices of this
 // machine.
 #include <cstdio>
@@ -8,6 +8,7 @@
 #include <nccl.h>
 
 #include "app/commands.h"
+#include "app/version.h"
 #include "kernels/check.h"
 #include "kernels/device.h"
 
@@ -36,6 +37,7 @@ std::string nccl_version() {
 void add_info_command(CLI::App& app, int& exit_code) {
   auto* cmd = app.add_subcommand("info", "Print the loaded library versions and the CUDA devices of this machine");
   cmd->callback([&exit_code] {
+    std::printf("%s\n", version_line().c_str());
     const size_t cudnn = cudnnGetVersion();
     int runtime = 0, driver = 0;
     cudaRuntimeGetVersion(&runtime);
