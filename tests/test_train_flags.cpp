@@ -157,3 +157,13 @@ TEST_CASE("cutrain help and cutrain --version answer with the help and the versi
   CHECK_THAT(version.output, Catch::Matches("cutrain [0-9]+\\.[0-9]+\\.[0-9]+ \\(commit ([0-9a-f]{7,}(-dirty)?|unknown)\\)\n"));
   CHECK_THAT(cutrain::test::run({cutrain, "info"}).output, Catch::StartsWith(cutrain::version_line() + "\n"));
 }
+
+TEST_CASE("the training banner names the version and counts in the singular for one", "[train]") {
+  const auto r = cutrain::test::run({cutrain::test::binary("cutrain"), "train", "--device", "cpu", "--synthetic-train",
+                                     "16", "--synthetic-test", "8", "--batch-size", "16", "--epochs", "1", "--width",
+                                     "1", "--eval-every", "0", "--workers", "1"});
+  INFO(r.output);
+  CHECK(r.exit_code == 0);
+  CHECK_THAT(r.output, Catch::Contains(cutrain::version_line() + ": ResNet-18, cifar stem"));
+  CHECK_THAT(r.output, Catch::Contains(", 1 step per epoch, 1 epoch; SGD"));
+}
