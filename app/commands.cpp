@@ -107,7 +107,7 @@ void add_help_command(CLI::App& app, int& exit_code) {
 void add_commands(CLI::App& app, int& exit_code) {
   app.formatter(std::make_shared<HelpFormatter>());  // before the subcommands, which copy it
   app.failure_message(usage_error);
-  app.set_version_flag("--version", version_line());
+  app.set_version_flag("--version", version_line(), "Print the version and git commit, and exit");
   app.require_subcommand(1);
   // Subcommands inherit this: an option they do not know (--local_rank) goes to the app.
   app.fallthrough();

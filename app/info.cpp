@@ -35,7 +35,8 @@ std::string nccl_version() {
 }  // namespace
 
 void add_info_command(CLI::App& app, int& exit_code) {
-  auto* cmd = app.add_subcommand("info", "Print the loaded library versions and the CUDA devices of this machine");
+  auto* cmd = app.add_subcommand("info",
+                                 "Print cutrain's version and commit, the loaded library versions and the CUDA devices");
   cmd->callback([&exit_code] {
     std::printf("%s\n", version_line().c_str());
     const size_t cudnn = cudnnGetVersion();
