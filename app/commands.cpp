@@ -21,7 +21,8 @@ size_t edit_distance(const std::string& a, const std::string& b) {
   for (size_t i = 1; i <= a.size(); ++i)
     for (size_t j = 1; j <= b.size(); ++j) {
       d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + (a[i - 1] != b[j - 1])});
-      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1]) d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1])
+        d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
     }
   return d[a.size()][b.size()];
 }
@@ -47,8 +48,17 @@ std::vector<std::string> option_names(const CLI::App* command) {
   return names;
 }
 
+// The names of `app`'s subcommands: "info", "train", ...
+std::vector<std::string> command_names(const CLI::App& app) {
+  std::vector<std::string> names;
+  for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; }))
+    names.push_back(sub->get_name());
+  return names;
+}
+
 // A usage error as one line, with the likely meaning of a mistyped option or command:
-//   cutrain: error: The following arguments were not expected: 3 --epoch; did you mean --epochs? (see cutrain train --help)
+//   cutrain: error: The following arguments were not expected: 3 --epoch; did you mean --epochs? (see
+//   cutrain train --help)
 //   cutrain: error: trian is not a command; did you mean train? (see cutrain --help)
 std::string usage_error(const CLI::App* app, const CLI::Error& e) {
   const CLI::App* command = app;  // the subcommand the error is about, when one was given
@@ -56,9 +66,7 @@ std::string usage_error(const CLI::App* app, const CLI::Error& e) {
   std::string message = e.what();
   for (std::string word : app->remaining(true)) {
     if (command == app && !word.starts_with("-")) {
-      std::vector<std::string> commands;
-      for (const CLI::App* sub : app->get_subcommands([](const CLI::App*) { return true; })) commands.push_back(sub->get_name());
-      const std::string guess = nearest(word, commands);
+      const std::string guess = nearest(word, command_names(*app));
       message = word + " is not a command" + (guess.empty() ? "" : "; did you mean " + guess + "?");
       break;
     }
@@ -90,9 +98,7 @@ class HelpFormatter : public CLI::Formatter {
 void add_help_command(CLI::App& app, int& exit_code) {
   auto* cmd = app.add_subcommand("help", "Print this help, or a command's: cutrain help train");
   auto topic = std::make_shared<std::string>();
-  std::vector<std::string> commands;
-  for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; })) commands.push_back(sub->get_name());
-  cmd->add_option("command", *topic, "the command to explain")->check(CLI::IsMember(commands));
+  cmd->add_option("command", *topic, "the command to explain")->check(CLI::IsMember(command_names(app)));
   cmd->callback([&app, topic, &exit_code] {
     // Not app.help(): it would explain the command that is running, `help` itself.
     const CLI::App* about = topic->empty() ? &app : app.get_subcommand(*topic);

@@ -209,9 +209,10 @@ void Trainer::build_model() {
   sampler_ = std::make_unique<DistributedSampler>(int64_t(train.size()), env_.world_size, env_.rank,
                                                   /*shuffle=*/true, opt_.seed);
   if (opt_.batch_size > sampler_->num_samples())
-    throw std::runtime_error("--batch-size " + std::to_string(opt_.batch_size) + " is larger than this rank's shard of " +
-                             std::to_string(sampler_->num_samples()) + " training images (" +
-                             std::to_string(train.size()) + " images over " + counted(env_.world_size, "rank") + ")");
+    throw std::runtime_error("--batch-size " + std::to_string(opt_.batch_size) +
+                             " is larger than this rank's shard of " + std::to_string(sampler_->num_samples()) +
+                             " training images (" + std::to_string(train.size()) + " images over " +
+                             counted(env_.world_size, "rank") + ")");
   steps_per_epoch_ = int64_t(count_batches(size_t(sampler_->num_samples()), opt_.batch_size, /*drop_last=*/true));
 
   ResNetConfig mc;

@@ -107,7 +107,8 @@ TEST_CASE("add_number reads plain decimal numbers in its range, and --help says 
 TEST_CASE("a nonsense number to cutrain train: one line naming the flag, before anything runs", "[train]") {
   const auto r = cutrain::test::run({cutrain::test::binary("cutrain"), "train", "--lr", "nan", "--device", "cpu"});
   CHECK(r.exit_code == 2);
-  CHECK(r.output == "cutrain: error: --lr: nan is not a finite decimal number in [0, 1e+06] (see cutrain train --help)\n");
+  CHECK(r.output ==
+        "cutrain: error: --lr: nan is not a finite decimal number in [0, 1e+06] (see cutrain train --help)\n");
   const auto help = cutrain::test::run({cutrain::test::binary("cutrain"), "train", "--help"});
   CHECK_THAT(help.output, Catch::Contains("--weight-decay NUMBER in [0, 1]"));
   CHECK_THAT(help.output, Catch::Contains("--seed INT in [0, 18446744073709551615]"));
@@ -143,7 +144,8 @@ TEST_CASE("cutrain help and cutrain --version answer with the help and the versi
   const std::string cutrain = cutrain::test::binary("cutrain");
   const auto help = cutrain::test::run({cutrain, "help"});
   CHECK(help.exit_code == 0);
-  CHECK_THAT(help.output, Catch::Contains("SUBCOMMAND") && Catch::Contains("bench-step") && Catch::Contains("--version"));
+  CHECK_THAT(help.output,
+             Catch::Contains("SUBCOMMAND") && Catch::Contains("bench-step") && Catch::Contains("--version"));
   const auto train_help = cutrain::test::run({cutrain, "help", "train"});
   CHECK(train_help.exit_code == 0);
   CHECK(train_help.output == cutrain::test::run({cutrain, "train", "--help"}).output);
@@ -154,7 +156,8 @@ TEST_CASE("cutrain help and cutrain --version answer with the help and the versi
   const auto version = cutrain::test::run({cutrain, "--version"});
   CHECK(version.exit_code == 0);
   CHECK(version.output == cutrain::version_line() + "\n");
-  CHECK_THAT(version.output, Catch::Matches("cutrain [0-9]+\\.[0-9]+\\.[0-9]+ \\(commit ([0-9a-f]{7,}(-dirty)?|unknown)\\)\n"));
+  CHECK_THAT(version.output,
+             Catch::Matches("cutrain [0-9]+\\.[0-9]+\\.[0-9]+ \\(commit ([0-9a-f]{7,}(-dirty)?|unknown)\\)\n"));
   CHECK_THAT(cutrain::test::run({cutrain, "info"}).output, Catch::StartsWith(cutrain::version_line() + "\n"));
 }
 
