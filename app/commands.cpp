@@ -71,7 +71,12 @@ std::string usage_error(const CLI::App* app, const CLI::Error& e) {
       break;
     }
     if (word.starts_with("--")) {
-      const std::string guess = nearest(word.substr(0, word.find('=')), option_names(command));
+      const std::string option = word.substr(0, word.find('='));
+      const std::string guess = nearest(option, option_names(command));
+      if (guess == option) {  // `cutrain --epochs 3 train`: the command's own option, before the command
+        message += "; " + option + " goes after " + command->get_name();
+        break;
+      }
       if (!guess.empty()) {
         message += "; did you mean " + guess + "?";
         break;

@@ -122,6 +122,7 @@ TEST_CASE("a usage error is one line starting with cutrain:, names the option or
        "The following arguments were not expected: 3 --epoch; did you mean --epochs? (see cutrain train --help)"},
       {{"train", "--batchsize=8"}, "did you mean --batch-size? (see cutrain train --help)"},
       {{"eval", "--chekpoint", "x"}, "--checkpoint is required; did you mean --checkpoint? (see cutrain eval --help)"},
+      {{"--epochs", "3", "train"}, "3 --epochs; --epochs goes after train (see cutrain train --help)"},
       {{"train", "--zzzzzzzz"}, "The following argument was not expected: --zzzzzzzz (see cutrain train --help)"},
       {{"trian"}, "trian is not a command; did you mean train? (see cutrain --help)"},
       {{"bench-stpe"}, "bench-stpe is not a command; did you mean bench-step? (see cutrain --help)"},
