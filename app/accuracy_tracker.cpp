@@ -4,6 +4,8 @@
 #include <cstdio>
 #include <stdexcept>
 
+#include "app/counted.h"
+
 namespace cutrain {
 
 AccuracyTracker::AccuracyTracker(EvalSchedule schedule, std::optional<double> target, int64_t steps_per_epoch)
@@ -32,13 +34,13 @@ std::string AccuracyTracker::summary_line(int epochs_run) const {
   char line[256];
   if (reached_)
     std::snprintf(line, sizeof line,
-                  "time to %.2f%% test accuracy: %.1f s of training, %.2f epochs (%lld steps); evaluations took "
+                  "time to %.2f%% test accuracy: %.1f s of training, %.2f epochs (%s); evaluations took "
                   "%.1f s more",
-                  100 * *target_, reached_->training_s, reached_->epochs, static_cast<long long>(reached_->steps),
+                  100 * *target_, reached_->training_s, reached_->epochs, counted(reached_->steps, "step").c_str(),
                   reached_->evaluation_s);
   else if (best_)
-    std::snprintf(line, sizeof line, "target %.2f%% test accuracy not reached in %d epochs (best %.2f%%)",
-                  100 * *target_, epochs_run, 100 * *best_);
+    std::snprintf(line, sizeof line, "target %.2f%% test accuracy not reached in %s (best %.2f%%)",
+                  100 * *target_, counted(epochs_run, "epoch").c_str(), 100 * *best_);
   else
     std::snprintf(line, sizeof line, "target %.2f%% test accuracy not reached: no evaluation ran", 100 * *target_);
   return line;

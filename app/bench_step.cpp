@@ -8,6 +8,7 @@
 #include <random>
 
 #include "app/commands.h"
+#include "app/counted.h"
 #include "app/flags.h"
 #include "app/profiler.h"
 #include "app/step_plan.h"
@@ -136,8 +137,8 @@ void run_bench_step(const BenchStepOptions& o) {
   if (gpu)
     std::printf("  set-up %.1f s (context, model, cuDNN's algorithms %s)\n", setup_seconds,
                 o.cudnn_benchmark ? "measured or read from the cache" : "by heuristics");
-  std::printf("  %.2f ms/step, %.0f images/s (%d steps after %d warm-up; last loss %.4f)\n", ms,
-              config.batch_size * steps / seconds, steps, warmup, loss);
+  std::printf("  %.2f ms/step, %.0f images/s (%s after %d warm-up; last loss %.4f)\n", ms,
+              config.batch_size * steps / seconds, counted(steps, "step").c_str(), warmup, loss);
 }
 
 }  // namespace

@@ -8,7 +8,9 @@
 
 namespace cutrain {
 
-// Every subcommand, and --local_rank: the whole `cutrain` command line.
+// Every subcommand, --local_rank and --version: the whole `cutrain` command line. A usage error
+// is one line starting "cutrain: error:", with "did you mean --epochs?" when an option or command
+// is near a known one.
 void add_commands(CLI::App& app, int& exit_code);
 
 void add_info_command(CLI::App& app, int& exit_code);

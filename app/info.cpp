@@ -1,6 +1,6 @@
-// `cutrain info`: the versions of the libraries this process loaded (the CUDA toolkit's or
-// Python's nvidia-* wheels, whichever the library path found first), and the CUDA devices of this
-// machine.
+// `cutrain info`: cutrain's version and commit, the versions of the libraries this process loaded
+// (the CUDA toolkit's or Python's nvidia-* wheels, whichever the library path found first), and
+// the CUDA devices of this machine.
 #include <cstdio>
 
 #include <cublas_v2.h>
@@ -8,6 +8,7 @@
 #include <nccl.h>
 
 #include "app/commands.h"
+#include "app/version.h"
 #include "kernels/check.h"
 #include "kernels/device.h"
 
@@ -34,8 +35,10 @@ std::string nccl_version() {
 }  // namespace
 
 void add_info_command(CLI::App& app, int& exit_code) {
-  auto* cmd = app.add_subcommand("info", "Print the loaded library versions and the CUDA devices of this machine");
+  auto* cmd = app.add_subcommand(
+      "info", "Print cutrain's version and commit, the loaded library versions and the CUDA devices");
   cmd->callback([&exit_code] {
+    std::printf("%s\n", version_line().c_str());
     const size_t cudnn = cudnnGetVersion();
     int runtime = 0, driver = 0;
     cudaRuntimeGetVersion(&runtime);

@@ -11,7 +11,10 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    // --help and --version exit with 0; a usage error is one line (add_commands) and status 2, as
+    // in argparse.
+    constexpr int kUsageError = 2;
+    return app.exit(e) == 0 ? 0 : kUsageError;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "cutrain: error: %s\n", e.what());
     return 1;

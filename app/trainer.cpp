@@ -13,6 +13,7 @@
 #include "app/accuracy_tracker.h"
 #include "app/batch_feed.h"
 #include "app/checkpoints.h"
+#include "app/counted.h"
 #include "app/datasets.h"
 #include "app/device_choice.h"
 #include "app/evaluator.h"
@@ -25,6 +26,7 @@
 #include "app/step_graph.h"
 #include "app/step_metrics.h"
 #include "app/train_step.h"
+#include "app/version.h"
 #include "data/sampler.h"
 #include "dist/communicator.h"
 #include "dist/env.h"
@@ -207,10 +209,10 @@ void Trainer::build_model() {
   sampler_ = std::make_unique<DistributedSampler>(int64_t(train.size()), env_.world_size, env_.rank,
                                                   /*shuffle=*/true, opt_.seed);
   if (opt_.batch_size > sampler_->num_samples())
-    throw std::runtime_error("--batch-size " + std::to_string(opt_.batch_size) + " is larger than this rank's shard of " +
-                             std::to_string(sampler_->num_samples()) + " training images (" +
-                             std::to_string(train.size()) + " images over " + std::to_string(env_.world_size) +
-                             " ranks)");
+    throw std::runtime_error("--batch-size " + std::to_string(opt_.batch_size) +
+                             " is larger than this rank's shard of " + std::to_string(sampler_->num_samples()) +
+                             " training images (" + std::to_string(train.size()) + " images over " +
+                             counted(env_.world_size, "rank") + ")");
   steps_per_epoch_ = int64_t(count_batches(size_t(sampler_->num_samples()), opt_.batch_size, /*drop_last=*/true));
 
   ResNetConfig mc;
@@ -310,16 +312,16 @@ void Trainer::broadcast_state() {
 void Trainer::print_banner() const {
   if (!log_->active()) return;  // rank 0 alone knows every rank's device
   const ResNetConfig& c = model_->config();
-  log_->print("cutrain: ResNet-18, %s stem, width %d, %d classes, %lld parameters", stem_name(c.stem), c.width,
-              c.num_classes, static_cast<long long>(model_->num_parameters()));
+  log_->print("%s: ResNet-18, %s stem, width %d, %d classes, %lld parameters", version_line().c_str(),
+              stem_name(c.stem), c.width, c.num_classes, static_cast<long long>(model_->num_parameters()));
   log_->print("  world size %d, precision %s, CUDA graphs %s", env_.world_size, dtype_ == DType::bf16 ? "bf16" : "fp32",
               device_ == Device::cuda ? opt_.cuda_graphs.c_str() : "n/a");
   for (int r = 0; r < env_.world_size; ++r) log_->print("  rank %d: %s", r, rank_devices_[size_t(r)].c_str());
   log_->print("  data %s: %zu train, %zu test images", data_.source.c_str(), data_.train.size(), data_.test.size());
-  log_->print("  batch %d per rank (%d global), %lld steps per epoch, %d epochs; SGD lr %g (%s), momentum %g%s, "
+  log_->print("  batch %d per rank (%d global), %s per epoch, %s; SGD lr %g (%s), momentum %g%s, "
               "weight decay %g",
-              opt_.batch_size, opt_.batch_size * env_.world_size, static_cast<long long>(steps_per_epoch_),
-              opt_.epochs, opt_.lr, opt_.lr_schedule.c_str(), opt_.momentum, opt_.nesterov ? " nesterov" : "",
+              opt_.batch_size, opt_.batch_size * env_.world_size, counted(steps_per_epoch_, "step").c_str(),
+              counted(opt_.epochs, "epoch").c_str(), opt_.lr, opt_.lr_schedule.c_str(), opt_.momentum, opt_.nesterov ? " nesterov" : "",
               opt_.weight_decay);
   const size_t buckets = step_->buckets().size();
   if (comm_) {
@@ -447,7 +449,7 @@ void Trainer::check_replicas_agree() {
     if (std::abs(mean[k] - sums[k]) > 1e-12 * std::max(1.0, std::abs(sums[k]))) disagree = 1;
   comm_->all_reduce_host(&disagree, 1, ReduceOp::sum);
   if (disagree > 0)
-    throw std::runtime_error("the parameters of " + std::to_string(int(disagree)) + " rank(s) differ from the others' "
+    throw std::runtime_error("the parameters of " + counted(int(disagree), "rank") + " differ from the others' "
                              "at the end of training");
   log_->print("parameters identical on all %d ranks", env_.world_size);
 }

@@ -7,6 +7,7 @@
 #include <catch2/catch.hpp>
 #include <filesystem>
 
+#include "app/version.h"
 #include "dist/slurm.h"
 #include "tests/process.h"
 
@@ -156,5 +157,23 @@ TEST_CASE("cutrun under srun finds the master as cutrain does", "[dist]") {
                          {}, "echo master=$MASTER_ADDR");
     CHECK(r.exit_code == 0);
     CHECK_THAT(r.output, Catch::Contains("master=" + cutrain::expand_hostlist(list).front() + "\n"));
+  }
+}
+
+TEST_CASE("cutrun --version says the version and commit cutrain --version says", "[dist]") {
+  const auto r = run({kCutrun, "--version"});
+  CHECK(r.exit_code == 0);
+  CHECK("cutrain" + r.output.substr(std::string("cutrun").size()) == cutrain::version_line() + "\n");
+}
+
+TEST_CASE("cutrain --local-rank N, torch 2.x's spelling, means LOCAL_RANK=N before or after the subcommand", "[dist]") {
+  // A world of one has a single local rank, so local rank 1 must be refused, and named.
+  const std::string cutrain = cutrain::test::binary("cutrain");
+  for (const std::vector<std::string>& argv :
+       {std::vector<std::string>{cutrain, "--local-rank=1", "bench-allreduce", "--max-bytes", "4K"},
+        std::vector<std::string>{cutrain, "bench-allreduce", "--local-rank", "1", "--max-bytes", "4K"}}) {
+    const auto r = run(argv);
+    CHECK(r.exit_code == 1);
+    CHECK(r.output == "cutrain: error: LOCAL_RANK=1 is not below LOCAL_WORLD_SIZE=1\n");
   }
 }

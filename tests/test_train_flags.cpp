@@ -7,6 +7,7 @@
 
 #include "app/commands.h"
 #include "app/flags.h"
+#include "app/version.h"
 #include "tests/process.h"
 
 namespace {
@@ -43,7 +44,7 @@ TEST_CASE("every numeric flag of every subcommand refuses NaN, infinities, hex a
     const std::string before = command.empty() ? "" : command + " ", after = command.empty() ? " info" : "";
     for (const CLI::Option* option : app->get_options()) {
       const std::string name = option->get_name();
-      if (name == "--help" || option->get_type_name().rfind("TEXT", 0) == 0) continue;
+      if (name == "--help" || name == "--version" || option->get_type_name().rfind("TEXT", 0) == 0) continue;
       INFO(before + name + " (" + option->get_type_name() + ")");
       if (option->get_expected_min() == 0) {  // a switch
         ++switches;
@@ -105,9 +106,68 @@ TEST_CASE("add_number reads plain decimal numbers in its range, and --help says 
 
 TEST_CASE("a nonsense number to cutrain train: one line naming the flag, before anything runs", "[train]") {
   const auto r = cutrain::test::run({cutrain::test::binary("cutrain"), "train", "--lr", "nan", "--device", "cpu"});
-  CHECK(r.exit_code != 0);
-  CHECK_THAT(r.output, Catch::StartsWith("--lr: nan is not a finite decimal number in [0, 1e+06]\n"));
+  CHECK(r.exit_code == 2);
+  CHECK(r.output ==
+        "cutrain: error: --lr: nan is not a finite decimal number in [0, 1e+06] (see cutrain train --help)\n");
   const auto help = cutrain::test::run({cutrain::test::binary("cutrain"), "train", "--help"});
   CHECK_THAT(help.output, Catch::Contains("--weight-decay NUMBER in [0, 1]"));
   CHECK_THAT(help.output, Catch::Contains("--seed INT in [0, 18446744073709551615]"));
+}
+
+TEST_CASE("a usage error is one line starting with cutrain:, names the option or command meant, and exits with 2",
+          "[train]") {
+  const std::string cutrain = cutrain::test::binary("cutrain");
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases{
+      {{"train", "--epoch", "3"},
+       "The following arguments were not expected: 3 --epoch; did you mean --epochs? (see cutrain train --help)"},
+      {{"train", "--batchsize=8"}, "did you mean --batch-size? (see cutrain train --help)"},
+      {{"eval", "--chekpoint", "x"}, "--checkpoint is required; did you mean --checkpoint? (see cutrain eval --help)"},
+      {{"--epochs", "3", "train"}, "3 --epochs; --epochs goes after train (see cutrain train --help)"},
+      {{"train", "--zzzzzzzz"}, "The following argument was not expected: --zzzzzzzz (see cutrain train --help)"},
+      {{"trian"}, "trian is not a command; did you mean train? (see cutrain --help)"},
+      {{"bench-stpe"}, "bench-stpe is not a command; did you mean bench-step? (see cutrain --help)"},
+      {{"xyzzy"}, "xyzzy is not a command (see cutrain --help)"},
+      {{}, "A subcommand is required (see cutrain --help)"},
+      {{"train", "--nesterov=2"}, "2 is not one of true/false, on/off, yes/no, 1/0 (see cutrain train --help)"},
+  };
+  for (const auto& [args, message] : cases) {
+    std::vector<std::string> argv{cutrain};
+    argv.insert(argv.end(), args.begin(), args.end());
+    const auto r = cutrain::test::run(argv);
+    INFO(r.output);
+    CHECK(r.exit_code == 2);
+    CHECK_THAT(r.output, Catch::StartsWith("cutrain: error: ") && Catch::EndsWith(message + "\n"));
+    CHECK(std::count(r.output.begin(), r.output.end(), '\n') == 1);
+  }
+}
+
+TEST_CASE("cutrain help and cutrain --version answer with the help and the version", "[train]") {
+  const std::string cutrain = cutrain::test::binary("cutrain");
+  const auto help = cutrain::test::run({cutrain, "help"});
+  CHECK(help.exit_code == 0);
+  CHECK_THAT(help.output,
+             Catch::Contains("SUBCOMMAND") && Catch::Contains("bench-step") && Catch::Contains("--version"));
+  const auto train_help = cutrain::test::run({cutrain, "help", "train"});
+  CHECK(train_help.exit_code == 0);
+  CHECK(train_help.output == cutrain::test::run({cutrain, "train", "--help"}).output);
+  // An on/off switch says its default in its help; CLI11's "{false}" after --no-nesterov read as one.
+  CHECK_THAT(train_help.output, Catch::Contains("--nesterov,--no-nesterov    Nesterov momentum (default on)"));
+  CHECK_THAT(train_help.output, !Catch::Contains("{false}") && !Catch::Contains("{true}"));
+
+  const auto version = cutrain::test::run({cutrain, "--version"});
+  CHECK(version.exit_code == 0);
+  CHECK(version.output == cutrain::version_line() + "\n");
+  CHECK_THAT(version.output,
+             Catch::Matches("cutrain [0-9]+\\.[0-9]+\\.[0-9]+ \\(commit ([0-9a-f]{7,}(-dirty)?|unknown)\\)\n"));
+  CHECK_THAT(cutrain::test::run({cutrain, "info"}).output, Catch::StartsWith(cutrain::version_line() + "\n"));
+}
+
+TEST_CASE("the training banner names the version and counts in the singular for one", "[train]") {
+  const auto r = cutrain::test::run({cutrain::test::binary("cutrain"), "train", "--device", "cpu", "--synthetic-train",
+                                     "16", "--synthetic-test", "8", "--batch-size", "16", "--epochs", "1", "--width",
+                                     "1", "--eval-every", "0", "--workers", "1"});
+  INFO(r.output);
+  CHECK(r.exit_code == 0);
+  CHECK_THAT(r.output, Catch::Contains(cutrain::version_line() + ": ResNet-18, cifar stem"));
+  CHECK_THAT(r.output, Catch::Contains(", 1 step per epoch, 1 epoch; SGD"));
 }
