@@ -27,7 +27,9 @@ long_trainings='^(training learns|sync-bn: 2 and 3 ranks|images/s and training t
 long_trainings+='an absurd learning rate|The fp32 step on the CPU|The bf16 model of the step|The bounds fail a step|'
 long_trainings+='SIGTERM: the step finishes|two processes through cutrun train together|eval prints the accuracy|'
 long_trainings+='evaluator: --tta flip|metrics that cannot be written|a resumed run continues exactly|'
-long_trainings+='ResNet-18 has torchvision.s parameter counts|conv2d CPU splits a large batch)'
+long_trainings+='ResNet-18 has torchvision.s parameter counts|conv2d CPU splits a large batch|'
+long_trainings+='a new run in a folder that holds|SIGHUP to cutrun stops the job|a read-only --save is refused|'
+long_trainings+='a finished run resumed with the same|a torn last metrics record)'
 
 # build FOLDER SANITIZERS: configures and builds cutrain_tests (and what it runs) with them. Built
 # for speed: clang (twice as quick as GCC here, and a second compiler's view of the code), no
