@@ -183,7 +183,7 @@ record() {
 # result_of NAME: the figure worth a row in the summary, from the step's output.
 result_of() {
   case "$1" in
-    versions) head -n 1 "$step_out" ;;
+    versions) grep -m1 "^cuDNN " "$step_out" || head -n 1 "$step_out" ;;  # the libraries as loaded
     "[gpu] "*)  # Catch2's count, and a test skipped for a reason other than no GPU (2 GPUs wanted)
       { grep -E '^(All tests passed|test cases:)' "$step_out" | tail -n 1; sed -n 's/^SKIPPED: /; skipped: /p' "$step_out"; } |
         tr -d '\n' | cut -c1-100 ;;

@@ -44,7 +44,7 @@ done
 
 # The versions as loaded against those the wheels declare (the toolkit's own could differ: they are hidden).
 in_clean_namespace "$scratch/gpu/bin/cutrain" info >"$scratch/info.txt" 2>&1 || true
-loaded="$(head -n 1 "$scratch/info.txt")"
+loaded="$(grep -m1 "^cuDNN " "$scratch/info.txt" || true)"  # the libraries as loaded (the version line comes first)
 "$py" - "$loaded" <<'PY' || fail "the loaded libraries are not the wheels' versions: $loaded"
 import re, sys
 from importlib.metadata import version
