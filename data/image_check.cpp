@@ -43,10 +43,27 @@ void check_jpeg_huffman_tables(const uint8_t* bytes, size_t size, const std::str
   }
 }
 
+// A PNG is its 8-byte signature, then chunks: a 32-bit big-endian length, a 4-byte type, that many
+// bytes of data and a 4-byte CRC. stb_image 2.27 grows its buffer of IDAT data to a chunk's declared
+// length before it reads the chunk, so a 100-byte file that declares a 1 GB chunk makes it allocate
+// 2 GB. Refuses any chunk that runs past the end of the file.
+void check_png_chunks(const uint8_t* bytes, size_t size, const std::string& source) {
+  for (size_t at = 8; at + 8 <= size;) {
+    const size_t length = size_t(bytes[at]) << 24 | size_t(bytes[at + 1]) << 16 | size_t(bytes[at + 2]) << 8 |
+                          size_t(bytes[at + 3]);
+    if (length > size - at - 8)
+      throw std::runtime_error(source + ": cannot decode image: corrupt PNG: a chunk of " + std::to_string(length) +
+                               " bytes runs past the end of the file (" + std::to_string(size) + " bytes)");
+    if (std::memcmp(bytes + at + 4, "IEND", 4) == 0) return;
+    at += 12 + length;
+  }
+}
+
 }  // namespace
 
 void check_image_before_decoding(const uint8_t* bytes, size_t size, const std::string& source) {
-  if (starts_with(bytes, size, "\x89PNG\r\n\x1a\n", 8) || starts_with(bytes, size, "BM", 2)) return;
+  if (starts_with(bytes, size, "\x89PNG\r\n\x1a\n", 8)) return check_png_chunks(bytes, size, source);
+  if (starts_with(bytes, size, "BM", 2)) return;
   if (starts_with(bytes, size, "\xFF\xD8", 2)) return check_jpeg_huffman_tables(bytes, size, source);
   throw std::runtime_error(source + ": cannot decode image: not a PNG, JPEG or BMP file");
 }
