@@ -29,7 +29,8 @@ long_trainings+='SIGTERM: the step finishes|two processes through cutrun train t
 long_trainings+='evaluator: --tta flip|metrics that cannot be written|a resumed run continues exactly|'
 long_trainings+='ResNet-18 has torchvision.s parameter counts|conv2d CPU splits a large batch|'
 long_trainings+='a new run in a folder that holds|SIGHUP to cutrun stops the job|a read-only --save is refused|'
-long_trainings+='a finished run resumed with the same|a torn last metrics record)'
+long_trainings+='a finished run resumed with the same|a torn last metrics record|cutrun --max-restarts survives|'
+long_trainings+='a run with --save-every-steps also saves)'
 
 # build FOLDER SANITIZERS: configures and builds cutrain_tests (and what it runs) with them. Built
 # for speed: clang (twice as quick as GCC here, and a second compiler's view of the code), no
