@@ -317,12 +317,11 @@ std::string conv_algorithm_cache_path() {
 namespace {
 
 // This process's choices, by choice_key; and for Note [Algorithm fallback], the algorithms that
-// failed when they ran, by key and pass name, and what replaced each.
+// failed when they ran, by key and pass name (what replaced them is the choice itself).
 struct Choices {
   std::mutex mutex;
   std::map<std::string, ConvAlgorithms> chosen;
   std::map<std::string, std::set<int>> failed;
-  std::map<std::string, std::map<int, std::optional<ConvAlgorithms>>> replaced;
 };
 
 Choices& choices() {
@@ -355,21 +354,18 @@ std::optional<ConvAlgorithm<Algo>> replace_failed_algorithm(const Context& ctx, 
   const std::string pass_key = key + "|" + Pass::name;
   Choices& c = choices();
   std::lock_guard<std::mutex> lock(c.mutex);
-  auto& replaced = c.replaced[pass_key];
-  if (auto it = replaced.find(int(failed.algo)); it != replaced.end())
-    return it->second ? std::optional(member(*it->second, Pass{})) : std::nullopt;
   std::set<int>& failed_here = c.failed[pass_key];
+  ConvAlgorithm<Algo>& current = member(c.chosen[key], Pass{});
+  if (failed_here.count(int(failed.algo))) {  // already replaced, for another layer of this shape
+    if (failed_here.count(int(current.algo))) return std::nullopt;  // and nothing was left
+    return current;
+  }
   failed_here.insert(int(failed.algo));
   auto next = first_usable<Pass>(ctx, d, ranked<Pass>(ctx, d, /*measure=*/false), failed_here, workspace_bytes);
   if (!next && !failed_here.count(int(Pass::always_supported)))
     next = supported<Pass>(ctx, d, Pass::always_supported, allowed_math(ctx), workspace_bytes);
-  if (!next) {
-    replaced[int(failed.algo)] = std::nullopt;
-    return std::nullopt;
-  }
-  ConvAlgorithms& chosen = c.chosen[key];
-  member(chosen, Pass{}) = *next;
-  replaced[int(failed.algo)] = chosen;
+  if (!next) return std::nullopt;
+  current = *next;
   std::fprintf(stderr,
                "cutrain: warning: cuDNN's %s algorithm %d failed for %s (%s); using algorithm %d for that shape from "
                "now on\n",
