@@ -53,17 +53,17 @@ std::string small_dataset(const TempDir& dir) {
   return data;
 }
 
-// Trains into dir/name with `extra` flags (and `env` settings) and returns the run's output.
+// Trains into dir/name with a test's `run` flags, then this run's `extra` ones (and `env` settings),
+// and returns the run's output.
 std::string train_small(const TempDir& dir, const std::string& data, const std::string& name,
-                        std::vector<std::string> extra, std::vector<std::string> env = {}) {
+                        const std::vector<std::string>& run, const std::vector<std::string>& extra,
+                        const std::vector<std::string>& env = {}) {
   std::vector<std::string> argv = {"/usr/bin/env"};
   argv.insert(argv.end(), env.begin(), env.end());
-  for (const std::string& a : {cutrain::test::binary("cutrain"), std::string("train"), std::string("--data"), data,
-                               std::string("--width"), std::string("8"), std::string("--batch-size"),
-                               std::string("8"), std::string("--workers"), std::string("1"), std::string("--lr"),
-                               std::string("0.02"), std::string("--save"), (dir.path() / name).string()})
-    argv.push_back(a);
-  argv.insert(argv.end(), extra.begin(), extra.end());
+  const std::vector<std::string> small = {cutrain::test::binary("cutrain"), "train", "--data", data, "--width", "8",
+                                          "--batch-size", "8", "--workers", "1", "--lr", "0.02", "--save",
+                                          (dir.path() / name).string()};
+  for (const auto* flags : {&small, &run, &extra}) argv.insert(argv.end(), flags->begin(), flags->end());
   auto r = cutrain::test::run(argv);
   INFO(r.output);
   REQUIRE(r.exit_code == 0);
@@ -83,13 +83,9 @@ TEST_CASE("GPU training equals the CPU's: fp32 within the fp32 bound, bf16 withi
   TempDir dir;
   const std::string data = small_dataset(dir);
   const std::vector<std::string> three_steps = {"--epochs", "1", "--max-steps", "3", "--eval-every", "0"};
-  auto with = [&](std::vector<std::string> flags) {
-    flags.insert(flags.end(), three_steps.begin(), three_steps.end());
-    return flags;
-  };
-  train_small(dir, data, "cpu", with({"--device", "cpu"}));
-  train_small(dir, data, "fp32", with({"--device", "cuda", "--precision", "fp32"}));
-  train_small(dir, data, "bf16", with({"--device", "cuda", "--precision", "bf16"}));
+  train_small(dir, data, "cpu", three_steps, {"--device", "cpu"});
+  train_small(dir, data, "fp32", three_steps, {"--device", "cuda", "--precision", "fp32"});
+  train_small(dir, data, "bf16", three_steps, {"--device", "cuda", "--precision", "bf16"});
   // fp32: the convolutions and products add in other orders than the CPU's, batch norm merges its
   // statistics in a fixed tree, so the results differ in their last bits, and a ReLU input within
   // rounding of zero may fall the other way; the same bounds as sync-bn's equivalence test. (On
@@ -111,15 +107,11 @@ TEST_CASE("GPU steps replayed from a graph equal eager ones, under every stream 
   TempDir dir;
   const std::string data = small_dataset(dir);
   const std::vector<std::string> steps = {"--device", "cuda", "--epochs", "1", "--max-steps", "3", "--eval-every", "0"};
-  auto with = [&](std::vector<std::string> flags) {
-    flags.insert(flags.end(), steps.begin(), steps.end());
-    return flags;
-  };
-  train_small(dir, data, "eager", with({"--cuda-graphs", "off"}), {"CUTRAIN_EMU_STREAM_SEED=1"});
+  train_small(dir, data, "eager", steps, {"--cuda-graphs", "off"}, {"CUTRAIN_EMU_STREAM_SEED=1"});
   for (const char* seed : {"2", "3"}) {
     INFO("schedule seed " << seed);
     const std::string name = std::string("graph-") + seed;
-    train_small(dir, data, name, with({"--cuda-graphs", "on"}), {std::string("CUTRAIN_EMU_STREAM_SEED=") + seed});
+    train_small(dir, data, name, steps, {"--cuda-graphs", "on"}, {std::string("CUTRAIN_EMU_STREAM_SEED=") + seed});
     cutrain::test::require_identical(checkpoint(dir, name, 3), checkpoint(dir, "eager", 3));
   }
 }
@@ -132,13 +124,9 @@ TEST_CASE("GPU training resumes exactly, and evaluation on the GPU agrees with t
   // after 3 steps, mid-epoch, and resumed.
   const std::vector<std::string> run = {"--device", "cuda", "--precision", "fp32", "--epochs", "2",
                                         "--eval-every", "1", "--lr-schedule", "onecycle"};
-  auto with = [&](std::vector<std::string> flags) {
-    flags.insert(flags.end(), run.begin(), run.end());
-    return flags;
-  };
-  train_small(dir, data, "straight", with({"--max-steps", "6"}));
-  train_small(dir, data, "halves", with({"--max-steps", "3"}));
-  train_small(dir, data, "halves", with({"--max-steps", "6", "--resume", "auto"}));
+  train_small(dir, data, "straight", run, {"--max-steps", "6"});
+  train_small(dir, data, "halves", run, {"--max-steps", "3"});
+  train_small(dir, data, "halves", run, {"--max-steps", "6", "--resume", "auto"});
   cutrain::test::require_identical(checkpoint(dir, "halves", 6), checkpoint(dir, "straight", 6));
 
   auto accuracy = [&](const char* device) {
