@@ -8,6 +8,7 @@
 #include <gloo/rendezvous/store.h>
 #include <gloo/transport/tcp/device.h>
 
+#include <csignal>
 #include <stdexcept>
 
 #include "dist/interface.h"
@@ -71,6 +72,12 @@ const char* task_name(int kind) {
 
 GlooCommunicator::GlooCommunicator(const DistEnv& env, TcpStore& store, const CommunicatorOptions& options)
     : rank_(env.rank), world_size_(env.world_size) {
+  // Gloo's TCP pairs write with writev, not send with MSG_NOSIGNAL, so a write to a peer that has
+  // exited raises SIGPIPE, whose default action ends this rank without a word (cutrun then reports
+  // "killed by signal SIGPIPE" instead of the lost peer). With the signal ignored, the write fails
+  // with EPIPE and the collective throws, naming the rank. Python does the same for PyTorch at
+  // start-up. The setting is process-wide because Gloo writes from threads of its own.
+  std::signal(SIGPIPE, SIG_IGN);
   auto device = gloo::transport::tcp::CreateDevice(device_attr(env));
   auto context = std::make_shared<gloo::rendezvous::Context>(rank_, world_size_);
   context->setTimeout(options.timeout);
