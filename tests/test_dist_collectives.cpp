@@ -250,6 +250,9 @@ TEST_CASE("a Gloo peer that exits makes the next collective fail instead of hang
 
 TEST_CASE("one rank's part: rank 1 leaves after connecting", "[.dist-worker-peer-exits]") {
   Rank rank(/*on_gpu=*/false);
+  // The barrier makes sure that rank 0 has finished connecting too; without it, rank 1 may leave
+  // while rank 0 is still in Gloo's handshake, and then rank 0 fails there instead.
+  rank.comm->barrier();
   if (rank.env.rank == 1) std::_Exit(0);  // gone without a word: its sockets close
   std::vector<float> x(100, 1.0f);
   CHECK_THROWS_WITH(rank.comm->all_reduce(x.data(), x.size(), ReduceOp::sum),
