@@ -1,6 +1,6 @@
 // progress_report.h: a rank's heartbeat to cutrun, which watches for a rank that stalls.
 //
-// cutrun (app/cutrun) hands every rank one end of a datagram socket as CUTRAIN_PROGRESS_FD and a
+// cutrun (app/cutrun.py) hands every rank one end of a datagram socket as CUTRAIN_PROGRESS_FD and a
 // period as CUTRAIN_PROGRESS_EVERY_MS. A thread of the rank's own then sends "<rank> <step>" every
 // period, whatever the training thread is doing: while one rank is stopped (SIGSTOP, a debugger)
 // or frozen, the others wait for it inside a collective but their heartbeats go on, so cutrun sees
