@@ -1,19 +1,16 @@
 #include "app/datasets.h"
 
-#include <cstdlib>
 #include <filesystem>
 
 #include "data/load.h"
 #include "data/synthetic.h"
+#include "kernels/cache_dir.h"
 
 namespace cutrain {
 namespace fs = std::filesystem;
 
 std::string ensure_synthetic_cache(int train, int test, double difficulty) {
-  const char* xdg = std::getenv("XDG_CACHE_HOME");
-  const char* home = std::getenv("HOME");
-  fs::path root = xdg && *xdg ? fs::path(xdg) : fs::path(home && *home ? home : "/tmp") / ".cache";
-  const std::string dir = (root / "cutrain" / synthetic_folder_name(train, test, 0, difficulty)).string();
+  const std::string dir = (fs::path(cutrain_cache_dir()) / synthetic_folder_name(train, test, 0, difficulty)).string();
   ensure_synthetic_cifar10(dir, train, test, 0, difficulty);
   return dir;
 }

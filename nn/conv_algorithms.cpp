@@ -13,6 +13,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "kernels/cache_dir.h"
 #include "kernels/check.h"
 
 namespace cutrain {
@@ -300,19 +301,7 @@ std::string ConvAlgorithmCache::put(const std::string& key, const ConvAlgorithms
   return "";
 }
 
-std::string conv_algorithm_cache_path() {
-  const char* dir = std::getenv("CUTRAIN_CACHE_DIR");
-  std::string base;
-  if (dir && *dir) {
-    base = dir;
-  } else if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg) {
-    base = std::string(xdg) + "/cutrain";
-  } else {
-    const char* home = std::getenv("HOME");
-    base = std::string(home && *home ? home : ".") + "/.cache/cutrain";
-  }
-  return base + "/cudnn-conv-algorithms.txt";
-}
+std::string conv_algorithm_cache_path() { return cutrain_cache_dir() + "/cudnn-conv-algorithms.txt"; }
 
 namespace {
 
