@@ -109,6 +109,16 @@ TEST_CASE("CIFAR-10 bad inputs give one-line errors naming the file", "[data]") 
                       Catch::Contains(empty.path().string() + ": not a dataset") && Catch::Contains("data_batch_1.bin"));
     CHECK_THROWS_WITH(load_dataset(empty / "nope", true), Catch::Contains("nope: no such folder"));
   }
+  SECTION("CIFAR-10's Python version, or the folder above it") {
+    TempDir download;
+    const std::string python = download / "cifar-10-batches-py";
+    std::filesystem::create_directory(python);
+    for (const char* name : {"data_batch_1", "test_batch", "batches.meta"}) write_bytes(python + "/" + name, {0x80, 2});
+    for (const std::string& given : {python, download.path().string()})
+      CHECK_THROWS_WITH(load_dataset(given, true),
+                        Catch::StartsWith(python + ": CIFAR-10's Python version (pickled batches); cutrain reads the "
+                                                   "binary version, cifar-10-batches-bin"));
+  }
   SECTION("a class-name file that is there but cannot be read") {
     std::filesystem::create_directory(dir / "batches.meta.txt");
     CHECK_THROWS_WITH(load_cifar10(dir.path().string(), true),
