@@ -23,6 +23,9 @@ struct Datasets {
 
 // The most images --synthetic-train and --synthetic-test may ask for (30 GB of pixels).
 inline constexpr int kMaxSyntheticImages = 10'000'000;
+// The fewest --synthetic-train may ask for: the cache is CIFAR-10's form, one image at least in
+// each of its 5 data_batch files (an empty one is refused as a file cut short).
+inline constexpr int kMinSyntheticTrainImages = 5;
 
 // Every rank may call it at once: the first to finish writing the cache wins the race, atomically
 // (data/synthetic.h ensure_synthetic_cifar10), and all read the same files. `max_image_pixels`

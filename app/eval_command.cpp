@@ -70,8 +70,8 @@ void add_eval_command(CLI::App& app, int& exit_code) {
                                    "its mirror)")
       ->capture_default_str()->check(CLI::IsMember({"none", "flip"}));
   add_number(cmd, "--batch-size", o->batch_size, "Images per forward pass", 1, 1 << 20)->capture_default_str();
-  add_number(cmd, "--synthetic-train", o->synthetic_train, "Size of the synthetic default's training split", 1,
-             kMaxSyntheticImages)->capture_default_str();
+  add_number(cmd, "--synthetic-train", o->synthetic_train, "Size of the synthetic default's training split",
+             kMinSyntheticTrainImages, kMaxSyntheticImages)->capture_default_str();
   add_number(cmd, "--synthetic-test", o->synthetic_test, "Size of the synthetic default's test split", 1,
              kMaxSyntheticImages)->capture_default_str();
   add_number(cmd, "--max-image-pixels", o->max_image_pixels,

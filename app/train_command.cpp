@@ -19,8 +19,8 @@ void add_train_command(CLI::App& app, int& exit_code) {
   TrainOptions& o = *opts;
 
   cmd->add_option("--data", o.data, "CIFAR-10 binary folder or image folder (default: synthetic CIFAR-format data)");
-  add_number(cmd, "--synthetic-train", o.synthetic_train, "Training images of the synthetic default", 1,
-             kMaxSyntheticImages)->capture_default_str();
+  add_number(cmd, "--synthetic-train", o.synthetic_train, "Training images of the synthetic default",
+             kMinSyntheticTrainImages, kMaxSyntheticImages)->capture_default_str();
   add_number(cmd, "--synthetic-test", o.synthetic_test, "Test images of the synthetic default", 1,
              kMaxSyntheticImages)->capture_default_str();
   add_number(cmd, "--synthetic-difficulty", o.synthetic_difficulty,
