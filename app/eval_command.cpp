@@ -4,6 +4,7 @@
 // gives the stem and the width, fc the classes), so a file exported from PyTorch works as well
 // as our own; every tensor is checked before the model is built.
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <stdexcept>
 
@@ -12,6 +13,7 @@
 #include "app/device_choice.h"
 #include "app/evaluator.h"
 #include "app/flags.h"
+#include "app/run_log.h"
 #include "data/synthetic.h"
 #include "nn/checkpoint.h"
 #include "nn/context.h"
@@ -20,6 +22,9 @@
 
 namespace cutrain {
 namespace {
+
+// A long evaluation (a full-width model on the CPU takes minutes) says how far it is this often.
+constexpr int kProgressEverySeconds = 10;
 
 struct EvalOptions {
   std::string data, checkpoint, device = "auto", precision, tta = "none";
@@ -34,8 +39,10 @@ int run_eval(const EvalOptions& o) {
   co.device = resolve_device(o.device);
   co.dtype = resolve_precision(o.precision, co.device);
   ResNetConfig mc = resnet_config_of(read_safetensors(o.checkpoint), o.checkpoint);
+  // What will take a while is said on standard error, as it happens: standard output holds the result.
+  auto say = [](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); };
   Datasets data =
-      load_datasets(o.data, o.synthetic_train, o.synthetic_test, o.synthetic_difficulty, o.max_image_pixels);
+      load_datasets(o.data, o.synthetic_train, o.synthetic_test, o.synthetic_difficulty, o.max_image_pixels, say);
   Context ctx(co);
 
   if (mc.num_classes < data.test.num_classes)
@@ -47,7 +54,20 @@ int run_eval(const EvalOptions& o) {
   load_model(o.checkpoint, model);
 
   Evaluator evaluator(model, data.test, nullptr, 0, 1, parse_tta(o.tta));
-  const EvalResult r = evaluator.run();
+  say("evaluating " + o.checkpoint + " on " + std::to_string(data.test.size()) + " test images of " + data.source +
+      (co.device == Device::cuda ? "" : ", on the CPU"));
+  const auto start = std::chrono::steady_clock::now();
+  auto last_line = start;
+  const EvalResult r = evaluator.run([&](double done) {
+    const auto now = std::chrono::steady_clock::now();
+    if (now - last_line >= std::chrono::seconds(kProgressEverySeconds)) {
+      const double elapsed = std::chrono::duration<double>(now - start).count();
+      std::fprintf(stderr, "  %.0f%% after %s, about %s to go\n", 100 * done, clock_text(elapsed).c_str(),
+                   clock_text(elapsed * (1 - done) / done).c_str());
+      last_line = now;
+    }
+    return false;
+  });
   std::printf("test accuracy: %.2f%% (%lld/%lld) of %s on %s%s\n", 100 * r.accuracy(),
               static_cast<long long>(r.correct), static_cast<long long>(r.total), o.checkpoint.c_str(),
               data.source.c_str(), o.tta == "flip" ? " (test-time augmentation: flip)" : "");

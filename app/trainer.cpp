@@ -3,6 +3,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -80,6 +81,8 @@ class Trainer {
   void print_banner() const;
   void train_step();
   void log_window(int epoch, int64_t batch);
+  bool line_overdue() const;
+  void warn_of_cpu_fallback(double seconds_per_step) const;
   bool stop_agreed(bool local_stop);
   std::optional<EvalResult> evaluate_if_due(int epoch, bool epoch_end, StopReason& stop);
   std::string save_checkpoint();
@@ -115,12 +118,16 @@ class Trainer {
   std::vector<std::string> rank_devices_;  // rank 0: where each rank runs, for the banner
 
   // Throughput bookkeeping, on the step clock: the window since the last log line, and the run
-  // after warm-up.
+  // after warm-up, which is the steps up to warm_until_ (the first --log-every steps of this
+  // process, or fewer where its first epoch or --max-steps ends sooner).
   RunClock clock_;
+  SteadyClock::time_point training_start_, last_line_;  // wall clock: elapsed, and --log-every-seconds
+  int64_t first_step_ = 1;   // this process's first global step (1-based), logged at once
+  int64_t last_step_ = 0;    // where the run ends: the epochs' steps, or --max-steps
+  int64_t warm_until_ = 0;
   double window_start_s_ = 0;
-  int64_t warm_images_ = 0;  // in the logged windows after the first
+  int64_t warm_steps_ = 0;   // in the logged windows after warm-up
   double warm_seconds_ = 0;
-  bool warm_ = false;
   double epoch_loss_sum_ = 0;
   int64_t epoch_correct_ = 0, epoch_images_ = 0, epoch_steps_ = 0;
 };
@@ -197,7 +204,7 @@ void Trainer::gather_devices() {
 
 void Trainer::build_model() {
   data_ = load_datasets(opt_.data, opt_.synthetic_train, opt_.synthetic_test, opt_.synthetic_difficulty,
-                        opt_.max_image_pixels);
+                        opt_.max_image_pixels, [this](const std::string& line) { log_->print("%s", line.c_str()); });
   const Dataset& train = data_.train;
   if (train.height != train.width)
     throw std::runtime_error(data_.source + ": images are " + std::to_string(train.height) + "x" +
@@ -368,11 +375,10 @@ void Trainer::log_window(int epoch, int64_t batch) {
                              "): stopping; last good checkpoint: " + last);
   }
   const int64_t images = int64_t(w.steps) * opt_.batch_size * env_.world_size;
-  if (warm_) {
-    warm_images_ += images;
+  if (first_step > warm_until_) {  // warm-up (start-up, graph capture) is left out
+    warm_steps_ += w.steps;
     warm_seconds_ += seconds;
   }
-  warm_ = true;  // the first window (start-up, graph capture) is the warm-up
   peak_memory_ = std::max(peak_memory_, memory_in_use(device_) - memory_baseline_);
   epoch_loss_sum_ += w.mean_loss * w.steps;
   epoch_correct_ += w.correct;
@@ -390,8 +396,30 @@ void Trainer::log_window(int epoch, int64_t batch) {
   r.lr = schedule_.at(state_.global_step - 1);  // the last step's, as the device computed it
   r.images_per_s = images / seconds;
   r.ms_per_step = 1000 * seconds / w.steps;
+  // The remaining steps at the speed after warm-up, or at this window's before there is one.
+  const double seconds_per_step = warm_steps_ > 0 ? warm_seconds_ / double(warm_steps_) : seconds / w.steps;
+  r.elapsed_s = seconds_since(training_start_);
+  r.eta_s = seconds_per_step * double(last_step_ - state_.global_step);
   log_->step(r);
   window_start_s_ = clock_.step_s();
+  last_line_ = SteadyClock::now();
+  if (first_step == first_step_) warn_of_cpu_fallback(seconds_per_step);
+}
+
+// The main rank alone prints a line by time: it needs no other rank, so no agreement either.
+bool Trainer::line_overdue() const {
+  return env_.is_main() && opt_.log_every_seconds > 0 && seconds_since(last_line_) >= opt_.log_every_seconds;
+}
+
+// Without --device, a machine with no GPU trains on the CPU, which may take days at the default
+// size: said once, after the first step, with what the run as configured would take.
+void Trainer::warn_of_cpu_fallback(double seconds_per_step) const {
+  if (opt_.device != "auto" || device_ != Device::cpu) return;
+  const double seconds = seconds_per_step * double(last_step_ - first_step_ + 1);
+  log_->print("cutrain: warning: no GPU, so this run trains on the CPU (%s): at %.2f s a step, its %s take about "
+              "%s (h:mm:ss); give --device cpu to choose the CPU, or --device cuda to require a GPU",
+              cuda_unavailable_reason().c_str(), seconds_per_step,
+              counted(last_step_ - first_step_ + 1, "step").c_str(), clock_text(seconds).c_str());
 }
 
 // Evaluates when the schedule says so (app/accuracy_tracker.h), off the training clock, and sets
@@ -402,7 +430,16 @@ std::optional<EvalResult> Trainer::evaluate_if_due(int epoch, bool epoch_end, St
   ctx_->synchronize();  // the steps so far are training time
   clock_.pause(Pause::evaluation);
   const auto start = SteadyClock::now();
-  EvalResult result = evaluator_->run();
+  auto last_progress = start;
+  const double progress_every = log_->in_place() ? 1.0 : opt_.log_every_seconds;  // 0: none
+  const auto test_images = int64_t(data_.test.size());
+  EvalResult result = evaluator_->run([&](double done) {
+    if (progress_every > 0 && seconds_since(last_progress) >= progress_every) {
+      log_->evaluation_progress(std::llround(done * double(test_images)), test_images, seconds_since(start));
+      last_progress = SteadyClock::now();
+    }
+    return false;
+  });
   const double seconds = seconds_since(start);
   clock_.resume();
   if (accuracy_->record(result.accuracy(), state_.global_step, clock_)) stop = StopReason::target;
@@ -477,7 +514,18 @@ int Trainer::run() {
   StopReason stop = StopReason::none;
   std::optional<EvalResult> last_eval;
   std::string saved;  // the last checkpoint's model file
+  first_step_ = state_.global_step + 1;
+  last_step_ = int64_t(opt_.epochs) * steps_per_epoch_;
+  if (opt_.max_steps > 0) last_step_ = std::min(last_step_, opt_.max_steps);
+  warm_until_ = std::min({state_.global_step + opt_.log_every, (state_.epoch + 1) * steps_per_epoch_, last_step_});
+  char every_seconds[32] = "";
+  if (opt_.log_every_seconds > 0)
+    std::snprintf(every_seconds, sizeof every_seconds, " or %g s", opt_.log_every_seconds);
+  log_->print("warming up: step %lld of %lld, whose line comes at once; then a line every %s%s",
+              static_cast<long long>(first_step_), static_cast<long long>(last_step_),
+              counted(opt_.log_every, "step").c_str(), every_seconds);
   clock_.start();
+  training_start_ = last_line_ = SteadyClock::now();
   for (int epoch = state_.epoch; epoch < opt_.epochs && stop == StopReason::none; ++epoch) {
     const double epoch_start = clock_.training_s();  // the epoch's time leaves its evaluations out
     epoch_loss_sum_ = 0;
@@ -498,11 +546,14 @@ int Trainer::run() {
       progress_.set_step(state_.global_step);
       state_.batch = b + 1;
       const bool at_limit = opt_.max_steps > 0 && state_.global_step >= opt_.max_steps;
-      const bool log_now = metrics_->full() || b + 1 == steps_per_epoch_ || at_limit;
-      if (log_now) log_window(epoch, b + 1);
-      // Signals are agreed on every step on the CPU (cheap next to a CPU step) and at log lines
-      // on the GPU, where agreeing means waiting for the device.
-      if (log_now || device_ == Device::cpu) {
+      // Every rank logs at the same steps: each --log-every-th of an epoch, its last, the limit and
+      // this process's first. Signals are agreed there on the GPU, where agreeing means waiting for
+      // the device, and on every step on the CPU (cheap next to a CPU step). The main rank also
+      // logs when a line is overdue, which no other rank needs to know.
+      const bool agreed_line =
+          (b + 1) % opt_.log_every == 0 || b + 1 == steps_per_epoch_ || at_limit || state_.global_step == first_step_;
+      if (agreed_line || line_overdue()) log_window(epoch, b + 1);
+      if (agreed_line || device_ == Device::cpu) {
         if (stop_agreed(shutdown_requested())) stop = StopReason::signal;
       }
       if (at_limit && stop == StopReason::none) stop = StopReason::max_steps;
@@ -552,7 +603,8 @@ int Trainer::run() {
   s.wall_time_s = wall;
   s.training_time_s = training_time;
   s.eval_time_s = clock_.paused_s(Pause::evaluation);
-  s.mean_images_per_s = warm_seconds_ > 0 ? double(warm_images_) / warm_seconds_ : 0;
+  s.mean_images_per_s =
+      warm_seconds_ > 0 ? double(warm_steps_ * opt_.batch_size * env_.world_size) / warm_seconds_ : 0;
   s.tta = opt_.tta;
   s.target_acc = accuracy_->target();
   if (const auto& reached = accuracy_->reached()) {

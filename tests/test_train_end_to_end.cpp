@@ -12,6 +12,7 @@
 
 #include "data/load.h"
 #include "data/synthetic.h"
+#include "kernels/device.h"
 #include "nn/safetensors.h"
 #include "tests/checkpoint_compare.h"
 #include "tests/mount.h"
@@ -107,7 +108,7 @@ TEST_CASE("images/s and training time leave evaluation out, and an unreached tar
   const auto evals = read_metrics(metrics, "eval");
   const auto summary = read_metrics(metrics, "summary");
   REQUIRE(summary.size() == 1);
-  REQUIRE(steps.size() == 8);
+  REQUIRE(steps.size() == 9);  // step 1 at once, then every 2nd
   REQUIRE(evals.size() == 4);
   const nlohmann::json& s = summary[0];
   CHECK(s["target_reached"] == false);
@@ -115,10 +116,11 @@ TEST_CASE("images/s and training time leave evaluation out, and an unreached tar
   CHECK(s["tta"] == "flip");
 
   double step_seconds = 0, warm_images = 0, warm_seconds = 0, eval_seconds = 0;
-  for (size_t i = 0; i < steps.size(); ++i) {
-    const double images = 2 * 32, seconds = images / steps[i]["images_per_s"].get<double>();
+  for (size_t i = 0, done = 0; i < steps.size(); done = steps[i++]["global_step"].get<size_t>()) {
+    const double images = double(steps[i]["global_step"].get<size_t>() - done) * 32;
+    const double seconds = images / steps[i]["images_per_s"].get<double>();
     step_seconds += seconds;
-    if (i > 0) warm_images += images, warm_seconds += seconds;  // the first window is the warm-up
+    if (done >= 2) warm_images += images, warm_seconds += seconds;  // the first --log-every steps are the warm-up
   }
   for (const auto& e : evals) eval_seconds += e["eval_time_s"].get<double>();
   INFO("steps " << step_seconds << " s, evaluations " << eval_seconds << " s, summary " << s.dump());
@@ -224,7 +226,7 @@ TEST_CASE("two processes through cutrun train together, and rank 0 alone logs an
   CHECK(r.output.find("[rank0]: == step: [  4/8] [1/1]") != std::string::npos);
   CHECK(r.output.find("[rank1]: == step") == std::string::npos);
   CHECK(r.output.find("parameters identical on all 2 ranks") != std::string::npos);
-  CHECK(read_metrics(metrics, "step").size() == 2);  // one writer: steps 4 and 8
+  CHECK(read_metrics(metrics, "step").size() == 3);  // one writer: steps 1 (at once), 4 and 8
   CHECK(std::filesystem::exists(save + "/checkpoint-00000008.safetensors"));
 }
 
@@ -515,7 +517,9 @@ TEST_CASE("eval prints the accuracy of a checkpoint, overall and per class, and 
   auto r = cutrain::test::run({cutrain::test::binary("cutrain"), "eval", "--data", data, "--checkpoint", checkpoint});
   INFO(r.output);
   CHECK(r.exit_code == 0);
-  CHECK(r.output.rfind("test accuracy: ", 0) == 0);
+  // What it is about to do (on standard error), then the result.
+  CHECK(r.output.rfind("evaluating " + checkpoint + " on 64 test images of " + data + ", on the CPU\ntest accuracy: ",
+                       0) == 0);
   CHECK(r.output.find("/64) of " + checkpoint) != std::string::npos);  // every test image, once
   CHECK(r.output.find("  checker ") != std::string::npos);              // the per-class table
 
@@ -534,4 +538,84 @@ TEST_CASE("eval prints the accuracy of a checkpoint, overall and per class, and 
   CHECK(huge.exit_code == 1);
   CHECK(huge.output == "cutrain: error: " + corrupt + ": fc.weight [2147483648, 0] has 2147483648 classes; "
                                                       "cutrain builds 1 to 100000\n");
+}
+
+TEST_CASE("step lines come after the first step and by time too, with the lr, elapsed time and ETA", "[train]") {
+  TempDir dir;
+  const std::string data = make_data(dir, 512, 1024);  // 16 steps of 32; an evaluation of 1024 images
+  const std::string metrics = dir / "m.jsonl";
+  auto r = cutrain::test::run(train_command(data, {"--epochs", "1", "--log-every", "1000", "--log-every-seconds",
+                                                   "0.3", "--eval-every", "1", "--workers", "1", "--metrics", metrics}));
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(r.output, Catch::Contains("warming up: step 1 of 16, whose line comes at once; then a line every 1000 "
+                                       "steps or 0.3 s\n== step: [  1/16] [1/1] | loss: "));
+  // The shape of every line: the seed's fields, then the learning rate, the time and the ETA.
+  CHECK_THAT(r.output, Catch::Matches(
+      "(.|\n)*\n== step: \\[ 16/16\\] \\[1/1\\] \\| loss: [0-9.]+ \\| acc: [0-9.]+% \\| [0-9]+ img/s \\| [0-9.]+ ms/step "
+      "\\| lr: 0.05 \\| elapsed: 0:00:[0-9]{2} \\| eta: 0:00:00\n(.|\n)*"));
+  const std::vector<nlohmann::json> steps = read_metrics(metrics, "step");
+  REQUIRE(steps.size() >= 3);  // step 1, the last, and some by time in between
+  CHECK(steps.front()["global_step"] == 1);
+  CHECK(steps.back()["global_step"] == 16);
+  CHECK(steps.back()["eta_s"] == 0.0);
+  CHECK(steps[1]["global_step"].get<int>() < 16);
+  CHECK(steps[1]["elapsed_s"].get<double>() >= 0.3);
+  CHECK(steps[1]["eta_s"].get<double>() > 0);
+  // The evaluation of 1024 images says how far it is, by time as well.
+  CHECK_THAT(r.output, Catch::Matches("(.|\n)*\n== eval: [0-9]+/1024 test images \\| elapsed: 0:00:[0-9]{2} \\| eta: "
+                                      "0:00:[0-9]{2}\n(.|\n)*"));
+
+  // By count alone, as before: the first step, then every 8th.
+  auto counted = cutrain::test::run(train_command(data, {"--epochs", "1", "--log-every", "8", "--log-every-seconds",
+                                                         "0", "--eval-every", "0"}));
+  REQUIRE(counted.exit_code == 0);
+  size_t lines = 0;
+  for (size_t at = counted.output.find("\n== "); at != std::string::npos; at = counted.output.find("\n== ", at + 1))
+    ++lines;
+  CHECK(lines == 4);  // steps 1, 8 and 16, and the epoch
+  CHECK_THAT(counted.output, Catch::Contains("== step: [  8/16]") && !Catch::Contains("== eval: "));
+}
+
+TEST_CASE("without --device, a machine with no GPU warns once with how long the run takes on the CPU", "[train]") {
+  if (cutrain::cuda_available()) {
+    std::cout << "SKIPPED: a GPU is here, and train takes it\n";
+    return;
+  }
+  TempDir dir;
+  const std::string data = make_data(dir, 256, 16);
+  auto r = cutrain::test::run({cutrain::test::binary("cutrain"), "train", "--data", data, "--width", "8",
+                               "--batch-size", "32", "--epochs", "3", "--eval-every", "0"});
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(r.output, Catch::Matches("(.|\n)*\n== step: \\[  1/8\\] [^\n]*\ncutrain: warning: no GPU, so this run "
+                                      "trains on the CPU \\([^\n]*\\): at [0-9.]+ s a step, its 24 steps take about "
+                                      "0:00:[0-9]{2} \\(h:mm:ss\\); give --device cpu to choose the CPU, or --device "
+                                      "cuda to require a GPU\n(.|\n)*"));
+  auto chosen = cutrain::test::run(train_command(data, {"--epochs", "1", "--eval-every", "0"}));
+  CHECK_THAT(chosen.output, !Catch::Contains("no GPU"));
+}
+
+TEST_CASE("making the synthetic dataset is said first, and folders a killed maker left are removed", "[train]") {
+  TempDir dir;
+  const std::string cache = dir / "cache";
+  const std::string folder = cache + "/cutrain/" +
+                             cutrain::synthetic_folder_name(64, 16, 0, cutrain::kSyntheticDefaultDifficulty);
+  // A maker killed while it wrote (no such process: pids stay below 2^22), and one still at work (this test).
+  const std::string abandoned = folder + ".partial-999999999", working = folder + ".partial-" + std::to_string(getpid());
+  for (const std::string& d : {abandoned, working}) std::filesystem::create_directories(d + "/half-written");
+  const std::vector<std::string> argv = {"/usr/bin/env", "XDG_CACHE_HOME=" + cache, cutrain::test::binary("cutrain"),
+                                         "train", "--device", "cpu", "--synthetic-train", "64", "--synthetic-test",
+                                         "16", "--width", "8", "--batch-size", "32", "--epochs", "1",
+                                         "--eval-every", "0"};
+  auto first = cutrain::test::run(argv);
+  INFO(first.output);
+  REQUIRE(first.exit_code == 0);
+  CHECK(first.output.rfind("making the synthetic dataset (64 training and 16 test images) in " + folder +
+                               ", once: later runs read it there\n", 0) == 0);
+  CHECK(!std::filesystem::exists(abandoned));
+  CHECK(std::filesystem::exists(working));
+  auto second = cutrain::test::run(argv);
+  REQUIRE(second.exit_code == 0);
+  CHECK_THAT(second.output, !Catch::Contains("making the synthetic dataset"));
 }
