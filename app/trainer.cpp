@@ -424,7 +424,9 @@ void Trainer::warn_of_cpu_fallback(double seconds_per_step) const {
 
 // Evaluates when the schedule says so (app/accuracy_tracker.h), off the training clock, and sets
 // `stop` when the result reaches --target-accuracy. Every rank gets the same accuracy, so all stop
-// together.
+// together. A signal stops an evaluation too, at a batch all ranks agree on, so that the stop's
+// checkpoint is written without waiting for the rest of the test set: `stop` then says so, and
+// there is no result.
 std::optional<EvalResult> Trainer::evaluate_if_due(int epoch, bool epoch_end, StopReason& stop) {
   if (!accuracy_->due(epoch + 1, epoch_end, state_.global_step)) return std::nullopt;
   ctx_->synchronize();  // the steps so far are training time
@@ -438,10 +440,15 @@ std::optional<EvalResult> Trainer::evaluate_if_due(int epoch, bool epoch_end, St
       log_->evaluation_progress(std::llround(done * double(test_images)), test_images, seconds_since(start));
       last_progress = SteadyClock::now();
     }
-    return false;
+    progress_.mark();
+    return stop_agreed(shutdown_requested());
   });
   const double seconds = seconds_since(start);
   clock_.resume();
+  if (result.stopped) {
+    stop = StopReason::signal;
+    return std::nullopt;
+  }
   if (accuracy_->record(result.accuracy(), state_.global_step, clock_)) stop = StopReason::target;
   log_->evaluation(EvalRecord{epoch + 1, opt_.epochs, state_.global_step, epoch_end, result.accuracy(), seconds,
                               clock_.training_s()});
@@ -458,6 +465,7 @@ std::string Trainer::save_checkpoint() {
   clock_.pause(Pause::checkpoint);
   std::string path = checkpoints_->save(*model_, step_->sgd(), state_);
   clock_.resume();
+  progress_.mark();
   return path;
 }
 
@@ -526,6 +534,7 @@ int Trainer::run() {
               counted(opt_.log_every, "step").c_str(), every_seconds);
   clock_.start();
   training_start_ = last_line_ = SteadyClock::now();
+  progress_.mark();  // from here on, cutrun learns how long this rank goes between points where it can stop
   for (int epoch = state_.epoch; epoch < opt_.epochs && stop == StopReason::none; ++epoch) {
     const double epoch_start = clock_.training_s();  // the epoch's time leaves its evaluations out
     epoch_loss_sum_ = 0;

@@ -41,10 +41,21 @@ ProgressReport::~ProgressReport() {
   thread_.join();
 }
 
+void ProgressReport::mark() {
+  const int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                          std::chrono::steady_clock::now().time_since_epoch()).count();
+  if (last_mark_ns_ >= 0) {
+    const int64_t gap_ms = (now - last_mark_ns_) / 1000000;
+    if (gap_ms > longest_ms_.load(std::memory_order_relaxed)) longest_ms_.store(gap_ms, std::memory_order_relaxed);
+  }
+  last_mark_ns_ = now;
+}
+
 void ProgressReport::beat() {
   std::unique_lock<std::mutex> lock(mutex_);
   do {
-    const std::string message = std::to_string(rank_) + " " + std::to_string(step_.load(std::memory_order_relaxed));
+    const std::string message = std::to_string(rank_) + " " + std::to_string(step_.load(std::memory_order_relaxed)) +
+                                " " + std::to_string(longest_ms_.load(std::memory_order_relaxed));
     // Never blocks and never raises SIGPIPE: when cutrun is gone or behind, a heartbeat is lost.
     (void)::send(fd_, message.data(), message.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
   } while (!stop_.wait_for(lock, every_, [this] { return stopping_; }));

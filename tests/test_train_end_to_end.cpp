@@ -619,3 +619,73 @@ TEST_CASE("making the synthetic dataset is said first, and folders a killed make
   REQUIRE(second.exit_code == 0);
   CHECK_THAT(second.output, !Catch::Contains("making the synthetic dataset"));
 }
+
+TEST_CASE("signals that arrive together are one stop, which saves", "[train]") {
+  TempDir dir;
+  const std::string data = make_data(dir, 512, 64);
+  const std::string save = dir / "ckpt";
+  Process p(train_command(data, {"--epochs", "1000", "--log-every", "1", "--eval-every", "0", "--save", save}));
+  REQUIRE(p.read_until("== step: [  3/", 1, 60));
+  p.signal(SIGTERM);
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  p.signal(SIGINT);  // a scheduler's SIGTERM and a terminal's SIGINT: the same request
+  auto r = p.finish();
+  INFO(r.output);
+  CHECK(r.exit_code == 0);
+  CHECK_THAT(r.output, Catch::Contains("cutrain: stopped by signal 15 after step ") &&
+                           Catch::Contains("; checkpoint: " + save + "/checkpoint-"));
+}
+
+// Note [A stop that saves] (app/cutrun): a CPU step longer than --grace-period, and an evaluation
+// longer than anything, both end in a checkpoint that a resume goes on from exactly.
+TEST_CASE("SIGINT to cutrun during a step longer than the grace period, or during an evaluation, saves and resumes "
+          "exactly", "[train]") {
+  TempDir dir;
+  const std::string data = make_data(dir, 256, 2048);
+  auto job = [&](const std::string& save, std::vector<std::string> flags) {
+    std::vector<std::string> argv = {cutrain::test::binary("cutrun"), "--standalone", "--nproc-per-node", "2",
+                                     "--grace-period", "0.2"};
+    const auto train = train_command(data, {"--epochs", "1", "--max-steps", "4", "--log-every", "1", "--workers", "1",
+                                            "--save", save, "--resume", "auto", "--log-every-seconds", "0.2"});
+    argv.insert(argv.end(), train.begin(), train.end());
+    argv.insert(argv.end(), flags.begin(), flags.end());
+    return argv;
+  };
+  const std::string straight = dir / "straight";
+  REQUIRE(cutrain::test::run(job(straight, {"--width", "32", "--eval-every", "0"})).exit_code == 0);
+
+  struct Case {
+    std::string name, wait_for;
+    std::vector<std::string> flags;
+  };
+  // A step of width 32 takes about 0.5 s here, more than twice the grace period; an evaluation of
+  // 2048 images at width 32, several seconds.
+  for (const Case& c : {Case{"during a step", "[rank0]: == step: [  2/", {"--width", "32", "--eval-every", "0"}},
+                        Case{"during an evaluation", "[rank0]: == eval: ",
+                             {"--width", "32", "--eval-every-steps", "2"}}}) {
+    SECTION(c.name) {
+      const std::string save = dir / "stopped";
+      Process p(job(save, c.flags));
+      REQUIRE(p.read_until(c.wait_for, 1, 120));
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));  // inside the next step, or the evaluation
+      p.signal(SIGINT);
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      p.signal(SIGTERM);  // together with the first: the same stop
+      auto stopped = p.finish();
+      INFO(stopped.output);
+      CHECK(stopped.exit_code == 128 + SIGINT);
+      CHECK_THAT(stopped.output, Catch::Contains("cutrun: got SIGTERM within 1 s of SIGINT: the same stop"));
+      REQUIRE_THAT(stopped.output, Catch::Contains("[rank0]: cutrain: stopped by signal 2 after step ") &&
+                                       Catch::Contains("; checkpoint: " + save + "/checkpoint-") &&
+                                       !Catch::Contains("did not stop within"));
+      if (c.name == "during an evaluation") CHECK_THAT(stopped.output, !Catch::Contains("test acc:"));
+      auto resumed = cutrain::test::run(job(save, {"--width", "32", "--eval-every", "0"}));
+      INFO(resumed.output);
+      REQUIRE(resumed.exit_code == 0);
+      CHECK_THAT(resumed.output, Catch::Contains("[rank0]: resumed from " + save + "/checkpoint-"));
+      const std::string last = "/checkpoint-00000004";
+      require_identical(straight + last + ".safetensors", save + last + ".safetensors");
+      require_identical(straight + last + ".optim.safetensors", save + last + ".optim.safetensors");
+    }
+  }
+}
