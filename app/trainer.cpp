@@ -76,6 +76,7 @@ class Trainer {
   void connect();
   void build_model();
   void restore();
+  void check_ranks_resume_alike();
   void broadcast_state();
   void gather_devices();
   void print_banner() const;
@@ -111,6 +112,7 @@ class Trainer {
   std::optional<CheckpointFolder> checkpoints_;
   LrSchedule schedule_;
   TrainingState state_;
+  std::string resumed_from_;  // the checkpoint restore() took, if any
   int64_t steps_per_epoch_ = 0;
   bool step_collectives_ = true;  // see train_step
   int64_t memory_baseline_ = 0;
@@ -291,6 +293,7 @@ void Trainer::restore() {
     log_->print("resumed from %s at epoch %d, step %lld", path.c_str(), state_.epoch + 1,
                 static_cast<long long>(state_.global_step));
     log_->resumed(state_.epoch + 1, state_.global_step, path);
+    resumed_from_ = path;
   };
   if (opt_.resume != "auto") return resume_from(opt_.resume);
   if (!checkpoints_) throw std::runtime_error("--resume auto: needs --save DIR to look for checkpoints in");
@@ -304,6 +307,67 @@ void Trainer::restore() {
     }
   }
   log_->print("no checkpoint in %s yet: starting from scratch", opt_.save.c_str());
+}
+
+// A 64-bit FNV-1a digest of bytes, for telling two checkpoints' contents apart.
+uint64_t fnv1a(const void* data, size_t bytes, uint64_t hash = 0xcbf29ce484222325ull) {
+  const auto* p = static_cast<const unsigned char*>(data);
+  for (size_t i = 0; i < bytes; ++i) hash = (hash ^ p[i]) * 0x100000001b3ull;
+  return hash;
+}
+
+// Every rank reads its own --resume (node-local --save folders may hold different files, or a
+// node may be given another path), and broadcast_state() would quietly give all of them rank 0's
+// weights while each kept its own step, epoch and data shard. So before the first step, every
+// rank says through the store what it resumed (the step, the position, the seed, the run and a
+// digest of the weights, buffers and momentum), and all of them stop, in the same one line, when
+// any differs.
+void Trainer::check_ranks_resume_alike() {
+  if (!store_) return;
+  std::string mine = "step " + std::to_string(state_.global_step) + " (epoch " + std::to_string(state_.epoch + 1) +
+                     ", batch " + std::to_string(state_.batch) + ", seed " + std::to_string(state_.seed);
+  if (resumed_from_.empty()) {
+    mine += ", no checkpoint)";
+  } else {
+    ParameterSet& ps = model_->params();
+    uint64_t digest = 0xcbf29ce484222325ull;
+    ctx_->synchronize();
+    for (const Tensor& t : {ps.values(), ps.buffer_values(), step_->sgd().momentum()}) {
+      std::vector<float> host(size_t(t.numel()));
+      copy_to_host(t, host.data());
+      digest = fnv1a(host.data(), host.size() * sizeof(float), digest);
+    }
+    char hex[17];
+    std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(digest));
+    mine += ", run " + state_.run_id + ", digest " + hex + ")";
+  }
+  // The path is said, but not compared: node-local folders may be mounted at different places.
+  const std::string said = mine + "\n" + (resumed_from_.empty() ? "" : " from " + resumed_from_);
+  store_->set("resume/" + std::to_string(env_.rank), std::vector<char>(said.begin(), said.end()));
+  struct Group {
+    std::string held, from;  // the first rank's path stands for the group's
+    std::vector<int> ranks;
+  };
+  std::vector<Group> groups;
+  for (int r = 0; r < env_.world_size; ++r) {
+    const std::vector<char> text = store_->get("resume/" + std::to_string(r));
+    const std::string theirs(text.begin(), text.end());
+    const size_t cut = theirs.find('\n');
+    const std::string held = theirs.substr(0, cut);
+    auto group = std::find_if(groups.begin(), groups.end(), [&](const Group& g) { return g.held == held; });
+    if (group == groups.end()) group = groups.insert(groups.end(), Group{held, theirs.substr(cut + 1), {}});
+    group->ranks.push_back(r);
+  }
+  if (groups.size() == 1) return;
+  std::string message = "the ranks would resume from different states:";
+  for (size_t g = 0; g < groups.size(); ++g) {
+    const std::vector<int>& ranks = groups[g].ranks;
+    std::string who = ranks.size() == 1 ? "rank" : "ranks";
+    for (size_t i = 0; i < ranks.size() && i < 4; ++i) who += (i ? ", " : " ") + std::to_string(ranks[i]);
+    if (ranks.size() > 4) who += " and " + std::to_string(ranks.size() - 4) + " more";
+    message += (g ? "; " : " ") + who + " at " + groups[g].held + groups[g].from;
+  }
+  throw std::runtime_error(message + "; give every rank the same --save folder (or --resume file) and start again");
 }
 
 void Trainer::broadcast_state() {
@@ -505,6 +569,7 @@ int Trainer::run() {
   connect();
   build_model();
   restore();
+  check_ranks_resume_alike();
   if (!opt_.dump_first_step.empty()) {
     dump_first_step(opt_.dump_first_step, *model_, data_.train);
     log_->print("wrote the first step's loss and gradients to %s", opt_.dump_first_step.c_str());

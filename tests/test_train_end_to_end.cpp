@@ -689,3 +689,43 @@ TEST_CASE("SIGINT to cutrun during a step longer than the grace period, or durin
     }
   }
 }
+
+TEST_CASE("ranks that would resume from different checkpoints stop before the first step, in one line naming them",
+          "[train]") {
+  TempDir dir;
+  const std::string data = make_data(dir, 256, 16);
+  // One process, 8 steps an epoch: checkpoints at the ends of epochs 1 and 2, which two ranks may go on from.
+  const std::string run = dir / "run";
+  REQUIRE(cutrain::test::run(train_command(data, {"--epochs", "2", "--eval-every", "0", "--save", run})).exit_code == 0);
+  // Node-local folders: rank 0's holds both, rank 1's only the older.
+  for (const char* node : {"node0", "node1"})
+    std::filesystem::copy(run, dir / node, std::filesystem::copy_options::recursive);
+  for (const char* suffix : {".safetensors", ".optim.safetensors"})
+    std::filesystem::remove(dir / ("node1/checkpoint-00000016" + std::string(suffix)));
+
+  std::string train;
+  for (const std::string& arg : train_command(data, {"--epochs", "3", "--eval-every", "0", "--collective-timeout",
+                                                     "30", "--resume", "auto"}))
+    train += arg + " ";
+  auto r = cutrain::test::run({cutrain::test::binary("cutrun"), "--standalone", "--nproc-per-node", "2", "/bin/sh",
+                               "-c", "exec " + train + "--save " + dir.path().string() + "/node$RANK"});
+  INFO(r.output);
+  CHECK(r.exit_code == 1);
+  const std::string line = "cutrain: error: the ranks would resume from different states: rank 0 at step 16 (epoch 3, "
+                           "batch 0, seed 0, run ";
+  CHECK_THAT(r.output, Catch::Contains("[rank0]: " + line) && Catch::Contains("[rank1]: " + line));
+  CHECK_THAT(r.output, Catch::Contains(") from " + dir / "node0/checkpoint-00000016.safetensors" +
+                                       "; rank 1 at step 8 (epoch 2, batch 0, seed 0, run "));
+  CHECK_THAT(r.output, Catch::Contains(") from " + dir / "node1/checkpoint-00000008.safetensors" +
+                                       "; give every rank the same --save folder (or --resume file) and start again"));
+  CHECK_THAT(r.output, !Catch::Contains("== step"));
+
+  // The same files in both folders: the ranks agree, and the run goes on.
+  std::filesystem::remove_all(dir / "node1");
+  std::filesystem::copy(dir / "node0", dir / "node1", std::filesystem::copy_options::recursive);
+  auto agreed = cutrain::test::run({cutrain::test::binary("cutrun"), "--standalone", "--nproc-per-node", "2",
+                                    "/bin/sh", "-c", "exec " + train + "--save " + dir.path().string() + "/node$RANK"});
+  INFO(agreed.output);
+  CHECK(agreed.exit_code == 0);
+  CHECK_THAT(agreed.output, Catch::Contains("[rank0]: resumed from " + dir / "node0/checkpoint-00000016.safetensors"));
+}
