@@ -18,6 +18,7 @@
 #include "app/datasets.h"
 #include "app/device_choice.h"
 #include "app/evaluator.h"
+#include "app/failure_record.h"
 #include "app/first_step.h"
 #include "app/lr_schedule.h"
 #include "app/profiler.h"
@@ -711,7 +712,12 @@ int Trainer::run() {
 
 int run_training(const TrainOptions& options) {
   Trainer trainer(options);
-  return trainer.run();
+  try {
+    return trainer.run();
+  } catch (const std::exception& e) {
+    record_failure(e.what());  // while the communicator still stands (app/failure_record.h)
+    throw;
+  }
 }
 
 }  // namespace cutrain

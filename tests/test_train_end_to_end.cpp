@@ -729,3 +729,24 @@ TEST_CASE("ranks that would resume from different checkpoints stop before the fi
   CHECK(agreed.exit_code == 0);
   CHECK_THAT(agreed.output, Catch::Contains("[rank0]: resumed from " + dir / "node0/checkpoint-00000016.safetensors"));
 }
+
+TEST_CASE("rank 0 on a full disk is named by cutrun, not the rank whose collective it broke", "[train]") {
+  TempDir dir;
+  const std::string full = dir / "full";
+  cutrain::test::Mount disk = cutrain::test::Mount::tmpfs(full, "size=64k");
+  if (!disk.ok()) {
+    std::cout << "SKIPPED: " << disk.error() << "\n";
+    return;
+  }
+  const std::string data = make_data(dir, 256, 16);
+  std::vector<std::string> argv = {cutrain::test::binary("cutrun"), "--standalone", "--nproc-per-node", "2"};
+  const auto train = train_command(data, {"--epochs", "3", "--eval-every", "0", "--save", full});
+  argv.insert(argv.end(), train.begin(), train.end());
+  auto r = cutrain::test::run(argv);
+  INFO(r.output);
+  CHECK(r.exit_code == 1);
+  CHECK_THAT(r.output, Catch::Contains("[rank0]: cutrain: error: ") && Catch::Contains("No space left on device"));
+  // Named as the one that failed: first to exit, or else by its failure record.
+  CHECK_THAT(r.output, Catch::Matches("(.|\n)*\ncutrun: rank 0 \\(local rank 0, pid [0-9]+\\) (exited with code 1; "
+                                      "stopping the other ranks|failed first, and exited with code 1: )(.|\n)*"));
+}
