@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <stdexcept>
 
 #include "app/commands.h"
@@ -38,11 +39,18 @@ int run_eval(const EvalOptions& o) {
   ContextOptions co;
   co.device = resolve_device(o.device);
   co.dtype = resolve_precision(o.precision, co.device);
-  ResNetConfig mc = resnet_config_of(read_safetensors(o.checkpoint), o.checkpoint);
+  const SafeTensorsFile file = read_safetensors(o.checkpoint);
+  ResNetConfig mc = resnet_config_of(file, o.checkpoint);
+  // Without --data, the data the checkpoint was trained on, when it names a folder that is still
+  // there (app/checkpoints.h describe()); a bare eval once tested on the synthetic default instead.
+  std::string data_dir = o.data;
+  if (const auto trained_on = file.metadata.find("data");
+      data_dir.empty() && trained_on != file.metadata.end() && std::filesystem::is_directory(trained_on->second))
+    data_dir = trained_on->second;
   // What will take a while is said on standard error, as it happens: standard output holds the result.
   auto say = [](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); };
   Datasets data =
-      load_datasets(o.data, o.synthetic_train, o.synthetic_test, o.synthetic_difficulty, o.max_image_pixels, say);
+      load_datasets(data_dir, o.synthetic_train, o.synthetic_test, o.synthetic_difficulty, o.max_image_pixels, say);
   Context ctx(co);
 
   if (mc.num_classes < data.test.num_classes)
@@ -81,7 +89,9 @@ void add_eval_command(CLI::App& app, int& exit_code) {
   auto* cmd = app.add_subcommand("eval", "Test accuracy of a checkpoint, overall and per class");
   auto o = std::make_shared<EvalOptions>();
   cmd->add_option("--checkpoint", o->checkpoint, "Model weights (safetensors, torchvision names)")->required();
-  cmd->add_option("--data", o->data, "CIFAR-10 binary folder or image folder (default: the synthetic dataset)");
+  cmd->add_option("--data", o->data,
+                  "CIFAR-10 binary folder or image folder (default: the data the checkpoint was trained on, when "
+                  "it names a folder that is there, else the synthetic dataset)");
   cmd->add_option("--device", o->device, "auto, cuda or cpu")->capture_default_str()
       ->check(CLI::IsMember({"auto", "cuda", "cpu"}));
   cmd->add_option("--precision", o->precision, "fp32 or bf16 (default: bf16 on a GPU)")

@@ -7,6 +7,8 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <fstream>
+#include <map>
 #include <memory>
 #include <optional>
 #include <stdexcept>
@@ -36,12 +38,14 @@
 #include "dist/progress_report.h"
 #include "dist/rendezvous.h"
 #include "dist/store.h"
+#include "kernels/augment.h"
 #include "kernels/check.h"
 #include "kernels/device.h"
 #include "kernels/nvtx_range.h"
 #include "nn/checkpoint.h"
 #include "nn/context.h"
 #include "nn/resnet.h"
+#include "nn/safetensors.h"
 
 namespace cutrain {
 namespace {
@@ -78,6 +82,7 @@ class Trainer {
   void build_model();
   void restore();
   void check_ranks_resume_alike();
+  CheckpointMetadata run_description() const;
   void broadcast_state();
   void gather_devices();
   void print_banner() const;
@@ -278,8 +283,62 @@ void Trainer::build_model() {
     CheckpointFolder::Report report;  // rank 0 writes the folder, and tidies it
     if (env_.is_main()) report = [this](const std::string& line) { log_->print("%s", line.c_str()); };
     checkpoints_.emplace(opt_.save, opt_.keep_last, report);
+    checkpoints_->describe(run_description());
     if (env_.is_main() && opt_.resume.empty()) checkpoints_->claim_for_new_run(opt_.new_run);
   }
+}
+
+// Why --resume auto passed over a checkpoint, in a few words: the model it holds when that is not
+// this run's ("a model of width 8"), else the loader's own message.
+std::string why_skipped(const std::string& path, const std::string& error, const ResNetConfig& mine) {
+  std::string other;
+  try {
+    const CheckpointMetadata m = read_safetensors_metadata(path);
+    auto differs = [&](const char* key, const std::string& ours, const std::string& said) {
+      const auto it = m.find(key);
+      if (it != m.end() && it->second != ours) other += (other.empty() ? "" : ", ") + said + it->second;
+    };
+    differs("width", std::to_string(mine.width), "width ");
+    differs("stem", stem_name(mine.stem), "stem ");
+    differs("num_classes", std::to_string(mine.num_classes), "classes ");
+  } catch (const std::exception&) {
+  }
+  return other.empty() ? error : "a model of " + other;
+}
+
+// This process's command line, the words joined by spaces, a word with a space or a quote in
+// single quotes (as a shell would take it back).
+std::string command_line() {
+  std::ifstream in("/proc/self/cmdline", std::ios::binary);
+  std::string line;
+  for (std::string word; std::getline(in, word, '\0');) {
+    if (word.find_first_of(" '\"\\$") != std::string::npos) {
+      std::string quoted = "'";
+      for (char c : word) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
+      word = quoted + "'";
+    }
+    line += (line.empty() ? "" : " ") + word;
+  }
+  return line;
+}
+
+// What each checkpoint records of the run that wrote it (app/checkpoints.h describe()), so that a
+// file says where it came from: `cutrain inspect` prints it, and `cutrain eval` takes the data.
+CheckpointMetadata Trainer::run_description() const {
+  const AugmentConfig augment;  // the loaders' normalisation (kernels/augment.h)
+  char normalization[128];
+  std::snprintf(normalization, sizeof normalization, "mean %g %g %g, std %g %g %g (of pixels in [0, 1], RGB)",
+                augment.mean[0], augment.mean[1], augment.mean[2], augment.std[0], augment.std[1], augment.std[2]);
+  std::string classes;
+  for (const std::string& name : data_.train.class_names) classes += (classes.empty() ? "" : ",") + name;
+  return {{"command", command_line()},
+          {"cutrain_version", version_line()},
+          {"data", data_.source},
+          {"train_images", std::to_string(data_.train.size())},
+          {"test_images", std::to_string(data_.test.size())},
+          {"class_names", classes},
+          {"normalization", normalization},
+          {"seed", std::to_string(opt_.seed)}};
 }
 
 // --init-from and --resume: every rank reads the same files; broadcast_state() then makes sure.
@@ -298,15 +357,32 @@ void Trainer::restore() {
   };
   if (opt_.resume != "auto") return resume_from(opt_.resume);
   if (!checkpoints_) throw std::runtime_error("--resume auto: needs --save DIR to look for checkpoints in");
+  std::map<std::string, int> skipped;  // why, and how many for that reason
+  auto say_skipped = [&](const char* outcome) {
+    if (skipped.empty()) return;
+    std::string why;
+    int total = 0;
+    for (const auto& [reason, count] : skipped) {
+      why += (why.empty() ? "" : "; ") + std::to_string(count) + " " + reason;
+      total += count;
+    }
+    const ResNetConfig& c = model_->config();
+    log_->print("cutrain: warning: --resume auto: skipped %s in %s (%s; this run's model: width %d, %s stem, %d "
+                "classes): %s", counted(total, "checkpoint").c_str(), opt_.save.c_str(), why.c_str(), c.width,
+                stem_name(c.stem), c.num_classes, outcome);
+  };
   for (const std::string& path : checkpoints_->complete_checkpoints()) {
     try {
-      return resume_from(path);
+      resume_from(path);
     } catch (const ResumeMismatch&) {
       throw;
     } catch (const std::exception& e) {
-      log_->print("cutrain: warning: skipping checkpoint %s", e.what());
+      ++skipped[why_skipped(path, e.what(), model_->config())];
+      continue;
     }
+    return say_skipped("went on from the newest that fits");
   }
+  if (!skipped.empty()) return say_skipped("starting from scratch");
   log_->print("no checkpoint in %s yet: starting from scratch", opt_.save.c_str());
 }
 

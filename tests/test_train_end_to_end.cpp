@@ -10,6 +10,8 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "app/checkpoints.h"
+#include "app/version.h"
 #include "data/load.h"
 #include "data/synthetic.h"
 #include "kernels/device.h"
@@ -544,16 +546,16 @@ TEST_CASE("step lines come after the first step and by time too, with the lr, el
   TempDir dir;
   const std::string data = make_data(dir, 512, 1024);  // 16 steps of 32; an evaluation of 1024 images
   const std::string metrics = dir / "m.jsonl";
-  auto r = cutrain::test::run(train_command(data, {"--epochs", "1", "--log-every", "1000", "--log-every-seconds",
-                                                   "0.3", "--eval-every", "1", "--workers", "1", "--metrics", metrics}));
+  auto r = cutrain::test::run(train_command(data, {"--epochs", "1", "--log-every", "1000", "--log-every-seconds", "0.3",
+                                                   "--eval-every", "1", "--workers", "1", "--metrics", metrics}));
   INFO(r.output);
   REQUIRE(r.exit_code == 0);
   CHECK_THAT(r.output, Catch::Contains("warming up: step 1 of 16, whose line comes at once; then a line every 1000 "
                                        "steps or 0.3 s\n== step: [  1/16] [1/1] | loss: "));
   // The shape of every line: the seed's fields, then the learning rate, the time and the ETA.
   CHECK_THAT(r.output, Catch::Matches(
-      "(.|\n)*\n== step: \\[ 16/16\\] \\[1/1\\] \\| loss: [0-9.]+ \\| acc: [0-9.]+% \\| [0-9]+ img/s \\| [0-9.]+ ms/step "
-      "\\| lr: 0.05 \\| elapsed: 0:00:[0-9]{2} \\| eta: 0:00:00\n(.|\n)*"));
+      "(.|\n)*\n== step: \\[ 16/16\\] \\[1/1\\] \\| loss: [0-9.]+ \\| acc: [0-9.]+% \\| [0-9]+ img/s \\| "
+      "[0-9.]+ ms/step \\| lr: 0.05 \\| elapsed: 0:00:[0-9]{2} \\| eta: 0:00:00\n(.|\n)*"));
   const std::vector<nlohmann::json> steps = read_metrics(metrics, "step");
   REQUIRE(steps.size() >= 3);  // step 1, the last, and some by time in between
   CHECK(steps.front()["global_step"] == 1);
@@ -602,7 +604,8 @@ TEST_CASE("making the synthetic dataset is said first, and folders a killed make
   const std::string folder = cache + "/cutrain/" +
                              cutrain::synthetic_folder_name(64, 16, 0, cutrain::kSyntheticDefaultDifficulty);
   // A maker killed while it wrote (no such process: pids stay below 2^22), and one still at work (this test).
-  const std::string abandoned = folder + ".partial-999999999", working = folder + ".partial-" + std::to_string(getpid());
+  const std::string abandoned = folder + ".partial-999999999";
+  const std::string working = folder + ".partial-" + std::to_string(getpid());
   for (const std::string& d : {abandoned, working}) std::filesystem::create_directories(d + "/half-written");
   const std::vector<std::string> argv = {"/usr/bin/env", "XDG_CACHE_HOME=" + cache, cutrain::test::binary("cutrain"),
                                          "train", "--device", "cpu", "--synthetic-train", "64", "--synthetic-test",
@@ -696,7 +699,8 @@ TEST_CASE("ranks that would resume from different checkpoints stop before the fi
   const std::string data = make_data(dir, 256, 16);
   // One process, 8 steps an epoch: checkpoints at the ends of epochs 1 and 2, which two ranks may go on from.
   const std::string run = dir / "run";
-  REQUIRE(cutrain::test::run(train_command(data, {"--epochs", "2", "--eval-every", "0", "--save", run})).exit_code == 0);
+  REQUIRE(cutrain::test::run(train_command(data, {"--epochs", "2", "--eval-every", "0", "--save", run})).exit_code ==
+          0);
   // Node-local folders: rank 0's holds both, rank 1's only the older.
   for (const char* node : {"node0", "node1"})
     std::filesystem::copy(run, dir / node, std::filesystem::copy_options::recursive);
@@ -749,4 +753,46 @@ TEST_CASE("rank 0 on a full disk is named by cutrun, not the rank whose collecti
   // Named as the one that failed: first to exit, or else by its failure record.
   CHECK_THAT(r.output, Catch::Matches("(.|\n)*\ncutrun: rank 0 \\(local rank 0, pid [0-9]+\\) (exited with code 1; "
                                       "stopping the other ranks|failed first, and exited with code 1: )(.|\n)*"));
+}
+
+TEST_CASE("a checkpoint says what made it: inspect prints it, eval takes its data, --resume auto skips in one line",
+          "[train]") {
+  TempDir dir;
+  const std::string data = make_data(dir, 256, 16);
+  const std::string save = dir / "ckpt";
+  const auto train = train_command(data, {"--epochs", "1", "--eval-every", "0", "--seed", "3", "--save", save});
+  REQUIRE(cutrain::test::run(train).exit_code == 0);
+  const std::string checkpoint = save + "/checkpoint-00000008.safetensors";
+
+  auto shown = cutrain::test::run({cutrain::test::binary("cutrain"), "inspect", checkpoint});
+  INFO(shown.output);
+  REQUIRE(shown.exit_code == 0);
+  std::string command;
+  for (const std::string& word : train) command += (command.empty() ? "" : " ") + word;
+  const std::vector<std::string> lines = {
+      checkpoint + ":\n", "\n  command: " + command + "\n", "\n  cutrain_version: " + cutrain::version_line() + "\n",
+      "\n  data: " + data + "\n", "\n  train_images: 256\n", "\n  test_images: 16\n",
+      "\n  class_names: checker,cross,disc,frame,hstripes,plus,ring,square,triangle,vstripes\n",
+      "\n  normalization: mean 0.4914 0.4822 0.4465, std 0.2023 0.1994 0.201 (of pixels in [0, 1], RGB)\n",
+      "\n  seed: 3\n", "\n  width: 8\n", save + "/checkpoint-00000008.optim.safetensors:\n", "\n  epoch: 1\n",
+      "\n  global_step: 8\n"};
+  for (const std::string& line : lines)
+    CHECK_THAT(shown.output, Catch::Contains(line));
+
+  // Without --data, eval tests on the data the checkpoint was trained on, not the synthetic default.
+  auto evaluated = cutrain::test::run({cutrain::test::binary("cutrain"), "eval", "--checkpoint", checkpoint});
+  INFO(evaluated.output);
+  CHECK(evaluated.exit_code == 0);
+  CHECK_THAT(evaluated.output, Catch::StartsWith("evaluating " + checkpoint + " on 16 test images of " + data));
+
+  // A wider model next to it: one line says what was found and what was chosen (600 characters of
+  // tensor shapes per file, before).
+  auto wider = cutrain::test::run(train_command(data, {"--epochs", "1", "--eval-every", "0", "--width", "16",
+                                                       "--save", save, "--resume", "auto", "--max-steps", "1"}));
+  INFO(wider.output);
+  CHECK(wider.exit_code == 0);
+  CHECK_THAT(wider.output, Catch::StartsWith("cutrain: warning: --resume auto: skipped 1 checkpoint in " + save +
+                                           " (1 a model of width 8; this run's model: width 16, cifar stem, 10 "
+                                           "classes): starting from scratch\n"));
+  CHECK_THAT(wider.output, !Catch::Contains("has shape"));
 }
