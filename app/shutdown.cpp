@@ -45,6 +45,12 @@ void install_shutdown_handlers() {
   sigaction(SIGHUP, &action, nullptr);  // a closed terminal or session: stop as for SIGTERM, saving
 }
 
+void request_shutdown(int sig) {
+  if (g_signal != 0) return;
+  g_first_ns.store(monotonic_ns());
+  g_signal = sig;
+}
+
 bool shutdown_requested() { return g_signal != 0; }
 int shutdown_signal() { return g_signal; }
 

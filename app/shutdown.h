@@ -16,4 +16,7 @@ bool shutdown_requested();
 // Which signal asked for the shutdown (0 if none), for the closing message.
 int shutdown_signal();
 
+// Asks for the shutdown as `sig` would, from any thread, without a signal (the launcher is gone).
+void request_shutdown(int sig);
+
 }  // namespace cutrain

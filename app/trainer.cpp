@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <csignal>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -145,7 +146,12 @@ Trainer::Trainer(const TrainOptions& options)
       env_(dist_env_from_environment()),
       device_(resolve_device(options.device)),
       dtype_(resolve_precision(options.precision, device_)),
-      progress_(env_.rank),
+      progress_(env_.rank,
+                [rank = env_.rank] {
+                  std::fprintf(stderr, "cutrain: rank %d: cutrun is gone (its heartbeat socket is closed): stopping "
+                               "as for SIGTERM\n", rank);
+                  request_shutdown(SIGTERM);
+                }),
       profiler_(options.profile_steps.empty() ? StepRange{} : parse_step_range(options.profile_steps),
                 device_ == Device::cuda) {
   log_ = std::make_unique<RunLog>(env_.is_main(), opt_.metrics, opt_.tensorboard);

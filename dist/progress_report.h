@@ -7,6 +7,11 @@
 // heartbeats go on, so cutrun sees which rank fell silent and stops the job, naming it. Without
 // those variables (another launcher, a single process) this does nothing.
 //
+// A heartbeat that cutrun's end refuses (ECONNREFUSED: cutrun is gone, killed with SIGKILL, say)
+// calls `on_launcher_gone` once and beating stops. The socket reaches a rank through whatever
+// wrapper scripts started it, which cutrun's death signal does not: the trainer stops there as
+// for SIGTERM, saving, instead of training on with parent pid 1.
+//
 // `longest_ms` is the longest time the training thread has gone between two marks (a step, an
 // evaluation batch, a checkpoint written): what it may need to reach the next one. cutrun waits
 // that long, twice, before it kills a rank it asked to stop (Note [A stop that saves]).
@@ -16,6 +21,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <mutex>
 #include <thread>
 
@@ -23,7 +29,7 @@ namespace cutrain {
 
 class ProgressReport {
  public:
-  explicit ProgressReport(int rank);
+  explicit ProgressReport(int rank, std::function<void()> on_launcher_gone = {});
   ~ProgressReport();
   ProgressReport(const ProgressReport&) = delete;
   ProgressReport& operator=(const ProgressReport&) = delete;
@@ -41,6 +47,7 @@ class ProgressReport {
   void beat();  // the heartbeat thread
 
   int rank_;
+  std::function<void()> on_launcher_gone_;
   int fd_ = -1;
   std::chrono::milliseconds every_{1000};
   std::atomic<int64_t> step_{0};

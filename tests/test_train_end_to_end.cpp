@@ -796,3 +796,24 @@ TEST_CASE("a checkpoint says what made it: inspect prints it, eval takes its dat
                                            "classes): starting from scratch\n"));
   CHECK_THAT(wider.output, !Catch::Contains("has shape"));
 }
+
+TEST_CASE("ranks started through a wrapper stop, saving, when cutrun is killed with SIGKILL", "[train]") {
+  TempDir dir;
+  const std::string data = make_data(dir, 512, 16);
+  // The wrapper does not exec: cutrain is cutrun's grandchild, out of reach of its death signal.
+  std::vector<std::string> argv = {cutrain::test::binary("cutrun"), "--standalone", "--nproc-per-node", "2",
+                                   "/bin/sh", "-c", "\"$0\" \"$@\" & echo \"started $!\"; wait"};
+  const auto train = train_command(data, {"--epochs", "1000", "--eval-every", "0", "--log-every", "1", "--workers",
+                                          "1"});
+  argv.insert(argv.end(), train.begin(), train.end());
+  Process p(argv);
+  REQUIRE(p.read_until("[rank0]: == step: [  2/", 1, 60));
+  p.signal(SIGKILL);
+  const std::string seen = p.finish().output;
+  INFO(seen);
+  std::vector<pid_t> ranks;
+  for (size_t at = seen.find("started "); at != std::string::npos; at = seen.find("started ", at + 1))
+    ranks.push_back(pid_t(std::stol(seen.substr(at + 8))));
+  REQUIRE(ranks.size() == 2);
+  CHECK(cutrain::test::wait_gone(ranks, 30));  // before, both trained on with parent pid 1
+}
