@@ -56,6 +56,8 @@ Evaluator::Evaluator(ResNet18& model, const Dataset& test, Communicator* comm, i
   const int64_t begin = n * rank / world_size, end = n * (rank + 1) / world_size;
   shard_.resize(size_t(end - begin));
   std::iota(shard_.begin(), shard_.end(), begin);
+  const int64_t batch = model.config().batch_size, smallest = n / world_size;
+  common_batches_ = (smallest + batch - 1) / batch;
 }
 
 std::vector<std::string> class_accuracy_lines(const EvalResult& r, const std::vector<std::string>& class_names) {
@@ -72,7 +74,7 @@ std::vector<std::string> class_accuracy_lines(const EvalResult& r, const std::ve
   return lines;
 }
 
-EvalResult Evaluator::run() {
+EvalResult Evaluator::run(const EvalHook& after_batch) {
   const int K = model_.config().num_classes;
   Context& ctx = model_.context();
   auto* counts = static_cast<int64_t*>(counts_.data());
@@ -108,6 +110,12 @@ EvalResult Evaluator::run() {
       count_correct_cuda(logits, labels, n, K, correct, class_total, class_correct, ctx.stream);
     else
       count_correct_cpu(logits, labels, n, K, correct, class_total, class_correct);
+    if (after_batch && b < common_batches_ && after_batch(double(b + 1) / double(feed_.num_batches()))) {
+      ctx.synchronize();  // nothing of this evaluation may still run when the caller goes on
+      EvalResult stopped;
+      stopped.stopped = true;
+      return stopped;
+    }
   }
 
   std::vector<int64_t> host(1 + 2 * size_t(K));
