@@ -29,7 +29,6 @@ Context::Context(const ContextOptions& opts) : options(opts) {
     planning_ = true;
     main_.stream = recording()->make_stream("main");
     side_.stream = recording()->make_stream("side");
-    enter(main_);
     return;
   }
   if (!cuda_available()) throw std::runtime_error(cuda_unavailable_reason());
@@ -37,7 +36,6 @@ Context::Context(const ContextOptions& opts) : options(opts) {
     CUDA_CHECK(cudaSetDevice(opts.cuda_device));
     make_lane(main_);
     make_lane(side_);
-    enter(main_);
     CUBLAS_CHECK(cublasCreate(&cublas));
     CUBLAS_CHECK(cublasSetStream(cublas, main_.stream));
     // fp32 products stay fp32 (no TF32) unless asked for.
@@ -57,6 +55,12 @@ void Context::make_lane(Lane& lane) {
   CUDA_CHECK(cudaEventCreateWithFlags(&lane.done, cudaEventDisableTiming));
   CUDNN_CHECK(cudnnCreate(&lane.cudnn));
   CUDNN_CHECK(cudnnSetStream(lane.cudnn, lane.stream));
+}
+
+cudnnHandle_t Context::cudnn(cudaStream_t stream) const {
+  if (stream == side_.stream) return side_.cudnn;
+  if (stream == main_.stream) return main_.cudnn;
+  throw std::logic_error("Context::cudnn: the stream is not one of the context's");
 }
 
 void Context::wait(const Lane& waiter, const Lane& lane) {
@@ -88,8 +92,6 @@ void Context::release() noexcept {
     *lane = Lane{};
   }
   cublas = nullptr;
-  cudnn = nullptr;
-  stream = nullptr;
 }
 
 void Context::synchronize() const {
