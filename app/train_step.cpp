@@ -10,8 +10,9 @@ namespace cutrain {
 
 namespace {
 
+// Each parameter's size with its alignment padding, so that the buckets tile the flat buffer.
 std::vector<int64_t> padded_sizes(const ParameterSet& params) {
-  std::vector<int64_t> sizes;  // with each parameter's alignment padding: buckets tile the buffer
+  std::vector<int64_t> sizes;
   for (const Parameter* p : params.in_layout_order()) sizes.push_back(p->padded_numel);
   return sizes;
 }

@@ -25,7 +25,7 @@ Context::Context(const ContextOptions& opts) : options(opts) {
     if (opts.dtype == DType::bf16) throw std::runtime_error("--precision bf16: needs --device cuda");
     return;
   }
-  if (planning()) {  // no device: streams are names, and there are no library handles
+  if (planning()) {  // there is no device, so streams are names and there are no library handles
     planning_ = true;
     main_.stream = recording()->make_stream("main");
     side_.stream = recording()->make_stream("side");
@@ -81,7 +81,7 @@ void Context::wait(const Lane& waiter, const Lane& lane) {
 void Context::fork() { wait(side_, main_); }
 void Context::join() { wait(main_, side_); }
 
-// Destroys what exists, ignoring errors: nothing can be done about them here.
+// Destroys what exists and ignores errors, since nothing can be done about them here.
 void Context::release() noexcept {
   if (planning_) return;
   if (cublas) cublasDestroy(cublas);

@@ -83,7 +83,7 @@ void ResNet18::backward(std::function<void(int64_t ready_end)> on_grads_ready, C
   for (auto it = blocks_.rbegin(); it != blocks_.rend(); ++it) (*it)->backward(collectives);
   if (maxpool_) maxpool_->backward();
   bn1_->backward(collectives);
-  conv1_->backward(0.0f);  // the image needs no gradient: weights only
+  conv1_->backward(0.0f);  // the weights only, since the image needs no gradient
 }
 
 void ResNet18::sync_weight_copies() {
