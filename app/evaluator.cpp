@@ -83,7 +83,7 @@ EvalResult Evaluator::run(const EvalHook& after_batch) {
   int64_t* class_correct = counts + 1 + K;
 
   if (ctx.on_gpu())
-    CUDA_CHECK(cudaMemsetAsync(counts, 0, counts_.bytes(), ctx.stream));
+    CUDA_CHECK(cudaMemsetAsync(counts, 0, counts_.bytes(), ctx.main_stream()));
   else
     std::fill(counts, counts + 1 + 2 * K, 0);
 
@@ -97,7 +97,7 @@ EvalResult Evaluator::run(const EvalHook& after_batch) {
       auto* sum = static_cast<float*>(first_logits_.data());
       const size_t bytes = sizeof(float) * size_t(n) * size_t(K);
       if (ctx.on_gpu())
-        CUDA_CHECK(cudaMemcpyAsync(sum, logits, bytes, cudaMemcpyDeviceToDevice, ctx.stream));
+        CUDA_CHECK(cudaMemcpyAsync(sum, logits, bytes, cudaMemcpyDeviceToDevice, ctx.main_stream()));
       else
         std::memcpy(sum, logits, bytes);
       mirrored_->load(b);  // the same images and labels, mirrored
@@ -107,7 +107,7 @@ EvalResult Evaluator::run(const EvalHook& after_batch) {
     }
     const int32_t* labels = model_.labels().as<int32_t>();
     if (ctx.on_gpu())
-      count_correct_cuda(logits, labels, n, K, correct, class_total, class_correct, ctx.stream);
+      count_correct_cuda(logits, labels, n, K, correct, class_total, class_correct, ctx.main_stream());
     else
       count_correct_cpu(logits, labels, n, K, correct, class_total, class_correct);
     if (after_batch && b < common_batches_ && after_batch(double(b + 1) / double(feed_.num_batches()))) {

@@ -121,7 +121,6 @@ class Trainer {
   TrainingState state_;
   std::string resumed_from_;  // the checkpoint restore() took, if any
   int64_t steps_per_epoch_ = 0;
-  bool step_collectives_ = true;  // see train_step
   int64_t memory_baseline_ = 0;
   int64_t peak_memory_ = 0;
   std::vector<std::string> rank_devices_;  // rank 0: where each rank runs, for the banner
@@ -182,7 +181,7 @@ void Trainer::connect() {
     store_ = rendezvous(env_);
     CommunicatorOptions comm_options;
     comm_options.use_cuda = device_ == Device::cuda;
-    comm_options.compute_stream = ctx_->stream;
+    comm_options.compute_stream = ctx_->main_stream();
     comm_options.timeout = std::chrono::seconds(opt_.collective_timeout_s);
     comm_ = make_communicator(env_, *store_, comm_options);
   }
@@ -256,10 +255,8 @@ void Trainer::build_model() {
   so.broadcast_buffers = !opt_.sync_bn;
   step_ = std::make_unique<TrainStep>(*model_, comm_.get(), so);
   if (comm_ && opt_.sync_bn) {
-    model_->set_sync_batchnorm({[this](float* data, size_t count) {
-                                  if (step_collectives_) comm_->all_reduce(data, count, ReduceOp::sum);
-                                },
-                                env_.world_size});
+    model_->set_sync_batchnorm(
+        {[this](float* data, size_t count) { comm_->all_reduce(data, count, ReduceOp::sum); }, env_.world_size});
   }
 
   LoaderConfig lc;
@@ -488,15 +485,11 @@ void Trainer::print_banner() const {
   }
 }
 
-// One optimizer step on the batch already in the model's input (steps 2-5 of trainer.h; the
-// learning rate comes from the device's step counter, so nothing here waits for the device).
+// One step on the batch already in the model's input: Note [The step], captured or replayed.
+// Nothing here waits for the device.
 void Trainer::train_step() {
-  const int64_t tracked = model_->num_batches_tracked;
-  graph_->run([this](bool collectives) {
-    step_collectives_ = collectives;  // false while StepGraph rehearses a capture (sync BN reads it)
-    step_->run(collectives);
-  });
-  model_->num_batches_tracked = tracked + 1;  // once, however often the step's host code ran (step_graph.h)
+  graph_->run([this](bool collectives) { step_->run(collectives ? Collectives::with : Collectives::without); });
+  ++model_->num_batches_tracked;  // here, once per step: a replayed step runs no host code
   metrics_->record(model_->loss(), model_->correct());
 }
 

@@ -25,11 +25,10 @@ Context::Context(const ContextOptions& opts) : options(opts) {
     if (opts.dtype == DType::bf16) throw std::runtime_error("--precision bf16: needs --device cuda");
     return;
   }
-  if (planning()) {  // no device: streams are names, and there are no library handles
+  if (planning()) {  // there is no device, so streams are names and there are no library handles
     planning_ = true;
     main_.stream = recording()->make_stream("main");
     side_.stream = recording()->make_stream("side");
-    enter(main_);
     return;
   }
   if (!cuda_available()) throw std::runtime_error(cuda_unavailable_reason());
@@ -37,7 +36,6 @@ Context::Context(const ContextOptions& opts) : options(opts) {
     CUDA_CHECK(cudaSetDevice(opts.cuda_device));
     make_lane(main_);
     make_lane(side_);
-    enter(main_);
     CUBLAS_CHECK(cublasCreate(&cublas));
     CUBLAS_CHECK(cublasSetStream(cublas, main_.stream));
     // fp32 products stay fp32 (no TF32) unless asked for.
@@ -59,6 +57,12 @@ void Context::make_lane(Lane& lane) {
   CUDNN_CHECK(cudnnSetStream(lane.cudnn, lane.stream));
 }
 
+cudnnHandle_t Context::cudnn(cudaStream_t stream) const {
+  if (stream == side_.stream) return side_.cudnn;
+  if (stream == main_.stream) return main_.cudnn;
+  throw std::logic_error("Context::cudnn: the stream is not one of the context's");
+}
+
 void Context::wait(const Lane& waiter, const Lane& lane) {
   if (!on_gpu()) return;
   if (Recorder* r = recording()) {
@@ -77,7 +81,7 @@ void Context::wait(const Lane& waiter, const Lane& lane) {
 void Context::fork() { wait(side_, main_); }
 void Context::join() { wait(main_, side_); }
 
-// Destroys what exists, ignoring errors: nothing can be done about them here.
+// Destroys what exists and ignores errors, since nothing can be done about them here.
 void Context::release() noexcept {
   if (planning_) return;
   if (cublas) cublasDestroy(cublas);
@@ -88,8 +92,6 @@ void Context::release() noexcept {
     *lane = Lane{};
   }
   cublas = nullptr;
-  cudnn = nullptr;
-  stream = nullptr;
 }
 
 void Context::synchronize() const {

@@ -58,15 +58,16 @@ void Linear::forward() {
     return;
   }
   const Context& ctx = net_.ctx;
+  const cudaStream_t stream = ctx.main_stream();  // cuBLAS is bound to it
   const float one = 1.0f, zero = 0.0f;
   // y^T[O,N] = b[O,1] ones[1,N]   (the bias in every column)
-  run_or_record(ctx.stream, gemm_call("cublasSgemm", out_, n_, 1, DType::f32, DType::f32, false), [&] {
+  run_or_record(stream, gemm_call("cublasSgemm", out_, n_, 1, DType::f32, DType::f32, false), [&] {
     CUBLAS_CHECK(cublasSgemm(ctx.cublas, CUBLAS_OP_N, CUBLAS_OP_N, out_, n_, 1, &one, bias.value.as<float>(), out_,
                              ones_->as<float>(), 1, &zero, y.value.as<float>(), out_));
   });
   // y^T[O,N] += W[O,I] x^T[I,N]   (W is column-major [I,O]: transposed)
   const void* w = weight.value_in(ctx.dtype());
-  run_or_record(ctx.stream, gemm_call("cublasGemmEx", out_, n_, in_, ctx.dtype(), DType::f32, true), [&] {
+  run_or_record(stream, gemm_call("cublasGemmEx", out_, n_, in_, ctx.dtype(), DType::f32, true), [&] {
     CUBLAS_CHECK(cublasGemmEx(ctx.cublas, CUBLAS_OP_T, CUBLAS_OP_N, out_, n_, in_, &one, w, cuda_dtype(ctx.dtype()),
                               in_, x_.value.data, cuda_dtype(ctx.dtype()), in_, &one, y.value.data, CUDA_R_32F, out_,
                               compute_type(ctx), CUBLAS_GEMM_DEFAULT));
@@ -87,28 +88,29 @@ void Linear::backward() {
 
 void Linear::backward_gpu() {
   const Context& ctx = net_.ctx;
+  const cudaStream_t stream = ctx.main_stream();  // cuBLAS is bound to it
   const float one = 1.0f, zero = 0.0f;
   const cudaDataType_t t = cuda_dtype(ctx.dtype());
   const bool bf16 = ctx.dtype() == DType::bf16;
   // The products with x and W take dy in their own type: bf16 needs a rounded copy.
   const void* dy = y.grad.data;
   if (bf16) {
-    cast_f32_to_bf16_cuda(y.grad.as<float>(), dy_bf16_->as<__nv_bfloat16>(), int64_t(n_) * out_, ctx.stream);
+    cast_f32_to_bf16_cuda(y.grad.as<float>(), dy_bf16_->as<__nv_bfloat16>(), int64_t(n_) * out_, stream);
     dy = dy_bf16_->data;
   }
   // dW^T[I,O] = x^T[I,N] dy[N,O]   (dy is column-major [O,N]: transposed); fp32 out
-  run_or_record(ctx.stream, gemm_call("cublasGemmEx", in_, out_, n_, ctx.dtype(), DType::f32, false), [&] {
+  run_or_record(stream, gemm_call("cublasGemmEx", in_, out_, n_, ctx.dtype(), DType::f32, false), [&] {
     CUBLAS_CHECK(cublasGemmEx(ctx.cublas, CUBLAS_OP_N, CUBLAS_OP_T, in_, out_, n_, &one, x_.value.data, t, in_, dy, t,
                               out_, &zero, weight.grad.data, CUDA_R_32F, in_, compute_type(ctx), CUBLAS_GEMM_DEFAULT));
   });
   // db[O] = dy^T[O,N] ones[N]   (fp32 dy, exact in both precisions)
-  run_or_record(ctx.stream, gemm_call("cublasSgemv", out_, 1, n_, DType::f32, DType::f32, false), [&] {
+  run_or_record(stream, gemm_call("cublasSgemv", out_, 1, n_, DType::f32, DType::f32, false), [&] {
     CUBLAS_CHECK(cublasSgemv(ctx.cublas, CUBLAS_OP_N, out_, n_, &one, y.grad.as<float>(), out_, ones_->as<float>(), 1,
                              &zero, bias.grad.as<float>(), 1));
   });
   // dx^T[I,N] = W^T[I,O] dy^T[O,N]   (W is column-major [I,O]: as is)
   const void* w = weight.value_in(ctx.dtype());
-  run_or_record(ctx.stream, gemm_call("cublasGemmEx", in_, n_, out_, ctx.dtype(), ctx.dtype(), false), [&] {
+  run_or_record(stream, gemm_call("cublasGemmEx", in_, n_, out_, ctx.dtype(), ctx.dtype(), false), [&] {
     CUBLAS_CHECK(cublasGemmEx(ctx.cublas, CUBLAS_OP_N, CUBLAS_OP_N, in_, n_, out_, &one, w, t, in_, dy, t, out_, &zero,
                               x_.grad.data, t, in_, compute_type(ctx), CUBLAS_GEMM_DEFAULT));
   });

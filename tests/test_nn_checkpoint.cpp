@@ -29,6 +29,7 @@ struct Trained {
       model.forward(true);
       model.backward();
       sgd.step();
+      ++model.num_batches_tracked;  // as the trainer counts each step
     }
   }
 };

@@ -229,7 +229,8 @@ TEST_CASE("two processes through cutrun train together, and rank 0 alone logs an
   CHECK(r.output.find("[rank1]: == step") == std::string::npos);
   CHECK(r.output.find("parameters identical on all 2 ranks") != std::string::npos);
   CHECK(read_metrics(metrics, "step").size() == 3);  // one writer: steps 1 (at once), 4 and 8
-  CHECK(std::filesystem::exists(save + "/checkpoint-00000008.safetensors"));
+  // Batch norm counted each of the 8 steps once, as PyTorch's num_batches_tracked does.
+  CHECK(cutrain::test::batches_tracked(save + "/checkpoint-00000008.safetensors", "layer3.0.bn2") == 8);
 }
 
 TEST_CASE("bad input to train: one line naming what is wrong, non-zero exit", "[train]") {

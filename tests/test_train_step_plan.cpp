@@ -1,6 +1,6 @@
 // `cutrain bench-step --plan` on the machine without a GPU: the step's inventory scales as the
-// arithmetic says it must with batch, width and world size; its streams fork and join as the
-// design puts them (nn/context.h, app/train_step.h); and the binary's last line is the one
+// arithmetic says it must with batch, width and world size; its streams fork and join as Note
+// [Side stream] and Note [The step] put them; and the binary's last line is the one
 // scripts/gpu-check.sh reads. tests/test_nn_gpu_plan.cpp holds it against a captured graph.
 #include <catch2/catch.hpp>
 
