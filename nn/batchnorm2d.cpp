@@ -14,9 +14,9 @@ int64_t BatchNorm2d::GpuPlans::partial_floats() const {
 }
 
 BatchNorm2d::GpuPlans BatchNorm2d::plan_gpu(const BatchNormShape& shape, size_t element_bytes,
-                                            const BatchNormDevice& device, bool prepare) {
+                                            const BatchNormDevice& device, BatchNormLaunch launch, bool prepare) {
   const auto plan = [&](BatchNormPass pass) {
-    BatchNormPlan p = bn_plan(pass, shape, element_bytes, device);
+    BatchNormPlan p = bn_plan(pass, shape, element_bytes, device, launch);
     if (prepare) bn_prepare_launch(p);
     return p;
   };
@@ -42,7 +42,11 @@ BatchNorm2d::BatchNorm2d(Net& net, const std::string& name, Activation& x, bool 
       x_(x),
       residual_(residual),
       shape_{x.value.numel() / x.value.dim(-1), int(x.value.dim(-1)), BatchNormFusion{relu, residual != nullptr}},
-      plans_(net.ctx.on_gpu() ? plan_gpu(shape_, dtype_size(net.act_dtype()), gpu_of(net.ctx), !net.ctx.plans())
+      plans_(net.ctx.on_gpu() ? plan_gpu(shape_, dtype_size(net.act_dtype()), gpu_of(net.ctx),
+                                         net.ctx.options.batchnorm == BatchNormImplementation::split
+                                             ? BatchNormLaunch::split
+                                             : BatchNormLaunch::cooperative,
+                                         !net.ctx.plans())
                               : GpuPlans{}),
       mean_(net.plan.tensor(DType::f32, {shape_.channels})),
       invstd_(net.plan.tensor(DType::f32, {shape_.channels})),

@@ -78,6 +78,28 @@ TEST_CASE("A ResNet-18 training step on the GPU is within the error model's boun
   check_within(compare_updates_with_sgd(bf16_step, cpu, kSgd, kLr));
 }
 
+TEST_CASE("A training step with split batch norm launches is the cooperative one's, bit for bit", CUTRAIN_GPU_TAG) {
+  // Note [Split batch norm]: the same partials, merged in the same order, applied by the same
+  // formulas; so every tensor of the step (activations, gradients, statistics, the update) agrees.
+  CUTRAIN_REQUIRE_GPU();
+  const DType dtype = GENERATE(DType::f32, DType::bf16);
+  INFO(dtype_name(dtype));
+  const ResNetConfig config = parity_config(Stem::cifar, kGpuTestWidth);
+  ContextOptions options = gpu_options(dtype);
+  Context cooperative_ctx(options);
+  options.batchnorm = BatchNormImplementation::split;
+  Context split_ctx(options);
+  ResNet18 cooperative(cooperative_ctx, config), split(split_ctx, config);
+  fill_same_batch({&cooperative, &split}, 17);
+  SGD cooperative_sgd(cooperative_ctx, cooperative.params(), kSgd), split_sgd(split_ctx, split.params(), kSgd);
+  cooperative_sgd.set_lr(float(kLr));
+  split_sgd.set_lr(float(kLr));
+  const StepResult want = take_step(cooperative, cooperative_sgd);
+  const StepResult got = take_step(split, split_sgd);
+  std::cout << dtype_name(dtype) << ", split batch norm against cooperative: ";
+  check_within(compare_steps(got, want, cooperative, identical()));
+}
+
 TEST_CASE("A training step replayed from a CUDA graph matches the eager step bit for bit", CUTRAIN_GPU_TAG) {
   // Every reduction of the step has an order fixed in advance: batch norm's merges (one launch
   // each way, kernels/batchnorm.cu), the loss, cuDNN's deterministic algorithms, cuBLAS. So the
