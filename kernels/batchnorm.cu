@@ -187,7 +187,8 @@ __device__ void merge_chunk_slices(const Stat* partials, int chunks, int C, int 
     const int j = task % width, slice = task / width, stride = slices(c0 + j);
     Stat total{};
     if (slice < stride)
-      for (int chunk = slice; chunk < chunks; chunk += stride) total = merge(total, partials[int64_t(chunk) * C + c0 + j]);
+      for (int chunk = slice; chunk < chunks; chunk += stride)
+        total = merge(total, partials[int64_t(chunk) * C + c0 + j]);
     scratch[slice * width + j] = total;
   }
   __syncthreads();  // every slice's entry written
@@ -333,7 +334,7 @@ __global__ void __launch_bounds__(1024, 1)
   if (tid < width && channel < C) partials[int64_t(blockIdx.y) * C + channel] = scratch[tid];
 
   // 3. Every chunk's partials merged, for this block's share of the channels.
-  const bool apply = merge_partials(t.split, ticket, partials, C, scratch, t.scratch_bytes, [&](int c, const Welford& total) {
+  const auto finish = [&](int c, const Welford& total) {
     if (statistics_only) {
       s.local_mean[c] = total.mean;
       s.local_m2[c] = total.m2;
@@ -342,7 +343,8 @@ __global__ void __launch_bounds__(1024, 1)
       bn_finalize_channel(double(t.M), total.mean, total.m2, f.eps, f.momentum, &f.mean[c], &f.invstd[c],
                           &f.running_mean[c], &f.running_var[c]);
     }
-  });
+  };
+  const bool apply = merge_partials(t.split, ticket, partials, C, scratch, t.scratch_bytes, finish);
   if (statistics_only || !apply) return;
 
   // 4. Every thread applies its channels' statistics to its rows.
@@ -415,7 +417,7 @@ __global__ void __launch_bounds__(1024, 1)
   if (tid < width && channel < C) partials[int64_t(blockIdx.y) * C + channel] = scratch[tid];
 
   // 3. Every chunk's partials merged, for this block's share of the channels.
-  const bool apply = merge_partials(t.split, ticket, partials, C, scratch, t.scratch_bytes, [&](int c, const Sums& total) {
+  const auto finish = [&](int c, const Sums& total) {
     const float t2 = b.invstd[c] * total.t2;
     b.dbeta[c] = total.t1;
     b.dgamma[c] = t2;
@@ -423,7 +425,8 @@ __global__ void __launch_bounds__(1024, 1)
       sums[c] = total.t1;
       sums[C + c] = t2;
     }
-  });
+  };
+  const bool apply = merge_partials(t.split, ticket, partials, C, scratch, t.scratch_bytes, finish);
   if (sums || !apply) return;
 
   // 4. Every thread applies the sums to its rows.
@@ -726,7 +729,8 @@ BatchNormPlan bn_plan(BatchNormPass pass, const BatchNormShape& shape, size_t el
     elementwise_grid(M, groups, across, plan.apply_grid, plan.apply_block);
     const int64_t apply_channel_reads = int64_t(plan.apply_grid.y) * per_channel;
     const bool forward = pass == BatchNormPass::forward_train;
-    plan.apply_bytes_read = forward ? tensor + residual + 4 * apply_channel_reads : 2 * tensor + mask + 5 * apply_channel_reads;
+    plan.apply_bytes_read =
+        forward ? tensor + residual + 4 * apply_channel_reads : 2 * tensor + mask + 5 * apply_channel_reads;
     plan.apply_bytes_written = tensor + (forward ? mask : 0);
     plan.bytes_read = plan.apply_bytes_read + (forward ? tensor + partials + 2 * per_channel
                                                         : 2 * tensor + mask + partials + channel_reads + per_channel);

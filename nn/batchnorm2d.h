@@ -9,13 +9,16 @@
 // Backward writes dgamma, dbeta (=) into the flat gradient buffer, dx (=) into x.grad and, when
 // the residual is fused, its gradient dz (=) into residual.grad.
 // On the GPU a training forward and a backward are one launch each (two with
-// --batchnorm split: Note [Split batch norm] in kernels/batchnorm.h); SyncBatchNorm
-// (net.sync_batchnorm) takes the staged kernels instead and all-reduces between them.
+// --batchnorm split: Note [Split batch norm] in kernels/batchnorm.h; cuDNN's calls with
+// --batchnorm cudnn: nn/cudnn_batchnorm.h); SyncBatchNorm (net.sync_batchnorm) takes the staged
+// kernels instead and all-reduces between them.
 #pragma once
 
+#include <memory>
 #include <string>
 
 #include "kernels/batchnorm.h"
+#include "nn/cudnn_batchnorm.h"
 #include "nn/net.h"
 
 namespace cutrain {
@@ -26,6 +29,7 @@ class BatchNorm2d {
   static constexpr float kMomentum = 0.1f;
 
   BatchNorm2d(Net& net, const std::string& name, Activation& x, bool relu, Activation* residual = nullptr);
+  ~BatchNorm2d();
 
   void forward(bool train);
   void backward();
@@ -68,6 +72,7 @@ class BatchNorm2d {
   Tensor& sync_stats_;  // [4C] fp32: SyncBatchNorm's statistics forward, [t1 | t2] backward
   Tensor& partials_;    // fp32: the GPU's merging launches' scratch; a split plan's ticket, zeroed
                         // with the arena, starts it
+  std::unique_ptr<CudnnBatchNorm> cudnn_;  // --batchnorm cudnn: its training forward and backward
 };
 
 }  // namespace cutrain

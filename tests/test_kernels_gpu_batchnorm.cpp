@@ -388,8 +388,8 @@ TEMPLATE_TEST_CASE("batch norm CUDA SyncBatchNorm stages over two ranks equal th
   const double count = double(M);
   std::vector<Rank*> ranks = {&r0, &r1};
   for (Rank* r : ranks)
-    bn_rank_statistics_cuda<T>(bn_plan(BatchNormPass::rank_statistics, r->shape, sizeof(T), device, launch), r->on.x.get(),
-                               BatchNormRankStats::in(r->stats.get(), C), r->partials.get(), nullptr);
+    bn_rank_statistics_cuda<T>(bn_plan(BatchNormPass::rank_statistics, r->shape, sizeof(T), device, launch),
+                               r->on.x.get(), BatchNormRankStats::in(r->stats.get(), C), r->partials.get(), nullptr);
   sum_over_ranks(r0.stats, r1.stats, 2 * C, C);  // sum
   for (Rank* r : ranks)
     bn_rank_m2_cuda(bn_plan(BatchNormPass::rank_m2, r->shape, sizeof(T), device),
@@ -399,8 +399,8 @@ TEMPLATE_TEST_CASE("batch norm CUDA SyncBatchNorm stages over two ranks equal th
     bn_forward_apply_cuda<T>(bn_plan(BatchNormPass::forward_apply, r->shape, sizeof(T), device), r->on.forward(),
                              BatchNormRankStats::in(r->stats.get(), C), count, nullptr);
   for (Rank* r : ranks)
-    bn_backward_sums_cuda<T>(bn_plan(BatchNormPass::backward_sums, r->shape, sizeof(T), device, launch), r->on.backward(),
-                             r->sums.get(), r->partials.get(), nullptr);
+    bn_backward_sums_cuda<T>(bn_plan(BatchNormPass::backward_sums, r->shape, sizeof(T), device, launch),
+                             r->on.backward(), r->sums.get(), r->partials.get(), nullptr);
   std::vector<float> dgamma = test::download(r0.on.dgamma), dbeta = test::download(r0.on.dbeta);
   const std::vector<float> dgamma1 = test::download(r1.on.dgamma), dbeta1 = test::download(r1.on.dbeta);
   for (int ch = 0; ch < C; ++ch) {  // DDP's average, times two ranks
