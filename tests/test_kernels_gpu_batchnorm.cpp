@@ -3,7 +3,9 @@
 // aligned, and launch plans with one block or several per group of channels, one group of
 // channels or several, every row kept in shared memory or most re-read, and the device's own plan.
 // Also SyncBatchNorm's staged path over two ranks, eval mode, data of mean 1000 and std 1, and
-// two runs (under the emulation, in two thread orders) that must agree bit for bit.
+// two runs (under the emulation, in two thread orders) that must agree bit for bit. The training
+// passes are tested as cooperative launches and as split ones (Note [Split batch norm]), which
+// must also agree with each other bit for bit, and run grids the device cannot hold at once.
 #include <catch2/catch.hpp>
 
 #include <cuda_bf16.h>
@@ -449,6 +451,27 @@ TEST_CASE("batch norm CUDA fails at launch when its plan's grid does not fit the
   f.running_var = per_channel.get() + 256;
   CHECK_THROWS_WITH(bn_forward_train_cuda<float>(plan, f, partials.get(), nullptr),
                     Catch::Contains("bn_forward_train_kernel") && Catch::Contains("too many blocks in cooperative launch"));
+}
+
+TEST_CASE("batch norm CUDA split launches run a grid that the device cannot hold at once", CUTRAIN_GPU_TAG) {
+  // The grid that a cooperative launch refuses (above) runs as split launches: no block waits for
+  // another, so the blocks need not be resident together (Note [Split batch norm]).
+  CUTRAIN_REQUIRE_GPU();
+  const BatchNormDevice real = bn_device_of_current_gpu();
+  const BatchNormDevice twice{2 * real.blocks, 1024, real.shared_bytes};
+  std::mt19937 rng(43);
+  const Case<float> c(int64_t(twice.blocks) * 1024, 64, BatchNormFusion{true, false}, rng);
+  const test::HostBatchNorm cpu = cpu_reference(c);
+  GpuRun<float> gpu(c, cpu, 0, twice, BatchNormLaunch::split);
+  REQUIRE(int64_t(gpu.forward_plan.grid.x) * gpu.forward_plan.grid.y > real.blocks);
+  CHECK_THROWS_WITH(bn_prepare_launch(bn_plan(BatchNormPass::forward_train, c.shape, sizeof(float), twice)),
+                    Catch::Contains("cannot be resident at once"));
+  bn_prepare_launch(gpu.forward_plan);
+  gpu.forward();
+  gpu.backward();
+  CHECK(test::relative_error(test::download(gpu.on.mean), cpu.mean) <= kStatisticsTolerance);
+  CHECK(test::relative_error(gpu.on.y.download(), cpu.y) <= test::parity_tolerance<float>());
+  CHECK(test::relative_error(gpu.on.dx.download(), cpu.dx) <= test::parity_tolerance<float>());
 }
 
 TEST_CASE("batch norm refuses, when it plans, a cooperative grid that cannot be resident at once", CUTRAIN_GPU_TAG) {
