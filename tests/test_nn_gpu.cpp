@@ -131,14 +131,19 @@ TEST_CASE("A training step with cuDNN's batch norm is within the bounds of cutra
 
 TEST_CASE("A training step replayed from a CUDA graph matches the eager step bit for bit", CUTRAIN_GPU_TAG) {
   // Every reduction of the step has an order fixed in advance: batch norm's merges (one launch
-  // each way, kernels/batchnorm.cu), the loss, cuDNN's deterministic algorithms, cuBLAS. So the
-  // replay and the eager step must agree bit for bit.
+  // each way, kernels/batchnorm.cu, or split launches whose ticket each replay finds at zero), the
+  // loss, cuDNN's deterministic algorithms, cuBLAS. So the replay and the eager step must agree
+  // bit for bit.
   CUTRAIN_REQUIRE_GPU();
   const DType dtype = GENERATE(DType::f32, DType::bf16);
-  INFO(dtype_name(dtype));
+  const BatchNormImplementation batchnorm =
+      GENERATE(BatchNormImplementation::cooperative, BatchNormImplementation::split);
+  INFO(dtype_name(dtype) << (batchnorm == BatchNormImplementation::split ? ", split batch norm" : ""));
   const ResNetConfig config = parity_config(Stem::cifar, 16);
   const StepBounds bounds = identical();
-  Context ctx(gpu_options(dtype));
+  ContextOptions context_options = gpu_options(dtype);
+  context_options.batchnorm = batchnorm;
+  Context ctx(context_options);
   ResNet18 model(ctx, config);
   TrainStepOptions options;
   options.sgd = kSgd;
