@@ -224,9 +224,9 @@ __device__ void merge_chunks(const Stat* partials, int chunks, int C, Stat* scra
 // the others wrote. (Emulated, blocks run one at a time, so the one static flag is the block's.)
 __device__ bool last_block_to_finish(unsigned* ticket) {
   __shared__ bool last;
-  __syncthreads();  // the block's partials written
+  __threadfence();  // this thread's partials visible to the whole device
+  __syncthreads();  // ... and every thread's, before the block takes its ticket
   if (block_thread() == 0) {
-    __threadfence();  // ... and visible to the block that will read them
     last = atomicAdd(ticket, 1u) == gridDim.x * gridDim.y - 1;
     if (last) *ticket = 0;  // every block has drawn its ticket
   }
