@@ -104,4 +104,16 @@ inline CLI::Option* add_switch(CLI::App* cmd, const std::string& names, bool& va
   return cmd->add_flag(names, value, help)->check(CLI::Validator(on_or_off, ""));
 }
 
+// --batchnorm, for train and bench-step: which of the GPU's batch norm implementations runs
+// (nn/context.h's BatchNormImplementation, read with parse_batchnorm).
+inline CLI::Option* add_batchnorm_option(CLI::App* cmd, std::string& value) {
+  return cmd
+      ->add_option("--batchnorm", value,
+                   "The GPU's batch norm: cooperative (one cooperative launch per pass, holding every multiprocessor), "
+                   "split (ordinary launches, the last block merging; the same results bit for bit) or cudnn "
+                   "(cuDNN's own, as a yardstick)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"cooperative", "split", "cudnn"}));
+}
+
 }  // namespace cutrain

@@ -136,6 +136,7 @@ Recorder plan_step(const StepPlanConfig& c) {
   ContextOptions options;
   options.device = Device::cuda;
   options.dtype = parse_precision(c.precision);
+  options.batchnorm = parse_batchnorm(c.batchnorm);
   Context ctx(options);
   ResNetConfig config;
   config.stem = parse_stem(c.stem);

@@ -41,6 +41,7 @@ struct StepPlanConfig {
   int width = 64;
   int image_size = 32;
   int world_size = 1;  // plan one rank of this many
+  std::string batchnorm = "cooperative";  // nn/context.h's BatchNormImplementation
 };
 
 struct PlanSummary {

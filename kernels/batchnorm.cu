@@ -29,8 +29,14 @@
 // kernels themselves run in order on the compute stream, never two at once. In a CUDA graph the
 // kernel node keeps the cooperative attribute.
 //
-// The elementwise kernels (eval forward, SyncBatchNorm's apply stages) stride down the rows with
-// ordinary grids.
+// A split plan (Note [Split batch norm] in batchnorm.h) launches the same kernels with the same
+// grid as ordinary launches, which stop after step 2: each block takes a ticket once its partials
+// are written, and the block that draws the last one does step 3 for every channel, merging in the
+// order that merge_chunks gives each channel in the cooperative grid. No block ever waits for
+// another, so the grid needs no residency. Step 4 is then an elementwise launch.
+//
+// The elementwise kernels (eval forward, SyncBatchNorm's apply stages, a split plan's step 4)
+// stride down the rows with ordinary grids.
 #include "kernels/batchnorm.h"
 
 #include <cooperative_groups.h>
@@ -168,29 +174,98 @@ __device__ void merge_block(Stat (&mine)[kGroup], Stat* scratch) {
   tree_merge(scratch, block_threads() / 32, width);
 }
 
+// partials[chunk][c] merged over every chunk for the channels c0 .. c0+width-1, into
+// scratch[0 .. width): slice s of channel c merges chunks s, s + slices(c), s + 2*slices(c), ... in
+// turn into scratch[s * width + c - c0] (nothing, for s >= slices(c)), then a tree merges the
+// `entries` slices. Merging nothing leaves a statistic as it is, so the order depends on slices(c)
+// only, not on `entries` (at least slices(c) or the chunks, whichever is fewer) nor on which
+// thread merges what.
+template <typename Stat, typename Slices>
+__device__ void merge_chunk_slices(const Stat* partials, int chunks, int C, int c0, int width, int entries,
+                                   Slices slices, Stat* scratch) {
+  for (int task = block_thread(); task < entries * width; task += block_threads()) {
+    const int j = task % width, slice = task / width, stride = slices(c0 + j);
+    Stat total{};
+    if (slice < stride)
+      for (int chunk = slice; chunk < chunks; chunk += stride)
+        total = merge(total, partials[int64_t(chunk) * C + c0 + j]);
+    scratch[slice * width + j] = total;
+  }
+  __syncthreads();  // every slice's entry written
+  tree_merge(scratch, entries, width);
+}
+
+// The slices of channel c in a cooperative grid of `blocks` blocks of `threads` (merge_chunks).
+__device__ int cooperative_slices(int c, int C, int blocks, int threads) {
+  const int share = ceil_div(C, blocks), first = c / share * share, end = std::min(C, first + share);
+  const int c0 = first + (c - first) / threads * threads;
+  return threads / std::min(threads, end - c0);
+}
+
 // After the grid barrier: block b of the grid merges partials[chunk][c] over all chunks for its
 // share of the channels, and calls finish(c, total) from one thread per channel. Several threads
-// share a channel's chunks (slice s merges chunks s, s + slices, ... in turn), then a tree merges
-// the slices: an order that depends on the grid only.
+// share a channel's chunks (slices, as many as the block has threads for each channel), then a
+// tree merges the slices: an order that depends on the grid only.
 template <typename Stat, typename Finish>
 __device__ void merge_chunks(const Stat* partials, int chunks, int C, Stat* scratch, Finish finish) {
   const int blocks = int(gridDim.x * gridDim.y), b = int(blockIdx.y * gridDim.x + blockIdx.x);
   const int share = ceil_div(C, blocks), first = std::min(C, b * share), end = std::min(C, first + share);
-  const int tid = block_thread();
   for (int c0 = first; c0 < end; c0 += block_threads()) {
     const int width = std::min(block_threads(), end - c0), slices = block_threads() / width;
-    const int j = tid % width, slice = tid / width;
-    if (slice < slices) {
-      Stat total{};
-      for (int chunk = slice; chunk < chunks; chunk += slices)
-        total = merge(total, partials[int64_t(chunk) * C + c0 + j]);
-      scratch[slice * width + j] = total;
-    }
-    __syncthreads();  // every slice's entry written
-    tree_merge(scratch, slices, width);
-    if (tid < width) finish(c0 + tid, scratch[tid]);
+    merge_chunk_slices(partials, chunks, C, c0, width, slices, [=](int) { return slices; }, scratch);
+    if (block_thread() < width) finish(c0 + block_thread(), scratch[block_thread()]);
     __syncthreads();  // before the next round reuses scratch
   }
+}
+
+// Note [Split batch norm], in the kernels: whether this block is the last of the grid to have
+// written its partials. Each block makes its writes visible to the whole device and takes a ticket;
+// the block that draws the last one resets the counter for the next launch, and then reads what
+// the others wrote. (Emulated, blocks run one at a time, so the one static flag is the block's.)
+__device__ bool last_block_to_finish(unsigned* ticket) {
+  __shared__ bool last;
+  __threadfence();  // this thread's partials visible to the whole device
+  __syncthreads();  // ... and every thread's, before the block takes its ticket
+  if (block_thread() == 0) {
+    last = atomicAdd(ticket, 1u) == gridDim.x * gridDim.y - 1;
+    if (last) *ticket = 0;  // every block has drawn its ticket
+  }
+  __syncthreads();
+  if (last) __threadfence();  // the others' partials read only after the ticket
+  return last;
+}
+
+// The last block's merge of a split launch: every channel's partials over all chunks, in the order
+// of merge_chunks in the cooperative grid that has this launch's shape, so that both give the same
+// bits. As many channels at a time as `capacity` entries of scratch hold with every chunk's slice.
+template <typename Stat, typename Finish>
+__device__ void merge_chunks_in_last_block(const Stat* partials, int chunks, int C, Stat* scratch, int capacity,
+                                           Finish finish) {
+  const int blocks = int(gridDim.x * gridDim.y), threads = block_threads();
+  const int round = std::max(1, capacity / chunks);
+  for (int c0 = 0; c0 < C; c0 += round) {
+    const int width = std::min(round, C - c0);
+    merge_chunk_slices(partials, chunks, C, c0, width, chunks,
+                       [=](int c) { return cooperative_slices(c, C, blocks, threads); }, scratch);
+    for (int j = block_thread(); j < width; j += threads) finish(c0 + j, scratch[j]);
+    __syncthreads();  // before the next round reuses scratch
+  }
+}
+
+// Step 3 of the cooperative kernels, and its split form: partials[chunk][c] merged over the chunks,
+// finish(c, total) called once for every channel, by the grid after its barrier or by the last
+// block of a split launch. True when the caller goes on to step 4 (only the cooperative grid).
+template <typename Stat, typename Finish>
+__device__ bool merge_partials(bool split, unsigned* ticket, const Stat* partials, int C, Stat* scratch,
+                               int scratch_bytes, Finish finish) {
+  if (split) {
+    if (last_block_to_finish(ticket))
+      merge_chunks_in_last_block(partials, int(gridDim.y), C, scratch, scratch_bytes / int(sizeof(Stat)), finish);
+    return false;
+  }
+  cooperative_groups::this_grid().sync();  // every block's partials written
+  merge_chunks(partials, int(gridDim.y), C, scratch, finish);
+  return true;
 }
 
 // ---- the cooperative kernels ---------------------------------------------------------------------
@@ -203,6 +278,7 @@ struct Tiling {
   int64_t rows_per_block;
   int cached_rows;
   int scratch_bytes;  // the front of shared memory; the cached rows follow
+  bool split;         // Note [Split batch norm]: stop after step 3, which the last block does
 };
 
 // The rows of this thread: chunk blockIdx.y, then every blockDim.y-th row.
@@ -226,12 +302,12 @@ __device__ Group<T>* cache_memory(float4* shared, const Tiling& t) {
 
 // Training forward in one launch: Welford statistics, running statistics, y and the ReLU mask.
 // statistics_only (SyncBatchNorm): stops after step 3, which then writes this rank's statistics
-// to s instead.
+// to s instead. Split (t.split): stops after step 3 too, and bn_apply_kernel does step 4.
 //   y = act((x - mean)*gamma*invstd + beta [+ residual]),  mask = [pre-activation > 0]
 template <typename T, bool VECTOR>
 __global__ void __launch_bounds__(1024, 1)
     bn_forward_train_kernel(Tiling t, BatchNormForward<T> f, BatchNormRankStats s, Welford* partials,
-                            bool statistics_only) {
+                            unsigned* ticket, bool statistics_only) {
   CUTRAIN_DYNAMIC_SHARED(float4, shared);
   Welford* scratch = scratch_memory<Welford>(shared);
   Group<T>* cache = cache_memory<T>(shared, t);
@@ -258,8 +334,7 @@ __global__ void __launch_bounds__(1024, 1)
   if (tid < width && channel < C) partials[int64_t(blockIdx.y) * C + channel] = scratch[tid];
 
   // 3. Every chunk's partials merged, for this block's share of the channels.
-  cooperative_groups::this_grid().sync();  // every block's partials written
-  merge_chunks(partials, int(gridDim.y), C, scratch, [&](int c, const Welford& total) {
+  const auto finish = [&](int c, const Welford& total) {
     if (statistics_only) {
       s.local_mean[c] = total.mean;
       s.local_m2[c] = total.m2;
@@ -268,8 +343,9 @@ __global__ void __launch_bounds__(1024, 1)
       bn_finalize_channel(double(t.M), total.mean, total.m2, f.eps, f.momentum, &f.mean[c], &f.invstd[c],
                           &f.running_mean[c], &f.running_var[c]);
     }
-  });
-  if (statistics_only) return;
+  };
+  const bool apply = merge_partials(t.split, ticket, partials, C, scratch, t.scratch_bytes, finish);
+  if (statistics_only || !apply) return;
 
   // 4. Every thread applies its channels' statistics to its rows.
   cooperative_groups::this_grid().sync();  // every channel's statistics written
@@ -299,10 +375,11 @@ __global__ void __launch_bounds__(1024, 1)
 
 // Backward in one launch: t1 = sum dz, t2 = sum dz*xhat (dbeta and dgamma), d_residual = dz, and
 //   dx = gamma*invstd*(dz - t1/M - xhat*t2/M).
-// sums (SyncBatchNorm): also writes [t1 | t2] there, and stops after step 3.
+// sums (SyncBatchNorm): also writes [t1 | t2] there, and stops after step 3. Split (t.split):
+// stops after step 3 too, and bn_backward_apply_kernel does step 4.
 template <typename T, bool VECTOR>
 __global__ void __launch_bounds__(1024, 1)
-    bn_backward_kernel(Tiling t, BatchNormBackward<T> b, float* sums, Sums* partials) {
+    bn_backward_kernel(Tiling t, BatchNormBackward<T> b, float* sums, Sums* partials, unsigned* ticket) {
   CUTRAIN_DYNAMIC_SHARED(float4, shared);
   Sums* scratch = scratch_memory<Sums>(shared);
   Group<T>* cache = cache_memory<T>(shared, t);  // per kept row: x, then dz
@@ -340,8 +417,7 @@ __global__ void __launch_bounds__(1024, 1)
   if (tid < width && channel < C) partials[int64_t(blockIdx.y) * C + channel] = scratch[tid];
 
   // 3. Every chunk's partials merged, for this block's share of the channels.
-  cooperative_groups::this_grid().sync();  // every block's partial sums written
-  merge_chunks(partials, int(gridDim.y), C, scratch, [&](int c, const Sums& total) {
+  const auto finish = [&](int c, const Sums& total) {
     const float t2 = b.invstd[c] * total.t2;
     b.dbeta[c] = total.t1;
     b.dgamma[c] = t2;
@@ -349,8 +425,9 @@ __global__ void __launch_bounds__(1024, 1)
       sums[c] = total.t1;
       sums[C + c] = t2;
     }
-  });
-  if (sums) return;
+  };
+  const bool apply = merge_partials(t.split, ticket, partials, C, scratch, t.scratch_bytes, finish);
+  if (sums || !apply) return;
 
   // 4. Every thread applies the sums to its rows.
   cooperative_groups::this_grid().sync();  // every channel's sums written
@@ -384,18 +461,25 @@ struct GridRows {
   __device__ GridRows() : first(int64_t(blockIdx.y) * blockDim.y + threadIdx.y), stride(int64_t(gridDim.y) * blockDim.y) {}
 };
 
-// y = act(z) with statistics the kernel works out per channel: eval, from the running statistics;
-// SyncBatchNorm (s given), from the all-reduced sums, the first row of threads also writing mean,
-// invstd and the running statistics.
+// Where bn_apply_kernel takes its statistics from.
+enum class ApplyStatistics {
+  running,     // eval: the running statistics
+  rank_sums,   // SyncBatchNorm: the all-reduced sums in s, from which it also writes mean, invstd
+               // and the running statistics (the first row of threads)
+  batch,       // a split training forward: the mean and invstd that its first launch wrote
+};
+
+// y = act(z) with each channel's statistics, and in training the ReLU mask.
 template <typename T, bool VECTOR>
 __global__ void bn_apply_kernel(int64_t M, int C, BatchNormFusion fusion, BatchNormForward<T> f,
-                                BatchNormRankStats s, double count, bool train) {
+                                BatchNormRankStats s, double count, ApplyStatistics from) {
   const int c0 = thread_channel();
   if (c0 >= C) return;
+  const bool train = from != ApplyStatistics::running;
   float mean[kGroup], invstd[kGroup], gamma[kGroup], beta[kGroup], scale[kGroup];
   for (int v = 0; v < kGroup; ++v) {
     const int c = std::min(c0 + v, C - 1);  // past the row's end: a copy of the last channel, never stored
-    if (train) {
+    if (from == ApplyStatistics::rank_sums) {
       mean[v] = float(s.sum[c] / count);
       invstd[v] = bn_invstd(count, s.m2[c], f.eps);
       if (blockIdx.y == 0 && threadIdx.y == 0 && c0 + v < C) {
@@ -403,6 +487,9 @@ __global__ void bn_apply_kernel(int64_t M, int C, BatchNormFusion fusion, BatchN
         f.invstd[c] = invstd[v];
         bn_update_running(count, s.sum[c] / count, s.m2[c], f.momentum, &f.running_mean[c], &f.running_var[c]);
       }
+    } else if (from == ApplyStatistics::batch) {
+      mean[v] = f.mean[c];
+      invstd[v] = f.invstd[c];
     } else {
       mean[v] = f.running_mean[c];
       invstd[v] = bn_eval_invstd(f.running_var[c], f.eps);
@@ -435,16 +522,17 @@ __global__ void bn_rank_m2_kernel(int64_t rows, int C, BatchNormRankStats s, dou
   if (c < C) s.m2[c] = bn_rank_m2(double(rows), s.local_mean[c], s.local_m2[c], s.sum[c] / count);
 }
 
-// SyncBatchNorm's dx = gamma*invstd*(dz - t1/count - xhat*t2/count), sums = [t1 | t2] over all ranks.
+// dx = gamma*invstd*(dz - t1/count - xhat*t2/count): SyncBatchNorm's, with t1 and t2 over all
+// ranks, and a split backward's, with this batch's (dbeta and dgamma).
 template <typename T, bool VECTOR>
 __global__ void bn_backward_apply_kernel(int64_t M, int C, BatchNormFusion fusion, BatchNormBackward<T> b,
-                                         const float* sums, float inv_count) {
+                                         const float* t1, const float* t2, float inv_count) {
   const int c0 = thread_channel();
   if (c0 >= C) return;
   float mean[kGroup];
   load_channels(b.mean, c0, C, mean);
   BackwardChannel coefficients[kGroup];
-  load_backward_channels(b, sums, sums + C, c0, C, inv_count, coefficients);
+  load_backward_channels(b, t1, t2, c0, C, inv_count, coefficients);
   const GridRows rows;
   for (int64_t m = rows.first; m < M; m += rows.stride) {
     const Group<T> xs = load_group<VECTOR>(b.x + m * C, c0, C);
@@ -493,11 +581,35 @@ size_t scratch_bytes(BatchNormPass pass, dim3 block) {
 
 Tiling tiling(const BatchNormPlan& plan) {
   return {plan.shape.rows,     plan.shape.channels, plan.shape.fusion,
-          plan.rows_per_block, plan.cached_rows,    int(scratch_bytes(plan.pass, plan.block))};
+          plan.rows_per_block, plan.cached_rows,    int(scratch_bytes(plan.pass, plan.block)),
+          plan.launch == BatchNormLaunch::split};
 }
 
-// What a launch of `plan` reads and writes, for the step's inventory (kernels/recording.h).
-Traffic plan_traffic(const BatchNormPlan& plan) { return {plan.bytes_read, plan.bytes_written}; }
+// What the launches of `plan` read and write, for the step's inventory (kernels/recording.h): the
+// first, and a split plan's apply launch.
+Traffic plan_traffic(const BatchNormPlan& plan) {
+  return {plan.bytes_read - plan.apply_bytes_read, plan.bytes_written - plan.apply_bytes_written};
+}
+Traffic apply_traffic(const BatchNormPlan& plan) { return {plan.apply_bytes_read, plan.apply_bytes_written}; }
+
+// A split plan's partials (Note [Split batch norm]): the ticket counter, then, 16 bytes in, the
+// blocks' partial statistics.
+constexpr int kTicketFloats = 4;
+template <typename Stat>
+Stat* partials_of(const BatchNormPlan& plan, float* partials) {
+  return reinterpret_cast<Stat*>(plan.launch == BatchNormLaunch::split ? partials + kTicketFloats : partials);
+}
+unsigned* ticket_of(const BatchNormPlan& plan, float* partials) {
+  return plan.launch == BatchNormLaunch::split ? reinterpret_cast<unsigned*>(partials) : nullptr;
+}
+
+// The elementwise grid over x[M, C]: `across` groups of channels side by side in a block, and
+// kElementwiseRowsPerThread rows per thread.
+void elementwise_grid(int64_t M, int groups, int across, dim3& grid, dim3& block) {
+  block = dim3(across, kElementwiseThreads / across);
+  const int64_t rows_per_block = int64_t(block.y) * kElementwiseRowsPerThread;
+  grid = dim3(ceil_div(groups, across), unsigned(std::clamp<int64_t>(ceil_div(M, rows_per_block), 1, 65535)));
+}
 
 }  // namespace
 
@@ -518,7 +630,7 @@ BatchNormDevice bn_device_of_current_gpu() {
 }
 
 BatchNormPlan bn_plan(BatchNormPass pass, const BatchNormShape& shape, size_t element_bytes,
-                      const BatchNormDevice& device) {
+                      const BatchNormDevice& device, BatchNormLaunch launch) {
   const int64_t M = shape.rows;
   const int C = shape.channels;
   if (M < 1 || C < 1) throw std::invalid_argument("batch norm plan: no rows or no channels");
@@ -527,6 +639,7 @@ BatchNormPlan bn_plan(BatchNormPass pass, const BatchNormShape& shape, size_t el
   plan.pass = pass;
   plan.shape = shape;
   plan.element_bytes = element_bytes;
+  plan.launch = launch;
   const int groups = ceil_div(C, kGroup);
   int across = 1;  // groups across a block: a power of two, at most kMaxGroupsAcross
   while (across < std::min(groups, kMaxGroupsAcross)) across *= 2;
@@ -542,9 +655,7 @@ BatchNormPlan bn_plan(BatchNormPass pass, const BatchNormShape& shape, size_t el
       plan.block = dim3(threads);
       plan.grid = dim3(grid_for(C, threads));
     } else {
-      plan.block = dim3(across, threads / across);
-      const int64_t rows_per_block = int64_t(plan.block.y) * kElementwiseRowsPerThread;
-      plan.grid = dim3(ceil_div(groups, across), unsigned(std::clamp<int64_t>(ceil_div(M, rows_per_block), 1, 65535)));
+      elementwise_grid(M, groups, across, plan.grid, plan.block);
     }
     const int64_t channel_reads = int64_t(plan.grid.y) * per_channel;  // each row of blocks reads its channels
     switch (pass) {
@@ -588,13 +699,18 @@ BatchNormPlan bn_plan(BatchNormPass pass, const BatchNormShape& shape, size_t el
     throw std::invalid_argument("batch norm plan: a block needs " + std::to_string(scratch) +
                                 " bytes of shared memory for its merges, the device offers " +
                                 std::to_string(device.shared_bytes));
-  // Kept rows: x forward, x and dz backward; none when nothing is applied.
-  const int kept = pass == BatchNormPass::forward_train ? 1 : pass == BatchNormPass::backward ? 2 : 0;
+  // Kept rows: x forward, x and dz backward; none when nothing is applied, or when a split plan's
+  // second launch applies.
+  const bool split = launch == BatchNormLaunch::split;
+  const int kept = split ? 0 : pass == BatchNormPass::forward_train ? 1 : pass == BatchNormPass::backward ? 2 : 0;
+  if (split && scratch / stat_bytes < size_t(chunks))
+    throw std::invalid_argument("batch norm plan: a split launch's last block merges " + std::to_string(chunks) +
+                                " chunks of partials in " + std::to_string(scratch / stat_bytes) + " entries");
   const size_t row_bytes = size_t(threads) * kGroup * element_bytes * size_t(kept);
   const int64_t rows_per_thread = ceil_div(plan.rows_per_block, plan.block.y);
   plan.cached_rows = kept ? int(std::min<int64_t>(rows_per_thread, (device.shared_bytes - scratch) / row_bytes)) : 0;
   plan.shared_bytes = scratch + size_t(plan.cached_rows) * row_bytes;
-  plan.partial_floats = int64_t(chunks) * C * int64_t(stat_bytes / sizeof(float));
+  plan.partial_floats = int64_t(chunks) * C * int64_t(stat_bytes / sizeof(float)) + (split ? kTicketFloats : 0);
 
   // Rows re-read after the barrier: those of each chunk beyond what its threads keep.
   int64_t reread = 0;
@@ -607,6 +723,20 @@ BatchNormPlan bn_plan(BatchNormPass pass, const BatchNormShape& shape, size_t el
   const int64_t partials = plan.partial_floats * int64_t(sizeof(float));
   const int64_t channel_reads = int64_t(chunks) * per_channel;  // each chunk's blocks read their channels
   plan.partial_bytes_read = partials;
+  if (split && (pass == BatchNormPass::forward_train || pass == BatchNormPass::backward)) {
+    // The statistics (sums) launch reads x (and dy, the mask) once; the apply launch reads them
+    // again, and the per-channel results once per row of its blocks.
+    elementwise_grid(M, groups, across, plan.apply_grid, plan.apply_block);
+    const int64_t apply_channel_reads = int64_t(plan.apply_grid.y) * per_channel;
+    const bool forward = pass == BatchNormPass::forward_train;
+    plan.apply_bytes_read =
+        forward ? tensor + residual + 4 * apply_channel_reads : 2 * tensor + mask + 5 * apply_channel_reads;
+    plan.apply_bytes_written = tensor + (forward ? mask : 0);
+    plan.bytes_read = plan.apply_bytes_read + (forward ? tensor + partials + 2 * per_channel
+                                                        : 2 * tensor + mask + partials + channel_reads + per_channel);
+    plan.bytes_written = plan.apply_bytes_written + partials + (forward ? 4 * per_channel : residual + 2 * per_channel);
+    return plan;
+  }
   switch (pass) {
     case BatchNormPass::forward_train:
       plan.bytes_read = tensor + reread_tensor + residual + partials + 4 * channel_reads + 2 * per_channel;
@@ -629,10 +759,10 @@ BatchNormPlan bn_plan(BatchNormPass pass, const BatchNormShape& shape, size_t el
 
 namespace {
 
-// Both forms of the cooperative kernel that runs `plan`, by channel groups in packs or one by one:
+// Both forms of the kernel that runs `plan`'s merging launch, by channel groups in packs or one by one:
 // the launchers choose one per call.
 template <typename T>
-void prepare_cooperative(const BatchNormPlan& plan) {
+void prepare_merging(const BatchNormPlan& plan) {
   const bool forward = forward_pass(plan.pass);
   const char* name = forward ? "bn_forward_train_kernel" : "bn_backward_kernel";
   const void* kernels[] = {
@@ -642,7 +772,8 @@ void prepare_cooperative(const BatchNormPlan& plan) {
               : reinterpret_cast<const void*>(bn_backward_kernel<T, true>)};
   for (const void* kernel : kernels) {
     if (plan.shared_bytes > kDefaultDynamicSharedBytes) raise_dynamic_shared_limit(kernel, plan.shared_bytes);
-    check_cooperative_grid_fits(name, kernel, plan.grid, plan.block, plan.shared_bytes);
+    if (plan.launch == BatchNormLaunch::cooperative)
+      check_cooperative_grid_fits(name, kernel, plan.grid, plan.block, plan.shared_bytes);
   }
 }
 
@@ -651,13 +782,26 @@ void prepare_cooperative(const BatchNormPlan& plan) {
 void bn_prepare_launch(const BatchNormPlan& plan) {
   if (!cooperative(plan.pass)) return;
   if (plan.element_bytes == 2) {
-    prepare_cooperative<__nv_bfloat16>(plan);
+    prepare_merging<__nv_bfloat16>(plan);
   } else {
-    prepare_cooperative<float>(plan);
+    prepare_merging<float>(plan);
   }
 }
 
 // ---- launchers -----------------------------------------------------------------------------------
+
+// A pass's first launch: cooperative, or an ordinary one of a split plan (same grid, same kernel).
+template <typename... Params, typename... Args>
+void launch_merging_kernel(const BatchNormPlan& plan, const char* name, void (*kernel)(Params...),
+                           cudaStream_t stream, Args&&... args) {
+  if (plan.launch == BatchNormLaunch::split) {
+    launch_kernel({name, plan_traffic(plan)}, kernel, plan.grid, plan.block, plan.shared_bytes, stream,
+                  std::forward<Args>(args)...);
+  } else {
+    launch_cooperative_kernel({name, plan_traffic(plan)}, kernel, plan.grid, plan.block, plan.shared_bytes, stream,
+                              std::forward<Args>(args)...);
+  }
+}
 
 template <typename T>
 void bn_forward_train_cuda(const BatchNormPlan& plan, const BatchNormForward<T>& f, float* partials,
@@ -665,10 +809,13 @@ void bn_forward_train_cuda(const BatchNormPlan& plan, const BatchNormForward<T>&
   check_pass(plan, BatchNormPass::forward_train, "bn_forward_train_cuda");
   const BatchNormFusion fusion = plan.shape.fusion;
   with_groups<T>(plan.shape.channels, {f.x, f.y, fusion.residual ? f.residual : nullptr}, [&](auto vector) {
-    launch_cooperative_kernel({"bn_forward_train_kernel", plan_traffic(plan)},
-                              bn_forward_train_kernel<T, decltype(vector)::value>, plan.grid, plan.block,
-                              plan.shared_bytes, stream, tiling(plan), f, BatchNormRankStats{},
-                              reinterpret_cast<Welford*>(partials), false);
+    launch_merging_kernel(plan, "bn_forward_train_kernel", bn_forward_train_kernel<T, decltype(vector)::value>, stream,
+                          tiling(plan), f, BatchNormRankStats{}, partials_of<Welford>(plan, partials),
+                          ticket_of(plan, partials), false);
+    if (plan.launch == BatchNormLaunch::split)
+      launch_kernel({"bn_apply_kernel", apply_traffic(plan)}, bn_apply_kernel<T, decltype(vector)::value>,
+                    plan.apply_grid, plan.apply_block, 0, stream, plan.shape.rows, plan.shape.channels, fusion, f,
+                    BatchNormRankStats{}, 1.0, ApplyStatistics::batch);
   });
 }
 
@@ -679,10 +826,8 @@ void bn_rank_statistics_cuda(const BatchNormPlan& plan, const T* x, const BatchN
   BatchNormForward<T> f;
   f.x = x;
   with_groups<T>(plan.shape.channels, {x}, [&](auto vector) {
-    launch_cooperative_kernel({"bn_forward_train_kernel", plan_traffic(plan)},
-                              bn_forward_train_kernel<T, decltype(vector)::value>, plan.grid, plan.block,
-                              plan.shared_bytes, stream, tiling(plan), f, s, reinterpret_cast<Welford*>(partials),
-                              true);
+    launch_merging_kernel(plan, "bn_forward_train_kernel", bn_forward_train_kernel<T, decltype(vector)::value>, stream,
+                          tiling(plan), f, s, partials_of<Welford>(plan, partials), ticket_of(plan, partials), true);
   });
 }
 
@@ -692,9 +837,13 @@ void bn_backward_cuda(const BatchNormPlan& plan, const BatchNormBackward<T>& b, 
   check_pass(plan, BatchNormPass::backward, "bn_backward_cuda");
   const BatchNormFusion fusion = plan.shape.fusion;
   with_groups<T>(plan.shape.channels, {b.x, b.dy, b.dx, fusion.residual ? b.d_residual : nullptr}, [&](auto vector) {
-    launch_cooperative_kernel({"bn_backward_kernel", plan_traffic(plan)},
-                              bn_backward_kernel<T, decltype(vector)::value>, plan.grid, plan.block, plan.shared_bytes,
-                              stream, tiling(plan), b, nullptr, reinterpret_cast<Sums*>(partials));
+    launch_merging_kernel(plan, "bn_backward_kernel", bn_backward_kernel<T, decltype(vector)::value>, stream,
+                          tiling(plan), b, nullptr, partials_of<Sums>(plan, partials), ticket_of(plan, partials));
+    if (plan.launch == BatchNormLaunch::split)
+      launch_kernel({"bn_backward_apply_kernel", apply_traffic(plan)},
+                    bn_backward_apply_kernel<T, decltype(vector)::value>, plan.apply_grid, plan.apply_block, 0, stream,
+                    plan.shape.rows, plan.shape.channels, fusion, b, b.dbeta, b.dgamma,
+                    float(1.0 / double(plan.shape.rows)));
   });
 }
 
@@ -704,9 +853,8 @@ void bn_backward_sums_cuda(const BatchNormPlan& plan, const BatchNormBackward<T>
   check_pass(plan, BatchNormPass::backward_sums, "bn_backward_sums_cuda");
   const BatchNormFusion fusion = plan.shape.fusion;
   with_groups<T>(plan.shape.channels, {b.x, b.dy, fusion.residual ? b.d_residual : nullptr}, [&](auto vector) {
-    launch_cooperative_kernel({"bn_backward_kernel", plan_traffic(plan)},
-                              bn_backward_kernel<T, decltype(vector)::value>, plan.grid, plan.block, plan.shared_bytes,
-                              stream, tiling(plan), b, sums, reinterpret_cast<Sums*>(partials));
+    launch_merging_kernel(plan, "bn_backward_kernel", bn_backward_kernel<T, decltype(vector)::value>, stream,
+                          tiling(plan), b, sums, partials_of<Sums>(plan, partials), ticket_of(plan, partials));
   });
 }
 
@@ -717,7 +865,7 @@ void bn_forward_eval_cuda(const BatchNormPlan& plan, const BatchNormForward<T>& 
   with_groups<T>(plan.shape.channels, {f.x, f.y, fusion.residual ? f.residual : nullptr}, [&](auto vector) {
     launch_kernel({"bn_apply_kernel", plan_traffic(plan)}, bn_apply_kernel<T, decltype(vector)::value>, plan.grid,
                   plan.block, 0, stream, plan.shape.rows, plan.shape.channels, fusion, f, BatchNormRankStats{}, 1.0,
-                  false);
+                  ApplyStatistics::running);
   });
 }
 
@@ -728,7 +876,8 @@ void bn_forward_apply_cuda(const BatchNormPlan& plan, const BatchNormForward<T>&
   const BatchNormFusion fusion = plan.shape.fusion;
   with_groups<T>(plan.shape.channels, {f.x, f.y, fusion.residual ? f.residual : nullptr}, [&](auto vector) {
     launch_kernel({"bn_apply_kernel", plan_traffic(plan)}, bn_apply_kernel<T, decltype(vector)::value>, plan.grid,
-                  plan.block, 0, stream, plan.shape.rows, plan.shape.channels, fusion, f, s, count, true);
+                  plan.block, 0, stream, plan.shape.rows, plan.shape.channels, fusion, f, s, count,
+                  ApplyStatistics::rank_sums);
   });
 }
 
@@ -745,7 +894,8 @@ void bn_backward_apply_cuda(const BatchNormPlan& plan, const BatchNormBackward<T
   with_groups<T>(plan.shape.channels, {b.x, b.dy, b.dx}, [&](auto vector) {
     launch_kernel({"bn_backward_apply_kernel", plan_traffic(plan)},
                   bn_backward_apply_kernel<T, decltype(vector)::value>, plan.grid, plan.block, 0, stream,
-                  plan.shape.rows, plan.shape.channels, plan.shape.fusion, b, sums, float(1.0 / count));
+                  plan.shape.rows, plan.shape.channels, plan.shape.fusion, b, sums, sums + plan.shape.channels,
+                  float(1.0 / count));
   });
 }
 

@@ -22,6 +22,16 @@
 // tile of x (backward: x and dz) in shared memory as its BatchNormPlan allows, so that the apply
 // step re-reads only what did not fit.
 //
+// Note [Split batch norm]
+// A cooperative grid starts only when all of its blocks fit on the device at once, so it waits for
+// whatever another stream is running (a weight-gradient convolution, NCCL) and then holds every
+// multiprocessor. A plan of BatchNormLaunch::split runs each cooperative pass as ordinary
+// launches instead: the same grid writes the same partials, the last block to finish (a ticket
+// counter, as llm.c does) merges them for every channel in the cooperative grid's own order and
+// writes the statistics or sums, and (training forward and backward) an elementwise launch then
+// applies them, re-reading x. The results are the cooperative launch's, bit for bit, for the price
+// of that re-read and a merge done by one block.
+//
 // SyncBatchNorm all-reduces between stages, so it has a staged path (same formulas):
 //   forward:  bn_rank_statistics (this rank's count, mean, m2; sum = rows*mean)
 //             all-reduce sum  ->  bn_rank_m2 (m2 = local_m2 + rows*(local_mean - mean)^2)
@@ -117,6 +127,10 @@ void bn_backward_apply_cpu(const BatchNormShape& shape, const BatchNormBackward<
 
 // ---- CUDA: plans -------------------------------------------------------------------------------
 
+// How the blocks of a training pass combine their partial statistics: at the grid's barrier of one
+// cooperative launch, or in the last block of an ordinary one (Note [Split batch norm]).
+enum class BatchNormLaunch { cooperative, split };
+
 // What a device offers one cooperative batch norm launch: every block must be resident at once.
 struct BatchNormDevice {
   int blocks = 0;           // blocks the grid may have (one per multiprocessor)
@@ -147,6 +161,7 @@ struct BatchNormPlan {
   BatchNormPass pass;
   BatchNormShape shape;
   size_t element_bytes;       // of T: 4 (float) or 2 (bf16)
+  BatchNormLaunch launch;     // of the passes that merge partials; the others are elementwise
   dim3 grid, block;           // grid.x: groups of channels, grid.y: chunks of rows
   int64_t rows_per_block;     // cooperative passes: each block's chunk of rows
   int cached_rows;            // per thread: how many of its rows stay in shared memory for the apply
@@ -154,12 +169,16 @@ struct BatchNormPlan {
   int64_t partial_floats;     // cooperative passes: the partials scratch (fp32) the launch needs
   int64_t bytes_read, bytes_written;
   int64_t partial_bytes_read;  // of bytes_read: the partials, a few KB that the L2 cache serves
+  // A split training forward or backward's second launch, elementwise, and its share of the bytes.
+  dim3 apply_grid, apply_block;
+  int64_t apply_bytes_read, apply_bytes_written;
 };
 
 // Throws std::invalid_argument for a shape or device it cannot plan (no rows or channels, more
-// channel groups than the device holds blocks, a block too small for its scratch).
+// channel groups than the device holds blocks, a block too small for its scratch). A split plan
+// has the cooperative plan's grid, so that its blocks write the same partials.
 BatchNormPlan bn_plan(BatchNormPass pass, const BatchNormShape& shape, size_t element_bytes,
-                      const BatchNormDevice& device);
+                      const BatchNormDevice& device, BatchNormLaunch launch = BatchNormLaunch::cooperative);
 
 // Readies the current GPU for launches of `plan`, once, outside any capture (Note [Cooperative
 // launches] in kernels/cooperative.h): raises its kernels' shared-memory limit to what the plan
@@ -169,7 +188,10 @@ void bn_prepare_launch(const BatchNormPlan& plan);
 
 // ---- CUDA: launchers (T = float or __nv_bfloat16; statistics always fp32) ---------------------
 // Each takes the plan of its pass and checks that it is; partials: plan.partial_floats of fp32,
-// never initialised (every launch writes them before reading).
+// never initialised (every launch writes them before reading), except that a split plan's begin
+// with its ticket counter (Note [Split batch norm]): the first 4 bytes must be zero before the
+// first split launch, and every split launch leaves them zero, so the passes of one batch norm,
+// run in turn on one stream, may share one buffer.
 template <typename T>
 void bn_forward_train_cuda(const BatchNormPlan& plan, const BatchNormForward<T>& f, float* partials,
                            cudaStream_t stream);

@@ -14,9 +14,9 @@ int64_t BatchNorm2d::GpuPlans::partial_floats() const {
 }
 
 BatchNorm2d::GpuPlans BatchNorm2d::plan_gpu(const BatchNormShape& shape, size_t element_bytes,
-                                            const BatchNormDevice& device, bool prepare) {
+                                            const BatchNormDevice& device, BatchNormLaunch launch, bool prepare) {
   const auto plan = [&](BatchNormPass pass) {
-    BatchNormPlan p = bn_plan(pass, shape, element_bytes, device);
+    BatchNormPlan p = bn_plan(pass, shape, element_bytes, device, launch);
     if (prepare) bn_prepare_launch(p);
     return p;
   };
@@ -42,7 +42,11 @@ BatchNorm2d::BatchNorm2d(Net& net, const std::string& name, Activation& x, bool 
       x_(x),
       residual_(residual),
       shape_{x.value.numel() / x.value.dim(-1), int(x.value.dim(-1)), BatchNormFusion{relu, residual != nullptr}},
-      plans_(net.ctx.on_gpu() ? plan_gpu(shape_, dtype_size(net.act_dtype()), gpu_of(net.ctx), !net.ctx.plans())
+      plans_(net.ctx.on_gpu() ? plan_gpu(shape_, dtype_size(net.act_dtype()), gpu_of(net.ctx),
+                                         net.ctx.options.batchnorm == BatchNormImplementation::split
+                                             ? BatchNormLaunch::split
+                                             : BatchNormLaunch::cooperative,
+                                         !net.ctx.plans())
                               : GpuPlans{}),
       mean_(net.plan.tensor(DType::f32, {shape_.channels})),
       invstd_(net.plan.tensor(DType::f32, {shape_.channels})),
@@ -51,7 +55,11 @@ BatchNorm2d::BatchNorm2d(Net& net, const std::string& name, Activation& x, bool 
       partials_(net.plan.tensor(DType::f32, {net.ctx.on_gpu() ? plans_.partial_floats() : 0})) {
   net.plan.reads(x);
   if (residual) net.plan.reads(*residual);
+  if (net.ctx.on_gpu() && net.ctx.options.batchnorm == BatchNormImplementation::cudnn)
+    cudnn_ = std::make_unique<CudnnBatchNorm>(net, x.value, shape_.fusion, kEps);
 }
+
+BatchNorm2d::~BatchNorm2d() = default;
 
 // Rows over all ranks that take part in the statistics.
 double BatchNorm2d::count() const {
@@ -123,6 +131,8 @@ void BatchNorm2d::forward(bool train, Collectives collectives) {
     const BatchNormForward<T> f = forward_tensors<T>();
     if (!train) {
       bn_forward_eval_cuda<T>(plans_.forward_eval, f, stream);
+    } else if (cudnn_ && !synced()) {
+      cudnn_->forward_train(f);
     } else if (!synced()) {
       bn_forward_train_cuda<T>(plans_.forward_train, f, partials_.as<float>(), stream);
     } else {
@@ -155,7 +165,9 @@ void BatchNorm2d::backward(Collectives collectives) {
     dispatch_activation(net_.act_dtype(), [&](auto zero) {
       using T = decltype(zero);
       const BatchNormBackward<T> b = backward_tensors<T>();
-      if (!synced()) {
+      if (cudnn_ && !synced()) {
+        cudnn_->backward(b, y.value.as<T>(), bias.value.as<float>());
+      } else if (!synced()) {
         bn_backward_cuda<T>(plans_.backward, b, partials_.as<float>(), stream);
       } else {
         bn_backward_sums_cuda<T>(plans_.backward_sums, b, sums, partials_.as<float>(), stream);

@@ -8,14 +8,17 @@
 // the backward needs besides x and dy.
 // Backward writes dgamma, dbeta (=) into the flat gradient buffer, dx (=) into x.grad and, when
 // the residual is fused, its gradient dz (=) into residual.grad.
-// On the GPU a training forward and a backward are one launch each, on the main stream.
-// SyncBatchNorm (net.sync_batchnorm) takes the staged kernels instead and all-reduces between
-// them, unless the step runs without collectives.
+// On the GPU a training forward and a backward are one launch each, on the main stream (two
+// with --batchnorm split: Note [Split batch norm] in kernels/batchnorm.h; cuDNN's calls with
+// --batchnorm cudnn: nn/cudnn_batchnorm.h). SyncBatchNorm (net.sync_batchnorm) takes the staged
+// kernels instead and all-reduces between them, unless the step runs without collectives.
 #pragma once
 
+#include <memory>
 #include <string>
 
 #include "kernels/batchnorm.h"
+#include "nn/cudnn_batchnorm.h"
 #include "nn/net.h"
 
 namespace cutrain {
@@ -26,6 +29,7 @@ class BatchNorm2d {
   static constexpr float kMomentum = 0.1f;
 
   BatchNorm2d(Net& net, const std::string& name, Activation& x, bool relu, Activation* residual = nullptr);
+  ~BatchNorm2d();
 
   void forward(bool train, Collectives collectives);
   void backward(Collectives collectives);
@@ -45,7 +49,7 @@ class BatchNorm2d {
   };
   // `prepare`: ready this GPU for the plans' launches (bn_prepare_launch), unless only planning.
   static GpuPlans plan_gpu(const BatchNormShape& shape, size_t element_bytes, const BatchNormDevice& device,
-                           bool prepare);
+                           BatchNormLaunch launch, bool prepare);
   static BatchNormDevice gpu_of(const Context& ctx);
 
   double count() const;
@@ -66,7 +70,9 @@ class BatchNorm2d {
   Tensor& invstd_;      // [C] fp32
   Tensor& relu_mask_;   // u8 [bn_mask_bytes] under the ReLU, else empty
   Tensor& sync_stats_;  // [4C] fp32: SyncBatchNorm's statistics forward, [t1 | t2] backward
-  Tensor& partials_;    // fp32: the GPU's cooperative launches' scratch (never initialised)
+  Tensor& partials_;    // fp32: the GPU's merging launches' scratch; a split plan's ticket, zeroed
+                        // with the arena, starts it
+  std::unique_ptr<CudnnBatchNorm> cudnn_;  // --batchnorm cudnn: its training forward and backward
 };
 
 }  // namespace cutrain

@@ -20,6 +20,13 @@ DType parse_precision(const std::string& name) {
   throw std::runtime_error("--precision " + name + ": expected fp32 or bf16");
 }
 
+BatchNormImplementation parse_batchnorm(const std::string& name) {
+  if (name == "cooperative") return BatchNormImplementation::cooperative;
+  if (name == "split") return BatchNormImplementation::split;
+  if (name == "cudnn") return BatchNormImplementation::cudnn;
+  throw std::runtime_error("--batchnorm " + name + ": expected cooperative, split or cudnn");
+}
+
 Context::Context(const ContextOptions& opts) : options(opts) {
   if (!on_gpu()) {
     if (opts.dtype == DType::bf16) throw std::runtime_error("--precision bf16: needs --device cuda");

@@ -33,6 +33,8 @@
 // TF32 is off unless allow_tf32, so fp32 on the GPU matches the CPU reference to about 1e-6.
 // With deterministic, convolutions use only algorithms whose results are reproducible bit for
 // bit. With cudnn_benchmark, convolution algorithms are measured rather than predicted.
+// The batch-norm choice picks which of the GPU's batch-norm implementations runs
+// (nn/batchnorm2d.h); the CPU has only its reference.
 //
 // A GPU Context made while planning (`cutrain bench-step --plan`) has no device: its streams are
 // names, it has no cuDNN or cuBLAS handle, and the layers built on it record their work instead
@@ -50,17 +52,25 @@
 
 namespace cutrain {
 
+// The GPU's batch norm: cutrain's kernels as one cooperative launch per pass, or as split
+// launches that do not need every multiprocessor at once (Note [Split batch norm] in
+// kernels/batchnorm.h), or cuDNN's own, as a yardstick.
+enum class BatchNormImplementation { cooperative, split, cudnn };
+
 struct ContextOptions {
   Device device = Device::cpu;
   DType dtype = DType::f32;  // activation dtype; bf16 needs Device::cuda
   bool allow_tf32 = false;
   bool deterministic = false;
   bool cudnn_benchmark = false;  // measure cuDNN's algorithms and keep them on disk
+  BatchNormImplementation batchnorm = BatchNormImplementation::cooperative;
   int cuda_device = 0;
 };
 
 Device parse_device(const std::string& name);     // "cpu" / "cuda", else throws naming the value
 DType parse_precision(const std::string& name);   // "fp32" / "bf16", else throws naming the value
+// "cooperative" / "split" / "cudnn", else throws naming the value.
+BatchNormImplementation parse_batchnorm(const std::string& name);
 
 class Context {
  public:

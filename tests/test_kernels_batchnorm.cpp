@@ -288,3 +288,35 @@ TEST_CASE("batch norm plans: one block per multiprocessor, rows kept while they 
                     Catch::Contains("512 channels need 8 blocks side by side, the device holds 4"));
   CHECK_THROWS(bn_plan(BatchNormPass::backward, BatchNormShape{0, 64, {}}, 2, h200));
 }
+
+TEST_CASE("batch norm split plans: the cooperative grid, nothing kept, x read again by an apply launch", "[nn]") {
+  // Note [Split batch norm], for ResNet-18's first stage at batch 256 in bf16 on an H200.
+  const BatchNormDevice h200 = bn_device_h200();
+  const BatchNormShape shape{256 * 32 * 32, 64, BatchNormFusion{true, true}};
+  const int64_t tensor = shape.rows * 64 * 2, mask = shape.rows * 64 / 8;
+  for (BatchNormPass pass : {BatchNormPass::forward_train, BatchNormPass::backward}) {
+    const bool forward = pass == BatchNormPass::forward_train;
+    INFO((forward ? "forward" : "backward"));
+    const BatchNormPlan cooperative = bn_plan(pass, shape, 2, h200);
+    const BatchNormPlan split = bn_plan(pass, shape, 2, h200, BatchNormLaunch::split);
+    CHECK(split.launch == BatchNormLaunch::split);
+    CHECK((split.grid.x == cooperative.grid.x && split.grid.y == cooperative.grid.y));  // the same partials
+    CHECK((split.block.x == cooperative.block.x && split.block.y == cooperative.block.y));
+    CHECK(split.rows_per_block == cooperative.rows_per_block);
+    CHECK(split.cached_rows == 0);
+    CHECK(split.shared_bytes < cooperative.shared_bytes);
+    CHECK(split.partial_floats == cooperative.partial_floats + 4);  // the ticket, 16 bytes in front
+    CHECK(int64_t(split.apply_block.x) * split.apply_block.y == 256);
+    // The apply launch reads x again (backward: x, dy and the mask) and writes y and the mask (dx).
+    const int64_t small = 64 * int64_t(split.apply_grid.y) * 64;
+    CHECK(split.apply_bytes_read >= (forward ? 2 * tensor : 2 * tensor + mask));
+    CHECK(split.apply_bytes_read <= (forward ? 2 * tensor : 2 * tensor + mask) + small);
+    CHECK(split.apply_bytes_written == (forward ? tensor + mask : tensor));
+    CHECK(split.bytes_read - split.apply_bytes_read >= (forward ? tensor : 2 * tensor + mask));
+    CHECK(split.bytes_read > cooperative.bytes_read);
+  }
+  // A split launch's last block must hold a slice of every chunk in its scratch.
+  CHECK_THROWS_WITH(bn_plan(BatchNormPass::forward_train, BatchNormShape{100000, 8, {}}, 4,
+                            BatchNormDevice{4096, 32, 1 << 20}, BatchNormLaunch::split),
+                    Catch::Contains("a split launch's last block merges"));
+}

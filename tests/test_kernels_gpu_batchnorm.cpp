@@ -3,7 +3,9 @@
 // aligned, and launch plans with one block or several per group of channels, one group of
 // channels or several, every row kept in shared memory or most re-read, and the device's own plan.
 // Also SyncBatchNorm's staged path over two ranks, eval mode, data of mean 1000 and std 1, and
-// two runs (under the emulation, in two thread orders) that must agree bit for bit.
+// two runs (under the emulation, in two thread orders) that must agree bit for bit. The training
+// passes are tested as cooperative launches and as split ones (Note [Split batch norm]), which
+// must also agree with each other bit for bit, and run grids the device cannot hold at once.
 #include <catch2/catch.hpp>
 
 #include <cuda_bf16.h>
@@ -72,17 +74,34 @@ test::HostBatchNorm cpu_reference(const Case<T>& c) {
   return r;
 }
 
+// What a buffer of partials for these plans starts as: NaN, but for a split plan's ticket, which
+// must start at zero.
+std::vector<float> partials_for(const BatchNormPlan& a, const BatchNormPlan& b) {
+  std::vector<float> partials(size_t(std::max(a.partial_floats, b.partial_floats)), std::nanf(""));
+  if (a.launch == BatchNormLaunch::split) std::fill(partials.begin(), partials.begin() + 4, 0.0f);
+  return partials;
+}
+
+// The ticket a split plan's launches leave behind them: zero, for the next launch.
+uint32_t ticket_in(const DeviceBuffer<float>& partials) {
+  const std::vector<float> host = partials.copy_to_host();
+  uint32_t ticket;
+  std::memcpy(&ticket, host.data(), sizeof ticket);
+  return ticket;
+}
+
 // The same on the device, every output poisoned beforehand (NaN), and the partials too. The
 // backward reads the CPU's statistics and mask, so that it is checked on its own.
 template <typename T>
 struct GpuRun {
-  GpuRun(const Case<T>& c, const test::HostBatchNorm& cpu, int offset, const BatchNormDevice& device)
-      : forward_plan(bn_plan(BatchNormPass::forward_train, c.shape, sizeof(T), device)),
-        backward_plan(bn_plan(BatchNormPass::backward, c.shape, sizeof(T), device)),
+  GpuRun(const Case<T>& c, const test::HostBatchNorm& cpu, int offset, const BatchNormDevice& device,
+         BatchNormLaunch launch = BatchNormLaunch::cooperative)
+      : forward_plan(bn_plan(BatchNormPass::forward_train, c.shape, sizeof(T), device, launch)),
+        backward_plan(bn_plan(BatchNormPass::backward, c.shape, sizeof(T), device, launch)),
         on(c.shape, c.in, offset),
         cpu_mean(cpu.mean),
         cpu_invstd(cpu.invstd),
-        partials(size_t(std::max(forward_plan.partial_floats, backward_plan.partial_floats))),
+        partials(partials_for(forward_plan, backward_plan)),
         cpu_mask(cpu.mask) {}
 
   void forward() { bn_forward_train_cuda<T>(forward_plan, on.forward(), partials.get(), nullptr); }
@@ -141,6 +160,29 @@ std::vector<ParityCase> parity_cases() {
   return cases;
 }
 
+const char* launch_name(BatchNormLaunch launch) { return launch == BatchNormLaunch::split ? "split" : "cooperative"; }
+
+bool same_bits_as(const std::vector<uint8_t>& a, const std::vector<uint8_t>& b) { return a == b; }
+template <typename V>
+bool same_bits_as(const std::vector<V>& a, const std::vector<V>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(V)) == 0;
+}
+
+// Whether two runs' every output (forward and backward) has the same bits.
+template <typename T>
+void check_same_outputs(const GpuRun<T>& a, const GpuRun<T>& b) {
+  CHECK(same_bits_as(a.on.y.raw(), b.on.y.raw()));
+  CHECK(same_bits_as(a.on.mean.copy_to_host(), b.on.mean.copy_to_host()));
+  CHECK(same_bits_as(a.on.invstd.copy_to_host(), b.on.invstd.copy_to_host()));
+  CHECK(same_bits_as(a.on.running_mean.copy_to_host(), b.on.running_mean.copy_to_host()));
+  CHECK(same_bits_as(a.on.running_var.copy_to_host(), b.on.running_var.copy_to_host()));
+  CHECK(same_bits_as(a.on.mask.copy_to_host(), b.on.mask.copy_to_host()));
+  CHECK(same_bits_as(a.on.dx.raw(), b.on.dx.raw()));
+  CHECK(same_bits_as(a.on.d_residual.raw(), b.on.d_residual.raw()));
+  CHECK(same_bits_as(a.on.dgamma.copy_to_host(), b.on.dgamma.copy_to_host()));
+  CHECK(same_bits_as(a.on.dbeta.copy_to_host(), b.on.dbeta.copy_to_host()));
+}
+
 }  // namespace
 
 TEMPLATE_TEST_CASE("batch norm CUDA training forward and backward match the CPU reference", CUTRAIN_GPU_TAG, float,
@@ -148,14 +190,15 @@ TEMPLATE_TEST_CASE("batch norm CUDA training forward and backward match the CPU 
   CUTRAIN_REQUIRE_GPU();
   using T = TestType;
   const ParityCase p = GENERATE(from_range(parity_cases()));
+  const BatchNormLaunch launch = GENERATE(BatchNormLaunch::cooperative, BatchNormLaunch::split);
   const auto [M, C, offset, device, fusion] = p;
   const auto [relu, residual] = fusion;
   INFO("M " << M << ", C " << C << ", offset " << offset << ", blocks " << device.blocks << ", relu " << relu
-            << ", residual " << residual);
+            << ", residual " << residual << ", " << launch_name(launch));
   std::mt19937 rng(21);
   const Case<T> c(M, C, fusion, rng);
   const test::HostBatchNorm cpu = cpu_reference(c);
-  GpuRun<T> gpu(c, cpu, offset, device.get());
+  GpuRun<T> gpu(c, cpu, offset, device.get(), launch);
   gpu.forward();
   gpu.backward();
 
@@ -170,19 +213,45 @@ TEMPLATE_TEST_CASE("batch norm CUDA training forward and backward match the CPU 
   CHECK(test::relative_error(test::download(gpu.on.dgamma), cpu.dgamma) <= kStatisticsTolerance);
   CHECK(test::relative_error(gpu.on.dx.download(), cpu.dx) <= test::parity_tolerance<T>());
   if (residual) CHECK(test::relative_error(gpu.on.d_residual.download(), cpu.d_residual) == 0.0);  // dy or 0: exact
+  if (launch == BatchNormLaunch::split) CHECK(ticket_in(gpu.partials) == 0);
+}
+
+TEMPLATE_TEST_CASE("batch norm CUDA split launches give the cooperative launch's bits", CUTRAIN_GPU_TAG, float,
+                   __nv_bfloat16) {
+  // Note [Split batch norm]: the same grid writes the same partials, and the last block merges
+  // each channel's in the cooperative grid's order, so every output is the same to the bit. The
+  // cases include grids whose blocks merge a channel's chunks in slices that are fewer than the
+  // chunks (1000 x 128 over 6 blocks of 64 threads), where any other order would show.
+  CUTRAIN_REQUIRE_GPU();
+  using T = TestType;
+  const ParityCase p = GENERATE(from_range(parity_cases()));
+  const auto [M, C, offset, device, fusion] = p;
+  INFO("M " << M << ", C " << C << ", offset " << offset << ", blocks " << device.blocks << ", relu " << fusion.relu
+            << ", residual " << fusion.residual);
+  std::mt19937 rng(21);
+  const Case<T> c(M, C, fusion, rng);
+  const test::HostBatchNorm cpu = cpu_reference(c);
+  GpuRun<T> cooperative(c, cpu, offset, device.get()), split(c, cpu, offset, device.get(), BatchNormLaunch::split);
+  for (GpuRun<T>* run : {&cooperative, &split}) {
+    run->forward();
+    run->backward();
+  }
+  check_same_outputs(cooperative, split);
 }
 
 TEMPLATE_TEST_CASE("batch norm CUDA gives the same bits on every run", CUTRAIN_GPU_TAG, float, __nv_bfloat16) {
   // The reduction's order is fixed by the plan, not by which block finishes first. Under the
-  // emulation the second run takes the threads (and a cooperative grid's blocks) in another
-  // order, which would change any sum that depended on it.
+  // emulation the second run takes the threads and the blocks in another order (so another block
+  // of a split launch is the last to finish), which would change any sum that depended on it.
   CUTRAIN_REQUIRE_GPU();
   using T = TestType;
+  const BatchNormLaunch launch = GENERATE(BatchNormLaunch::cooperative, BatchNormLaunch::split);
+  INFO(launch_name(launch));
   std::mt19937 rng(23);
   const Case<T> c(1500, 64, BatchNormFusion{true, true}, rng);
   const test::HostBatchNorm cpu = cpu_reference(c);
   const BatchNormDevice device{6, 128, 8 * 1024};
-  GpuRun<T> first(c, cpu, 0, device), second(c, cpu, 0, device);
+  GpuRun<T> first(c, cpu, 0, device, launch), second(c, cpu, 0, device, launch);
   first.forward();
   first.backward();
   {
@@ -197,17 +266,7 @@ TEMPLATE_TEST_CASE("batch norm CUDA gives the same bits on every run", CUTRAIN_G
     emu::set_schedule(saved);
 #endif
   }
-  const auto same_bits = [](const auto& a, const auto& b) {
-    return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(a[0])) == 0;
-  };
-  CHECK(same_bits(first.on.y.raw(), second.on.y.raw()));
-  CHECK(same_bits(first.on.mean.copy_to_host(), second.on.mean.copy_to_host()));
-  CHECK(same_bits(first.on.invstd.copy_to_host(), second.on.invstd.copy_to_host()));
-  CHECK(same_bits(first.on.running_var.copy_to_host(), second.on.running_var.copy_to_host()));
-  CHECK(same_bits(first.on.mask.copy_to_host(), second.on.mask.copy_to_host()));
-  CHECK(same_bits(first.on.dx.raw(), second.on.dx.raw()));
-  CHECK(same_bits(first.on.dgamma.copy_to_host(), second.on.dgamma.copy_to_host()));
-  CHECK(same_bits(first.on.dbeta.copy_to_host(), second.on.dbeta.copy_to_host()));
+  check_same_outputs(first, second);
 }
 
 TEMPLATE_TEST_CASE("batch norm statistics hold for data of mean 1000 and std 1", CUTRAIN_GPU_TAG, float,
@@ -289,6 +348,8 @@ TEMPLATE_TEST_CASE("batch norm CUDA SyncBatchNorm stages over two ranks equal th
   // over the ranks, dx.
   CUTRAIN_REQUIRE_GPU();
   using T = TestType;
+  const BatchNormLaunch launch = GENERATE(BatchNormLaunch::cooperative, BatchNormLaunch::split);
+  INFO(launch_name(launch));
   const int64_t M = 1600, rank_rows[2] = {700, 900};
   const int C = 64;
   std::mt19937 rng(31);
@@ -306,7 +367,7 @@ TEMPLATE_TEST_CASE("batch norm CUDA SyncBatchNorm stages over two ranks equal th
           on(shape, rows_of(c, first, rows)),
           stats(4 * size_t(c.shape.channels)),
           sums(2 * size_t(c.shape.channels)),
-          partials(1 << 16) {}
+          partials(std::vector<float>(1 << 16, 0.0f)) {}  // a split plan's ticket starts at zero
     static test::BatchNormInputs rows_of(const Case<T>& c, int64_t first, int64_t rows) {
       const auto slice = [&](const std::vector<float>& v) {
         return std::vector<float>(v.begin() + first * c.shape.channels, v.begin() + (first + rows) * c.shape.channels);
@@ -329,8 +390,8 @@ TEMPLATE_TEST_CASE("batch norm CUDA SyncBatchNorm stages over two ranks equal th
   const double count = double(M);
   std::vector<Rank*> ranks = {&r0, &r1};
   for (Rank* r : ranks)
-    bn_rank_statistics_cuda<T>(bn_plan(BatchNormPass::rank_statistics, r->shape, sizeof(T), device), r->on.x.get(),
-                               BatchNormRankStats::in(r->stats.get(), C), r->partials.get(), nullptr);
+    bn_rank_statistics_cuda<T>(bn_plan(BatchNormPass::rank_statistics, r->shape, sizeof(T), device, launch),
+                               r->on.x.get(), BatchNormRankStats::in(r->stats.get(), C), r->partials.get(), nullptr);
   sum_over_ranks(r0.stats, r1.stats, 2 * C, C);  // sum
   for (Rank* r : ranks)
     bn_rank_m2_cuda(bn_plan(BatchNormPass::rank_m2, r->shape, sizeof(T), device),
@@ -340,8 +401,8 @@ TEMPLATE_TEST_CASE("batch norm CUDA SyncBatchNorm stages over two ranks equal th
     bn_forward_apply_cuda<T>(bn_plan(BatchNormPass::forward_apply, r->shape, sizeof(T), device), r->on.forward(),
                              BatchNormRankStats::in(r->stats.get(), C), count, nullptr);
   for (Rank* r : ranks)
-    bn_backward_sums_cuda<T>(bn_plan(BatchNormPass::backward_sums, r->shape, sizeof(T), device), r->on.backward(),
-                             r->sums.get(), r->partials.get(), nullptr);
+    bn_backward_sums_cuda<T>(bn_plan(BatchNormPass::backward_sums, r->shape, sizeof(T), device, launch),
+                             r->on.backward(), r->sums.get(), r->partials.get(), nullptr);
   std::vector<float> dgamma = test::download(r0.on.dgamma), dbeta = test::download(r0.on.dbeta);
   const std::vector<float> dgamma1 = test::download(r1.on.dgamma), dbeta1 = test::download(r1.on.dbeta);
   for (int ch = 0; ch < C; ++ch) {  // DDP's average, times two ranks
@@ -390,6 +451,27 @@ TEST_CASE("batch norm CUDA fails at launch when its plan's grid does not fit the
   f.running_var = per_channel.get() + 256;
   CHECK_THROWS_WITH(bn_forward_train_cuda<float>(plan, f, partials.get(), nullptr),
                     Catch::Contains("bn_forward_train_kernel") && Catch::Contains("too many blocks in cooperative launch"));
+}
+
+TEST_CASE("batch norm CUDA split launches run a grid that the device cannot hold at once", CUTRAIN_GPU_TAG) {
+  // The grid that a cooperative launch refuses (above) runs as split launches: no block waits for
+  // another, so the blocks need not be resident together (Note [Split batch norm]).
+  CUTRAIN_REQUIRE_GPU();
+  const BatchNormDevice real = bn_device_of_current_gpu();
+  const BatchNormDevice twice{2 * real.blocks, 1024, real.shared_bytes};
+  std::mt19937 rng(43);
+  const Case<float> c(int64_t(twice.blocks) * 1024, 64, BatchNormFusion{true, false}, rng);
+  const test::HostBatchNorm cpu = cpu_reference(c);
+  GpuRun<float> gpu(c, cpu, 0, twice, BatchNormLaunch::split);
+  REQUIRE(int64_t(gpu.forward_plan.grid.x) * gpu.forward_plan.grid.y > real.blocks);
+  CHECK_THROWS_WITH(bn_prepare_launch(bn_plan(BatchNormPass::forward_train, c.shape, sizeof(float), twice)),
+                    Catch::Contains("cannot be resident at once"));
+  bn_prepare_launch(gpu.forward_plan);
+  gpu.forward();
+  gpu.backward();
+  CHECK(test::relative_error(test::download(gpu.on.mean), cpu.mean) <= kStatisticsTolerance);
+  CHECK(test::relative_error(gpu.on.y.download(), cpu.y) <= test::parity_tolerance<float>());
+  CHECK(test::relative_error(gpu.on.dx.download(), cpu.dx) <= test::parity_tolerance<float>());
 }
 
 TEST_CASE("batch norm refuses, when it plans, a cooperative grid that cannot be resident at once", CUTRAIN_GPU_TAG) {

@@ -78,16 +78,72 @@ TEST_CASE("A ResNet-18 training step on the GPU is within the error model's boun
   check_within(compare_updates_with_sgd(bf16_step, cpu, kSgd, kLr));
 }
 
-TEST_CASE("A training step replayed from a CUDA graph matches the eager step bit for bit", CUTRAIN_GPU_TAG) {
-  // Every reduction of the step has an order fixed in advance: batch norm's merges (one launch
-  // each way, kernels/batchnorm.cu), the loss, cuDNN's deterministic algorithms, cuBLAS. So the
-  // replay and the eager step must agree bit for bit.
+TEST_CASE("A training step with split batch norm launches is the cooperative one's, bit for bit", CUTRAIN_GPU_TAG) {
+  // Note [Split batch norm]: the same partials, merged in the same order, applied by the same
+  // formulas; so every tensor of the step (activations, gradients, statistics, the update) agrees.
   CUTRAIN_REQUIRE_GPU();
   const DType dtype = GENERATE(DType::f32, DType::bf16);
   INFO(dtype_name(dtype));
+  const ResNetConfig config = parity_config(Stem::cifar, kGpuTestWidth);
+  ContextOptions options = gpu_options(dtype);
+  Context cooperative_ctx(options);
+  options.batchnorm = BatchNormImplementation::split;
+  Context split_ctx(options);
+  ResNet18 cooperative(cooperative_ctx, config), split(split_ctx, config);
+  fill_same_batch({&cooperative, &split}, 17);
+  SGD cooperative_sgd(cooperative_ctx, cooperative.params(), kSgd), split_sgd(split_ctx, split.params(), kSgd);
+  cooperative_sgd.set_lr(float(kLr));
+  split_sgd.set_lr(float(kLr));
+  const StepResult want = take_step(cooperative, cooperative_sgd);
+  const StepResult got = take_step(split, split_sgd);
+  std::cout << dtype_name(dtype) << ", split batch norm against cooperative: ";
+  check_within(compare_steps(got, want, cooperative, identical()));
+}
+
+TEST_CASE("A training step with cuDNN's batch norm is within the bounds of cutrain's", CUTRAIN_GPU_TAG) {
+  // --batchnorm cudnn (nn/cudnn_batchnorm.h), the yardstick: fp32 within the error model's bounds
+  // of the float64 step, as cutrain's own kernels are, and bf16 within the bf16 bounds of cutrain's
+  // fp32 step. (Emulated, cuDNN computes with the CPU reference of kernels/batchnorm.h.)
+  CUTRAIN_REQUIRE_GPU();
+  const ResNetConfig config = parity_config(Stem::cifar, kGpuTestWidth);
+  ContextOptions options = gpu_options(DType::f32);
+  Context cpu_ctx({}), cooperative_ctx(options);
+  options.batchnorm = BatchNormImplementation::cudnn;
+  Context fp32_ctx(options);
+  options.dtype = DType::bf16;
+  Context bf16_ctx(options);
+  ResNet18 cpu(cpu_ctx, config), cooperative(cooperative_ctx, config), fp32(fp32_ctx, config), bf16(bf16_ctx, config);
+  fill_same_batch({&cpu, &cooperative, &fp32, &bf16}, 17);
+  SGD cooperative_sgd(cooperative_ctx, cooperative.params(), kSgd), fp32_sgd(fp32_ctx, fp32.params(), kSgd),
+      bf16_sgd(bf16_ctx, bf16.params(), kSgd);
+  for (SGD* sgd : {&cooperative_sgd, &fp32_sgd, &bf16_sgd}) sgd->set_lr(float(kLr));
+
+  const StepResult exact = resnet18_step_fp64(cpu, kSgd, kLr);
+  const StepResult cutrain_fp32 = take_step(cooperative, cooperative_sgd);
+  const StepResult fp32_step = take_step(fp32, fp32_sgd);
+  const StepResult bf16_step = take_step(bf16, bf16_sgd);
+  std::cout << "cuDNN's batch norm, fp32 against float64: ";
+  check_within(compare_steps(fp32_step, exact, cpu, fp32_bounds(config)));
+  check_within(compare_updates_with_sgd(fp32_step, cpu, kSgd, kLr));
+  std::cout << "cuDNN's batch norm, bf16 against cutrain's fp32: ";
+  check_within(compare_steps(bf16_step, cutrain_fp32, cpu, bf16_bounds()));
+}
+
+TEST_CASE("A training step replayed from a CUDA graph matches the eager step bit for bit", CUTRAIN_GPU_TAG) {
+  // Every reduction of the step has an order fixed in advance: batch norm's merges (one launch
+  // each way, kernels/batchnorm.cu, or split launches whose ticket each replay finds at zero), the
+  // loss, cuDNN's deterministic algorithms, cuBLAS. So the replay and the eager step must agree
+  // bit for bit.
+  CUTRAIN_REQUIRE_GPU();
+  const DType dtype = GENERATE(DType::f32, DType::bf16);
+  const BatchNormImplementation batchnorm =
+      GENERATE(BatchNormImplementation::cooperative, BatchNormImplementation::split);
+  INFO(dtype_name(dtype) << (batchnorm == BatchNormImplementation::split ? ", split batch norm" : ""));
   const ResNetConfig config = parity_config(Stem::cifar, 16);
   const StepBounds bounds = identical();
-  Context ctx(gpu_options(dtype));
+  ContextOptions context_options = gpu_options(dtype);
+  context_options.batchnorm = batchnorm;
+  Context ctx(context_options);
   ResNet18 model(ctx, config);
   TrainStepOptions options;
   options.sgd = kSgd;

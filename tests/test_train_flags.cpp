@@ -129,6 +129,10 @@ TEST_CASE("a usage error is one line starting with cutrain:, names the option or
       {{"xyzzy"}, "xyzzy is not a command (see cutrain --help)"},
       {{}, "A subcommand is required (see cutrain --help)"},
       {{"train", "--nesterov=2"}, "2 is not one of true/false, on/off, yes/no, 1/0 (see cutrain train --help)"},
+      {{"train", "--batchnorm", "fast"},
+       "--batchnorm: fast not in {cooperative,split,cudnn} (see cutrain train --help)"},
+      {{"bench-step", "--batchnorm", "Split"},
+       "--batchnorm: Split not in {cooperative,split,cudnn} (see cutrain bench-step --help)"},
   };
   for (const auto& [args, message] : cases) {
     std::vector<std::string> argv{cutrain};

@@ -460,22 +460,25 @@ cudaError_t check_grid(const Grid& g) {
 
 namespace {
 
-// Runs the blocks one after another; false with `failure` set when one fails.
+// Runs the blocks one after another, in the schedule's order (so that a kernel which leans on
+// which block finishes last gives another result in another order); false with `failure` set when
+// one fails.
 bool run_blocks_in_turn(const Grid& g, int threads, unsigned char* shared, std::string& failure) {
-  for (unsigned z = 0; z < g.grid.z; ++z)
-    for (unsigned y = 0; y < g.grid.y; ++y)
-      for (unsigned x = 0; x < g.grid.x; ++x) {
-        // Shared memory starts as garbage on a GPU: here all bits set, a NaN as float and bf16.
-        std::memset(shared, 0xff, g.dynamic_shared_bytes);
-        Block block(uint3{x, y, z}, 0, threads, shared);
-        const Outcome outcome = block.run(failure);
-        if (outcome == Outcome::finished) continue;
-        if (outcome == Outcome::at_grid_barrier)
-          failure = "its threads wait at the grid's barrier, but the kernel was not launched cooperatively";
-        failure = std::string(g.kernel) + ": block " + describe(block.index()) + ", " + failure;
-        block.abandon();
-        return false;
-      }
+  const int n = int(uint64_t(g.grid.x) * g.grid.y * g.grid.z);
+  for (const int b : turn_order(n)) {
+    const unsigned x = unsigned(b) % g.grid.x, y = unsigned(b) / g.grid.x % g.grid.y,
+                   z = unsigned(b) / g.grid.x / g.grid.y;
+    // Shared memory starts as garbage on a GPU: here all bits set, a NaN as float and bf16.
+    std::memset(shared, 0xff, g.dynamic_shared_bytes);
+    Block block(uint3{x, y, z}, 0, threads, shared);
+    const Outcome outcome = block.run(failure);
+    if (outcome == Outcome::finished) continue;
+    if (outcome == Outcome::at_grid_barrier)
+      failure = "its threads wait at the grid's barrier, but the kernel was not launched cooperatively";
+    failure = std::string(g.kernel) + ": block " + describe(block.index()) + ", " + failure;
+    block.abandon();
+    return false;
+  }
   return true;
 }
 

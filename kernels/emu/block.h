@@ -1,9 +1,9 @@
 // block.h: how the emulation (kernels/emu) runs a grid on the CPU.
 //
-// Blocks run one after another. A block's threads are cooperative fibers (Boost.Context) on the calling
-// host thread: each runs until it reaches __syncthreads, a warp collective (__shfl_*_sync,
-// __ballot_sync, __any_sync, __all_sync, __syncwarp), the grid's barrier or its end, then hands
-// over to the next. When no thread can run, the scheduler completes what is complete:
+// Blocks run one after another, in the schedule's order (below). A block's threads are
+// cooperative fibers (Boost.Context) on the calling host thread: each runs until it reaches
+// __syncthreads, a warp collective (__shfl_*_sync, __ballot_sync, __any_sync, __all_sync,
+// __syncwarp), the grid's barrier or its end, then hands over to the next. When no thread can run, the scheduler completes what is complete:
 //   - a warp collective, once every lane its mask names waits at the same collective with the
 //     same mask: each lane gets its result and runs again;
 //   - the barrier, once every thread that has not exited waits at it.
@@ -24,10 +24,11 @@
 // is one for the whole program (device.h), so a cooperative kernel keeps its shared data in
 // dynamic shared memory, which each block has its own of.
 //
-// The order in which the threads take turns between two such points is a Schedule: forward
-// (thread 0 first, the default), reverse, or shuffle (a new seeded permutation at every turn). A
-// kernel that leans on an order, say by reading shared memory before the barrier that should
-// protect it, gives a wrong result in at least one of them.
+// The order in which the threads take turns between two such points, and in which the blocks of
+// an ordinary launch run, is a Schedule: forward (thread 0 first, the default), reverse, or
+// shuffle (a new seeded permutation at every turn). A kernel that leans on an order, say by
+// reading shared memory before the barrier that should protect it, gives a wrong result in at
+// least one of them.
 #pragma once
 
 #include <cstddef>

@@ -17,6 +17,7 @@
 #include <tuple>
 #include <vector>
 
+#include "kernels/batchnorm.h"
 #include "kernels/conv2d_cpu.h"
 #include "kernels/emu/bf16.h"
 #include "kernels/emu/refusal.h"
@@ -36,6 +37,11 @@ struct Dims4 {
 };
 struct cudnnTensorStruct : Dims4 {};
 struct cudnnFilterStruct : Dims4 {};
+
+struct cudnnActivationStruct {
+  bool set = false;
+  cudnnActivationMode_t mode = CUDNN_ACTIVATION_RELU;
+};
 
 struct cudnnConvolutionStruct {
   bool set = false;
@@ -531,6 +537,67 @@ cudnnStatus_t workspace_size(cudnnHandle_t handle, Pass pass, const cudnnTensorS
   return algo_workspace(pass, algo, p, bytes);
 }
 
+// ---- batch norm: one problem, checked as the calls take it ----
+
+// A training batch norm as cutrain calls it: x, y (and z) NHWC of one type, the statistics float
+// 1xCx1x1, CUDNN_BATCHNORM_SPATIAL_PERSISTENT, and with a fused op a ReLU. What the real library
+// takes beyond that (whether its persistent NHWC kernels take bf16 with the fused ops, say) only a
+// GPU can tell; the emulation refuses the rest with CUDNN_STATUS_NOT_SUPPORTED.
+struct BatchNormProblem {
+  Dims4 x;
+  cutrain::BatchNormShape shape;
+  size_t mask_bytes = 0;  // the reserve space: the ReLU mask, kept for the backward
+};
+
+cudnnStatus_t make_batchnorm(cudnnBatchNormMode_t mode, cudnnBatchNormOps_t ops, const cudnnTensorStruct* x,
+                             const cudnnTensorStruct* z, const cudnnTensorStruct* y, const cudnnTensorStruct* stats,
+                             const cudnnActivationStruct* activation, BatchNormProblem* p) {
+  if (!x || !y || !stats) return fail(CUDNN_STATUS_BAD_PARAM, "a descriptor is null");
+  if (!x->set || !y->set || !stats->set) return fail(CUDNN_STATUS_BAD_PARAM, "a descriptor was never set");
+  if (ops < CUDNN_BATCHNORM_OPS_BN || ops > CUDNN_BATCHNORM_OPS_BN_ADD_ACTIVATION)
+    return fail(CUDNN_STATUS_BAD_PARAM, "invalid batch norm ops");
+  if (mode != CUDNN_BATCHNORM_SPATIAL_PERSISTENT)
+    return fail(CUDNN_STATUS_NOT_SUPPORTED, "the emulation computes CUDNN_BATCHNORM_SPATIAL_PERSISTENT only");
+  const auto same = [](const Dims4& a, const Dims4& b) {
+    return a.format == b.format && a.type == b.type && a.n == b.n && a.c == b.c && a.h == b.h && a.w == b.w;
+  };
+  if (!same(*x, *y)) return fail(CUDNN_STATUS_BAD_PARAM, "x and y differ in shape, layout or type");
+  if (x->format != CUDNN_TENSOR_NHWC) return fail(CUDNN_STATUS_NOT_SUPPORTED, "the emulation computes NHWC only");
+  if (stats->type != CUDNN_DATA_FLOAT || stats->n != 1 || stats->c != x->c || stats->h != 1 || stats->w != 1)
+    return fail(CUDNN_STATUS_BAD_PARAM, "the statistics' descriptor is not float 1x" + std::to_string(x->c) + "x1x1");
+  const bool relu = ops != CUDNN_BATCHNORM_OPS_BN, add = ops == CUDNN_BATCHNORM_OPS_BN_ADD_ACTIVATION;
+  if (relu && (!activation || !activation->set || activation->mode != CUDNN_ACTIVATION_RELU))
+    return fail(CUDNN_STATUS_NOT_SUPPORTED, "the fused ops need a ReLU activation descriptor");
+  if (add && (!z || !z->set || !same(*x, *z))) return fail(CUDNN_STATUS_BAD_PARAM, "z is not described as x");
+  p->x = *x;
+  p->shape = {int64_t(x->n) * x->h * x->w, x->c, cutrain::BatchNormFusion{relu, add}};
+  p->mask_bytes = relu ? size_t(cutrain::bn_mask_bytes(p->shape)) : 0;
+  return CUDNN_STATUS_SUCCESS;
+}
+
+// alpha 1 and beta 0, the only blend cutrain asks for.
+cudnnStatus_t check_plain_blend(const void* alpha, const void* beta) {
+  if (!alpha || !beta) return fail(CUDNN_STATUS_BAD_PARAM, "alpha or beta is null");
+  if (*static_cast<const float*>(alpha) != 1.0f || *static_cast<const float*>(beta) != 0.0f)
+    return fail(CUDNN_STATUS_NOT_SUPPORTED, "the emulation computes batch norm with alpha 1 and beta 0 only");
+  return CUDNN_STATUS_SUCCESS;
+}
+
+// The reserve space of a call: as large as the forward's ReLU mask, inside one allocation.
+cudnnStatus_t check_reserve(const BatchNormProblem& p, const void* reserve, size_t reserve_bytes) {
+  if (reserve_bytes < p.mask_bytes)
+    return fail(CUDNN_STATUS_BAD_PARAM, "the reserve space is " + std::to_string(reserve_bytes) + " bytes, " +
+                                            std::to_string(p.mask_bytes) + " needed");
+  return p.mask_bytes > 0 ? check_device(reserve, p.mask_bytes, "the reserve space") : CUDNN_STATUS_SUCCESS;
+}
+
+// The device buffers a batch norm call names, each checked as check_device does.
+cudnnStatus_t check_buffers(std::initializer_list<std::tuple<const void*, size_t, const char*>> buffers) {
+  for (const auto& [p, bytes, what] : buffers)
+    if (cudnnStatus_t s = check_device(p, bytes, what); s != CUDNN_STATUS_SUCCESS) return s;
+  return CUDNN_STATUS_SUCCESS;
+}
+
 }  // namespace
 }  // namespace cutrain::emu
 
@@ -741,6 +808,181 @@ cudnnStatus_t cudnnConvolutionBackwardFilter(cudnnHandle_t handle, const void* a
                                              const cudnnFilterDescriptor_t dwDesc, void* dw) {
   return convolve(handle, Pass::backward_filter, alpha, xDesc, dwDesc, conv, dyDesc, algo, {x, dy, dw}, workspace,
                   workspace_bytes, beta);
+}
+
+// ---- batch norm ----
+
+cudnnStatus_t cudnnCreateActivationDescriptor(cudnnActivationDescriptor_t* d) {
+  if (!d) return fail(CUDNN_STATUS_BAD_PARAM, "the descriptor pointer is null");
+  *d = new cudnnActivationStruct;
+  return CUDNN_STATUS_SUCCESS;
+}
+
+cudnnStatus_t cudnnSetActivationDescriptor(cudnnActivationDescriptor_t d, cudnnActivationMode_t mode,
+                                           cudnnNanPropagation_t nan, double) {
+  if (!d) return fail(CUDNN_STATUS_BAD_PARAM, "the descriptor is null");
+  if (mode < CUDNN_ACTIVATION_SIGMOID || mode > CUDNN_ACTIVATION_SWISH)
+    return fail(CUDNN_STATUS_BAD_PARAM, "invalid mode");
+  if (nan != CUDNN_NOT_PROPAGATE_NAN && nan != CUDNN_PROPAGATE_NAN)
+    return fail(CUDNN_STATUS_BAD_PARAM, "invalid NaN propagation");
+  *d = cudnnActivationStruct{true, mode};
+  return CUDNN_STATUS_SUCCESS;
+}
+
+cudnnStatus_t cudnnDestroyActivationDescriptor(cudnnActivationDescriptor_t d) {
+  delete d;
+  return CUDNN_STATUS_SUCCESS;
+}
+
+// The emulation needs no workspace; the reserve space holds the ReLU mask.
+cudnnStatus_t cudnnGetBatchNormalizationForwardTrainingExWorkspaceSize(
+    cudnnHandle_t handle, cudnnBatchNormMode_t mode, cudnnBatchNormOps_t ops, const cudnnTensorDescriptor_t x,
+    const cudnnTensorDescriptor_t z, const cudnnTensorDescriptor_t y, const cudnnTensorDescriptor_t stats,
+    const cudnnActivationDescriptor_t activation, size_t* bytes) {
+  BatchNormProblem p;
+  if (!handle || !bytes) return fail(CUDNN_STATUS_BAD_PARAM, "the handle or the size pointer is null");
+  if (cudnnStatus_t s = make_batchnorm(mode, ops, x, z, y, stats, activation, &p); s != CUDNN_STATUS_SUCCESS) return s;
+  *bytes = 0;
+  return CUDNN_STATUS_SUCCESS;
+}
+
+cudnnStatus_t cudnnGetBatchNormalizationBackwardExWorkspaceSize(
+    cudnnHandle_t handle, cudnnBatchNormMode_t mode, cudnnBatchNormOps_t ops, const cudnnTensorDescriptor_t x,
+    const cudnnTensorDescriptor_t y, const cudnnTensorDescriptor_t dy, const cudnnTensorDescriptor_t dz,
+    const cudnnTensorDescriptor_t dx, const cudnnTensorDescriptor_t stats, const cudnnActivationDescriptor_t activation,
+    size_t* bytes) {
+  BatchNormProblem p, gradients;
+  if (!handle || !bytes) return fail(CUDNN_STATUS_BAD_PARAM, "the handle or the size pointer is null");
+  if (cudnnStatus_t s = make_batchnorm(mode, ops, x, dz, y, stats, activation, &p); s != CUDNN_STATUS_SUCCESS) return s;
+  if (cudnnStatus_t s = make_batchnorm(mode, ops, dx, dz, dy, stats, activation, &gradients); s != CUDNN_STATUS_SUCCESS)
+    return s;
+  *bytes = 0;
+  return CUDNN_STATUS_SUCCESS;
+}
+
+cudnnStatus_t cudnnGetBatchNormalizationTrainingExReserveSpaceSize(cudnnHandle_t handle, cudnnBatchNormMode_t mode,
+                                                                   cudnnBatchNormOps_t ops,
+                                                                   const cudnnActivationDescriptor_t activation,
+                                                                   const cudnnTensorDescriptor_t x, size_t* bytes) {
+  if (!handle || !bytes || !x) return fail(CUDNN_STATUS_BAD_PARAM, "the handle, x or the size pointer is null");
+  const cudnnTensorStruct stats{Dims4{true, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, 1, x->c, 1, 1}};
+  BatchNormProblem p;
+  if (cudnnStatus_t s = make_batchnorm(mode, ops, x, x, x, &stats, activation, &p); s != CUDNN_STATUS_SUCCESS) return s;
+  *bytes = p.mask_bytes;
+  return CUDNN_STATUS_SUCCESS;
+}
+
+// The CPU reference's training forward on fp32 copies (kernels/batchnorm.h): the same formulas as
+// cutrain's kernels, with cuDNN's arguments. The running statistics are updated with the factor
+// as the momentum, and the unbiased variance, as cuDNN does.
+cudnnStatus_t cudnnBatchNormalizationForwardTrainingEx(
+    cudnnHandle_t handle, cudnnBatchNormMode_t mode, cudnnBatchNormOps_t ops, const void* alpha, const void* beta,
+    const cudnnTensorDescriptor_t xDesc, const void* x, const cudnnTensorDescriptor_t zDesc, const void* z,
+    const cudnnTensorDescriptor_t yDesc, void* y, const cudnnTensorDescriptor_t statsDesc, const void* scale,
+    const void* bias, double factor, void* running_mean, void* running_var, double epsilon, void* save_mean,
+    void* save_invstd, cudnnActivationDescriptor_t activation, void*, size_t, void* reserve, size_t reserve_bytes) {
+  BatchNormProblem p;
+  if (!handle) return fail(CUDNN_STATUS_BAD_PARAM, "the handle is null");
+  if (cudnnStatus_t s = make_batchnorm(mode, ops, xDesc, zDesc, yDesc, statsDesc, activation, &p);
+      s != CUDNN_STATUS_SUCCESS)
+    return s;
+  if (cudnnStatus_t s = check_plain_blend(alpha, beta); s != CUDNN_STATUS_SUCCESS) return s;
+  if (epsilon < CUDNN_BN_MIN_EPSILON) return fail(CUDNN_STATUS_BAD_PARAM, "epsilon is below CUDNN_BN_MIN_EPSILON");
+  if (!save_mean || !save_invstd)
+    return fail(CUDNN_STATUS_NOT_SUPPORTED, "the emulation always saves the mean and invstd for the backward");
+  const size_t tensor = bytes_of(p.x), stats = size_t(p.shape.channels) * sizeof(float);
+  if (cudnnStatus_t s = check_reserve(p, reserve, reserve_bytes); s != CUDNN_STATUS_SUCCESS) return s;
+  if (cudnnStatus_t s = check_buffers({{x, tensor, "x"},
+                                       {y, tensor, "y"},
+                                       {scale, stats, "bnScale"},
+                                       {bias, stats, "bnBias"},
+                                       {running_mean, stats, "resultRunningMean"},
+                                       {running_var, stats, "resultRunningVariance"},
+                                       {save_mean, stats, "resultSaveMean"},
+                                       {save_invstd, stats, "resultSaveInvVariance"}});
+      s != CUDNN_STATUS_SUCCESS)
+    return s;
+  if (p.shape.fusion.residual)
+    if (cudnnStatus_t s = check_device(z, tensor, "z"); s != CUDNN_STATUS_SUCCESS) return s;
+  const cudaError_t queued = enqueue(handle->stream, "cudnnBatchNormalizationForwardTrainingEx", [=] {
+    std::vector<float> xs = to_nhwc(p.x, x), zs = p.shape.fusion.residual ? to_nhwc(p.x, z) : std::vector<float>{};
+    std::vector<float> ys(xs.size());
+    cutrain::BatchNormForward<float> f;
+    f.x = xs.data();
+    f.residual = zs.data();
+    f.gamma = static_cast<const float*>(scale);
+    f.beta = static_cast<const float*>(bias);
+    f.eps = float(epsilon);
+    f.momentum = float(factor);
+    f.y = ys.data();
+    f.relu_mask = static_cast<uint8_t*>(reserve);
+    f.mean = static_cast<float*>(save_mean);
+    f.invstd = static_cast<float*>(save_invstd);
+    f.running_mean = static_cast<float*>(running_mean);
+    f.running_var = static_cast<float*>(running_var);
+    cutrain::bn_forward_train_cpu(p.shape, f);
+    blend(p.x, ys, 1.0f, 0.0f, y);
+  });
+  if (queued != cudaSuccess) return fail(CUDNN_STATUS_EXECUTION_FAILED, "the handle's stream does not take work");
+  return CUDNN_STATUS_SUCCESS;
+}
+
+// The CPU reference's backward, with the mask the forward left in the reserve space; dz is the
+// gradient of the added z (= dy behind the ReLU).
+cudnnStatus_t cudnnBatchNormalizationBackwardEx(
+    cudnnHandle_t handle, cudnnBatchNormMode_t mode, cudnnBatchNormOps_t ops, const void* alpha_data,
+    const void* beta_data, const void* alpha_param, const void* beta_param, const cudnnTensorDescriptor_t xDesc,
+    const void* x, const cudnnTensorDescriptor_t yDesc, const void*, const cudnnTensorDescriptor_t dyDesc,
+    const void* dy, const cudnnTensorDescriptor_t dzDesc, void* dz, const cudnnTensorDescriptor_t dxDesc, void* dx,
+    const cudnnTensorDescriptor_t statsDesc, const void* scale, const void*, void* dscale, void* dbias, double epsilon,
+    const void* saved_mean, const void* saved_invstd, cudnnActivationDescriptor_t activation, void*, size_t,
+    void* reserve, size_t reserve_bytes) {
+  BatchNormProblem p, gradients;
+  if (!handle) return fail(CUDNN_STATUS_BAD_PARAM, "the handle is null");
+  if (cudnnStatus_t s = make_batchnorm(mode, ops, xDesc, dzDesc, yDesc, statsDesc, activation, &p);
+      s != CUDNN_STATUS_SUCCESS)
+    return s;
+  if (cudnnStatus_t s = make_batchnorm(mode, ops, dxDesc, dzDesc, dyDesc, statsDesc, activation, &gradients);
+      s != CUDNN_STATUS_SUCCESS)
+    return s;
+  if (cudnnStatus_t s = check_plain_blend(alpha_data, beta_data); s != CUDNN_STATUS_SUCCESS) return s;
+  if (cudnnStatus_t s = check_plain_blend(alpha_param, beta_param); s != CUDNN_STATUS_SUCCESS) return s;
+  if (epsilon < CUDNN_BN_MIN_EPSILON) return fail(CUDNN_STATUS_BAD_PARAM, "epsilon is below CUDNN_BN_MIN_EPSILON");
+  if (!saved_mean || !saved_invstd)
+    return fail(CUDNN_STATUS_NOT_SUPPORTED, "the emulation takes the forward's saved mean and invstd only");
+  const size_t tensor = bytes_of(p.x), stats = size_t(p.shape.channels) * sizeof(float);
+  if (cudnnStatus_t s = check_reserve(p, reserve, reserve_bytes); s != CUDNN_STATUS_SUCCESS) return s;
+  if (cudnnStatus_t s = check_buffers({{x, tensor, "x"},
+                                       {dy, tensor, "dy"},
+                                       {dx, tensor, "dx"},
+                                       {scale, stats, "bnScale"},
+                                       {dscale, stats, "dBnScale"},
+                                       {dbias, stats, "dBnBias"},
+                                       {saved_mean, stats, "savedMean"},
+                                       {saved_invstd, stats, "savedInvVariance"}});
+      s != CUDNN_STATUS_SUCCESS)
+    return s;
+  if (p.shape.fusion.residual)
+    if (cudnnStatus_t s = check_device(dz, tensor, "dz"); s != CUDNN_STATUS_SUCCESS) return s;
+  const cudaError_t queued = enqueue(handle->stream, "cudnnBatchNormalizationBackwardEx", [=] {
+    std::vector<float> xs = to_nhwc(p.x, x), dys = to_nhwc(p.x, dy), dxs(xs.size()), dzs(xs.size());
+    cutrain::BatchNormBackward<float> b;
+    b.x = xs.data();
+    b.dy = dys.data();
+    b.relu_mask = static_cast<const uint8_t*>(reserve);
+    b.mean = static_cast<const float*>(saved_mean);
+    b.invstd = static_cast<const float*>(saved_invstd);
+    b.gamma = static_cast<const float*>(scale);
+    b.dx = dxs.data();
+    b.d_residual = dzs.data();
+    b.dgamma = static_cast<float*>(dscale);
+    b.dbeta = static_cast<float*>(dbias);
+    cutrain::bn_backward_cpu(p.shape, b);
+    blend(p.x, dxs, 1.0f, 0.0f, dx);
+    if (p.shape.fusion.residual) blend(p.x, dzs, 1.0f, 0.0f, dz);
+  });
+  if (queued != cudaSuccess) return fail(CUDNN_STATUS_EXECUTION_FAILED, "the handle's stream does not take work");
+  return CUDNN_STATUS_SUCCESS;
 }
 
 }  // extern "C"

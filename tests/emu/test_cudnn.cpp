@@ -1,7 +1,7 @@
 // The emulated cuDNN (kernels/emu/cudnn.cpp): the three convolutions against naive loops for
 // cutrain's shapes in fp32 and bf16 with alpha and beta, both layouts, the descriptor checks,
 // pointers and workspaces that do not fit, the algorithm lists, and the injected faults of
-// CUTRAIN_EMU_CUDNN_FAIL.
+// CUTRAIN_EMU_CUDNN_FAIL. Also batch norm's training calls against the CPU reference.
 #include <catch2/catch.hpp>
 
 #include <cuda_bf16.h>
@@ -15,8 +15,10 @@
 #include <string>
 #include <vector>
 
+#include "kernels/batchnorm.h"
 #include "kernels/check.h"
 #include "kernels/conv2d_cpu.h"
+#include "tests/batchnorm_buffers.h"
 #include "tests/device_buffer.h"
 #include "tests/gradcheck.h"
 
@@ -430,5 +432,82 @@ TEST_CASE("emulated cuDNN: a handle takes only a live stream", "[emu]") {
   CHECK(cudnnSetStream(handle, stream) == CUDNN_STATUS_BAD_PARAM);
   CHECK(cudnnSetStream(handle, nullptr) == CUDNN_STATUS_SUCCESS);
   CHECK(cudnnGetVersion() == CUDNN_VERSION);
+  CUDNN_CHECK(cudnnDestroy(handle));
+}
+
+TEST_CASE("emulated cuDNN: batch norm with add and ReLU is the CPU reference's, and refuses what it does not compute",
+          "[emu]") {
+  // cudnnBatchNormalizationForwardTrainingEx and BackwardEx as nn/cudnn_batchnorm.h calls them:
+  // NHWC, CUDNN_BATCHNORM_SPATIAL_PERSISTENT, float statistics of 1xCx1x1, the ReLU mask in the
+  // reserve space from the forward to the backward.
+  const int N = 2, H = 3, W = 5, C = 16;
+  const BatchNormShape shape{N * H * W, C, BatchNormFusion{true, true}};
+  const int64_t n = shape.rows * C;
+  std::mt19937 rng(41);
+  test::BatchNormInputs in{test::random_vector(n, rng),        test::random_vector(n, rng),
+                           test::random_vector(n, rng),        test::random_vector(C, rng, 0.5f, 1.5f),
+                           test::random_vector(C, rng),        test::random_vector(C, rng),
+                           test::random_vector(C, rng, 0.5f, 2.0f)};
+  test::HostBatchNorm cpu(shape, in);
+  bn_forward_train_cpu(shape, cpu.forward());
+  bn_backward_cpu(shape, cpu.backward());
+
+  cudnnHandle_t handle = nullptr;
+  CUDNN_CHECK(cudnnCreate(&handle));
+  cudnnTensorDescriptor_t xd = nullptr, sd = nullptr, wrong = nullptr;
+  cudnnActivationDescriptor_t relu = nullptr;
+  CUDNN_CHECK(cudnnCreateTensorDescriptor(&xd));
+  CUDNN_CHECK(cudnnSetTensor4dDescriptor(xd, CUDNN_TENSOR_NHWC, CUDNN_DATA_FLOAT, N, C, H, W));
+  CUDNN_CHECK(cudnnCreateTensorDescriptor(&sd));
+  CUDNN_CHECK(cudnnSetTensor4dDescriptor(sd, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, 1, C, 1, 1));
+  CUDNN_CHECK(cudnnCreateTensorDescriptor(&wrong));
+  CUDNN_CHECK(cudnnSetTensor4dDescriptor(wrong, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, 1, C / 2, 1, 1));
+  CUDNN_CHECK(cudnnCreateActivationDescriptor(&relu));
+  CUDNN_CHECK(cudnnSetActivationDescriptor(relu, CUDNN_ACTIVATION_RELU, CUDNN_NOT_PROPAGATE_NAN, 0.0));
+  const cudnnBatchNormMode_t mode = CUDNN_BATCHNORM_SPATIAL_PERSISTENT;
+  const cudnnBatchNormOps_t ops = CUDNN_BATCHNORM_OPS_BN_ADD_ACTIVATION;
+  size_t reserve_bytes = 0, workspace_bytes = 1;
+  CUDNN_CHECK(cudnnGetBatchNormalizationTrainingExReserveSpaceSize(handle, mode, ops, relu, xd, &reserve_bytes));
+  CHECK(reserve_bytes == cpu.mask.size());
+  CUDNN_CHECK(cudnnGetBatchNormalizationForwardTrainingExWorkspaceSize(handle, mode, ops, xd, xd, xd, sd, relu,
+                                                                       &workspace_bytes));
+  // What the emulation does not compute, or what does not fit, refused with the reason.
+  CHECK(cudnnGetBatchNormalizationForwardTrainingExWorkspaceSize(handle, CUDNN_BATCHNORM_SPATIAL, ops, xd, xd, xd, sd,
+                                                                 relu, &workspace_bytes) == CUDNN_STATUS_NOT_SUPPORTED);
+  CHECK_THAT(cudnnGetErrorString(CUDNN_STATUS_NOT_SUPPORTED), Catch::Contains("CUDNN_BATCHNORM_SPATIAL_PERSISTENT"));
+  CHECK(cudnnGetBatchNormalizationForwardTrainingExWorkspaceSize(handle, mode, ops, xd, xd, xd, sd, nullptr,
+                                                                 &workspace_bytes) == CUDNN_STATUS_NOT_SUPPORTED);
+  CHECK(cudnnGetBatchNormalizationForwardTrainingExWorkspaceSize(handle, mode, ops, xd, xd, xd, wrong, relu,
+                                                                 &workspace_bytes) == CUDNN_STATUS_BAD_PARAM);
+  CHECK_THAT(cudnnGetErrorString(CUDNN_STATUS_BAD_PARAM), Catch::Contains("not float 1x16x1x1"));
+
+  test::BatchNormBuffers<float> on(shape, in);
+  DeviceBuffer<uint8_t> reserve(reserve_bytes);
+  const BatchNormForward<float> f = on.forward();
+  const BatchNormBackward<float> b = on.backward();
+  const float one = 1.0f, zero = 0.0f;
+  const auto forward = [&](size_t bytes) {
+    return cudnnBatchNormalizationForwardTrainingEx(handle, mode, ops, &one, &zero, xd, f.x, xd, f.residual, xd, f.y,
+                                                    sd, f.gamma, f.beta, 0.1, f.running_mean, f.running_var, 1e-5,
+                                                    f.mean, f.invstd, relu, nullptr, 0, reserve.get(), bytes);
+  };
+  CHECK(forward(reserve_bytes - 1) == CUDNN_STATUS_BAD_PARAM);  // a reserve space too small
+  CUDNN_CHECK(forward(reserve_bytes));
+  CUDNN_CHECK(cudnnBatchNormalizationBackwardEx(handle, mode, ops, &one, &zero, &one, &zero, xd, b.x, xd, f.y, xd,
+                                                b.dy, xd, b.d_residual, xd, b.dx, sd, b.gamma, f.beta, b.dgamma,
+                                                b.dbeta, 1e-5, b.mean, b.invstd, relu, nullptr, 0, reserve.get(),
+                                                reserve_bytes));
+  CHECK(on.y.download() == cpu.y);
+  CHECK(test::download(on.mean) == cpu.mean);
+  CHECK(test::download(on.invstd) == cpu.invstd);
+  CHECK(test::download(on.running_mean) == cpu.running_mean);
+  CHECK(test::download(on.running_var) == cpu.running_var);
+  CHECK(reserve.copy_to_host() == cpu.mask);
+  CHECK(on.dx.download() == cpu.dx);
+  CHECK(on.d_residual.download() == cpu.d_residual);
+  CHECK(test::download(on.dgamma) == cpu.dgamma);
+  CHECK(test::download(on.dbeta) == cpu.dbeta);
+  CUDNN_CHECK(cudnnDestroyActivationDescriptor(relu));
+  for (cudnnTensorDescriptor_t d : {xd, sd, wrong}) CUDNN_CHECK(cudnnDestroyTensorDescriptor(d));
   CUDNN_CHECK(cudnnDestroy(handle));
 }

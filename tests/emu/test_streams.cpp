@@ -449,7 +449,7 @@ TEST_CASE("graphs: a kernel that fails in a replay is reported by the next synch
   CUDA_CHECK(cudaGraphLaunch(exec, stream));
   const cudaError_t status = cudaStreamSynchronize(stream);
   CHECK(status == cudaErrorLaunchFailure);
-  CHECK_THAT(cudaGetErrorString(status), Catch::Contains("grid_sum_kernel: block (0,0,0)"));
+  CHECK_THAT(cudaGetErrorString(status), Catch::Contains("grid_sum_kernel: block ("));  // the first the schedule runs
   CHECK(cudaGetLastError() == cudaErrorLaunchFailure);
   CHECK(cudaGetLastError() == cudaSuccess);
   CUDA_CHECK(cudaGraphExecDestroy(exec));

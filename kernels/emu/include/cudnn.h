@@ -1,5 +1,5 @@
-// The emulation's <cudnn.h> (kernels/emu): the part of cuDNN 9's legacy convolution API that
-// cutrain calls, computed on the CPU (kernels/emu/cudnn.cpp). Names, enum values, struct layouts
+// The emulation's <cudnn.h> (kernels/emu): the part of cuDNN 9's legacy convolution and batch norm
+// API that cutrain calls, computed on the CPU (kernels/emu/cudnn.cpp). Names, enum values, struct layouts
 // and signatures are cuDNN 9.19's (cudnn_graph_v9.h, cudnn_ops_v9.h, cudnn_cnn_v9.h).
 //
 // What the emulation does as cuDNN documents it:
@@ -306,5 +306,80 @@ cudnnStatus_t cudnnConvolutionBackwardFilter(cudnnHandle_t handle, const void* a
                                              cudnnConvolutionBwdFilterAlgo_t algo, void* workSpace,
                                              size_t workSpaceSizeInBytes, const void* beta,
                                              const cudnnFilterDescriptor_t dwDesc, void* dw);
+
+// ---- batch norm (cudnn_ops_v9.h's legacy API), training only ----
+// Computed by the CPU reference of kernels/batchnorm.h on fp32 copies; the reserve space holds
+// the ReLU mask from the forward to the backward. The emulation takes the one configuration that
+// cutrain calls: CUDNN_BATCHNORM_SPATIAL_PERSISTENT over NHWC float or bf16 tensors with float
+// statistics of 1xCx1x1, the fused ops with a ReLU, and alpha 1, beta 0 throughout.
+typedef struct cudnnActivationStruct* cudnnActivationDescriptor_t;
+
+typedef enum {
+  CUDNN_ACTIVATION_SIGMOID = 0,
+  CUDNN_ACTIVATION_RELU = 1,
+  CUDNN_ACTIVATION_TANH = 2,
+  CUDNN_ACTIVATION_CLIPPED_RELU = 3,
+  CUDNN_ACTIVATION_ELU = 4,
+  CUDNN_ACTIVATION_IDENTITY = 5,
+  CUDNN_ACTIVATION_SWISH = 6
+} cudnnActivationMode_t;
+
+typedef enum { CUDNN_NOT_PROPAGATE_NAN = 0, CUDNN_PROPAGATE_NAN = 1 } cudnnNanPropagation_t;
+
+typedef enum {
+  CUDNN_BATCHNORM_PER_ACTIVATION = 0,
+  CUDNN_BATCHNORM_SPATIAL = 1,
+  CUDNN_BATCHNORM_SPATIAL_PERSISTENT = 2,
+} cudnnBatchNormMode_t;
+
+typedef enum {
+  CUDNN_BATCHNORM_OPS_BN = 0,                 // batch norm only
+  CUDNN_BATCHNORM_OPS_BN_ACTIVATION = 1,      // batch norm, then the activation
+  CUDNN_BATCHNORM_OPS_BN_ADD_ACTIVATION = 2,  // batch norm, then the element-wise add of z, then the activation
+} cudnnBatchNormOps_t;
+
+#define CUDNN_BN_MIN_EPSILON 0.0
+
+cudnnStatus_t cudnnCreateActivationDescriptor(cudnnActivationDescriptor_t* activationDesc);
+cudnnStatus_t cudnnSetActivationDescriptor(cudnnActivationDescriptor_t activationDesc, cudnnActivationMode_t mode,
+                                           cudnnNanPropagation_t reluNanOpt, double coef);
+cudnnStatus_t cudnnDestroyActivationDescriptor(cudnnActivationDescriptor_t activationDesc);
+
+cudnnStatus_t cudnnGetBatchNormalizationForwardTrainingExWorkspaceSize(
+    cudnnHandle_t handle, cudnnBatchNormMode_t mode, cudnnBatchNormOps_t bnOps, const cudnnTensorDescriptor_t xDesc,
+    const cudnnTensorDescriptor_t zDesc, const cudnnTensorDescriptor_t yDesc,
+    const cudnnTensorDescriptor_t bnScaleBiasMeanVarDesc, const cudnnActivationDescriptor_t activationDesc,
+    size_t* sizeInBytes);
+cudnnStatus_t cudnnGetBatchNormalizationBackwardExWorkspaceSize(
+    cudnnHandle_t handle, cudnnBatchNormMode_t mode, cudnnBatchNormOps_t bnOps, const cudnnTensorDescriptor_t xDesc,
+    const cudnnTensorDescriptor_t yDesc, const cudnnTensorDescriptor_t dyDesc, const cudnnTensorDescriptor_t dzDesc,
+    const cudnnTensorDescriptor_t dxDesc, const cudnnTensorDescriptor_t dBnScaleBiasDesc,
+    const cudnnActivationDescriptor_t activationDesc, size_t* sizeInBytes);
+cudnnStatus_t cudnnGetBatchNormalizationTrainingExReserveSpaceSize(cudnnHandle_t handle, cudnnBatchNormMode_t mode,
+                                                                   cudnnBatchNormOps_t bnOps,
+                                                                   const cudnnActivationDescriptor_t activationDesc,
+                                                                   const cudnnTensorDescriptor_t xDesc,
+                                                                   size_t* sizeInBytes);
+
+// y = act(alpha * BN(x) [+ z]) + beta * y; running = factor * batch + (1 - factor) * running.
+cudnnStatus_t cudnnBatchNormalizationForwardTrainingEx(
+    cudnnHandle_t handle, cudnnBatchNormMode_t mode, cudnnBatchNormOps_t bnOps, const void* alpha, const void* beta,
+    const cudnnTensorDescriptor_t xDesc, const void* xData, const cudnnTensorDescriptor_t zDesc, const void* zData,
+    const cudnnTensorDescriptor_t yDesc, void* yData, const cudnnTensorDescriptor_t bnScaleBiasMeanVarDesc,
+    const void* bnScale, const void* bnBias, double exponentialAverageFactor, void* resultRunningMean,
+    void* resultRunningVariance, double epsilon, void* resultSaveMean, void* resultSaveInvVariance,
+    cudnnActivationDescriptor_t activationDesc, void* workspace, size_t workSpaceSizeInBytes, void* reserveSpace,
+    size_t reserveSpaceSizeInBytes);
+
+// dx, dz (the add's input), dBnScale and dBnBias from dy, with the forward's saved statistics.
+cudnnStatus_t cudnnBatchNormalizationBackwardEx(
+    cudnnHandle_t handle, cudnnBatchNormMode_t mode, cudnnBatchNormOps_t bnOps, const void* alphaDataDiff,
+    const void* betaDataDiff, const void* alphaParamDiff, const void* betaParamDiff,
+    const cudnnTensorDescriptor_t xDesc, const void* xData, const cudnnTensorDescriptor_t yDesc, const void* yData,
+    const cudnnTensorDescriptor_t dyDesc, const void* dyData, const cudnnTensorDescriptor_t dzDesc, void* dzData,
+    const cudnnTensorDescriptor_t dxDesc, void* dxData, const cudnnTensorDescriptor_t dBnScaleBiasDesc,
+    const void* bnScaleData, const void* bnBiasData, void* dBnScaleData, void* dBnBiasData, double epsilon,
+    const void* savedMean, const void* savedInvVariance, cudnnActivationDescriptor_t activationDesc, void* workSpace,
+    size_t workSpaceSizeInBytes, void* reserveSpace, size_t reserveSpaceSizeInBytes);
 
 }  // extern "C"
