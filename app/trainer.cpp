@@ -5,10 +5,9 @@
 
 #include <algorithm>
 #include <chrono>
-#include <csignal>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
-#include <fstream>
 #include <map>
 #include <memory>
 #include <optional>
@@ -25,6 +24,8 @@
 #include "app/first_step.h"
 #include "app/lr_schedule.h"
 #include "app/profiler.h"
+#include "app/resume_agreement.h"
+#include "app/run_description.h"
 #include "app/run_clock.h"
 #include "app/run_log.h"
 #include "app/shutdown.h"
@@ -39,7 +40,6 @@
 #include "dist/progress_report.h"
 #include "dist/rendezvous.h"
 #include "dist/store.h"
-#include "kernels/augment.h"
 #include "kernels/check.h"
 #include "kernels/device.h"
 #include "kernels/nvtx_range.h"
@@ -83,7 +83,6 @@ class Trainer {
   void build_model();
   void restore();
   void check_ranks_resume_alike();
-  CheckpointMetadata run_description() const;
   void broadcast_state();
   void gather_devices();
   void print_banner() const;
@@ -287,7 +286,7 @@ void Trainer::build_model() {
     CheckpointFolder::Report report;  // rank 0 writes the folder, and tidies it
     if (env_.is_main()) report = [this](const std::string& line) { log_->print("%s", line.c_str()); };
     checkpoints_.emplace(opt_.save, opt_.keep_last, report);
-    checkpoints_->describe(run_description());
+    checkpoints_->describe(describe_run(data_, opt_.seed));
     if (env_.is_main() && opt_.resume.empty()) checkpoints_->claim_for_new_run(opt_.new_run);
   }
 }
@@ -308,41 +307,6 @@ std::string why_skipped(const std::string& path, const std::string& error, const
   } catch (const std::exception&) {
   }
   return other.empty() ? error : "a model of " + other;
-}
-
-// This process's command line, the words joined by spaces, a word with a space or a quote in
-// single quotes (as a shell would take it back).
-std::string command_line() {
-  std::ifstream in("/proc/self/cmdline", std::ios::binary);
-  std::string line;
-  for (std::string word; std::getline(in, word, '\0');) {
-    if (word.find_first_of(" '\"\\$") != std::string::npos) {
-      std::string quoted = "'";
-      for (char c : word) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
-      word = quoted + "'";
-    }
-    line += (line.empty() ? "" : " ") + word;
-  }
-  return line;
-}
-
-// What each checkpoint records of the run that wrote it (app/checkpoints.h describe()), so that a
-// file says where it came from: `cutrain inspect` prints it, and `cutrain eval` takes the data.
-CheckpointMetadata Trainer::run_description() const {
-  const AugmentConfig augment;  // the loaders' normalisation (kernels/augment.h)
-  char normalization[128];
-  std::snprintf(normalization, sizeof normalization, "mean %g %g %g, std %g %g %g (of pixels in [0, 1], RGB)",
-                augment.mean[0], augment.mean[1], augment.mean[2], augment.std[0], augment.std[1], augment.std[2]);
-  std::string classes;
-  for (const std::string& name : data_.train.class_names) classes += (classes.empty() ? "" : ",") + name;
-  return {{"command", command_line()},
-          {"cutrain_version", version_line()},
-          {"data", data_.source},
-          {"train_images", std::to_string(data_.train.size())},
-          {"test_images", std::to_string(data_.test.size())},
-          {"class_names", classes},
-          {"normalization", normalization},
-          {"seed", std::to_string(opt_.seed)}};
 }
 
 // --init-from and --resume: every rank reads the same files; broadcast_state() then makes sure.
@@ -390,19 +354,9 @@ void Trainer::restore() {
   log_->print("no checkpoint in %s yet: starting from scratch", opt_.save.c_str());
 }
 
-// A 64-bit FNV-1a digest of bytes, for telling two checkpoints' contents apart.
-uint64_t fnv1a(const void* data, size_t bytes, uint64_t hash = 0xcbf29ce484222325ull) {
-  const auto* p = static_cast<const unsigned char*>(data);
-  for (size_t i = 0; i < bytes; ++i) hash = (hash ^ p[i]) * 0x100000001b3ull;
-  return hash;
-}
-
-// Every rank reads its own --resume (node-local --save folders may hold different files, or a
-// node may be given another path), and broadcast_state() would quietly give all of them rank 0's
-// weights while each kept its own step, epoch and data shard. So before the first step, every
-// rank says through the store what it resumed (the step, the position, the seed, the run and a
-// digest of the weights, buffers and momentum), and all of them stop, in the same one line, when
-// any differs.
+// Before the first step, the ranks of a distributed run agree on what they resumed
+// (app/resume_agreement.h): the position, the seed, and with a checkpoint its run and a digest of
+// the weights, buffers and momentum.
 void Trainer::check_ranks_resume_alike() {
   if (!store_) return;
   std::string mine = "step " + std::to_string(state_.global_step) + " (epoch " + std::to_string(state_.epoch + 1) +
@@ -411,7 +365,7 @@ void Trainer::check_ranks_resume_alike() {
     mine += ", no checkpoint)";
   } else {
     ParameterSet& ps = model_->params();
-    uint64_t digest = 0xcbf29ce484222325ull;
+    uint64_t digest = kFnvStart;
     ctx_->synchronize();
     for (const Tensor& t : {ps.values(), ps.buffer_values(), step_->sgd().momentum()}) {
       std::vector<float> host(size_t(t.numel()));
@@ -422,33 +376,7 @@ void Trainer::check_ranks_resume_alike() {
     std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(digest));
     mine += ", run " + state_.run_id + ", digest " + hex + ")";
   }
-  // The path is said, but not compared: node-local folders may be mounted at different places.
-  const std::string said = mine + "\n" + (resumed_from_.empty() ? "" : " from " + resumed_from_);
-  store_->set("resume/" + std::to_string(env_.rank), std::vector<char>(said.begin(), said.end()));
-  struct Group {
-    std::string held, from;  // the first rank's path stands for the group's
-    std::vector<int> ranks;
-  };
-  std::vector<Group> groups;
-  for (int r = 0; r < env_.world_size; ++r) {
-    const std::vector<char> text = store_->get("resume/" + std::to_string(r));
-    const std::string theirs(text.begin(), text.end());
-    const size_t cut = theirs.find('\n');
-    const std::string held = theirs.substr(0, cut);
-    auto group = std::find_if(groups.begin(), groups.end(), [&](const Group& g) { return g.held == held; });
-    if (group == groups.end()) group = groups.insert(groups.end(), Group{held, theirs.substr(cut + 1), {}});
-    group->ranks.push_back(r);
-  }
-  if (groups.size() == 1) return;
-  std::string message = "the ranks would resume from different states:";
-  for (size_t g = 0; g < groups.size(); ++g) {
-    const std::vector<int>& ranks = groups[g].ranks;
-    std::string who = ranks.size() == 1 ? "rank" : "ranks";
-    for (size_t i = 0; i < ranks.size() && i < 4; ++i) who += (i ? ", " : " ") + std::to_string(ranks[i]);
-    if (ranks.size() > 4) who += " and " + std::to_string(ranks.size() - 4) + " more";
-    message += (g ? "; " : " ") + who + " at " + groups[g].held + groups[g].from;
-  }
-  throw std::runtime_error(message + "; give every rank the same --save folder (or --resume file) and start again");
+  check_ranks_hold_alike(*store_, env_.rank, env_.world_size, mine, resumed_from_);
 }
 
 void Trainer::broadcast_state() {
