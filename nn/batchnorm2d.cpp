@@ -13,22 +13,16 @@ int64_t BatchNorm2d::GpuPlans::partial_floats() const {
                    backward_sums.partial_floats});
 }
 
-BatchNorm2d::GpuPlans BatchNorm2d::plan_gpu(const BatchNormShape& shape, size_t element_bytes,
-                                            const BatchNormDevice& device, bool prepare) {
+BatchNorm2d::GpuPlans BatchNorm2d::plan_gpu(const BatchNormShape& shape, size_t element_bytes) {
+  const BatchNormDevice device = bn_device_of_current_gpu();
   const auto plan = [&](BatchNormPass pass) {
     BatchNormPlan p = bn_plan(pass, shape, element_bytes, device);
-    if (prepare) bn_prepare_launch(p);
+    bn_prepare_launch(p);
     return p;
   };
   return {plan(BatchNormPass::forward_train), plan(BatchNormPass::forward_eval),  plan(BatchNormPass::backward),
           plan(BatchNormPass::rank_statistics), plan(BatchNormPass::rank_m2),
           plan(BatchNormPass::forward_apply), plan(BatchNormPass::backward_sums), plan(BatchNormPass::backward_apply)};
-}
-
-// The GPU the launches are planned for: this one, or while planning a step without a GPU
-// (kernels/recording.h), the H200 that `bench-step --plan` estimates for.
-BatchNormDevice BatchNorm2d::gpu_of(const Context& ctx) {
-  return ctx.plans() ? bn_device_h200() : bn_device_of_current_gpu();
 }
 
 BatchNorm2d::BatchNorm2d(Net& net, const std::string& name, Activation& x, bool relu, Activation* residual)
@@ -42,8 +36,7 @@ BatchNorm2d::BatchNorm2d(Net& net, const std::string& name, Activation& x, bool 
       x_(x),
       residual_(residual),
       shape_{x.value.numel() / x.value.dim(-1), int(x.value.dim(-1)), BatchNormFusion{relu, residual != nullptr}},
-      plans_(net.ctx.on_gpu() ? plan_gpu(shape_, dtype_size(net.act_dtype()), gpu_of(net.ctx), !net.ctx.plans())
-                              : GpuPlans{}),
+      plans_(net.ctx.on_gpu() ? plan_gpu(shape_, dtype_size(net.act_dtype())) : GpuPlans{}),
       mean_(net.plan.tensor(DType::f32, {shape_.channels})),
       invstd_(net.plan.tensor(DType::f32, {shape_.channels})),
       relu_mask_(net.plan.tensor(DType::u8, {relu ? bn_mask_bytes(shape_) : 0})),

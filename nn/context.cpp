@@ -4,7 +4,6 @@
 
 #include "kernels/check.h"
 #include "kernels/device.h"
-#include "kernels/recording.h"
 
 namespace cutrain {
 
@@ -23,13 +22,6 @@ DType parse_precision(const std::string& name) {
 Context::Context(const ContextOptions& opts) : options(opts) {
   if (!on_gpu()) {
     if (opts.dtype == DType::bf16) throw std::runtime_error("--precision bf16: needs --device cuda");
-    return;
-  }
-  if (planning()) {  // no device: streams are names, and there are no library handles
-    planning_ = true;
-    main_.stream = recording()->make_stream("main");
-    side_.stream = recording()->make_stream("side");
-    enter(main_);
     return;
   }
   if (!cuda_available()) throw std::runtime_error(cuda_unavailable_reason());
@@ -61,15 +53,6 @@ void Context::make_lane(Lane& lane) {
 
 void Context::wait(const Lane& waiter, const Lane& lane) {
   if (!on_gpu()) return;
-  if (Recorder* r = recording()) {
-    RecordedOp op;
-    op.kind = RecordedOp::Kind::wait;
-    op.name = "wait";
-    op.stream = waiter.stream;
-    op.waits_for = lane.stream;
-    r->add(std::move(op));
-    if (r->plans()) return;
-  }
   CUDA_CHECK(cudaEventRecord(lane.done, lane.stream));
   CUDA_CHECK(cudaStreamWaitEvent(waiter.stream, lane.done, 0));
 }
@@ -79,7 +62,6 @@ void Context::join() { wait(main_, side_); }
 
 // Destroys what exists, ignoring errors: nothing can be done about them here.
 void Context::release() noexcept {
-  if (planning_) return;
   if (cublas) cublasDestroy(cublas);
   for (Lane* lane : {&side_, &main_}) {
     if (lane->cudnn) cudnnDestroy(lane->cudnn);
@@ -93,7 +75,7 @@ void Context::release() noexcept {
 }
 
 void Context::synchronize() const {
-  if (!on_gpu() || record_host_wait("Context::synchronize") || planning_) return;
+  if (!on_gpu()) return;
   CUDA_CHECK(cudaStreamSynchronize(side_.stream));
   CUDA_CHECK(cudaStreamSynchronize(main_.stream));
 }

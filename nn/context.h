@@ -19,10 +19,6 @@
 // TF32: off unless allow_tf32, so fp32 on the GPU matches the CPU reference to ~1e-6.
 // deterministic: convolutions use only algorithms whose results are reproducible bit for bit.
 // cudnn_benchmark: convolution algorithms measured rather than predicted (nn/conv_algorithms.h).
-//
-// A GPU Context made while planning (kernels/recording.h: `cutrain bench-step --plan`) has no
-// device: its streams are names, it has no cuDNN or cuBLAS handle, and the layers built on it
-// record their work instead of doing it.
 #pragma once
 
 #include <string>
@@ -60,7 +56,6 @@ class Context {
   Device device() const { return options.device; }
   DType dtype() const { return options.dtype; }
   bool on_gpu() const { return options.device == Device::cuda; }
-  bool plans() const { return planning_; }  // made while planning: no device
 
   // GPU only (null on the CPU). `stream` and `cudnn` are where layers enqueue now: the main
   // stream's, or the side stream's inside an OnSideStream scope.
@@ -93,11 +88,10 @@ class Context {
     stream = lane.stream;
     cudnn = lane.cudnn;
   }
-  // `waiter` waits for the work enqueued on `lane` so far (recorded while planning).
+  // `waiter` waits for the work enqueued on `lane` so far.
   void wait(const Lane& waiter, const Lane& lane);
   void release() noexcept;
 
-  bool planning_ = false;
   Lane main_, side_;
   DeviceBuffer cublas_workspace_;
 };

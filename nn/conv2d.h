@@ -45,7 +45,6 @@ class Conv2d {
 
  private:
   const void* filter_data() const;
-  int64_t filter_elements() const;  // of the filter cuDNN sees, padding included
   void backward_filter();           // dW, on the context's current stream
   void backward_data(float dx_beta);
 

@@ -2,7 +2,9 @@
 // it is called (descriptors, pointers, workspace), reads alpha and beta then, and enqueues its
 // work on the handle's stream with everything it needs captured by value. The work computes
 // through the CPU twins of kernels/conv2d_cpu.h in fp32, on copies of the operands in NHWC and
-// KRSC, whatever the descriptors' layouts.
+// KRSC, whatever the descriptors' layouts. While a recorder is installed (kernels/recording.h),
+// each convolution that passes the checks is also written down with what it computes and moves,
+// and not enqueued when the device is record-only (Note [Record-only device] in runtime.h).
 #include <cudnn.h>
 
 #include <algorithm>
@@ -21,6 +23,7 @@
 #include "kernels/emu/bf16.h"
 #include "kernels/emu/refusal.h"
 #include "kernels/emu/runtime.h"
+#include "kernels/recording.h"
 
 struct cudnnContext {
   cudaStream_t stream = nullptr;  // the legacy default stream until cudnnSetStream
@@ -454,6 +457,28 @@ cudnnStatus_t check_device(const void* p, size_t bytes, const char* what) {
   return CUDNN_STATUS_SUCCESS;
 }
 
+// What one convolution call computes and moves, for the step's record: each of the three passes
+// is 2*N*P*Q*K*R*S*C FLOPs; it reads its two inputs and writes its output (and reads that too when
+// beta adds to what is there).
+RecordedOp convolution_record(Pass pass, const Problem& p, const Dims4& a, const Dims4& b, const Dims4& out,
+                              float beta, cudaStream_t stream) {
+  static const char* const kCalls[] = {"cudnnConvolutionForward", "cudnnConvolutionBackwardData",
+                                       "cudnnConvolutionBackwardFilter"};
+  const ConvShape& s = p.shape;
+  char detail[160];
+  std::snprintf(detail, sizeof detail, "N=%d H=%d W=%d C=%d K=%d R=%d S=%d stride=%d pad=%d", s.N, s.H, s.W, s.C, s.K,
+                s.R, s.S, s.stride, s.pad);
+  const int64_t out_bytes = int64_t(bytes_of(out));
+  RecordedOp op;
+  op.kind = RecordedOp::Kind::library;
+  op.name = kCalls[int(pass)];
+  op.detail = detail;
+  op.bytes = {int64_t(bytes_of(a) + bytes_of(b)) + (beta != 0 ? out_bytes : 0), out_bytes};
+  op.flops = 2.0 * s.N * s.P() * s.Q() * s.K * s.R * s.S * s.C;
+  op.stream = stream;
+  return op;
+}
+
 // One convolution call: the checks at the call, then the work on the handle's stream. A workspace
 // that the algorithm needs is written with garbage first, in a work item of its own, which the
 // convolution's own work item checks is still there: a call that shares the workspace with
@@ -487,6 +512,7 @@ cudnnStatus_t convolve(cudnnHandle_t handle, Pass pass, const void* alpha, const
   if (cudnnStatus_t s = injected_fault(pass, algo); s != CUDNN_STATUS_SUCCESS) return s;
 
   const float alpha_value = *static_cast<const float*>(alpha), beta_value = *static_cast<const float*>(beta);
+  if (record(convolution_record(pass, p, a, b, out, beta_value, handle->stream))) return CUDNN_STATUS_SUCCESS;
   const uint64_t stamp = next_stamp();
   if (needed > 0) {
     if (enqueue(handle->stream, "cudnn workspace", [=] { fill_garbage(workspace, needed, stamp); }) != cudaSuccess)
