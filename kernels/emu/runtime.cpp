@@ -187,7 +187,7 @@ cudaError_t enqueue_until(cudaStream_t stream, const char* name, std::function<b
 
 cudaError_t enqueue_kernel(cudaStream_t stream, const Grid& grid, const void* function,
                            std::shared_ptr<const void> arguments) {
-  const KernelLaunch k{grid, function, std::move(arguments)};  // never record-only: emu::launch returned
+  const KernelLaunch k{grid, function, std::move(arguments)};  // (a record-only device's emu::launch never comes here)
   const cudaError_t error = enqueue_step(stream, grid.kernel, kernel_step(k), cudaGraphNodeTypeKernel, &k);
   if (error == cudaSuccess) ++grids;
   return error;
@@ -382,18 +382,10 @@ cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessor(int* blocks, const voi
 
 namespace {
 
-// A synchronising call, written down while recording; true when the device is record-only and the
-// call returns at once (Note [Record-only device]).
-bool host_wait(const char* call) {
-  cutrain::RecordedOp op;
-  op.kind = cutrain::RecordedOp::Kind::host_wait;
-  op.name = call;
-  return cutrain::record(std::move(op));
-}
-
-// An operation on `stream`, written down while recording; true when the device is record-only.
-bool recorded(cutrain::RecordedOp::Kind kind, const char* name, cutrain::Traffic bytes, cudaStream_t stream,
-              cudaStream_t waits_for = nullptr) {
+// An operation on `stream`, written down while recording; true when the device is record-only and
+// the call does nothing more (Note [Record-only device]).
+bool recorded(cutrain::RecordedOp::Kind kind, const char* name, cutrain::Traffic bytes = {},
+              cudaStream_t stream = nullptr, cudaStream_t waits_for = nullptr) {
   cutrain::RecordedOp op;
   op.kind = kind;
   op.name = name;
@@ -402,6 +394,9 @@ bool recorded(cutrain::RecordedOp::Kind kind, const char* name, cutrain::Traffic
   op.waits_for = waits_for;
   return cutrain::record(std::move(op));
 }
+
+// A synchronising call, which a record-only device answers at once.
+bool host_wait(const char* call) { return recorded(cutrain::RecordedOp::Kind::host_wait, call); }
 
 }  // namespace
 
@@ -614,10 +609,10 @@ cudaError_t cudaMemset(void* pointer, int value, size_t bytes) {
 
 cudaError_t cudaMemsetAsync(void* pointer, int value, size_t bytes, cudaStream_t stream) {
   if (!cutrain::emu::valid_stream(stream)) return fail(cudaErrorInvalidResourceHandle);
+  if (bytes > 0 && !cutrain::emu::device_range(pointer, bytes).inside) return fail(cudaErrorInvalidValue);
   if (recorded(cutrain::RecordedOp::Kind::memset, "memset", {0, int64_t(bytes)}, stream)) return cudaSuccess;
   ++cutrain::emu::memsets;
   if (bytes == 0) return cudaSuccess;
-  if (!cutrain::emu::device_range(pointer, bytes).inside) return fail(cudaErrorInvalidValue);
   auto lock = lock_device();
   CUstream_st* s = cutrain::emu::find_stream(stream);
   if (!s) return fail(cudaErrorInvalidResourceHandle);
