@@ -22,7 +22,7 @@ BatchFeed::~BatchFeed() = default;
 void BatchFeed::start_epoch(std::vector<int64_t> indices, int64_t epoch, int64_t first_batch) {
   num_batches_ = int64_t(count_batches(indices.size(), config_.batch_size, config_.drop_last));
   if (gpu_) {
-    gpu_->start_epoch(indices, epoch, model_.context().stream);
+    gpu_->start_epoch(indices, epoch, model_.context().main_stream());
     return;
   }
   // The CPU loader starts at the first batch still to run: the skipped samples are never augmented.
@@ -35,7 +35,7 @@ int BatchFeed::load(int64_t b) {
   const Tensor& input = model_.input();
   int32_t* labels = model_.labels().as<int32_t>();
   if (gpu_) {
-    gpu_->load_batch(size_t(b), input.data, labels, model_.context().stream);
+    gpu_->load_batch(size_t(b), input.data, labels, model_.context().main_stream());
     return gpu_->batch_size(size_t(b));
   }
   Batch batch;

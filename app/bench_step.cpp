@@ -4,12 +4,18 @@
 // captured once as a CUDA graph and replayed, as a trainer with static shapes can do.
 // With --plan nothing runs: it prints what one step launches, as the emulated build's record-only
 // device sees it (app/step_plan.h); the GPU build says so in one line.
+//
+// Each timed step is timed alone, by CUDA events on the main stream around it (on the CPU, by the
+// clock), and the figure reported is the median with the fastest and slowest beside it: one slow
+// step (a page fault, another process) moves a mean but not a median.
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <random>
 
 #include "app/commands.h"
 #include "app/counted.h"
+#include "app/device_choice.h"
 #include "app/flags.h"
 #include "app/profiler.h"
 #include "app/step_plan.h"
@@ -24,7 +30,7 @@ namespace {
 
 struct BenchStepOptions {
   std::string stem = "cifar";
-  std::string precision = "fp32";
+  std::string precision;  // default: bf16 on the GPU (as `cutrain train`), fp32 on the CPU
   std::string device;  // default: cuda when there is one, else cpu
   int batch_size = 0;  // default: 256 on the GPU, 32 on the CPU
   int width = 64;
@@ -43,13 +49,13 @@ struct BenchStepOptions {
 void print_step_plan(const BenchStepOptions& o) {
   StepPlanConfig c;
   c.stem = o.stem;
-  c.precision = o.precision;
+  c.precision = o.precision.empty() ? "bf16" : o.precision;
   c.batch_size = o.batch_size > 0 ? o.batch_size : 256;
   c.width = o.width;
   c.image_size = o.image_size;
   c.world_size = o.world_size;
   GpuPeak peak;
-  peak.tflops = o.gpu_tflops > 0 ? o.gpu_tflops : (o.precision == "bf16" ? GpuPeak{}.tflops : kH200Fp32Tflops);
+  peak.tflops = o.gpu_tflops > 0 ? o.gpu_tflops : (c.precision == "bf16" ? GpuPeak{}.tflops : kH200Fp32Tflops);
   peak.tbps = o.gpu_tbps;
   print_plan(stdout, c, plan_step(c), peak);
 }
@@ -69,10 +75,62 @@ void fill_synthetic_batch(ResNet18& model) {
   copy_from_host(labels.data(), model.labels());
 }
 
+// The time of each of `steps` steps, in milliseconds. On the GPU, events on `stream` bracket
+// every step and are read once all have run, so the host never waits between steps.
+class StepTimes {
+ public:
+  StepTimes(bool gpu, cudaStream_t stream, int steps) : gpu_(gpu), stream_(stream), events_(gpu ? steps + 1 : 0) {
+    for (cudaEvent_t& event : events_) CUDA_CHECK(cudaEventCreate(&event));
+    host_.reserve(steps + 1);
+  }
+  ~StepTimes() {
+    for (cudaEvent_t event : events_) cudaEventDestroy(event);
+  }
+  StepTimes(const StepTimes&) = delete;
+  StepTimes& operator=(const StepTimes&) = delete;
+
+  // Before the first step, and after each step.
+  void mark() {
+    if (gpu_) {
+      CUDA_CHECK(cudaEventRecord(events_[marks_], stream_));
+    } else {
+      host_.push_back(std::chrono::steady_clock::now());
+    }
+    ++marks_;
+  }
+  // Once the device has finished every step.
+  std::vector<double> milliseconds() const {
+    std::vector<double> ms;
+    for (int i = 1; i < marks_; ++i) {
+      if (gpu_) {
+        float elapsed = 0;
+        CUDA_CHECK(cudaEventElapsedTime(&elapsed, events_[i - 1], events_[i]));
+        ms.push_back(elapsed);
+      } else {
+        ms.push_back(std::chrono::duration<double, std::milli>(host_[i] - host_[i - 1]).count());
+      }
+    }
+    return ms;
+  }
+
+ private:
+  bool gpu_;
+  cudaStream_t stream_;
+  std::vector<cudaEvent_t> events_;
+  std::vector<std::chrono::steady_clock::time_point> host_;
+  int marks_ = 0;
+};
+
+double median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  const size_t n = values.size();
+  return n % 2 == 1 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
+}
+
 void run_bench_step(const BenchStepOptions& o) {
   ContextOptions context_options;
   context_options.device = parse_device(o.device.empty() ? (cuda_available() ? "cuda" : "cpu") : o.device);
-  context_options.dtype = parse_precision(o.precision);
+  context_options.dtype = resolve_precision(o.precision, context_options.device);
   context_options.cudnn_benchmark = o.cudnn_benchmark;
   const auto setup_start = std::chrono::steady_clock::now();
   Context ctx(context_options);
@@ -116,21 +174,25 @@ void run_bench_step(const BenchStepOptions& o) {
   const int steps = o.steps > 0 ? o.steps : (gpu ? 50 : 5);
   for (int i = 0; i < warmup; ++i) run();
   ctx.synchronize();
-  auto start = std::chrono::steady_clock::now();
+  StepTimes times(gpu, ctx.main_stream(), steps);
+  times.mark();
   for (int i = 0; i < steps; ++i) {
     profiler.before_step(i);
     run();
+    times.mark();
     profiler.after_step(i);
   }
   ctx.synchronize();
-  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const std::vector<double> step_ms = times.milliseconds();
   if (graph_exec) CUDA_CHECK(cudaGraphExecDestroy(graph_exec));
 
   float loss = 0;
   copy_to_host(Tensor(const_cast<float*>(model.loss()), DType::f32, ctx.device(), {1}), &loss);
-  const double ms = 1000.0 * seconds / steps;
+  const double ms = median(step_ms);
+  const auto [fastest, slowest] = std::minmax_element(step_ms.begin(), step_ms.end());
   std::printf("bench-step: ResNet-18 %s stem, width %d, %d classes, %s, %s, batch %d, %dx%d images%s\n",
-              stem_name(config.stem), config.width, config.num_classes, device_name(ctx.device()), o.precision.c_str(),
+              stem_name(config.stem), config.width, config.num_classes, device_name(ctx.device()),
+              context_options.dtype == DType::bf16 ? "bf16" : "fp32",
               config.batch_size, config.image_size, config.image_size,
               o.cuda_graph ? ", CUDA graph" : "");
   std::printf("  %lld parameters, %.1f MiB planned (activations, their gradients, workspace)\n",
@@ -138,8 +200,9 @@ void run_bench_step(const BenchStepOptions& o) {
   if (gpu)
     std::printf("  set-up %.1f s (context, model, cuDNN's algorithms %s)\n", setup_seconds,
                 o.cudnn_benchmark ? "measured or read from the cache" : "by heuristics");
-  std::printf("  %.2f ms/step, %.0f images/s (%s after %d warm-up; last loss %.4f)\n", ms,
-              config.batch_size * steps / seconds, counted(steps, "step").c_str(), warmup, loss);
+  std::printf("  steps took %.2f to %.2f ms (%s after %d warm-up; last loss %.4f)\n", *fastest, *slowest,
+              counted(steps, "timed step").c_str(), warmup, loss);
+  std::printf("  %.2f ms/step, %.0f images/s (the median step)\n", ms, 1000.0 * config.batch_size / ms);
 }
 
 }  // namespace
@@ -150,7 +213,8 @@ void add_bench_step_command(CLI::App& app, int& exit_code) {
       app.add_subcommand("bench-step", "Time ResNet-18 training steps (forward + backward + SGD) on one device");
   cmd->add_option("--stem", options->stem, "cifar (3x3 conv) or imagenet (7x7/2 conv + max-pool)")
       ->check(CLI::IsMember({"cifar", "imagenet"}));
-  cmd->add_option("--precision", options->precision, "fp32 or bf16 (GPU)")->check(CLI::IsMember({"fp32", "bf16"}));
+  cmd->add_option("--precision", options->precision, "fp32 or bf16 (default: bf16 on a GPU and for --plan, fp32 on the CPU)")
+      ->check(CLI::IsMember({"fp32", "bf16"}));
   cmd->add_option("--device", options->device, "cpu or cuda (default: cuda when present)")
       ->check(CLI::IsMember({"cpu", "cuda"}));
   add_number(cmd, "--batch-size", options->batch_size, "images per step (default 256 on cuda, 32 on cpu)", 1, 1 << 20);

@@ -223,7 +223,9 @@ std::string model_path_for(const std::string& optim_path) {
 
 std::string CheckpointFolder::save(const ResNet18& model, const SGD& sgd, const TrainingState& state) const {
   const std::string model_path = path_for(state.global_step, false);
-  save_model(model_path, model, model_metadata(model, state));
+  CheckpointMetadata metadata = model_metadata(model, state);
+  metadata.insert(description_.begin(), description_.end());  // keeps the model's own keys
+  save_model(model_path, model, metadata);
   try {
     save_momentum(path_for(state.global_step, true), model, sgd, state.to_metadata());
   } catch (...) {

@@ -5,11 +5,13 @@
 //   DIR/checkpoint-00000196.optim.safetensors  the momentum buffers and the training state
 // The training state (where in which epoch to go on, the step count, the seed...) is the
 // optim file's metadata; the model file carries the model's shape (stem, classes, width) so
-// `cutrain eval` needs nothing else. Each file is written atomically (nn/safetensors.h), the
-// model first, so a crash leaves at worst a model file without its optim file, which resume
-// skips. After each save only the newest --keep-last checkpoints stay, the newest by the step
-// the optim file records, not by name. The folder touches only names of this scheme: a user's
-// checkpoint-final.safetensors is neither resumed from, pruned nor tidied.
+// `cutrain eval` needs nothing else, and what the run describes of itself (describe(): the
+// command, the version, the data, its classes and normalisation, the seed), which
+// `cutrain inspect` prints and `cutrain eval` takes its default data from. Each file is written
+// atomically (nn/safetensors.h), the model first, so a crash leaves at worst a model file without
+// its optim file, which resume skips. After each save only the newest --keep-last checkpoints
+// stay, the newest by the step the optim file records, not by name. The folder touches only names
+// of this scheme: a user's checkpoint-final.safetensors is neither resumed from, pruned nor tidied.
 //
 // The writer holds an exclusive flock on DIR/.cutrain.lock for its whole life, and the file names
 // the holder (pid, host, start), so a second writer is refused in one line naming the first. The
@@ -89,6 +91,9 @@ class CheckpointFolder {
   // Writes the checkpoint after `state.global_step` steps and prunes old ones; returns the model
   // file's path.
   std::string save(const ResNet18& model, const SGD& sgd, const TrainingState& state) const;
+  // What every model file saved from now on also records about the run (its keys never replace
+  // the model's shape or the binding to the optim file).
+  void describe(CheckpointMetadata description) { description_ = std::move(description); }
 
   // The model files of complete checkpoints (an optim file beside them), newest first.
   std::vector<std::string> complete_checkpoints() const;
@@ -107,6 +112,7 @@ class CheckpointFolder {
   std::string dir_;
   int keep_last_;
   Report report_;
+  CheckpointMetadata description_;
   int lock_fd_ = -1;  // the writer's, held until it is destroyed
 };
 

@@ -128,6 +128,7 @@ void add_commands(CLI::App& app, int& exit_code) {
   add_bench_allreduce_command(app, exit_code);
   add_make_synthetic_command(app, exit_code);
   add_inspect_data_command(app, exit_code);
+  add_inspect_command(app, exit_code);
   add_show_sampler_command(app, exit_code);
   add_bench_data_command(app, exit_code);
   add_bench_step_command(app, exit_code);

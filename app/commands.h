@@ -19,6 +19,7 @@ void add_eval_command(CLI::App& app, int& exit_code);
 void add_bench_allreduce_command(CLI::App& app, int& exit_code);
 void add_make_synthetic_command(CLI::App& app, int& exit_code);
 void add_inspect_data_command(CLI::App& app, int& exit_code);
+void add_inspect_command(CLI::App& app, int& exit_code);
 void add_show_sampler_command(CLI::App& app, int& exit_code);
 void add_bench_data_command(CLI::App& app, int& exit_code);
 void add_bench_step_command(CLI::App& app, int& exit_code);

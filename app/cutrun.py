@@ -18,8 +18,10 @@ dropped, and the ranks' output is still read, so no rank blocks on it. When a ra
 others get SIGTERM, then SIGKILL after the grace period; cutrun says which rank failed and how,
 and exits with that rank's exit code. A rank whose heartbeats stop for --stall-timeout (stopped,
 frozen) is named, killed, and the job stopped the same way. SIGINT and SIGTERM sent to cutrun are
-passed on to every rank, and SIGHUP and SIGUSR1 stop them as SIGTERM does; should cutrun itself
-die, even by SIGKILL, the kernel kills every rank with it.
+passed on to every rank, and SIGHUP and SIGUSR1 stop them as SIGTERM does; such a stop waits for
+the ranks to finish their step and save before it kills what is left, naming it (Note [A stop
+that saves]). Signals within a second of the first are the same stop; a later one kills every
+rank at once. Should cutrun itself die, even by SIGKILL, the kernel kills every rank with it.
 
 Under srun (SLURM_PROCID set), --nnodes, --node-rank and --master-addr default to Slurm's
 SLURM_STEP_NUM_NODES, SLURM_NODEID and the first host of SLURM_STEP_NODELIST, the port to one
@@ -158,7 +160,9 @@ def parse_args(argv):
     flag("local-ranks-filter", default=None, metavar="LIST",
          help="show only these local ranks' output on the console, e.g. 0 or 0,2")
     flag("grace-period", type=seconds, default=5.0, metavar="S",
-         help=f"seconds between SIGTERM and SIGKILL when stopping ranks, 0..{MAX_SECONDS}")
+         help=f"seconds between SIGTERM and SIGKILL when stopping ranks, 0..{MAX_SECONDS}; a stop asked by a signal "
+              "waits twice the longest step (or evaluation batch, or save) a rank has reported as well, so that it "
+              "can save")
     flag("stall-timeout", type=seconds, default=180.0, metavar="S",
          help="stop the job when a rank sends no heartbeat for S seconds (stopped or frozen; cutrain train "
               f"sends them, other programs are not watched), default 180; 0: never, e.g. to attach a debugger; "
@@ -334,6 +338,7 @@ def choose_run_id(args):
 
 def rank_environment(args, rank, local_rank):
     env = dict(os.environ)
+    env["CUTRAIN_ERROR_FILE"] = os.path.join(args.error_dir, f"rank{rank}")  # app/failure_record.h
     env.update(
         RANK=str(rank),
         LOCAL_RANK=str(local_rank),
@@ -355,22 +360,30 @@ def rank_environment(args, rank, local_rank):
 
 
 class ProgressWatch:
-    """cutrun's side of dist/progress_report.h. A rank that reports sends "<rank> <step>" every
-    `every` seconds from a thread of its own, whatever its training thread does. One that falls
+    """cutrun's side of dist/progress_report.h. A rank that reports sends "<rank> <step> <longest_ms>"
+    every `every` seconds from a thread of its own, whatever its training thread does. One that falls
     silent for the stall timeout is stopped or frozen: the others, waiting for it inside a
-    collective, go on beating. A rank that never reports is never judged."""
+    collective, go on beating. A rank that never reports is never judged. `longest_ms` is the
+    longest the rank has gone between points where it can act on a stop (a step, an evaluation
+    batch, a save), which a stop that saves waits for (Note [A stop that saves])."""
 
     def __init__(self, stall_timeout):
         self.stall_timeout = stall_timeout
         self.every = min(1.0, max(0.05, stall_timeout / 8))
         self.inbox, self.rank_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
         self.heard = {}  # rank -> (when its last heartbeat came, its step)
+        self.longest = {}  # rank -> the longest gap it reported, seconds
         self.ended = set()  # ranks that exited: silent, not stalled
         self.lock = threading.Lock()
 
     def environment(self):
         return {"CUTRAIN_PROGRESS_FD": str(self.rank_end.fileno()),
                 "CUTRAIN_PROGRESS_EVERY_MS": str(round(self.every * 1000))}
+
+    def longest_gap(self):
+        """The longest any rank has gone between two points where it can stop, in seconds."""
+        with self.lock:
+            return max(self.longest.values(), default=0.0)
 
     def forget(self, rank):
         with self.lock:
@@ -384,13 +397,15 @@ class ProgressWatch:
         last_look = time.monotonic()
         while True:
             try:
-                rank, step = (int(word) for word in self.inbox.recv(64).split())
+                rank, step, *longest_ms = (int(word) for word in self.inbox.recv(64).split())
             except (socket.timeout, ValueError):
                 rank = None
             now = time.monotonic()
             with self.lock:
                 if rank is not None and rank not in self.ended:
                     self.heard[rank] = (now, step)
+                    if longest_ms:
+                        self.longest[rank] = longest_ms[0] / 1000
                 if now - last_look > self.stall_timeout / 2:
                     # cutrun itself did not run for a while (stopped, a suspended machine): the
                     # silence is not the ranks'. Start their clocks afresh.
@@ -538,45 +553,102 @@ class Rank:
             self.log.close()
 
 
+def first_failure_recorded(ranks, first_to_exit, error_dir):
+    """Which rank failed first, with its message: the failed rank whose error file
+    (app/failure_record.h) holds the earliest time, when the first to exit wrote one too and it is
+    later. A first to exit that wrote none (killed by a signal, a crash) gave no time to compare:
+    it stays the one named. (None, None) when nothing says otherwise."""
+    found = {}
+    for r in ranks:
+        if r.process.returncode in (0, None):
+            continue
+        try:
+            with open(os.path.join(error_dir, f"rank{r.rank}"), encoding="utf-8", errors="replace") as f:
+                when, _, message = f.readline().rstrip("\n").partition(" ")
+            found[r] = (int(when), message)
+        except (OSError, ValueError):
+            pass
+    if first_to_exit not in found:
+        return None, None
+    r = min(found, key=lambda r: found[r][0])
+    return (r, found[r][1]) if r is not first_to_exit else (None, None)
+
+
 def describe_exit(status):
     if status < 0:
         return f"was killed by signal {signal.Signals(-status).name}"
     return f"exited with code {status}"
 
 
+# Signals that arrive within this many seconds of the first are the same request (a scheduler's
+# SIGTERM next to a terminal's SIGINT, a key held down): one stop, not a second "kill now".
+SIGNALS_TOGETHER_S = 1.0
+
+
 def main(argv):
     args = parse_args(argv)
     check(args)
+    args.error_dir = tempfile.mkdtemp(prefix="cutrun-errors-")  # 0700: the ranks' failure records
+    try:
+        return run_job(args)
+    finally:
+        shutil.rmtree(args.error_dir, ignore_errors=True)
+
+
+def run_job(args):
+    """Starts the ranks, and again after failures as --max-restarts allows; returns cutrun's exit status."""
     console_lock = threading.Lock()
     ranks = []
     stopping = threading.Event()
-    received = []  # the signal that asked cutrun to stop, if one did
+    received = []  # the signal that asked cutrun to stop, if one did, and when: (signum, monotonic time)
+    watching = []  # the ProgressWatch of the group that runs now, if any
 
-    def stop_all(signum):
-        """SIGTERM to every rank now, SIGKILL to what is left after the grace period."""
+    # Note [A stop that saves]: a rank acts on a stop only between steps (or evaluation batches),
+    # and then writes a checkpoint; a CPU step can take longer than the grace period. So a stop
+    # that cutrun passes on (SIGINT, SIGTERM, SIGHUP, SIGUSR1) waits the grace period plus twice the
+    # longest gap between such points that any rank has reported in its heartbeats: one to reach the
+    # next point, one for the save. A stop after a failure waits the grace period alone: the
+    # others cannot save without the failed rank. A rank still there after the wait is named.
+    def stop_all(signum, asked=False):
+        """`signum` to every rank now, SIGKILL to what is left after the wait."""
         if stopping.is_set():
             return
         stopping.set()
         group = list(ranks)  # these ranks alone: a restart starts others
         for r in group:
             r.signal(signum)
-        killer = threading.Timer(args.grace_period, lambda: [r.signal(signal.SIGKILL) for r in group])
+        wait = args.grace_period + (2 * watching[0].longest_gap() if asked and watching else 0.0)
+
+        def kill_what_is_left():
+            for r in group:
+                if r.process.returncode is None:
+                    outcome = ": no checkpoint written" if asked else ""
+                    sys.stderr.write(f"cutrun: rank {r.rank} (local rank {r.local_rank}, pid {r.process.pid}) did not "
+                                     f"stop within {wait:.1f} s of {signal.Signals(signum).name}; killing it"
+                                     f"{outcome}\n")
+                    r.signal(signal.SIGKILL)
+        killer = threading.Timer(wait, kill_what_is_left)
         killer.daemon = True
         killer.start()
 
     def on_signal(signum, frame):
+        name = signal.Signals(signum).name
+        if received and time.monotonic() - received[0][1] < SIGNALS_TOGETHER_S:
+            sys.stderr.write(f"cutrun: got {name} within {SIGNALS_TOGETHER_S:g} s of "
+                             f"{signal.Signals(received[0][0]).name}: the same stop\n")
+            return
         if stopping.is_set():  # a second Ctrl-C: no more waiting
-            sys.stderr.write(f"cutrun: got {signal.Signals(signum).name} again; killing every rank\n")
+            sys.stderr.write(f"cutrun: got {name} again; killing every rank\n")
             for r in ranks:
                 r.signal(signal.SIGKILL)
             return
-        received.append(signum)
+        received.append((signum, time.monotonic()))
         if signum in (signal.SIGINT, signal.SIGTERM):
-            sys.stderr.write(f"cutrun: got {signal.Signals(signum).name}; passing it to every rank\n")
-            stop_all(signum)
+            sys.stderr.write(f"cutrun: got {name}; passing it to every rank\n")
+            stop_all(signum, asked=True)
         else:  # SIGHUP (a closed terminal or session) and SIGUSR1 stop the job as SIGTERM does, saving
-            sys.stderr.write(f"cutrun: got {signal.Signals(signum).name}; passing SIGTERM to every rank\n")
-            stop_all(signal.SIGTERM)
+            sys.stderr.write(f"cutrun: got {name}; passing SIGTERM to every rank\n")
+            stop_all(signal.SIGTERM, asked=True)
 
     for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1):
         signal.signal(signum, on_signal)
@@ -585,7 +657,10 @@ def main(argv):
         """Starts every rank, waits for them all; returns (the rank that failed, or None, its code)."""
         stopping.clear()
         ranks.clear()
+        for name in os.listdir(args.error_dir):  # an earlier attempt's
+            os.unlink(os.path.join(args.error_dir, name))
         watch = ProgressWatch(args.stall_timeout) if args.stall_timeout > 0 else None
+        watching[:] = [watch] if watch is not None else []
         try:
             for local_rank in range(args.nproc_per_node):
                 if stopping.is_set():
@@ -634,6 +709,13 @@ def main(argv):
                 stop_all(signal.SIGTERM)
         for r in ranks:
             r.close()
+        # The first to exit is not always the first to fail: a rank whose collective broke because
+        # another left may exit before it. The ranks' own records say who failed first.
+        root, message = first_failure_recorded(ranks, first_failure, args.error_dir)
+        if root is not None:
+            sys.stderr.write(f"cutrun: rank {root.rank} (local rank {root.local_rank}, pid {root.process.pid}) failed "
+                             f"first, and {describe_exit(root.process.returncode)}: {message}\n")
+            first_failure = root
         if stalled:
             first_failure = stalled[0]
         if first_failure is None:
@@ -654,7 +736,7 @@ def main(argv):
     if failed is not None:
         return code
     if received:
-        return 128 + received[0]
+        return 128 + received[0][0]
     return 0
 
 

@@ -4,7 +4,9 @@
 // gives the stem and the width, fc the classes), so a file exported from PyTorch works as well
 // as our own; every tensor is checked before the model is built.
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <stdexcept>
 
 #include "app/commands.h"
@@ -12,6 +14,7 @@
 #include "app/device_choice.h"
 #include "app/evaluator.h"
 #include "app/flags.h"
+#include "app/run_log.h"
 #include "data/synthetic.h"
 #include "nn/checkpoint.h"
 #include "nn/context.h"
@@ -20,6 +23,9 @@
 
 namespace cutrain {
 namespace {
+
+// A long evaluation (a full-width model on the CPU takes minutes) says how far it is this often.
+constexpr int kProgressEverySeconds = 10;
 
 struct EvalOptions {
   std::string data, checkpoint, device = "auto", precision, tta = "none";
@@ -33,9 +39,18 @@ int run_eval(const EvalOptions& o) {
   ContextOptions co;
   co.device = resolve_device(o.device);
   co.dtype = resolve_precision(o.precision, co.device);
-  ResNetConfig mc = resnet_config_of(read_safetensors(o.checkpoint), o.checkpoint);
+  const SafeTensorsFile file = read_safetensors(o.checkpoint);
+  ResNetConfig mc = resnet_config_of(file, o.checkpoint);
+  // Without --data, the data the checkpoint was trained on, when it names a folder that is still
+  // there (app/checkpoints.h describe()); a bare eval once tested on the synthetic default instead.
+  std::string data_dir = o.data;
+  if (const auto trained_on = file.metadata.find("data");
+      data_dir.empty() && trained_on != file.metadata.end() && std::filesystem::is_directory(trained_on->second))
+    data_dir = trained_on->second;
+  // What will take a while is said on standard error, as it happens: standard output holds the result.
+  auto say = [](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); };
   Datasets data =
-      load_datasets(o.data, o.synthetic_train, o.synthetic_test, o.synthetic_difficulty, o.max_image_pixels);
+      load_datasets(data_dir, o.synthetic_train, o.synthetic_test, o.synthetic_difficulty, o.max_image_pixels, say);
   Context ctx(co);
 
   if (mc.num_classes < data.test.num_classes)
@@ -47,7 +62,20 @@ int run_eval(const EvalOptions& o) {
   load_model(o.checkpoint, model);
 
   Evaluator evaluator(model, data.test, nullptr, 0, 1, parse_tta(o.tta));
-  const EvalResult r = evaluator.run();
+  say("evaluating " + o.checkpoint + " on " + std::to_string(data.test.size()) + " test images of " + data.source +
+      (co.device == Device::cuda ? "" : ", on the CPU"));
+  const auto start = std::chrono::steady_clock::now();
+  auto last_line = start;
+  const EvalResult r = evaluator.run([&](double done) {
+    const auto now = std::chrono::steady_clock::now();
+    if (now - last_line >= std::chrono::seconds(kProgressEverySeconds)) {
+      const double elapsed = std::chrono::duration<double>(now - start).count();
+      std::fprintf(stderr, "  %.0f%% after %s, about %s to go\n", 100 * done, clock_text(elapsed).c_str(),
+                   clock_text(elapsed * (1 - done) / done).c_str());
+      last_line = now;
+    }
+    return false;
+  });
   std::printf("test accuracy: %.2f%% (%lld/%lld) of %s on %s%s\n", 100 * r.accuracy(),
               static_cast<long long>(r.correct), static_cast<long long>(r.total), o.checkpoint.c_str(),
               data.source.c_str(), o.tta == "flip" ? " (test-time augmentation: flip)" : "");
@@ -61,7 +89,9 @@ void add_eval_command(CLI::App& app, int& exit_code) {
   auto* cmd = app.add_subcommand("eval", "Test accuracy of a checkpoint, overall and per class");
   auto o = std::make_shared<EvalOptions>();
   cmd->add_option("--checkpoint", o->checkpoint, "Model weights (safetensors, torchvision names)")->required();
-  cmd->add_option("--data", o->data, "CIFAR-10 binary folder or image folder (default: the synthetic dataset)");
+  cmd->add_option("--data", o->data,
+                  "CIFAR-10 binary folder or image folder (default: the data the checkpoint was trained on, when "
+                  "it names a folder that is there, else the synthetic dataset)");
   cmd->add_option("--device", o->device, "auto, cuda or cpu")->capture_default_str()
       ->check(CLI::IsMember({"auto", "cuda", "cpu"}));
   cmd->add_option("--precision", o->precision, "fp32 or bf16 (default: bf16 on a GPU)")
@@ -70,8 +100,8 @@ void add_eval_command(CLI::App& app, int& exit_code) {
                                    "its mirror)")
       ->capture_default_str()->check(CLI::IsMember({"none", "flip"}));
   add_number(cmd, "--batch-size", o->batch_size, "Images per forward pass", 1, 1 << 20)->capture_default_str();
-  add_number(cmd, "--synthetic-train", o->synthetic_train, "Size of the synthetic default's training split", 1,
-             kMaxSyntheticImages)->capture_default_str();
+  add_number(cmd, "--synthetic-train", o->synthetic_train, "Size of the synthetic default's training split",
+             kMinSyntheticTrainImages, kMaxSyntheticImages)->capture_default_str();
   add_number(cmd, "--synthetic-test", o->synthetic_test, "Size of the synthetic default's test split", 1,
              kMaxSyntheticImages)->capture_default_str();
   add_number(cmd, "--max-image-pixels", o->max_image_pixels,

@@ -56,6 +56,8 @@ Evaluator::Evaluator(ResNet18& model, const Dataset& test, Communicator* comm, i
   const int64_t begin = n * rank / world_size, end = n * (rank + 1) / world_size;
   shard_.resize(size_t(end - begin));
   std::iota(shard_.begin(), shard_.end(), begin);
+  const int64_t batch = model.config().batch_size, smallest = n / world_size;
+  common_batches_ = (smallest + batch - 1) / batch;
 }
 
 std::vector<std::string> class_accuracy_lines(const EvalResult& r, const std::vector<std::string>& class_names) {
@@ -72,7 +74,7 @@ std::vector<std::string> class_accuracy_lines(const EvalResult& r, const std::ve
   return lines;
 }
 
-EvalResult Evaluator::run() {
+EvalResult Evaluator::run(const EvalHook& after_batch) {
   const int K = model_.config().num_classes;
   Context& ctx = model_.context();
   auto* counts = static_cast<int64_t*>(counts_.data());
@@ -81,7 +83,7 @@ EvalResult Evaluator::run() {
   int64_t* class_correct = counts + 1 + K;
 
   if (ctx.on_gpu())
-    CUDA_CHECK(cudaMemsetAsync(counts, 0, counts_.bytes(), ctx.stream));
+    CUDA_CHECK(cudaMemsetAsync(counts, 0, counts_.bytes(), ctx.main_stream()));
   else
     std::fill(counts, counts + 1 + 2 * K, 0);
 
@@ -95,7 +97,7 @@ EvalResult Evaluator::run() {
       auto* sum = static_cast<float*>(first_logits_.data());
       const size_t bytes = sizeof(float) * size_t(n) * size_t(K);
       if (ctx.on_gpu())
-        CUDA_CHECK(cudaMemcpyAsync(sum, logits, bytes, cudaMemcpyDeviceToDevice, ctx.stream));
+        CUDA_CHECK(cudaMemcpyAsync(sum, logits, bytes, cudaMemcpyDeviceToDevice, ctx.main_stream()));
       else
         std::memcpy(sum, logits, bytes);
       mirrored_->load(b);  // the same images and labels, mirrored
@@ -105,9 +107,15 @@ EvalResult Evaluator::run() {
     }
     const int32_t* labels = model_.labels().as<int32_t>();
     if (ctx.on_gpu())
-      count_correct_cuda(logits, labels, n, K, correct, class_total, class_correct, ctx.stream);
+      count_correct_cuda(logits, labels, n, K, correct, class_total, class_correct, ctx.main_stream());
     else
       count_correct_cpu(logits, labels, n, K, correct, class_total, class_correct);
+    if (after_batch && b < common_batches_ && after_batch(double(b + 1) / double(feed_.num_batches()))) {
+      ctx.synchronize();  // nothing of this evaluation may still run when the caller goes on
+      EvalResult stopped;
+      stopped.stopped = true;
+      return stopped;
+    }
   }
 
   std::vector<int64_t> host(1 + 2 * size_t(K));

@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -30,6 +31,7 @@ enum class Tta { none, flip };
 Tta parse_tta(const std::string& name);
 
 struct EvalResult {
+  bool stopped = false;  // the hook stopped it: the counts are partial and mean nothing
   int64_t correct = 0;
   int64_t total = 0;
   std::vector<int64_t> class_correct, class_total;
@@ -41,18 +43,25 @@ struct EvalResult {
 // may be shorter than the classes (numbers stand in).
 std::vector<std::string> class_accuracy_lines(const EvalResult& r, const std::vector<std::string>& class_names);
 
+// Called after each batch that every rank runs (the first batches, as many as the smallest shard
+// has), on every rank at the same batch, with the fraction of this rank's shard done. It returns
+// true to stop the evaluation there, and must return the same on every rank (it may agree through
+// a collective, which is why it is called at batches every rank has).
+using EvalHook = std::function<bool(double fraction_done)>;
+
 class Evaluator {
  public:
   // `comm` may be null (a world of one).
   Evaluator(ResNet18& model, const Dataset& test, Communicator* comm, int rank, int world_size, Tta tta = Tta::none);
 
-  EvalResult run();
+  EvalResult run(const EvalHook& after_batch = {});
 
  private:
   ResNet18& model_;
   const Dataset& test_;
   Communicator* comm_;
   std::vector<int64_t> shard_;  // this rank's test indices
+  int64_t common_batches_ = 0;  // the batches of the smallest shard: those every rank runs
   BatchFeed feed_;
   std::unique_ptr<BatchFeed> mirrored_;  // --tta flip: the same shard, every image mirrored
   DeviceBuffer first_logits_;           // --tta flip: the unmirrored view's logits, fp32 [B, K]

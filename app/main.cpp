@@ -3,6 +3,7 @@
 #include <exception>
 
 #include "app/commands.h"
+#include "app/failure_record.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"cutrain: data-parallel ResNet-18 training on CIFAR-10, in C++ and CUDA"};
@@ -16,6 +17,7 @@ int main(int argc, char** argv) {
     constexpr int kUsageError = 2;
     return app.exit(e) == 0 ? 0 : kUsageError;
   } catch (const std::exception& e) {
+    cutrain::record_failure(e.what());
     std::fprintf(stderr, "cutrain: error: %s\n", e.what());
     return 1;
   }

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstdarg>
 #include <cstring>
 #include <nlohmann/json.hpp>
@@ -20,6 +21,13 @@ namespace {
 nlohmann::json optional_number(const std::optional<double>& v) { return v ? nlohmann::json(*v) : nlohmann::json(); }
 
 }  // namespace
+
+std::string clock_text(double seconds) {
+  const long long s = std::llround(std::max(0.0, seconds));
+  char text[32];
+  std::snprintf(text, sizeof text, "%lld:%02lld:%02lld", s / 3600, s / 60 % 60, s % 60);
+  return text;
+}
 
 RunLog::RunLog(bool active, const std::string& metrics_path, const std::string& tensorboard_dir)
     : active_(active), progress_bar_(active && isatty(STDOUT_FILENO)), metrics_path_(metrics_path) {
@@ -126,20 +134,22 @@ void RunLog::step(const StepRecord& r) {
   if (progress_bar_) {
     constexpr int width = 30;
     const int filled = r.step * width / r.steps_per_epoch;
-    std::printf("\r[%d] %s%s %*d/%d | loss %.3f | acc %6.2f%% | %.0f img/s", r.epoch, std::string(filled, '#').c_str(),
-                std::string(width - filled, '.').c_str(), 4, r.step, r.steps_per_epoch, r.loss, 100 * r.acc,
-                r.images_per_s);
+    std::printf("\r[%d] %s%s %*d/%d | loss %.3f | acc %6.2f%% | %.0f img/s | eta %s", r.epoch,
+                std::string(filled, '#').c_str(), std::string(width - filled, '.').c_str(), 4, r.step,
+                r.steps_per_epoch, r.loss, 100 * r.acc, r.images_per_s, clock_text(r.eta_s).c_str());
     std::fflush(stdout);
     bar_open_ = true;
   } else {
-    std::printf("== step: [%3d/%d] [%d/%d] | loss: %.3f | acc: %.3f%% | %.0f img/s | %.1f ms/step\n", r.step,
-                r.steps_per_epoch, r.epoch, r.epochs, r.loss, 100 * r.acc, r.images_per_s, r.ms_per_step);
+    std::printf("== step: [%3d/%d] [%d/%d] | loss: %.3f | acc: %.3f%% | %.0f img/s | %.1f ms/step | lr: %.4g | "
+                "elapsed: %s | eta: %s\n",
+                r.step, r.steps_per_epoch, r.epoch, r.epochs, r.loss, 100 * r.acc, r.images_per_s, r.ms_per_step, r.lr,
+                clock_text(r.elapsed_s).c_str(), clock_text(r.eta_s).c_str());
     std::fflush(stdout);
   }
   write_json(nlohmann::json{{"kind", "step"}, {"epoch", r.epoch}, {"step", r.step},
                             {"steps_per_epoch", r.steps_per_epoch}, {"global_step", r.global_step},
                             {"loss", r.loss}, {"acc", r.acc}, {"lr", r.lr}, {"images_per_s", r.images_per_s},
-                            {"ms_per_step", r.ms_per_step}}
+                            {"ms_per_step", r.ms_per_step}, {"elapsed_s", r.elapsed_s}, {"eta_s", r.eta_s}}
                  .dump());
   if (tensorboard_) {
     tensorboard_->scalar("train/loss", r.global_step, r.loss);
@@ -172,6 +182,20 @@ void RunLog::evaluation(const EvalRecord& r) {
                             {"training_time_s", r.training_time_s}}
                  .dump());
   if (tensorboard_) tensorboard_->scalar("test/accuracy", r.global_step, r.test_acc);
+}
+
+void RunLog::evaluation_progress(int64_t done, int64_t total, double elapsed_s) {
+  if (!active_) return;
+  const double eta = done > 0 ? elapsed_s * double(total - done) / double(done) : 0;
+  if (progress_bar_) {
+    std::printf("\r== eval: %lld/%lld test images | %s elapsed | eta %s", static_cast<long long>(done),
+                static_cast<long long>(total), clock_text(elapsed_s).c_str(), clock_text(eta).c_str());
+    std::fflush(stdout);
+    bar_open_ = true;
+  } else {
+    print("== eval: %lld/%lld test images | elapsed: %s | eta: %s", static_cast<long long>(done),
+          static_cast<long long>(total), clock_text(elapsed_s).c_str(), clock_text(eta).c_str());
+  }
 }
 
 void RunLog::summary(const SummaryRecord& r) {

@@ -1,8 +1,11 @@
 // run_log.h: what rank 0 tells the user and writes for plots. Other ranks hold a silent RunLog.
 //
-// Console, in the reference recipe's shape plus throughput:
-//   == step: [ 25/196] [1/20] | loss: 2.101 | acc: 23.456% | 12345 img/s | 20.7 ms/step
-// or, when standard output is a terminal, one progress bar line per epoch redrawn in place.
+// Console, in the reference recipe's shape plus throughput, the learning rate, the time since
+// training began and an estimate of the time its remaining steps take (torchvision's "eta"):
+//   == step: [ 25/196] [1/20] | loss: 2.101 | acc: 23.456% | 12345 img/s | 20.7 ms/step | lr: 0.002 |
+//      elapsed: 0:00:04 | eta: 0:01:20                                         (one line)
+// or, when standard output is a terminal, one progress bar line per epoch redrawn in place. A
+// long evaluation shows its progress the same way: a line, or a bar in place.
 // Metrics (--metrics FILE): JSON lines, one per logged step ("kind": "step"), one per evaluation
 // ("kind": "eval"), one per epoch ("kind": "epoch"), one at the end ("kind": "summary"), and one
 // where a run resumed ("kind": "resume": the records after it repeat the steps since that
@@ -38,6 +41,8 @@ struct StepRecord {
   double loss, acc, lr;    // loss and accuracy averaged over the steps since the last record
   double images_per_s;     // all ranks together
   double ms_per_step;
+  double elapsed_s;        // since training began, evaluations included
+  double eta_s;            // what the remaining steps take at the measured speed
 };
 
 struct EpochRecord {
@@ -79,6 +84,9 @@ struct SummaryRecord {
   int batch_size;
 };
 
+// "0:04:07", "13:28:10": a duration in whole seconds as hours, minutes and seconds.
+std::string clock_text(double seconds);
+
 class RunLog {
  public:
   // `active` is true on rank 0 only; an empty metrics_path writes no JSON, an empty tensorboard_dir
@@ -89,11 +97,15 @@ class RunLog {
   RunLog& operator=(const RunLog&) = delete;
 
   bool active() const { return active_; }
+  // Progress is drawn in place (standard output is a terminal), rather than printed as lines.
+  bool in_place() const { return progress_bar_; }
   // printf-style line to the console (rank 0 only), ending any progress bar first.
   void print(const char* format, ...) __attribute__((format(printf, 2, 3)));
   void step(const StepRecord& r);
   void epoch(const EpochRecord& r);
   void evaluation(const EvalRecord& r);
+  // A long evaluation's progress: `done` of `total` images after `elapsed_s` seconds.
+  void evaluation_progress(int64_t done, int64_t total, double elapsed_s);
   void summary(const SummaryRecord& r);
   // The run goes on from `checkpoint`: `epoch` (1-based) after `global_step` steps.
   void resumed(int epoch, int64_t global_step, const std::string& checkpoint);

@@ -21,8 +21,8 @@ void StepMetrics::record(const float* loss, const int32_t* correct) {
   if (ctx_.on_gpu()) {
     auto* losses = static_cast<float*>(device_losses_.data()) + pending_;
     auto* counts = static_cast<int32_t*>(device_correct_.data()) + pending_;
-    CUDA_CHECK(cudaMemcpyAsync(losses, loss, sizeof(float), cudaMemcpyDeviceToDevice, ctx_.stream));
-    CUDA_CHECK(cudaMemcpyAsync(counts, correct, sizeof(int32_t), cudaMemcpyDeviceToDevice, ctx_.stream));
+    CUDA_CHECK(cudaMemcpyAsync(losses, loss, sizeof(float), cudaMemcpyDeviceToDevice, ctx_.main_stream()));
+    CUDA_CHECK(cudaMemcpyAsync(counts, correct, sizeof(int32_t), cudaMemcpyDeviceToDevice, ctx_.main_stream()));
   } else {
     losses_[size_t(pending_)] = *loss;
     correct_[size_t(pending_)] = *correct;
@@ -36,9 +36,9 @@ MetricsWindow StepMetrics::flush() {
   if (pending_ == 0) return w;
   if (ctx_.on_gpu()) {
     CUDA_CHECK(cudaMemcpyAsync(losses_.data(), device_losses_.data(), sizeof(float) * size_t(pending_),
-                               cudaMemcpyDeviceToHost, ctx_.stream));
+                               cudaMemcpyDeviceToHost, ctx_.main_stream()));
     CUDA_CHECK(cudaMemcpyAsync(correct_.data(), device_correct_.data(), sizeof(int32_t) * size_t(pending_),
-                               cudaMemcpyDeviceToHost, ctx_.stream));
+                               cudaMemcpyDeviceToHost, ctx_.main_stream()));
     ctx_.synchronize();
   }
   double loss_sum = 0;

@@ -153,10 +153,7 @@ Recorder plan_step(const StepPlanConfig& c) {
   options.dtype = parse_precision(c.precision);
   Context ctx(options);
   recorder.name_stream(ctx.main_stream(), "main");
-  {
-    OnSideStream side(ctx);
-    recorder.name_stream(ctx.stream, "side");
-  }
+  recorder.name_stream(ctx.side_stream(), "side");
   ResNetConfig config;
   config.stem = parse_stem(c.stem);
   config.width = c.width;

@@ -19,8 +19,8 @@ void add_train_command(CLI::App& app, int& exit_code) {
   TrainOptions& o = *opts;
 
   cmd->add_option("--data", o.data, "CIFAR-10 binary folder or image folder (default: synthetic CIFAR-format data)");
-  add_number(cmd, "--synthetic-train", o.synthetic_train, "Training images of the synthetic default", 1,
-             kMaxSyntheticImages)->capture_default_str();
+  add_number(cmd, "--synthetic-train", o.synthetic_train, "Training images of the synthetic default",
+             kMinSyntheticTrainImages, kMaxSyntheticImages)->capture_default_str();
   add_number(cmd, "--synthetic-test", o.synthetic_test, "Test images of the synthetic default", 1,
              kMaxSyntheticImages)->capture_default_str();
   add_number(cmd, "--synthetic-difficulty", o.synthetic_difficulty,
@@ -84,7 +84,12 @@ void add_train_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--tta", o.tta, "Test-time augmentation of evaluation: none, or flip (mean of the logits of the "
                                   "image and its mirror)")
       ->capture_default_str()->check(CLI::IsMember({"none", "flip"}));
-  add_number(cmd, "--log-every", o.log_every, "Print a step line every N steps", 1, 1 << 30)->capture_default_str();
+  add_number(cmd, "--log-every", o.log_every, "Print a step line every N steps (and after the first)", 1, 1 << 30)
+      ->capture_default_str();
+  add_number(cmd, "--log-every-seconds", o.log_every_seconds,
+             "Also print a step line, and a progress line during evaluation, when S seconds have passed since the "
+             "last (0: by --log-every alone)", 0.0, 86400.0)
+      ->capture_default_str();
   cmd->add_option("--metrics", o.metrics,
                   "Append JSON lines of metrics to this file (a failed write: a warning, and exit status 1 at the end)");
   cmd->add_option("--tensorboard", o.tensorboard,

@@ -54,6 +54,7 @@ struct TrainOptions {
   double target_accuracy = 0;        // stop at the first evaluation that reaches it; 0: no target
   std::string tta = "none";          // test-time augmentation: none | flip
   int log_every = 25;                // steps
+  double log_every_seconds = 30;     // and at least this often; 0: by steps alone
   std::string metrics;               // JSON lines file
   std::string tensorboard;           // folder for TensorBoard's event files (app/tensorboard_writer.h)
   std::string save;                  // checkpoint folder

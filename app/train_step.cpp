@@ -1,5 +1,6 @@
 #include "app/train_step.h"
 
+#include <stdexcept>
 #include <string>
 
 #include "kernels/nvtx_range.h"
@@ -9,8 +10,9 @@ namespace cutrain {
 
 namespace {
 
+// Each parameter's size with its alignment padding, so that the buckets tile the flat buffer.
 std::vector<int64_t> padded_sizes(const ParameterSet& params) {
-  std::vector<int64_t> sizes;  // with each parameter's alignment padding: buckets tile the buffer
+  std::vector<int64_t> sizes;
   for (const Parameter* p : params.in_layout_order()) sizes.push_back(p->padded_numel);
   return sizes;
 }
@@ -23,60 +25,60 @@ TrainStep::TrainStep(ResNet18& model, Communicator* comm, const TrainStepOptions
       broadcast_buffers_(comm && options.broadcast_buffers),
       sgd_(std::make_unique<SGD>(model.context(), model.params(), options.sgd, options.schedule,
                                  comm ? SGD::Grads::gathered : SGD::Grads::as_written)),
-      buckets_(plan_buckets(padded_sizes(model.params()), options.buckets)) {
-  if (!comm) return;
-  BucketHooks hooks;
-  const Context& ctx = model.context();
-  hooks.before = [this, &ctx](const Bucket& b) { model_.params().gather_grads(b.begin, b.end, ctx.stream); };
-  hooks.after = [this](const Bucket& b, cudaStream_t stream) {
-    NvtxRange range("optimizer");
-    sgd_->update(b.begin, b.end, stream);
-  };
-  reducer_ = std::make_unique<GradReducer>(*comm, model.params().grads().as<float>(), padded_sizes(model.params()),
-                                           options.buckets, std::move(hooks));
-}
+      buckets_(plan_buckets(padded_sizes(model.params()), options.buckets)) {}
 
-void TrainStep::run(bool collectives) {
+// Note [The step], stage by stage.
+void TrainStep::run(Collectives collectives) {
   Context& ctx = model_.context();
+  const bool all_reduce = comm_ && collectives == Collectives::with;
   {
     NvtxRange range("optimizer");
-    sgd_->begin_step(ctx.stream);
+    sgd_->begin_step(ctx.main_stream());
   }
-  if (broadcast_buffers_ && collectives) {
+  if (broadcast_buffers_ && all_reduce) {
     NvtxRange range("broadcast buffers");
     const Tensor buffers = model_.params().buffer_values();
     comm_->broadcast(buffers.as<float>(), size_t(buffers.numel()), 0);
   }
   {
     NvtxRange range("forward");
-    model_.forward(true);
+    model_.forward(/*train=*/true, collectives);
   }
   NvtxRange range("backward");
-  if (reducer_ && collectives) {
-    reducer_->begin_backward();
-    model_.backward([this](int64_t ready_end) { reducer_->grads_ready(ready_end); });
-    reducer_->finish();
+  size_t next = 0;  // the first bucket not yet reduced and updated
+  const auto grads_ready = [&](int64_t ready_end) {
+    for (; next < buckets_.size() && buckets_[next].end <= ready_end; ++next)
+      reduce_then_update(buckets_[next], all_reduce);
+  };
+  model_.backward(grads_ready, collectives);
+  if (next != buckets_.size()) throw std::logic_error("backward did not report every gradient final");
+  if (all_reduce) {
+    comm_->wait_async();
   } else {
-    next_bucket_ = 0;
-    model_.backward([this](int64_t ready_end) { grads_ready(ready_end); });
-    grads_ready(model_.params().numel());
     ctx.join();
   }
 }
 
-void TrainStep::grads_ready(int64_t ready_end) {
-  while (next_bucket_ < buckets_.size() && buckets_[next_bucket_].end <= ready_end)
-    update_beside(buckets_[next_bucket_++]);
-}
-
-// The bucket's parameters are final once the main stream's work so far is done: the side stream
-// waits for that, then updates them while backward goes on on the main stream.
-void TrainStep::update_beside(const Bucket& bucket) {
+// The bucket's gradients are final once the main stream's work so far is done.
+void TrainStep::reduce_then_update(const Bucket& bucket, bool all_reduce) {
   Context& ctx = model_.context();
-  NvtxRange range("optimizer");
-  ctx.fork();
-  OnSideStream side(ctx);
-  sgd_->update(bucket.begin, bucket.end, ctx.stream);
+  if (!all_reduce) {
+    // The side stream waits for that, then updates the parameters while backward goes on.
+    NvtxRange range("optimizer");
+    ctx.fork();
+    sgd_->update(bucket.begin, bucket.end, ctx.side_stream());
+    return;
+  }
+  // The all-reduce starts after that too, and SGD follows it on the communicator's queue. The
+  // average is taken in fp32, as DDP's under autocast is, so the gradients are gathered first.
+  NvtxRange range(("all-reduce bucket " + std::to_string(&bucket - buckets_.data())).c_str());
+  ParameterSet& params = model_.params();
+  params.gather_grads(bucket.begin, bucket.end, ctx.main_stream());
+  comm_->all_reduce_async(params.grads().as<float>() + bucket.begin, size_t(bucket.end - bucket.begin),
+                          ReduceOp::average, [this, &bucket](cudaStream_t queue) {
+                            NvtxRange range("optimizer");
+                            sgd_->update(bucket.begin, bucket.end, queue);
+                          });
 }
 
 }  // namespace cutrain

@@ -1,28 +1,39 @@
-// train_step.h: one training step of DDP's recipe, as `cutrain train`, `cutrain bench-step` and
-// the step's inventory (app/step_plan.h) all take it. Everything is enqueued; nothing allocates or
-// waits for the device, so the step can be captured in a CUDA graph (app/step_graph.h):
+// train_step.h: one training step of DDP's recipe, the one that `cutrain train`, `cutrain
+// bench-step` and the step's inventory (`bench-step --plan`) all run. TrainStep::run is the step,
+// one call per stage, read top to bottom.
 //
-//   1. lr:       this step's learning rate from the device's step counter (nn/sgd.h)
-//   2. buffers:  with several ranks and without --sync-bn, batch norm's running statistics
-//                broadcast from rank 0 (DDP's broadcast_buffers)
-//   3. forward
-//   4. backward; as each bucket's gradients become final (nn/parameters.h), at once:
-//        one rank:  SGD for the bucket's parameters, on the side stream (no communicator at all)
-//        several:   the bucket's gradients gathered into the fp32 buffer, then on the comm stream
-//                   its all-reduce (average) and SGD for its parameters (dist/reducer.h)
-//   5. the main stream waits for the side and comm streams: the next step sees every update
+// Note [The step]
+// The batch is already in the model's input. Then, on every rank at once:
+//   1. lr:        this step's learning rate, computed on the device from its step counter.
+//   2. buffers:   with several ranks and without --sync-bn, batch norm's running statistics are
+//                 broadcast from rank 0, as DDP's broadcast_buffers does.
+//   3. forward:   ResNet-18 and the softmax cross-entropy loss.
+//   4. backward:  gradients into the flat buffer, last layer first. Each time backward reports a
+//                 longer prefix of final gradients, every bucket that the prefix now holds goes
+//                 through reduce_then_update(), in bucket order, while backward goes on:
+//                   one rank:  SGD for the bucket's parameters, on the side stream;
+//                   several:   the bucket's gradients gathered into the fp32 buffer on the main
+//                              stream, then on the communicator's queue the bucket's all-reduce
+//                              (an average over the ranks) and right behind it SGD for its
+//                              parameters.
+//   5. join:      the main stream waits for the side stream, or for the communicator's queue,
+//                 so that the next step sees every update.
+// Every rank issues the same collectives in the same order, which is what keeps the ranks'
+// queues in step. Everything is enqueued: nothing allocates or waits for the device, so on the
+// GPU the trainer captures the step once as a CUDA graph and replays it.
 //
-// The buckets are DDP's (1 MiB first, then --bucket-cap-mb, parameters in backward order) with
-// one rank too, where they only group the optimizer's launches: one per bucket (three for
-// ResNet-18) rather than one per parameter (62), and each right after its last gradient rather
-// than after the whole backward. NVTX ranges name the parts (kernels/nvtx_range.h).
+// With one rank the buckets are planned all the same (1 MiB first, then --bucket-cap-mb,
+// parameters in backward order), but there they only group the optimizer's launches: one per
+// bucket (three for ResNet-18) rather than one per parameter (62), each right after its last
+// gradient rather than after the whole backward. Which work runs on which stream is Note [Side
+// stream] in nn/context.h. NVTX ranges name the parts of the step for Nsight Systems.
 #pragma once
 
 #include <memory>
 #include <vector>
 
+#include "dist/buckets.h"
 #include "dist/communicator.h"
-#include "dist/reducer.h"
 #include "nn/resnet.h"
 #include "nn/sgd.h"
 
@@ -31,8 +42,8 @@ namespace cutrain {
 struct TrainStepOptions {
   SgdConfig sgd;
   LrSchedule schedule;
-  ReducerOptions buckets;
-  bool broadcast_buffers = false;  // step 2 (several ranks only)
+  BucketOptions buckets;
+  bool broadcast_buffers = false;  // stage 2, with several ranks only
 };
 
 class TrainStep {
@@ -40,24 +51,22 @@ class TrainStep {
   // comm: null for one process.
   TrainStep(ResNet18& model, Communicator* comm, const TrainStepOptions& options);
 
-  // Enqueues one step on the batch in the model's input. collectives = false leaves out every
-  // collective, SGD then running as with one rank (StepGraph's rehearsal of a capture).
-  void run(bool collectives = true);
+  // Enqueues one step on the batch in the model's input. Without collectives, the step leaves
+  // out every collective and updates each bucket as with one rank (StepGraph's rehearsal of a
+  // capture).
+  void run(Collectives collectives = Collectives::with);
 
   SGD& sgd() { return *sgd_; }
   const std::vector<Bucket>& buckets() const { return buckets_; }
 
  private:
-  void grads_ready(int64_t ready_end);  // one rank (or a rehearsal): SGD for each complete bucket
-  void update_beside(const Bucket& bucket);
+  void reduce_then_update(const Bucket& bucket, bool all_reduce);
 
   ResNet18& model_;
   Communicator* comm_;
   bool broadcast_buffers_;
   std::unique_ptr<SGD> sgd_;
   std::vector<Bucket> buckets_;
-  size_t next_bucket_ = 0;
-  std::unique_ptr<GradReducer> reducer_;  // several ranks
 };
 
 }  // namespace cutrain

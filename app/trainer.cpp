@@ -3,9 +3,13 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <csignal>
 #include <cmath>
 #include <cstdio>
+#include <fstream>
+#include <map>
 #include <memory>
 #include <optional>
 #include <stdexcept>
@@ -17,6 +21,7 @@
 #include "app/datasets.h"
 #include "app/device_choice.h"
 #include "app/evaluator.h"
+#include "app/failure_record.h"
 #include "app/first_step.h"
 #include "app/lr_schedule.h"
 #include "app/profiler.h"
@@ -34,12 +39,14 @@
 #include "dist/progress_report.h"
 #include "dist/rendezvous.h"
 #include "dist/store.h"
+#include "kernels/augment.h"
 #include "kernels/check.h"
 #include "kernels/device.h"
 #include "kernels/nvtx_range.h"
 #include "nn/checkpoint.h"
 #include "nn/context.h"
 #include "nn/resnet.h"
+#include "nn/safetensors.h"
 
 namespace cutrain {
 namespace {
@@ -75,11 +82,15 @@ class Trainer {
   void connect();
   void build_model();
   void restore();
+  void check_ranks_resume_alike();
+  CheckpointMetadata run_description() const;
   void broadcast_state();
   void gather_devices();
   void print_banner() const;
   void train_step();
   void log_window(int epoch, int64_t batch);
+  bool line_overdue() const;
+  void warn_of_cpu_fallback(double seconds_per_step) const;
   bool stop_agreed(bool local_stop);
   std::optional<EvalResult> evaluate_if_due(int epoch, bool epoch_end, StopReason& stop);
   std::string save_checkpoint();
@@ -108,19 +119,23 @@ class Trainer {
   std::optional<CheckpointFolder> checkpoints_;
   LrSchedule schedule_;
   TrainingState state_;
+  std::string resumed_from_;  // the checkpoint restore() took, if any
   int64_t steps_per_epoch_ = 0;
-  bool step_collectives_ = true;  // see train_step
   int64_t memory_baseline_ = 0;
   int64_t peak_memory_ = 0;
   std::vector<std::string> rank_devices_;  // rank 0: where each rank runs, for the banner
 
   // Throughput bookkeeping, on the step clock: the window since the last log line, and the run
-  // after warm-up.
+  // after warm-up, which is the steps up to warm_until_ (the first --log-every steps of this
+  // process, or fewer where its first epoch or --max-steps ends sooner).
   RunClock clock_;
+  SteadyClock::time_point training_start_, last_line_;  // wall clock: elapsed, and --log-every-seconds
+  int64_t first_step_ = 1;   // this process's first global step (1-based), logged at once
+  int64_t last_step_ = 0;    // where the run ends: the epochs' steps, or --max-steps
+  int64_t warm_until_ = 0;
   double window_start_s_ = 0;
-  int64_t warm_images_ = 0;  // in the logged windows after the first
+  int64_t warm_steps_ = 0;   // in the logged windows after warm-up
   double warm_seconds_ = 0;
-  bool warm_ = false;
   double epoch_loss_sum_ = 0;
   int64_t epoch_correct_ = 0, epoch_images_ = 0, epoch_steps_ = 0;
 };
@@ -130,7 +145,12 @@ Trainer::Trainer(const TrainOptions& options)
       env_(dist_env_from_environment()),
       device_(resolve_device(options.device)),
       dtype_(resolve_precision(options.precision, device_)),
-      progress_(env_.rank),
+      progress_(env_.rank,
+                [rank = env_.rank] {
+                  std::fprintf(stderr, "cutrain: rank %d: cutrun is gone (its heartbeat socket is closed): stopping "
+                               "as for SIGTERM\n", rank);
+                  request_shutdown(SIGTERM);
+                }),
       profiler_(options.profile_steps.empty() ? StepRange{} : parse_step_range(options.profile_steps),
                 device_ == Device::cuda) {
   log_ = std::make_unique<RunLog>(env_.is_main(), opt_.metrics, opt_.tensorboard);
@@ -161,7 +181,7 @@ void Trainer::connect() {
     store_ = rendezvous(env_);
     CommunicatorOptions comm_options;
     comm_options.use_cuda = device_ == Device::cuda;
-    comm_options.compute_stream = ctx_->stream;
+    comm_options.compute_stream = ctx_->main_stream();
     comm_options.timeout = std::chrono::seconds(opt_.collective_timeout_s);
     comm_ = make_communicator(env_, *store_, comm_options);
   }
@@ -197,7 +217,7 @@ void Trainer::gather_devices() {
 
 void Trainer::build_model() {
   data_ = load_datasets(opt_.data, opt_.synthetic_train, opt_.synthetic_test, opt_.synthetic_difficulty,
-                        opt_.max_image_pixels);
+                        opt_.max_image_pixels, [this](const std::string& line) { log_->print("%s", line.c_str()); });
   const Dataset& train = data_.train;
   if (train.height != train.width)
     throw std::runtime_error(data_.source + ": images are " + std::to_string(train.height) + "x" +
@@ -235,10 +255,8 @@ void Trainer::build_model() {
   so.broadcast_buffers = !opt_.sync_bn;
   step_ = std::make_unique<TrainStep>(*model_, comm_.get(), so);
   if (comm_ && opt_.sync_bn) {
-    model_->set_sync_batchnorm({[this](float* data, size_t count) {
-                                  if (step_collectives_) comm_->all_reduce(data, count, ReduceOp::sum);
-                                },
-                                env_.world_size});
+    model_->set_sync_batchnorm(
+        {[this](float* data, size_t count) { comm_->all_reduce(data, count, ReduceOp::sum); }, env_.world_size});
   }
 
   LoaderConfig lc;
@@ -268,8 +286,62 @@ void Trainer::build_model() {
     CheckpointFolder::Report report;  // rank 0 writes the folder, and tidies it
     if (env_.is_main()) report = [this](const std::string& line) { log_->print("%s", line.c_str()); };
     checkpoints_.emplace(opt_.save, opt_.keep_last, report);
+    checkpoints_->describe(run_description());
     if (env_.is_main() && opt_.resume.empty()) checkpoints_->claim_for_new_run(opt_.new_run);
   }
+}
+
+// Why --resume auto passed over a checkpoint, in a few words: the model it holds when that is not
+// this run's ("a model of width 8"), else the loader's own message.
+std::string why_skipped(const std::string& path, const std::string& error, const ResNetConfig& mine) {
+  std::string other;
+  try {
+    const CheckpointMetadata m = read_safetensors_metadata(path);
+    auto differs = [&](const char* key, const std::string& ours, const std::string& said) {
+      const auto it = m.find(key);
+      if (it != m.end() && it->second != ours) other += (other.empty() ? "" : ", ") + said + it->second;
+    };
+    differs("width", std::to_string(mine.width), "width ");
+    differs("stem", stem_name(mine.stem), "stem ");
+    differs("num_classes", std::to_string(mine.num_classes), "classes ");
+  } catch (const std::exception&) {
+  }
+  return other.empty() ? error : "a model of " + other;
+}
+
+// This process's command line, the words joined by spaces, a word with a space or a quote in
+// single quotes (as a shell would take it back).
+std::string command_line() {
+  std::ifstream in("/proc/self/cmdline", std::ios::binary);
+  std::string line;
+  for (std::string word; std::getline(in, word, '\0');) {
+    if (word.find_first_of(" '\"\\$") != std::string::npos) {
+      std::string quoted = "'";
+      for (char c : word) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
+      word = quoted + "'";
+    }
+    line += (line.empty() ? "" : " ") + word;
+  }
+  return line;
+}
+
+// What each checkpoint records of the run that wrote it (app/checkpoints.h describe()), so that a
+// file says where it came from: `cutrain inspect` prints it, and `cutrain eval` takes the data.
+CheckpointMetadata Trainer::run_description() const {
+  const AugmentConfig augment;  // the loaders' normalisation (kernels/augment.h)
+  char normalization[128];
+  std::snprintf(normalization, sizeof normalization, "mean %g %g %g, std %g %g %g (of pixels in [0, 1], RGB)",
+                augment.mean[0], augment.mean[1], augment.mean[2], augment.std[0], augment.std[1], augment.std[2]);
+  std::string classes;
+  for (const std::string& name : data_.train.class_names) classes += (classes.empty() ? "" : ",") + name;
+  return {{"command", command_line()},
+          {"cutrain_version", version_line()},
+          {"data", data_.source},
+          {"train_images", std::to_string(data_.train.size())},
+          {"test_images", std::to_string(data_.test.size())},
+          {"class_names", classes},
+          {"normalization", normalization},
+          {"seed", std::to_string(opt_.seed)}};
 }
 
 // --init-from and --resume: every rank reads the same files; broadcast_state() then makes sure.
@@ -284,19 +356,98 @@ void Trainer::restore() {
     log_->print("resumed from %s at epoch %d, step %lld", path.c_str(), state_.epoch + 1,
                 static_cast<long long>(state_.global_step));
     log_->resumed(state_.epoch + 1, state_.global_step, path);
+    resumed_from_ = path;
   };
   if (opt_.resume != "auto") return resume_from(opt_.resume);
   if (!checkpoints_) throw std::runtime_error("--resume auto: needs --save DIR to look for checkpoints in");
+  std::map<std::string, int> skipped;  // why, and how many for that reason
+  auto say_skipped = [&](const char* outcome) {
+    if (skipped.empty()) return;
+    std::string why;
+    int total = 0;
+    for (const auto& [reason, count] : skipped) {
+      why += (why.empty() ? "" : "; ") + std::to_string(count) + " " + reason;
+      total += count;
+    }
+    const ResNetConfig& c = model_->config();
+    log_->print("cutrain: warning: --resume auto: skipped %s in %s (%s; this run's model: width %d, %s stem, %d "
+                "classes): %s", counted(total, "checkpoint").c_str(), opt_.save.c_str(), why.c_str(), c.width,
+                stem_name(c.stem), c.num_classes, outcome);
+  };
   for (const std::string& path : checkpoints_->complete_checkpoints()) {
     try {
-      return resume_from(path);
+      resume_from(path);
     } catch (const ResumeMismatch&) {
       throw;
     } catch (const std::exception& e) {
-      log_->print("cutrain: warning: skipping checkpoint %s", e.what());
+      ++skipped[why_skipped(path, e.what(), model_->config())];
+      continue;
     }
+    return say_skipped("went on from the newest that fits");
   }
+  if (!skipped.empty()) return say_skipped("starting from scratch");
   log_->print("no checkpoint in %s yet: starting from scratch", opt_.save.c_str());
+}
+
+// A 64-bit FNV-1a digest of bytes, for telling two checkpoints' contents apart.
+uint64_t fnv1a(const void* data, size_t bytes, uint64_t hash = 0xcbf29ce484222325ull) {
+  const auto* p = static_cast<const unsigned char*>(data);
+  for (size_t i = 0; i < bytes; ++i) hash = (hash ^ p[i]) * 0x100000001b3ull;
+  return hash;
+}
+
+// Every rank reads its own --resume (node-local --save folders may hold different files, or a
+// node may be given another path), and broadcast_state() would quietly give all of them rank 0's
+// weights while each kept its own step, epoch and data shard. So before the first step, every
+// rank says through the store what it resumed (the step, the position, the seed, the run and a
+// digest of the weights, buffers and momentum), and all of them stop, in the same one line, when
+// any differs.
+void Trainer::check_ranks_resume_alike() {
+  if (!store_) return;
+  std::string mine = "step " + std::to_string(state_.global_step) + " (epoch " + std::to_string(state_.epoch + 1) +
+                     ", batch " + std::to_string(state_.batch) + ", seed " + std::to_string(state_.seed);
+  if (resumed_from_.empty()) {
+    mine += ", no checkpoint)";
+  } else {
+    ParameterSet& ps = model_->params();
+    uint64_t digest = 0xcbf29ce484222325ull;
+    ctx_->synchronize();
+    for (const Tensor& t : {ps.values(), ps.buffer_values(), step_->sgd().momentum()}) {
+      std::vector<float> host(size_t(t.numel()));
+      copy_to_host(t, host.data());
+      digest = fnv1a(host.data(), host.size() * sizeof(float), digest);
+    }
+    char hex[17];
+    std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(digest));
+    mine += ", run " + state_.run_id + ", digest " + hex + ")";
+  }
+  // The path is said, but not compared: node-local folders may be mounted at different places.
+  const std::string said = mine + "\n" + (resumed_from_.empty() ? "" : " from " + resumed_from_);
+  store_->set("resume/" + std::to_string(env_.rank), std::vector<char>(said.begin(), said.end()));
+  struct Group {
+    std::string held, from;  // the first rank's path stands for the group's
+    std::vector<int> ranks;
+  };
+  std::vector<Group> groups;
+  for (int r = 0; r < env_.world_size; ++r) {
+    const std::vector<char> text = store_->get("resume/" + std::to_string(r));
+    const std::string theirs(text.begin(), text.end());
+    const size_t cut = theirs.find('\n');
+    const std::string held = theirs.substr(0, cut);
+    auto group = std::find_if(groups.begin(), groups.end(), [&](const Group& g) { return g.held == held; });
+    if (group == groups.end()) group = groups.insert(groups.end(), Group{held, theirs.substr(cut + 1), {}});
+    group->ranks.push_back(r);
+  }
+  if (groups.size() == 1) return;
+  std::string message = "the ranks would resume from different states:";
+  for (size_t g = 0; g < groups.size(); ++g) {
+    const std::vector<int>& ranks = groups[g].ranks;
+    std::string who = ranks.size() == 1 ? "rank" : "ranks";
+    for (size_t i = 0; i < ranks.size() && i < 4; ++i) who += (i ? ", " : " ") + std::to_string(ranks[i]);
+    if (ranks.size() > 4) who += " and " + std::to_string(ranks.size() - 4) + " more";
+    message += (g ? "; " : " ") + who + " at " + groups[g].held + groups[g].from;
+  }
+  throw std::runtime_error(message + "; give every rank the same --save folder (or --resume file) and start again");
 }
 
 void Trainer::broadcast_state() {
@@ -334,15 +485,11 @@ void Trainer::print_banner() const {
   }
 }
 
-// One optimizer step on the batch already in the model's input (steps 2-5 of trainer.h; the
-// learning rate comes from the device's step counter, so nothing here waits for the device).
+// One step on the batch already in the model's input: Note [The step], captured or replayed.
+// Nothing here waits for the device.
 void Trainer::train_step() {
-  const int64_t tracked = model_->num_batches_tracked;
-  graph_->run([this](bool collectives) {
-    step_collectives_ = collectives;  // false while StepGraph rehearses a capture (sync BN reads it)
-    step_->run(collectives);
-  });
-  model_->num_batches_tracked = tracked + 1;  // once, however often the step's host code ran (step_graph.h)
+  graph_->run([this](bool collectives) { step_->run(collectives ? Collectives::with : Collectives::without); });
+  ++model_->num_batches_tracked;  // here, once per step: a replayed step runs no host code
   metrics_->record(model_->loss(), model_->correct());
 }
 
@@ -368,11 +515,10 @@ void Trainer::log_window(int epoch, int64_t batch) {
                              "): stopping; last good checkpoint: " + last);
   }
   const int64_t images = int64_t(w.steps) * opt_.batch_size * env_.world_size;
-  if (warm_) {
-    warm_images_ += images;
+  if (first_step > warm_until_) {  // warm-up (start-up, graph capture) is left out
+    warm_steps_ += w.steps;
     warm_seconds_ += seconds;
   }
-  warm_ = true;  // the first window (start-up, graph capture) is the warm-up
   peak_memory_ = std::max(peak_memory_, memory_in_use(device_) - memory_baseline_);
   epoch_loss_sum_ += w.mean_loss * w.steps;
   epoch_correct_ += w.correct;
@@ -390,21 +536,59 @@ void Trainer::log_window(int epoch, int64_t batch) {
   r.lr = schedule_.at(state_.global_step - 1);  // the last step's, as the device computed it
   r.images_per_s = images / seconds;
   r.ms_per_step = 1000 * seconds / w.steps;
+  // The remaining steps at the speed after warm-up, or at this window's before there is one.
+  const double seconds_per_step = warm_steps_ > 0 ? warm_seconds_ / double(warm_steps_) : seconds / w.steps;
+  r.elapsed_s = seconds_since(training_start_);
+  r.eta_s = seconds_per_step * double(last_step_ - state_.global_step);
   log_->step(r);
   window_start_s_ = clock_.step_s();
+  last_line_ = SteadyClock::now();
+  if (first_step == first_step_) warn_of_cpu_fallback(seconds_per_step);
+}
+
+// The main rank alone prints a line by time: it needs no other rank, so no agreement either.
+bool Trainer::line_overdue() const {
+  return env_.is_main() && opt_.log_every_seconds > 0 && seconds_since(last_line_) >= opt_.log_every_seconds;
+}
+
+// Without --device, a machine with no GPU trains on the CPU, which may take days at the default
+// size: said once, after the first step, with what the run as configured would take.
+void Trainer::warn_of_cpu_fallback(double seconds_per_step) const {
+  if (opt_.device != "auto" || device_ != Device::cpu) return;
+  const double seconds = seconds_per_step * double(last_step_ - first_step_ + 1);
+  log_->print("cutrain: warning: no GPU, so this run trains on the CPU (%s): at %.2f s a step, its %s take about "
+              "%s (h:mm:ss); give --device cpu to choose the CPU, or --device cuda to require a GPU",
+              cuda_unavailable_reason().c_str(), seconds_per_step,
+              counted(last_step_ - first_step_ + 1, "step").c_str(), clock_text(seconds).c_str());
 }
 
 // Evaluates when the schedule says so (app/accuracy_tracker.h), off the training clock, and sets
 // `stop` when the result reaches --target-accuracy. Every rank gets the same accuracy, so all stop
-// together.
+// together. A signal stops an evaluation too, at a batch all ranks agree on, so that the stop's
+// checkpoint is written without waiting for the rest of the test set: `stop` then says so, and
+// there is no result.
 std::optional<EvalResult> Trainer::evaluate_if_due(int epoch, bool epoch_end, StopReason& stop) {
   if (!accuracy_->due(epoch + 1, epoch_end, state_.global_step)) return std::nullopt;
   ctx_->synchronize();  // the steps so far are training time
   clock_.pause(Pause::evaluation);
   const auto start = SteadyClock::now();
-  EvalResult result = evaluator_->run();
+  auto last_progress = start;
+  const double progress_every = log_->in_place() ? 1.0 : opt_.log_every_seconds;  // 0: none
+  const auto test_images = int64_t(data_.test.size());
+  EvalResult result = evaluator_->run([&](double done) {
+    if (progress_every > 0 && seconds_since(last_progress) >= progress_every) {
+      log_->evaluation_progress(std::llround(done * double(test_images)), test_images, seconds_since(start));
+      last_progress = SteadyClock::now();
+    }
+    progress_.mark();
+    return stop_agreed(shutdown_requested());
+  });
   const double seconds = seconds_since(start);
   clock_.resume();
+  if (result.stopped) {
+    stop = StopReason::signal;
+    return std::nullopt;
+  }
   if (accuracy_->record(result.accuracy(), state_.global_step, clock_)) stop = StopReason::target;
   log_->evaluation(EvalRecord{epoch + 1, opt_.epochs, state_.global_step, epoch_end, result.accuracy(), seconds,
                               clock_.training_s()});
@@ -421,6 +605,7 @@ std::string Trainer::save_checkpoint() {
   clock_.pause(Pause::checkpoint);
   std::string path = checkpoints_->save(*model_, step_->sgd(), state_);
   clock_.resume();
+  progress_.mark();
   return path;
 }
 
@@ -460,6 +645,7 @@ int Trainer::run() {
   connect();
   build_model();
   restore();
+  check_ranks_resume_alike();
   if (!opt_.dump_first_step.empty()) {
     dump_first_step(opt_.dump_first_step, *model_, data_.train);
     log_->print("wrote the first step's loss and gradients to %s", opt_.dump_first_step.c_str());
@@ -477,7 +663,19 @@ int Trainer::run() {
   StopReason stop = StopReason::none;
   std::optional<EvalResult> last_eval;
   std::string saved;  // the last checkpoint's model file
+  first_step_ = state_.global_step + 1;
+  last_step_ = int64_t(opt_.epochs) * steps_per_epoch_;
+  if (opt_.max_steps > 0) last_step_ = std::min(last_step_, opt_.max_steps);
+  warm_until_ = std::min({state_.global_step + opt_.log_every, (state_.epoch + 1) * steps_per_epoch_, last_step_});
+  char every_seconds[32] = "";
+  if (opt_.log_every_seconds > 0)
+    std::snprintf(every_seconds, sizeof every_seconds, " or %g s", opt_.log_every_seconds);
+  log_->print("warming up: step %lld of %lld, whose line comes at once; then a line every %s%s",
+              static_cast<long long>(first_step_), static_cast<long long>(last_step_),
+              counted(opt_.log_every, "step").c_str(), every_seconds);
   clock_.start();
+  training_start_ = last_line_ = SteadyClock::now();
+  progress_.mark();  // from here on, cutrun learns how long this rank goes between points where it can stop
   for (int epoch = state_.epoch; epoch < opt_.epochs && stop == StopReason::none; ++epoch) {
     const double epoch_start = clock_.training_s();  // the epoch's time leaves its evaluations out
     epoch_loss_sum_ = 0;
@@ -498,11 +696,14 @@ int Trainer::run() {
       progress_.set_step(state_.global_step);
       state_.batch = b + 1;
       const bool at_limit = opt_.max_steps > 0 && state_.global_step >= opt_.max_steps;
-      const bool log_now = metrics_->full() || b + 1 == steps_per_epoch_ || at_limit;
-      if (log_now) log_window(epoch, b + 1);
-      // Signals are agreed on every step on the CPU (cheap next to a CPU step) and at log lines
-      // on the GPU, where agreeing means waiting for the device.
-      if (log_now || device_ == Device::cpu) {
+      // Every rank logs at the same steps: each --log-every-th of an epoch, its last, the limit and
+      // this process's first. Signals are agreed there on the GPU, where agreeing means waiting for
+      // the device, and on every step on the CPU (cheap next to a CPU step). The main rank also
+      // logs when a line is overdue, which no other rank needs to know.
+      const bool agreed_line =
+          (b + 1) % opt_.log_every == 0 || b + 1 == steps_per_epoch_ || at_limit || state_.global_step == first_step_;
+      if (agreed_line || line_overdue()) log_window(epoch, b + 1);
+      if (agreed_line || device_ == Device::cpu) {
         if (stop_agreed(shutdown_requested())) stop = StopReason::signal;
       }
       if (at_limit && stop == StopReason::none) stop = StopReason::max_steps;
@@ -552,7 +753,8 @@ int Trainer::run() {
   s.wall_time_s = wall;
   s.training_time_s = training_time;
   s.eval_time_s = clock_.paused_s(Pause::evaluation);
-  s.mean_images_per_s = warm_seconds_ > 0 ? double(warm_images_) / warm_seconds_ : 0;
+  s.mean_images_per_s =
+      warm_seconds_ > 0 ? double(warm_steps_ * opt_.batch_size * env_.world_size) / warm_seconds_ : 0;
   s.tta = opt_.tta;
   s.target_acc = accuracy_->target();
   if (const auto& reached = accuracy_->reached()) {
@@ -585,7 +787,12 @@ int Trainer::run() {
 
 int run_training(const TrainOptions& options) {
   Trainer trainer(options);
-  return trainer.run();
+  try {
+    return trainer.run();
+  } catch (const std::exception& e) {
+    record_failure(e.what());  // while the communicator still stands (app/failure_record.h)
+    throw;
+  }
 }
 
 }  // namespace cutrain

@@ -85,10 +85,11 @@ Dataset load_cifar10(const std::string& dir, bool train) {
       throw std::runtime_error(path.string() + ": missing; a CIFAR-10 folder holds data_batch_1.bin .. "
                                "data_batch_5.bin and test_batch.bin (the binary version, cifar-10-binary.tar.gz)");
     const std::vector<uint8_t> bytes = read_file(path);
+    if (bytes.empty())  // "a multiple of 3073 bytes", but no batch of CIFAR-10's is empty
+      throw std::runtime_error(path.string() + ": empty (0 bytes); a CIFAR-10 batch file holds records of 3073 bytes "
+                               "(was a download or a copy cut short?)");
     append_cifar10_records(bytes.data(), bytes.size(), path.string(), dataset);
   }
-  if (dataset.size() == 0)
-    throw std::runtime_error(dir + ": the " + std::string(train ? "train" : "test") + " files hold no records");
   const fs::path meta = root / "batches.meta.txt";
   if (fs::exists(fs::symlink_status(meta))) dataset.class_names = read_class_names(meta);
   dataset.validate(dir);
@@ -123,6 +124,9 @@ void write_cifar10(const std::string& dir, const Dataset& train, const Dataset& 
   create_dataset_folder(dir);
   const auto train_files = cifar10_files(true);
   const size_t files = train_files.size();
+  if (train.size() < files)  // an empty batch file would be refused when read
+    throw std::invalid_argument(dir + ": a CIFAR-10 training split needs at least " + std::to_string(files) +
+                                " images, one for each data_batch file, not " + std::to_string(train.size()));
   for (size_t f = 0; f < files; ++f)
     write_records(fs::path(dir) / train_files[f], train, train.size() * f / files, train.size() * (f + 1) / files);
   write_records(fs::path(dir) / cifar10_files(false)[0], test, 0, test.size());

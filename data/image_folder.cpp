@@ -31,11 +31,35 @@ static bool is_image_file(const fs::path& path) {
   return ext == ".png" || ext == ".jpg" || ext == ".jpeg" || ext == ".bmp";
 }
 
+// What an entry is when it is neither a folder nor a regular file ("a symbolic link to nothing",
+// "a FIFO"), or empty when it is one of those two.
+static std::string odd_entry(const fs::directory_entry& entry) {
+  const fs::file_type type = entry.status().type();  // through a symbolic link
+  if (type == fs::file_type::directory || type == fs::file_type::regular) return "";
+  if (type == fs::file_type::not_found) return "a symbolic link to nothing";
+  if (type == fs::file_type::fifo) return "a FIFO";
+  if (type == fs::file_type::socket) return "a socket";
+  return "a device, not a file";
+}
+
+// The class folders of `dir`, or the image files of a class folder. Other regular files (a README)
+// are passed over, as torchvision's ImageFolder does; a dangling link, a FIFO or a device, which
+// would otherwise be left out of the data without a word (or block a reader), is refused, naming
+// the first and counting them all.
 static std::vector<fs::path> sorted_entries(const fs::path& dir, bool directories) {
   std::vector<fs::path> entries;
-  for (const auto& entry : fs::directory_iterator(dir))
-    if (directories ? entry.is_directory() : (entry.is_regular_file() && is_image_file(entry.path())))
+  std::string first_odd;
+  int odd = 0;
+  for (const auto& entry : fs::directory_iterator(dir)) {
+    if (const std::string what = odd_entry(entry); !what.empty()) {
+      if (odd++ == 0) first_odd = entry.path().string() + ": " + what;
+    } else if (directories ? entry.is_directory() : (entry.is_regular_file() && is_image_file(entry.path()))) {
       entries.push_back(entry.path());
+    }
+  }
+  if (odd > 0)
+    throw std::runtime_error(first_odd + (odd > 1 ? " (and " + std::to_string(odd - 1) + " more such entries)" : "") +
+                             " in an image folder; remove it, or make it a file or a folder");
   std::sort(entries.begin(), entries.end());
   return entries;
 }

@@ -7,7 +7,10 @@
 #include <numbers>
 #include <stdexcept>
 #include <system_error>
+#include <signal.h>
 #include <unistd.h>
+
+#include <cerrno>
 
 #include "data/cifar10.h"
 #include "kernels/rng.cuh"
@@ -265,11 +268,33 @@ std::string synthetic_folder_name(int64_t train, int64_t test, uint64_t seed, do
   return result;
 }
 
+namespace {
+
+// Removes the `<target>.partial-<pid>` folders whose writer is gone (killed while it wrote them);
+// a live writer's, or one that cannot be told apart from a live one (EPERM), stays.
+void remove_abandoned_partials(const std::filesystem::path& target) {
+  namespace fs = std::filesystem;
+  const std::string prefix = target.filename().string() + ".partial-";
+  const fs::path folder = target.parent_path().empty() ? fs::path(".") : target.parent_path();
+  std::error_code error;
+  for (const fs::directory_entry& entry : fs::directory_iterator(folder, error)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind(prefix, 0) != 0) continue;
+    const std::string pid = name.substr(prefix.size());
+    if (pid.empty() || pid.size() > 9 || pid.find_first_not_of("0123456789") != std::string::npos) continue;
+    if (::kill(pid_t(std::stol(pid)), 0) == 0 || errno != ESRCH) continue;
+    fs::remove_all(entry.path(), error);
+  }
+}
+
+}  // namespace
+
 bool ensure_synthetic_cifar10(const std::string& dir, int64_t train, int64_t test, uint64_t seed, double difficulty) {
   namespace fs = std::filesystem;
   if (fs::is_directory(dir)) return false;
   const fs::path target = fs::path(dir).lexically_normal();
   if (target.has_parent_path()) create_dataset_folder(target.parent_path().string());
+  remove_abandoned_partials(target);
   const fs::path staging = target.string() + ".partial-" + std::to_string(getpid());
   write_cifar10(staging.string(), make_synthetic(train, seed, true, difficulty),
                 make_synthetic(test, seed, false, difficulty));

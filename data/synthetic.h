@@ -46,7 +46,8 @@ Dataset make_synthetic(int64_t count, uint64_t seed, bool train, double difficul
 // ranks of one run) call it at once: each writes to a private folder beside `dir` and renames it
 // into place, and whoever loses the race keeps the winner's identical copy. `dir` must name
 // everything the images depend on (synthetic_folder_name): an existing folder is trusted, not
-// regenerated.
+// regenerated. Private folders that a killed writer left (`<dir>.partial-<pid>`, its process
+// gone) are removed first.
 bool ensure_synthetic_cifar10(const std::string& dir, int64_t train, int64_t test, uint64_t seed,
                               double difficulty = kSyntheticDefaultDifficulty);
 

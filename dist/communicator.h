@@ -15,7 +15,7 @@
 //   (on the GPU without a host synchronisation; on the CPU by returning when done).
 //   all_reduce_async() does not: compute carries on, and wait_async() joins the two again. Its
 //   `then` enqueues work that needs the result right behind the collective, on the communicator's
-//   own queue (the optimizer for the bucket just averaged, app/train_step.h).
+//   own queue, such as the optimizer for the bucket just averaged (Note [The step]).
 // - Buffers live where the backend computes: device memory for NCCL, host memory for Gloo.
 //   all_reduce_host() takes host numbers on both (metric counts at the end of an epoch).
 // - Averages are sums divided by the world size (ncclAvg on NCCL).

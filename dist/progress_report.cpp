@@ -1,6 +1,7 @@
 #include "dist/progress_report.h"
 
 #include <fcntl.h>
+#include <errno.h>
 #include <sys/socket.h>
 
 #include <cstdlib>
@@ -22,7 +23,8 @@ std::optional<int64_t> env_number(const char* name) {
 
 }  // namespace
 
-ProgressReport::ProgressReport(int rank) : rank_(rank) {
+ProgressReport::ProgressReport(int rank, std::function<void()> on_launcher_gone)
+    : rank_(rank), on_launcher_gone_(std::move(on_launcher_gone)) {
   std::optional<int64_t> fd = env_number("CUTRAIN_PROGRESS_FD");
   std::optional<int64_t> every = env_number("CUTRAIN_PROGRESS_EVERY_MS");
   if (!fd || *fd > INT32_MAX || ::fcntl(int(*fd), F_SETFD, FD_CLOEXEC) != 0) return;  // not under cutrun's watch
@@ -41,12 +43,26 @@ ProgressReport::~ProgressReport() {
   thread_.join();
 }
 
+void ProgressReport::mark() {
+  const int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                          std::chrono::steady_clock::now().time_since_epoch()).count();
+  if (last_mark_ns_ >= 0) {
+    const int64_t gap_ms = (now - last_mark_ns_) / 1000000;
+    if (gap_ms > longest_ms_.load(std::memory_order_relaxed)) longest_ms_.store(gap_ms, std::memory_order_relaxed);
+  }
+  last_mark_ns_ = now;
+}
+
 void ProgressReport::beat() {
   std::unique_lock<std::mutex> lock(mutex_);
   do {
-    const std::string message = std::to_string(rank_) + " " + std::to_string(step_.load(std::memory_order_relaxed));
-    // Never blocks and never raises SIGPIPE: when cutrun is gone or behind, a heartbeat is lost.
-    (void)::send(fd_, message.data(), message.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+    const std::string message = std::to_string(rank_) + " " + std::to_string(step_.load(std::memory_order_relaxed)) +
+                                " " + std::to_string(longest_ms_.load(std::memory_order_relaxed));
+    // Never blocks and never raises SIGPIPE: when cutrun is behind, a heartbeat is lost.
+    if (::send(fd_, message.data(), message.size(), MSG_DONTWAIT | MSG_NOSIGNAL) < 0 && errno == ECONNREFUSED) {
+      if (on_launcher_gone_) on_launcher_gone_();
+      return;
+    }
   } while (!stop_.wait_for(lock, every_, [this] { return stopping_; }));
 }
 

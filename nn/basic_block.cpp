@@ -18,35 +18,33 @@ BasicBlock::BasicBlock(Net& net, const std::string& name, Activation& x, int out
   bn2_ = std::make_unique<BatchNorm2d>(net, name + ".bn2", conv2_->y, /*relu=*/true, shortcut);
 }
 
-// The downsample convolution runs on the side stream beside conv1, bn1 and conv2 (it reads only x
-// and writes only its own output), joined before its batch norm. That batch norm stays on the main
-// stream: batch norm's cooperative grids each want every multiprocessor, so no two may run at once
-// (kernels/batchnorm.cu). Not under SyncBatchNorm: its all-reduce follows the main stream only.
-void BasicBlock::forward(bool train) {
+// The downsample convolution reads only x and writes only its own output, so it runs on the side
+// stream beside conv1, bn1 and conv2, and is joined before its batch norm (see Note [Side
+// stream]). Under SyncBatchNorm it stays on the main stream.
+void BasicBlock::forward(bool train, Collectives collectives) {
   Context& ctx = net_.ctx;
   const bool beside = downsample_conv_ && !net_.sync_batchnorm.enabled();
   if (downsample_conv_) {
     if (beside) ctx.fork();
-    OnSideStream side_stream_if(ctx, beside);
-    downsample_conv_->forward();
+    downsample_conv_->forward(beside ? ctx.side_stream() : ctx.main_stream());
   }
-  conv1_->forward();
-  bn1_->forward(train);
-  conv2_->forward();
+  conv1_->forward(ctx.main_stream());
+  bn1_->forward(train, collectives);
+  conv2_->forward(ctx.main_stream());
   if (downsample_conv_) {
     if (beside) ctx.join();
-    downsample_bn_->forward(train);
+    downsample_bn_->forward(train, collectives);
   }
-  bn2_->forward(train);
+  bn2_->forward(train, collectives);
 }
 
-void BasicBlock::backward() {
-  bn2_->backward();  // also writes the shortcut's gradient
+void BasicBlock::backward(Collectives collectives) {
+  bn2_->backward(collectives);  // also writes the shortcut's gradient
   conv2_->backward(0.0f);
-  bn1_->backward();
-  conv1_->backward(downsample_conv_ ? 0.0f : 1.0f);  // identity: adds to the shortcut's share
+  bn1_->backward(collectives);
+  conv1_->backward(downsample_conv_ ? 0.0f : 1.0f);  // an identity shortcut: add to its share
   if (downsample_conv_) {
-    downsample_bn_->backward();
+    downsample_bn_->backward(collectives);
     downsample_conv_->backward(1.0f);
   }
 }

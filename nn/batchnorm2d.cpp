@@ -87,7 +87,7 @@ BatchNormBackward<T> BatchNorm2d::backward_tensors() const {
 
 // SyncBatchNorm: this rank's statistics, the sum all-reduced, each rank's share of m2 about the
 // global mean, that all-reduced, then the apply stage.
-void BatchNorm2d::forward(bool train) {
+void BatchNorm2d::forward(bool train, Collectives collectives) {
   if (train && count() < 2) {  // PyTorch's rule too: the unbiased variance needs two values
     throw std::runtime_error(name_ + ": batch norm in training needs more than one value per channel (batch " +
                              std::to_string(x_.value.dim(0)) + " x " + std::to_string(shape_.rows / x_.value.dim(0)) +
@@ -103,14 +103,14 @@ void BatchNorm2d::forward(bool train) {
       bn_forward_train_cpu(shape_, f);
     } else {
       bn_rank_statistics_cpu(shape_, f.x, stats);
-      reduce_across_ranks(stats.sum, C);
+      reduce_across_ranks(stats.sum, C, collectives);
       bn_rank_m2_cpu(shape_, stats, count());
-      reduce_across_ranks(stats.m2, C);
+      reduce_across_ranks(stats.m2, C, collectives);
       bn_forward_apply_cpu(shape_, f, stats, count());
     }
     return;
   }
-  cudaStream_t stream = net_.ctx.stream;
+  cudaStream_t stream = net_.ctx.main_stream();
   dispatch_activation(net_.act_dtype(), [&](auto zero) {
     using T = decltype(zero);
     const BatchNormForward<T> f = forward_tensors<T>();
@@ -120,9 +120,9 @@ void BatchNorm2d::forward(bool train) {
       bn_forward_train_cuda<T>(plans_.forward_train, f, partials_.as<float>(), stream);
     } else {
       bn_rank_statistics_cuda<T>(plans_.rank_statistics, f.x, stats, partials_.as<float>(), stream);
-      reduce_across_ranks(stats.sum, C);
+      reduce_across_ranks(stats.sum, C, collectives);
       bn_rank_m2_cuda(plans_.rank_m2, stats, count(), stream);
-      reduce_across_ranks(stats.m2, C);
+      reduce_across_ranks(stats.m2, C, collectives);
       bn_forward_apply_cuda<T>(plans_.forward_apply, f, stats, count(), stream);
     }
   });
@@ -131,7 +131,7 @@ void BatchNorm2d::forward(bool train) {
 // dgamma and dbeta go straight into the gradient buffer as this rank's share (DDP averages them
 // later). Under SyncBatchNorm the apply stage needs the sums over all ranks, so the sums stage
 // also writes them to sync_stats_, which is all-reduced.
-void BatchNorm2d::backward() {
+void BatchNorm2d::backward(Collectives collectives) {
   const int C = shape_.channels;
   float* sums = sync_stats_.as<float>();
   if (!net_.ctx.on_gpu()) {
@@ -140,11 +140,11 @@ void BatchNorm2d::backward() {
       bn_backward_cpu(shape_, b);
     } else {
       bn_backward_sums_cpu(shape_, b, sums);
-      reduce_across_ranks(sums, 2 * C);
+      reduce_across_ranks(sums, 2 * C, collectives);
       bn_backward_apply_cpu(shape_, b, sums, count());
     }
   } else {
-    cudaStream_t stream = net_.ctx.stream;
+    cudaStream_t stream = net_.ctx.main_stream();
     dispatch_activation(net_.act_dtype(), [&](auto zero) {
       using T = decltype(zero);
       const BatchNormBackward<T> b = backward_tensors<T>();
@@ -152,18 +152,19 @@ void BatchNorm2d::backward() {
         bn_backward_cuda<T>(plans_.backward, b, partials_.as<float>(), stream);
       } else {
         bn_backward_sums_cuda<T>(plans_.backward_sums, b, sums, partials_.as<float>(), stream);
-        reduce_across_ranks(sums, 2 * C);
+        reduce_across_ranks(sums, 2 * C, collectives);
         bn_backward_apply_cuda<T>(plans_.backward_apply, b, sums, count(), stream);
       }
     });
   }
-  // Only now: the kernels above read dgamma and dbeta, which the reducer averages in place.
+  // The gradients are reported only now, because the kernels above read dgamma and dbeta, which
+  // the all-reduce averages in place.
   net_.params.grad_done(weight);
   net_.params.grad_done(bias);
 }
 
-void BatchNorm2d::reduce_across_ranks(float* data, int count) const {
-  net_.sync_batchnorm.all_reduce_sum(data, size_t(count));
+void BatchNorm2d::reduce_across_ranks(float* data, int count, Collectives collectives) const {
+  if (collectives == Collectives::with) net_.sync_batchnorm.all_reduce_sum(data, size_t(count));
 }
 
 }  // namespace cutrain

@@ -8,8 +8,9 @@
 // the backward needs besides x and dy.
 // Backward writes dgamma, dbeta (=) into the flat gradient buffer, dx (=) into x.grad and, when
 // the residual is fused, its gradient dz (=) into residual.grad.
-// On the GPU a training forward and a backward are one launch each; SyncBatchNorm
-// (net.sync_batchnorm) takes the staged kernels instead and all-reduces between them.
+// On the GPU a training forward and a backward are one launch each, on the main stream.
+// SyncBatchNorm (net.sync_batchnorm) takes the staged kernels instead and all-reduces between
+// them, unless the step runs without collectives.
 #pragma once
 
 #include <string>
@@ -26,8 +27,8 @@ class BatchNorm2d {
 
   BatchNorm2d(Net& net, const std::string& name, Activation& x, bool relu, Activation* residual = nullptr);
 
-  void forward(bool train);
-  void backward();
+  void forward(bool train, Collectives collectives);
+  void backward(Collectives collectives);
 
   Parameter& weight;  // gamma [C]
   Parameter& bias;    // beta [C]
@@ -48,7 +49,7 @@ class BatchNorm2d {
 
   double count() const;
   bool synced() const { return net_.sync_batchnorm.enabled(); }
-  void reduce_across_ranks(float* data, int count) const;
+  void reduce_across_ranks(float* data, int count, Collectives collectives) const;
   template <typename T>
   BatchNormForward<T> forward_tensors() const;
   template <typename T>

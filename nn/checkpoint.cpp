@@ -99,6 +99,13 @@ int64_t count_nonpositive(const SafeTensor& t) {
 // infinities, and every batch norm running variance that is not positive (evaluation divides by
 // its square root, and would print an accuracy computed from NaN logits), in one line (each list
 // cut after a few names).
+// The optimizer's file beside a model (save_momentum) is a checkpoint too, of other tensors.
+void refuse_momentum_file(const std::string& path, const SafeTensorsFile& file) {
+  if (!file.tensors.contains("conv1.weight") && file.tensors.contains(kMomentumPrefix + "conv1.weight"))
+    throw std::runtime_error(path + ": the optimizer's state (momentum buffers), not the model; the model is the "
+                                    "file of the same name without .optim");
+}
+
 void check_against(const std::string& path, const SafeTensorsFile& file,
                    const std::map<std::string, Expected>& expected) {
   constexpr int kListed = 8;
@@ -194,6 +201,7 @@ std::map<std::string, Expected> resnet18_state_dict(const ResNetConfig& c) {
 }  // namespace
 
 ResNetConfig resnet_config_of(const SafeTensorsFile& file, const std::string& path) {
+  refuse_momentum_file(path, file);
   auto shape_of = [&](const std::string& name) {
     auto it = file.tensors.find(name);
     if (it == file.tensors.end()) throw std::runtime_error(path + ": no " + name + "; not a ResNet-18 checkpoint");
@@ -242,6 +250,7 @@ CheckpointMetadata load_model(const std::string& path, ResNet18& model) {
   for (const BufferEntry& b : params.buffers()) expected[b.name] = {"F32", {b.numel}};
   const std::vector<std::string> counters = num_batches_tracked_names(params);
   for (const std::string& name : counters) expected[name] = {"I64", {}};
+  refuse_momentum_file(path, file);
   check_against(path, file, expected);
 
   model.context().synchronize();

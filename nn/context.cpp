@@ -29,7 +29,6 @@ Context::Context(const ContextOptions& opts) : options(opts) {
     CUDA_CHECK(cudaSetDevice(opts.cuda_device));
     make_lane(main_);
     make_lane(side_);
-    enter(main_);
     CUBLAS_CHECK(cublasCreate(&cublas));
     CUBLAS_CHECK(cublasSetStream(cublas, main_.stream));
     // fp32 products stay fp32 (no TF32) unless asked for.
@@ -51,6 +50,12 @@ void Context::make_lane(Lane& lane) {
   CUDNN_CHECK(cudnnSetStream(lane.cudnn, lane.stream));
 }
 
+cudnnHandle_t Context::cudnn(cudaStream_t stream) const {
+  if (stream == side_.stream) return side_.cudnn;
+  if (stream == main_.stream) return main_.cudnn;
+  throw std::logic_error("Context::cudnn: the stream is not one of the context's");
+}
+
 void Context::wait(const Lane& waiter, const Lane& lane) {
   if (!on_gpu()) return;
   CUDA_CHECK(cudaEventRecord(lane.done, lane.stream));
@@ -60,7 +65,7 @@ void Context::wait(const Lane& waiter, const Lane& lane) {
 void Context::fork() { wait(side_, main_); }
 void Context::join() { wait(main_, side_); }
 
-// Destroys what exists, ignoring errors: nothing can be done about them here.
+// Destroys what exists and ignores errors, since nothing can be done about them here.
 void Context::release() noexcept {
   if (cublas) cublasDestroy(cublas);
   for (Lane* lane : {&side_, &main_}) {
@@ -70,8 +75,6 @@ void Context::release() noexcept {
     *lane = Lane{};
   }
   cublas = nullptr;
-  cudnn = nullptr;
-  stream = nullptr;
 }
 
 void Context::synchronize() const {

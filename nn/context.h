@@ -1,24 +1,38 @@
 // context.h: where and how a model runs. A Context names the device (cpu or cuda), the dtype of
 // activations (f32, or bf16 on the GPU: bf16 activations and weight copies, fp32 master weights,
-// statistics, logits and loss), and on the GPU owns the streams the layers enqueue on and the
-// cuDNN and cuBLAS handles bound to them. One Context per process and device.
+// statistics, logits and loss), and on the GPU owns the two streams that layers enqueue on and
+// the cuDNN and cuBLAS handles bound to them. There is one Context per process and device.
 //
-// Two streams. Everything runs on the main stream but what can run beside it: the weight-gradient
-// convolutions (nn/conv2d.h) and the downsample convolution of a block (nn/basic_block.h) go to the
-// side stream, forked from the main one and joined back with events -- in an eager step as in a
-// captured one, where the events become the graph's edges:
+// Note [Side stream]
+// A GPU context has two streams. Everything runs on the main stream except three kinds of work,
+// which run on the side stream beside it:
+//   - the weight gradient of every convolution but the stem's, beside its data gradient (both
+//     read the same dy and x and write different things);
+//   - the downsample convolution of a block, beside the block's conv1, bn1 and conv2, except
+//     under SyncBatchNorm, whose all-reduces follow the main stream only;
+//   - with one rank, or while several rehearse a capture, SGD for each bucket of parameters,
+//     beside the rest of backward. (With several ranks, SGD runs on the communicator's own
+//     stream instead, right behind the bucket's all-reduce.)
+// The code that enqueues work passes the stream it chose; nothing else decides. Work on the side
+// stream starts after a fork, in which the side stream waits for the main stream's work so far,
+// and the main stream takes it back with a join:
 //
-//   ctx.fork();                          // the side stream waits for the main stream's work so far
-//   { OnSideStream side(ctx); ... }      // layers enqueue on the side stream (ctx.stream, ctx.cudnn)
-//   ...                                  // meanwhile, more work on the main stream
-//   ctx.join();                          // the main stream waits for the side stream's work so far
+//   ctx.fork();                                  // the side stream waits for the main stream
+//   conv.forward(ctx.side_stream());             // enqueued on the side stream
+//   ...                                          // meanwhile, more work on the main stream
+//   ctx.join();                                  // the main stream waits for the side stream
 //
-// as PyTorch's `with torch.cuda.stream(side):` and wait_stream. cuBLAS runs on the main stream only,
-// and each stream has its own cuDNN handle and workspace (nn/memory_plan.h).
+// as PyTorch's `with torch.cuda.stream(side):` and wait_stream do. A fork or join is an event
+// recorded on one stream and waited for by the other, in an eager step as in a captured one,
+// where the events become the graph's edges. A layer that computes on the side stream joins it
+// before it reports its gradients, so that "final" keeps meaning "final once the main stream's
+// work so far is done". Batch norm runs on the main stream only: each of its cooperative grids
+// wants every multiprocessor, so two must never run at once. cuBLAS runs on the main stream
+// only, and each stream has its own cuDNN handle and cuDNN workspace.
 //
-// TF32: off unless allow_tf32, so fp32 on the GPU matches the CPU reference to ~1e-6.
-// deterministic: convolutions use only algorithms whose results are reproducible bit for bit.
-// cudnn_benchmark: convolution algorithms measured rather than predicted (nn/conv_algorithms.h).
+// TF32 is off unless allow_tf32, so fp32 on the GPU matches the CPU reference to about 1e-6.
+// With deterministic, convolutions use only algorithms whose results are reproducible bit for
+// bit. With cudnn_benchmark, convolution algorithms are measured rather than predicted.
 #pragma once
 
 #include <string>
@@ -37,7 +51,7 @@ struct ContextOptions {
   DType dtype = DType::f32;  // activation dtype; bf16 needs Device::cuda
   bool allow_tf32 = false;
   bool deterministic = false;
-  bool cudnn_benchmark = false;  // measure cuDNN's algorithms and keep them on disk (nn/conv_algorithms.h)
+  bool cudnn_benchmark = false;  // measure cuDNN's algorithms and keep them on disk
   int cuda_device = 0;
 };
 
@@ -57,14 +71,13 @@ class Context {
   DType dtype() const { return options.dtype; }
   bool on_gpu() const { return options.device == Device::cuda; }
 
-  // GPU only (null on the CPU). `stream` and `cudnn` are where layers enqueue now: the main
-  // stream's, or the side stream's inside an OnSideStream scope.
-  cudaStream_t stream = nullptr;
-  cudnnHandle_t cudnn = nullptr;
+  // The two streams of Note [Side stream] (null on the CPU).
+  cudaStream_t main_stream() const { return main_.stream; }
+  cudaStream_t side_stream() const { return side_.stream; }
+  // The cuDNN handle bound to `stream`, one of the two.
+  cudnnHandle_t cudnn(cudaStream_t stream) const;
   cublasHandle_t cublas = nullptr;  // bound to the main stream
 
-  cudaStream_t main_stream() const { return main_.stream; }
-  bool on_side_stream() const { return stream != nullptr && stream == side_.stream; }
   void fork();  // the side stream waits for the main stream's work so far (a no-op on the CPU)
   void join();  // the main stream waits for the side stream's work so far
 
@@ -77,41 +90,18 @@ class Context {
   void synchronize() const;
 
  private:
-  friend class OnSideStream;
   struct Lane {  // a stream and what is bound to it
     cudaStream_t stream = nullptr;
     cudnnHandle_t cudnn = nullptr;
     cudaEvent_t done = nullptr;  // recorded on the stream when the other waits for it
   };
   void make_lane(Lane& lane);
-  void enter(const Lane& lane) {
-    stream = lane.stream;
-    cudnn = lane.cudnn;
-  }
   // `waiter` waits for the work enqueued on `lane` so far.
   void wait(const Lane& waiter, const Lane& lane);
   void release() noexcept;
 
   Lane main_, side_;
   DeviceBuffer cublas_workspace_;
-};
-
-// For its life, layers enqueue on the context's side stream (unless `enabled` is false; a no-op
-// on the CPU).
-class OnSideStream {
- public:
-  explicit OnSideStream(Context& ctx, bool enabled = true) : ctx_(ctx), entered_(enabled && ctx.on_gpu()) {
-    if (entered_) ctx.enter(ctx.side_);
-  }
-  ~OnSideStream() {
-    if (entered_) ctx_.enter(ctx_.main_);
-  }
-  OnSideStream(const OnSideStream&) = delete;
-  OnSideStream& operator=(const OnSideStream&) = delete;
-
- private:
-  Context& ctx_;
-  bool entered_;
 };
 
 }  // namespace cutrain

@@ -13,17 +13,17 @@ namespace {
 
 cudnnDataType_t cudnn_dtype(DType dtype) { return dtype == DType::bf16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT; }
 
-// Runs one pass of a convolution: `run(algo)` makes its cuDNN call. An algorithm that fails when it
-// runs is replaced and the call made again (Note [Algorithm fallback] in nn/conv_algorithms.h).
+// Runs one pass of a convolution on `stream`: `run(algo)` makes its cuDNN call. An algorithm that
+// fails when it runs is replaced and the call made again (Note [Algorithm fallback]).
 template <typename Algo, typename Run>
-void run_with_fallback(const Context& ctx, const ConvDescriptors& d, const ConvShape& shape, size_t workspace_bytes,
-                       const char* call, ConvAlgorithm<Algo>& algorithm, Run&& run) {
+void run_with_fallback(const Context& ctx, cudaStream_t stream, const ConvDescriptors& d, const ConvShape& shape,
+                       size_t workspace_bytes, const char* call, ConvAlgorithm<Algo>& algorithm, Run&& run) {
   for (;;) {
     CUDNN_CHECK(cudnnSetConvolutionMathType(d.conv, algorithm.math));
     const cudnnStatus_t status = run(algorithm.algo);
     if (status == CUDNN_STATUS_SUCCESS) return;
     cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
-    CUDA_CHECK(cudaStreamIsCapturing(ctx.stream, &capture));
+    CUDA_CHECK(cudaStreamIsCapturing(stream, &capture));
     std::optional<ConvAlgorithm<Algo>> next;
     if ((status == CUDNN_STATUS_NOT_SUPPORTED || status == CUDNN_STATUS_EXECUTION_FAILED) &&
         capture == cudaStreamCaptureStatusNone)
@@ -87,7 +87,7 @@ Conv2d::Conv2d(Net& net, const std::string& name, Activation& x, int in_channels
   gpu_->describe(shape_, net.act_dtype());
   gpu_->algos = choose_conv_algorithms(net.ctx, gpu_->desc, shape_);
   net.plan.reserve_workspace(gpu_->algos.workspace());
-  // The copies cuDNN works on (nn/parameters.h), which SGD reads and writes in place.
+  // The copies cuDNN works on, which SGD reads and writes in place.
   const std::vector<int64_t> filter_shape = {shape_.K, shape_.R, shape_.S, shape_.C};
   const bool padded = shape_.C != in_channels;
   if (padded) {
@@ -109,7 +109,7 @@ const void* Conv2d::filter_data() const {
   return gpu_->filter ? gpu_->filter->data : weight.value_in(net_.act_dtype());
 }
 
-void Conv2d::forward() {
+void Conv2d::forward(cudaStream_t stream) {
   if (!gpu_) {
     conv2d_forward_cpu(x_.value.as<float>(), weight.value.as<float>(), shape_, y.value.as<float>());
     return;
@@ -117,20 +117,20 @@ void Conv2d::forward() {
   const Context& ctx = net_.ctx;
   const float one = 1.0f, zero = 0.0f;
   const ConvDescriptors& d = gpu_->desc;
-  void* workspace = net_.plan.workspace(ctx.on_side_stream());
-  run_with_fallback(ctx, d, shape_, net_.plan.workspace_bytes(), "cudnnConvolutionForward", gpu_->algos.forward,
-                    [&](cudnnConvolutionFwdAlgo_t algo) {
-                      return cudnnConvolutionForward(ctx.cudnn, &one, d.x, x_.value.data, d.w, filter_data(), d.conv,
+  const cudnnHandle_t cudnn = ctx.cudnn(stream);
+  void* workspace = net_.plan.workspace(stream == ctx.side_stream());
+  run_with_fallback(ctx, stream, d, shape_, net_.plan.workspace_bytes(), "cudnnConvolutionForward",
+                    gpu_->algos.forward, [&](cudnnConvolutionFwdAlgo_t algo) {
+                      return cudnnConvolutionForward(cudnn, &one, d.x, x_.value.data, d.w, filter_data(), d.conv,
                                                      algo, workspace, net_.plan.workspace_bytes(), &zero, d.y,
                                                      y.value.data);
                     });
 }
 
-// dW on the side stream beside dX on the main one: they read the same dy and x and write different
-// things. The side stream is joined before the gradient is reported, so that readiness keeps
-// meaning "final once the main stream's work so far is done" (nn/parameters.h), and before any
-// later layer can write over dy (gradients share memory, nn/memory_plan.h). The stem, with no dX,
-// computes dW on the main stream.
+// dW on the side stream beside dX on the main one (see Note [Side stream]). The side stream is
+// joined before the gradient is reported, and so also before any later layer can write over the
+// dy that dW reads (activation gradients share memory). The stem, with no dX, computes dW on the
+// main stream.
 void Conv2d::backward(float dx_beta) {
   const bool has_dx = !x_.grad.shape.empty();
   if (!gpu_) {
@@ -143,43 +143,42 @@ void Conv2d::backward(float dx_beta) {
   Context& ctx = net_.ctx;
   if (has_dx) {
     ctx.fork();
-    {
-      OnSideStream side(ctx);
-      backward_filter();
-    }
-    backward_data(dx_beta);
+    backward_filter(ctx.side_stream());
+    backward_data(dx_beta, ctx.main_stream());
     ctx.join();
   } else {
-    backward_filter();
+    backward_filter(ctx.main_stream());
   }
   net_.params.grad_done(weight);
 }
 
 // dW, where SGD reads it: the fp32 gradient, or in the activation dtype (bf16, padded stem).
-void Conv2d::backward_filter() {
+void Conv2d::backward_filter(cudaStream_t stream) {
   const Context& ctx = net_.ctx;
   const float one = 1.0f, zero = 0.0f;
   const ConvDescriptors& d = gpu_->desc;
   void* dw = gpu_->dw ? gpu_->dw->data : weight.grad.data;
-  void* workspace = net_.plan.workspace(ctx.on_side_stream());
-  run_with_fallback(ctx, d, shape_, net_.plan.workspace_bytes(), "cudnnConvolutionBackwardFilter",
+  const cudnnHandle_t cudnn = ctx.cudnn(stream);
+  void* workspace = net_.plan.workspace(stream == ctx.side_stream());
+  run_with_fallback(ctx, stream, d, shape_, net_.plan.workspace_bytes(), "cudnnConvolutionBackwardFilter",
                     gpu_->algos.backward_filter, [&](cudnnConvolutionBwdFilterAlgo_t algo) {
-                      return cudnnConvolutionBackwardFilter(ctx.cudnn, &one, d.x, x_.value.data, d.y, y.grad.data,
+                      return cudnnConvolutionBackwardFilter(cudnn, &one, d.x, x_.value.data, d.y, y.grad.data,
                                                             d.conv, algo, workspace, net_.plan.workspace_bytes(),
                                                             &zero, d.w, dw);
                     });
 }
 
-void Conv2d::backward_data(float dx_beta) {
+void Conv2d::backward_data(float dx_beta, cudaStream_t stream) {
   const Context& ctx = net_.ctx;
   const float one = 1.0f;
   const ConvDescriptors& d = gpu_->desc;
-  void* workspace = net_.plan.workspace(ctx.on_side_stream());
-  run_with_fallback(ctx, d, shape_, net_.plan.workspace_bytes(), "cudnnConvolutionBackwardData",
+  const cudnnHandle_t cudnn = ctx.cudnn(stream);
+  void* workspace = net_.plan.workspace(stream == ctx.side_stream());
+  run_with_fallback(ctx, stream, d, shape_, net_.plan.workspace_bytes(), "cudnnConvolutionBackwardData",
                     gpu_->algos.backward_data, [&](cudnnConvolutionBwdDataAlgo_t algo) {
-                      return cudnnConvolutionBackwardData(ctx.cudnn, &one, d.w, filter_data(), d.y, y.grad.data,
-                                                          d.conv, algo, workspace, net_.plan.workspace_bytes(),
-                                                          &dx_beta, d.x, x_.grad.data);
+                      return cudnnConvolutionBackwardData(cudnn, &one, d.w, filter_data(), d.y, y.grad.data, d.conv,
+                                                          algo, workspace, net_.plan.workspace_bytes(), &dx_beta,
+                                                          d.x, x_.grad.data);
                     });
 }
 

@@ -5,20 +5,21 @@
 //   dx = conv_transpose(dy, w)  (written with beta: 0 overwrites, 1 adds a residual branch's share)
 //   dw = correlation of x with dy (written =, into the flat gradient buffer)
 //
-// CPU: im2col + Eigen (kernels/conv2d_cpu.h). GPU: cuDNN's legacy API with NHWC tensors; the
-// algorithm for each of forward, backward-data and backward-filter is chosen once per shape
+// The CPU computes it with im2col and Eigen. The GPU calls cuDNN's legacy API with NHWC tensors;
+// the algorithm for each of forward, backward-data and backward-filter is chosen once per shape
 // (nn/conv_algorithms.h: cuDNN's heuristics, or measured with --cudnn-benchmark), and the
 // largest workspace is planned.
 //
-// Backward computes dW on the side stream while dX runs on the main one (nn/context.h), and
-// reports the gradient (grad_done) once both are done.
+// Forward runs on the stream its caller passes. Backward computes dW on the side stream while dX
+// runs on the main one, and reports the gradient (grad_done) once both are done (see Note [Side
+// stream]).
 //
-// What cuDNN reads and writes is where SGD reads and writes it (nn/parameters.h, nn/sgd.h), so no
-// kernel copies filters or their gradients in a step. In bf16 cuDNN reads the parameter's bf16
-// copy and writes dW in bf16. The GPU stem: cuDNN's tensor cores want input channels in multiples
-// of 8, so the model's input has 8 channels on the GPU (3 image channels, 5 zeros). The parameter
-// keeps torchvision's 3 channels; cuDNN reads a padded filter [K,R,S,8] and writes a padded
-// gradient, whose 3 real channels of every row SGD reads and writes; the other 5 stay zero.
+// What cuDNN reads and writes is where SGD reads and writes it, so no kernel copies filters or
+// their gradients in a step. In bf16, cuDNN reads the parameter's bf16 copy and writes dW in
+// bf16. The GPU stem is padded: cuDNN's tensor cores want input channels in multiples of 8, so
+// the model's input has 8 channels on the GPU (3 image channels, 5 zeros). The parameter keeps
+// torchvision's 3 channels; cuDNN reads a padded filter [K,R,S,8] and writes a padded gradient,
+// whose 3 real channels of every row SGD reads and writes; the other 5 stay zero.
 #pragma once
 
 #include <memory>
@@ -36,7 +37,8 @@ class Conv2d {
          int stride, int pad);
   ~Conv2d();
 
-  void forward();
+  // Enqueues y on `stream`, one of the context's two (ignored on the CPU).
+  void forward(cudaStream_t stream);
   // dx_beta: 0 writes x.grad, 1 adds to it; x without a gradient (the image) skips it.
   void backward(float dx_beta);
 
@@ -45,10 +47,10 @@ class Conv2d {
 
  private:
   const void* filter_data() const;
-  void backward_filter();           // dW, on the context's current stream
-  void backward_data(float dx_beta);
+  void backward_filter(cudaStream_t stream);  // dW
+  void backward_data(float dx_beta, cudaStream_t stream);
 
-  struct Gpu;  // cuDNN descriptors, algorithms, the padded filter and the gradient copy (conv2d.cpp)
+  struct Gpu;  // cuDNN descriptors, algorithms, the padded filter and the gradient copy
   Net& net_;
   Activation& x_;
   ConvShape shape_;   // with the padded channel count C of x

@@ -13,6 +13,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "kernels/cache_dir.h"
 #include "kernels/check.h"
 
 namespace cutrain {
@@ -123,7 +124,7 @@ std::optional<ConvAlgorithm<typename Pass::Algo>> supported(const Context& ctx, 
                                                             size_t max_workspace = kMaxWorkspaceBytes) {
   CUDNN_CHECK(cudnnSetConvolutionMathType(d.conv, math));
   size_t bytes = 0;
-  if (Pass::workspace(ctx.cudnn, d, algo, &bytes) != CUDNN_STATUS_SUCCESS || bytes > max_workspace)
+  if (Pass::workspace(ctx.cudnn(ctx.main_stream()), d, algo, &bytes) != CUDNN_STATUS_SUCCESS || bytes > max_workspace)
     return std::nullopt;
   return ConvAlgorithm<typename Pass::Algo>{algo, math, bytes};
 }
@@ -150,12 +151,13 @@ std::optional<ConvAlgorithm<typename Pass::Algo>> first_usable(const Context& ct
 template <typename Pass>
 std::vector<typename Pass::Perf> ranked(const Context& ctx, const ConvDescriptors& d, bool measure) {
   CUDNN_CHECK(cudnnSetConvolutionMathType(d.conv, allowed_math(ctx)));
-  std::vector<typename Pass::Perf> perf(size_t(std::max(Pass::max_count(ctx.cudnn), 1)));
+  const cudnnHandle_t cudnn = ctx.cudnn(ctx.main_stream());  // a measurement runs on the main stream
+  std::vector<typename Pass::Perf> perf(size_t(std::max(Pass::max_count(cudnn), 1)));
   int got = 0;
   if (measure) {
-    Pass::measure(ctx.cudnn, d, int(perf.size()), &got, perf.data());
+    Pass::measure(cudnn, d, int(perf.size()), &got, perf.data());
   } else {
-    Pass::heuristics(ctx.cudnn, d, int(perf.size()), &got, perf.data());
+    Pass::heuristics(cudnn, d, int(perf.size()), &got, perf.data());
   }
   perf.resize(size_t(got));
   return perf;
@@ -300,19 +302,7 @@ std::string ConvAlgorithmCache::put(const std::string& key, const ConvAlgorithms
   return "";
 }
 
-std::string conv_algorithm_cache_path() {
-  const char* dir = std::getenv("CUTRAIN_CACHE_DIR");
-  std::string base;
-  if (dir && *dir) {
-    base = dir;
-  } else if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg) {
-    base = std::string(xdg) + "/cutrain";
-  } else {
-    const char* home = std::getenv("HOME");
-    base = std::string(home && *home ? home : ".") + "/.cache/cutrain";
-  }
-  return base + "/cudnn-conv-algorithms.txt";
-}
+std::string conv_algorithm_cache_path() { return cutrain_cache_dir() + "/cudnn-conv-algorithms.txt"; }
 
 namespace {
 

@@ -21,7 +21,8 @@ void CrossEntropyLoss::forward() {
                               loss.as<float>(), logits_.grad.as<float>(), correct.as<int32_t>());
   } else {
     softmax_cross_entropy_cuda(logits_.value.as<float>(), labels.as<int32_t>(), N, K, label_smoothing_,
-                               loss.as<float>(), logits_.grad.as<float>(), correct.as<int32_t>(), net_.ctx.stream);
+                               loss.as<float>(), logits_.grad.as<float>(), correct.as<int32_t>(),
+                               net_.ctx.main_stream());
   }
 }
 

@@ -70,13 +70,14 @@ void Linear::backward() {
 
 void Linear::backward_gpu() {
   const Context& ctx = net_.ctx;
+  const cudaStream_t stream = ctx.main_stream();  // cuBLAS is bound to it
   const float one = 1.0f, zero = 0.0f;
   const cudaDataType_t t = cuda_dtype(ctx.dtype());
   const bool bf16 = ctx.dtype() == DType::bf16;
   // The products with x and W take dy in their own type: bf16 needs a rounded copy.
   const void* dy = y.grad.data;
   if (bf16) {
-    cast_f32_to_bf16_cuda(y.grad.as<float>(), dy_bf16_->as<__nv_bfloat16>(), int64_t(n_) * out_, ctx.stream);
+    cast_f32_to_bf16_cuda(y.grad.as<float>(), dy_bf16_->as<__nv_bfloat16>(), int64_t(n_) * out_, stream);
     dy = dy_bf16_->data;
   }
   // dW^T[I,O] = x^T[I,N] dy[N,O]   (dy is column-major [O,N]: transposed); fp32 out

@@ -81,8 +81,8 @@ class MemoryPlan {
   void reads(const Activation& input);
   // A planned fp32 tensor that allocate() fills with `value` (e.g. a vector of ones).
   Tensor& constant(std::vector<int64_t> shape, float value);
-  // A workspace per stream (nn/context.h), shared by the layers that run on it (one op runs at a
-  // time on a stream): each is as large as the largest request.
+  // A workspace per stream (see Note [Side stream]), shared by the layers that run on it, since
+  // one operation runs at a time on a stream. Each is as large as the largest request.
   void reserve_workspace(size_t bytes);
 
   void allocate();  // once, after every request; zero-fills the arena, then sets the constants

@@ -1,8 +1,8 @@
 // parameters.h: ONE flat fp32 buffer each for the parameters and their gradients (and in bf16
 // mode a bf16 copy of the parameters that forward reads). Layers register their parameters
 // while the model is built, in forward order; allocate() lays them out in REVERSE order, which
-// is the order backward completes their gradients (fc first ... conv1 last). So the distributed
-// reducer's buckets are contiguous spans of the gradient buffer, as in PyTorch's DDP.
+// is the order backward completes their gradients (fc first ... conv1 last). So DDP's buckets
+// are contiguous spans of the gradient buffer.
 // Every parameter starts on a 256-byte boundary (kAlignElements floats; the bf16 copy: 128 bytes):
 // cuDNN's NHWC tensor-core kernels need 16-byte aligned filters and filter gradients, and
 // fc.bias's 10 floats would otherwise shift every later parameter off that boundary. The few
@@ -14,16 +14,16 @@
 // On the GPU a layer may keep its own copies of a parameter where cuDNN wants them: the weights
 // forward reads (the bf16 copy in bf16 mode, which is every parameter's by default; the stem's
 // zero-padded filter) and the gradient backward writes (a bf16 filter gradient; the stem's padded
-// one). SGD reads those gradients and writes those weights directly (nn/sgd.h); gather_grads()
-// puts the gradients into the fp32 buffer when something needs them there (the all-reduce, tests),
-// and sync_weight_copies() refreshes the copies after the fp32 weights change outside SGD.
+// one). SGD reads those gradients and writes those weights directly. gather_grads() puts the
+// gradients into the fp32 buffer when something needs them there (the all-reduce, tests), and
+// sync_weight_copies() refreshes the copies after the fp32 weights change outside SGD.
 //
 // Gradients are written (=), never accumulated, so nothing has to zero them between steps.
 // During backward each layer calls grad_done() for a parameter once its gradient is final and
-// backward no longer reads the parameter (so an optimizer may update it); whenever that extends
-// the prefix [0, ready_end) of such parameters, the on_grads_ready callback hears ready_end (on
-// the GPU: once the work enqueued so far on the main stream completes; a layer that computes on
-// the side stream joins it first, nn/context.h).
+// backward no longer reads the parameter, so that an optimizer may update it. Whenever that
+// extends the prefix [0, ready_end) of such parameters, the on_grads_ready callback hears
+// ready_end. On the GPU, final means final once the work enqueued so far on the main stream has
+// run (see Note [Side stream]).
 //
 // Buffers (BN running statistics) live in a second flat fp32 array, not reduced, not trained.
 #pragma once

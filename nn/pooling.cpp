@@ -29,7 +29,7 @@ void MaxPool2d::forward() {
   }
   dispatch_activation(net_.act_dtype(), [&](auto zero) {
     using T = decltype(zero);
-    maxpool3x3s2_forward_cuda<T>(x_.value.as<T>(), s.N, s.H, s.W, s.C, y.value.as<T>(), net_.ctx.stream);
+    maxpool3x3s2_forward_cuda<T>(x_.value.as<T>(), s.N, s.H, s.W, s.C, y.value.as<T>(), net_.ctx.main_stream());
   });
 }
 
@@ -42,7 +42,7 @@ void MaxPool2d::backward() {
   dispatch_activation(net_.act_dtype(), [&](auto zero) {
     using T = decltype(zero);
     maxpool3x3s2_backward_cuda<T>(x_.value.as<T>(), y.grad.as<T>(), s.N, s.H, s.W, s.C, x_.grad.as<T>(),
-                                  net_.ctx.stream);
+                                  net_.ctx.main_stream());
   });
 }
 
@@ -59,7 +59,7 @@ void GlobalAvgPool2d::forward() {
   }
   dispatch_activation(net_.act_dtype(), [&](auto zero) {
     using T = decltype(zero);
-    global_avgpool_forward_cuda<T>(x_.value.as<T>(), s.N, s.H, s.W, s.C, y.value.as<T>(), net_.ctx.stream);
+    global_avgpool_forward_cuda<T>(x_.value.as<T>(), s.N, s.H, s.W, s.C, y.value.as<T>(), net_.ctx.main_stream());
   });
 }
 
@@ -71,7 +71,7 @@ void GlobalAvgPool2d::backward() {
   }
   dispatch_activation(net_.act_dtype(), [&](auto zero) {
     using T = decltype(zero);
-    global_avgpool_backward_cuda<T>(y.grad.as<T>(), s.N, s.H, s.W, s.C, x_.grad.as<T>(), net_.ctx.stream);
+    global_avgpool_backward_cuda<T>(y.grad.as<T>(), s.N, s.H, s.W, s.C, x_.grad.as<T>(), net_.ctx.main_stream());
   });
 }
 

@@ -65,35 +65,33 @@ const Tensor& ResNet18::logits() const { return fc_->y.value; }
 const float* ResNet18::loss() const { return loss_->loss.as<float>(); }
 const int32_t* ResNet18::correct() const { return loss_->correct.as<int32_t>(); }
 
-void ResNet18::forward(bool train) {
-  conv1_->forward();
-  bn1_->forward(train);
+void ResNet18::forward(bool train, Collectives collectives) {
+  const cudaStream_t stream = net_.ctx.main_stream();
+  conv1_->forward(stream);
+  bn1_->forward(train, collectives);
   if (maxpool_) maxpool_->forward();
-  for (auto& block : blocks_) block->forward(train);
+  for (auto& block : blocks_) block->forward(train, collectives);
   avgpool_->forward();
   fc_->forward();
-  if (train) {
-    loss_->forward();
-    ++num_batches_tracked;
-  }
+  if (train) loss_->forward();
 }
 
-void ResNet18::backward(std::function<void(int64_t ready_end)> on_grads_ready) {
+void ResNet18::backward(std::function<void(int64_t ready_end)> on_grads_ready, Collectives collectives) {
   net_.params.begin_backward(std::move(on_grads_ready));
   fc_->backward();
   avgpool_->backward();
-  for (auto it = blocks_.rbegin(); it != blocks_.rend(); ++it) (*it)->backward();
+  for (auto it = blocks_.rbegin(); it != blocks_.rend(); ++it) (*it)->backward(collectives);
   if (maxpool_) maxpool_->backward();
-  bn1_->backward();
-  conv1_->backward(0.0f);  // the image needs no gradient: weights only
+  bn1_->backward(collectives);
+  conv1_->backward(0.0f);  // the weights only, since the image needs no gradient
 }
 
 void ResNet18::sync_weight_copies() {
-  if (net_.ctx.on_gpu()) net_.params.sync_weight_copies(net_.ctx.stream);
+  if (net_.ctx.on_gpu()) net_.params.sync_weight_copies(net_.ctx.main_stream());
 }
 
 void ResNet18::gather_grads() {
-  if (net_.ctx.on_gpu()) net_.params.gather_grads(0, net_.params.numel(), net_.ctx.stream);
+  if (net_.ctx.on_gpu()) net_.params.gather_grads(0, net_.params.numel(), net_.ctx.main_stream());
 }
 
 }  // namespace cutrain

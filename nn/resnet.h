@@ -5,15 +5,13 @@
 //
 // The model owns its memory for one batch size: the input [B,H,W,Cin] (activation dtype, on its
 // device; Cin = input_channels(): 3 on the CPU, 8 on the GPU with the extra channels zero) and
-// the labels [B] int32, which the loader fills; every activation and gradient; the flat
-// parameter and gradient buffers (nn/parameters.h). A training step is
-//
-//   model.forward(true);           // logits, loss, correct count, dlogits (no host sync)
-//   model.backward(on_ready);      // gradients; on_ready(ready_end) per layer (nn/parameters.h)
-//   sgd.step();                    // nn/sgd.h (the trainer's step: app/train_step.h)
-//
-// and nothing in it allocates or waits on the host. forward(false) evaluates with BN's running
-// statistics and leaves only the logits (count them with kernels/cross_entropy.h count_correct).
+// the labels [B] int32, which the loader fills; every activation and gradient; and the flat
+// parameter and gradient buffers. forward(true) computes the logits, the loss, the count of
+// correct rows and the logits' gradient; backward() then writes every gradient, and on_grads_ready
+// hears each time a longer prefix of the flat gradients is final. Nothing in either allocates or
+// waits on the host. The training step built on them, with the optimizer and the all-reduce, is
+// Note [The step] in app/train_step.h. forward(false) evaluates with BN's running statistics and
+// leaves only the logits (count them with kernels/cross_entropy.h count_correct).
 #pragma once
 
 #include <cstdint>
@@ -63,8 +61,10 @@ class ResNet18 {
   const Tensor& input() const;   // [B, H, W, input_channels()], activation dtype
   const Tensor& labels() const;  // [B] int32
 
-  void forward(bool train);
-  void backward(std::function<void(int64_t ready_end)> on_grads_ready = {});
+  // `collectives` says whether SyncBatchNorm all-reduces; a model without it issues none anyway.
+  void forward(bool train, Collectives collectives = Collectives::with);
+  void backward(std::function<void(int64_t ready_end)> on_grads_ready = {},
+                Collectives collectives = Collectives::with);
 
   const Tensor& logits() const;   // [B, num_classes] fp32
   const float* loss() const;      // training forward: mean loss (device memory on the GPU)
@@ -74,9 +74,10 @@ class ResNet18 {
   int64_t num_parameters() const { return net_.params.parameter_count(); }
   ParameterSet& params() { return net_.params; }
   const ParameterSet& params() const { return net_.params; }
-  // Batch norm buffers: "bn1.running_mean", "bn1.running_var" (fp32 [C]); every BN's
-  // num_batches_tracked is this one counter, incremented by each training forward as in PyTorch
-  // (a trainer that replays a captured graph adds the replays itself).
+  // Batch norm buffers: "bn1.running_mean", "bn1.running_var" (fp32 [C]). Every BN's
+  // num_batches_tracked is this one counter, which checkpoints save and load. PyTorch's training
+  // forward increments it; here the trainer does, once per step, because a step replayed from a
+  // CUDA graph runs no host code.
   const std::deque<BufferEntry>& buffers() const { return net_.params.buffers(); }
   int64_t num_batches_tracked = 0;
 
@@ -84,7 +85,7 @@ class ResNet18 {
   // changing the fp32 weights outside SGD.
   void sync_weight_copies();
   // GPU: every gradient into the fp32 gradient buffer (params().grads()), where backward left
-  // some elsewhere (bf16, the padded stem: nn/parameters.h). To read them, outside a step.
+  // some elsewhere (bf16, the padded stem). To read them, outside a step.
   void gather_grads();
   void set_sync_batchnorm(SyncBatchNorm sync) { net_.sync_batchnorm = std::move(sync); }
   size_t planned_bytes() const { return net_.plan.bytes(); }

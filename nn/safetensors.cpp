@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <set>
 #include <stdexcept>
@@ -202,12 +203,22 @@ std::map<std::string, std::string> metadata_of(const nlohmann::json& header, con
   return metadata;
 }
 
+// A folder opens as a stream, and its first read fails with a message about basic_filebuf.
+void refuse_folder(const std::string& path) {
+  if (std::filesystem::is_directory(path)) fail(path, "a folder, not a safetensors file");
+}
+
 // The header's length from the first 8 bytes of a file of `file_size` bytes.
 uint64_t header_length(const uint8_t* first8, uint64_t file_size, const std::string& path) {
   if (file_size < 8) fail(path, "file of " + std::to_string(file_size) + " bytes is too short for a header");
   uint64_t length = 0;
   for (int i = 0; i < 8; ++i) length |= uint64_t(first8[i]) << (8 * i);
   if (length > file_size - 8) {
+    // What a file that is not safetensors usually is: torch.save writes a zip archive, and wrote a
+    // pickle before PyTorch 1.6.
+    if (std::memcmp(first8, "PK\x03\x04", 4) == 0 || (first8[0] == 0x80 && first8[1] >= 2 && first8[1] <= 5))
+      fail(path, "a PyTorch file (torch.save's zip or pickle, such as a .pth), not safetensors; "
+                 "bench/torchvision_interop.py convert makes a cutrain checkpoint of a torchvision state_dict");
     fail(path, "header length " + std::to_string(length) + " exceeds the file (" + std::to_string(file_size) +
                    " bytes): truncated or not a safetensors file");
   }
@@ -217,6 +228,7 @@ uint64_t header_length(const uint8_t* first8, uint64_t file_size, const std::str
 }  // namespace
 
 std::map<std::string, std::string> read_safetensors_metadata(const std::string& path) {
+  refuse_folder(path);
   std::ifstream in(path, std::ios::binary | std::ios::ate);
   if (!in) fail(path, std::string("cannot open: ") + std::strerror(errno));
   const uint64_t file_size = uint64_t(in.tellg());
@@ -250,6 +262,7 @@ SafeTensorsFile parse_safetensors(const std::vector<uint8_t>& bytes, const std::
 }
 
 SafeTensorsFile read_safetensors(const std::string& path) {
+  refuse_folder(path);
   std::ifstream in(path, std::ios::binary);
   if (!in) fail(path, std::string("cannot open: ") + std::strerror(errno));
   std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());

@@ -1,7 +1,7 @@
 // sgd.h: the optimizer, PyTorch's torch.optim.SGD (dampening 0; weight decay, momentum,
 // Nesterov) with its learning-rate schedule, over the flat parameter and momentum buffers
-// (kernels/sgd.h has the math), a span of them at a time: the trainer updates each bucket of
-// parameters as soon as its gradients are final (app/train_step.h). In bf16 mode the same pass
+// (kernels/sgd.h has the math), a span of them at a time: the training step updates each bucket
+// of parameters as soon as its gradients are final (Note [The step]). In bf16 mode the same pass
 // writes the bf16 weights the next forward reads.
 //
 // A step in pieces, all enqueued, nothing waited for:

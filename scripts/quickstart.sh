@@ -3,8 +3,9 @@
 # default, a synthetic CIFAR-format dataset (made once, cached in ~/.cache/cutrain).
 #
 # With a GPU it runs the reference recipe as is (20 epochs, batch 256, bf16). Without one it runs
-# a CPU-sized version that finishes in about five minutes on two cores and visibly learns: a
-# narrower network (width 16), a tenth of the data, five epochs with a one-cycle learning rate.
+# a CPU-sized version that trains in about two and a half minutes on two idle cores (after the
+# first build, which takes about three) and visibly learns: a narrower network (width 16), a tenth
+# of the data, five epochs with a one-cycle learning rate.
 # Extra arguments go to `cutrain train`, e.g. scripts/quickstart.sh --data path/to/cifar-10-batches-bin
 set -euo pipefail
 cd "$(dirname "$0")/.."

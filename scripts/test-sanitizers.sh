@@ -2,7 +2,7 @@
 # Builds cutrain's CPU code with sanitizers and runs tests under them; any report fails the run.
 #   asan  build-asan/: AddressSanitizer (leaks included) and UndefinedBehaviorSanitizer, every test
 #         but the [gpu] ones and the long trainings below, which the release build runs already;
-#   tsan  build-tsan/: ThreadSanitizer, the tests of the loader, the gradient reducer and the store.
+#   tsan  build-tsan/: ThreadSanitizer, the tests of the loader, the bucketed all-reduces and the store.
 # Every process that has a report (a cutrain a test starts, a rank under cutrun) writes it to
 # build-*/sanitizer-reports/, which are printed at the end. The CUDA kernels run under
 # AddressSanitizer in the emulation instead (scripts/test-emu.sh). scripts/test.sh runs this; alone:

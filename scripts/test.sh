@@ -4,7 +4,7 @@
 #   scripts/test-emu.sh          the CUDA kernels' tests on the CPU, under the emulation ([emu])
 #   scripts/test-emulated.sh     the whole GPU program on the emulated GPU: the [gpu] tests as [emu]
 #   scripts/test-sanitizers.sh   the CPU tests under AddressSanitizer and UBSan, and those of the
-#                                loader, reducer and store under ThreadSanitizer
+#                                loader, bucketed all-reduces and store under ThreadSanitizer
 #   scripts/fuzz.sh              each fuzz target for a bounded time (15 s here)
 # Last comes a summary: each part, passed or FAILED, and its seconds.
 # The emulated, sanitizer and fuzz builds start once the release build is done, at low priority:

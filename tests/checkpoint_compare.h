@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <string>
 
@@ -21,6 +22,16 @@ inline void require_identical(const std::string& a, const std::string& b) {
     REQUIRE(fb.tensors.count(name) == 1);
     CHECK(t.data == fb.tensors.at(name).data);
   }
+}
+
+// The num_batches_tracked that a model checkpoint holds for batch norm `bn` ("layer2.0.bn1").
+inline int64_t batches_tracked(const std::string& path, const std::string& bn) {
+  const SafeTensorsFile file = read_safetensors(path);
+  const SafeTensor& tracked = file.tensors.at(bn + ".num_batches_tracked");
+  int64_t count = 0;
+  REQUIRE(tracked.data.size() == sizeof count);
+  std::memcpy(&count, tracked.data.data(), sizeof count);
+  return count;
 }
 
 // How far model `a` is from model `b`: the largest |a - b| of any float, and the norm of a - b over

@@ -99,15 +99,34 @@ TEST_CASE("CIFAR-10 bad inputs give one-line errors naming the file", "[data]") 
     CHECK_THROWS_WITH(load_cifar10(dir.path().string(), true),
                       Catch::Contains("data_batch_2.bin: record 1 has label 10"));
   }
-  SECTION("empty files") {
-    write_bytes(dir / "test_batch.bin", {});
-    CHECK_THROWS_WITH(load_cifar10(dir.path().string(), false), Catch::Contains("hold no records"));
+  SECTION("an empty file among full ones, and a writer that would leave one") {
+    write_bytes(dir / "data_batch_3.bin", {});  // before, the other four files were read as the whole split
+    CHECK_THROWS_WITH(load_cifar10(dir.path().string(), true),
+                      Catch::EndsWith("data_batch_3.bin: empty (0 bytes); a CIFAR-10 batch file holds records of 3073 "
+                                      "bytes (was a download or a copy cut short?)"));
+    Dataset four;
+    four.num_classes = 10;
+    four.labels = {0, 1, 2, 3};
+    four.images.resize(4 * four.image_bytes());
+    CHECK_THROWS_WITH(write_cifar10((dir / "out").c_str(), four, four),
+                      Catch::EndsWith("out: a CIFAR-10 training split needs at least 5 images, one for each "
+                                      "data_batch file, not 4"));
   }
   SECTION("a folder that is no dataset at all") {
     TempDir empty;
     CHECK_THROWS_WITH(load_dataset(empty.path().string(), true),
                       Catch::Contains(empty.path().string() + ": not a dataset") && Catch::Contains("data_batch_1.bin"));
     CHECK_THROWS_WITH(load_dataset(empty / "nope", true), Catch::Contains("nope: no such folder"));
+  }
+  SECTION("CIFAR-10's Python version, or the folder above it") {
+    TempDir download;
+    const std::string python = download / "cifar-10-batches-py";
+    std::filesystem::create_directory(python);
+    for (const char* name : {"data_batch_1", "test_batch", "batches.meta"}) write_bytes(python + "/" + name, {0x80, 2});
+    for (const std::string& given : {python, download.path().string()})
+      CHECK_THROWS_WITH(load_dataset(given, true),
+                        Catch::StartsWith(python + ": CIFAR-10's Python version (pickled batches); cutrain reads the "
+                                                   "binary version, cifar-10-batches-bin"));
   }
   SECTION("a class-name file that is there but cannot be read") {
     std::filesystem::create_directory(dir / "batches.meta.txt");

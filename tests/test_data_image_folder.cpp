@@ -1,6 +1,8 @@
 // Image folders: class order, grey and alpha to RGB, resizing, the writer round trip, bad files.
 #include <catch2/catch.hpp>
 
+#include <sys/stat.h>
+
 #include <stb_image_write.h>
 
 #include "data/image_folder.h"
@@ -147,6 +149,23 @@ TEST_CASE("image folder bad inputs give one-line errors naming the file or folde
   SECTION("no class folders") {
     std::filesystem::create_directories(dir / "train");
     CHECK_THROWS_WITH(load_dataset(dir.path().string(), true), Catch::Contains("train: no class folders"));
+  }
+  SECTION("a dangling link or a FIFO among the images, which were once left out without a word") {
+    write_png(dir / "train/cat/0.png", 32, 32, 1, std::vector<uint8_t>(32 * 32, 1));
+    std::filesystem::create_symlink(dir / "nowhere.png", dir / "train/cat/1.png");
+    CHECK_THROWS_WITH(load_dataset(dir.path().string(), true),
+                      Catch::Equals(dir / "train/cat/1.png" + ": a symbolic link to nothing in an image folder; "
+                                                                "remove it, or make it a file or a folder"));
+    REQUIRE(::mkfifo((dir / "train/cat/2.png").c_str(), 0644) == 0);
+    CHECK_THROWS_WITH(load_dataset(dir.path().string(), true),
+                      Catch::EndsWith(" (and 1 more such entries) in an image folder; remove it, or make it a file "
+                                      "or a folder"));
+    std::filesystem::remove(dir / "train/cat/1.png");
+    CHECK_THROWS_WITH(load_dataset(dir.path().string(), true), Catch::StartsWith(dir / "train/cat/2.png" + ": a FIFO"));
+    std::filesystem::remove(dir / "train/cat/2.png");
+    std::filesystem::create_symlink(dir / "gone", dir / "train/dog");  // a class folder, too
+    CHECK_THROWS_WITH(load_dataset(dir.path().string(), true),
+                      Catch::StartsWith(dir / "train/dog" + ": a symbolic link to nothing"));
   }
   SECTION("test classes that differ from train classes") {
     write_png(dir / "train/cat/0.png", 32, 32, 1, std::vector<uint8_t>(32 * 32, 1));

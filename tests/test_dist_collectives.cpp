@@ -1,14 +1,14 @@
-// Collectives and the gradient reducer across real processes started by cutrun: Gloo here, NCCL
-// where there are GPUs (the same checks). Each "[dist]" test runs this binary under cutrun with a
+// Collectives, and bucketed all-reduces as the training step issues them, across real processes
+// started by cutrun: Gloo here, NCCL where there are GPUs (the same checks). Each "[dist]" test runs this binary under cutrun with a
 // hidden tag; the hidden test case is one rank's part and checks its own results, so any wrong
 // value makes its rank, and so cutrun, fail.
 #include <catch2/catch.hpp>
 #include <cstdlib>
 #include <iostream>
 
+#include "dist/buckets.h"
 #include "dist/communicator.h"
 #include "dist/env.h"
-#include "dist/reducer.h"
 #include "dist/rendezvous.h"
 #include "kernels/check.h"
 #include "tests/gpu.h"
@@ -139,7 +139,9 @@ void check_collectives(Rank& rank) {
   comm.barrier();
 }
 
-void check_reducer(Rank& rank) {
+// Each bucket all-reduced as soon as "backward" has written its last gradient, in bucket order,
+// while later gradients are still being written (Note [The step] in app/train_step.h).
+void check_bucketed_all_reduce(Rank& rank) {
   Communicator& comm = *rank.comm;
   const int n = rank.env.world_size, r = rank.env.rank;
   // Parameters in flat (backward) order: 1.4 MiB of fp32 gradients.
@@ -152,16 +154,18 @@ void check_reducer(Rank& rank) {
   // cap (MiB) -> buckets: one per parameter; 256 KiB closes after parameters 3 and 5; one.
   const std::vector<std::pair<double, size_t>> caps{{0, 6}, {0.25, 3}, {1000, 1}};
   for (auto [cap_mb, bucket_count] : caps) {
-    GradReducer reducer(comm, grads.data(), sizes, {.bucket_cap_mb = cap_mb});
-    REQUIRE(reducer.buckets().size() == bucket_count);
+    const std::vector<Bucket> buckets = plan_buckets(sizes, {.bucket_cap_mb = cap_mb});
+    REQUIRE(buckets.size() == bucket_count);
     for (int step = 0; step < 2; ++step) {
-      reducer.begin_backward();
+      size_t next = 0;
       for (size_t p = 0; p < sizes.size(); ++p) {
         // "Backward" writes parameter p's gradients while earlier buckets may be in flight.
         const size_t begin = size_t(ends[p] - sizes[p]), end = size_t(ends[p]);
         for (size_t i = begin; i < end; ++i) grads.host[i] = contribution(r, i) * float(step + 1);
         grads.upload(begin, end);
-        reducer.grads_ready(ends[p]);
+        for (; next < buckets.size() && buckets[next].end <= ends[p]; ++next)
+          comm.all_reduce_async(grads.data() + buckets[next].begin, size_t(buckets[next].end - buckets[next].begin),
+                                ReduceOp::average);
         if (p == 2) {
           // A blocking collective in the middle of backward (as SyncBN's) keeps its place in line.
           double one = 1;
@@ -169,7 +173,8 @@ void check_reducer(Rank& rank) {
           REQUIRE(one == n);
         }
       }
-      reducer.finish();
+      REQUIRE(next == buckets.size());
+      comm.wait_async();
       grads.download();
       for (size_t i = 0; i < grads.host.size(); ++i) REQUIRE(grads.host[i] == Approx(average(n, i) * float(step + 1)));
     }
@@ -188,24 +193,24 @@ TEST_CASE("one rank's part: Gloo collectives", "[.dist-worker-collectives]") {
   check_collectives(rank);
 }
 
-TEST_CASE("the gradient reducer leaves every rank with the average, for caps 0, small and huge", "[dist]") {
-  check_workers_passed(2, "[.dist-worker-reducer]");
-  check_workers_passed(3, "[.dist-worker-reducer]");
+TEST_CASE("bucketed all-reduces leave every rank with the average, for caps 0, small and huge", "[dist]") {
+  check_workers_passed(2, "[.dist-worker-buckets]");
+  check_workers_passed(3, "[.dist-worker-buckets]");
 }
 
-TEST_CASE("one rank's part: the gradient reducer over Gloo", "[.dist-worker-reducer]") {
+TEST_CASE("one rank's part: bucketed all-reduces over Gloo", "[.dist-worker-buckets]") {
   Rank rank(/*on_gpu=*/false);
-  check_reducer(rank);
+  check_bucketed_all_reduce(rank);
 }
 
-TEST_CASE("NCCL collectives and the reducer, world of one", "[dist]" CUTRAIN_GPU_TAG) {
+TEST_CASE("NCCL collectives and bucketed all-reduces, world of one", "[dist]" CUTRAIN_GPU_TAG) {
   CUTRAIN_REQUIRE_GPU();
   Rank rank(/*on_gpu=*/true);  // no launcher: RANK 0 of 1 on cuda:0
   check_collectives(rank);
-  check_reducer(rank);
+  check_bucketed_all_reduce(rank);
 }
 
-TEST_CASE("NCCL collectives and the reducer across 2 GPUs", "[dist]" CUTRAIN_GPU_TAG) {
+TEST_CASE("NCCL collectives and bucketed all-reduces across 2 GPUs", "[dist]" CUTRAIN_GPU_TAG) {
   CUTRAIN_REQUIRE_GPU();
   int devices = 0;
   CUDA_CHECK(cudaGetDeviceCount(&devices));
@@ -216,10 +221,10 @@ TEST_CASE("NCCL collectives and the reducer across 2 GPUs", "[dist]" CUTRAIN_GPU
   check_workers_passed(2, "[.dist-worker-nccl]");
 }
 
-TEST_CASE("one rank's part: NCCL collectives and the reducer", "[.dist-worker-nccl]") {
+TEST_CASE("one rank's part: NCCL collectives and bucketed all-reduces", "[.dist-worker-nccl]") {
   Rank rank(/*on_gpu=*/true);
   check_collectives(rank);
-  check_reducer(rank);
+  check_bucketed_all_reduce(rank);
 }
 
 TEST_CASE("a rank that never arrives makes the others fail within the timeout, naming it", "[dist]") {
@@ -267,10 +272,9 @@ TEST_CASE("a world of one reduces to itself, on its own free port", "[dist]") {
   auto store = rendezvous(env);
   auto comm = make_communicator(env, *store, {.timeout = 5s});
   std::vector<float> grads{1, 2, 3, 4, 5};
-  GradReducer reducer(*comm, grads.data(), {2, 3}, {.bucket_cap_mb = 0});
-  reducer.begin_backward();
-  reducer.grads_ready(2);
-  reducer.finish();
+  comm->all_reduce_async(grads.data(), 2, ReduceOp::average);
+  comm->all_reduce_async(grads.data() + 2, 3, ReduceOp::average);
+  comm->wait_async();
   CHECK(grads == std::vector<float>{1, 2, 3, 4, 5});
   comm->all_reduce(grads.data(), grads.size(), ReduceOp::sum);
   CHECK(grads == std::vector<float>{1, 2, 3, 4, 5});

@@ -3,6 +3,8 @@
 // must be gone soon after, and the exit status must be that of a death by SIGKILL. The figures
 // (time from the fault until cutrun has reaped every rank) are printed as warnings.
 #include <catch2/catch.hpp>
+
+#include <atomic>
 #include <signal.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -130,24 +132,34 @@ TEST_CASE("GPU ranks: a killed one, a stopped one and a collective that hangs in
                                  << hung.seconds << " s after SIGSTOP with the collective timeout of 10 s");
 }
 
-TEST_CASE("a rank's heartbeat carries its step, and never blocks or raises SIGPIPE once cutrun is gone", "[dist]") {
+TEST_CASE("a rank's heartbeat carries its step and its longest gap, never blocks or raises SIGPIPE once cutrun is "
+          "gone, and says it is gone", "[dist]") {
   int ends[2];
   REQUIRE(::socketpair(AF_UNIX, SOCK_DGRAM, 0, ends) == 0);
   ::setenv("CUTRAIN_PROGRESS_FD", std::to_string(ends[1]).c_str(), 1);
   ::setenv("CUTRAIN_PROGRESS_EVERY_MS", "10", 1);
   {
-    cutrain::ProgressReport report(3);
+    std::atomic<int> gone{0};
+    cutrain::ProgressReport report(3, [&gone] { ++gone; });
     report.set_step(41);
+    std::this_thread::sleep_for(std::chrono::milliseconds(120));  // the longest gap between marks
     report.set_step(42);
+    report.mark();
     std::string last;
-    for (int i = 0; i < 200 && last != "3 42"; ++i) {  // up to ~2 s of heartbeats
+    for (int i = 0; i < 200 && last.rfind("3 42 ", 0) != 0; ++i) {  // up to ~2 s of heartbeats
       char message[64];
       ssize_t n = ::recv(ends[0], message, sizeof message, 0);
       if (n > 0) last.assign(message, size_t(n));
     }
-    CHECK(last == "3 42");
-    ::close(ends[0]);  // cutrun exits; heartbeats go on into nothing
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    INFO(last);
+    REQUIRE(last.rfind("3 42 ", 0) == 0);
+    const int longest_ms = std::stoi(last.substr(5));
+    CHECK(longest_ms >= 120);
+    CHECK(longest_ms < 1000);
+    CHECK(gone == 0);
+    ::close(ends[0]);  // cutrun is killed: the next heartbeat is refused, and said once
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    CHECK(gone == 1);
   }
   ::unsetenv("CUTRAIN_PROGRESS_FD");
   ::unsetenv("CUTRAIN_PROGRESS_EVERY_MS");

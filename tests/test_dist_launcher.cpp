@@ -106,6 +106,21 @@ TEST_CASE("a rank exiting with code 3 makes cutrun stop the others and exit 3, n
   CHECK(r.seconds < 30);  // not the 60 s the other ranks would sleep
 }
 
+// app/failure_record.h: rank 0 fails first (a full disk) but exits later; rank 1, whose collective
+// broke, exits sooner. Before, cutrun named rank 1 and exited with its code.
+TEST_CASE("the rank that failed first is named, whichever exits first, from the ranks' failure records", "[dist]") {
+  auto r = run(cutrun_sh({"--nproc-per-node", "2"},
+                         "if [ $RANK = 0 ]; then echo \"$(date +%s%N) checkpoint: No space left on device\" > "
+                         "$CUTRAIN_ERROR_FILE; trap '' TERM; sleep 1; exit 4; fi; sleep 0.3; "
+                         "echo \"$(date +%s%N) rank 0 left\" > $CUTRAIN_ERROR_FILE; exit 5"));
+  INFO(r.output);
+  CHECK(r.exit_code == 4);
+  CHECK_THAT(r.output, Catch::Contains("cutrun: rank 1 (local rank 1, pid") &&
+                           Catch::Contains("exited with code 5; stopping the other ranks"));
+  CHECK_THAT(r.output, Catch::Matches("(.|\n)*\ncutrun: rank 0 \\(local rank 0, pid [0-9]+\\) failed first, and exited "
+                                      "with code 4: checkpoint: No space left on device\n(.|\n)*"));
+}
+
 TEST_CASE("a rank that ignores SIGTERM is killed after the grace period, and a death by signal is named", "[dist]") {
   auto r = run(cutrun_sh({"--nproc-per-node", "2", "--grace-period", "1"},
                          "if [ $RANK = 1 ]; then kill -SEGV $$; fi; trap '' TERM; sleep 60"));

@@ -45,7 +45,7 @@ struct BlockCase {
   }
 
   double loss() {
-    block.forward(true);
+    block.forward(true, Collectives::with);
     const float* y = block.y().value.as<float>();
     double sum = 0;
     for (size_t j = 0; j < r.size(); ++j) sum += double(r[j]) * y[j];
@@ -56,7 +56,7 @@ struct BlockCase {
     loss();
     std::copy(r.begin(), r.end(), block.y().grad.as<float>());
     net.params.begin_backward({});
-    block.backward();
+    block.backward(Collectives::with);
   }
 
   // Central differences of every coordinate of `data`, against analytic.

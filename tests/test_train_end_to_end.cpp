@@ -10,8 +10,11 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "app/checkpoints.h"
+#include "app/version.h"
 #include "data/load.h"
 #include "data/synthetic.h"
+#include "kernels/device.h"
 #include "nn/safetensors.h"
 #include "tests/checkpoint_compare.h"
 #include "tests/mount.h"
@@ -107,7 +110,7 @@ TEST_CASE("images/s and training time leave evaluation out, and an unreached tar
   const auto evals = read_metrics(metrics, "eval");
   const auto summary = read_metrics(metrics, "summary");
   REQUIRE(summary.size() == 1);
-  REQUIRE(steps.size() == 8);
+  REQUIRE(steps.size() == 9);  // step 1 at once, then every 2nd
   REQUIRE(evals.size() == 4);
   const nlohmann::json& s = summary[0];
   CHECK(s["target_reached"] == false);
@@ -115,10 +118,11 @@ TEST_CASE("images/s and training time leave evaluation out, and an unreached tar
   CHECK(s["tta"] == "flip");
 
   double step_seconds = 0, warm_images = 0, warm_seconds = 0, eval_seconds = 0;
-  for (size_t i = 0; i < steps.size(); ++i) {
-    const double images = 2 * 32, seconds = images / steps[i]["images_per_s"].get<double>();
+  for (size_t i = 0, done = 0; i < steps.size(); done = steps[i++]["global_step"].get<size_t>()) {
+    const double images = double(steps[i]["global_step"].get<size_t>() - done) * 32;
+    const double seconds = images / steps[i]["images_per_s"].get<double>();
     step_seconds += seconds;
-    if (i > 0) warm_images += images, warm_seconds += seconds;  // the first window is the warm-up
+    if (done >= 2) warm_images += images, warm_seconds += seconds;  // the first --log-every steps are the warm-up
   }
   for (const auto& e : evals) eval_seconds += e["eval_time_s"].get<double>();
   INFO("steps " << step_seconds << " s, evaluations " << eval_seconds << " s, summary " << s.dump());
@@ -224,8 +228,9 @@ TEST_CASE("two processes through cutrun train together, and rank 0 alone logs an
   CHECK(r.output.find("[rank0]: == step: [  4/8] [1/1]") != std::string::npos);
   CHECK(r.output.find("[rank1]: == step") == std::string::npos);
   CHECK(r.output.find("parameters identical on all 2 ranks") != std::string::npos);
-  CHECK(read_metrics(metrics, "step").size() == 2);  // one writer: steps 4 and 8
-  CHECK(std::filesystem::exists(save + "/checkpoint-00000008.safetensors"));
+  CHECK(read_metrics(metrics, "step").size() == 3);  // one writer: steps 1 (at once), 4 and 8
+  // Batch norm counted each of the 8 steps once, as PyTorch's num_batches_tracked does.
+  CHECK(cutrain::test::batches_tracked(save + "/checkpoint-00000008.safetensors", "layer3.0.bn2") == 8);
 }
 
 TEST_CASE("bad input to train: one line naming what is wrong, non-zero exit", "[train]") {
@@ -515,7 +520,9 @@ TEST_CASE("eval prints the accuracy of a checkpoint, overall and per class, and 
   auto r = cutrain::test::run({cutrain::test::binary("cutrain"), "eval", "--data", data, "--checkpoint", checkpoint});
   INFO(r.output);
   CHECK(r.exit_code == 0);
-  CHECK(r.output.rfind("test accuracy: ", 0) == 0);
+  // What it is about to do (on standard error), then the result.
+  CHECK(r.output.rfind("evaluating " + checkpoint + " on 64 test images of " + data + ", on the CPU\ntest accuracy: ",
+                       0) == 0);
   CHECK(r.output.find("/64) of " + checkpoint) != std::string::npos);  // every test image, once
   CHECK(r.output.find("  checker ") != std::string::npos);              // the per-class table
 
@@ -534,4 +541,280 @@ TEST_CASE("eval prints the accuracy of a checkpoint, overall and per class, and 
   CHECK(huge.exit_code == 1);
   CHECK(huge.output == "cutrain: error: " + corrupt + ": fc.weight [2147483648, 0] has 2147483648 classes; "
                                                       "cutrain builds 1 to 100000\n");
+}
+
+TEST_CASE("step lines come after the first step and by time too, with the lr, elapsed time and ETA", "[train]") {
+  TempDir dir;
+  const std::string data = make_data(dir, 512, 1024);  // 16 steps of 32; an evaluation of 1024 images
+  const std::string metrics = dir / "m.jsonl";
+  auto r = cutrain::test::run(train_command(data, {"--epochs", "1", "--log-every", "1000", "--log-every-seconds", "0.3",
+                                                   "--eval-every", "1", "--workers", "1", "--metrics", metrics}));
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(r.output, Catch::Contains("warming up: step 1 of 16, whose line comes at once; then a line every 1000 "
+                                       "steps or 0.3 s\n== step: [  1/16] [1/1] | loss: "));
+  // The shape of every line: the seed's fields, then the learning rate, the time and the ETA.
+  CHECK_THAT(r.output, Catch::Matches(
+      "(.|\n)*\n== step: \\[ 16/16\\] \\[1/1\\] \\| loss: [0-9.]+ \\| acc: [0-9.]+% \\| [0-9]+ img/s \\| "
+      "[0-9.]+ ms/step \\| lr: 0.05 \\| elapsed: 0:00:[0-9]{2} \\| eta: 0:00:00\n(.|\n)*"));
+  const std::vector<nlohmann::json> steps = read_metrics(metrics, "step");
+  REQUIRE(steps.size() >= 3);  // step 1, the last, and some by time in between
+  CHECK(steps.front()["global_step"] == 1);
+  CHECK(steps.back()["global_step"] == 16);
+  CHECK(steps.back()["eta_s"] == 0.0);
+  CHECK(steps[1]["global_step"].get<int>() < 16);
+  CHECK(steps[1]["elapsed_s"].get<double>() >= 0.3);
+  CHECK(steps[1]["eta_s"].get<double>() > 0);
+  // The evaluation of 1024 images says how far it is, by time as well.
+  CHECK_THAT(r.output, Catch::Matches("(.|\n)*\n== eval: [0-9]+/1024 test images \\| elapsed: 0:00:[0-9]{2} \\| eta: "
+                                      "0:00:[0-9]{2}\n(.|\n)*"));
+
+  // By count alone, as before: the first step, then every 8th.
+  auto counted = cutrain::test::run(train_command(data, {"--epochs", "1", "--log-every", "8", "--log-every-seconds",
+                                                         "0", "--eval-every", "0"}));
+  REQUIRE(counted.exit_code == 0);
+  size_t lines = 0;
+  for (size_t at = counted.output.find("\n== "); at != std::string::npos; at = counted.output.find("\n== ", at + 1))
+    ++lines;
+  CHECK(lines == 4);  // steps 1, 8 and 16, and the epoch
+  CHECK_THAT(counted.output, Catch::Contains("== step: [  8/16]") && !Catch::Contains("== eval: "));
+}
+
+TEST_CASE("without --device, a machine with no GPU warns once with how long the run takes on the CPU", "[train]") {
+  if (cutrain::cuda_available()) {
+    std::cout << "SKIPPED: a GPU is here, and train takes it\n";
+    return;
+  }
+  TempDir dir;
+  const std::string data = make_data(dir, 256, 16);
+  auto r = cutrain::test::run({cutrain::test::binary("cutrain"), "train", "--data", data, "--width", "8",
+                               "--batch-size", "32", "--epochs", "3", "--eval-every", "0"});
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(r.output, Catch::Matches("(.|\n)*\n== step: \\[  1/8\\] [^\n]*\ncutrain: warning: no GPU, so this run "
+                                      "trains on the CPU \\([^\n]*\\): at [0-9.]+ s a step, its 24 steps take about "
+                                      "0:00:[0-9]{2} \\(h:mm:ss\\); give --device cpu to choose the CPU, or --device "
+                                      "cuda to require a GPU\n(.|\n)*"));
+  auto chosen = cutrain::test::run(train_command(data, {"--epochs", "1", "--eval-every", "0"}));
+  CHECK_THAT(chosen.output, !Catch::Contains("no GPU"));
+}
+
+TEST_CASE("making the synthetic dataset is said first, and folders a killed maker left are removed", "[train]") {
+  TempDir dir;
+  const std::string cache = dir / "cache";
+  const std::string folder = cache + "/cutrain/" +
+                             cutrain::synthetic_folder_name(64, 16, 0, cutrain::kSyntheticDefaultDifficulty);
+  // A maker killed while it wrote (no such process: pids stay below 2^22), and one still at work (this test).
+  const std::string abandoned = folder + ".partial-999999999";
+  const std::string working = folder + ".partial-" + std::to_string(getpid());
+  for (const std::string& d : {abandoned, working}) std::filesystem::create_directories(d + "/half-written");
+  const std::vector<std::string> argv = {"/usr/bin/env", "XDG_CACHE_HOME=" + cache, cutrain::test::binary("cutrain"),
+                                         "train", "--device", "cpu", "--synthetic-train", "64", "--synthetic-test",
+                                         "16", "--width", "8", "--batch-size", "32", "--epochs", "1",
+                                         "--eval-every", "0"};
+  auto first = cutrain::test::run(argv);
+  INFO(first.output);
+  REQUIRE(first.exit_code == 0);
+  CHECK(first.output.rfind("making the synthetic dataset (64 training and 16 test images) in " + folder +
+                               ", once: later runs read it there\n", 0) == 0);
+  CHECK(!std::filesystem::exists(abandoned));
+  CHECK(std::filesystem::exists(working));
+  auto second = cutrain::test::run(argv);
+  REQUIRE(second.exit_code == 0);
+  CHECK_THAT(second.output, !Catch::Contains("making the synthetic dataset"));
+}
+
+TEST_CASE("signals that arrive together are one stop, which saves", "[train]") {
+  TempDir dir;
+  const std::string data = make_data(dir, 512, 64);
+  const std::string save = dir / "ckpt";
+  Process p(train_command(data, {"--epochs", "1000", "--log-every", "1", "--eval-every", "0", "--save", save}));
+  REQUIRE(p.read_until("== step: [  3/", 1, 60));
+  p.signal(SIGTERM);
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  p.signal(SIGINT);  // a scheduler's SIGTERM and a terminal's SIGINT: the same request
+  auto r = p.finish();
+  INFO(r.output);
+  CHECK(r.exit_code == 0);
+  CHECK_THAT(r.output, Catch::Contains("cutrain: stopped by signal 15 after step ") &&
+                           Catch::Contains("; checkpoint: " + save + "/checkpoint-"));
+}
+
+// Note [A stop that saves] (app/cutrun.py): a CPU step longer than --grace-period, and an evaluation
+// longer than anything, both end in a checkpoint that a resume goes on from exactly.
+TEST_CASE("SIGINT to cutrun during a step longer than the grace period, or during an evaluation, saves and resumes "
+          "exactly", "[train]") {
+  TempDir dir;
+  const std::string data = make_data(dir, 256, 2048);
+  auto job = [&](const std::string& save, std::vector<std::string> flags) {
+    std::vector<std::string> argv = {cutrain::test::binary("cutrun"), "--standalone", "--nproc-per-node", "2",
+                                     "--grace-period", "0.2"};
+    const auto train = train_command(data, {"--epochs", "1", "--max-steps", "4", "--log-every", "1", "--workers", "1",
+                                            "--save", save, "--resume", "auto", "--log-every-seconds", "0.2"});
+    argv.insert(argv.end(), train.begin(), train.end());
+    argv.insert(argv.end(), flags.begin(), flags.end());
+    return argv;
+  };
+  const std::string straight = dir / "straight";
+  REQUIRE(cutrain::test::run(job(straight, {"--width", "32", "--eval-every", "0"})).exit_code == 0);
+
+  struct Case {
+    std::string name, wait_for;
+    std::vector<std::string> flags;
+  };
+  // A step of width 32 takes about 0.5 s here, more than twice the grace period; an evaluation of
+  // 2048 images at width 32, several seconds.
+  for (const Case& c : {Case{"during a step", "[rank0]: == step: [  2/", {"--width", "32", "--eval-every", "0"}},
+                        Case{"during an evaluation", "[rank0]: == eval: ",
+                             {"--width", "32", "--eval-every-steps", "2"}}}) {
+    SECTION(c.name) {
+      const std::string save = dir / "stopped";
+      Process p(job(save, c.flags));
+      REQUIRE(p.read_until(c.wait_for, 1, 120));
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));  // inside the next step, or the evaluation
+      p.signal(SIGINT);
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      p.signal(SIGTERM);  // together with the first: the same stop
+      auto stopped = p.finish();
+      INFO(stopped.output);
+      CHECK(stopped.exit_code == 128 + SIGINT);
+      CHECK_THAT(stopped.output, Catch::Contains("cutrun: got SIGTERM within 1 s of SIGINT: the same stop"));
+      REQUIRE_THAT(stopped.output, Catch::Contains("[rank0]: cutrain: stopped by signal 2 after step ") &&
+                                       Catch::Contains("; checkpoint: " + save + "/checkpoint-") &&
+                                       !Catch::Contains("did not stop within"));
+      if (c.name == "during an evaluation") CHECK_THAT(stopped.output, !Catch::Contains("test acc:"));
+      auto resumed = cutrain::test::run(job(save, {"--width", "32", "--eval-every", "0"}));
+      INFO(resumed.output);
+      REQUIRE(resumed.exit_code == 0);
+      CHECK_THAT(resumed.output, Catch::Contains("[rank0]: resumed from " + save + "/checkpoint-"));
+      const std::string last = "/checkpoint-00000004";
+      require_identical(straight + last + ".safetensors", save + last + ".safetensors");
+      require_identical(straight + last + ".optim.safetensors", save + last + ".optim.safetensors");
+    }
+  }
+}
+
+TEST_CASE("ranks that would resume from different checkpoints stop before the first step, in one line naming them",
+          "[train]") {
+  TempDir dir;
+  const std::string data = make_data(dir, 256, 16);
+  // One process, 8 steps an epoch: checkpoints at the ends of epochs 1 and 2, which two ranks may go on from.
+  const std::string run = dir / "run";
+  REQUIRE(cutrain::test::run(train_command(data, {"--epochs", "2", "--eval-every", "0", "--save", run})).exit_code ==
+          0);
+  // Node-local folders: rank 0's holds both, rank 1's only the older.
+  for (const char* node : {"node0", "node1"})
+    std::filesystem::copy(run, dir / node, std::filesystem::copy_options::recursive);
+  for (const char* suffix : {".safetensors", ".optim.safetensors"})
+    std::filesystem::remove(dir / ("node1/checkpoint-00000016" + std::string(suffix)));
+
+  std::string train;
+  for (const std::string& arg : train_command(data, {"--epochs", "3", "--eval-every", "0", "--collective-timeout",
+                                                     "30", "--resume", "auto"}))
+    train += arg + " ";
+  auto r = cutrain::test::run({cutrain::test::binary("cutrun"), "--standalone", "--nproc-per-node", "2", "/bin/sh",
+                               "-c", "exec " + train + "--save " + dir.path().string() + "/node$RANK"});
+  INFO(r.output);
+  CHECK(r.exit_code == 1);
+  const std::string line = "cutrain: error: the ranks would resume from different states: rank 0 at step 16 (epoch 3, "
+                           "batch 0, seed 0, run ";
+  CHECK_THAT(r.output, Catch::Contains("[rank0]: " + line) && Catch::Contains("[rank1]: " + line));
+  CHECK_THAT(r.output, Catch::Contains(") from " + dir / "node0/checkpoint-00000016.safetensors" +
+                                       "; rank 1 at step 8 (epoch 2, batch 0, seed 0, run "));
+  CHECK_THAT(r.output, Catch::Contains(") from " + dir / "node1/checkpoint-00000008.safetensors" +
+                                       "; give every rank the same --save folder (or --resume file) and start again"));
+  CHECK_THAT(r.output, !Catch::Contains("== step"));
+
+  // The same files in both folders: the ranks agree, and the run goes on.
+  std::filesystem::remove_all(dir / "node1");
+  std::filesystem::copy(dir / "node0", dir / "node1", std::filesystem::copy_options::recursive);
+  auto agreed = cutrain::test::run({cutrain::test::binary("cutrun"), "--standalone", "--nproc-per-node", "2",
+                                    "/bin/sh", "-c", "exec " + train + "--save " + dir.path().string() + "/node$RANK"});
+  INFO(agreed.output);
+  CHECK(agreed.exit_code == 0);
+  CHECK_THAT(agreed.output, Catch::Contains("[rank0]: resumed from " + dir / "node0/checkpoint-00000016.safetensors"));
+}
+
+TEST_CASE("rank 0 on a full disk is named by cutrun, not the rank whose collective it broke", "[train]") {
+  TempDir dir;
+  const std::string full = dir / "full";
+  cutrain::test::Mount disk = cutrain::test::Mount::tmpfs(full, "size=64k");
+  if (!disk.ok()) {
+    std::cout << "SKIPPED: " << disk.error() << "\n";
+    return;
+  }
+  const std::string data = make_data(dir, 256, 16);
+  std::vector<std::string> argv = {cutrain::test::binary("cutrun"), "--standalone", "--nproc-per-node", "2"};
+  const auto train = train_command(data, {"--epochs", "3", "--eval-every", "0", "--save", full});
+  argv.insert(argv.end(), train.begin(), train.end());
+  auto r = cutrain::test::run(argv);
+  INFO(r.output);
+  CHECK(r.exit_code == 1);
+  CHECK_THAT(r.output, Catch::Contains("[rank0]: cutrain: error: ") && Catch::Contains("No space left on device"));
+  // Named as the one that failed: first to exit, or else by its failure record.
+  CHECK_THAT(r.output, Catch::Matches("(.|\n)*\ncutrun: rank 0 \\(local rank 0, pid [0-9]+\\) (exited with code 1; "
+                                      "stopping the other ranks|failed first, and exited with code 1: )(.|\n)*"));
+}
+
+TEST_CASE("a checkpoint says what made it: inspect prints it, eval takes its data, --resume auto skips in one line",
+          "[train]") {
+  TempDir dir;
+  const std::string data = make_data(dir, 256, 16);
+  const std::string save = dir / "ckpt";
+  const auto train = train_command(data, {"--epochs", "1", "--eval-every", "0", "--seed", "3", "--save", save});
+  REQUIRE(cutrain::test::run(train).exit_code == 0);
+  const std::string checkpoint = save + "/checkpoint-00000008.safetensors";
+
+  auto shown = cutrain::test::run({cutrain::test::binary("cutrain"), "inspect", checkpoint});
+  INFO(shown.output);
+  REQUIRE(shown.exit_code == 0);
+  std::string command;
+  for (const std::string& word : train) command += (command.empty() ? "" : " ") + word;
+  const std::vector<std::string> lines = {
+      checkpoint + ":\n", "\n  command: " + command + "\n", "\n  cutrain_version: " + cutrain::version_line() + "\n",
+      "\n  data: " + data + "\n", "\n  train_images: 256\n", "\n  test_images: 16\n",
+      "\n  class_names: checker,cross,disc,frame,hstripes,plus,ring,square,triangle,vstripes\n",
+      "\n  normalization: mean 0.4914 0.4822 0.4465, std 0.2023 0.1994 0.201 (of pixels in [0, 1], RGB)\n",
+      "\n  seed: 3\n", "\n  width: 8\n", save + "/checkpoint-00000008.optim.safetensors:\n", "\n  epoch: 1\n",
+      "\n  global_step: 8\n"};
+  for (const std::string& line : lines)
+    CHECK_THAT(shown.output, Catch::Contains(line));
+
+  // Without --data, eval tests on the data the checkpoint was trained on, not the synthetic default.
+  auto evaluated = cutrain::test::run({cutrain::test::binary("cutrain"), "eval", "--checkpoint", checkpoint});
+  INFO(evaluated.output);
+  CHECK(evaluated.exit_code == 0);
+  CHECK_THAT(evaluated.output, Catch::StartsWith("evaluating " + checkpoint + " on 16 test images of " + data));
+
+  // A wider model next to it: one line says what was found and what was chosen (600 characters of
+  // tensor shapes per file, before).
+  auto wider = cutrain::test::run(train_command(data, {"--epochs", "1", "--eval-every", "0", "--width", "16",
+                                                       "--save", save, "--resume", "auto", "--max-steps", "1"}));
+  INFO(wider.output);
+  CHECK(wider.exit_code == 0);
+  CHECK_THAT(wider.output, Catch::StartsWith("cutrain: warning: --resume auto: skipped 1 checkpoint in " + save +
+                                           " (1 a model of width 8; this run's model: width 16, cifar stem, 10 "
+                                           "classes): starting from scratch\n"));
+  CHECK_THAT(wider.output, !Catch::Contains("has shape"));
+}
+
+TEST_CASE("ranks started through a wrapper stop, saving, when cutrun is killed with SIGKILL", "[train]") {
+  TempDir dir;
+  const std::string data = make_data(dir, 512, 16);
+  // The wrapper does not exec: cutrain is cutrun's grandchild, out of reach of its death signal.
+  std::vector<std::string> argv = {cutrain::test::binary("cutrun"), "--standalone", "--nproc-per-node", "2",
+                                   "/bin/sh", "-c", "\"$0\" \"$@\" & echo \"started $!\"; wait"};
+  const auto train = train_command(data, {"--epochs", "1000", "--eval-every", "0", "--log-every", "1", "--workers",
+                                          "1"});
+  argv.insert(argv.end(), train.begin(), train.end());
+  Process p(argv);
+  REQUIRE(p.read_until("[rank0]: == step: [  2/", 1, 60));
+  p.signal(SIGKILL);
+  const std::string seen = p.finish().output;
+  INFO(seen);
+  std::vector<pid_t> ranks;
+  for (size_t at = seen.find("started "); at != std::string::npos; at = seen.find("started ", at + 1))
+    ranks.push_back(pid_t(std::stol(seen.substr(at + 8))));
+  REQUIRE(ranks.size() == 2);
+  CHECK(cutrain::test::wait_gone(ranks, 30));  // before, both trained on with parent pid 1
 }

@@ -1,18 +1,16 @@
 // [gpu] `cutrain train` on one GPU, through the real binary: no store, no NCCL communicator, no
-// reducer (NCCL, asked to say everything, says nothing); the step, with a rate that changes every
+// collective (NCCL, asked to say everything, says nothing); the step, with a rate that changes every
 // step (computed on the device), is replayed as a CUDA graph; the device counted the steps the
-// trainer did (a save checks it); and batch norm counts each step once (num_batches_tracked),
-// captured or replayed.
+// trainer did (a save checks it); and the trainer counts each step once for batch norm
+// (num_batches_tracked), captured or replayed.
 #include <catch2/catch.hpp>
 
 #include <cstdio>
-#include <cstring>
 #include <string>
 #include <vector>
 
 #include "data/load.h"
 #include "data/synthetic.h"
-#include "nn/safetensors.h"
 #include "tests/checkpoint_compare.h"
 #include "tests/gpu.h"
 #include "tests/process.h"
@@ -30,12 +28,7 @@ TEST_CASE("One GPU trains without a communicator, replays its step and counts ea
   CHECK(r.output.find("gradients: straight to SGD") != std::string::npos);
   CHECK(r.output.find("NCCL INFO") == std::string::npos);
   CHECK(r.output.find("; CUDA graphs on") != std::string::npos);
-  const cutrain::SafeTensorsFile file = cutrain::read_safetensors(save + "/checkpoint-00000006.safetensors");
-  const cutrain::SafeTensor& tracked = file.tensors.at("layer2.0.bn1.num_batches_tracked");
-  int64_t count = 0;
-  REQUIRE(tracked.data.size() == sizeof count);
-  std::memcpy(&count, tracked.data.data(), sizeof count);
-  CHECK(count == 6);
+  CHECK(cutrain::test::batches_tracked(save + "/checkpoint-00000006.safetensors", "layer2.0.bn1") == 6);
 }
 
 // The GPU program against the CPU oracle, and against itself: eager against graph replays, one

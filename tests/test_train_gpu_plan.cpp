@@ -1,7 +1,7 @@
 // `cutrain bench-step --plan`, recorded by the emulated device (Note [Record-only device] in
 // kernels/emu/runtime.h): the step's inventory scales as the arithmetic says it must with batch,
-// width and world size; its streams fork and join as the design puts them (nn/context.h,
-// app/train_step.h); its figures for the default step are the ones docs/how-it-works.md quotes;
+// width and world size; its streams fork and join as Note [Side stream] and Note [The step] put
+// them; its figures for the full-size step are the ones docs/how-it-works.md quotes;
 // and the binary's last line is the one scripts/gpu-check.sh reads. tests/test_nn_gpu_plan.cpp
 // holds it against a captured graph. The GPU build has no recording device
 // (tests/test_train_step_plan.cpp).

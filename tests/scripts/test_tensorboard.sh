@@ -29,8 +29,8 @@ for tag, points in expected.items():
     got = [(e.step, e.value) for e in events.Scalars(tag)]
     assert [s for s, _ in got] == [s for s, _ in points], (tag, got, points)
     assert all(abs(g - v) <= 1e-6 * max(abs(v), 1e-30) for (_, g), (_, v) in zip(got, points)), (tag, got, points)
-# 4 steps an epoch, 8 in all: logged at 3, 4 (epoch end), 7 and 8; evaluated every 2 steps
-assert [s for s, _ in expected["train/loss"]] == [3, 4, 7, 8], expected["train/loss"]
+# 4 steps an epoch, 8 in all: logged at 1 (the first, at once), 3, 4 (epoch end), 7 and 8; evaluated every 2 steps
+assert [s for s, _ in expected["train/loss"]] == [1, 3, 4, 7, 8], expected["train/loss"]
 assert [s for s, _ in expected["test/accuracy"]] == [2, 4, 6, 8], expected["test/accuracy"]
 lrs = [v for _, v in expected["train/lr"]]
 assert lrs == sorted(lrs, reverse=True) and lrs[0] > lrs[-1], lrs  # cosine: falling

@@ -1,12 +1,10 @@
-#include "dist/reducer.h"
+#include "dist/buckets.h"
 
 #include <algorithm>
 #include <cmath>
 #include <numeric>
 #include <stdexcept>
 #include <string>
-
-#include "kernels/nvtx_range.h"
 
 namespace cutrain {
 
@@ -47,32 +45,9 @@ int64_t mib_to_bytes(double mib, const char* flag) {
 
 }  // namespace
 
-std::vector<Bucket> plan_buckets(const std::vector<int64_t>& param_sizes, const ReducerOptions& options) {
+std::vector<Bucket> plan_buckets(const std::vector<int64_t>& param_sizes, const BucketOptions& options) {
   return plan_buckets(param_sizes, sizeof(float), mib_to_bytes(options.bucket_cap_mb, "--bucket-cap-mb"),
                       mib_to_bytes(options.first_bucket_mb, "first bucket cap"));
-}
-
-GradReducer::GradReducer(Communicator& comm, float* grads, const std::vector<int64_t>& param_sizes,
-                         const ReducerOptions& options, BucketHooks hooks)
-    : comm_(comm), grads_(grads), buckets_(plan_buckets(param_sizes, options)), hooks_(std::move(hooks)) {}
-
-void GradReducer::begin_backward() { next_bucket_ = 0; }
-
-void GradReducer::grads_ready(int64_t ready_end) {
-  while (next_bucket_ < buckets_.size() && buckets_[next_bucket_].end <= ready_end) {
-    const Bucket& bucket = buckets_[next_bucket_++];
-    NvtxRange range(("all-reduce bucket " + std::to_string(&bucket - buckets_.data())).c_str());
-    if (hooks_.before) hooks_.before(bucket);
-    AfterCollective after;
-    if (hooks_.after) after = [this, &bucket](cudaStream_t stream) { hooks_.after(bucket, stream); };
-    comm_.all_reduce_async(grads_ + bucket.begin, size_t(bucket.end - bucket.begin), ReduceOp::average,
-                           std::move(after));
-  }
-}
-
-void GradReducer::finish() {
-  grads_ready(buckets_.empty() ? 0 : buckets_.back().end);
-  comm_.wait_async();
 }
 
 }  // namespace cutrain
