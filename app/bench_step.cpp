@@ -2,7 +2,8 @@
 // on one device, on a fixed synthetic batch, after a warm-up. Nothing else runs: no loader, no
 // communication, no host synchronisation inside the timed steps. With --cuda-graph the step is
 // captured once as a CUDA graph and replayed, as a trainer with static shapes can do.
-// With --plan nothing runs: it prints what one step launches (app/step_plan.h), GPU or not.
+// With --plan nothing runs: it prints what one step launches, as the emulated build's record-only
+// device sees it (app/step_plan.h); the GPU build says so in one line.
 //
 // Each timed step is timed alone, by CUDA events on the main stream around it (on the CPU, by the
 // clock), and the figure reported is the median with the fastest and slowest beside it: one slow
@@ -234,7 +235,8 @@ void add_bench_step_command(CLI::App& app, int& exit_code) {
                   "nsys profile --capture-range=cudaProfilerApi");
   add_switch(cmd, "--plan", options->plan,
              "run nothing: list what one step launches (kernels, cuDNN and cuBLAS calls, collectives, memsets) "
-             "with its bytes and FLOPs, and a roofline estimate; needs no GPU");
+             "with its bytes and FLOPs, and a roofline estimate; needs no GPU, and the emulated build "
+             "(scripts/build.sh --emulated)");
   add_number(cmd, "--world-size", options->world_size, "--plan: plan one rank of this many", 1, 1 << 16);
   add_number(cmd, "--gpu-tflops", options->gpu_tflops,
              "--plan: the GPU's peak TFLOP/s (default 0: an H200's, 989 dense bf16 on tensor cores, 67 fp32)", 0.0,

@@ -8,6 +8,7 @@
 #include "app/train_step.h"
 #include "dist/communicator.h"
 #include "kernels/batchnorm.h"
+#include "kernels/check.h"
 #include "nn/context.h"
 #include "nn/resnet.h"
 
@@ -75,12 +76,23 @@ void print_streams(std::FILE* out, const Recorder& plan, const GpuPeak& peak) {
     std::fprintf(out, "    %-32s %6lld %43.3f\n", key.c_str(), (long long)by[key].first, by[key].second * 1e3);
 }
 
-// One rank of a planned world: its collectives are written down, on a communication stream of
-// their own tied to the main stream as NcclCommunicator ties them (dist/nccl_communicator.h).
+// One rank of a planned world, whose peers are not there: its collectives are written down (not
+// run), on a communication stream of its own tied to the main stream with events, as
+// NcclCommunicator ties them (dist/nccl_communicator.h); the emulated device records the waits.
 class PlannedCommunicator final : public Communicator {
  public:
   PlannedCommunicator(Recorder& recorder, int world_size, cudaStream_t compute)
-      : recorder_(recorder), world_size_(world_size), compute_(compute), comm_(recorder.make_stream("comm")) {}
+      : recorder_(recorder), world_size_(world_size), compute_(compute) {
+    CUDA_CHECK(cudaStreamCreateWithFlags(&comm_, cudaStreamNonBlocking));
+    CUDA_CHECK(cudaEventCreateWithFlags(&compute_ready_, cudaEventDisableTiming));
+    CUDA_CHECK(cudaEventCreateWithFlags(&comm_done_, cudaEventDisableTiming));
+    recorder.name_stream(comm_, "comm");
+  }
+  ~PlannedCommunicator() override {
+    cudaEventDestroy(comm_done_);
+    cudaEventDestroy(compute_ready_);
+    cudaStreamDestroy(comm_);
+  }
 
   int rank() const override { return 0; }
   int world_size() const override { return world_size_; }
@@ -102,11 +114,11 @@ class PlannedCommunicator final : public Communicator {
     collective("ncclAllReduce", count);
     if (then) then(comm_);
   }
-  void wait_async() override { wait(compute_, comm_); }
+  void wait_async() override { wait(compute_, comm_, comm_done_); }
 
  private:
   void collective(const char* name, size_t count) {
-    wait(comm_, compute_);
+    wait(comm_, compute_, compute_ready_);
     RecordedOp op;
     op.kind = Kind::collective;
     op.name = name;
@@ -114,30 +126,35 @@ class PlannedCommunicator final : public Communicator {
     op.stream = comm_;
     recorder_.add(std::move(op));
   }
-  void wait(cudaStream_t waiter, cudaStream_t on) {
-    RecordedOp op;
-    op.kind = Kind::wait;
-    op.name = "wait";
-    op.stream = waiter;
-    op.waits_for = on;
-    recorder_.add(std::move(op));
+  // `waiter` waits for the work enqueued on `on` so far.
+  static void wait(cudaStream_t waiter, cudaStream_t on, cudaEvent_t event) {
+    CUDA_CHECK(cudaEventRecord(event, on));
+    CUDA_CHECK(cudaStreamWaitEvent(waiter, event, 0));
   }
 
   Recorder& recorder_;
   int world_size_;
-  cudaStream_t compute_, comm_;
+  cudaStream_t compute_, comm_ = nullptr;
+  cudaEvent_t compute_ready_ = nullptr, comm_done_ = nullptr;
 };
 
 }  // namespace
 
 Recorder plan_step(const StepPlanConfig& c) {
+#ifndef CUTRAIN_CUDA_EMULATION
+  throw std::runtime_error(
+      "bench-step --plan: the step's inventory is recorded by the emulated device; build it with "
+      "scripts/build.sh --emulated and run build-emulated/bin/cutrain bench-step --plan");
+#endif
   Recorder recorder(Recorder::Mode::plan);
-  RecordingScope scope(recorder);
+  RecordingScope scope(recorder);  // Note [Record-only device]
   ContextOptions options;
   options.device = Device::cuda;
   options.dtype = parse_precision(c.precision);
   options.batchnorm = parse_batchnorm(c.batchnorm);
   Context ctx(options);
+  recorder.name_stream(ctx.main_stream(), "main");
+  recorder.name_stream(ctx.side_stream(), "side");
   ResNetConfig config;
   config.stem = parse_stem(c.stem);
   config.width = c.width;
@@ -149,7 +166,7 @@ Recorder plan_step(const StepPlanConfig& c) {
   TrainStepOptions options_of_train;  // `cutrain train`'s defaults: DDP broadcasts the BN buffers
   options_of_train.broadcast_buffers = true;
   TrainStep step(model, comm.get(), options_of_train);
-  recorder.clear();  // what building the model enqueued (the weight copies) is not the step's
+  recorder.clear();  // what building the model enqueued (the weight copies and their waits) is not the step's
   step.run();
   return recorder;
 }
@@ -178,12 +195,24 @@ PlanSummary summarize(const std::vector<RecordedOp>& ops, const GpuPeak& peak) {
   return s;
 }
 
+namespace {
+
+// What batch norm's launches were planned for: the record-only device, as bn_device_of_current_gpu
+// sees it there.
+BatchNormDevice planned_device() {
+  Recorder probe(Recorder::Mode::plan);
+  RecordingScope scope(probe);
+  return bn_device_of_current_gpu();
+}
+
+}  // namespace
+
 void print_plan(std::FILE* out, const StepPlanConfig& c, const Recorder& plan, const GpuPeak& peak) {
   const std::vector<RecordedOp>& ops = plan.ops();
   const PlanSummary s = summarize(ops, peak);
   std::fprintf(out, "plan of one training step: ResNet-18 %s stem, width %d, %s, batch %d, %dx%d images, rank 0 of %d\n",
                c.stem.c_str(), c.width, c.precision.c_str(), c.batch_size, c.image_size, c.image_size, c.world_size);
-  const BatchNormDevice h200 = bn_device_h200();  // what BatchNorm2d plans for without a GPU
+  const BatchNormDevice h200 = planned_device();
   std::fprintf(out,
                "  GPU: %.0f TFLOP/s, %.2f TB/s; every operation takes at least %.0f us; batch norm's launches "
                "planned for an H200 (%d multiprocessors, %zu KiB of shared memory each)\n",

@@ -1,7 +1,6 @@
 // launch.cuh: what the .cu files of kernels/ share to launch their kernels: the launch function
-// every launch goes through (and its cooperative twin; every memset goes through memset_async,
-// kernels/recording.h), one block size, the grid of a grid-stride loop, dynamic shared memory, and
-// packs of elements moved by one (up to 16-byte) load or store.
+// every launch goes through (and its cooperative twin), one block size, the grid of a grid-stride
+// loop, dynamic shared memory, and packs of elements moved by one (up to 16-byte) load or store.
 // Device-side only: included by .cu files, never by the CPU twins.
 //
 // A .cu file compiles two ways: by nvcc for the GPU, and by the host compiler against the CUDA
@@ -37,7 +36,8 @@ constexpr int64_t bytes_of(int64_t n) {
 }
 
 // A kernel's name for messages, with the file and line of the launch that names it, and the bytes
-// the launch reads and writes in all (its launcher knows the sizes), for the step's inventory.
+// the launch reads and writes in all (its launcher knows the sizes): documentation that the
+// emulated device hands to the step's inventory (kernels/recording.h), and nvcc ignores.
 struct KernelName {
   const char* name;
   Traffic bytes;
@@ -47,47 +47,22 @@ struct KernelName {
       : name(name), bytes(bytes), file(file), line(line) {}
 };
 
-// "name<<<(gx,gy,gz), (bx,by,bz), bytes>>>", for messages.
-inline std::string describe_launch(const char* name, dim3 grid, dim3 block, size_t dynamic_shared_bytes) {
-  char text[256];
-  std::snprintf(text, sizeof text, "%s<<<(%u,%u,%u), (%u,%u,%u), %zu>>>", name, grid.x, grid.y, grid.z, block.x,
-                block.y, block.z, dynamic_shared_bytes);
-  return text;
-}
-
-// While a recorder is installed (kernels/recording.h), writes the launch down; true when it plans,
-// and the launch must not run.
-inline bool recorded_instead(const KernelName& name, const void* kernel, dim3 grid, dim3 block,
-                             size_t dynamic_shared_bytes, cudaStream_t stream) {
-  Recorder* r = recording();
-  if (!r) return false;
-  RecordedOp op;
-  op.name = name.name;
-  op.detail = describe_launch(name.name, grid, block, dynamic_shared_bytes);
-  op.function = kernel;
-  op.bytes = name.bytes;
-  op.stream = stream;
-  r->add(std::move(op));
-  return r->plans();
-}
-
 // kernel<<<grid, block, dynamic_shared_bytes, stream>>>(args...), then the launch's error check:
 // a launch the device refuses (over 1024 threads per block, grid.y or grid.z over 65535, too much
 // shared memory, an empty grid) throws CheckError naming the kernel, its configuration and the
-// launch site. Without nvcc, the emulation runs the grid on the CPU before returning. While a
-// recorder is installed (kernels/recording.h) the launch is written down, and when it plans,
-// nothing runs.
+// launch site. Without nvcc, the emulation runs the grid on the CPU, or writes it down for the
+// step's inventory (kernels/recording.h).
 //
 //   launch_kernel({"cast_kernel", {n * 4, n * 2}}, cast_kernel<float, __nv_bfloat16>, grid_for(n), kBlockThreads,
 //                 0, stream, in, out, n);
 template <typename... Params, typename... Args>
 void launch_kernel(KernelName name, void (*kernel)(Params...), dim3 grid, dim3 block, size_t dynamic_shared_bytes,
                    cudaStream_t stream, Args&&... args) {
-  if (recorded_instead(name, reinterpret_cast<const void*>(kernel), grid, block, dynamic_shared_bytes, stream)) return;
 #ifdef __CUDACC__
   kernel<<<grid, block, dynamic_shared_bytes, stream>>>(std::forward<Args>(args)...);
 #else
-  emu::launch(name.name, false, kernel, grid, block, dynamic_shared_bytes, stream, std::forward<Args>(args)...);
+  emu::launch(name.name, name.bytes, false, kernel, grid, block, dynamic_shared_bytes, stream,
+              std::forward<Args>(args)...);
 #endif
   const cudaError_t status = cudaGetLastError();
   if (status != cudaSuccess)
@@ -104,11 +79,10 @@ constexpr size_t kDefaultDynamicSharedBytes = 48 * 1024;
 // with "too many blocks in cooperative launch". Over 48 KiB of dynamic shared memory is allowed up
 // to the device's opt-in limit, a limit that is only ever raised (Note [Cooperative launches]).
 // Capturable: the launch attribute is valid for graph nodes, so a CUDA graph replays it as a
-// cooperative launch. Recorded as launch_kernel's launches are.
+// cooperative launch.
 template <typename... Params, typename... Args>
 void launch_cooperative_kernel(KernelName name, void (*kernel)(Params...), dim3 grid, dim3 block,
                                size_t dynamic_shared_bytes, cudaStream_t stream, Args&&... args) {
-  if (recorded_instead(name, reinterpret_cast<const void*>(kernel), grid, block, dynamic_shared_bytes, stream)) return;
   if (dynamic_shared_bytes > kDefaultDynamicSharedBytes)  // Note [Cooperative launches]
     raise_dynamic_shared_limit(reinterpret_cast<const void*>(kernel), dynamic_shared_bytes);
 #ifdef __CUDACC__
@@ -126,7 +100,8 @@ void launch_cooperative_kernel(KernelName name, void (*kernel)(Params...), dim3 
   const cudaError_t last = cudaGetLastError();  // clears what the launch also recorded
   if (status == cudaSuccess) status = last;
 #else
-  emu::launch(name.name, true, kernel, grid, block, dynamic_shared_bytes, stream, std::forward<Args>(args)...);
+  emu::launch(name.name, name.bytes, true, kernel, grid, block, dynamic_shared_bytes, stream,
+              std::forward<Args>(args)...);
   const cudaError_t status = cudaGetLastError();
 #endif
   if (status != cudaSuccess)

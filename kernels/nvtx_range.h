@@ -7,26 +7,18 @@
 // all-reduce, the optimizer (app/train_step.h). Nsight shows the GPU work each range enqueued
 // beside it; for a step replayed from a CUDA graph, trace the graph's nodes
 // (`nsys profile --cuda-graph-trace=node`) or run with --cuda-graphs off. Without a profiler
-// attached a range costs a function call. The step's inventory (kernels/recording.h) files each
-// operation under the innermost range open when it was enqueued.
+// attached a range costs a function call. On the emulated device the step's inventory listens
+// (kernels/recording.h): it files each operation under the innermost range open when it was enqueued.
 #pragma once
 
 #include <nvtx3/nvToolsExt.h>
-
-#include "kernels/recording.h"
 
 namespace cutrain {
 
 class NvtxRange {
  public:
-  explicit NvtxRange(const char* name) {
-    nvtxRangePushA(name);
-    if (Recorder* r = recording()) r->push_phase(name);
-  }
-  ~NvtxRange() {
-    if (Recorder* r = recording()) r->pop_phase();
-    nvtxRangePop();
-  }
+  explicit NvtxRange(const char* name) { nvtxRangePushA(name); }
+  ~NvtxRange() { nvtxRangePop(); }
   NvtxRange(const NvtxRange&) = delete;
   NvtxRange& operator=(const NvtxRange&) = delete;
 };

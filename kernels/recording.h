@@ -1,24 +1,24 @@
-// recording.h: the GPU work of a training step written down instead of done, so that
-// `cutrain bench-step --plan` can list what one step launches on a machine without a GPU.
+// recording.h: the record of what a training step launches, which `cutrain bench-step --plan`
+// (app/step_plan.h) lists and sums. The emulated device writes it (Note [Record-only device] in
+// kernels/emu/runtime.h): while a Recorder is installed on a thread (RecordingScope), the emulated
+// CUDA runtime, cuDNN and cuBLAS write down every kernel launch (with the bytes its launcher
+// declares, kernels/launch.cuh), memset, copy, library call (with the FLOPs and bytes its
+// descriptors imply), wait of one stream for another and wait of the host for the device that the
+// thread makes, each under the innermost NVTX range open then. Nothing else in the program knows
+// that it is being recorded, and the GPU build has no such device.
 //
-// While a Recorder is installed on a thread (RecordingScope), the GPU work that thread enqueues
-// goes to the recorder: every kernel launch (launch_kernel in kernels/launch.cuh, with the bytes
-// the launcher says it moves), memset (memset_async), cuDNN and cuBLAS call (run_or_record, with
-// its FLOPs), collective, and every wait of one stream for another. Because the step's own code
-// runs -- layers, optimizer, reducer -- the inventory is the step's, not a table kept beside it.
-//
-// A Recorder that plans (Mode::plan) also stands in for the device, as PyTorch's meta tensors
-// do: nothing runs, device memory is fake addresses (256-byte aligned, like cudaMalloc's, never
-// dereferenced), copies to and from the host do nothing, and streams are names. A Recorder that
-// observes (Mode::observe) lets everything run as usual and writes it down too (tests compare
-// the two).
+// A Recorder in Mode::plan makes the emulated device record-only, as PyTorch's meta device stands
+// in for a real one: nothing runs, device memory is addresses that are never dereferenced, and the
+// device presents an H200's multiprocessors. In Mode::observe everything runs as usual and is
+// written down too (tests compare the two).
 #pragma once
 
 #include <cuda_runtime.h>
 
-#include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace cutrain {
@@ -33,7 +33,7 @@ struct RecordedOp {
   enum class Kind {
     kernel,      // a custom kernel (kernels/*.cu)
     library,     // a cuDNN or cuBLAS call (one or more kernels of the library's own)
-    collective,  // an NCCL (or, on the CPU, Gloo) collective
+    collective,  // an NCCL collective
     memset,
     memcpy,
     wait,        // `stream` waits for the work enqueued on `waits_for` so far: no work, no node
@@ -41,7 +41,7 @@ struct RecordedOp {
   };
   Kind kind = Kind::kernel;
   std::string name;                // "bn_apply_kernel", "cudnnConvolutionForward", "ncclAllReduce"
-  std::string detail;              // the shape of a library call, the size of a collective
+  std::string detail;              // a kernel's launch, the shape of a library call
   const void* function = nullptr;  // a custom kernel: the function launched
   Traffic bytes;
   double flops = 0;
@@ -60,13 +60,11 @@ class Recorder {
   void clear() { ops_.clear(); }
   void add(RecordedOp op);
 
-  // Planning: a fake device allocation of `bytes`; a stream, known by its name.
-  void* allocate(size_t bytes);
-  cudaStream_t make_stream(const std::string& name);
-  // The name given to `stream` ("main", "side", "comm"), or "stream <n>" for one not made here.
+  // Names `stream` ("main", "side", "comm") in stream_name; "unnamed" for a stream never named.
+  void name_stream(cudaStream_t stream, std::string name) { stream_names_.emplace_back(stream, std::move(name)); }
   std::string stream_name(cudaStream_t stream) const;
 
-  // The NVTX ranges open now (kernels/nvtx_range.h pushes and pops them).
+  // The NVTX ranges open now (the emulated nvtxRangePushA and nvtxRangePop keep them).
   void push_phase(const char* name) { phases_.emplace_back(name); }
   void pop_phase() {
     if (!phases_.empty()) phases_.pop_back();
@@ -76,14 +74,23 @@ class Recorder {
   Mode mode_;
   std::vector<RecordedOp> ops_;
   std::vector<std::string> phases_;
-  std::vector<std::string> stream_names_;  // fake stream i + 1 is stream_names_[i]
-  uintptr_t next_address_ = uintptr_t(1) << 44;  // far from anything real, for a reader of a dump
+  std::vector<std::pair<cudaStream_t, std::string>> stream_names_;
 };
 
-// The recorder installed on this thread, or null: the GPU work is done as usual.
+// "name<<<(gx,gy,gz), (bx,by,bz), bytes>>>": a launch, for messages and for the record.
+inline std::string describe_launch(const char* name, dim3 grid, dim3 block, size_t dynamic_shared_bytes) {
+  char text[256];
+  std::snprintf(text, sizeof text, "%s<<<(%u,%u,%u), (%u,%u,%u), %zu>>>", name, grid.x, grid.y, grid.z, block.x,
+                block.y, block.z, dynamic_shared_bytes);
+  return text;
+}
+
+// The recorder installed on this thread, or null.
 Recorder* recording();
-// Whether this thread plans: a recorder in Mode::plan is installed (nothing reaches a device).
-bool planning();
+
+// For the emulated device: writes `op` down when a recorder is installed; true when that recorder
+// plans, and the work must not be done.
+bool record(RecordedOp op);
 
 // Installs `recorder` on this thread for the scope's life (scopes nest).
 class RecordingScope {
@@ -96,27 +103,5 @@ class RecordingScope {
  private:
   Recorder* previous_;
 };
-
-// cuDNN and cuBLAS calls: records `op` (kind library, on `stream`) when recording, and makes the
-// call unless planning.
-//   run_or_record(stream, {.name = "cudnnConvolutionForward", .flops = ...}, [&] { CUDNN_CHECK(...); });
-template <typename Call>
-void run_or_record(cudaStream_t stream, RecordedOp op, Call&& call) {
-  if (Recorder* r = recording()) {
-    op.kind = RecordedOp::Kind::library;
-    op.stream = stream;
-    r->add(std::move(op));
-    if (r->plans()) return;
-  }
-  call();
-}
-
-// Records that the host waits for the device here; true when planning (there is no device to
-// wait for).
-bool record_host_wait(const char* what);
-
-// cudaMemsetAsync and cudaMemcpyAsync, recorded.
-void memset_async(void* pointer, int value, size_t bytes, cudaStream_t stream);
-void memcpy_async(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind, cudaStream_t stream);
 
 }  // namespace cutrain

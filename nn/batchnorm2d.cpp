@@ -14,21 +14,16 @@ int64_t BatchNorm2d::GpuPlans::partial_floats() const {
 }
 
 BatchNorm2d::GpuPlans BatchNorm2d::plan_gpu(const BatchNormShape& shape, size_t element_bytes,
-                                            const BatchNormDevice& device, BatchNormLaunch launch, bool prepare) {
+                                            BatchNormLaunch launch) {
+  const BatchNormDevice device = bn_device_of_current_gpu();
   const auto plan = [&](BatchNormPass pass) {
     BatchNormPlan p = bn_plan(pass, shape, element_bytes, device, launch);
-    if (prepare) bn_prepare_launch(p);
+    bn_prepare_launch(p);
     return p;
   };
   return {plan(BatchNormPass::forward_train), plan(BatchNormPass::forward_eval),  plan(BatchNormPass::backward),
           plan(BatchNormPass::rank_statistics), plan(BatchNormPass::rank_m2),
           plan(BatchNormPass::forward_apply), plan(BatchNormPass::backward_sums), plan(BatchNormPass::backward_apply)};
-}
-
-// The GPU the launches are planned for: this one, or while planning a step without a GPU
-// (kernels/recording.h), the H200 that `bench-step --plan` estimates for.
-BatchNormDevice BatchNorm2d::gpu_of(const Context& ctx) {
-  return ctx.plans() ? bn_device_h200() : bn_device_of_current_gpu();
 }
 
 BatchNorm2d::BatchNorm2d(Net& net, const std::string& name, Activation& x, bool relu, Activation* residual)
@@ -42,11 +37,10 @@ BatchNorm2d::BatchNorm2d(Net& net, const std::string& name, Activation& x, bool 
       x_(x),
       residual_(residual),
       shape_{x.value.numel() / x.value.dim(-1), int(x.value.dim(-1)), BatchNormFusion{relu, residual != nullptr}},
-      plans_(net.ctx.on_gpu() ? plan_gpu(shape_, dtype_size(net.act_dtype()), gpu_of(net.ctx),
+      plans_(net.ctx.on_gpu() ? plan_gpu(shape_, dtype_size(net.act_dtype()),
                                          net.ctx.options.batchnorm == BatchNormImplementation::split
                                              ? BatchNormLaunch::split
-                                             : BatchNormLaunch::cooperative,
-                                         !net.ctx.plans())
+                                             : BatchNormLaunch::cooperative)
                               : GpuPlans{}),
       mean_(net.plan.tensor(DType::f32, {shape_.channels})),
       invstd_(net.plan.tensor(DType::f32, {shape_.channels})),

@@ -41,16 +41,15 @@ class BatchNorm2d {
   Activation& y;
 
  private:
-  // The launches a GPU step can take, planned once for this GPU.
+  // The launches a GPU step can take, planned once for this GPU (on the record-only emulated device
+  // of `bench-step --plan`, an H200: Note [Record-only device] in kernels/emu/runtime.h).
   struct GpuPlans {
     BatchNormPlan forward_train, forward_eval, backward;
     BatchNormPlan rank_statistics, rank_m2, forward_apply, backward_sums, backward_apply;  // SyncBatchNorm
     int64_t partial_floats() const;
   };
-  // `prepare`: ready this GPU for the plans' launches (bn_prepare_launch), unless only planning.
-  static GpuPlans plan_gpu(const BatchNormShape& shape, size_t element_bytes, const BatchNormDevice& device,
-                           BatchNormLaunch launch, bool prepare);
-  static BatchNormDevice gpu_of(const Context& ctx);
+  // Also readies this GPU for the plans' launches (bn_prepare_launch).
+  static GpuPlans plan_gpu(const BatchNormShape& shape, size_t element_bytes, BatchNormLaunch launch);
 
   double count() const;
   bool synced() const { return net_.sync_batchnorm.enabled(); }

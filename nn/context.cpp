@@ -4,7 +4,6 @@
 
 #include "kernels/check.h"
 #include "kernels/device.h"
-#include "kernels/recording.h"
 
 namespace cutrain {
 
@@ -30,12 +29,6 @@ BatchNormImplementation parse_batchnorm(const std::string& name) {
 Context::Context(const ContextOptions& opts) : options(opts) {
   if (!on_gpu()) {
     if (opts.dtype == DType::bf16) throw std::runtime_error("--precision bf16: needs --device cuda");
-    return;
-  }
-  if (planning()) {  // there is no device, so streams are names and there are no library handles
-    planning_ = true;
-    main_.stream = recording()->make_stream("main");
-    side_.stream = recording()->make_stream("side");
     return;
   }
   if (!cuda_available()) throw std::runtime_error(cuda_unavailable_reason());
@@ -72,15 +65,6 @@ cudnnHandle_t Context::cudnn(cudaStream_t stream) const {
 
 void Context::wait(const Lane& waiter, const Lane& lane) {
   if (!on_gpu()) return;
-  if (Recorder* r = recording()) {
-    RecordedOp op;
-    op.kind = RecordedOp::Kind::wait;
-    op.name = "wait";
-    op.stream = waiter.stream;
-    op.waits_for = lane.stream;
-    r->add(std::move(op));
-    if (r->plans()) return;
-  }
   CUDA_CHECK(cudaEventRecord(lane.done, lane.stream));
   CUDA_CHECK(cudaStreamWaitEvent(waiter.stream, lane.done, 0));
 }
@@ -90,7 +74,6 @@ void Context::join() { wait(main_, side_); }
 
 // Destroys what exists and ignores errors, since nothing can be done about them here.
 void Context::release() noexcept {
-  if (planning_) return;
   if (cublas) cublasDestroy(cublas);
   for (Lane* lane : {&side_, &main_}) {
     if (lane->cudnn) cudnnDestroy(lane->cudnn);
@@ -102,7 +85,7 @@ void Context::release() noexcept {
 }
 
 void Context::synchronize() const {
-  if (!on_gpu() || record_host_wait("Context::synchronize") || planning_) return;
+  if (!on_gpu()) return;
   CUDA_CHECK(cudaStreamSynchronize(side_.stream));
   CUDA_CHECK(cudaStreamSynchronize(main_.stream));
 }

@@ -35,10 +35,6 @@
 // bit. With cudnn_benchmark, convolution algorithms are measured rather than predicted.
 // The batch-norm choice picks which of the GPU's batch-norm implementations runs
 // (nn/batchnorm2d.h); the CPU has only its reference.
-//
-// A GPU Context made while planning (`cutrain bench-step --plan`) has no device: its streams are
-// names, it has no cuDNN or cuBLAS handle, and the layers built on it record their work instead
-// of doing it.
 #pragma once
 
 #include <string>
@@ -84,7 +80,6 @@ class Context {
   Device device() const { return options.device; }
   DType dtype() const { return options.dtype; }
   bool on_gpu() const { return options.device == Device::cuda; }
-  bool plans() const { return planning_; }  // made while planning: no device
 
   // The two streams of Note [Side stream] (null on the CPU).
   cudaStream_t main_stream() const { return main_.stream; }
@@ -111,11 +106,10 @@ class Context {
     cudaEvent_t done = nullptr;  // recorded on the stream when the other waits for it
   };
   void make_lane(Lane& lane);
-  // `waiter` waits for the work enqueued on `lane` so far (recorded while planning).
+  // `waiter` waits for the work enqueued on `lane` so far.
   void wait(const Lane& waiter, const Lane& lane);
   void release() noexcept;
 
-  bool planning_ = false;
   Lane main_, side_;
   DeviceBuffer cublas_workspace_;
 };

@@ -1,12 +1,10 @@
 #include "nn/conv2d.h"
 
 #include <cmath>
-#include <cstdio>
 #include <optional>
 #include <stdexcept>
 
 #include "kernels/check.h"
-#include "kernels/recording.h"
 #include "nn/conv_algorithms.h"
 
 namespace cutrain {
@@ -14,23 +12,6 @@ namespace cutrain {
 namespace {
 
 cudnnDataType_t cudnn_dtype(DType dtype) { return dtype == DType::bf16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT; }
-
-// What one cuDNN call of this convolution computes and moves, for the step's inventory: each of
-// the three passes is 2*N*P*Q*K*R*S*C FLOPs; it reads two of x, w, dy (or y) and writes the third
-// (and reads it too when it accumulates).
-RecordedOp conv_call(const char* name, const ConvShape& s, DType dtype, int64_t read_elements,
-                     int64_t written_elements) {
-  const int64_t size = int64_t(dtype_size(dtype));
-  char detail[160];
-  std::snprintf(detail, sizeof detail, "N=%d H=%d W=%d C=%d K=%d R=%d S=%d stride=%d pad=%d", s.N, s.H, s.W, s.C, s.K,
-                s.R, s.S, s.stride, s.pad);
-  RecordedOp op;
-  op.name = name;
-  op.detail = detail;
-  op.bytes = {read_elements * size, written_elements * size};
-  op.flops = 2.0 * s.N * s.P() * s.Q() * s.K * s.R * s.S * s.C;
-  return op;
-}
 
 // Runs one pass of a convolution on `stream`: `run(algo)` makes its cuDNN call. An algorithm that
 // fails when it runs is replaced and the call made again (Note [Algorithm fallback]).
@@ -103,11 +84,9 @@ Conv2d::Conv2d(Net& net, const std::string& name, Activation& x, int in_channels
     return;
   }
   gpu_ = std::make_unique<Gpu>();
-  if (!net.ctx.plans()) {  // a planning context has no cuDNN, so no algorithms and no workspace
-    gpu_->describe(shape_, net.act_dtype());
-    gpu_->algos = choose_conv_algorithms(net.ctx, gpu_->desc, shape_);
-    net.plan.reserve_workspace(gpu_->algos.workspace());
-  }
+  gpu_->describe(shape_, net.act_dtype());
+  gpu_->algos = choose_conv_algorithms(net.ctx, gpu_->desc, shape_);
+  net.plan.reserve_workspace(gpu_->algos.workspace());
   // The copies cuDNN works on, which SGD reads and writes in place.
   const std::vector<int64_t> filter_shape = {shape_.K, shape_.R, shape_.S, shape_.C};
   const bool padded = shape_.C != in_channels;
@@ -140,21 +119,13 @@ void Conv2d::forward(cudaStream_t stream) {
   const ConvDescriptors& d = gpu_->desc;
   const cudnnHandle_t cudnn = ctx.cudnn(stream);
   void* workspace = net_.plan.workspace(stream == ctx.side_stream());
-  run_or_record(stream,
-                conv_call("cudnnConvolutionForward", shape_, net_.act_dtype(), x_.value.numel() + filter_elements(),
-                          y.value.numel()),
-                [&] {
-                  run_with_fallback(ctx, stream, d, shape_, net_.plan.workspace_bytes(), "cudnnConvolutionForward",
-                                    gpu_->algos.forward, [&](cudnnConvolutionFwdAlgo_t algo) {
-                                      return cudnnConvolutionForward(cudnn, &one, d.x, x_.value.data, d.w,
-                                                                     filter_data(), d.conv, algo, workspace,
-                                                                     net_.plan.workspace_bytes(), &zero, d.y,
-                                                                     y.value.data);
-                                    });
-                });
+  run_with_fallback(ctx, stream, d, shape_, net_.plan.workspace_bytes(), "cudnnConvolutionForward",
+                    gpu_->algos.forward, [&](cudnnConvolutionFwdAlgo_t algo) {
+                      return cudnnConvolutionForward(cudnn, &one, d.x, x_.value.data, d.w, filter_data(), d.conv,
+                                                     algo, workspace, net_.plan.workspace_bytes(), &zero, d.y,
+                                                     y.value.data);
+                    });
 }
-
-int64_t Conv2d::filter_elements() const { return int64_t(shape_.K) * shape_.R * shape_.S * shape_.C; }
 
 // dW on the side stream beside dX on the main one (see Note [Side stream]). The side stream is
 // joined before the gradient is reported, and so also before any later layer can write over the
@@ -189,18 +160,12 @@ void Conv2d::backward_filter(cudaStream_t stream) {
   void* dw = gpu_->dw ? gpu_->dw->data : weight.grad.data;
   const cudnnHandle_t cudnn = ctx.cudnn(stream);
   void* workspace = net_.plan.workspace(stream == ctx.side_stream());
-  run_or_record(stream, conv_call("cudnnConvolutionBackwardFilter", shape_, net_.act_dtype(),
-                                  x_.value.numel() + y.grad.numel(), filter_elements()),
-                [&] {
-                  run_with_fallback(ctx, stream, d, shape_, net_.plan.workspace_bytes(),
-                                    "cudnnConvolutionBackwardFilter", gpu_->algos.backward_filter,
-                                    [&](cudnnConvolutionBwdFilterAlgo_t algo) {
-                                      return cudnnConvolutionBackwardFilter(cudnn, &one, d.x, x_.value.data, d.y,
-                                                                            y.grad.data, d.conv, algo, workspace,
-                                                                            net_.plan.workspace_bytes(), &zero, d.w,
-                                                                            dw);
-                                    });
-                });
+  run_with_fallback(ctx, stream, d, shape_, net_.plan.workspace_bytes(), "cudnnConvolutionBackwardFilter",
+                    gpu_->algos.backward_filter, [&](cudnnConvolutionBwdFilterAlgo_t algo) {
+                      return cudnnConvolutionBackwardFilter(cudnn, &one, d.x, x_.value.data, d.y, y.grad.data,
+                                                            d.conv, algo, workspace, net_.plan.workspace_bytes(),
+                                                            &zero, d.w, dw);
+                    });
 }
 
 void Conv2d::backward_data(float dx_beta, cudaStream_t stream) {
@@ -209,19 +174,12 @@ void Conv2d::backward_data(float dx_beta, cudaStream_t stream) {
   const ConvDescriptors& d = gpu_->desc;
   const cudnnHandle_t cudnn = ctx.cudnn(stream);
   void* workspace = net_.plan.workspace(stream == ctx.side_stream());
-  const int64_t dx_read = dx_beta != 0 ? x_.value.numel() : 0;  // beta 1 adds to what is there
-  run_or_record(stream, conv_call("cudnnConvolutionBackwardData", shape_, net_.act_dtype(),
-                                  y.grad.numel() + filter_elements() + dx_read, x_.value.numel()),
-                [&] {
-                  run_with_fallback(ctx, stream, d, shape_, net_.plan.workspace_bytes(),
-                                    "cudnnConvolutionBackwardData", gpu_->algos.backward_data,
-                                    [&](cudnnConvolutionBwdDataAlgo_t algo) {
-                                      return cudnnConvolutionBackwardData(cudnn, &one, d.w, filter_data(), d.y,
-                                                                          y.grad.data, d.conv, algo, workspace,
-                                                                          net_.plan.workspace_bytes(), &dx_beta, d.x,
-                                                                          x_.grad.data);
-                                    });
-                });
+  run_with_fallback(ctx, stream, d, shape_, net_.plan.workspace_bytes(), "cudnnConvolutionBackwardData",
+                    gpu_->algos.backward_data, [&](cudnnConvolutionBwdDataAlgo_t algo) {
+                      return cudnnConvolutionBackwardData(cudnn, &one, d.w, filter_data(), d.y, y.grad.data, d.conv,
+                                                          algo, workspace, net_.plan.workspace_bytes(), &dx_beta,
+                                                          d.x, x_.grad.data);
+                    });
 }
 
 }  // namespace cutrain

@@ -47,7 +47,6 @@ class Conv2d {
 
  private:
   const void* filter_data() const;
-  int64_t filter_elements() const;  // of the filter cuDNN sees, padding included
   void backward_filter(cudaStream_t stream);  // dW
   void backward_data(float dx_beta, cudaStream_t stream);
 

@@ -6,7 +6,6 @@
 #include <stdexcept>
 
 #include "kernels/check.h"
-#include "kernels/recording.h"
 
 namespace cutrain {
 
@@ -22,48 +21,34 @@ cudnnBatchNormOps_t ops_of(BatchNormFusion fusion) {
 // Note [cuDNN's batch norm types]: the mode whose NHWC kernels the fused ops need.
 constexpr cudnnBatchNormMode_t kMode = CUDNN_BATCHNORM_SPATIAL_PERSISTENT;
 
-// A call for the step's inventory, with the bytes it must move at the least (x, z and dy read,
-// y, dx and dz written, the reserve space both ways); what cuDNN's own kernels move, only a
-// profiler on a GPU can tell.
-RecordedOp batchnorm_call(const char* name, int64_t bytes_read, int64_t bytes_written) {
-  RecordedOp op;
-  op.name = name;
-  op.bytes = {bytes_read, bytes_written};
-  return op;
-}
-
 }  // namespace
 
 CudnnBatchNorm::CudnnBatchNorm(Net& net, const Tensor& x, BatchNormFusion fusion, float eps)
     : net_(net),
       fusion_(fusion),
       eps_(eps),
-      ops_(ops_of(fusion)),
-      tensor_bytes_(x.numel() * int64_t(dtype_size(x.dtype))) {
+      ops_(ops_of(fusion)) {
   if (fusion.residual && !fusion.relu)
     throw std::logic_error("cuDNN's batch norm adds the residual before a ReLU only");
-  const BatchNormShape shape{x.numel() / x.dim(-1), int(x.dim(-1)), fusion};
-  size_t reserve_bytes = size_t(fusion.relu ? bn_mask_bytes(shape) : 0);  // planning: cutrain's mask
-  if (!net.ctx.plans()) {
-    CUDNN_CHECK(cudnnCreateTensorDescriptor(&x_desc_));
-    CUDNN_CHECK(cudnnSetTensor4dDescriptor(x_desc_, CUDNN_TENSOR_NHWC, cudnn_type(x.dtype), int(x.dim(0)),
-                                           int(x.dim(3)), int(x.dim(1)), int(x.dim(2))));
-    CUDNN_CHECK(cudnnCreateTensorDescriptor(&stats_desc_));
-    CUDNN_CHECK(cudnnSetTensor4dDescriptor(stats_desc_, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, 1, int(x.dim(3)), 1, 1));
-    CUDNN_CHECK(cudnnCreateActivationDescriptor(&relu_));
-    CUDNN_CHECK(cudnnSetActivationDescriptor(relu_, CUDNN_ACTIVATION_RELU, CUDNN_NOT_PROPAGATE_NAN, 0.0));
-    cudnnActivationDescriptor_t activation = fusion.relu ? relu_ : nullptr;
-    cudnnTensorDescriptor_t z = fusion.residual ? x_desc_ : nullptr;
-    const cudnnHandle_t handle = net.ctx.cudnn(net.ctx.main_stream());
-    size_t forward = 0, backward = 0;
-    CUDNN_CHECK(cudnnGetBatchNormalizationForwardTrainingExWorkspaceSize(handle, kMode, ops_, x_desc_, z, x_desc_,
-                                                                         stats_desc_, activation, &forward));
-    CUDNN_CHECK(cudnnGetBatchNormalizationBackwardExWorkspaceSize(handle, kMode, ops_, x_desc_, x_desc_, x_desc_, z,
-                                                                  x_desc_, stats_desc_, activation, &backward));
-    CUDNN_CHECK(cudnnGetBatchNormalizationTrainingExReserveSpaceSize(handle, kMode, ops_, activation, x_desc_,
-                                                                     &reserve_bytes));
-    net.plan.reserve_workspace(std::max(forward, backward));
-  }
+  size_t reserve_bytes = 0;
+  CUDNN_CHECK(cudnnCreateTensorDescriptor(&x_desc_));
+  CUDNN_CHECK(cudnnSetTensor4dDescriptor(x_desc_, CUDNN_TENSOR_NHWC, cudnn_type(x.dtype), int(x.dim(0)),
+                                         int(x.dim(3)), int(x.dim(1)), int(x.dim(2))));
+  CUDNN_CHECK(cudnnCreateTensorDescriptor(&stats_desc_));
+  CUDNN_CHECK(cudnnSetTensor4dDescriptor(stats_desc_, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, 1, int(x.dim(3)), 1, 1));
+  CUDNN_CHECK(cudnnCreateActivationDescriptor(&relu_));
+  CUDNN_CHECK(cudnnSetActivationDescriptor(relu_, CUDNN_ACTIVATION_RELU, CUDNN_NOT_PROPAGATE_NAN, 0.0));
+  cudnnActivationDescriptor_t activation = fusion.relu ? relu_ : nullptr;
+  cudnnTensorDescriptor_t z = fusion.residual ? x_desc_ : nullptr;
+  const cudnnHandle_t handle = net.ctx.cudnn(net.ctx.main_stream());
+  size_t forward = 0, backward = 0;
+  CUDNN_CHECK(cudnnGetBatchNormalizationForwardTrainingExWorkspaceSize(handle, kMode, ops_, x_desc_, z, x_desc_,
+                                                                       stats_desc_, activation, &forward));
+  CUDNN_CHECK(cudnnGetBatchNormalizationBackwardExWorkspaceSize(handle, kMode, ops_, x_desc_, x_desc_, x_desc_, z,
+                                                                x_desc_, stats_desc_, activation, &backward));
+  CUDNN_CHECK(cudnnGetBatchNormalizationTrainingExReserveSpaceSize(handle, kMode, ops_, activation, x_desc_,
+                                                                   &reserve_bytes));
+  net.plan.reserve_workspace(std::max(forward, backward));
   reserve_ = &net.plan.tensor(DType::u8, {int64_t(reserve_bytes)});
 }
 
@@ -78,17 +63,11 @@ void CudnnBatchNorm::forward_train(const BatchNormForward<T>& f) {
   const Context& ctx = net_.ctx;
   const cudaStream_t stream = ctx.main_stream();  // batch norm runs on the main stream
   const float one = 1.0f, zero = 0.0f;
-  run_or_record(
-      stream,
-      batchnorm_call("cudnnBatchNormalizationForwardTrainingEx", tensor_bytes_ * (fusion_.residual ? 2 : 1),
-                     tensor_bytes_ + reserve_->numel()),
-      [&] {
-        CUDNN_CHECK(cudnnBatchNormalizationForwardTrainingEx(
-            ctx.cudnn(stream), kMode, ops_, &one, &zero, x_desc_, f.x, fusion_.residual ? x_desc_ : nullptr, f.residual,
-            x_desc_, f.y, stats_desc_, f.gamma, f.beta, double(f.momentum), f.running_mean, f.running_var,
-            double(f.eps), f.mean, f.invstd, fusion_.relu ? relu_ : nullptr, net_.plan.workspace(/*side_stream=*/false),
-            net_.plan.workspace_bytes(), reserve_->data, size_t(reserve_->numel())));
-      });
+  CUDNN_CHECK(cudnnBatchNormalizationForwardTrainingEx(
+      ctx.cudnn(stream), kMode, ops_, &one, &zero, x_desc_, f.x, fusion_.residual ? x_desc_ : nullptr, f.residual,
+      x_desc_, f.y, stats_desc_, f.gamma, f.beta, double(f.momentum), f.running_mean, f.running_var, double(f.eps),
+      f.mean, f.invstd, fusion_.relu ? relu_ : nullptr, net_.plan.workspace(/*side_stream=*/false),
+      net_.plan.workspace_bytes(), reserve_->data, size_t(reserve_->numel())));
 }
 
 template <typename T>
@@ -96,18 +75,11 @@ void CudnnBatchNorm::backward(const BatchNormBackward<T>& b, const T* y, const f
   const Context& ctx = net_.ctx;
   const cudaStream_t stream = ctx.main_stream();  // batch norm runs on the main stream
   const float one = 1.0f, zero = 0.0f;
-  run_or_record(
-      stream,
-      batchnorm_call("cudnnBatchNormalizationBackwardEx", tensor_bytes_ * (fusion_.relu ? 3 : 2) + reserve_->numel(),
-                     tensor_bytes_ * (fusion_.residual ? 2 : 1)),
-      [&] {
-        CUDNN_CHECK(cudnnBatchNormalizationBackwardEx(
-            ctx.cudnn(stream), kMode, ops_, &one, &zero, &one, &zero, x_desc_, b.x, x_desc_, y, x_desc_, b.dy,
-            fusion_.residual ? x_desc_ : nullptr, b.d_residual, x_desc_, b.dx, stats_desc_, b.gamma, beta, b.dgamma,
-            b.dbeta, double(eps_), b.mean, b.invstd, fusion_.relu ? relu_ : nullptr,
-            net_.plan.workspace(/*side_stream=*/false), net_.plan.workspace_bytes(), reserve_->data,
-            size_t(reserve_->numel())));
-      });
+  CUDNN_CHECK(cudnnBatchNormalizationBackwardEx(
+      ctx.cudnn(stream), kMode, ops_, &one, &zero, &one, &zero, x_desc_, b.x, x_desc_, y, x_desc_, b.dy,
+      fusion_.residual ? x_desc_ : nullptr, b.d_residual, x_desc_, b.dx, stats_desc_, b.gamma, beta, b.dgamma, b.dbeta,
+      double(eps_), b.mean, b.invstd, fusion_.relu ? relu_ : nullptr, net_.plan.workspace(/*side_stream=*/false),
+      net_.plan.workspace_bytes(), reserve_->data, size_t(reserve_->numel())));
 }
 
 template void CudnnBatchNorm::forward_train<float>(const BatchNormForward<float>&);

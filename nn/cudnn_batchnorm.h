@@ -29,9 +29,8 @@ namespace cutrain {
 
 class CudnnBatchNorm {
  public:
-  // Describes x [N, H, W, C] to cuDNN and plans the workspace and the reserve space; while
-  // planning (no cuDNN), only the reserve space, as large as cutrain's ReLU mask. The forward's
-  // momentum and eps come with its tensors (BatchNormForward).
+  // Describes x [N, H, W, C] to cuDNN and plans the workspace and the reserve space. The
+  // forward's momentum and eps come with its tensors (BatchNormForward).
   CudnnBatchNorm(Net& net, const Tensor& x, BatchNormFusion fusion, float eps);
   ~CudnnBatchNorm();
   CudnnBatchNorm(const CudnnBatchNorm&) = delete;
@@ -51,7 +50,6 @@ class CudnnBatchNorm {
   cudnnTensorDescriptor_t x_desc_ = nullptr, stats_desc_ = nullptr;
   cudnnActivationDescriptor_t relu_ = nullptr;
   Tensor* reserve_ = nullptr;  // u8, planned for the whole step
-  int64_t tensor_bytes_;
 };
 
 }  // namespace cutrain

@@ -5,7 +5,6 @@
 #include "kernels/cast.h"
 #include "kernels/check.h"
 #include "kernels/linear_cpu.h"
-#include "kernels/recording.h"
 
 namespace cutrain {
 
@@ -37,18 +36,6 @@ cublasComputeType_t compute_type(const Context& ctx) {
   return tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
 }
 
-// A product C[m,n] = A[m,k] B[k,n] (+ C) for the step's inventory: 2mnk FLOPs; A and B read in
-// the precision `in`, C written (and read when accumulated) in `out`.
-RecordedOp gemm_call(const char* name, int64_t m, int64_t n, int64_t k, DType in, DType out, bool accumulate) {
-  const int64_t c_bytes = m * n * int64_t(dtype_size(out));
-  RecordedOp op;
-  op.name = name;
-  op.detail = "m=" + std::to_string(m) + " n=" + std::to_string(n) + " k=" + std::to_string(k);
-  op.bytes = {(m * k + k * n) * int64_t(dtype_size(in)) + (accumulate ? c_bytes : 0), c_bytes};
-  op.flops = 2.0 * double(m) * double(n) * double(k);
-  return op;
-}
-
 }  // namespace
 
 void Linear::forward() {
@@ -58,20 +45,15 @@ void Linear::forward() {
     return;
   }
   const Context& ctx = net_.ctx;
-  const cudaStream_t stream = ctx.main_stream();  // cuBLAS is bound to it
   const float one = 1.0f, zero = 0.0f;
   // y^T[O,N] = b[O,1] ones[1,N]   (the bias in every column)
-  run_or_record(stream, gemm_call("cublasSgemm", out_, n_, 1, DType::f32, DType::f32, false), [&] {
-    CUBLAS_CHECK(cublasSgemm(ctx.cublas, CUBLAS_OP_N, CUBLAS_OP_N, out_, n_, 1, &one, bias.value.as<float>(), out_,
-                             ones_->as<float>(), 1, &zero, y.value.as<float>(), out_));
-  });
+  CUBLAS_CHECK(cublasSgemm(ctx.cublas, CUBLAS_OP_N, CUBLAS_OP_N, out_, n_, 1, &one, bias.value.as<float>(), out_,
+                           ones_->as<float>(), 1, &zero, y.value.as<float>(), out_));
   // y^T[O,N] += W[O,I] x^T[I,N]   (W is column-major [I,O]: transposed)
   const void* w = weight.value_in(ctx.dtype());
-  run_or_record(stream, gemm_call("cublasGemmEx", out_, n_, in_, ctx.dtype(), DType::f32, true), [&] {
-    CUBLAS_CHECK(cublasGemmEx(ctx.cublas, CUBLAS_OP_T, CUBLAS_OP_N, out_, n_, in_, &one, w, cuda_dtype(ctx.dtype()),
-                              in_, x_.value.data, cuda_dtype(ctx.dtype()), in_, &one, y.value.data, CUDA_R_32F, out_,
-                              compute_type(ctx), CUBLAS_GEMM_DEFAULT));
-  });
+  CUBLAS_CHECK(cublasGemmEx(ctx.cublas, CUBLAS_OP_T, CUBLAS_OP_N, out_, n_, in_, &one, w, cuda_dtype(ctx.dtype()), in_,
+                            x_.value.data, cuda_dtype(ctx.dtype()), in_, &one, y.value.data, CUDA_R_32F, out_,
+                            compute_type(ctx), CUBLAS_GEMM_DEFAULT));
 }
 
 void Linear::backward() {
@@ -99,21 +81,15 @@ void Linear::backward_gpu() {
     dy = dy_bf16_->data;
   }
   // dW^T[I,O] = x^T[I,N] dy[N,O]   (dy is column-major [O,N]: transposed); fp32 out
-  run_or_record(stream, gemm_call("cublasGemmEx", in_, out_, n_, ctx.dtype(), DType::f32, false), [&] {
-    CUBLAS_CHECK(cublasGemmEx(ctx.cublas, CUBLAS_OP_N, CUBLAS_OP_T, in_, out_, n_, &one, x_.value.data, t, in_, dy, t,
-                              out_, &zero, weight.grad.data, CUDA_R_32F, in_, compute_type(ctx), CUBLAS_GEMM_DEFAULT));
-  });
+  CUBLAS_CHECK(cublasGemmEx(ctx.cublas, CUBLAS_OP_N, CUBLAS_OP_T, in_, out_, n_, &one, x_.value.data, t, in_, dy, t,
+                            out_, &zero, weight.grad.data, CUDA_R_32F, in_, compute_type(ctx), CUBLAS_GEMM_DEFAULT));
   // db[O] = dy^T[O,N] ones[N]   (fp32 dy, exact in both precisions)
-  run_or_record(stream, gemm_call("cublasSgemv", out_, 1, n_, DType::f32, DType::f32, false), [&] {
-    CUBLAS_CHECK(cublasSgemv(ctx.cublas, CUBLAS_OP_N, out_, n_, &one, y.grad.as<float>(), out_, ones_->as<float>(), 1,
-                             &zero, bias.grad.as<float>(), 1));
-  });
+  CUBLAS_CHECK(cublasSgemv(ctx.cublas, CUBLAS_OP_N, out_, n_, &one, y.grad.as<float>(), out_, ones_->as<float>(), 1,
+                           &zero, bias.grad.as<float>(), 1));
   // dx^T[I,N] = W^T[I,O] dy^T[O,N]   (W is column-major [I,O]: as is)
   const void* w = weight.value_in(ctx.dtype());
-  run_or_record(stream, gemm_call("cublasGemmEx", in_, n_, out_, ctx.dtype(), ctx.dtype(), false), [&] {
-    CUBLAS_CHECK(cublasGemmEx(ctx.cublas, CUBLAS_OP_N, CUBLAS_OP_N, in_, n_, out_, &one, w, t, in_, dy, t, out_, &zero,
-                              x_.grad.data, t, in_, compute_type(ctx), CUBLAS_GEMM_DEFAULT));
-  });
+  CUBLAS_CHECK(cublasGemmEx(ctx.cublas, CUBLAS_OP_N, CUBLAS_OP_N, in_, n_, out_, &one, w, t, in_, dy, t, out_, &zero,
+                            x_.grad.data, t, in_, compute_type(ctx), CUBLAS_GEMM_DEFAULT));
 }
 
 }  // namespace cutrain

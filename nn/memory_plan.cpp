@@ -9,7 +9,6 @@
 #include <cuda_runtime.h>
 
 #include "kernels/check.h"
-#include "kernels/recording.h"
 
 namespace cutrain {
 
@@ -20,10 +19,7 @@ size_t align_up(size_t n) { return (n + kAlignment - 1) / kAlignment * kAlignmen
 
 DeviceBuffer::DeviceBuffer(Device device, size_t bytes) : device_(device), bytes_(bytes) {
   if (bytes == 0) return;
-  if (device == Device::cuda && planning()) {  // an address, never dereferenced (kernels/recording.h)
-    data_ = recording()->allocate(bytes);
-    planned_ = true;
-  } else if (device == Device::cuda) {
+  if (device == Device::cuda) {
     CUDA_CHECK(cudaMalloc(&data_, bytes));
     CUDA_CHECK(cudaMemset(data_, 0, bytes));
     CUDA_CHECK(cudaDeviceSynchronize());  // done before any stream of ours touches it
@@ -35,7 +31,7 @@ DeviceBuffer::DeviceBuffer(Device device, size_t bytes) : device_(device), bytes
 }
 
 DeviceBuffer::~DeviceBuffer() {
-  if (!data_ || planned_) return;
+  if (!data_) return;
   if (device_ == Device::cuda) {
     cudaFree(data_);  // no throwing from a destructor
   } else {
@@ -46,14 +42,12 @@ DeviceBuffer::~DeviceBuffer() {
 DeviceBuffer::DeviceBuffer(DeviceBuffer&& other) noexcept
     : device_(other.device_),
       data_(std::exchange(other.data_, nullptr)),
-      bytes_(std::exchange(other.bytes_, 0)),
-      planned_(other.planned_) {}
+      bytes_(std::exchange(other.bytes_, 0)) {}
 
 DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& other) noexcept {
   std::swap(device_, other.device_);
   std::swap(data_, other.data_);
   std::swap(bytes_, other.bytes_);
-  std::swap(planned_, other.planned_);
   return *this;
 }
 
@@ -61,7 +55,7 @@ void copy_bytes_from_host(const void* host, const DeviceBuffer& buffer) {
   if (buffer.bytes() == 0) return;
   if (buffer.device() == Device::cpu) {
     std::memcpy(buffer.data(), host, buffer.bytes());
-  } else if (!record_host_wait("copy_bytes_from_host")) {
+  } else {
     CUDA_CHECK(cudaMemcpy(buffer.data(), host, buffer.bytes(), cudaMemcpyHostToDevice));
     CUDA_CHECK(cudaDeviceSynchronize());  // before a kernel on a non-blocking stream reads it
   }
@@ -71,7 +65,7 @@ void copy_bytes_to_host(const DeviceBuffer& buffer, void* host) {
   if (buffer.bytes() == 0) return;
   if (buffer.device() == Device::cpu) {
     std::memcpy(host, buffer.data(), buffer.bytes());
-  } else if (!record_host_wait("copy_bytes_to_host")) {
+  } else {
     CUDA_CHECK(cudaDeviceSynchronize());  // whichever stream wrote it
     CUDA_CHECK(cudaMemcpy(host, buffer.data(), buffer.bytes(), cudaMemcpyDeviceToHost));
   }

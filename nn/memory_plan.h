@@ -28,8 +28,7 @@
 
 namespace cutrain {
 
-// Owned bytes on a device: page-aligned host memory on the CPU, cudaMalloc on the GPU; while
-// planning (kernels/recording.h), a fake device address.
+// Owned bytes on a device: page-aligned host memory on the CPU, cudaMalloc on the GPU.
 class DeviceBuffer {
  public:
   DeviceBuffer() = default;
@@ -48,11 +47,9 @@ class DeviceBuffer {
   Device device_ = Device::cpu;
   void* data_ = nullptr;
   size_t bytes_ = 0;
-  bool planned_ = false;  // a fake address: nothing to free
 };
 
-// Fills `buffer` from host memory of its size, or host memory from it, synchronously (nothing
-// while planning).
+// Fills `buffer` from host memory of its size, or host memory from it, synchronously.
 void copy_bytes_from_host(const void* host, const DeviceBuffer& buffer);
 void copy_bytes_to_host(const DeviceBuffer& buffer, void* host);
 

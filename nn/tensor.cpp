@@ -7,7 +7,6 @@
 #include <cuda_runtime.h>
 
 #include "kernels/check.h"
-#include "kernels/recording.h"
 
 namespace cutrain {
 
@@ -45,9 +44,7 @@ std::string Tensor::shape_string() const {
 
 // The model's stream does not synchronise with cudaMemcpy's default stream, so the GPU copies
 // wait for the whole device before and after: correct whatever stream wrote or reads the tensor.
-// While planning there is no device: the host side is left as it is.
 void copy_to_host(const Tensor& t, void* host) {
-  if (t.device == Device::cuda && record_host_wait("copy_to_host")) return;
   if (t.device == Device::cuda) {
     CUDA_CHECK(cudaDeviceSynchronize());
     CUDA_CHECK(cudaMemcpy(host, t.data, t.bytes(), cudaMemcpyDeviceToHost));
@@ -57,7 +54,6 @@ void copy_to_host(const Tensor& t, void* host) {
 }
 
 void copy_from_host(const void* host, const Tensor& t) {
-  if (t.device == Device::cuda && record_host_wait("copy_from_host")) return;
   if (t.device == Device::cuda) {
     CUDA_CHECK(cudaDeviceSynchronize());
     CUDA_CHECK(cudaMemcpy(t.data, host, t.bytes(), cudaMemcpyHostToDevice));

@@ -39,8 +39,8 @@ struct Tensor {
 };
 
 // Synchronous copies between a tensor (on any device) and host memory, for set-up, checkpoints,
-// benchmarks and tests; never inside a step (on the GPU they wait for the whole device; while
-// planning, kernels/recording.h, they do nothing). The first pair moves t.bytes() raw bytes; the
+// benchmarks and tests; never inside a step (on the GPU they wait for the whole device). The
+// first pair moves t.bytes() raw bytes; the
 // second converts to and from fp32 on the host (bf16 rounds to nearest even).
 void copy_to_host(const Tensor& t, void* host);
 void copy_from_host(const void* host, const Tensor& t);

@@ -1,13 +1,19 @@
-// kernels/recording.h's record against what the device itself saw of the same launcher calls: the
-// CUDA emulation's own count of grids run and memsets done ([emu]), or the nodes of a CUDA graph
-// captured from the calls ([gpu]). Every launch and memset of kernels/ goes through the one hook
-// that writes it down, so `bench-step --plan` misses none (a launch or memset that bypassed it
-// would be counted here by the device only).
+// kernels/recording.h's record, which the emulated device writes, against what that device itself
+// did for the same launcher calls: its own count of grids run and memsets done. Every launcher of
+// kernels/ is called, so a launch that the record missed would be counted by the device only; and
+// every launcher must declare the bytes it moves. Then the same calls on the record-only device
+// (Note [Record-only device] in kernels/emu/runtime.h): the same record, and nothing done.
+// The GPU build has no recording device: the file is the emulated build's only.
 #include <catch2/catch.hpp>
+
+#include <cuda_runtime.h>
+
+#ifdef CUTRAIN_CUDA_EMULATION
 
 #include <cuda_bf16.h>
 
 #include <algorithm>
+#include <cmath>
 #include <random>
 #include <vector>
 
@@ -50,34 +56,13 @@ Counts recorded(const Recorder& r) {
   return c;
 }
 
-// What the device saw of launches(stream): the emulation's counts, or a captured graph's nodes.
+// What the emulated device did for launches(stream): its own counts.
 template <typename Launches>
 Counts seen_by_device(cudaStream_t stream, Launches&& launches) {
-#ifdef CUTRAIN_CUDA_EMULATION
   const emu::WorkDone before = emu::work_done();
   launches(stream);
   const emu::WorkDone after = emu::work_done();
   return {after.grids - before.grids, after.memsets - before.memsets, after.copies - before.copies};
-#else
-  cudaGraph_t graph;
-  CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-  launches(stream);
-  CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
-  size_t count = 0;
-  CUDA_CHECK(cudaGraphGetNodes(graph, nullptr, &count));
-  std::vector<cudaGraphNode_t> nodes(count);
-  CUDA_CHECK(cudaGraphGetNodes(graph, nodes.data(), &count));
-  Counts c;
-  for (cudaGraphNode_t node : nodes) {
-    cudaGraphNodeType type;
-    CUDA_CHECK(cudaGraphNodeGetType(node, &type));
-    c.kernels += type == cudaGraphNodeTypeKernel;
-    c.memsets += type == cudaGraphNodeTypeMemset;
-    c.copies += type == cudaGraphNodeTypeMemcpy;
-  }
-  CUDA_CHECK(cudaGraphDestroy(graph));
-  return c;
-#endif
 }
 
 }  // namespace
@@ -150,6 +135,16 @@ TEST_CASE("the recording of kernels/ launches and memsets is what the device see
   };
   cudaStream_t stream;
   CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  // First record-only: the same calls are written down, and the device does nothing (the loss
+  // keeps the NaN it was made with).
+  Recorder planned(Recorder::Mode::plan);
+  Counts planned_device;
+  {
+    RecordingScope scope(planned);
+    planned_device = seen_by_device(stream, launches);
+  }
+  CHECK(planned_device == Counts{});
+  CHECK(std::isnan(loss.copy_to_host()[0]));
   Recorder recorder(Recorder::Mode::observe);
   Counts device;
   {
@@ -174,4 +169,32 @@ TEST_CASE("the recording of kernels/ launches and memsets is what the device see
     ++batch_norms;
   }
   CHECK(batch_norms == plans.size());
+  REQUIRE(planned.ops().size() == recorder.ops().size());
+  for (size_t i = 0; i < planned.ops().size(); ++i) {
+    INFO(i << ": " << recorder.ops()[i].name);
+    CHECK(planned.ops()[i].name == recorder.ops()[i].name);
+    CHECK(planned.ops()[i].bytes.read == recorder.ops()[i].bytes.read);
+  }
 }
+
+TEST_CASE("the record-only device presents an H200 and allocates no memory", CUTRAIN_GPU_TAG) {
+  int own = 0, planned = 0;
+  CUDA_CHECK(cudaDeviceGetAttribute(&own, cudaDevAttrMultiProcessorCount, 0));
+  Recorder recorder(Recorder::Mode::plan);
+  void* p = nullptr;
+  {
+    RecordingScope scope(recorder);
+    CUDA_CHECK(cudaDeviceGetAttribute(&planned, cudaDevAttrMultiProcessorCount, 0));
+    CUDA_CHECK(cudaMalloc(&p, size_t(1) << 40));  // a terabyte: only an address
+    CUDA_CHECK(cudaMemset(p, 0, size_t(1) << 40));
+    CUDA_CHECK(cudaDeviceSynchronize());
+    CHECK(reinterpret_cast<uintptr_t>(p) % 256 == 0);
+    CUDA_CHECK(cudaFree(p));
+  }
+  CHECK(own == emu::kDevice.multiprocessors);
+  CHECK(planned == 132);
+  REQUIRE(recorder.ops().size() == 1);
+  CHECK(recorder.ops()[0].kind == RecordedOp::Kind::host_wait);
+}
+
+#endif  // CUTRAIN_CUDA_EMULATION

@@ -1,6 +1,6 @@
-// [gpu] `bench-step --plan` against the real thing: the step's inventory, planned without a
-// device, is op for op what the real step enqueues (recorded while it runs), and what a CUDA graph
-// captured from that step holds.
+// `bench-step --plan` against the step that runs: the step's inventory, recorded by the record-only
+// emulated device (Note [Record-only device] in kernels/emu/runtime.h), is op for op what the same
+// device records while the step runs, and what a CUDA graph captured from that step holds.
 //
 // What is compared with the graph, and why: cudaGraphGetNodes counts nodes by type. A kernel node
 // is ours when its function is one of the kernels the plan names (cudaGraphKernelNodeGetParams
@@ -12,9 +12,15 @@
 // least the plan's; ours are counted exactly by the recording above, which every memset and copy
 // of ours goes through. Waits between streams are the graph's edges, not nodes.
 //
-// Batch norm's launches are planned for an H200 (kernels/batchnorm.h: how many rows each block
-// keeps in shared memory depends on the GPU), so their bytes are compared on an H200-sized GPU only.
+// Batch norm's launches are planned for the record-only device's H200 (kernels/batchnorm.h: how
+// many rows each block keeps in shared memory depends on the GPU), so their bytes are compared on
+// an H200-sized GPU only: not the emulated device's four multiprocessors. The GPU build has no
+// recording device, so the file is the emulated build's only.
 #include <catch2/catch.hpp>
+
+#include <cuda_runtime.h>
+
+#ifdef CUTRAIN_CUDA_EMULATION
 
 #include <iostream>
 #include <map>
@@ -65,7 +71,12 @@ TEST_CASE("the planned step is the step the GPU runs and captures, node for node
   }
 
   // The plan is what the step enqueued, in order, on the same streams, with the same figures.
-  const BatchNormDevice gpu = bn_device_of_current_gpu(), h200 = bn_device_h200();
+  const BatchNormDevice gpu = bn_device_of_current_gpu();
+  const BatchNormDevice h200 = [] {  // the record-only device's
+    Recorder probe(Recorder::Mode::plan);
+    RecordingScope scope(probe);
+    return bn_device_of_current_gpu();
+  }();
   const bool planned_gpu = gpu.blocks == h200.blocks && gpu.threads == h200.threads &&
                            gpu.shared_bytes == h200.shared_bytes;
   if (!planned_gpu) std::cout << "not an H200: batch norm's bytes are not compared\n";
@@ -126,3 +137,5 @@ TEST_CASE("the planned step is the step the GPU runs and captures, node for node
   CHECK(int64_t(count) == planned.graph_nodes + library_extra);
   CUDA_CHECK(cudaGraphDestroy(graph));
 }
+
+#endif  // CUTRAIN_CUDA_EMULATION

@@ -453,7 +453,7 @@ cudaError_t check_grid(const Grid& g) {
   const uint64_t blocks = uint64_t(g.grid.x) * g.grid.y * g.grid.z;
   if (g.cooperative &&
       blocks > uint64_t(max_active_blocks_per_multiprocessor(int(threads), g.dynamic_shared_bytes)) *
-                   uint64_t(kDevice.multiprocessors))
+                   uint64_t(emulated_device().multiprocessors))
     return cudaErrorCooperativeLaunchTooLarge;
   return cudaSuccess;
 }
@@ -521,13 +521,13 @@ bool run_blocks_together(const Grid& g, int threads, std::string& failure) {
 
 int max_active_blocks_per_multiprocessor(int threads, size_t dynamic_shared_bytes) {
   if (threads <= 0 || threads > int(kMaxThreadsPerBlock)) return 0;
-  if (dynamic_shared_bytes > kDevice.shared_per_block_optin) return 0;
+  const EmulatedDevice& d = emulated_device();
+  if (dynamic_shared_bytes > d.shared_per_block_optin) return 0;
   const int warps = (threads + kWarp - 1) / kWarp;
-  const int by_threads = kDevice.threads_per_multiprocessor / (warps * kWarp);
-  const int by_registers = kDevice.registers_per_multiprocessor / (warps * kWarp * kDevice.registers_per_thread);
-  const int by_shared =
-      int(kDevice.shared_per_multiprocessor / (dynamic_shared_bytes + kDevice.reserved_shared_per_block));
-  return std::min({kDevice.blocks_per_multiprocessor, by_threads, by_registers, by_shared});
+  const int by_threads = d.threads_per_multiprocessor / (warps * kWarp);
+  const int by_registers = d.registers_per_multiprocessor / (warps * kWarp * d.registers_per_thread);
+  const int by_shared = int(d.shared_per_multiprocessor / (dynamic_shared_bytes + d.reserved_shared_per_block));
+  return std::min({d.blocks_per_multiprocessor, by_threads, by_registers, by_shared});
 }
 
 std::string run_grid(const Grid& g) {

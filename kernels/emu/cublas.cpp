@@ -2,7 +2,10 @@
 // arguments as cuBLAS documents (CUBLAS_STATUS_INVALID_VALUE for a negative size, a leading
 // dimension too small, a zero increment; NOT_SUPPORTED for a type combination cuBLAS lacks), then
 // that its operands lie in device memory, reads alpha and beta, and enqueues plain loops on the
-// handle's stream with everything captured by value.
+// handle's stream with everything captured by value. While a recorder is installed
+// (kernels/recording.h), each product that passes the checks is also written down with what it
+// computes and moves, and not enqueued when the device is record-only (Note [Record-only device]
+// in runtime.h).
 #include <cublas_v2.h>
 
 #include <algorithm>
@@ -14,6 +17,7 @@
 #include "kernels/emu/bf16.h"
 #include "kernels/emu/refusal.h"
 #include "kernels/emu/runtime.h"
+#include "kernels/recording.h"
 
 struct cublasContext {
   cudaStream_t stream = nullptr;  // the legacy default stream until cublasSetStream
@@ -94,10 +98,27 @@ bool valid_op(cublasOperation_t op) { return op == CUBLAS_OP_N || op == CUBLAS_O
 // The elements a column-major rows x cols matrix with leading dimension ld spans.
 int64_t span(int64_t rows, int64_t cols, int64_t ld) { return rows > 0 && cols > 0 ? (cols - 1) * ld + rows : 0; }
 
+// A product C[m,n] = A[m,k] B[k,n] (+ C), for the step's record: 2mnk FLOPs; A and B read in their
+// types, C written (and read when beta adds to it) in its own.
+bool recorded_product(const char* call, cudaStream_t stream, int64_t m, int64_t n, int64_t k, cudaDataType in,
+                      cudaDataType out, float beta) {
+  if (!recording()) return false;
+  const int64_t c_bytes = m * n * int64_t(element_bytes(out));
+  RecordedOp op;
+  op.kind = RecordedOp::Kind::library;
+  op.name = call;
+  op.detail = "m=" + std::to_string(m) + " n=" + std::to_string(n) + " k=" + std::to_string(k);
+  op.bytes = {(m * k + k * n) * int64_t(element_bytes(in)) + (beta != 0 ? c_bytes : 0), c_bytes};
+  op.flops = 2.0 * double(m) * double(n) * double(k);
+  op.stream = stream;
+  return record(std::move(op));
+}
+
 // C = alpha * op(A) op(B) + beta * C: cuBLAS's checks, then the product on the stream.
-cublasStatus_t gemm(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int m, int n, int k,
-                    const float* alpha, const void* A, cudaDataType a_type, int lda, const void* B,
-                    cudaDataType b_type, int ldb, const float* beta, void* C, cudaDataType c_type, int ldc) {
+cublasStatus_t gemm(const char* call, cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb,
+                    int m, int n, int k, const float* alpha, const void* A, cudaDataType a_type, int lda,
+                    const void* B, cudaDataType b_type, int ldb, const float* beta, void* C, cudaDataType c_type,
+                    int ldc) {
   if (!handle) return fail(CUBLAS_STATUS_NOT_INITIALIZED, "the handle is null");
   if (!valid_op(transa) || !valid_op(transb)) return fail(CUBLAS_STATUS_INVALID_VALUE, "invalid operation");
   if (m < 0 || n < 0 || k < 0) return fail(CUBLAS_STATUS_INVALID_VALUE, "a negative dimension");
@@ -113,6 +134,7 @@ cublasStatus_t gemm(cublasHandle_t handle, cublasOperation_t transa, cublasOpera
     if (cublasStatus_t s = check_device(p, elements, element_bytes(type), name); s != CUBLAS_STATUS_SUCCESS) return s;
   const Matrix a{A, a_type, lda, ta}, b{B, b_type, ldb, tb};
   const float alpha_value = *alpha, beta_value = *beta;
+  if (recorded_product(call, handle->stream, m, n, k, a_type, c_type, beta_value)) return CUBLAS_STATUS_SUCCESS;
   const cudaError_t queued = enqueue(handle->stream, "cublasGemm", [=] {
     for (int64_t j = 0; j < n; ++j)
       for (int64_t i = 0; i < m; ++i) {
@@ -228,6 +250,9 @@ cublasStatus_t cublasSgemv_v2(cublasHandle_t handle, cublasOperation_t trans, in
     if (cublasStatus_t s = check_device(p, elements, sizeof(float), name); s != CUBLAS_STATUS_SUCCESS) return s;
   const Matrix a{A, CUDA_R_32F, lda, transposed};
   const float alpha_value = *alpha, beta_value = *beta;
+  // A product y[y_length, 1] = op(A)[y_length, x_length] x[x_length, 1].
+  if (recorded_product("cublasSgemv", handle->stream, y_length, 1, x_length, CUDA_R_32F, CUDA_R_32F, beta_value))
+    return CUBLAS_STATUS_SUCCESS;
   const cudaError_t queued = enqueue(handle->stream, "cublasSgemv", [=] {
     for (int64_t i = 0; i < y_length; ++i) {
       float sum = 0.0f;
@@ -242,8 +267,8 @@ cublasStatus_t cublasSgemv_v2(cublasHandle_t handle, cublasOperation_t trans, in
 cublasStatus_t cublasSgemm_v2(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int m, int n,
                               int k, const float* alpha, const float* A, int lda, const float* B, int ldb,
                               const float* beta, float* C, int ldc) {
-  return gemm(handle, transa, transb, m, n, k, alpha, A, CUDA_R_32F, lda, B, CUDA_R_32F, ldb, beta, C, CUDA_R_32F,
-              ldc);
+  return gemm("cublasSgemm", handle, transa, transb, m, n, k, alpha, A, CUDA_R_32F, lda, B, CUDA_R_32F, ldb, beta, C,
+              CUDA_R_32F, ldc);
 }
 
 // The combinations of cuBLAS's cublasGemmEx table that cutrain's types make: with CUBLAS_COMPUTE_32F
@@ -263,8 +288,8 @@ cublasStatus_t cublasGemmEx(cublasHandle_t handle, cublasOperation_t transa, cub
   if (!supported) return fail(CUBLAS_STATUS_NOT_SUPPORTED, "this combination of data and compute types");
   if (algo != CUBLAS_GEMM_DEFAULT && algo != CUBLAS_GEMM_DEFAULT_TENSOR_OP)
     return fail(CUBLAS_STATUS_NOT_SUPPORTED, "the emulation runs the default algorithm only");
-  return gemm(handle, transa, transb, m, n, k, static_cast<const float*>(alpha), A, a_type, lda, B, b_type, ldb,
-              static_cast<const float*>(beta), C, c_type, ldc);
+  return gemm("cublasGemmEx", handle, transa, transb, m, n, k, static_cast<const float*>(alpha), A, a_type, lda, B,
+              b_type, ldb, static_cast<const float*>(beta), C, c_type, ldc);
 }
 
 }  // extern "C"

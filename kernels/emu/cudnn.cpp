@@ -2,7 +2,9 @@
 // it is called (descriptors, pointers, workspace), reads alpha and beta then, and enqueues its
 // work on the handle's stream with everything it needs captured by value. The work computes
 // through the CPU twins of kernels/conv2d_cpu.h in fp32, on copies of the operands in NHWC and
-// KRSC, whatever the descriptors' layouts.
+// KRSC, whatever the descriptors' layouts. While a recorder is installed (kernels/recording.h),
+// each convolution that passes the checks is also written down with what it computes and moves,
+// and not enqueued when the device is record-only (Note [Record-only device] in runtime.h).
 #include <cudnn.h>
 
 #include <algorithm>
@@ -22,6 +24,7 @@
 #include "kernels/emu/bf16.h"
 #include "kernels/emu/refusal.h"
 #include "kernels/emu/runtime.h"
+#include "kernels/recording.h"
 
 struct cudnnContext {
   cudaStream_t stream = nullptr;  // the legacy default stream until cudnnSetStream
@@ -460,6 +463,28 @@ cudnnStatus_t check_device(const void* p, size_t bytes, const char* what) {
   return CUDNN_STATUS_SUCCESS;
 }
 
+// What one convolution call computes and moves, for the step's record: each of the three passes
+// is 2*N*P*Q*K*R*S*C FLOPs; it reads its two inputs and writes its output (and reads that too when
+// beta adds to what is there).
+RecordedOp convolution_record(Pass pass, const Problem& p, const Dims4& a, const Dims4& b, const Dims4& out,
+                              float beta, cudaStream_t stream) {
+  static const char* const kCalls[] = {"cudnnConvolutionForward", "cudnnConvolutionBackwardData",
+                                       "cudnnConvolutionBackwardFilter"};
+  const ConvShape& s = p.shape;
+  char detail[160];
+  std::snprintf(detail, sizeof detail, "N=%d H=%d W=%d C=%d K=%d R=%d S=%d stride=%d pad=%d", s.N, s.H, s.W, s.C, s.K,
+                s.R, s.S, s.stride, s.pad);
+  const int64_t out_bytes = int64_t(bytes_of(out));
+  RecordedOp op;
+  op.kind = RecordedOp::Kind::library;
+  op.name = kCalls[int(pass)];
+  op.detail = detail;
+  op.bytes = {int64_t(bytes_of(a) + bytes_of(b)) + (beta != 0 ? out_bytes : 0), out_bytes};
+  op.flops = 2.0 * s.N * s.P() * s.Q() * s.K * s.R * s.S * s.C;
+  op.stream = stream;
+  return op;
+}
+
 // One convolution call: the checks at the call, then the work on the handle's stream. A workspace
 // that the algorithm needs is written with garbage first, in a work item of its own, which the
 // convolution's own work item checks is still there: a call that shares the workspace with
@@ -493,6 +518,7 @@ cudnnStatus_t convolve(cudnnHandle_t handle, Pass pass, const void* alpha, const
   if (cudnnStatus_t s = injected_fault(pass, algo); s != CUDNN_STATUS_SUCCESS) return s;
 
   const float alpha_value = *static_cast<const float*>(alpha), beta_value = *static_cast<const float*>(beta);
+  if (record(convolution_record(pass, p, a, b, out, beta_value, handle->stream))) return CUDNN_STATUS_SUCCESS;
   const uint64_t stamp = next_stamp();
   if (needed > 0) {
     if (enqueue(handle->stream, "cudnn workspace", [=] { fill_garbage(workspace, needed, stamp); }) != cudaSuccess)
@@ -872,6 +898,18 @@ cudnnStatus_t cudnnGetBatchNormalizationTrainingExReserveSpaceSize(cudnnHandle_t
   return CUDNN_STATUS_SUCCESS;
 }
 
+// What one batch-norm call moves at the least, for the step's record: x (and z), y or dy and dx
+// (and dz), and the reserve space's ReLU mask. What cuDNN's own kernels move, only a profiler on a
+// GPU can tell.
+RecordedOp batchnorm_record(const char* name, size_t bytes_read, size_t bytes_written, cudaStream_t stream) {
+  RecordedOp op;
+  op.kind = RecordedOp::Kind::library;
+  op.name = name;
+  op.bytes = {int64_t(bytes_read), int64_t(bytes_written)};
+  op.stream = stream;
+  return op;
+}
+
 // The CPU reference's training forward on fp32 copies (kernels/batchnorm.h): the same formulas as
 // cutrain's kernels, with cuDNN's arguments. The running statistics are updated with the factor
 // as the momentum, and the unbiased variance, as cuDNN does.
@@ -904,6 +942,10 @@ cudnnStatus_t cudnnBatchNormalizationForwardTrainingEx(
     return s;
   if (p.shape.fusion.residual)
     if (cudnnStatus_t s = check_device(z, tensor, "z"); s != CUDNN_STATUS_SUCCESS) return s;
+  const bool residual = p.shape.fusion.residual;
+  if (record(batchnorm_record("cudnnBatchNormalizationForwardTrainingEx", tensor * (residual ? 2 : 1),
+                              tensor + p.mask_bytes, handle->stream)))
+    return CUDNN_STATUS_SUCCESS;
   const cudaError_t queued = enqueue(handle->stream, "cudnnBatchNormalizationForwardTrainingEx", [=] {
     std::vector<float> xs = to_nhwc(p.x, x), zs = p.shape.fusion.residual ? to_nhwc(p.x, z) : std::vector<float>{};
     std::vector<float> ys(xs.size());
@@ -964,6 +1006,10 @@ cudnnStatus_t cudnnBatchNormalizationBackwardEx(
     return s;
   if (p.shape.fusion.residual)
     if (cudnnStatus_t s = check_device(dz, tensor, "dz"); s != CUDNN_STATUS_SUCCESS) return s;
+  const bool relu = p.shape.fusion.relu, residual = p.shape.fusion.residual;
+  if (record(batchnorm_record("cudnnBatchNormalizationBackwardEx", tensor * (relu ? 3 : 2) + p.mask_bytes,
+                              tensor * (residual ? 2 : 1), handle->stream)))
+    return CUDNN_STATUS_SUCCESS;
   const cudaError_t queued = enqueue(handle->stream, "cudnnBatchNormalizationBackwardEx", [=] {
     std::vector<float> xs = to_nhwc(p.x, x), dys = to_nhwc(p.x, dy), dxs(xs.size()), dzs(xs.size());
     cutrain::BatchNormBackward<float> b;

@@ -3,7 +3,9 @@
 // the configuration at once (an error is the launch's), converts the arguments to the kernel's
 // parameter types and copies them once; the launch is then enqueued on its stream, and when it
 // runs, block.h's run_grid runs every thread of the grid on that copy (each thread's parameters
-// are its own copy of it, as its registers would be).
+// are its own copy of it, as its registers would be). A launch that passed the checks is written
+// down, with the bytes its launcher declares, when a recorder is installed (kernels/recording.h),
+// and not enqueued when it plans (Note [Record-only device] in runtime.h).
 #pragma once
 
 #include <cstddef>
@@ -13,11 +15,12 @@
 
 #include "kernels/emu/block.h"
 #include "kernels/emu/runtime.h"
+#include "kernels/recording.h"
 
 namespace cutrain::emu {
 
 template <typename... Params, typename... Args>
-void launch(const char* name, bool cooperative, void (*kernel)(Params...), dim3 grid, dim3 block,
+void launch(const char* name, Traffic bytes, bool cooperative, void (*kernel)(Params...), dim3 grid, dim3 block,
             size_t dynamic_shared_bytes, cudaStream_t stream, Args&&... args) {
   if (!valid_stream(stream)) {
     set_last_error(cudaErrorInvalidResourceHandle);
@@ -38,6 +41,15 @@ void launch(const char* name, bool cooperative, void (*kernel)(Params...), dim3 
   if (const cudaError_t error = check_grid(g)) {
     set_last_error(error);
     return;
+  }
+  if (recording()) {
+    RecordedOp op;
+    op.name = name;
+    op.detail = describe_launch(name, grid, block, dynamic_shared_bytes);
+    op.function = function;
+    op.bytes = bytes;
+    op.stream = stream;
+    if (record(std::move(op))) return;
   }
   enqueue_kernel(stream, g, function, launch);
 }

@@ -19,6 +19,7 @@
 
 #include "kernels/emu/block.h"
 #include "kernels/emu/stream_scheduler.h"
+#include "kernels/recording.h"
 
 namespace cutrain::emu {
 
@@ -44,6 +45,8 @@ cudaError_t fail(cudaError_t error) { return set_last_error(error); }
 struct Registry {
   std::mutex mutex;
   std::map<uintptr_t, size_t> device;
+  std::map<uintptr_t, size_t> unbacked;  // of those, the record-only device's (Note [Record-only device])
+  uintptr_t next_unbacked = uintptr_t(1) << 44;  // far from anything real, for a reader of a dump
   std::map<uintptr_t, size_t> pinned;
   std::map<const void*, size_t> max_dynamic_shared;  // kernels given cudaFuncAttributeMaxDynamicSharedMemorySize
 };
@@ -110,7 +113,15 @@ std::function<bool()> kernel_step(const KernelLaunch& k) {
   };
 }
 
+// Note [Record-only device].
+bool record_only() {
+  const Recorder* r = recording();
+  return r && r->plans();
+}
+
 }  // namespace
+
+const EmulatedDevice& emulated_device() { return record_only() ? kRecordOnlyDevice : kDevice; }
 
 bool valid_stream(cudaStream_t stream) {
   auto lock = lock_device();
@@ -123,7 +134,7 @@ size_t max_dynamic_shared_bytes(const void* kernel) {
   Registry& r = registry();
   std::lock_guard lock(r.mutex);
   const auto it = r.max_dynamic_shared.find(kernel);
-  return it == r.max_dynamic_shared.end() ? kDevice.shared_per_block : it->second;
+  return it == r.max_dynamic_shared.end() ? emulated_device().shared_per_block : it->second;
 }
 
 cudaError_t set_last_error(cudaError_t error, const char* why) {
@@ -157,7 +168,7 @@ cudaError_t enqueue_step(cudaStream_t stream, const char* name, std::function<bo
   CUstream_st* s = find_stream(stream);
   if (!s) return fail(cudaErrorInvalidResourceHandle);
   if (const cudaError_t error = capture_check(Use::enqueue, s)) return fail(error);
-  enqueue_op(lock, s, name, std::move(step), type, kernel);
+  if (!record_only()) enqueue_op(lock, s, name, std::move(step), type, kernel);
   return cudaSuccess;
 }
 
@@ -176,7 +187,7 @@ cudaError_t enqueue_until(cudaStream_t stream, const char* name, std::function<b
 
 cudaError_t enqueue_kernel(cudaStream_t stream, const Grid& grid, const void* function,
                            std::shared_ptr<const void> arguments) {
-  const KernelLaunch k{grid, function, std::move(arguments)};
+  const KernelLaunch k{grid, function, std::move(arguments)};  // (a record-only device's emu::launch never comes here)
   const cudaError_t error = enqueue_step(stream, grid.kernel, kernel_step(k), cudaGraphNodeTypeKernel, &k);
   if (error == cudaSuccess) ++grids;
   return error;
@@ -187,6 +198,7 @@ cudaError_t enqueue_kernel(cudaStream_t stream, const Grid& grid, const void* fu
 using cutrain::emu::fail;
 using cutrain::emu::lock_device;
 using cutrain::emu::Use;
+using cutrain::emu::record_only;
 
 namespace {
 
@@ -314,7 +326,7 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int device) {
   *prop = cudaDeviceProp{};
   std::snprintf(prop->name, sizeof prop->name, "cutrain emulated GPU (CUDA emulation on the CPU)");
   prop->totalGlobalMem = size_t(sysconf(_SC_PHYS_PAGES)) * size_t(sysconf(_SC_PAGESIZE));
-  const cutrain::emu::EmulatedDevice& d = cutrain::emu::kDevice;
+  const cutrain::emu::EmulatedDevice& d = cutrain::emu::emulated_device();
   prop->sharedMemPerBlock = d.shared_per_block;
   prop->regsPerBlock = d.registers_per_multiprocessor;
   prop->warpSize = 32;
@@ -338,7 +350,7 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int device) {
 
 cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attribute, int device) {
   if (!valid_device(device)) return fail(cudaErrorInvalidDevice);
-  const cutrain::emu::EmulatedDevice& d = cutrain::emu::kDevice;
+  const cutrain::emu::EmulatedDevice& d = cutrain::emu::emulated_device();
   switch (attribute) {
     case cudaDevAttrMultiProcessorCount: *value = d.multiprocessors; return cudaSuccess;
     case cudaDevAttrMaxSharedMemoryPerMultiprocessor: *value = int(d.shared_per_multiprocessor); return cudaSuccess;
@@ -352,7 +364,7 @@ cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attribute, int dev
 
 cudaError_t cudaFuncSetAttribute(const void* kernel, cudaFuncAttribute attribute, int value) {
   if (attribute != cudaFuncAttributeMaxDynamicSharedMemorySize || value < 0 ||
-      size_t(value) > cutrain::emu::kDevice.shared_per_block_optin)
+      size_t(value) > cutrain::emu::emulated_device().shared_per_block_optin)
     return fail(cudaErrorInvalidValue);
   auto& r = cutrain::emu::registry();
   std::lock_guard lock(r.mutex);
@@ -368,9 +380,30 @@ cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessor(int* blocks, const voi
 
 
 
+namespace {
+
+// An operation on `stream`, written down while recording; true when the device is record-only and
+// the call does nothing more (Note [Record-only device]).
+bool recorded(cutrain::RecordedOp::Kind kind, const char* name, cutrain::Traffic bytes = {},
+              cudaStream_t stream = nullptr, cudaStream_t waits_for = nullptr) {
+  cutrain::RecordedOp op;
+  op.kind = kind;
+  op.name = name;
+  op.bytes = bytes;
+  op.stream = stream;
+  op.waits_for = waits_for;
+  return cutrain::record(std::move(op));
+}
+
+// A synchronising call, which a record-only device answers at once.
+bool host_wait(const char* call) { return recorded(cutrain::RecordedOp::Kind::host_wait, call); }
+
+}  // namespace
+
 cudaError_t cudaDeviceSynchronize() {
   auto lock = lock_device();
   if (const cudaError_t error = cutrain::emu::capture_check(Use::device_wide, nullptr)) return fail(error);
+  if (host_wait("cudaDeviceSynchronize")) return cudaSuccess;
   cutrain::emu::wait_until(lock, cutrain::emu::device_idle);
   return after_wait();
 }
@@ -409,10 +442,18 @@ cudaError_t cudaMalloc(void** pointer, size_t bytes) {
   *pointer = nullptr;
   if (const cudaError_t error = check_unsafe_call()) return fail(error);
   if (bytes == 0) return cudaSuccess;
+  auto& r = cutrain::emu::registry();
+  if (record_only()) {  // an address with a gap after it, never dereferenced (Note [Record-only device])
+    std::lock_guard lock(r.mutex);
+    const uintptr_t address = r.next_unbacked;
+    r.next_unbacked += (bytes + 255) / 256 * 256 + 256;
+    r.device[address] = r.unbacked[address] = bytes;
+    *pointer = reinterpret_cast<void*>(address);
+    return cudaSuccess;
+  }
   // cudaMalloc aligns to 256 bytes; the allocation is exactly `bytes` long for AddressSanitizer.
   void* p = ::operator new(bytes, std::align_val_t(256), std::nothrow);
   if (!p) return fail(cudaErrorMemoryAllocation);
-  auto& r = cutrain::emu::registry();
   std::lock_guard lock(r.mutex);
   r.device[reinterpret_cast<uintptr_t>(p)] = bytes;
   *pointer = p;
@@ -426,6 +467,7 @@ cudaError_t cudaFree(void* pointer) {
   {
     std::lock_guard lock(r.mutex);
     if (r.device.erase(reinterpret_cast<uintptr_t>(pointer)) == 0) return fail(cudaErrorInvalidValue);
+    if (r.unbacked.erase(reinterpret_cast<uintptr_t>(pointer)) == 1) return cudaSuccess;
   }
   ::operator delete(pointer, std::align_val_t(256));
   return cudaSuccess;
@@ -520,7 +562,7 @@ cudaError_t cudaMemcpy(void* dst, const void* src, size_t bytes, cudaMemcpyKind 
   CUstream_st* legacy = cutrain::emu::find_stream(nullptr);
   if (const cudaError_t error = cutrain::emu::capture_check(Use::unsafe, legacy)) return fail(error);
   if (const cudaError_t error = cutrain::emu::capture_check(Use::enqueue, legacy)) return fail(error);
-  if (bytes == 0) return cudaSuccess;
+  if (bytes == 0 || host_wait("cudaMemcpy")) return cudaSuccess;
   if (const cudaError_t error = copy_on(lock, legacy, dst, src, bytes, true)) return fail(error);
   return cudaSuccess;
 }
@@ -532,6 +574,8 @@ cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpy
   CUstream_st* s = cutrain::emu::find_stream(stream);
   if (!s) return fail(cudaErrorInvalidResourceHandle);
   if (const cudaError_t error = cutrain::emu::capture_check(Use::enqueue, s)) return fail(error);
+  if (recorded(cutrain::RecordedOp::Kind::memcpy, "memcpy", {int64_t(bytes), int64_t(bytes)}, stream))
+    return cudaSuccess;
   ++cutrain::emu::copies;
   if (bytes == 0) return cudaSuccess;
   if (const cudaError_t error = copy_on(lock, s, dst, src, bytes, false)) return fail(error);
@@ -550,6 +594,7 @@ std::function<bool()> memset_step(void* pointer, int value, size_t bytes) {
 }  // namespace
 
 // Asynchronous, on the legacy stream: the API synchronization behavior of a memset of device memory.
+// Not capturable, so never in a step: the step's record leaves it out.
 cudaError_t cudaMemset(void* pointer, int value, size_t bytes) {
   if (bytes == 0) return cudaSuccess;
   if (!cutrain::emu::device_range(pointer, bytes).inside) return fail(cudaErrorInvalidValue);
@@ -557,15 +602,17 @@ cudaError_t cudaMemset(void* pointer, int value, size_t bytes) {
   CUstream_st* legacy = cutrain::emu::find_stream(nullptr);
   if (const cudaError_t error = cutrain::emu::capture_check(Use::unsafe, legacy)) return fail(error);
   if (const cudaError_t error = cutrain::emu::capture_check(Use::enqueue, legacy)) return fail(error);
+  if (record_only()) return cudaSuccess;
   cutrain::emu::enqueue_op(lock, legacy, "memset", memset_step(pointer, value, bytes), cudaGraphNodeTypeMemset);
   return cudaSuccess;
 }
 
 cudaError_t cudaMemsetAsync(void* pointer, int value, size_t bytes, cudaStream_t stream) {
   if (!cutrain::emu::valid_stream(stream)) return fail(cudaErrorInvalidResourceHandle);
+  if (bytes > 0 && !cutrain::emu::device_range(pointer, bytes).inside) return fail(cudaErrorInvalidValue);
+  if (recorded(cutrain::RecordedOp::Kind::memset, "memset", {0, int64_t(bytes)}, stream)) return cudaSuccess;
   ++cutrain::emu::memsets;
   if (bytes == 0) return cudaSuccess;
-  if (!cutrain::emu::device_range(pointer, bytes).inside) return fail(cudaErrorInvalidValue);
   auto lock = lock_device();
   CUstream_st* s = cutrain::emu::find_stream(stream);
   if (!s) return fail(cudaErrorInvalidResourceHandle);
@@ -623,6 +670,7 @@ cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
   CUstream_st* s = cutrain::emu::find_stream(stream);
   if (!s) return fail(cudaErrorInvalidResourceHandle);
   if (const cudaError_t error = cutrain::emu::capture_check(Use::synchronise, s)) return fail(error);
+  if (host_wait("cudaStreamSynchronize")) return cudaSuccess;
   cutrain::emu::wait_until(lock, [s] { return stream_done(s); });
   return after_wait();
 }
@@ -643,6 +691,7 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned
   CUstream_st* s = cutrain::emu::find_stream(stream);
   if (!s || !cutrain::emu::known_event(event)) return fail(cudaErrorInvalidResourceHandle);
   if (const cudaError_t error = cutrain::emu::capture_check(Use::enqueue, s)) return fail(error);
+  if (recorded(cutrain::RecordedOp::Kind::wait, "wait", {}, stream, event->recorded_on)) return cudaSuccess;
   if (event->capture || s->capture) {
     if (const cudaError_t error = cutrain::emu::wait_in_capture(s, event)) return fail(error);
     return cudaSuccess;
@@ -676,6 +725,8 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
   CUstream_st* s = cutrain::emu::find_stream(stream);
   if (!s || !cutrain::emu::known_event(event)) return fail(cudaErrorInvalidResourceHandle);
   if (const cudaError_t error = cutrain::emu::capture_check(Use::enqueue, s)) return fail(error);
+  event->recorded_on = stream;
+  if (record_only()) return cudaSuccess;
   if (s->capture) {
     // Captured, a record is no node: the event stands for the nodes the stream has so far.
     event->capture = s->capture;
@@ -691,6 +742,7 @@ cudaError_t cudaEventSynchronize(cudaEvent_t event) {
   auto lock = lock_device();
   if (!cutrain::emu::known_event(event)) return fail(cudaErrorInvalidResourceHandle);
   if (event->capture) return fail(cudaErrorCapturedEvent);
+  if (host_wait("cudaEventSynchronize")) return cudaSuccess;
   if (event->last_record) {
     const std::shared_ptr<cutrain::emu::Op> record = event->last_record;
     cutrain::emu::wait_until(lock, [&] { return record->done; });

@@ -293,6 +293,20 @@ struct EmulatedDevice {
   size_t reserved_shared_per_block = 1024;     // the runtime's own, per block
 };
 inline constexpr EmulatedDevice kDevice{};
+// Note [Record-only device]. While a recorder that plans is installed on the calling thread
+// (kernels/recording.h, Recorder::Mode::plan), the emulated device records what the thread
+// enqueues and runs none of it, as PyTorch's meta device stands in for a real one: launches,
+// memsets, copies, cuDNN and cuBLAS calls, and waits between streams are written down after the
+// checks a call makes, and not enqueued; cudaMalloc hands out addresses that nothing dereferences
+// (256-byte aligned, far from real memory) and the copies and memsets that would touch them do
+// nothing; a synchronising call is a host wait, written down, that returns at once. The device
+// then presents an H200's 132 multiprocessors (each as kDevice's, which are an H200's), so that
+// what is planned for the device -- batch norm's grids and the rows they keep in shared memory --
+// is planned as for an H200. With a recorder that observes, the work runs as usual and is written
+// down too.
+inline constexpr EmulatedDevice kRecordOnlyDevice{.multiprocessors = 132};
+// kRecordOnlyDevice while this thread's device is record-only, else kDevice.
+const EmulatedDevice& emulated_device();
 // The emulated machine has two such devices, so that two ranks under cutrun each have one, as on a
 // machine with two GPUs. A process works with one (cudaSetDevice), whichever it is: each process
 // is its own emulated device memory.
@@ -316,8 +330,8 @@ cudaError_t enqueue_kernel(cudaStream_t stream, const Grid& grid, const void* fu
                            std::shared_ptr<const void> arguments);
 
 // What the emulated device has done since the program started, as a GPU's graph capture would
-// see it: grids launched (that passed the launch checks), asynchronous memsets and copies. Tests
-// hold kernels/recording.h's record of the same calls against it.
+// see it: grids launched (that passed the launch checks and were enqueued), asynchronous memsets
+// and copies. Tests hold kernels/recording.h's record of the same calls against it.
 struct WorkDone {
   long long grids = 0, memsets = 0, copies = 0;
 };

@@ -87,6 +87,7 @@ struct CUstream_st {
 
 struct CUevent_st {
   bool timing = true;
+  cudaStream_t recorded_on = nullptr;  // the stream of the latest cudaEventRecord, for the step's record
   std::shared_ptr<cutrain::emu::Op> last_record;  // nullptr until recorded
   // Recorded in a capture: the capture and the nodes the record followed.
   cutrain::emu::Capture* capture = nullptr;

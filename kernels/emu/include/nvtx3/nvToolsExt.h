@@ -1,6 +1,8 @@
-// The emulation's <nvtx3/nvToolsExt.h> (kernels/emu): no tool listens, so a range push or pop
-// does nothing and answers as NVTX does without one.
+// The emulation's <nvtx3/nvToolsExt.h> (kernels/emu): the tool that listens is the step's
+// inventory. A range pushed or popped while a recorder is installed (kernels/recording.h) names
+// the work enqueued inside it; otherwise a push or pop does nothing. Each answers as NVTX does
+// without a profiler attached.
 #pragma once
 
-inline int nvtxRangePushA(const char*) { return 0; }
-inline int nvtxRangePop() { return 0; }
+int nvtxRangePushA(const char* name);
+int nvtxRangePop();
