@@ -40,6 +40,7 @@ struct BenchStepOptions {
   bool cuda_graph = false;
   bool cudnn_benchmark = false;
   std::string batchnorm = "cooperative";
+  int streams = 2;
   std::string profile_steps;  // "A:B" of the timed steps
   bool plan = false;
   int world_size = 1;       // --plan: one rank of this many
@@ -56,6 +57,7 @@ void print_step_plan(const BenchStepOptions& o) {
   c.image_size = o.image_size;
   c.world_size = o.world_size;
   c.batchnorm = o.batchnorm;
+  c.streams = o.streams;
   GpuPeak peak;
   peak.tflops = o.gpu_tflops > 0 ? o.gpu_tflops : (c.precision == "bf16" ? GpuPeak{}.tflops : kH200Fp32Tflops);
   peak.tbps = o.gpu_tbps;
@@ -135,6 +137,7 @@ void run_bench_step(const BenchStepOptions& o) {
   context_options.dtype = resolve_precision(o.precision, context_options.device);
   context_options.cudnn_benchmark = o.cudnn_benchmark;
   context_options.batchnorm = parse_batchnorm(o.batchnorm);
+  context_options.streams = o.streams;
   const auto setup_start = std::chrono::steady_clock::now();
   Context ctx(context_options);
   const bool gpu = ctx.on_gpu();
@@ -193,11 +196,11 @@ void run_bench_step(const BenchStepOptions& o) {
   copy_to_host(Tensor(const_cast<float*>(model.loss()), DType::f32, ctx.device(), {1}), &loss);
   const double ms = median(step_ms);
   const auto [fastest, slowest] = std::minmax_element(step_ms.begin(), step_ms.end());
-  std::printf("bench-step: ResNet-18 %s stem, width %d, %d classes, %s, %s, batch %d, %dx%d images%s%s%s\n",
+  std::printf("bench-step: ResNet-18 %s stem, width %d, %d classes, %s, %s, batch %d, %dx%d images%s%s%s%s\n",
               stem_name(config.stem), config.width, config.num_classes, device_name(ctx.device()),
               context_options.dtype == DType::bf16 ? "bf16" : "fp32", config.batch_size, config.image_size,
               config.image_size, o.cuda_graph ? ", CUDA graph" : "", gpu ? ", batch norm " : "",
-              gpu ? o.batchnorm.c_str() : "");
+              gpu ? o.batchnorm.c_str() : "", gpu ? (o.streams == 1 ? ", 1 stream" : ", 2 streams") : "");
   std::printf("  %lld parameters, %.1f MiB planned (activations, their gradients, workspace)\n",
               (long long)model.num_parameters(), model.planned_bytes() / 1048576.0);
   if (gpu)
@@ -230,6 +233,7 @@ void add_bench_step_command(CLI::App& app, int& exit_code) {
   add_switch(cmd, "--cudnn-benchmark", options->cudnn_benchmark,
              "measure cuDNN's convolution algorithms (kept in ~/.cache/cutrain for later runs)");
   add_batchnorm_option(cmd, options->batchnorm);
+  add_streams_option(cmd, options->streams);
   cmd->add_option("--profile-steps", options->profile_steps,
                   "A:B: run timed steps A to B (0-based) between cudaProfilerStart and cudaProfilerStop, for "
                   "nsys profile --capture-range=cudaProfilerApi");

@@ -116,4 +116,14 @@ inline CLI::Option* add_batchnorm_option(CLI::App* cmd, std::string& value) {
       ->check(CLI::IsMember({"cooperative", "split", "cudnn"}));
 }
 
+// --streams, for train and bench-step: the GPU's two streams, or the main stream alone
+// (Note [Side stream] in nn/context.h).
+inline CLI::Option* add_streams_option(CLI::App* cmd, int& value) {
+  return add_number(cmd, "--streams", value,
+                    "GPU streams: 2 (weight gradients, downsample convolutions and SGD beside the rest) or 1 (all "
+                    "on the main stream, to measure what the second buys)",
+                    1, 2)
+      ->capture_default_str();
+}
+
 }  // namespace cutrain

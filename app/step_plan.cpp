@@ -5,6 +5,7 @@
 #include <memory>
 #include <stdexcept>
 
+#include "app/counted.h"
 #include "app/train_step.h"
 #include "dist/communicator.h"
 #include "kernels/batchnorm.h"
@@ -152,9 +153,10 @@ Recorder plan_step(const StepPlanConfig& c) {
   options.device = Device::cuda;
   options.dtype = parse_precision(c.precision);
   options.batchnorm = parse_batchnorm(c.batchnorm);
+  options.streams = c.streams;
   Context ctx(options);
   recorder.name_stream(ctx.main_stream(), "main");
-  recorder.name_stream(ctx.side_stream(), "side");
+  if (ctx.side_stream() != ctx.main_stream()) recorder.name_stream(ctx.side_stream(), "side");
   ResNetConfig config;
   config.stem = parse_stem(c.stem);
   config.width = c.width;
@@ -210,8 +212,11 @@ BatchNormDevice planned_device() {
 void print_plan(std::FILE* out, const StepPlanConfig& c, const Recorder& plan, const GpuPeak& peak) {
   const std::vector<RecordedOp>& ops = plan.ops();
   const PlanSummary s = summarize(ops, peak);
-  std::fprintf(out, "plan of one training step: ResNet-18 %s stem, width %d, %s, batch %d, %dx%d images, rank 0 of %d\n",
-               c.stem.c_str(), c.width, c.precision.c_str(), c.batch_size, c.image_size, c.image_size, c.world_size);
+  std::fprintf(out,
+               "plan of one training step: ResNet-18 %s stem, width %d, %s, batch %d, %dx%d images, rank 0 of %d, "
+               "batch norm %s, %s\n",
+               c.stem.c_str(), c.width, c.precision.c_str(), c.batch_size, c.image_size, c.image_size, c.world_size,
+               c.batchnorm.c_str(), counted(c.streams, "stream").c_str());
   const BatchNormDevice h200 = planned_device();
   std::fprintf(out,
                "  GPU: %.0f TFLOP/s, %.2f TB/s; every operation takes at least %.0f us; batch norm's launches "

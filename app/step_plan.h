@@ -47,6 +47,7 @@ struct StepPlanConfig {
   int image_size = 32;
   int world_size = 1;  // plan one rank of this many
   std::string batchnorm = "cooperative";  // nn/context.h's BatchNormImplementation
+  int streams = 2;                        // ContextOptions::streams
 };
 
 struct PlanSummary {

@@ -46,6 +46,7 @@ struct TrainOptions {
   double bucket_cap_mb = 25;
   bool sync_bn = false;
   std::string cuda_graphs = "on";    // on | off
+  int streams = 2;                        // the GPU's streams: 2, or 1 (nn/context.h, Note [Side stream])
   std::string batchnorm = "cooperative";  // the GPU's batch norm: cooperative | split | cudnn (nn/context.h)
   int collective_timeout_s = 600;    // a collective waiting longer for the other ranks fails
   std::string profile_steps;         // "A:B": those steps between cudaProfilerStart and Stop (app/profiler.h)

@@ -170,6 +170,7 @@ void Trainer::connect() {
   co.deterministic = opt_.deterministic;
   co.cudnn_benchmark = opt_.cudnn_benchmark;
   co.batchnorm = parse_batchnorm(opt_.batchnorm);
+  co.streams = opt_.streams;
   if (device_ == Device::cuda) {
     int count = 0;
     CUDA_CHECK(cudaGetDeviceCount(&count));
@@ -394,9 +395,10 @@ void Trainer::print_banner() const {
   const ResNetConfig& c = model_->config();
   log_->print("%s: ResNet-18, %s stem, width %d, %d classes, %lld parameters", version_line().c_str(),
               stem_name(c.stem), c.width, c.num_classes, static_cast<long long>(model_->num_parameters()));
-  log_->print("  world size %d, precision %s, CUDA graphs %s, batch norm %s", env_.world_size,
+  log_->print("  world size %d, precision %s, CUDA graphs %s, batch norm %s%s", env_.world_size,
               dtype_ == DType::bf16 ? "bf16" : "fp32", device_ == Device::cuda ? opt_.cuda_graphs.c_str() : "n/a",
-              device_ == Device::cuda ? opt_.batchnorm.c_str() : "cpu");
+              device_ == Device::cuda ? opt_.batchnorm.c_str() : "cpu",
+              device_ == Device::cuda ? (", " + counted(opt_.streams, "stream")).c_str() : "");
   for (int r = 0; r < env_.world_size; ++r) log_->print("  rank %d: %s", r, rank_devices_[size_t(r)].c_str());
   log_->print("  data %s: %zu train, %zu test images", data_.source.c_str(), data_.train.size(), data_.test.size());
   log_->print("  batch %d per rank (%d global), %s per epoch, %s; SGD lr %g (%s), momentum %g%s, "

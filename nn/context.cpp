@@ -32,10 +32,12 @@ Context::Context(const ContextOptions& opts) : options(opts) {
     return;
   }
   if (!cuda_available()) throw std::runtime_error(cuda_unavailable_reason());
+  if (opts.streams != 1 && opts.streams != 2)
+    throw std::runtime_error("--streams " + std::to_string(opts.streams) + ": expected 1 or 2");
   try {
     CUDA_CHECK(cudaSetDevice(opts.cuda_device));
     make_lane(main_);
-    make_lane(side_);
+    if (opts.streams == 2) make_lane(side_);
     CUBLAS_CHECK(cublasCreate(&cublas));
     CUBLAS_CHECK(cublasSetStream(cublas, main_.stream));
     // fp32 products stay fp32 (no TF32) unless asked for.
@@ -58,13 +60,13 @@ void Context::make_lane(Lane& lane) {
 }
 
 cudnnHandle_t Context::cudnn(cudaStream_t stream) const {
-  if (stream == side_.stream) return side_.cudnn;
   if (stream == main_.stream) return main_.cudnn;
+  if (stream == side_.stream) return side_.cudnn;
   throw std::logic_error("Context::cudnn: the stream is not one of the context's");
 }
 
 void Context::wait(const Lane& waiter, const Lane& lane) {
-  if (!on_gpu()) return;
+  if (!on_gpu() || options.streams == 1) return;
   CUDA_CHECK(cudaEventRecord(lane.done, lane.stream));
   CUDA_CHECK(cudaStreamWaitEvent(waiter.stream, lane.done, 0));
 }
@@ -86,7 +88,7 @@ void Context::release() noexcept {
 
 void Context::synchronize() const {
   if (!on_gpu()) return;
-  CUDA_CHECK(cudaStreamSynchronize(side_.stream));
+  if (side_.stream) CUDA_CHECK(cudaStreamSynchronize(side_.stream));
   CUDA_CHECK(cudaStreamSynchronize(main_.stream));
 }
 

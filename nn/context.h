@@ -13,6 +13,9 @@
 //   - with one rank, or while several rehearse a capture, SGD for each bucket of parameters,
 //     beside the rest of backward. (With several ranks, SGD runs on the communicator's own
 //     stream instead, right behind the bucket's all-reduce.)
+// With --streams 1 (ContextOptions::streams) the side stream is the main stream itself, and a fork
+// and a join do nothing: the same work in the same order, one operation at a time, to measure what
+// the second stream buys.
 // The code that enqueues work passes the stream it chose; nothing else decides. Work on the side
 // stream starts after a fork, in which the side stream waits for the main stream's work so far,
 // and the main stream takes it back with a join:
@@ -60,6 +63,7 @@ struct ContextOptions {
   bool deterministic = false;
   bool cudnn_benchmark = false;  // measure cuDNN's algorithms and keep them on disk
   BatchNormImplementation batchnorm = BatchNormImplementation::cooperative;
+  int streams = 2;  // 1: the side stream is the main stream (Note [Side stream])
   int cuda_device = 0;
 };
 
@@ -81,9 +85,9 @@ class Context {
   DType dtype() const { return options.dtype; }
   bool on_gpu() const { return options.device == Device::cuda; }
 
-  // The two streams of Note [Side stream] (null on the CPU).
+  // The two streams of Note [Side stream] (null on the CPU; one and the same with one stream).
   cudaStream_t main_stream() const { return main_.stream; }
-  cudaStream_t side_stream() const { return side_.stream; }
+  cudaStream_t side_stream() const { return options.streams == 2 ? side_.stream : main_.stream; }
   // The cuDNN handle bound to `stream`, one of the two.
   cudnnHandle_t cudnn(cudaStream_t stream) const;
   cublasHandle_t cublas = nullptr;  // bound to the main stream

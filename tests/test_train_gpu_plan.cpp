@@ -194,6 +194,20 @@ TEST_CASE("the step's plan: weight gradients and the downsample branch on the si
   }
 }
 
+TEST_CASE("the step's plan on one stream: the same operations, all on the main stream, with no waits",
+          CUTRAIN_GPU_TAG) {
+  StepPlanConfig one_stream = small(16, 8);
+  one_stream.streams = 1;
+  const Recorder two = plan_step(small(16, 8)), one = plan_step(one_stream);
+  const PlanSummary a = summarize(two.ops(), GpuPeak{}), b = summarize(one.ops(), GpuPeak{});
+  CHECK(b.graph_nodes == a.graph_nodes);
+  CHECK(b.custom_bytes == a.custom_bytes);
+  CHECK(b.conv_flops == a.conv_flops);
+  CHECK(a.waits > 0);
+  CHECK(b.waits == 0);
+  for (const RecordedOp& op : one.ops()) CHECK(one.stream_name(op.stream) == "main");
+}
+
 TEST_CASE("bench-step --plan prints the line scripts read, without a GPU", CUTRAIN_GPU_TAG) {
   auto r = test::run({test::binary("cutrain"), "bench-step", "--plan", "--precision", "bf16", "--batch-size", "32",
                       "--width", "16", "--world-size", "2"});
