@@ -6,9 +6,12 @@
 // alone, never on the number of threads; the threads only choose which pieces they do. A piece
 // that sums does so in a fixed order, and sums over pieces are combined in piece order, so one
 // thread and N threads give the same bits (tests/test_kernels_cpu_threads.cpp checks it).
-// The threads are OpenMP's; between parallel loops they wait (briefly spinning, then asleep), so
-// the loader's threads (data/loader.h) run on the same cores in the gaps, and, since a batch is
-// ready long before a CPU step ends, they take little from the step.
+// The threads are OpenMP's. The loader's threads (data/loader.h) share the same cores: a batch is
+// ready long before a CPU step ends, so they run in short bursts and then block on the full ring,
+// taking little from the step. Between parallel loops OpenMP's threads spin for a while before
+// they sleep, which is fastest on cores of one's own; on cores shared with other programs, set
+// OMP_WAIT_POLICY=PASSIVE (the tests do: tests/CMakeLists.txt), or spinning threads take the
+// cores that the others need.
 #pragma once
 
 #include <cstdint>
