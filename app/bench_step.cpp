@@ -21,6 +21,7 @@
 #include "app/step_plan.h"
 #include "app/train_step.h"
 #include "kernels/check.h"
+#include "kernels/cpu_threads.h"
 #include "kernels/device.h"
 #include "nn/resnet.h"
 
@@ -37,6 +38,7 @@ struct BenchStepOptions {
   int image_size = 32;
   int steps = 0;       // default: 50 on the GPU, 5 on the CPU
   int warmup = 0;      // default: 10 on the GPU, 2 on the CPU
+  int threads = 0;     // the CPU kernels' threads; 0: every core
   bool cuda_graph = false;
   bool cudnn_benchmark = false;
   std::string batchnorm = "cooperative";
@@ -138,6 +140,7 @@ void run_bench_step(const BenchStepOptions& o) {
   context_options.cudnn_benchmark = o.cudnn_benchmark;
   context_options.batchnorm = parse_batchnorm(o.batchnorm);
   context_options.streams = o.streams;
+  if (o.threads > 0) set_cpu_threads(o.threads);
   const auto setup_start = std::chrono::steady_clock::now();
   Context ctx(context_options);
   const bool gpu = ctx.on_gpu();
@@ -201,6 +204,7 @@ void run_bench_step(const BenchStepOptions& o) {
               context_options.dtype == DType::bf16 ? "bf16" : "fp32", config.batch_size, config.image_size,
               config.image_size, o.cuda_graph ? ", CUDA graph" : "", gpu ? ", batch norm " : "",
               gpu ? o.batchnorm.c_str() : "", gpu ? (o.streams == 1 ? ", 1 stream" : ", 2 streams") : "");
+  if (!gpu) std::printf("  %d CPU threads\n", cpu_threads());
   std::printf("  %lld parameters, %.1f MiB planned (activations, their gradients, workspace)\n",
               (long long)model.num_parameters(), model.planned_bytes() / 1048576.0);
   if (gpu)
@@ -229,6 +233,7 @@ void add_bench_step_command(CLI::App& app, int& exit_code) {
   add_number(cmd, "--image-size", options->image_size, "square image side", 1, 4096);
   add_number(cmd, "--steps", options->steps, "timed steps (default 50 on cuda, 5 on cpu)", 1, 1000000);
   add_number(cmd, "--warmup", options->warmup, "untimed steps first (default 10 on cuda, 2 on cpu)", 1, 1000000);
+  add_number(cmd, "--threads", options->threads, "CPU threads (default 0: every core)", 0, 1024);
   add_switch(cmd, "--cuda-graph", options->cuda_graph, "capture one step as a CUDA graph and replay it");
   add_switch(cmd, "--cudnn-benchmark", options->cudnn_benchmark,
              "measure cuDNN's convolution algorithms (kept in ~/.cache/cutrain for later runs)");

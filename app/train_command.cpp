@@ -30,6 +30,9 @@ void add_train_command(CLI::App& app, int& exit_code) {
              "Largest image (width x height) an image folder may hold; larger ones are refused", 1,
              int64_t(1) << 28)->capture_default_str();
   add_number(cmd, "--workers", o.workers, "Loader threads", 1, 64)->capture_default_str();
+  add_number(cmd, "--threads", o.threads,
+             "Threads of the CPU path's kernels (default 0: this node's cores shared among its processes); any "
+             "count gives the same results", 0, 1024);
 
   cmd->add_option("--stem", o.stem, "cifar (3x3 conv) or imagenet (torchvision's 7x7 conv + max-pool)")
       ->capture_default_str()->check(CLI::IsMember({"cifar", "imagenet"}));

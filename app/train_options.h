@@ -21,6 +21,7 @@ struct TrainOptions {
   int synthetic_test = 10000;
   double synthetic_difficulty = 1;   // data/synthetic.h: 0 clean shapes .. 2
   int workers = 4;                   // loader threads (CPU loader)
+  int threads = 0;                   // the CPU kernels' threads (kernels/cpu_threads.h); 0: the node's cores / its processes
   int64_t max_image_pixels = kDefaultMaxImagePixels;  // an image folder's largest image
   // model
   std::string stem = "cifar";        // cifar | imagenet

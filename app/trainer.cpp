@@ -12,6 +12,7 @@
 #include <memory>
 #include <optional>
 #include <stdexcept>
+#include <thread>
 
 #include "app/accuracy_tracker.h"
 #include "app/batch_feed.h"
@@ -41,6 +42,7 @@
 #include "dist/rendezvous.h"
 #include "dist/store.h"
 #include "kernels/check.h"
+#include "kernels/cpu_threads.h"
 #include "kernels/device.h"
 #include "kernels/nvtx_range.h"
 #include "nn/checkpoint.h"
@@ -177,6 +179,8 @@ void Trainer::connect() {
     co.cuda_device = cuda_device_for_rank(env_, count);
   }
   ctx_ = std::make_unique<Context>(co);
+  const int cores = std::max(1, int(std::thread::hardware_concurrency()));
+  set_cpu_threads(opt_.threads > 0 ? opt_.threads : std::max(1, cores / env_.local_world_size));
   memory_baseline_ = device_ == Device::cuda ? memory_in_use(device_) : 0;
   if (env_.is_distributed()) {
     store_ = rendezvous(env_);
@@ -400,6 +404,9 @@ void Trainer::print_banner() const {
               device_ == Device::cuda ? opt_.batchnorm.c_str() : "cpu",
               device_ == Device::cuda ? (", " + counted(opt_.streams, "stream")).c_str() : "");
   for (int r = 0; r < env_.world_size; ++r) log_->print("  rank %d: %s", r, rank_devices_[size_t(r)].c_str());
+  if (device_ == Device::cpu)
+    log_->print("  CPU threads: %d per process (--threads), beside %d loader workers (--workers)", cpu_threads(),
+                opt_.workers);
   log_->print("  data %s: %zu train, %zu test images", data_.source.c_str(), data_.train.size(), data_.test.size());
   log_->print("  batch %d per rank (%d global), %s per epoch, %s; SGD lr %g (%s), momentum %g%s, "
               "weight decay %g",

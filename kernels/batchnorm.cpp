@@ -1,11 +1,15 @@
 // batchnorm.cpp: the CPU reference of batchnorm.h. Rows m of x[M, C] in order, channels inside;
 // statistics in double (the mean, then the squared deviations about it), so this is the accurate
-// side of every parity test.
+// side of every parity test. The sums run over blocks of channels, each channel's over every row
+// in order, and the element-wise passes over blocks of rows, on the threads of cpu_threads.h: the
+// result is the same whatever their number (Note [Fixed work split]).
 #include "kernels/batchnorm.h"
 
+#include <algorithm>
 #include <vector>
 
 #include "kernels/batchnorm.cuh"
+#include "kernels/cpu_threads.h"
 
 namespace cutrain {
 
@@ -13,18 +17,41 @@ int64_t bn_mask_bytes(const BatchNormShape& shape) { return shape.rows * ((shape
 
 namespace {
 
+constexpr int kChannelBlock = 16;   // one 64-byte cache line of a row's fp32 channels
+constexpr int64_t kRowBlock = 256;
+
+// f(c_begin, c_end) for blocks of kChannelBlock channels, in parallel.
+template <typename F>
+void for_channel_blocks(int C, F&& f) {
+  parallel_for((C + kChannelBlock - 1) / kChannelBlock, [&](int64_t block) {
+    const int begin = int(block) * kChannelBlock;
+    f(begin, std::min(C, begin + kChannelBlock));
+  });
+}
+
+// f(m_begin, m_end) for blocks of kRowBlock rows, in parallel.
+template <typename F>
+void for_row_blocks(int64_t M, F&& f) {
+  parallel_for((M + kRowBlock - 1) / kRowBlock, [&](int64_t block) {
+    const int64_t begin = block * kRowBlock;
+    f(begin, std::min(M, begin + kRowBlock));
+  });
+}
+
 // mean[c] and m2[c] = sum_m (x[m,c] - mean[c])^2 of every channel, in double.
 void channel_statistics(const float* x, int64_t M, int C, std::vector<double>& mean, std::vector<double>& m2) {
   mean.assign(C, 0.0);
   m2.assign(C, 0.0);
-  for (int64_t m = 0; m < M; ++m)
-    for (int c = 0; c < C; ++c) mean[c] += x[m * C + c];
-  for (int c = 0; c < C; ++c) mean[c] /= double(M);
-  for (int64_t m = 0; m < M; ++m)
-    for (int c = 0; c < C; ++c) {
-      const double d = x[m * C + c] - mean[c];
-      m2[c] += d * d;
-    }
+  for_channel_blocks(C, [&](int begin, int end) {
+    for (int64_t m = 0; m < M; ++m)
+      for (int c = begin; c < end; ++c) mean[c] += x[m * C + c];
+    for (int c = begin; c < end; ++c) mean[c] /= double(M);
+    for (int64_t m = 0; m < M; ++m)
+      for (int c = begin; c < end; ++c) {
+        const double d = x[m * C + c] - mean[c];
+        m2[c] += d * d;
+      }
+  });
 }
 
 // y = act(z) and, under the ReLU fusion when f.relu_mask is given, the mask [z > 0], with the given
@@ -35,20 +62,22 @@ void apply(const BatchNormShape& shape, const BatchNormForward<float>& f, const 
   const int mask_row_bytes = (C + 7) / 8;
   std::vector<float> scale(C);
   for (int c = 0; c < C; ++c) scale[c] = bn_scale(f.gamma[c], invstd[c]);
-  for (int64_t m = 0; m < M; ++m) {
-    uint8_t bits = 0;
-    for (int c = 0; c < C; ++c) {
-      const int64_t i = m * C + c;
-      const float z = bn_preactivation(f.x[i], shape.fusion.residual ? f.residual[i] : 0.0f, mean[c], scale[c],
-                                       f.beta[c], shape.fusion);
-      f.y[i] = bn_activation(z, shape.fusion);
-      bits |= uint8_t(z > 0.0f) << (c % 8);
-      if (shape.fusion.relu && f.relu_mask && (c % 8 == 7 || c == C - 1)) {
-        f.relu_mask[m * mask_row_bytes + c / 8] = bits;
-        bits = 0;
+  for_row_blocks(M, [&](int64_t begin, int64_t end) {
+    for (int64_t m = begin; m < end; ++m) {
+      uint8_t bits = 0;
+      for (int c = 0; c < C; ++c) {
+        const int64_t i = m * C + c;
+        const float z = bn_preactivation(f.x[i], shape.fusion.residual ? f.residual[i] : 0.0f, mean[c], scale[c],
+                                         f.beta[c], shape.fusion);
+        f.y[i] = bn_activation(z, shape.fusion);
+        bits |= uint8_t(z > 0.0f) << (c % 8);
+        if (shape.fusion.relu && f.relu_mask && (c % 8 == 7 || c == C - 1)) {
+          f.relu_mask[m * mask_row_bytes + c / 8] = bits;
+          bits = 0;
+        }
       }
     }
-  }
+  });
 }
 
 // t1 = sum dz and sum dz*(x - mean) (t2 = invstd times it) in double; d_residual = dz when the
@@ -59,16 +88,18 @@ void backward_sums(const BatchNormShape& shape, const BatchNormBackward<float>& 
   const int C = shape.channels;
   t1.assign(C, 0.0);
   t2.assign(C, 0.0);
-  for (int64_t m = 0; m < M; ++m) {
-    const uint8_t* mask_row = shape.fusion.relu ? b.relu_mask + m * ((C + 7) / 8) : nullptr;
-    for (int c = 0; c < C; ++c) {
-      const int64_t i = m * C + c;
-      const float dz = bn_dz(b.dy[i], mask_row && bn_mask_bit(mask_row, c), shape.fusion);
-      t1[c] += dz;
-      t2[c] += double(dz) * (b.x[i] - b.mean[c]);
-      if (shape.fusion.residual) b.d_residual[i] = dz;
+  for_channel_blocks(C, [&](int begin, int end) {
+    for (int64_t m = 0; m < M; ++m) {
+      const uint8_t* mask_row = shape.fusion.relu ? b.relu_mask + m * ((C + 7) / 8) : nullptr;
+      for (int c = begin; c < end; ++c) {
+        const int64_t i = m * C + c;
+        const float dz = bn_dz(b.dy[i], mask_row && bn_mask_bit(mask_row, c), shape.fusion);
+        t1[c] += dz;
+        t2[c] += double(dz) * (b.x[i] - b.mean[c]);
+        if (shape.fusion.residual) b.d_residual[i] = dz;
+      }
     }
-  }
+  });
 }
 
 }  // namespace
@@ -126,14 +157,16 @@ void bn_backward_apply_cpu(const BatchNormShape& shape, const BatchNormBackward<
   const int C = shape.channels;
   std::vector<BackwardChannel> k(C);
   for (int c = 0; c < C; ++c) k[c] = bn_backward_channel(b.gamma[c], b.invstd[c], sums[c], sums[C + c], float(1.0 / count));
-  for (int64_t m = 0; m < shape.rows; ++m) {
-    const uint8_t* mask_row = shape.fusion.relu ? b.relu_mask + m * ((C + 7) / 8) : nullptr;
-    for (int c = 0; c < C; ++c) {
-      const int64_t i = m * C + c;
-      const float dz = bn_dz(b.dy[i], mask_row && bn_mask_bit(mask_row, c), shape.fusion);
-      b.dx[i] = bn_backward_dx(dz, b.x[i], b.mean[c], k[c]);
+  for_row_blocks(shape.rows, [&](int64_t begin, int64_t end) {
+    for (int64_t m = begin; m < end; ++m) {
+      const uint8_t* mask_row = shape.fusion.relu ? b.relu_mask + m * ((C + 7) / 8) : nullptr;
+      for (int c = 0; c < C; ++c) {
+        const int64_t i = m * C + c;
+        const float dz = bn_dz(b.dy[i], mask_row && bn_mask_bit(mask_row, c), shape.fusion);
+        b.dx[i] = bn_backward_dx(dz, b.x[i], b.mean[c], k[c]);
+      }
     }
-  }
+  });
 }
 
 void bn_backward_cpu(const BatchNormShape& shape, const BatchNormBackward<float>& b) {

@@ -1,32 +1,61 @@
-// conv2d_cpu.cpp: the CPU reference convolution of conv2d_cpu.h, by im2col and Eigen's GEMM.
+// conv2d_cpu.cpp: the CPU reference convolution of conv2d_cpu.h, by im2col and Eigen's GEMM,
+// on the threads of kernels/cpu_threads.h.
 //
-// The batch is processed in chunks of whole images whose im2col matrix fits a scratch buffer of
-// about kChunkFloats (kept in a thread_local vector that only grows, so steady-state calls
-// allocate nothing). A 1x1, stride-1, unpadded convolution needs no im2col: x already is the
-// matrix cols[N*H*W, C].
+// Note [Convolution tiles]
+// The batch is cut into tiles of whole images, and each tile is one GEMM on one thread, its
+// im2col matrix in that thread's scratch (a thread_local vector that only grows, so steady-state
+// calls allocate nothing). A tile holds enough images for kMinTileRows output pixels, because
+// each GEMM packs the whole filter once and a tall tile spreads that cost; beyond that it holds as
+// many as keep its im2col matrix within kTileFloats, so that the matrix is still in the core's
+// cache when the GEMM reads it. The tiles depend on the shape alone (Note [Fixed work split]).
+// The filter gradient sums over tiles: the tiles are dealt, in order, to at most kFilterGroups
+// groups, each group sums its tiles in order into its own partial gradient, and the partials
+// are added in group order. A 1x1, stride-1, unpadded convolution needs no im2col: x already is
+// the matrix cols[N*H*W, C].
 #include "kernels/conv2d_cpu.h"
 
 #include <algorithm>
 #include <cstring>
 #include <vector>
 
+#include "kernels/cpu_threads.h"
 #include "kernels/eigen_cpu.h"
 
 namespace cutrain {
 
 namespace {
 
-constexpr int64_t kChunkFloats = int64_t(1) << 20;  // 4 MiB of im2col rows per GEMM
+constexpr int64_t kTileFloats = int64_t(1) << 18;  // 1 MiB of im2col rows per GEMM
+constexpr int64_t kMinTileRows = 256;
+constexpr int kFilterGroups = 16;
 
 bool is_pointwise(const ConvShape& s) { return s.R == 1 && s.S == 1 && s.stride == 1 && s.pad == 0; }
 
 int64_t pixels_per_image(const ConvShape& s) { return int64_t(s.P()) * s.Q(); }
 int64_t window_size(const ConvShape& s) { return int64_t(s.R) * s.S * s.C; }
 
-// How many images go into one GEMM.
-int images_per_chunk(const ConvShape& s) {
-  const int64_t per_image = pixels_per_image(s) * window_size(s);
-  return int(std::clamp<int64_t>(kChunkFloats / per_image, 1, s.N));
+// How many images go into one tile (Note [Convolution tiles]).
+int images_per_tile(const ConvShape& s) {
+  const int64_t pixels = pixels_per_image(s);
+  const int64_t for_rows = (kMinTileRows + pixels - 1) / pixels;
+  const int64_t for_cache = kTileFloats / (pixels * window_size(s));
+  return int(std::clamp<int64_t>(std::max(for_rows, for_cache), 1, s.N));
+}
+
+// Tile t's images: [first, first + count).
+struct Tile {
+  int first, count;
+};
+
+// The tiles of the batch, one per piece of parallel_for: f(Tile).
+template <typename F>
+void for_each_tile(const ConvShape& sh, F&& f) {
+  const int per_tile = images_per_tile(sh);
+  const int tiles = (sh.N + per_tile - 1) / per_tile;
+  parallel_for(tiles, [&](int64_t t) {
+    const int first = int(t) * per_tile;
+    f(Tile{first, std::min(per_tile, sh.N - first)});
+  });
 }
 
 float* scratch(int64_t floats) {
@@ -82,50 +111,67 @@ const float* cols_of(const float* x, const ConvShape& sh, int first, int count) 
 
 }  // namespace
 
-// y[rows, K] = cols[rows, RSC] * w[K, RSC]^T, chunk by chunk.
+// y[rows, K] = cols[rows, RSC] * w[K, RSC]^T, tile by tile.
 void conv2d_forward_cpu(const float* x, const float* w, const ConvShape& sh, float* y) {
   const int64_t pixels = pixels_per_image(sh), window = window_size(sh);
   const ConstMatrixView weights(w, sh.K, window);
-  const int chunk = images_per_chunk(sh);
-  for (int first = 0; first < sh.N; first += chunk) {
-    const int count = std::min(chunk, sh.N - first);
-    const ConstMatrixView cols(cols_of(x, sh, first, count), count * pixels, window);
-    MatrixView out(y + first * pixels * sh.K, count * pixels, sh.K);
+  for_each_tile(sh, [&](Tile t) {
+    const ConstMatrixView cols(cols_of(x, sh, t.first, t.count), t.count * pixels, window);
+    MatrixView out(y + t.first * pixels * sh.K, t.count * pixels, sh.K);
     out.noalias() = cols * weights.transpose();
-  }
+  });
 }
 
-// dx = beta*dx + col2im(dy * w), chunk by chunk; pointwise: dx = beta*dx + dy * w directly.
+// dx = beta*dx + col2im(dy * w), tile by tile (a tile's images are its own part of dx);
+// pointwise: dx = beta*dx + dy * w directly.
 void conv2d_backward_data_cpu(const float* dy, const float* w, const ConvShape& sh, float beta, float* dx) {
-  const int64_t pixels = pixels_per_image(sh), window = window_size(sh);
+  const int64_t pixels = pixels_per_image(sh), window = window_size(sh), image = int64_t(sh.H) * sh.W * sh.C;
   const ConstMatrixView weights(w, sh.K, window);
-  scale_by_beta(dx, int64_t(sh.N) * sh.H * sh.W * sh.C, beta);
-  const int chunk = images_per_chunk(sh);
-  for (int first = 0; first < sh.N; first += chunk) {
-    const int count = std::min(chunk, sh.N - first);
-    const ConstMatrixView grad_out(dy + first * pixels * sh.K, count * pixels, sh.K);
+  for_each_tile(sh, [&](Tile t) {
+    float* dx_tile = dx + t.first * image;
+    scale_by_beta(dx_tile, t.count * image, beta);
+    const ConstMatrixView grad_out(dy + t.first * pixels * sh.K, t.count * pixels, sh.K);
     if (is_pointwise(sh)) {
-      MatrixView(dx + first * pixels * sh.C, count * pixels, sh.C).noalias() += grad_out * weights;
+      MatrixView(dx_tile, t.count * pixels, sh.C).noalias() += grad_out * weights;
     } else {
-      MatrixView dcols(scratch(count * pixels * window), count * pixels, window);
+      MatrixView dcols(scratch(t.count * pixels * window), t.count * pixels, window);
       dcols.noalias() = grad_out * weights;
-      col2im_add(dcols.data(), sh, first, count, dx);
+      col2im_add(dcols.data(), sh, t.first, t.count, dx);
     }
-  }
+  });
 }
 
-// dw[K, RSC] = beta*dw + sum over chunks of dy[rows, K]^T * cols[rows, RSC].
+// dw[K, RSC] = beta*dw + the sum over tiles of dy[rows, K]^T * cols[rows, RSC], in the groups of
+// Note [Convolution tiles]: group 0 adds into dw itself, the others into partials added after.
 void conv2d_backward_filter_cpu(const float* x, const float* dy, const ConvShape& sh, float beta, float* dw) {
-  const int64_t pixels = pixels_per_image(sh), window = window_size(sh);
-  scale_by_beta(dw, sh.K * window, beta);
-  MatrixView grad_w(dw, sh.K, window);
-  const int chunk = images_per_chunk(sh);
-  for (int first = 0; first < sh.N; first += chunk) {
-    const int count = std::min(chunk, sh.N - first);
-    const ConstMatrixView grad_out(dy + first * pixels * sh.K, count * pixels, sh.K);
-    const ConstMatrixView cols(cols_of(x, sh, first, count), count * pixels, window);
-    grad_w.noalias() += grad_out.transpose() * cols;
-  }
+  const int64_t pixels = pixels_per_image(sh), window = window_size(sh), filter = sh.K * window;
+  const int per_tile = images_per_tile(sh);
+  const int tiles = (sh.N + per_tile - 1) / per_tile;
+  const int groups = std::min(tiles, kFilterGroups);
+  // Group g sums tiles [g*tiles/groups, (g+1)*tiles/groups).
+  thread_local std::vector<float> partial_buffer;  // the calling thread's, lent to the workers
+  if (partial_buffer.size() < size_t((groups - 1) * filter)) partial_buffer.resize(size_t((groups - 1) * filter));
+  float* const partials = partial_buffer.data();
+  scale_by_beta(dw, filter, beta);
+  parallel_for(groups, [&](int64_t g) {
+    MatrixView grad_w(g == 0 ? dw : partials + (g - 1) * filter, sh.K, window);
+    if (g > 0) grad_w.setZero();
+    for (int64_t t = g * tiles / groups; t < (g + 1) * tiles / groups; ++t) {
+      const int first = int(t) * per_tile, count = std::min(per_tile, sh.N - first);
+      const ConstMatrixView grad_out(dy + first * pixels * sh.K, count * pixels, sh.K);
+      const ConstMatrixView cols(cols_of(x, sh, first, count), count * pixels, window);
+      grad_w.noalias() += grad_out.transpose() * cols;
+    }
+  });
+  // dw += partial 1, partial 2, ... in that order for every element, in slices of the filter.
+  constexpr int64_t kSlice = 4096;
+  parallel_for((filter + kSlice - 1) / kSlice, [&](int64_t slice) {
+    const int64_t begin = slice * kSlice, end = std::min(filter, begin + kSlice);
+    for (int g = 1; g < groups; ++g) {
+      const float* partial = partials + (g - 1) * filter;
+      for (int64_t i = begin; i < end; ++i) dw[i] += partial[i];
+    }
+  });
 }
 
 }  // namespace cutrain

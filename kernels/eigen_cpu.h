@@ -2,6 +2,10 @@
 // Eigen views of our buffers, and cuDNN/cuBLAS's beta convention for outputs that may accumulate.
 #pragma once
 
+// Eigen's own threads would split a product by the thread count, and with it the order of its
+// sums: the CPU path's threads are cpu_threads.h's instead (Note [Fixed work split]), and every
+// Eigen product runs on the one thread that calls it.
+#define EIGEN_DONT_PARALLELIZE
 #include <Eigen/Core>
 
 #include <algorithm>
