@@ -485,6 +485,18 @@ RecordedOp convolution_record(Pass pass, const Problem& p, const Dims4& a, const
   return op;
 }
 
+// What one batch-norm call moves at the least, for the step's record: x (and z), y or dy and dx
+// (and dz), and the reserve space's ReLU mask. What cuDNN's own kernels move, only a profiler on a
+// GPU can tell.
+RecordedOp batchnorm_record(const char* name, size_t bytes_read, size_t bytes_written, cudaStream_t stream) {
+  RecordedOp op;
+  op.kind = RecordedOp::Kind::library;
+  op.name = name;
+  op.bytes = {int64_t(bytes_read), int64_t(bytes_written)};
+  op.stream = stream;
+  return op;
+}
+
 // One convolution call: the checks at the call, then the work on the handle's stream. A workspace
 // that the algorithm needs is written with garbage first, in a work item of its own, which the
 // convolution's own work item checks is still there: a call that shares the workspace with
@@ -898,18 +910,6 @@ cudnnStatus_t cudnnGetBatchNormalizationTrainingExReserveSpaceSize(cudnnHandle_t
   return CUDNN_STATUS_SUCCESS;
 }
 
-// What one batch-norm call moves at the least, for the step's record: x (and z), y or dy and dx
-// (and dz), and the reserve space's ReLU mask. What cuDNN's own kernels move, only a profiler on a
-// GPU can tell.
-RecordedOp batchnorm_record(const char* name, size_t bytes_read, size_t bytes_written, cudaStream_t stream) {
-  RecordedOp op;
-  op.kind = RecordedOp::Kind::library;
-  op.name = name;
-  op.bytes = {int64_t(bytes_read), int64_t(bytes_written)};
-  op.stream = stream;
-  return op;
-}
-
 // The CPU reference's training forward on fp32 copies (kernels/batchnorm.h): the same formulas as
 // cutrain's kernels, with cuDNN's arguments. The running statistics are updated with the factor
 // as the momentum, and the unbiased variance, as cuDNN does.
@@ -943,8 +943,8 @@ cudnnStatus_t cudnnBatchNormalizationForwardTrainingEx(
   if (p.shape.fusion.residual)
     if (cudnnStatus_t s = check_device(z, tensor, "z"); s != CUDNN_STATUS_SUCCESS) return s;
   const bool residual = p.shape.fusion.residual;
-  if (record(batchnorm_record("cudnnBatchNormalizationForwardTrainingEx", tensor * (residual ? 2 : 1),
-                              tensor + p.mask_bytes, handle->stream)))
+  if (cutrain::record(batchnorm_record("cudnnBatchNormalizationForwardTrainingEx", tensor * (residual ? 2 : 1),
+                                       tensor + p.mask_bytes, handle->stream)))
     return CUDNN_STATUS_SUCCESS;
   const cudaError_t queued = enqueue(handle->stream, "cudnnBatchNormalizationForwardTrainingEx", [=] {
     std::vector<float> xs = to_nhwc(p.x, x), zs = p.shape.fusion.residual ? to_nhwc(p.x, z) : std::vector<float>{};
@@ -1007,8 +1007,8 @@ cudnnStatus_t cudnnBatchNormalizationBackwardEx(
   if (p.shape.fusion.residual)
     if (cudnnStatus_t s = check_device(dz, tensor, "dz"); s != CUDNN_STATUS_SUCCESS) return s;
   const bool relu = p.shape.fusion.relu, residual = p.shape.fusion.residual;
-  if (record(batchnorm_record("cudnnBatchNormalizationBackwardEx", tensor * (relu ? 3 : 2) + p.mask_bytes,
-                              tensor * (residual ? 2 : 1), handle->stream)))
+  if (cutrain::record(batchnorm_record("cudnnBatchNormalizationBackwardEx", tensor * (relu ? 3 : 2) + p.mask_bytes,
+                                       tensor * (residual ? 2 : 1), handle->stream)))
     return CUDNN_STATUS_SUCCESS;
   const cudaError_t queued = enqueue(handle->stream, "cudnnBatchNormalizationBackwardEx", [=] {
     std::vector<float> xs = to_nhwc(p.x, x), dys = to_nhwc(p.x, dy), dxs(xs.size()), dzs(xs.size());
