@@ -298,16 +298,20 @@ measured_bf16="$(sed -nE 's/^ *([0-9.]+) ms\/step.*/\1/p' "$step_out" 2>/dev/nul
 
 # ---- THE STEP INVENTORY: `cutrain bench-step --plan` predicts ms/step from what one step launches (its last
 # line: "plan: N graph nodes, M memsets, X GB moved by custom kernels, Y GFLOP in convolutions, estimated
-# Z ms/step"). Its prediction goes next to the measured bf16 graph step above, once the binary has --plan.
+# Z ms/step"). Its prediction goes next to the measured bf16 graph step above. The plan is recorded by the
+# emulated device, so a GPU build cannot make it: package-prebuilt.sh writes it into DIR/plan.txt from the
+# emulated build beside the GPU build, and the emulated rehearsal makes it itself.
 plan_result() {
   local predicted
   predicted="$(grep -E '^plan: ' "$step_out" | tail -n 1 | sed -E 's/.*estimated ([0-9.]+) ms\/step.*/\1/')"
   echo "predicted ${predicted:-?} ms/step, measured ${measured_bf16:-?} ms/step (bf16, graph, batch 256); $(grep -E '^plan: ' "$step_out" | tail -n 1 | cut -c1-60)"
 }
-if "$bin/cutrain" bench-step --help 2>/dev/null | grep -q -- '--plan'; then
+if [ -n "$emulated" ]; then
   step plan 30 "$bin/cutrain" bench-step --plan --stem cifar --precision bf16 --batch-size 256 || true
+elif [ -f "$prebuilt/plan.txt" ]; then
+  step plan 5 cat "$prebuilt/plan.txt" || true
 else
-  record plan n/a - "this cutrain has no bench-step --plan yet; measured ${measured_bf16:-?} ms/step (bf16, graph)"
+  record plan n/a - "no $prebuilt/plan.txt (package-prebuilt.sh writes it from an emulated build); measured ${measured_bf16:-?} ms/step (bf16, graph)"
 fi
 
 # ---- cutrain against PyTorch: whatever time is left (compare.sh stops starting runs in time for its table;

@@ -29,8 +29,7 @@ case "$1" in
          echo "{\"kind\": \"epoch\", \"epoch\": 2, \"test_acc\": 0.412}" >>"$metrics"
          echo "{\"kind\": \"summary\", \"mean_images_per_s\": 51234.5}" >>"$metrics" ;;
   bench-step)
-    if [ "$2" = --help ]; then echo "usage: bench-step [--stem S] ${STUB_PLAN:+--plan}"; exit 0; fi
-    if [ "$2" = --plan ]; then echo "plan: 274 graph nodes, 80 memsets, 3.30 GB moved by custom kernels, 143.2 GFLOP in convolutions, estimated 3.52 ms/step"; exit 0; fi
+    if [ "$2" = --plan ]; then echo "cutrain: error: bench-step --plan: the inventory is recorded by the emulated device" >&2; exit 1; fi
     echo "  steps took 3.90 to 4.20 ms (50 timed steps after 10 warm-up; last loss 2.3000)"
     echo "  4.00 ms/step, 64000 images/s (the median step)" ;;
 esac'
@@ -68,7 +67,7 @@ expect_row '^\[gpu\] no gpu +SKIPPED .*no CUDA device'
 expect_row '^train +ok .*loss 3\.000 \(step 10\) -> 1\.000 \(step 30\), test accuracy 41\.2% after 2 epochs; 51234 images/s'
 expect_row '^train loss by step: 10: 3\.000, 20: 2\.000, 30: 1\.000'
 expect_row '^bench-step bf16 graph +ok .*4\.00 ms/step'
-expect_row '^plan +n/a .*no bench-step --plan yet; measured 4\.00 ms/step'
+expect_row '^plan +n/a .*plan\.txt \(package-prebuilt\.sh writes it from an emulated build\); measured 4\.00 ms/step'
 expect_row '^compare --quick +ok '
 expect_row 'closest call: conv1\.weight gradient'
 # the Python side's versions beside the pins the tests used (scripts/setup.sh --python-pins), whatever is found
@@ -83,8 +82,10 @@ tar -tzf "$scratch/out/logs.tar.gz" >"$scratch/listing"; grep -q "logs/gpu-tests
 grep -q "logs/runs/cutrain-bf16.r1.log" "$scratch/listing" || fail "no comparison runs in the logs: $(cat "$scratch/listing")"
 [ ! -e "$scratch/cmake-ran" ] || fail "gpu-check.sh ran cmake"
 
-# ---- with bench-step --plan: its prediction beside the measured step
-STUB_PLAN=1 bash "$copy/scripts/gpu-check.sh" --prebuilt "$copy/.gpu" --out "$scratch/out2" >/dev/null 2>&1 || true
+# ---- with the plan package-prebuilt.sh wrote: its prediction beside the measured step
+echo "plan: 274 graph nodes, 80 memsets, 3.30 GB moved by custom kernels, 143.2 GFLOP in convolutions, estimated 3.52 ms/step" \
+  >"$copy/.gpu/plan.txt"
+bash "$copy/scripts/gpu-check.sh" --prebuilt "$copy/.gpu" --out "$scratch/out2" >/dev/null 2>&1 || true
 grep -qE '^plan +ok +[0-9]+s +predicted 3\.52 ms/step, measured 4\.00 ms/step' "$scratch/out2/summary.txt" ||
   fail "no plan row: $(cat "$scratch/out2/summary.txt")"
 echo "ok"
