@@ -12,6 +12,9 @@
 # Extra arguments go to ctest in the release and emulation parts, e.g. scripts/test.sh -L dist
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# The CPU kernels' OpenMP threads sleep when idle instead of spinning, here as in every CTest test
+# (tests/CMakeLists.txt): tests and builds share the cores (kernels/cpu_threads.h).
+export OMP_WAIT_POLICY="${OMP_WAIT_POLICY:-PASSIVE}"
 
 # part NAME COMMAND...: runs one part; a failure fails the whole run but stops nothing. Each part's
 # result and time go into the summary printed last.
