@@ -615,8 +615,6 @@ void elementwise_grid(int64_t M, int groups, int across, dim3& grid, dim3& block
 
 // ---- plans ---------------------------------------------------------------------------------------
 
-BatchNormDevice bn_device_h200() { return {132, 1024, 227 * 1024}; }
-
 BatchNormDevice bn_device_of_current_gpu() {
   int device = 0, multiprocessors = 0, can_cooperate = 0, shared = 0;
   CUDA_CHECK(cudaGetDevice(&device));

@@ -140,8 +140,6 @@ struct BatchNormDevice {
 // The current CUDA device: one block of 1024 threads per multiprocessor, with all the shared
 // memory a block may opt into. Throws std::runtime_error when it cannot launch cooperatively.
 BatchNormDevice bn_device_of_current_gpu();
-// An H200 (132 multiprocessors, 227 KiB of shared memory per block), to plan without a GPU.
-BatchNormDevice bn_device_h200();
 
 enum class BatchNormPass {
   forward_train,       // bn_forward_train_cuda (cooperative)

@@ -17,6 +17,9 @@ using namespace cutrain;
 
 namespace {
 
+// An H200: 132 multiprocessors, one block of 1024 threads on each, 227 KiB of shared memory per block.
+constexpr BatchNormDevice kH200{132, 1024, 227 * 1024};
+
 constexpr float kEps = 1e-5f;
 constexpr float kMomentum = 0.1f;
 
@@ -235,7 +238,7 @@ TEST_CASE("batch norm statistics by hand: biased variance to normalise, unbiased
 TEST_CASE("batch norm plans: one block per multiprocessor, rows kept while they fit, bytes counted", "[nn]") {
   // ResNet-18's four stages at batch 256 in bf16, on an H200: 132 blocks of 1024 threads with
   // 227 KiB of shared memory each.
-  const BatchNormDevice h200 = bn_device_h200();
+  const BatchNormDevice h200 = kH200;
   struct Stage {
     int64_t rows;
     int channels;
@@ -291,7 +294,7 @@ TEST_CASE("batch norm plans: one block per multiprocessor, rows kept while they 
 
 TEST_CASE("batch norm split plans: the cooperative grid, nothing kept, x read again by an apply launch", "[nn]") {
   // Note [Split batch norm], for ResNet-18's first stage at batch 256 in bf16 on an H200.
-  const BatchNormDevice h200 = bn_device_h200();
+  const BatchNormDevice h200 = kH200;
   const BatchNormShape shape{256 * 32 * 32, 64, BatchNormFusion{true, true}};
   const int64_t tensor = shape.rows * 64 * 2, mask = shape.rows * 64 / 8;
   for (BatchNormPass pass : {BatchNormPass::forward_train, BatchNormPass::backward}) {
