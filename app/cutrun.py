@@ -607,8 +607,10 @@ def run_job(args):
     # and then writes a checkpoint; a CPU step can take longer than the grace period. So a stop
     # that cutrun passes on (SIGINT, SIGTERM, SIGHUP, SIGUSR1) waits the grace period plus twice the
     # longest gap between such points that any rank has reported in its heartbeats: one to reach the
-    # next point, one for the save. A stop after a failure waits the grace period alone: the
-    # others cannot save without the failed rank. A rank still there after the wait is named.
+    # next point, one for the save. A report may be one heartbeat period old, so the wait has that
+    # period too, and a gap reported during the wait lengthens it. A stop after a failure waits the
+    # grace period alone: the others cannot save without the failed rank. A rank still there after
+    # the wait is named.
     def stop_all(signum, asked=False):
         """`signum` to every rank now, SIGKILL to what is left after the wait."""
         if stopping.is_set():
@@ -617,19 +619,29 @@ def run_job(args):
         group = list(ranks)  # these ranks alone: a restart starts others
         for r in group:
             r.signal(signum)
-        wait = args.grace_period + (2 * watching[0].longest_gap() if asked and watching else 0.0)
+        started = time.monotonic()
+        watch = watching[0] if asked and watching else None
+
+        def wait():
+            return args.grace_period + (watch.every + 2 * watch.longest_gap() if watch else 0.0)
+
+        def kill_later(seconds):
+            killer = threading.Timer(seconds, kill_what_is_left)
+            killer.daemon = True
+            killer.start()
 
         def kill_what_is_left():
+            left = started + wait() - time.monotonic()
+            if left > 0:  # a rank reported a longer gap meanwhile
+                return kill_later(left)
             for r in group:
                 if r.process.returncode is None:
                     outcome = ": no checkpoint written" if asked else ""
                     sys.stderr.write(f"cutrun: rank {r.rank} (local rank {r.local_rank}, pid {r.process.pid}) did not "
-                                     f"stop within {wait:.1f} s of {signal.Signals(signum).name}; killing it"
+                                     f"stop within {wait():.1f} s of {signal.Signals(signum).name}; killing it"
                                      f"{outcome}\n")
                     r.signal(signal.SIGKILL)
-        killer = threading.Timer(wait, kill_what_is_left)
-        killer.daemon = True
-        killer.start()
+        kill_later(wait())
 
     def on_signal(signum, frame):
         name = signal.Signals(signum).name
