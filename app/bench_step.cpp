@@ -8,6 +8,10 @@
 // Each timed step is timed alone, by CUDA events on the main stream around it (on the CPU, by the
 // clock), and the figure reported is the median with the fastest and slowest beside it: one slow
 // step (a page fault, another process) moves a mean but not a median.
+//
+// With --matrix the GPU's speed choices are measured side by side in one process: each batch-norm
+// implementation, on one stream and on two, eager and replayed from a graph, in one table with
+// images/s, the fraction of the GPU's peak FLOP/s, and the plan's estimate where the build can plan.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -45,8 +49,9 @@ struct BenchStepOptions {
   int streams = 2;
   std::string profile_steps;  // "A:B" of the timed steps
   bool plan = false;
+  bool matrix = false;
   int world_size = 1;       // --plan: one rank of this many
-  double gpu_tflops = 0;    // --plan: 0 is the H200's for the precision
+  double gpu_tflops = 0;    // --plan and --matrix: 0 is the H200's for the precision
   double gpu_tbps = GpuPeak{}.tbps;
 };
 
@@ -133,7 +138,57 @@ double median(std::vector<double> values) {
   return n % 2 == 1 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
 }
 
-void run_bench_step(const BenchStepOptions& o) {
+// The model's FLOPs in one training step of `c`: each convolution three times (forward, data
+// gradient, filter gradient; the stem has no data gradient), 2*N*P*Q*K*R*S*C each, and the
+// classifier's three products. The stem counts its 3 input channels, not the channels the GPU pads
+// them to, so the plan's convolution FLOPs are a little higher. Batch norm, pooling and SGD are left
+// out: they are bound by memory.
+double step_flops(const ResNetConfig& c) {
+  const double n = c.batch_size;
+  double flops = 0;
+  int side = c.image_size;
+  auto conv = [&](int in, int out, int kernel, int stride, int pad, bool data_gradient) {
+    const int out_side = (side + 2 * pad - kernel) / stride + 1;
+    flops += (data_gradient ? 3 : 2) * 2.0 * n * out_side * out_side * out * kernel * kernel * in;
+    return out_side;
+  };
+  const int w = c.width;
+  if (c.stem == Stem::imagenet) {
+    side = conv(3, w, 7, 2, 3, false);
+    side = (side + 2 - 3) / 2 + 1;  // the max-pool, 3x3 with stride 2 and padding 1
+  } else {
+    side = conv(3, w, 3, 1, 1, false);
+  }
+  int in = w;
+  for (int layer = 0; layer < 4; ++layer) {
+    const int out = w << layer;
+    for (int block = 0; block < 2; ++block) {
+      const int stride = layer > 0 && block == 0 ? 2 : 1;
+      const int out_side = conv(in, out, 3, stride, 1, true);
+      if (in != out) conv(in, out, 1, stride, 0, true);  // the downsample branch, from the same input
+      side = out_side;
+      conv(out, out, 3, 1, 1, true);
+      in = out;
+    }
+  }
+  return flops + 3 * 2.0 * n * in * c.num_classes;
+}
+
+// One configuration's measured step.
+struct Measurement {
+  ResNetConfig config;
+  DType dtype = DType::f32;
+  bool gpu = false;
+  std::vector<double> step_ms;
+  int warmup = 0;
+  float loss = 0;
+  double setup_seconds = 0;
+  long long parameters = 0;
+  double planned_mib = 0;
+  double median_ms() const { return median(step_ms); }
+};
+
+Measurement measure(const BenchStepOptions& o) {
   ContextOptions context_options;
   context_options.device = parse_device(o.device.empty() ? (cuda_available() ? "cuda" : "cpu") : o.device);
   context_options.dtype = resolve_precision(o.precision, context_options.device);
@@ -195,24 +250,104 @@ void run_bench_step(const BenchStepOptions& o) {
   const std::vector<double> step_ms = times.milliseconds();
   if (graph_exec) CUDA_CHECK(cudaGraphExecDestroy(graph_exec));
 
-  float loss = 0;
-  copy_to_host(Tensor(const_cast<float*>(model.loss()), DType::f32, ctx.device(), {1}), &loss);
-  const double ms = median(step_ms);
-  const auto [fastest, slowest] = std::minmax_element(step_ms.begin(), step_ms.end());
+  Measurement m;
+  m.config = config;
+  m.dtype = context_options.dtype;
+  m.gpu = gpu;
+  m.step_ms = step_ms;
+  m.warmup = warmup;
+  copy_to_host(Tensor(const_cast<float*>(model.loss()), DType::f32, ctx.device(), {1}), &m.loss);
+  m.setup_seconds = setup_seconds;
+  m.parameters = (long long)model.num_parameters();
+  m.planned_mib = model.planned_bytes() / 1048576.0;
+  return m;
+}
+
+const char* precision_name(DType dtype) { return dtype == DType::bf16 ? "bf16" : "fp32"; }
+
+void run_bench_step(const BenchStepOptions& o) {
+  const Measurement m = measure(o);
+  const ResNetConfig& config = m.config;
+  const double ms = m.median_ms();
+  const auto [fastest, slowest] = std::minmax_element(m.step_ms.begin(), m.step_ms.end());
   std::printf("bench-step: ResNet-18 %s stem, width %d, %d classes, %s, %s, batch %d, %dx%d images%s%s%s%s\n",
-              stem_name(config.stem), config.width, config.num_classes, device_name(ctx.device()),
-              context_options.dtype == DType::bf16 ? "bf16" : "fp32", config.batch_size, config.image_size,
-              config.image_size, o.cuda_graph ? ", CUDA graph" : "", gpu ? ", batch norm " : "",
-              gpu ? o.batchnorm.c_str() : "", gpu ? (o.streams == 1 ? ", 1 stream" : ", 2 streams") : "");
-  if (!gpu) std::printf("  %d CPU threads\n", cpu_threads());
-  std::printf("  %lld parameters, %.1f MiB planned (activations, their gradients, workspace)\n",
-              (long long)model.num_parameters(), model.planned_bytes() / 1048576.0);
-  if (gpu)
-    std::printf("  set-up %.1f s (context, model, cuDNN's algorithms %s)\n", setup_seconds,
+              stem_name(config.stem), config.width, config.num_classes, m.gpu ? "cuda" : "cpu",
+              precision_name(m.dtype), config.batch_size, config.image_size, config.image_size,
+              o.cuda_graph ? ", CUDA graph" : "", m.gpu ? ", batch norm " : "", m.gpu ? o.batchnorm.c_str() : "",
+              m.gpu ? (o.streams == 1 ? ", 1 stream" : ", 2 streams") : "");
+  if (!m.gpu) std::printf("  %d CPU threads\n", cpu_threads());
+  std::printf("  %lld parameters, %.1f MiB planned (activations, their gradients, workspace)\n", m.parameters,
+              m.planned_mib);
+  if (m.gpu)
+    std::printf("  set-up %.1f s (context, model, cuDNN's algorithms %s)\n", m.setup_seconds,
                 o.cudnn_benchmark ? "measured or read from the cache" : "by heuristics");
   std::printf("  steps took %.2f to %.2f ms (%s after %d warm-up; last loss %.4f)\n", *fastest, *slowest,
-              counted(steps, "timed step").c_str(), warmup, loss);
+              counted(long(m.step_ms.size()), "timed step").c_str(), m.warmup, m.loss);
   std::printf("  %.2f ms/step, %.0f images/s (the median step)\n", ms, 1000.0 * config.batch_size / ms);
+}
+
+// Every batch-norm implementation x one and two streams x eager and graph, one row each; then the
+// fastest. The plan's estimate needs a build that can plan (the emulated one), else it shows "-".
+void run_matrix(const BenchStepOptions& o) {
+  if (o.device == "cpu") throw std::runtime_error("--matrix: measures the GPU's choices; needs --device cuda");
+  if (!o.profile_steps.empty()) throw std::runtime_error("--matrix: not with --profile-steps");
+  bool header = false;
+  double peak_tflops = 0, best_ms = 0;
+  std::string best;
+  for (const char* batchnorm : {"cooperative", "split", "cudnn"}) {
+    for (int streams : {2, 1}) {
+      double planned_ms = -1;
+      for (bool graph : {false, true}) {
+        BenchStepOptions variant = o;
+        variant.device = "cuda";
+        variant.batchnorm = batchnorm;
+        variant.streams = streams;
+        variant.cuda_graph = graph;
+        const Measurement m = measure(variant);
+        const ResNetConfig& c = m.config;
+        if (!header) {
+          peak_tflops = o.gpu_tflops > 0 ? o.gpu_tflops : (m.dtype == DType::bf16 ? GpuPeak{}.tflops : kH200Fp32Tflops);
+          std::printf("bench-step --matrix: ResNet-18 %s stem, width %d, %s, batch %d, %dx%d images, on %s\n",
+                      stem_name(c.stem), c.width, precision_name(m.dtype), c.batch_size, c.image_size, c.image_size,
+                      cuda_device_description(0).c_str());
+          std::printf("  each row: the median of %s after %d warm-up; %.2f GFLOP per step; %% of a peak of %.0f "
+                      "TFLOP/s\n",
+                      counted(long(m.step_ms.size()), "timed step").c_str(), m.warmup, step_flops(c) / 1e9,
+                      peak_tflops);
+          std::printf("  %-12s %7s %6s %9s %9s %9s %10s %9s %8s\n", "batch norm", "streams", "graph", "ms/step",
+                      "fastest", "slowest", "images/s", "% of peak", "plan ms");
+          header = true;
+        }
+        if (planned_ms < 0 && can_plan_steps()) {
+          StepPlanConfig plan;
+          plan.stem = o.stem;
+          plan.precision = precision_name(m.dtype);
+          plan.batch_size = c.batch_size;
+          plan.width = c.width;
+          plan.image_size = c.image_size;
+          plan.batchnorm = batchnorm;
+          plan.streams = streams;
+          GpuPeak peak;
+          peak.tflops = peak_tflops;
+          peak.tbps = o.gpu_tbps;
+          planned_ms = summarize(plan_step(plan).ops(), peak).estimated_seconds * 1e3;
+        }
+        const double ms = m.median_ms();
+        const auto [fastest, slowest] = std::minmax_element(m.step_ms.begin(), m.step_ms.end());
+        char plan_text[16] = "-";
+        if (planned_ms >= 0) std::snprintf(plan_text, sizeof plan_text, "%.2f", planned_ms);
+        std::printf("  %-12s %7d %6s %9.2f %9.2f %9.2f %10.0f %9.1f %8s\n", batchnorm, streams, graph ? "graph" : "eager",
+                    ms, *fastest, *slowest, 1000.0 * c.batch_size / ms,
+                    100.0 * step_flops(c) / (ms * 1e-3) / (peak_tflops * 1e12), plan_text);
+        std::fflush(stdout);
+        if (best.empty() || ms < best_ms) {
+          best_ms = ms;
+          best = std::string(batchnorm) + ", " + counted(streams, "stream") + ", " + (graph ? "graph" : "eager");
+        }
+      }
+    }
+  }
+  std::printf("matrix: fastest %s, %.2f ms/step\n", best.c_str(), best_ms);
 }
 
 }  // namespace
@@ -246,9 +381,14 @@ void add_bench_step_command(CLI::App& app, int& exit_code) {
              "run nothing: list what one step launches (kernels, cuDNN and cuBLAS calls, collectives, memsets) "
              "with its bytes and FLOPs, and a roofline estimate; needs no GPU, and the emulated build "
              "(scripts/build.sh --emulated)");
+  add_switch(cmd, "--matrix", options->matrix,
+             "measure every batch-norm implementation on 1 and 2 streams, eager and as a graph, in one table "
+             "(GPU)");
   add_number(cmd, "--world-size", options->world_size, "--plan: plan one rank of this many", 1, 1 << 16);
   add_number(cmd, "--gpu-tflops", options->gpu_tflops,
-             "--plan: the GPU's peak TFLOP/s (default 0: an H200's, 989 dense bf16 on tensor cores, 67 fp32)", 0.0,
+             "--plan and --matrix: the GPU's peak TFLOP/s (default 0: an H200's, 989 dense bf16 on tensor cores, "
+             "67 fp32)",
+             0.0,
              1e6);
   add_number(cmd, "--gpu-tbps", options->gpu_tbps, "--plan: the GPU's memory bandwidth in TB/s (default: an H200's)",
              0.001, 1e3)
@@ -256,6 +396,8 @@ void add_bench_step_command(CLI::App& app, int& exit_code) {
   cmd->callback([options, &exit_code] {
     if (options->plan) {
       print_step_plan(*options);
+    } else if (options->matrix) {
+      run_matrix(*options);
     } else {
       run_bench_step(*options);
     }

@@ -67,6 +67,9 @@ struct PlanSummary {
 // One step of `config` planned (the model built for it on the record-only device, then the step
 // run once): the recorder holds its ops, with the names of its streams ("main", "side", "comm").
 Recorder plan_step(const StepPlanConfig& config);
+// Whether this build can plan a step: only the emulated build has the record-only device. In the
+// GPU build plan_step throws, saying so in one line.
+bool can_plan_steps();
 PlanSummary summarize(const std::vector<RecordedOp>& ops, const GpuPeak& peak);
 
 // The inventory, one table per kind and one line per stream, and last the line scripts read:

@@ -31,6 +31,7 @@
 #                step is the slowest (about 20 s of CPU), 150 s each and 240 s for them all
 #   train        one short training (100 bf16 steps on synthetic data): the loss curve, test accuracy   120 s
 #   bench-step   fp32 and bf16, eager and graph: ms/step at batch 256 (about 60 steps each)          60 s each
+#   matrix       `bench-step --matrix`: each batch norm x 1 and 2 streams x eager and graph, bf16    240 s
 #   plan         `cutrain bench-step --plan`'s predicted ms/step next to the measured one, when the
 #                binary has --plan (until then the row says so)                                        30 s
 #   compare      bench/compare.sh --quick: cutrain against PyTorch eager and compiled           what is left
@@ -189,6 +190,7 @@ result_of() {
         tr -d '\n' | cut -c1-100 ;;
     train) train_result | tail -n 1 ;;
     bench-step*) grep -E 'ms/step' "$step_out" | tail -n 1 | sed 's/^ *//' | cut -c1-100 ;;
+    matrix) grep -E '^matrix: ' "$step_out" | tail -n 1 | cut -c1-100 ;;
     plan) plan_result ;;
     compare*) echo "table below" ;;
   esac
@@ -295,6 +297,15 @@ for precision in fp32 bf16; do
   done
 done
 measured_bf16="$(sed -nE 's/^ *([0-9.]+) ms\/step.*/\1/p' "$step_out" 2>/dev/null | tail -n 1)" || true  # bf16, graph
+
+# ---- the speed choices side by side (bench-step --matrix): each batch-norm implementation on one
+# stream and on two, eager and replayed, bf16; fewer steps per row rather than fewer rows. Its table
+# goes below the summary's rows.
+matrix_size=(--batch-size 256 --steps 20 --warmup 5)
+[ -z "$emulated" ] || matrix_size=(--batch-size 4 --width 4 --steps 1 --warmup 1)
+if step matrix 240 "$bin/cutrain" bench-step --matrix --device cuda --stem cifar --precision bf16 "${matrix_size[@]}"; then
+  while IFS= read -r line; do notes+=("$line"); done < <(grep -E '^(bench-step --matrix|  )' "$step_out" || true)
+fi
 
 # ---- THE STEP INVENTORY: `cutrain bench-step --plan` predicts ms/step from what one step launches (its last
 # line: "plan: N graph nodes, M memsets, X GB moved by custom kernels, Y GFLOP in convolutions, estimated

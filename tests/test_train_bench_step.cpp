@@ -25,3 +25,9 @@ TEST_CASE("bench-step prints the median step between the fastest and the slowest
   CHECK(ms <= slowest);
   CHECK(images_per_second == Approx(8 * 1000.0 / ms).epsilon(0.01));
 }
+
+TEST_CASE("bench-step --matrix measures the GPU's choices, and says so in one line on the CPU", "[train]") {
+  auto r = cutrain::test::run({cutrain::test::binary("cutrain"), "bench-step", "--matrix", "--device", "cpu"});
+  CHECK(r.exit_code == 1);
+  CHECK(r.output == "cutrain: error: --matrix: measures the GPU's choices; needs --device cuda\n");
+}

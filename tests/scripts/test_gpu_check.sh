@@ -29,6 +29,7 @@ case "$1" in
          echo "{\"kind\": \"epoch\", \"epoch\": 2, \"test_acc\": 0.412}" >>"$metrics"
          echo "{\"kind\": \"summary\", \"mean_images_per_s\": 51234.5}" >>"$metrics" ;;
   bench-step)
+    if [ "$2" = --matrix ]; then echo "  split              2  graph      3.80"; echo "matrix: fastest split, 2 streams, graph, 3.80 ms/step"; exit 0; fi
     if [ "$2" = --plan ]; then echo "cutrain: error: bench-step --plan: the inventory is recorded by the emulated device" >&2; exit 1; fi
     echo "  steps took 3.90 to 4.20 ms (50 timed steps after 10 warm-up; last loss 2.3000)"
     echo "  4.00 ms/step, 64000 images/s (the median step)" ;;
@@ -67,6 +68,8 @@ expect_row '^\[gpu\] no gpu +SKIPPED .*no CUDA device'
 expect_row '^train +ok .*loss 3\.000 \(step 10\) -> 1\.000 \(step 30\), test accuracy 41\.2% after 2 epochs; 51234 images/s'
 expect_row '^train loss by step: 10: 3\.000, 20: 2\.000, 30: 1\.000'
 expect_row '^bench-step bf16 graph +ok .*4\.00 ms/step'
+expect_row '^matrix +ok .*fastest split, 2 streams, graph, 3\.80 ms/step'
+expect_row '^  split +2 +graph +3\.80'
 expect_row '^plan +n/a .*plan\.txt \(package-prebuilt\.sh writes it from an emulated build\); measured 4\.00 ms/step'
 expect_row '^compare --quick +ok '
 expect_row 'closest call: conv1\.weight gradient'
