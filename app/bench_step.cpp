@@ -55,7 +55,8 @@ struct BenchStepOptions {
   double gpu_tbps = GpuPeak{}.tbps;
 };
 
-void print_step_plan(const BenchStepOptions& o) {
+// The step these options describe, as --plan plans it: bf16 at batch 256 unless told otherwise.
+StepPlanConfig plan_config(const BenchStepOptions& o) {
   StepPlanConfig c;
   c.stem = o.stem;
   c.precision = o.precision.empty() ? "bf16" : o.precision;
@@ -65,10 +66,21 @@ void print_step_plan(const BenchStepOptions& o) {
   c.world_size = o.world_size;
   c.batchnorm = o.batchnorm;
   c.streams = o.streams;
+  return c;
+}
+
+// The GPU that estimates and fractions of the peak are for: --gpu-tflops and --gpu-tbps, or an
+// H200's peak for the precision ("fp32" or "bf16").
+GpuPeak peak_for(const BenchStepOptions& o, const std::string& precision) {
   GpuPeak peak;
-  peak.tflops = o.gpu_tflops > 0 ? o.gpu_tflops : (c.precision == "bf16" ? GpuPeak{}.tflops : kH200Fp32Tflops);
+  peak.tflops = o.gpu_tflops > 0 ? o.gpu_tflops : (precision == "bf16" ? GpuPeak{}.tflops : kH200Fp32Tflops);
   peak.tbps = o.gpu_tbps;
-  print_plan(stdout, c, plan_step(c), peak);
+  return peak;
+}
+
+void print_step_plan(const BenchStepOptions& o) {
+  const StepPlanConfig c = plan_config(o);
+  print_plan(stdout, c, plan_step(c), peak_for(o, c.precision));
 }
 
 // N(0,1) pixels in the image channels (the GPU's padding channels stay zero), random labels.
@@ -306,7 +318,7 @@ void run_matrix(const BenchStepOptions& o) {
         const Measurement m = measure(variant);
         const ResNetConfig& c = m.config;
         if (!header) {
-          peak_tflops = o.gpu_tflops > 0 ? o.gpu_tflops : (m.dtype == DType::bf16 ? GpuPeak{}.tflops : kH200Fp32Tflops);
+          peak_tflops = peak_for(o, precision_name(m.dtype)).tflops;
           std::printf("bench-step --matrix: ResNet-18 %s stem, width %d, %s, batch %d, %dx%d images, on %s\n",
                       stem_name(c.stem), c.width, precision_name(m.dtype), c.batch_size, c.image_size, c.image_size,
                       cuda_device_description(0).c_str());
@@ -319,18 +331,10 @@ void run_matrix(const BenchStepOptions& o) {
           header = true;
         }
         if (planned_ms < 0 && can_plan_steps()) {
-          StepPlanConfig plan;
-          plan.stem = o.stem;
+          StepPlanConfig plan = plan_config(variant);
           plan.precision = precision_name(m.dtype);
-          plan.batch_size = c.batch_size;
-          plan.width = c.width;
-          plan.image_size = c.image_size;
-          plan.batchnorm = batchnorm;
-          plan.streams = streams;
-          GpuPeak peak;
-          peak.tflops = peak_tflops;
-          peak.tbps = o.gpu_tbps;
-          planned_ms = summarize(plan_step(plan).ops(), peak).estimated_seconds * 1e3;
+          plan.world_size = 1;  // the measured step has no communicator
+          planned_ms = summarize(plan_step(plan).ops(), peak_for(o, plan.precision)).estimated_seconds * 1e3;
         }
         const double ms = m.median_ms();
         const auto [fastest, slowest] = std::minmax_element(m.step_ms.begin(), m.step_ms.end());
