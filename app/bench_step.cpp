@@ -11,10 +11,12 @@
 //
 // With --matrix the GPU's speed choices are measured side by side in one process: each batch-norm
 // implementation, on one stream and on two, eager and replayed from a graph, in one table with
-// images/s, the fraction of the GPU's peak FLOP/s, and the plan's estimate where the build can plan.
+// images/s, the fraction of the GPU's peak FLOP/s, and the plan's estimate where the build can plan;
+// then, for each implementation, whether two streams beat one.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <map>
 #include <random>
 
 #include "app/commands.h"
@@ -306,6 +308,7 @@ void run_matrix(const BenchStepOptions& o) {
   bool header = false;
   double peak_tflops = 0, best_ms = 0;
   std::string best;
+  std::map<std::string, double> ms_of;  // "<batch norm> <streams> <graph>" -> the median ms/step
   for (const char* batchnorm : {"cooperative", "split", "cudnn"}) {
     for (int streams : {2, 1}) {
       double planned_ms = -1;
@@ -344,12 +347,22 @@ void run_matrix(const BenchStepOptions& o) {
                     ms, *fastest, *slowest, 1000.0 * c.batch_size / ms,
                     100.0 * step_flops(c) / (ms * 1e-3) / (peak_tflops * 1e12), plan_text);
         std::fflush(stdout);
+        ms_of[std::string(batchnorm) + " " + std::to_string(streams) + " " + (graph ? "graph" : "eager")] = ms;
         if (best.empty() || ms < best_ms) {
           best_ms = ms;
           best = std::string(batchnorm) + ", " + counted(streams, "stream") + ", " + (graph ? "graph" : "eager");
         }
       }
     }
+  }
+  std::printf("  two streams against one (median ms/step; a positive figure is the time two streams save):\n");
+  for (const char* batchnorm : {"cooperative", "split", "cudnn"}) {
+    std::printf("    %-12s", batchnorm);
+    for (const char* mode : {"eager", "graph"}) {
+      const double two = ms_of[std::string(batchnorm) + " 2 " + mode], one = ms_of[std::string(batchnorm) + " 1 " + mode];
+      std::printf("  %s %.2f against %.2f ms: %+.1f%%", mode, two, one, 100.0 * (one - two) / one);
+    }
+    std::printf("\n");
   }
   std::printf("matrix: fastest %s, %.2f ms/step\n", best.c_str(), best_ms);
 }

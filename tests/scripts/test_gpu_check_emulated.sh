@@ -16,6 +16,7 @@ expect_row '^\[gpu\] a CUDA device is visible +ok .*All tests passed'
 expect_row '^train +ok .*test accuracy'
 for row in "fp32 eager" "fp32 graph" "bf16 eager" "bf16 graph"; do expect_row "^bench-step $row +ok .*ms/step"; done
 expect_row '^matrix +ok .*fastest .*ms/step'
+expect_row '^  two streams against one'
 expect_row '^plan +ok +[0-9]+s +predicted'
 expect_row '^compare --quick +n/a .*needs the real GPU'
 [ "$(tail -n 1 "$scratch/stdout")" = "$(tail -n 1 "$summary")" ] || fail "the table is not the last thing printed"
