@@ -13,17 +13,22 @@
 // implementation, on one stream and on two, eager and replayed from a graph, in one table with
 // images/s, the fraction of the GPU's peak FLOP/s, and the plan's estimate where the build can plan;
 // then, for each implementation, whether two streams beat one.
+//
+// With --layers each layer's forward and backward is timed alone, and batch norm shape by shape
+// with every implementation (app/layer_bench.h).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <map>
-#include <random>
 
 #include "app/commands.h"
 #include "app/counted.h"
 #include "app/device_choice.h"
 #include "app/flags.h"
+#include "app/interval_times.h"
+#include "app/layer_bench.h"
 #include "app/profiler.h"
+#include "app/resnet_layers.h"
 #include "app/step_plan.h"
 #include "app/train_step.h"
 #include "kernels/check.h"
@@ -52,6 +57,7 @@ struct BenchStepOptions {
   std::string profile_steps;  // "A:B" of the timed steps
   bool plan = false;
   bool matrix = false;
+  bool layers = false;
   int world_size = 1;       // --plan: one rank of this many
   double gpu_tflops = 0;    // --plan and --matrix: 0 is the H200's for the precision
   double gpu_tbps = GpuPeak{}.tbps;
@@ -83,109 +89,6 @@ GpuPeak peak_for(const BenchStepOptions& o, const std::string& precision) {
 void print_step_plan(const BenchStepOptions& o) {
   const StepPlanConfig c = plan_config(o);
   print_plan(stdout, c, plan_step(c), peak_for(o, c.precision));
-}
-
-// N(0,1) pixels in the image channels (the GPU's padding channels stay zero), random labels.
-void fill_synthetic_batch(ResNet18& model) {
-  std::mt19937 rng(0);
-  std::normal_distribution<float> pixel(0.0f, 1.0f);
-  std::vector<float> x(size_t(model.input().numel()), 0.0f);
-  const int channels = model.input_channels();
-  for (size_t i = 0; i < x.size(); ++i) {
-    if (int(i % channels) < 3) x[i] = pixel(rng);
-  }
-  write_floats(x, model.input());
-  std::vector<int32_t> labels(size_t(model.labels().numel()));
-  for (int32_t& label : labels) label = int32_t(rng() % model.config().num_classes);
-  copy_from_host(labels.data(), model.labels());
-}
-
-// The time of each of `steps` steps, in milliseconds. On the GPU, events on `stream` bracket
-// every step and are read once all have run, so the host never waits between steps.
-class StepTimes {
- public:
-  StepTimes(bool gpu, cudaStream_t stream, int steps) : gpu_(gpu), stream_(stream), events_(gpu ? steps + 1 : 0) {
-    for (cudaEvent_t& event : events_) CUDA_CHECK(cudaEventCreate(&event));
-    host_.reserve(steps + 1);
-  }
-  ~StepTimes() {
-    for (cudaEvent_t event : events_) cudaEventDestroy(event);
-  }
-  StepTimes(const StepTimes&) = delete;
-  StepTimes& operator=(const StepTimes&) = delete;
-
-  // Before the first step, and after each step.
-  void mark() {
-    if (gpu_) {
-      CUDA_CHECK(cudaEventRecord(events_[marks_], stream_));
-    } else {
-      host_.push_back(std::chrono::steady_clock::now());
-    }
-    ++marks_;
-  }
-  // Once the device has finished every step.
-  std::vector<double> milliseconds() const {
-    std::vector<double> ms;
-    for (int i = 1; i < marks_; ++i) {
-      if (gpu_) {
-        float elapsed = 0;
-        CUDA_CHECK(cudaEventElapsedTime(&elapsed, events_[i - 1], events_[i]));
-        ms.push_back(elapsed);
-      } else {
-        ms.push_back(std::chrono::duration<double, std::milli>(host_[i] - host_[i - 1]).count());
-      }
-    }
-    return ms;
-  }
-
- private:
-  bool gpu_;
-  cudaStream_t stream_;
-  std::vector<cudaEvent_t> events_;
-  std::vector<std::chrono::steady_clock::time_point> host_;
-  int marks_ = 0;
-};
-
-double median(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  const size_t n = values.size();
-  return n % 2 == 1 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
-}
-
-// The model's FLOPs in one training step of `c`: each convolution three times (forward, data
-// gradient, filter gradient; the stem has no data gradient), 2*N*P*Q*K*R*S*C each, and the
-// classifier's three products. The stem counts its 3 input channels, not the channels the GPU pads
-// them to, so the plan's convolution FLOPs are a little higher. Batch norm, pooling and SGD are left
-// out: they are bound by memory.
-double step_flops(const ResNetConfig& c) {
-  const double n = c.batch_size;
-  double flops = 0;
-  int side = c.image_size;
-  auto conv = [&](int in, int out, int kernel, int stride, int pad, bool data_gradient) {
-    const int out_side = (side + 2 * pad - kernel) / stride + 1;
-    flops += (data_gradient ? 3 : 2) * 2.0 * n * out_side * out_side * out * kernel * kernel * in;
-    return out_side;
-  };
-  const int w = c.width;
-  if (c.stem == Stem::imagenet) {
-    side = conv(3, w, 7, 2, 3, false);
-    side = (side + 2 - 3) / 2 + 1;  // the max-pool, 3x3 with stride 2 and padding 1
-  } else {
-    side = conv(3, w, 3, 1, 1, false);
-  }
-  int in = w;
-  for (int layer = 0; layer < 4; ++layer) {
-    const int out = w << layer;
-    for (int block = 0; block < 2; ++block) {
-      const int stride = layer > 0 && block == 0 ? 2 : 1;
-      const int out_side = conv(in, out, 3, stride, 1, true);
-      if (in != out) conv(in, out, 1, stride, 0, true);  // the downsample branch, from the same input
-      side = out_side;
-      conv(out, out, 3, 1, 1, true);
-      in = out;
-    }
-  }
-  return flops + 3 * 2.0 * n * in * c.num_classes;
 }
 
 // One configuration's measured step.
@@ -226,7 +129,7 @@ Measurement measure(const BenchStepOptions& o) {
   TrainStepOptions step_options;
   step_options.schedule = LrSchedule{LrScheduleKind::constant, 0.01, 1, 0};
   TrainStep train_step(model, nullptr, step_options);
-  fill_synthetic_batch(model);
+  fill_synthetic_batch(model.input(), model.labels(), config.num_classes);
 
   auto step = [&] { train_step.run(); };
   cudaGraphExec_t graph_exec = nullptr;
@@ -252,7 +155,7 @@ Measurement measure(const BenchStepOptions& o) {
   const int steps = o.steps > 0 ? o.steps : (gpu ? 50 : 5);
   for (int i = 0; i < warmup; ++i) run();
   ctx.synchronize();
-  StepTimes times(gpu, ctx.main_stream(), steps);
+  IntervalTimes times(gpu, ctx.main_stream(), steps + 1);
   times.mark();
   for (int i = 0; i < steps; ++i) {
     profiler.before_step(i);
@@ -367,6 +270,26 @@ void run_matrix(const BenchStepOptions& o) {
   std::printf("matrix: fastest %s, %.2f ms/step\n", best.c_str(), best_ms);
 }
 
+// Each layer alone, and batch norm by shape (app/layer_bench.h), at the step's size: batch 256 unless told.
+void run_layers(const BenchStepOptions& o) {
+  if (o.device == "cpu") throw std::runtime_error("--layers: times the GPU's layers; needs --device cuda");
+  if (!o.profile_steps.empty()) throw std::runtime_error("--layers: not with --profile-steps");
+  if (o.cuda_graph) throw std::runtime_error("--layers: times each layer eagerly; not with --cuda-graph");
+  LayerBenchOptions options;
+  options.context.device = Device::cuda;
+  options.context.dtype = resolve_precision(o.precision, Device::cuda);
+  options.context.cudnn_benchmark = o.cudnn_benchmark;
+  options.batchnorm = o.batchnorm;
+  options.config.stem = parse_stem(o.stem);
+  options.config.width = o.width;
+  options.config.image_size = o.image_size;
+  options.config.batch_size = o.batch_size > 0 ? o.batch_size : 256;
+  options.warmup = o.warmup > 0 ? o.warmup : 5;
+  options.passes = o.steps > 0 ? o.steps : 20;
+  options.peak = peak_for(o, precision_name(options.context.dtype));
+  run_layer_bench(options);
+}
+
 }  // namespace
 
 void add_bench_step_command(CLI::App& app, int& exit_code) {
@@ -401,13 +324,16 @@ void add_bench_step_command(CLI::App& app, int& exit_code) {
   add_switch(cmd, "--matrix", options->matrix,
              "measure every batch-norm implementation on 1 and 2 streams, eager and as a graph, in one table "
              "(GPU)");
+  add_switch(cmd, "--layers", options->layers,
+             "time each layer's forward and backward alone (eager, one stream) beside its FLOPs (and the plan's "
+             "bytes where the build can plan), then batch norm shape by shape with every implementation (GPU)");
   add_number(cmd, "--world-size", options->world_size, "--plan: plan one rank of this many", 1, 1 << 16);
   add_number(cmd, "--gpu-tflops", options->gpu_tflops,
-             "--plan and --matrix: the GPU's peak TFLOP/s (default 0: an H200's, 989 dense bf16 on tensor cores, "
+             "--plan, --matrix and --layers: the GPU's peak TFLOP/s (default 0: an H200's, 989 dense bf16 on tensor cores, "
              "67 fp32)",
              0.0,
              1e6);
-  add_number(cmd, "--gpu-tbps", options->gpu_tbps, "--plan: the GPU's memory bandwidth in TB/s (default: an H200's)",
+  add_number(cmd, "--gpu-tbps", options->gpu_tbps, "--plan and --layers: the GPU's memory bandwidth in TB/s (default: an H200's)",
              0.001, 1e3)
       ->capture_default_str();
   cmd->callback([options, &exit_code] {
@@ -415,6 +341,8 @@ void add_bench_step_command(CLI::App& app, int& exit_code) {
       print_step_plan(*options);
     } else if (options->matrix) {
       run_matrix(*options);
+    } else if (options->layers) {
+      run_layers(*options);
     } else {
       run_bench_step(*options);
     }

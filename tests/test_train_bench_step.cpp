@@ -31,3 +31,9 @@ TEST_CASE("bench-step --matrix measures the GPU's choices, and says so in one li
   CHECK(r.exit_code == 1);
   CHECK(r.output == "cutrain: error: --matrix: measures the GPU's choices; needs --device cuda\n");
 }
+
+TEST_CASE("bench-step --layers times the GPU's layers, and says so in one line on the CPU", "[train]") {
+  auto r = cutrain::test::run({cutrain::test::binary("cutrain"), "bench-step", "--layers", "--device", "cpu"});
+  CHECK(r.exit_code == 1);
+  CHECK(r.output == "cutrain: error: --layers: times the GPU's layers; needs --device cuda\n");
+}

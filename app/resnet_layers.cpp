@@ -1,0 +1,103 @@
+#include "app/resnet_layers.h"
+
+namespace cutrain {
+
+namespace {
+constexpr int kImageChannels = 3;
+}  // namespace
+
+std::vector<LayerSpec> resnet18_layers(const ResNetConfig& c) {
+  std::vector<LayerSpec> layers;
+  const int n = c.batch_size;
+  const std::vector<int> image = {n, c.image_size, c.image_size, kImageChannels};
+  auto output_of = [&](int index) -> const std::vector<int>& { return index < 0 ? image : layers[index].output; };
+  auto add = [&](LayerSpec layer) {
+    layers.push_back(std::move(layer));
+    return int(layers.size()) - 1;
+  };
+  auto conv = [&](std::string name, int input, int out_channels, int kernel, int stride, int pad) {
+    const std::vector<int>& x = output_of(input);
+    const int side = (x[1] + 2 * pad - kernel) / stride + 1;
+    LayerSpec layer{std::move(name), LayerKind::conv, input};
+    layer.in_channels = x[3];
+    layer.kernel = kernel, layer.stride = stride, layer.pad = pad;
+    layer.output = {n, side, side, out_channels};
+    layer.forward_flops = 2.0 * n * side * side * out_channels * kernel * kernel * x[3];
+    layer.backward_flops = (input < 0 ? 1 : 2) * layer.forward_flops;
+    return add(std::move(layer));
+  };
+  auto batchnorm = [&](std::string name, int input, bool relu, int residual = -1) {
+    LayerSpec layer{std::move(name), LayerKind::batchnorm, input, residual, relu};
+    layer.output = output_of(input);
+    return add(std::move(layer));
+  };
+
+  const int w = c.width;
+  int x = c.stem == Stem::cifar ? conv("conv1", -1, w, 3, 1, 1) : conv("conv1", -1, w, 7, 2, 3);
+  x = batchnorm("bn1", x, /*relu=*/true);
+  if (c.stem == Stem::imagenet) {
+    LayerSpec pool{"maxpool", LayerKind::maxpool, x};
+    pool.kernel = 3, pool.stride = 2, pool.pad = 1;
+    const std::vector<int>& in = output_of(x);
+    const int side = (in[1] + 2 * pool.pad - pool.kernel) / pool.stride + 1;
+    pool.output = {n, side, side, in[3]};
+    x = add(std::move(pool));
+  }
+  for (int stage = 0; stage < 4; ++stage) {
+    const int out = w << stage;
+    for (int block = 0; block < 2; ++block) {
+      const std::string name = "layer" + std::to_string(stage + 1) + "." + std::to_string(block);
+      const int stride = stage > 0 && block == 0 ? 2 : 1;
+      int shortcut = x;
+      if (stride != 1 || output_of(x)[3] != out) {
+        shortcut = conv(name + ".downsample.0", x, out, 1, stride, 0);
+        shortcut = batchnorm(name + ".downsample.1", shortcut, /*relu=*/false);
+      }
+      int y = conv(name + ".conv1", x, out, 3, stride, 1);
+      y = batchnorm(name + ".bn1", y, /*relu=*/true);
+      y = conv(name + ".conv2", y, out, 3, 1, 1);
+      x = batchnorm(name + ".bn2", y, /*relu=*/true, shortcut);
+    }
+  }
+  const int channels = output_of(x)[3];
+  LayerSpec pool{"avgpool", LayerKind::avgpool, x};
+  pool.output = {n, channels};
+  x = add(std::move(pool));
+  LayerSpec fc{"fc", LayerKind::linear, x};
+  fc.output = {n, c.num_classes};
+  fc.forward_flops = 2.0 * n * channels * c.num_classes;
+  fc.backward_flops = 2 * fc.forward_flops;
+  x = add(std::move(fc));
+  LayerSpec loss{"loss", LayerKind::loss, x};
+  loss.output = {1};
+  add(std::move(loss));
+  return layers;
+}
+
+double step_flops(const ResNetConfig& config) {
+  double flops = 0;
+  for (const LayerSpec& layer : resnet18_layers(config)) flops += layer.forward_flops + layer.backward_flops;
+  return flops;
+}
+
+std::string describe(const LayerSpec& layer) {
+  const std::string window = std::to_string(layer.kernel) + "x" + std::to_string(layer.kernel) + "/" +
+                             std::to_string(layer.stride);
+  switch (layer.kind) {
+    case LayerKind::conv: return "conv " + window;
+    case LayerKind::batchnorm: return layer.residual >= 0 ? "bn+add+relu" : layer.relu ? "bn+relu" : "bn";
+    case LayerKind::maxpool: return "maxpool " + window;
+    case LayerKind::avgpool: return "avgpool";
+    case LayerKind::linear: return "linear";
+    case LayerKind::loss: return "cross-entropy";
+  }
+  return "";
+}
+
+std::string shape_text(const std::vector<int>& shape) {
+  std::string text;
+  for (int d : shape) text += (text.empty() ? "" : "x") + std::to_string(d);
+  return text;
+}
+
+}  // namespace cutrain
