@@ -32,14 +32,19 @@
 #   train        one short training (100 bf16 steps on synthetic data): the loss curve, test accuracy   120 s
 #   bench-step   fp32 and bf16, eager and graph: ms/step at batch 256 (about 60 steps each)          60 s each
 #   matrix       `bench-step --matrix`: each batch norm x 1 and 2 streams x eager and graph, bf16    240 s
+#   layers       `bench-step --layers`: each layer's forward and backward alone, and batch norm by
+#                shape with each implementation (10 passes after 3 warm-up; about 30 s)             60 s
 #   plan         `cutrain bench-step --plan`'s predicted ms/step next to the measured one, when the
 #                binary has --plan (until then the row says so)                                        30 s
 #   compare      bench/compare.sh --quick: cutrain against PyTorch eager and compiled           what is left
+#   targets      bench/speed_targets.py: the matrix's fastest row against compare's PyTorch eager and
+#                torch.compile, beside the targets (2.0x, 1.3x, 35% of the bf16 peak)                 10 s
 # Nothing stops at a failure; the summary table (step, status, seconds, result) comes last, names every step
 # that did not pass, and is rewritten into --out after every step, so even a run cut short leaves it.
-# --out receives 7 files (the device machines return at most 8): gpu-check.log (everything), summary.txt,
-# logs.tar.gz (each step's and each test's own log, the comparison's runs and parity files), train.jsonl,
-# results.json, compare.png and curves.png (the last three from the comparison).
+# --out receives 8 files (the device machines return at most 8): gpu-check.log (everything), summary.txt,
+# tables.txt (the speed tables in full: the matrix, the best configuration against PyTorch, each layer,
+# batch norm by shape), logs.tar.gz (each step's and each test's own log, the comparison's runs and parity
+# files), train.jsonl, results.json, compare.png and curves.png (the last three from the comparison).
 set -euo pipefail
 
 repo="$(cd "$(dirname "$0")/.." && pwd)"
@@ -111,8 +116,21 @@ write_summary() {
     printf '%s\n' "${rows[@]}"
     if ((${#notes[@]})); then echo; printf '%s\n' "${notes[@]}"; fi
     if [ -f "$work/compare/table.txt" ]; then echo; cat "$work/compare/table.txt"; fi
+    if [ -f "$work/targets.txt" ]; then echo; cat "$work/targets.txt"; fi
     if ((${#failed[@]})); then echo; echo "did not pass (${#failed[@]}): $(IFS=';'; echo "${failed[*]}")"; fi
   } >"$out/summary.txt"
+  write_tables
+}
+# tables.txt: the speed tables of the matrix, targets and layers steps, each under its heading, as far as
+# they have run.
+write_tables() {
+  local name
+  for name in targets matrix layers; do
+    [ -f "$work/$name.txt" ] || continue
+    printf '==== %s\n' "$name"
+    cat "$work/$name.txt"
+    echo
+  done >"$out/tables.txt"
 }
 finish() {
   local status=$?
@@ -191,6 +209,8 @@ result_of() {
     train) train_result | tail -n 1 ;;
     bench-step*) grep -E 'ms/step' "$step_out" | tail -n 1 | sed 's/^ *//' | cut -c1-100 ;;
     matrix) grep -E '^matrix: ' "$step_out" | tail -n 1 | cut -c1-100 ;;
+    layers) grep -E '^layers: ' "$step_out" | tail -n 1 | sed 's/^layers: //' | cut -c1-100 ;;
+    targets) echo "table below" ;;
     plan) plan_result ;;
     compare*) echo "table below" ;;
   esac
@@ -298,13 +318,30 @@ for precision in fp32 bf16; do
 done
 measured_bf16="$(sed -nE 's/^ *([0-9.]+) ms\/step.*/\1/p' "$step_out" 2>/dev/null | tail -n 1)" || true  # bf16, graph
 
+# keep_table NAME REGEX: the last step's output goes into tables.txt as NAME, and its lines that match REGEX
+# under the summary's table.
+keep_table() {
+  cp "$step_out" "$work/$1.txt"
+  while IFS= read -r line; do notes+=("$line"); done < <(grep -E "$2" "$step_out" || true)
+  write_tables
+}
+
 # ---- the speed choices side by side (bench-step --matrix): each batch-norm implementation on one
 # stream and on two, eager and replayed, bf16; fewer steps per row rather than fewer rows. Its table
 # goes below the summary's rows.
 matrix_size=(--batch-size 256 --steps 20 --warmup 5)
 [ -z "$emulated" ] || matrix_size=(--batch-size 4 --width 4 --steps 1 --warmup 1)
 if step matrix 240 "$bin/cutrain" bench-step --matrix --device cuda --stem cifar --precision bf16 "${matrix_size[@]}"; then
-  while IFS= read -r line; do notes+=("$line"); done < <(grep -E '^(bench-step --matrix|  )' "$step_out" || true)
+  keep_table matrix '^(bench-step --matrix|  )'
+fi
+
+# ---- where the time goes (bench-step --layers): each layer's forward and backward alone, eager on one
+# stream, beside its FLOPs; then batch norm by shape with every implementation, from CUDA events around
+# each launch. Fewer passes rather than fewer layers; the full tables go to tables.txt.
+layers_size=(--batch-size 256 --steps 10 --warmup 3)
+[ -z "$emulated" ] || layers_size=(--batch-size 4 --width 4 --steps 1 --warmup 1)
+if step layers 60 "$bin/cutrain" bench-step --layers --device cuda --stem cifar --precision bf16 "${layers_size[@]}"; then
+  keep_table layers '^(layers: |batch norm in all )'
 fi
 
 # ---- THE STEP INVENTORY: `cutrain bench-step --plan` predicts ms/step from what one step launches (its last
@@ -326,8 +363,8 @@ else
 fi
 
 # ---- cutrain against PyTorch: whatever time is left (compare.sh stops starting runs in time for its table;
-# its step's limit leaves it 20 s more, so the table is never cut)
-compare_budget=$((budget - SECONDS - 40))
+# its step's limit leaves it 20 s more, so the table is never cut; the targets' step has 15 s after that)
+compare_budget=$((budget - SECONDS - 55))
 ((compare_budget <= 240)) || compare_budget=240
 if [ -n "$emulated" ]; then
   record "compare --quick" n/a - "emulated: PyTorch's side of the comparison needs the real GPU"
@@ -336,4 +373,15 @@ elif ((compare_budget >= 60)); then
     --out "$work/compare" --budget "$compare_budget" || true
 else
   record "compare --quick" SKIPPED - "out of time ($compare_budget s left for it)"
+fi
+
+# ---- the targets: the matrix's fastest row against PyTorch eager and torch.compile from the comparison
+# (bench/speed_targets.py); the emulated rehearsal has no PyTorch side, and its table says so.
+if [ -f "$work/matrix.txt" ]; then
+  results=()
+  [ ! -f "$work/compare/results.json" ] || results=(--results "$work/compare/results.json")
+  step targets 10 python3 "$repo/bench/speed_targets.py" "$work/matrix.txt" "${results[@]}" &&
+    cp "$step_out" "$work/targets.txt" || true
+else
+  record targets SKIPPED - "no matrix table to take the fastest row from"
 fi

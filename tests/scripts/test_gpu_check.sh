@@ -8,6 +8,7 @@ copy="$scratch/repo"
 mkdir -p "$copy/scripts" "$copy/bench" "$scratch/path"
 cp "$repo/scripts/gpu-check.sh" "$repo/scripts/cli.sh" "$repo/scripts/plot_metrics.py" "$repo/scripts/python_env.sh" \
   "$repo/scripts/gpu_libraries.sh" "$repo/scripts/setup.sh" "$copy/scripts/"
+cp "$repo/bench/speed_targets.py" "$repo/bench/cli.py" "$copy/bench/"
 stub() { printf '#!/usr/bin/env bash\n%s\n' "$2" >"$1"; chmod +x "$1"; }
 stub "$scratch/path/cmake" "echo ran >>'$scratch/cmake-ran'"
 stub "$scratch/path/nvidia-smi" 'echo "NVIDIA H200, 9.0, 570.86.15"'
@@ -29,7 +30,15 @@ case "$1" in
          echo "{\"kind\": \"epoch\", \"epoch\": 2, \"test_acc\": 0.412}" >>"$metrics"
          echo "{\"kind\": \"summary\", \"mean_images_per_s\": 51234.5}" >>"$metrics" ;;
   bench-step)
-    if [ "$2" = --matrix ]; then echo "  split              2  graph      3.80"; echo "matrix: fastest split, 2 streams, graph, 3.80 ms/step"; exit 0; fi
+    if [ "$2" = --matrix ]; then
+      echo "  split              2  graph      3.80      3.70      3.90      67368      23.6        -"
+      echo "matrix: fastest split, 2 streams, graph, 3.80 ms/step"; exit 0
+    fi
+    if [ "$2" = --layers ]; then
+      echo "  conv1                    conv 3x3/1    256x32x32x64        0.100     0.200     3774.87     3774.87         -         -    38.2    19.1"
+      echo "layers: forward 1.000 ms, backward 2.000 ms, SGD 0.100 ms, 3.100 ms per step layer by layer (batch norm cooperative)"
+      echo "batch norm in all (every layer'"'"'s forward and backward): cooperative 0.500 ms, split 0.400 ms, cudnn 0.450 ms"; exit 0
+    fi
     if [ "$2" = --plan ]; then echo "cutrain: error: bench-step --plan: the inventory is recorded by the emulated device" >&2; exit 1; fi
     echo "  steps took 3.90 to 4.20 ms (50 timed steps after 10 warm-up; last loss 2.3000)"
     echo "  4.00 ms/step, 64000 images/s (the median step)" ;;
@@ -50,7 +59,9 @@ stub "$copy/bench/compare.sh" '
 while (($#)); do [ "$1" = --out ] && out="$2"; shift; done
 mkdir -p "$out/runs" "$out/parity"
 echo "config  images/s" >"$out/table.txt"; echo "cutrain-bf16  64000" >>"$out/table.txt"
-echo "{}" >"$out/results.json"; echo "cutrain-bf16 run" >"$out/runs/cutrain-bf16.r1.log"'
+echo "{\"runs\": {\"torch-eager-bf16-cl\": {\"images_per_s\": 32000, \"ms_per_step\": 8.0},
+               \"torch-compile-bf16-cl\": {\"images_per_s\": 60000, \"ms_per_step\": 4.27}}}" >"$out/results.json"
+echo "cutrain-bf16 run" >"$out/runs/cutrain-bf16.r1.log"'
 
 # ---- a run with everything there: one row per step, the table last, the failures named
 status=0
@@ -72,6 +83,16 @@ expect_row '^matrix +ok .*fastest split, 2 streams, graph, 3\.80 ms/step'
 expect_row '^  split +2 +graph +3\.80'
 expect_row '^plan +n/a .*plan\.txt \(package-prebuilt\.sh writes it from an emulated build\); measured 4\.00 ms/step'
 expect_row '^compare --quick +ok '
+expect_row '^layers +ok .*3\.100 ms per step layer by layer'
+expect_row '^batch norm in all .*split 0\.400 ms'
+expect_row '^targets +ok '
+# the matrix's 67368 images/s against compare's PyTorch figures
+expect_row '^  torch-eager-bf16-cl +8\.00 +32000 +2\.11x +>= 2\.0x +yes$'
+expect_row '^  torch-compile-bf16-cl +4\.27 +60000 +1\.12x +>= 1\.3x +no$'
+expect_row '^  cutrain: share of the bf16 peak +23\.6% +>= 35% +no$'
+for heading in targets matrix layers; do
+  grep -qx "==== $heading" "$scratch/out/tables.txt" || fail "no $heading table in tables.txt: $(cat "$scratch/out/tables.txt")"
+done
 expect_row 'closest call: conv1\.weight gradient'
 # the Python side's versions beside the pins the tests used (scripts/setup.sh --python-pins), whatever is found
 expect_row "^python [0-9.]+: torch [^ ]+ \\(tests: $(bash "$repo/scripts/setup.sh" --python-pins | sed -n 's/^torch==//p')\\), torchvision"

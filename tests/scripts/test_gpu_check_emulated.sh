@@ -16,8 +16,17 @@ expect_row '^\[gpu\] a CUDA device is visible +ok .*All tests passed'
 expect_row '^train +ok .*test accuracy'
 for row in "fp32 eager" "fp32 graph" "bf16 eager" "bf16 graph"; do expect_row "^bench-step $row +ok .*ms/step"; done
 expect_row '^matrix +ok .*fastest .*ms/step'
+expect_row '^layers +ok .*forward .* ms per step layer by layer'
 expect_row '^  two streams against one'
+expect_row '^batch norm in all .*cooperative .*split .*cudnn'
 expect_row '^plan +ok +[0-9]+s +predicted'
 expect_row '^compare --quick +n/a .*needs the real GPU'
+expect_row '^targets +ok .*table below'
+expect_row "^  torch-eager-bf16-cl .*>= 2.0x +\\?$"  # no PyTorch figures without the real GPU
+tables="$scratch/out/tables.txt"
+[ -f "$tables" ] || fail "no tables.txt beside the summary"
+for heading in targets matrix layers; do grep -qx "==== $heading" "$tables" || fail "no $heading table in tables.txt"; done
+grep -q '^  layer4.1.bn2 ' "$tables" || fail "tables.txt: the per-layer table is cut short"
+grep -q '^batch norm by shape' "$tables" || fail "tables.txt: no table of batch norm by shape"
 [ "$(tail -n 1 "$scratch/stdout")" = "$(tail -n 1 "$summary")" ] || fail "the table is not the last thing printed"
 echo "ok: $(grep -c ' ok ' "$summary") steps passed"
