@@ -3,7 +3,17 @@
 namespace cutrain {
 
 namespace {
+
 constexpr int kImageChannels = 3;
+
+LayerSpec spec(std::string name, LayerKind kind, int input) {
+  LayerSpec layer;
+  layer.name = std::move(name);
+  layer.kind = kind;
+  layer.input = input;
+  return layer;
+}
+
 }  // namespace
 
 std::vector<LayerSpec> resnet18_layers(const ResNetConfig& c) {
@@ -18,7 +28,7 @@ std::vector<LayerSpec> resnet18_layers(const ResNetConfig& c) {
   auto conv = [&](std::string name, int input, int out_channels, int kernel, int stride, int pad) {
     const std::vector<int>& x = output_of(input);
     const int side = (x[1] + 2 * pad - kernel) / stride + 1;
-    LayerSpec layer{std::move(name), LayerKind::conv, input};
+    LayerSpec layer = spec(std::move(name), LayerKind::conv, input);
     layer.in_channels = x[3];
     layer.kernel = kernel, layer.stride = stride, layer.pad = pad;
     layer.output = {n, side, side, out_channels};
@@ -27,7 +37,9 @@ std::vector<LayerSpec> resnet18_layers(const ResNetConfig& c) {
     return add(std::move(layer));
   };
   auto batchnorm = [&](std::string name, int input, bool relu, int residual = -1) {
-    LayerSpec layer{std::move(name), LayerKind::batchnorm, input, residual, relu};
+    LayerSpec layer = spec(std::move(name), LayerKind::batchnorm, input);
+    layer.residual = residual;
+    layer.relu = relu;
     layer.output = output_of(input);
     return add(std::move(layer));
   };
@@ -36,7 +48,7 @@ std::vector<LayerSpec> resnet18_layers(const ResNetConfig& c) {
   int x = c.stem == Stem::cifar ? conv("conv1", -1, w, 3, 1, 1) : conv("conv1", -1, w, 7, 2, 3);
   x = batchnorm("bn1", x, /*relu=*/true);
   if (c.stem == Stem::imagenet) {
-    LayerSpec pool{"maxpool", LayerKind::maxpool, x};
+    LayerSpec pool = spec("maxpool", LayerKind::maxpool, x);
     pool.kernel = 3, pool.stride = 2, pool.pad = 1;
     const std::vector<int>& in = output_of(x);
     const int side = (in[1] + 2 * pool.pad - pool.kernel) / pool.stride + 1;
@@ -60,15 +72,15 @@ std::vector<LayerSpec> resnet18_layers(const ResNetConfig& c) {
     }
   }
   const int channels = output_of(x)[3];
-  LayerSpec pool{"avgpool", LayerKind::avgpool, x};
+  LayerSpec pool = spec("avgpool", LayerKind::avgpool, x);
   pool.output = {n, channels};
   x = add(std::move(pool));
-  LayerSpec fc{"fc", LayerKind::linear, x};
+  LayerSpec fc = spec("fc", LayerKind::linear, x);
   fc.output = {n, c.num_classes};
   fc.forward_flops = 2.0 * n * channels * c.num_classes;
   fc.backward_flops = 2 * fc.forward_flops;
   x = add(std::move(fc));
-  LayerSpec loss{"loss", LayerKind::loss, x};
+  LayerSpec loss = spec("loss", LayerKind::loss, x);
   loss.output = {1};
   add(std::move(loss));
   return layers;
@@ -96,7 +108,10 @@ std::string describe(const LayerSpec& layer) {
 
 std::string shape_text(const std::vector<int>& shape) {
   std::string text;
-  for (int d : shape) text += (text.empty() ? "" : "x") + std::to_string(d);
+  for (int d : shape) {
+    if (!text.empty()) text += 'x';
+    text += std::to_string(d);
+  }
   return text;
 }
 
