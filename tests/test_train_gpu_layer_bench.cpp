@@ -97,7 +97,8 @@ std::vector<std::string> resnet18_layer_names(const ResNetConfig& config) {
   const std::vector<Parameter*>& layout = model.params().in_layout_order();  // backward order
   for (auto it = layout.rbegin(); it != layout.rend(); ++it) {
     const std::string name = (*it)->name.substr(0, (*it)->name.rfind('.'));
-    if (names.empty() || names.back() != name) names.push_back(name);
+    if (!names.empty() && (names.back() == name || (name == "bn1" && names.back() == "maxpool"))) continue;
+    names.push_back(name);
     if (name == "bn1" && config.stem == Stem::imagenet) names.push_back("maxpool");
   }
   names.insert(names.end() - 1, "avgpool");  // before fc
@@ -143,6 +144,19 @@ TEST_CASE("bench-step --layers lists every layer of ResNet-18 once, in the model
       CHECK(row.name == "loss");
       CHECK(row.output == "1");
     }
+  }
+}
+
+TEST_CASE("the layer list names ResNet18's layers in the order the model builds them, with either stem",
+          CUTRAIN_GPU_TAG) {
+  CUTRAIN_REQUIRE_GPU();
+  for (Stem stem : {Stem::cifar, Stem::imagenet}) {
+    ResNetConfig config = bench_config();
+    config.stem = stem;
+    std::vector<std::string> listed;
+    for (const LayerSpec& layer : resnet18_layers(config)) listed.push_back(layer.name);
+    INFO(stem_name(stem));
+    CHECK(listed == resnet18_layer_names(config));
   }
 }
 
