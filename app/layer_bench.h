@@ -2,7 +2,10 @@
 // nn/'s layers one at a time (app/resnet_layers.h), so that the bench can put CUDA events around
 // each layer's forward and each layer's backward, and around SGD: eager, on one stream, after a
 // warm-up, the median of several passes. Nothing in nn/ knows it is being timed, and nothing is
-// allocated or waited for between the events.
+// allocated or waited for between the events. An event times the GPU from the end of the previous
+// call's work to the end of this call's, so a call whose kernels take the GPU less time than the
+// host takes to launch them (small layers, cuDNN's set-up on the host) shows the host's time: that
+// is what an eager step pays for it too.
 //
 // Two tables come out:
 //   - each layer in forward order with its output's shape, its forward and backward times, the
