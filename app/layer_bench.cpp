@@ -131,7 +131,8 @@ void LayerByLayerResNet::step(const std::function<void()>& mark) {
     mark();
   }
   NvtxRange range("sgd");
-  sgd_->step();
+  sgd_->begin_step(net_.ctx.main_stream());
+  sgd_->update(0, net_.params.numel(), net_.ctx.main_stream());
   mark();
 }
 
