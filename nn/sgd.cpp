@@ -4,7 +4,6 @@
 
 #include <algorithm>
 
-#include "kernels/lr_schedule.h"
 #include "nn/context.h"
 
 namespace cutrain {

@@ -26,7 +26,7 @@
 
 #include <vector>
 
-#include "kernels/lr_schedule.cuh"
+#include "kernels/lr_schedule.h"
 #include "kernels/sgd.h"
 #include "nn/parameters.h"
 
