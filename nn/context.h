@@ -46,7 +46,7 @@
 #include <cuda_runtime.h>
 #include <cudnn.h>
 
-#include "nn/memory_plan.h"
+#include "nn/device_buffer.h"
 #include "nn/tensor.h"
 
 namespace cutrain {
