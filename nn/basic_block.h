@@ -24,7 +24,7 @@ namespace cutrain {
 class BasicBlock {
  public:
   // name: "layer2.0"; x: [N,H,W,in_channels]
-  BasicBlock(Net& net, const std::string& name, Activation& x, int out_channels, int stride);
+  BasicBlock(ModelResources& model, const std::string& name, Activation& x, int out_channels, int stride);
 
   // `collectives` says whether SyncBatchNorm all-reduces in this step.
   void forward(bool train, Collectives collectives);
@@ -33,7 +33,7 @@ class BasicBlock {
   Activation& y() { return bn2_->y; }
 
  private:
-  Net& net_;
+  ModelResources& model_;
   Activation& x_;
   std::unique_ptr<Conv2d> downsample_conv_;     // downsample.0 (null: identity shortcut)
   std::unique_ptr<BatchNorm2d> downsample_bn_;  // downsample.1
