@@ -19,20 +19,20 @@ BasicBlock::BasicBlock(ModelResources& model, const std::string& name, Activatio
 }
 
 // The downsample convolution reads only x and writes only its own output, so it runs on the side
-// stream beside conv1, bn1 and conv2, and is joined before its batch norm (see Note [Side
-// stream]). Under SyncBatchNorm it stays on the main stream.
+// stream while conv1, bn1 and conv2 run on the main stream, and is joined before its batch norm
+// (see Note [Side stream]). Under SyncBatchNorm it stays on the main stream.
 void BasicBlock::forward(bool train, Collectives collectives) {
   Context& ctx = model_.ctx;
-  const bool beside = downsample_conv_ && !model_.sync_batchnorm.enabled();
+  const bool on_side_stream = downsample_conv_ && !model_.sync_batchnorm.enabled();
   if (downsample_conv_) {
-    if (beside) ctx.fork();
-    downsample_conv_->forward(beside ? ctx.side_stream() : ctx.main_stream());
+    if (on_side_stream) ctx.fork();
+    downsample_conv_->forward(on_side_stream ? ctx.side_stream() : ctx.main_stream());
   }
   conv1_->forward(ctx.main_stream());
   bn1_->forward(train, collectives);
   conv2_->forward(ctx.main_stream());
   if (downsample_conv_) {
-    if (beside) ctx.join();
+    if (on_side_stream) ctx.join();
     downsample_bn_->forward(train, collectives);
   }
   bn2_->forward(train, collectives);

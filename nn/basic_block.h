@@ -4,8 +4,8 @@
 //   shortcut = identity, or downsample = bn(conv1x1 stride s) when the shape changes
 //
 // bn1 is fused with its ReLU, bn2 with the residual add and the final ReLU. Forward runs the
-// downsample convolution on the side stream, beside conv1, bn1 and conv2, and its batch norm on
-// the main stream (see Note [Side stream]).
+// downsample convolution on the side stream while conv1, bn1 and conv2 run on the main stream, and
+// its batch norm on the main stream (see Note [Side stream]).
 // Backward, in the order the flat gradient buffer is laid out: bn2 (which also writes the
 // residual's gradient), conv2, bn1, conv1, then downsample.1, downsample.0. The block input's
 // gradient gathers two shares: with an identity shortcut bn2 writes the residual share (=) and

@@ -127,7 +127,7 @@ void Conv2d::forward(cudaStream_t stream) {
                     });
 }
 
-// dW on the side stream beside dX on the main one (see Note [Side stream]). The side stream is
+// dW on the side stream while dX runs on the main one (see Note [Side stream]). The side stream is
 // joined before the gradient is reported, and so also before any later layer can write over the
 // dy that dW reads (activation gradients share memory). The stem, with no dX, computes dW on the
 // main stream.

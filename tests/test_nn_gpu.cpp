@@ -203,7 +203,7 @@ TEST_CASE("The trainer's step on one stream is the two-stream step, bit for bit"
   TrainStepOptions options;
   options.sgd = kSgd;
   options.schedule = LrSchedule{LrScheduleKind::constant, kLr, 1, 0};
-  options.buckets.bucket_cap_mb = 0.25;  // several buckets, so SGD runs beside backward on two streams
+  options.buckets.bucket_cap_mb = 0.25;  // several buckets, so SGD runs on the side stream during backward
   TrainStep two_step(two, nullptr, options), one_step(one, nullptr, options);
   fill_same_batch({&two, &one}, 17);
   const StepResult want = take_step(two, two_step.sgd(), [&] { two_step.run(); });
