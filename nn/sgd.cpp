@@ -85,9 +85,4 @@ void SGD::update(int64_t begin, int64_t end, cudaStream_t stream) {
   }
 }
 
-void SGD::step() {
-  begin_step(ctx_.main_stream());
-  update(0, params_.numel(), ctx_.main_stream());
-}
-
 }  // namespace cutrain
