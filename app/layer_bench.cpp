@@ -45,8 +45,8 @@ bool read_later(const std::vector<LayerSpec>& specs, size_t index) {
 LayerByLayerResNet::LayerByLayerResNet(Context& ctx, const ResNetConfig& config)
     : config_(config),
       specs_(resnet18_layers(config)),
-      net_(ctx),
-      input_(net_.plan.activation(ctx.dtype(),
+      resources_(ctx),
+      input_(resources_.plan.activation(ctx.dtype(),
                                   {config.batch_size, config.image_size, config.image_size,
                                    ctx.on_gpu() ? kGpuInputChannels : specs_.front().in_channels},
                                   /*with_grad=*/false)) {
@@ -59,7 +59,7 @@ LayerByLayerResNet::LayerByLayerResNet(Context& ctx, const ResNetConfig& config)
     Layer layer;
     switch (spec.kind) {
       case LayerKind::conv: {
-        auto conv = std::make_shared<Conv2d>(net_, spec.name, x, spec.in_channels, spec.output[3], spec.kernel,
+        auto conv = std::make_shared<Conv2d>(resources_, spec.name, x, spec.in_channels, spec.output[3], spec.kernel,
                                              spec.stride, spec.pad);
         const float dx_beta = read_later(specs_, i) ? 1.0f : 0.0f;
         layer = {[conv, stream] { conv->forward(stream); }, [conv, dx_beta] { conv->backward(dx_beta); }};
@@ -68,32 +68,32 @@ LayerByLayerResNet::LayerByLayerResNet(Context& ctx, const ResNetConfig& config)
       }
       case LayerKind::batchnorm: {
         Activation* residual = spec.residual >= 0 ? &activation(spec.residual) : nullptr;
-        auto bn = std::make_shared<BatchNorm2d>(net_, spec.name, x, spec.relu, residual);
+        auto bn = std::make_shared<BatchNorm2d>(resources_, spec.name, x, spec.relu, residual);
         layer = {[bn] { bn->forward(/*train=*/true, Collectives::with); }, [bn] { bn->backward(Collectives::with); }};
         outputs.push_back(&bn->y);
         break;
       }
       case LayerKind::maxpool: {
-        auto pool = std::make_shared<MaxPool2d>(net_, x);
+        auto pool = std::make_shared<MaxPool2d>(resources_, x);
         layer = {[pool] { pool->forward(); }, [pool] { pool->backward(); }};
         outputs.push_back(&pool->y);
         break;
       }
       case LayerKind::avgpool: {
-        auto pool = std::make_shared<GlobalAvgPool2d>(net_, x);
+        auto pool = std::make_shared<GlobalAvgPool2d>(resources_, x);
         layer = {[pool] { pool->forward(); }, [pool] { pool->backward(); }};
         outputs.push_back(&pool->y);
         break;
       }
       case LayerKind::linear: {
-        auto fc = std::make_shared<Linear>(net_, spec.name, x, spec.output[1]);
+        auto fc = std::make_shared<Linear>(resources_, spec.name, x, spec.output[1]);
         layer = {[fc] { fc->forward(); }, [fc] { fc->backward(); }};
         outputs.push_back(&fc->y);
         break;
       }
       case LayerKind::loss: {
         // Its forward also writes the logits' gradient, so its backward has nothing to do.
-        auto loss = std::make_shared<CrossEntropyLoss>(net_, x, config.label_smoothing);
+        auto loss = std::make_shared<CrossEntropyLoss>(resources_, x, config.label_smoothing);
         layer = {[loss] { loss->forward(); }, [] {}};
         labels_ = [loss]() -> const Tensor& { return loss->labels; };
         loss_ = [loss] { return loss->loss.as<float>(); };
@@ -105,9 +105,9 @@ LayerByLayerResNet::LayerByLayerResNet(Context& ctx, const ResNetConfig& config)
     forward_ranges_.push_back(spec.name + " forward");
     backward_ranges_.push_back(spec.name + " backward");
   }
-  net_.allocate(config.seed);
-  if (ctx.on_gpu()) net_.params.sync_weight_copies(stream);
-  sgd_ = std::make_unique<SGD>(ctx, net_.params, SgdConfig{}, LrSchedule{LrScheduleKind::constant, 0.01, 1, 0},
+  resources_.allocate(config.seed);
+  if (ctx.on_gpu()) resources_.params.sync_weight_copies(stream);
+  sgd_ = std::make_unique<SGD>(ctx, resources_.params, SgdConfig{}, LrSchedule{LrScheduleKind::constant, 0.01, 1, 0},
                                SGD::Grads::as_written);
   ctx.synchronize();
 }
@@ -124,15 +124,15 @@ void LayerByLayerResNet::step(const std::function<void()>& mark) {
     layers_[i].forward();
     mark();
   }
-  net_.params.begin_backward({});
+  resources_.params.begin_backward({});
   for (size_t i = layers_.size(); i-- > 0;) {
     NvtxRange range(backward_ranges_[i].c_str());
     layers_[i].backward();
     mark();
   }
   NvtxRange range("sgd");
-  sgd_->begin_step(net_.ctx.main_stream());
-  sgd_->update(0, net_.params.numel(), net_.ctx.main_stream());
+  sgd_->begin_step(resources_.ctx.main_stream());
+  sgd_->update(0, resources_.params.numel(), resources_.ctx.main_stream());
   mark();
 }
 

@@ -28,7 +28,7 @@
 #include "app/resnet_layers.h"
 #include "app/step_plan.h"
 #include "nn/context.h"
-#include "nn/net.h"
+#include "nn/model_resources.h"
 #include "nn/sgd.h"
 
 namespace cutrain {
@@ -61,7 +61,7 @@ class LayerByLayerResNet {
   };
   ResNetConfig config_;
   std::vector<LayerSpec> specs_;
-  Net net_;
+  ModelResources resources_;
   Activation& input_;
   std::vector<Layer> layers_;
   std::vector<std::string> forward_ranges_, backward_ranges_;
