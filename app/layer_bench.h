@@ -14,8 +14,8 @@
 //     and --gpu-tbps over the measured time. Without a plan the fraction counts the FLOPs alone, so
 //     it is left out for layers without products (batch norm, pooling, the loss, SGD);
 //   - batch norm by shape: for each distinct shape and fused operation, the forward and backward
-//     times of every implementation (--batchnorm cooperative, split and cudnn), each from a pass
-//     of its own.
+//     times of every implementation (--batchnorm cooperative, split and cudnn), each timed in a
+//     model of its own.
 // On the emulated device the timings mean nothing (its kernels run on the CPU), and the output
 // says so; the shapes, the FLOPs and the plan's figures mean what they mean on a GPU.
 #pragma once
@@ -35,7 +35,8 @@ namespace cutrain {
 
 // ResNet-18 as resnet18_layers lists it, built from nn/'s layers in that order: the order in
 // which ResNet18 (nn/resnet.h) builds its own, so the parameters, their initial values and the
-// memory plan are the same, and so is the step. Layer by layer it runs one stream (the main one).
+// memory plan are the same, and so is the step. The bench gives it a context with one stream
+// (Note [Side stream]), so that every call runs on the main stream, one after the other.
 class LayerByLayerResNet {
  public:
   LayerByLayerResNet(Context& ctx, const ResNetConfig& config);
