@@ -163,8 +163,9 @@ Trainer::Trainer(const TrainOptions& options)
 
 Trainer::~Trainer() = default;
 
-// Devices, then the store and the communicator: NCCL between GPUs, Gloo between CPU processes,
-// none for one process (its gradients go straight to SGD: no store, reducer or collective).
+// Sets up the devices, then the store and the communicator. That is NCCL between GPUs, Gloo
+// between CPU processes, and nothing for one process, whose gradients go straight to SGD with no
+// store and no collective.
 void Trainer::connect() {
   ContextOptions co;
   co.device = device_;
@@ -359,9 +360,9 @@ void Trainer::restore() {
   log_->print("no checkpoint in %s yet: starting from scratch", opt_.save.c_str());
 }
 
-// Before the first step, the ranks of a distributed run agree on what they resumed
-// (app/resume_agreement.h): the position, the seed, and with a checkpoint its run and a digest of
-// the weights, buffers and momentum.
+// Before the first step, the ranks of a distributed run agree on what they resumed. That is the
+// position, the seed, and with a checkpoint its run and a digest of the weights, buffers and
+// momentum.
 void Trainer::check_ranks_resume_alike() {
   if (!store_) return;
   std::string mine = "step " + std::to_string(state_.global_step) + " (epoch " + std::to_string(state_.epoch + 1) +
@@ -424,11 +425,11 @@ void Trainer::print_banner() const {
   }
 }
 
-// One step on the batch already in the model's input: Note [The step], captured or replayed.
-// Nothing here waits for the device.
+// One step on the batch already in the model's input, which is Note [The step], captured or
+// replayed. Nothing here waits for the device.
 void Trainer::train_step() {
   graph_->run([this](bool collectives) { step_->run(collectives ? Collectives::with : Collectives::without); });
-  ++model_->num_batches_tracked;  // here, once per step: a replayed step runs no host code
+  ++model_->num_batches_tracked;  // here, once per step, since a replayed step runs no host code
   metrics_->record(model_->loss(), model_->correct());
 }
 
@@ -501,10 +502,10 @@ void Trainer::warn_of_cpu_fallback(double seconds_per_step) const {
               counted(last_step_ - first_step_ + 1, "step").c_str(), clock_text(seconds).c_str());
 }
 
-// Evaluates when the schedule says so (app/accuracy_tracker.h), off the training clock, and sets
-// `stop` when the result reaches --target-accuracy. Every rank gets the same accuracy, so all stop
-// together. A signal stops an evaluation too, at a batch all ranks agree on, so that the stop's
-// checkpoint is written without waiting for the rest of the test set: `stop` then says so, and
+// Evaluates when the evaluation schedule says so, off the training clock, and sets `stop` when
+// the result reaches --target-accuracy. Every rank gets the same accuracy, so all stop together.
+// A signal stops an evaluation too, at a batch that all ranks agree on, so that the stop's
+// checkpoint is written without waiting for the rest of the test set. `stop` then says so, and
 // there is no result.
 std::optional<EvalResult> Trainer::evaluate_if_due(int epoch, bool epoch_end, StopReason& stop) {
   if (!accuracy_->due(epoch + 1, epoch_end, state_.global_step)) return std::nullopt;
@@ -553,8 +554,9 @@ void Trainer::print_class_accuracy(const EvalResult& r) const {
   for (const std::string& line : class_accuracy_lines(r, data_.test.class_names)) log_->print("%s", line.c_str());
 }
 
-// DDP keeps the replicas identical by construction (same start, same averaged gradients, same
-// update); this checks that it did, once at the end, with a checksum of every parameter.
+// DDP keeps the replicas identical by construction, with the same start, the same averaged
+// gradients and the same update. This checks that it did, once at the end, with a checksum of
+// every parameter.
 void Trainer::check_replicas_agree() {
   if (!comm_ || !env_.is_distributed()) return;
   const Tensor values = model_->params().values();
@@ -635,8 +637,8 @@ int Trainer::run() {
       progress_.set_step(state_.global_step);
       state_.batch = b + 1;
       const bool at_limit = opt_.max_steps > 0 && state_.global_step >= opt_.max_steps;
-      // Every rank logs at the same steps: each --log-every-th of an epoch, its last, the limit and
-      // this process's first. Signals are agreed there on the GPU, where agreeing means waiting for
+      // Every rank logs at the same steps, which are each --log-every-th of an epoch, its last, the
+      // limit and this process's first. Signals are agreed there on the GPU, where agreeing means waiting for
       // the device, and on every step on the CPU (cheap next to a CPU step). The main rank also
       // logs when a line is overdue, which no other rank needs to know.
       const bool agreed_line =
@@ -729,7 +731,7 @@ int run_training(const TrainOptions& options) {
   try {
     return trainer.run();
   } catch (const std::exception& e) {
-    record_failure(e.what());  // while the communicator still stands (app/failure_record.h)
+    record_failure(e.what());  // while the communicator still stands
     throw;
   }
 }
