@@ -315,7 +315,8 @@ std::string why_skipped(const std::string& path, const std::string& error, const
   return other.empty() ? error : "a model of " + other;
 }
 
-// --init-from and --resume: every rank reads the same files; broadcast_state() then makes sure.
+// --init-from and --resume. Every rank reads the same files, and broadcast_state() then makes sure
+// that all hold the same state.
 void Trainer::restore() {
   if (!opt_.init_from.empty()) load_model(opt_.init_from, *model_);
   if (opt_.resume.empty()) return;
@@ -323,7 +324,7 @@ void Trainer::restore() {
   // run (resume_state) is refused either way.
   auto resume_from = [this, run = state_](const std::string& path) {
     state_ = resume_state(load_checkpoint(path, *model_, step_->sgd()), run, steps_per_epoch_, path);
-    step_->sgd().set_step(state_.global_step);  // the device's step counter: the schedule goes on from there
+    step_->sgd().set_step(state_.global_step);  // the device's step counter, so the schedule goes on from there
     log_->print("resumed from %s at epoch %d, step %lld", path.c_str(), state_.epoch + 1,
                 static_cast<long long>(state_.global_step));
     log_->resumed(state_.epoch + 1, state_.global_step, path);
@@ -433,7 +434,7 @@ void Trainer::train_step() {
   metrics_->record(model_->loss(), model_->correct());
 }
 
-// All ranks stop together: each says whether it wants to, and all learn if any does.
+// All ranks stop together. Each says whether it wants to, and all learn if any does.
 bool Trainer::stop_agreed(bool local_stop) {
   if (!comm_ || !env_.is_distributed()) return local_stop;
   double votes = local_stop ? 1.0 : 0.0;
@@ -486,13 +487,14 @@ void Trainer::log_window(int epoch, int64_t batch) {
   if (first_step == first_step_) warn_of_cpu_fallback(seconds_per_step);
 }
 
-// The main rank alone prints a line by time: it needs no other rank, so no agreement either.
+// The main rank alone prints a line by time. It needs no other rank, so it needs no agreement
+// either.
 bool Trainer::line_overdue() const {
   return env_.is_main() && opt_.log_every_seconds > 0 && seconds_since(last_line_) >= opt_.log_every_seconds;
 }
 
 // Without --device, a machine with no GPU trains on the CPU, which may take days at the default
-// size: said once, after the first step, with what the run as configured would take.
+// size. This says so once, after the first step, with what the run as configured would take.
 void Trainer::warn_of_cpu_fallback(double seconds_per_step) const {
   if (opt_.device != "auto" || device_ != Device::cpu) return;
   const double seconds = seconds_per_step * double(last_step_ - first_step_ + 1);

@@ -48,7 +48,7 @@ namespace cutrain {
 
 // How a parameter starts (torchvision's initialisation), with scale computed by its layer.
 enum class Init {
-  normal,   // N(0, scale^2): Kaiming-normal, fan_out, ReLU gain: scale = sqrt(2 / fan_out)
+  normal,   // N(0, scale^2), Kaiming-normal with fan_out and ReLU gain, so scale = sqrt(2 / fan_out)
   uniform,  // U(-scale, scale): nn.Linear's default, scale = 1 / sqrt(fan_in)
   ones,
   zeros,

@@ -39,8 +39,8 @@ class SGD {
   SGD(const SGD&) = delete;
   SGD& operator=(const SGD&) = delete;
 
-  // The step counter: the number of steps taken (begin_step calls that ran). Outside steps only:
-  // both wait for the device.
+  // The step counter is the number of steps taken (begin_step calls that ran). Both calls wait
+  // for the device, so they belong outside steps.
   void set_step(int64_t step);
   int64_t step_count() const;
 
