@@ -22,11 +22,11 @@
 // queues in step. Everything is enqueued, and nothing allocates or waits for the device, so on
 // the GPU the trainer captures the step once as a CUDA graph and replays it.
 //
-// With one rank the buckets are planned all the same (1 MiB first, then --bucket-cap-mb, with
-// the parameters in backward order), but there they only group the optimizer's launches. There is
-// one launch per bucket (three for ResNet-18) rather than one per parameter (62), each right
-// after the bucket's last gradient rather than after the whole backward. Which work runs on which stream is Note [Side
-// stream] in nn/context.h. NVTX ranges name the parts of the step for Nsight Systems.
+// With one rank the buckets are planned all the same (1 MiB first, then --bucket-cap-mb, with the
+// parameters in backward order), but there they only group the optimizer's launches. There is one
+// launch per bucket (three for ResNet-18) rather than one per parameter (62), each right after the
+// bucket's last gradient rather than after the whole backward. Which work runs on which stream is
+// Note [Side stream] in nn/context.h. NVTX ranges name the parts of the step for Nsight Systems.
 #pragma once
 
 #include <memory>

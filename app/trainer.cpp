@@ -640,9 +640,9 @@ int Trainer::run() {
       state_.batch = b + 1;
       const bool at_limit = opt_.max_steps > 0 && state_.global_step >= opt_.max_steps;
       // Every rank logs at the same steps, which are each --log-every-th of an epoch, its last, the
-      // limit and this process's first. Signals are agreed there on the GPU, where agreeing means waiting for
-      // the device, and on every step on the CPU (cheap next to a CPU step). The main rank also
-      // logs when a line is overdue, which no other rank needs to know.
+      // limit and this process's first. Signals are agreed there on the GPU, where agreeing means
+      // waiting for the device, and on every step on the CPU (cheap next to a CPU step). The main
+      // rank also logs when a line is overdue, which no other rank needs to know.
       const bool agreed_line =
           (b + 1) % opt_.log_every == 0 || b + 1 == steps_per_epoch_ || at_limit || state_.global_step == first_step_;
       if (agreed_line || line_overdue()) log_window(epoch, b + 1);
