@@ -207,7 +207,7 @@ struct PlannedCalls {
 // One step layer by layer on the record-only device (Note [Record-only device]), each call's
 // operations found by the NVTX range they were enqueued in.
 PlannedCalls plan_layers(const LayerBenchOptions& o, const std::string& batchnorm) {
-  Recorder recorder(Recorder::Mode::plan);
+  Recorder recorder;
   RecordingScope scope(recorder);
   ContextOptions options = o.context;
   options.device = Device::cuda;
