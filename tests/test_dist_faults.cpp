@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 
 #include <atomic>
+#include <future>
 #include <signal.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -13,8 +14,11 @@
 #include <regex>
 #include <sstream>
 
+#include "dist/communicator.h"
 #include "dist/progress_report.h"
+#include "dist/rendezvous.h"
 #include "tests/gpu.h"
+#include "tests/network.h"
 #include "tests/process.h"
 
 using cutrain::test::Process;
@@ -60,6 +64,18 @@ Fault inject(int nproc, int victim, int signum, const std::vector<std::string>& 
   INFO(f.result.output);
   for (const auto& [rank, pid] : f.ranks) CHECK(!cutrain::test::running(pid));
   return f;
+}
+
+// The quiet_ms of the first heartbeat that `fd` receives after the call (older ones are dropped).
+int next_quiet_ms(int fd) {
+  char message[64];
+  while (::recv(fd, message, sizeof message, MSG_DONTWAIT) > 0) {
+  }
+  const ssize_t n = ::recv(fd, message, sizeof message, 0);
+  std::istringstream words(std::string(message, size_t(std::max<ssize_t>(n, 0))));
+  int rank = 0, step = 0, longest = 0, quiet = -1;
+  words >> rank >> step >> longest >> quiet;
+  return quiet;
 }
 
 }  // namespace
@@ -202,22 +218,12 @@ TEST_CASE("a rank's heartbeat carries its step, its longest gap and its quiet, n
     CHECK(longest_ms < 1000);
     // The training thread's quiet since its last mark; none while a collective waits for peers.
     std::this_thread::sleep_for(std::chrono::milliseconds(150));
-    auto quiet_now = [&] {  // from the first heartbeat sent after the call
-      char message[64];
-      while (::recv(ends[0], message, sizeof message, MSG_DONTWAIT) > 0) {
-      }
-      const ssize_t n = ::recv(ends[0], message, sizeof message, 0);
-      std::istringstream words(std::string(message, size_t(std::max<ssize_t>(n, 0))));
-      int rank = 0, step = 0, longest = 0, quiet = -1;
-      words >> rank >> step >> longest >> quiet;
-      return quiet;
-    };
-    CHECK(quiet_now() >= 150);
+    CHECK(next_quiet_ms(ends[0]) >= 150);
     {
       cutrain::WaitingOnPeers waiting;
-      CHECK(quiet_now() == 0);
+      CHECK(next_quiet_ms(ends[0]) == 0);
     }
-    CHECK(quiet_now() >= 150);
+    CHECK(next_quiet_ms(ends[0]) >= 150);
     CHECK(gone == 0);
     ::close(ends[0]);  // cutrun is killed: the next heartbeat is refused, and said once
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
@@ -225,5 +231,52 @@ TEST_CASE("a rank's heartbeat carries its step, its longest gap and its quiet, n
   }
   ::unsetenv("CUTRAIN_PROGRESS_FD");
   ::unsetenv("CUTRAIN_PROGRESS_EVERY_MS");
+  ::close(ends[1]);
+}
+
+TEST_CASE("a rank inside a Gloo collective waits for its peers, and its heartbeats say it is not quiet", "[dist]") {
+  // Two ranks in threads of this process; rank 0 enters an all-reduce 300 ms before rank 1.
+  const int port = cutrain::test::free_port();
+  std::promise<void> go;
+  std::shared_future<void> started = go.get_future().share();
+  std::atomic<int> ready{0};
+  float sums[2] = {0, 0};  // checked here: Catch's assertions are for the test's own thread
+  auto rank = [&](int r) {
+    cutrain::DistEnv env;
+    env.rank = env.local_rank = r;
+    env.world_size = env.local_world_size = 2;
+    env.master_port = port;
+    env.run_id = "quiet";
+    env.rdzv_timeout = std::chrono::seconds(10);
+    auto store = cutrain::rendezvous(env);
+    auto comm = cutrain::make_communicator(env, *store, {.timeout = std::chrono::seconds(10)});
+    ++ready;
+    if (r == 1) started.wait();
+    std::vector<float> x(4, 1.0f);
+    comm->all_reduce(x.data(), x.size(), cutrain::ReduceOp::sum);
+    sums[r] = x[0];
+  };
+  std::thread rank1(rank, 1);
+  std::thread rank0(rank, 0);
+  int ends[2];
+  REQUIRE(::socketpair(AF_UNIX, SOCK_DGRAM, 0, ends) == 0);
+  ::setenv("CUTRAIN_PROGRESS_FD", std::to_string(ends[1]).c_str(), 1);
+  ::setenv("CUTRAIN_PROGRESS_EVERY_MS", "10", 1);
+  {
+    cutrain::ProgressReport report(0);
+    report.mark();
+    while (ready < 2) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));  // rank 0 waits in its all-reduce
+    CHECK(next_quiet_ms(ends[0]) == 0);
+    go.set_value();
+    rank0.join();
+    rank1.join();
+    CHECK(sums[0] == 2.0f);
+    CHECK(sums[1] == 2.0f);
+    CHECK(next_quiet_ms(ends[0]) >= 300);  // no collective in flight: quiet since the mark
+  }
+  ::unsetenv("CUTRAIN_PROGRESS_FD");
+  ::unsetenv("CUTRAIN_PROGRESS_EVERY_MS");
+  ::close(ends[0]);
   ::close(ends[1]);
 }
