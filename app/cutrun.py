@@ -35,8 +35,8 @@ UNSUPPORTED = """\
 torchrun flags cutrun does not take:
   --rdzv-backend, --rdzv-endpoint, --rdzv-conf   the rendezvous is rank 0's store at
                                                  --master-addr:--master-port
-  --max-restarts N (N > 0) on several nodes,     restarts are for one node: start the job again
-  --monitor-interval                             with --resume auto
+  --monitor-interval                             cutrun reaps ranks as they exit, and watches their
+                                                 heartbeats (--stall-timeout)
   --nnodes MIN:MAX, --role                       no elastic jobs
   --redirects, --logs-specs, --local-addr        use --log-dir and --tee
   --no-python, -m/--module, --run-path, --start-method
@@ -170,10 +170,12 @@ def parse_args(argv):
               f"other programs are not watched; default 180; 0: never, e.g. to attach a debugger; "
               f"else 0.5..{MAX_SECONDS}")
     flag("max-restarts", type=whole_number, default=0, metavar="N",
-         help=f"after a rank fails, stop every rank and start the group again, at most N times (0..{MAX_RESTARTS}; "
-              "one node only); give the program its own resume, e.g. cutrain train --save DIR --resume auto")
+         help=f"after a rank fails, stop every rank of this node and start them again, at most N times "
+              f"(0..{MAX_RESTARTS}); on several nodes, give every node the same N (Note [Restarts on several nodes]); "
+              "give the program its own resume, e.g. cutrain train --save DIR --resume auto")
     flag("restart-delay", type=seconds, default=1.0, metavar="S",
-         help=f"seconds to wait before each restart, 0..{MAX_SECONDS}")
+         help=f"seconds to wait before each restart, 0..{MAX_SECONDS}; on several nodes, long enough for the other "
+              "nodes' ranks to lose theirs")
     parser.add_argument("--version", action="version", help="print cutrun's version and commit, and exit",
                         version=f"cutrun {VERSION} (commit {COMMIT})" if not VERSION.startswith("@")
                         else "cutrun: no version (this copy was not written by CMake; build/bin/cutrun is)")
@@ -262,9 +264,6 @@ def check(args):
     args.master_port = 29500 if args.master_port is None else args.master_port
     if args.max_restarts > MAX_RESTARTS:
         fail(f"--max-restarts {args.max_restarts}: must be 0..{MAX_RESTARTS}")
-    if args.max_restarts > 0 and args.nnodes > 1:
-        fail(f"--max-restarts {args.max_restarts}: restarts are for one node; with several, start the job again, "
-             "with --resume auto to continue from the last checkpoint")
     if not 0 <= args.restart_delay <= MAX_SECONDS:
         fail(f"--restart-delay {args.restart_delay:g}: must be 0..{MAX_SECONDS} seconds")
     if args.rdzv_timeout is not None and not 0 < args.rdzv_timeout <= MAX_SECONDS:
@@ -745,6 +744,11 @@ def run_job(args):
         code = first_failure.process.returncode
         return first_failure, code if code > 0 else 128 - code
 
+    # Note [Restarts on several nodes]: each node's cutrun restarts its own ranks. A rank that fails
+    # on one node breaks the collectives of every other rank, which then fail too, so every node's
+    # cutrun restarts its group, once per failure, and the new groups meet at rank 0's new store
+    # (a rank that comes before it retries until --rdzv-timeout). With one --save folder that every
+    # node sees, they all resume from the same checkpoint (cutrain train checks that they do).
     for attempt in itertools.count():
         failed, code = run_group()
         if failed is None or received or attempt == args.max_restarts:

@@ -7,14 +7,6 @@
 #      is missing: node 1 given a wrong master address, another --rdzv-id, never started, another
 #      --nproc-per-node.
 source "$(dirname "$0")/common.sh"
-# same_tensors A B: two checkpoints hold the same tensors with the same values (their metadata names each
-# file's own run, so the files differ).
-same_tensors() {
-  "$(python_with numpy)" -c '
-import sys, numpy, safetensors_io
-a, b = (safetensors_io.load(p) for p in sys.argv[1:3])
-sys.exit(0 if a.keys() == b.keys() and all(numpy.array_equal(a[k], b[k]) for k in a) else 1)' "$1" "$2"
-}
 
 source "$(dirname "$0")/two_hosts.sh"
 two_hosts "two-node test"
