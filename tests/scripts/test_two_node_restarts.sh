@@ -12,8 +12,8 @@ trials="${3:-1}"
 two_hosts "two-node restart test"
 
 train=("$bin/cutrain" train --device cpu --width 8 --batch-size 8 --synthetic-train 64 --synthetic-test 8
-  --epochs 5 --eval-every 0 --lr 0.002 --workers 1 --log-every 1 --resume auto --save-every-steps 1)
-last=checkpoint-00000020  # 64 images, 2 ranks of 8: 4 steps an epoch
+  --epochs 10 --eval-every 0 --lr 0.002 --workers 1 --log-every 1 --resume auto --save-every-steps 1)
+last=checkpoint-00000040  # 64 images, 2 ranks of 8: 4 steps an epoch, of about 10 ms each
 
 "$bin/cutrun" --standalone --nproc-per-node 2 "${train[@]}" --save "$scratch/straight" >"$scratch/straight.log" 2>&1 ||
   fail "the run without faults failed: $(tail -n 5 "$scratch/straight.log")"
@@ -53,10 +53,10 @@ for trial in $(seq 1 "$trials"); do
       kill -0 "${pids[0]}" 2>/dev/null || fail "trial $trial: node 0 ended early: $(tail -n 5 "$scratch/job.$trial.0.log")"
       sleep 0.05
     done
-    sleep "0.$((RANDOM % 10))"
+    sleep "0.0$((RANDOM % 10))"
     victim=$((RANDOM % 2))
     pid="$(rank_pid "$victim")"
-    [ -n "$pid" ] || fail "trial $trial: no rank on node $victim to kill"
+    [ -n "$pid" ] || fail "trial $trial: no rank on node $victim to kill: $(tail -n 8 "$scratch/job.$trial.$victim.log")"
     kill -KILL "$pid"
     faults=$((faults + 1))
     for n in 0 1; do wait_for "$n" "restart $fault of 3" 30; done
