@@ -63,7 +63,7 @@ void TcpStore::join(const DistEnv& env, const std::string& host, const ConnectRe
     try {
       request("join", {std::to_string(env.rank), std::to_string(env.world_size)}, timeout_);
       return;
-    } catch (const ConnectionClosed& e) {
+    } catch (const ConnectionClosed&) {
       // Closed before the join was answered (Note [Room for ranks] in dist/store_server.cpp): the
       // rank has not joined, so it may try again.
       ::close(socket_);
