@@ -30,7 +30,8 @@ rank_pid() {
 wait_for() {
   local log="$scratch/job.$trial.$1.log" until=$((SECONDS + $3))
   until grep -qF -- "$2" "$log" 2>/dev/null; do
-    ((SECONDS < until)) || fail "trial $trial: node $1 did not say '$2' within $3 s: $(tail -n 5 "$log")"
+    ((SECONDS < until)) || fail "trial $trial: node $1 did not say '$2' within $3 s (the kill was node $victim's);" \
+      "node 0: $(tail -n 5 "$scratch/job.$trial.0.log"); node 1: $(tail -n 5 "$scratch/job.$trial.1.log")"
     sleep 0.05
   done
 }
