@@ -174,8 +174,8 @@ def parse_args(argv):
               f"(0..{MAX_RESTARTS}); on several nodes, give every node the same N (Note [Restarts on several nodes]); "
               "give the program its own resume, e.g. cutrain train --save DIR --resume auto")
     flag("restart-delay", type=seconds, default=1.0, metavar="S",
-         help=f"seconds to wait before each restart, 0..{MAX_SECONDS}; on several nodes, long enough for the other "
-              "nodes' ranks to lose theirs")
+         help=f"seconds to wait before each restart, 0..{MAX_SECONDS}; on several nodes, longer than cutrain train's "
+              "--collective-timeout, so that every node's ranks have failed")
     parser.add_argument("--version", action="version", help="print cutrun's version and commit, and exit",
                         version=f"cutrun {VERSION} (commit {COMMIT})" if not VERSION.startswith("@")
                         else "cutrun: no version (this copy was not written by CMake; build/bin/cutrun is)")
@@ -748,7 +748,10 @@ def run_job(args):
     # on one node breaks the collectives of every other rank, which then fail too, so every node's
     # cutrun restarts its group, once per failure, and the new groups meet at rank 0's new store
     # (a rank that comes before it retries until --rdzv-timeout). With one --save folder that every
-    # node sees, they all resume from the same checkpoint (cutrain train checks that they do).
+    # node sees, they all resume from the same checkpoint (cutrain train checks that they do). A rank
+    # whose Gloo send waits on a peer that died is never told, and fails only at its collective
+    # timeout: --restart-delay must be longer than cutrain train's --collective-timeout, or a node's
+    # new ranks meet rank 0's old store, which refuses them ("rank 1 joined twice").
     for attempt in itertools.count():
         failed, code = run_group()
         if failed is None or received or attempt == args.max_restarts:
