@@ -17,7 +17,8 @@ rank. A console or log that stops taking output (a closed pipe, a full disk) is 
 dropped, and the ranks' output is still read, so no rank blocks on it. When a rank fails, the
 others get SIGTERM, then SIGKILL after the grace period; cutrun says which rank failed and how,
 and exits with that rank's exit code. A rank whose heartbeats stop for --stall-timeout (stopped,
-frozen) is named, killed, and the job stopped the same way. SIGINT and SIGTERM sent to cutrun are
+frozen), or whose heartbeats say it has made no progress that long while waiting for no other rank
+(blocked), is named, killed, and the job stopped the same way. SIGINT and SIGTERM sent to cutrun are
 passed on to every rank, and SIGHUP and SIGUSR1 stop them as SIGTERM does; such a stop waits for
 the ranks to finish their step and save before it kills what is left, naming it (Note [A stop
 that saves]). Signals within a second of the first are the same stop; a later one kills every
@@ -34,8 +35,8 @@ UNSUPPORTED = """\
 torchrun flags cutrun does not take:
   --rdzv-backend, --rdzv-endpoint, --rdzv-conf   the rendezvous is rank 0's store at
                                                  --master-addr:--master-port
-  --max-restarts N (N > 0) on several nodes,     restarts are for one node: start the job again
-  --monitor-interval                             with --resume auto
+  --monitor-interval                             cutrun reaps ranks as they exit, and watches their
+                                                 heartbeats (--stall-timeout)
   --nnodes MIN:MAX, --role                       no elastic jobs
   --redirects, --logs-specs, --local-addr        use --log-dir and --tee
   --no-python, -m/--module, --run-path, --start-method
@@ -164,14 +165,17 @@ def parse_args(argv):
               "waits twice the longest step (or evaluation batch, or save) a rank has reported as well, so that it "
               "can save")
     flag("stall-timeout", type=seconds, default=180.0, metavar="S",
-         help="stop the job when a rank sends no heartbeat for S seconds (stopped or frozen; cutrain train "
-              f"sends them, other programs are not watched), default 180; 0: never, e.g. to attach a debugger; "
+         help="stop the job when a rank sends no heartbeat for S seconds (stopped or frozen), or its heartbeats say "
+              "it made no progress for S seconds while waiting for no other rank (blocked); cutrain train sends them, "
+              f"other programs are not watched; default 180; 0: never, e.g. to attach a debugger; "
               f"else 0.5..{MAX_SECONDS}")
     flag("max-restarts", type=whole_number, default=0, metavar="N",
-         help=f"after a rank fails, stop every rank and start the group again, at most N times (0..{MAX_RESTARTS}; "
-              "one node only); give the program its own resume, e.g. cutrain train --save DIR --resume auto")
+         help=f"after a rank fails, stop every rank of this node and start them again, at most N times "
+              f"(0..{MAX_RESTARTS}); on several nodes, give every node the same N (Note [Restarts on several nodes]); "
+              "give the program its own resume, e.g. cutrain train --save DIR --resume auto")
     flag("restart-delay", type=seconds, default=1.0, metavar="S",
-         help=f"seconds to wait before each restart, 0..{MAX_SECONDS}")
+         help=f"seconds to wait before each restart, 0..{MAX_SECONDS}; on several nodes, longer than cutrain train's "
+              "--collective-timeout, so that every node's ranks have failed")
     parser.add_argument("--version", action="version", help="print cutrun's version and commit, and exit",
                         version=f"cutrun {VERSION} (commit {COMMIT})" if not VERSION.startswith("@")
                         else "cutrun: no version (this copy was not written by CMake; build/bin/cutrun is)")
@@ -260,9 +264,6 @@ def check(args):
     args.master_port = 29500 if args.master_port is None else args.master_port
     if args.max_restarts > MAX_RESTARTS:
         fail(f"--max-restarts {args.max_restarts}: must be 0..{MAX_RESTARTS}")
-    if args.max_restarts > 0 and args.nnodes > 1:
-        fail(f"--max-restarts {args.max_restarts}: restarts are for one node; with several, start the job again, "
-             "with --resume auto to continue from the last checkpoint")
     if not 0 <= args.restart_delay <= MAX_SECONDS:
         fail(f"--restart-delay {args.restart_delay:g}: must be 0..{MAX_SECONDS} seconds")
     if args.rdzv_timeout is not None and not 0 < args.rdzv_timeout <= MAX_SECONDS:
@@ -360,10 +361,12 @@ def rank_environment(args, rank, local_rank):
 
 
 class ProgressWatch:
-    """cutrun's side of dist/progress_report.h. A rank that reports sends "<rank> <step> <longest_ms>"
-    every `every` seconds from a thread of its own, whatever its training thread does. One that falls
-    silent for the stall timeout is stopped or frozen: the others, waiting for it inside a
-    collective, go on beating. A rank that never reports is never judged. `longest_ms` is the
+    """cutrun's side of dist/progress_report.h. A rank that reports sends
+    "<rank> <step> <longest_ms> <quiet_ms>" every `every` seconds from a thread of its own. One that
+    falls silent for the stall timeout is stopped or frozen; one whose heartbeats say it has been
+    quiet that long is blocked (its training thread has reached no point where it can stop, and it
+    waits for no peer: Note [A heartbeat means progress]). The others, waiting for it inside a
+    collective, are never quiet. A rank that never reports is never judged. `longest_ms` is the
     longest the rank has gone between points where it can act on a stop (a step, an evaluation
     batch, a save), which a stop that saves waits for (Note [A stop that saves])."""
 
@@ -371,7 +374,7 @@ class ProgressWatch:
         self.stall_timeout = stall_timeout
         self.every = min(1.0, max(0.05, stall_timeout / 8))
         self.inbox, self.rank_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
-        self.heard = {}  # rank -> (when its last heartbeat came, its step)
+        self.heard = {}  # rank -> (when its last heartbeat came, its step, its quiet seconds then)
         self.longest = {}  # rank -> the longest gap it reported, seconds
         self.ended = set()  # ranks that exited: silent, not stalled
         self.lock = threading.Lock()
@@ -391,30 +394,33 @@ class ProgressWatch:
             self.heard.pop(rank, None)
 
     def watch(self, on_stall):
-        """Runs on a thread of its own until a rank stalls: then on_stall(rank, silent_for, step, others)."""
+        """Runs on a thread of its own until a rank stalls: then on_stall(rank, silent_for, quiet_for,
+        step, others), with quiet_for None when the rank fell silent."""
         self.rank_end.close()  # the ranks hold it now
         self.inbox.settimeout(self.every)
         last_look = time.monotonic()
         while True:
             try:
-                rank, step, *longest_ms = (int(word) for word in self.inbox.recv(64).split())
+                rank, step, *more = (int(word) for word in self.inbox.recv(64).split())
             except (socket.timeout, ValueError):
                 rank = None
             now = time.monotonic()
             with self.lock:
                 if rank is not None and rank not in self.ended:
-                    self.heard[rank] = (now, step)
-                    if longest_ms:
-                        self.longest[rank] = longest_ms[0] / 1000
+                    longest_ms, quiet_ms = (more + [0, 0])[:2]
+                    self.heard[rank] = (now, step, quiet_ms / 1000)
+                    self.longest[rank] = longest_ms / 1000
                 if now - last_look > self.stall_timeout / 2:
                     # cutrun itself did not run for a while (stopped, a suspended machine): the
                     # silence is not the ranks'. Start their clocks afresh.
-                    self.heard = {r: (now, s) for r, (_, s) in self.heard.items()}
+                    self.heard = {r: (now, s, 0.0) for r, (_, s, _) in self.heard.items()}
                 last_look = now
-                for rank, (when, step) in self.heard.items():
-                    if now - when > self.stall_timeout:
-                        others = [s for r, (_, s) in self.heard.items() if r != rank]
-                        return on_stall(rank, now - when, step, max(others, default=None))
+                for rank, (when, step, quiet) in self.heard.items():
+                    silent = now - when > self.stall_timeout
+                    if silent or quiet > self.stall_timeout:
+                        others = [s for r, (_, s, _) in self.heard.items() if r != rank]
+                        return on_stall(rank, now - when, None if silent else quiet, step,
+                                        max(others, default=None))
 
 
 def die_with(launcher_pid):
@@ -687,16 +693,19 @@ def run_job(args):
 
         stalled = []  # the rank the watch found stalled, if it did
 
-        def on_stall(rank, silent_for, step, others_step):
+        def on_stall(rank, silent_for, quiet_for, step, others_step):
             """A stalled rank is named and killed (it cannot act on SIGTERM), then the job stops."""
             r = next(r for r in ranks if r.rank == rank)
             if stopping.is_set():
                 return
             stalled.append(r)
             others = f"; the others are at step {others_step}" if others_step is not None else ""
+            what = (f"sent no heartbeat for {silent_for:.1f} s, at step {step}{others} (stopped or frozen?)"
+                    if quiet_for is None else
+                    f"made no progress for {quiet_for:.1f} s, at step {step}{others}, waiting for no other rank "
+                    f"(blocked, say writing to a full pipe?)")
             sys.stderr.write(f"cutrun: rank {rank} (local rank {r.local_rank}, pid {r.process.pid}, host "
-                             f"{socket.gethostname()}) sent no heartbeat for {silent_for:.1f} s, at step {step}{others} "
-                             f"(stopped or frozen?); killing it and stopping the other ranks\n")
+                             f"{socket.gethostname()}) {what}; killing it and stopping the other ranks\n")
             r.signal(signal.SIGKILL)
             stop_all(signal.SIGTERM)
 
@@ -735,6 +744,14 @@ def run_job(args):
         code = first_failure.process.returncode
         return first_failure, code if code > 0 else 128 - code
 
+    # Note [Restarts on several nodes]: each node's cutrun restarts its own ranks. A rank that fails
+    # on one node breaks the collectives of every other rank, which then fail too, so every node's
+    # cutrun restarts its group, once per failure, and the new groups meet at rank 0's new store
+    # (a rank that comes before it retries until --rdzv-timeout). With one --save folder that every
+    # node sees, they all resume from the same checkpoint (cutrain train checks that they do). A rank
+    # whose Gloo send waits on a peer that died is never told, and fails only at its collective
+    # timeout: --restart-delay must be longer than cutrain train's --collective-timeout, or a node's
+    # new ranks meet rank 0's old store, which refuses them ("rank 1 joined twice").
     for attempt in itertools.count():
         failed, code = run_group()
         if failed is None or received or attempt == args.max_restarts:

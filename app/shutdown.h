@@ -3,7 +3,9 @@
 // The first signal only raises a flag: the trainer finishes the step (or evaluation batch) it is
 // in, all ranks agree to stop at the same step, rank 0 saves a checkpoint, and every rank exits
 // with status 0. Signals within a second of the first are the same request; a later one exits at
-// once (status 128 + signal), for a run that is stuck.
+// once (status 128 + signal), for a run that is stuck. The trainer installs the handlers once its
+// ranks have met: a signal during the rendezvous, when there is nothing to save, ends the process at
+// once, where the rendezvous would have held it until its timeout.
 #pragma once
 
 namespace cutrain {

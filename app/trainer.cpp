@@ -583,9 +583,11 @@ void Trainer::check_replicas_agree() {
 }
 
 int Trainer::run() {
-  install_shutdown_handlers();
   const auto run_start = SteadyClock::now();
+  // A signal during the rendezvous, with nothing to save yet, ends the rank at once (the signal's
+  // default action); from here on it asks for a stop that saves.
   connect();
+  install_shutdown_handlers();
   build_model();
   restore();
   check_ranks_resume_alike();

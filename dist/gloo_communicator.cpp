@@ -12,6 +12,7 @@
 #include <stdexcept>
 
 #include "dist/interface.h"
+#include "dist/progress_report.h"
 #include "dist/socket.h"
 
 namespace cutrain {
@@ -174,6 +175,7 @@ void GlooCommunicator::work() {
     lock.unlock();
     std::exception_ptr failure;
     try {
+      WaitingOnPeers waiting;  // Note [A heartbeat means progress] in dist/progress_report.h
       run(task);
     } catch (const std::exception& e) {
       failure = std::make_exception_ptr(std::runtime_error(std::string("gloo ") + task_name(task.kind) + " of " +

@@ -3,10 +3,12 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <stdexcept>
 
 #include "dist/interface.h"
 #include "dist/nccl_check.h"
+#include "dist/progress_report.h"
 #include "dist/socket.h"
 
 namespace cutrain {
@@ -191,6 +193,9 @@ void NcclCommunicator::watch() {
   if (cudaSetDevice(device_) != cudaSuccess) return;
   const int64_t timeout_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(timeout_).count();
   std::unique_lock<std::mutex> lock(watchdog_mutex_);
+  // While a collective is unfinished, this rank waits for its peers (Note [A heartbeat means
+  // progress] in dist/progress_report.h), whatever its host thread waits for meanwhile.
+  std::optional<WaitingOnPeers> in_flight;
   while (!watchdog_stop_.wait_for(lock, kWatchdogPeriod, [this] { return stopping_; })) {
     std::string failure;
     const bool live = comm_.query([&](ncclComm_t comm) {
@@ -199,7 +204,10 @@ void NcclCommunicator::watch() {
         failure = "NCCL reported " + nccl_error_string(state) + ": " + ncclGetLastError(comm);
     });
     if (!live) return;  // a call of the owner aborted it, so nothing is left to watch
-    if (failure.empty() && cudaEventQuery(watched_) == cudaErrorNotReady && now_ns() - last_issue_ns_ > timeout_ns) {
+    const bool unfinished = cudaEventQuery(watched_) == cudaErrorNotReady;
+    if (unfinished && !in_flight) in_flight.emplace();
+    if (!unfinished) in_flight.reset();
+    if (failure.empty() && unfinished && now_ns() - last_issue_ns_ > timeout_ns) {
       // The event comes first and the time second (as in mark_issued), so an unfinished event with
       // an old time is a collective that has truly been running for longer than the timeout.
       failure = "a collective made no progress for " + describe(timeout_) + " (a rank died or hangs?)";

@@ -2,10 +2,16 @@
 //
 // cutrun (app/cutrun.py) hands every rank one end of a datagram socket as CUTRAIN_PROGRESS_FD and a
 // period as CUTRAIN_PROGRESS_EVERY_MS. A thread of the rank's own then sends
-// "<rank> <step> <longest_ms>" every period, whatever the training thread is doing: while one rank
-// is stopped (SIGSTOP, a debugger) or frozen, the others wait for it inside a collective but their
-// heartbeats go on, so cutrun sees which rank fell silent and stops the job, naming it. Without
-// those variables (another launcher, a single process) this does nothing.
+// "<rank> <step> <longest_ms> <quiet_ms>" every period. Without those variables (another launcher,
+// a single process) this does nothing.
+//
+// Note [A heartbeat means progress]: a heartbeat alone says only that a thread is alive. The
+// training thread may be blocked all the while (writing to a full pipe, say), so each heartbeat
+// also says how long the training thread has gone without a mark: `quiet_ms`. It is 0 before the
+// first mark, and while a collective of this process is in flight (a WaitingOnPeers exists): then
+// the rank waits for others, and a rank that is stopped, frozen or blocked makes its peers wait
+// inside a collective. So cutrun finds the one rank that stalls, by its silence (stopped, frozen)
+// or by its quiet (blocked), and stops the job, naming it.
 //
 // A heartbeat that cutrun's end refuses (ECONNREFUSED: cutrun is gone, killed with SIGKILL, say)
 // calls `on_launcher_gone` once and beating stops. The socket reaches a rank through whatever
@@ -51,12 +57,22 @@ class ProgressReport {
   int fd_ = -1;
   std::chrono::milliseconds every_{1000};
   std::atomic<int64_t> step_{0};
-  int64_t last_mark_ns_ = -1;  // the training thread's alone
+  std::atomic<int64_t> last_mark_ns_{-1};  // written by the training thread alone
   std::atomic<int64_t> longest_ms_{0};
   std::mutex mutex_;
   std::condition_variable stop_;
   bool stopping_ = false;
   std::thread thread_;
+};
+
+// While one exists, a collective of this process is in flight: it waits for its peers, and its
+// heartbeats say it is not quiet (Note [A heartbeat means progress]). The communicators make them.
+class WaitingOnPeers {
+ public:
+  WaitingOnPeers();
+  ~WaitingOnPeers();
+  WaitingOnPeers(const WaitingOnPeers&) = delete;
+  WaitingOnPeers& operator=(const WaitingOnPeers&) = delete;
 };
 
 }  // namespace cutrain

@@ -187,6 +187,8 @@ void send_all(int fd, const std::string& bytes) {
   while (sent < bytes.size()) {
     ssize_t n = ::send(fd, bytes.data() + sent, bytes.size() - sent, MSG_NOSIGNAL);
     if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EPIPE || errno == ECONNRESET))
+      throw ConnectionClosed("store: send: " + std::string(std::strerror(errno)));
     if (n <= 0) throw system_error("store: send");
     sent += size_t(n);
   }
@@ -204,7 +206,7 @@ Fields receive_frame(int fd, Clock::time_point deadline, const std::string& peer
     char chunk[4096];
     ssize_t n = ::recv(fd, chunk, sizeof chunk, 0);
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) throw std::runtime_error("store: connection to " + peer + " closed (did rank 0 exit?)");
+    if (n <= 0) throw ConnectionClosed("store: connection to " + peer + " closed (did rank 0 exit?)");
     buffer.append(chunk, size_t(n));
   }
 }

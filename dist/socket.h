@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <functional>
+#include <stdexcept>
 #include <string>
 
 #include "dist/store_protocol.h"
@@ -36,6 +37,12 @@ int connect_tcp(const std::string& host, int port, std::chrono::milliseconds tim
 // The IP address of this machine's interface that routes to host:port ("127.0.0.1" or "::1" for
 // loopback); dist/interface.h finds the interface's name. Sends nothing.
 std::string local_address_toward(const std::string& host, int port);
+
+// What send_all() and receive_frame() throw when the other end closed the connection (or reset it),
+// as opposed to a timeout or a failing socket.
+struct ConnectionClosed : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
 
 void send_all(int fd, const std::string& bytes);
 

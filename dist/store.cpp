@@ -2,7 +2,9 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <stdexcept>
+#include <thread>
 
 #include "dist/socket.h"
 #include "dist/store_protocol.h"
@@ -14,6 +16,8 @@ namespace {
 // A get or wait is answered by the server at its deadline; the client allows this much more for
 // the reply to arrive before it calls the server lost.
 constexpr auto kReplyGrace = std::chrono::seconds(10);
+// A join tried again near the deadline still gets this long to connect.
+constexpr auto kShortestRetry = std::chrono::milliseconds(100);
 
 }  // namespace
 
@@ -38,12 +42,41 @@ TcpStore::TcpStore(const DistEnv& env, std::chrono::milliseconds timeout, const 
   }
   port_ = port;
   address_ = host_port(host, port);
-  socket_ = connect_tcp(host, port, timeout_, on_retry);
-  try {
-    request("join", {std::to_string(env.rank), std::to_string(env.world_size)}, timeout_);
-  } catch (...) {
-    ::close(socket_);  // the destructor will not run
-    throw;
+  join(env, host, on_retry);
+}
+
+void TcpStore::join(const DistEnv& env, const std::string& host, const ConnectRetry& on_retry) {
+  const Clock::time_point deadline = deadline_after(Clock::now(), timeout_);
+  auto backoff = std::chrono::milliseconds(10);
+  for (bool first = true;; first = false) {
+    if (first) {
+      socket_ = connect_tcp(host, port_, timeout_, on_retry);
+    } else {
+      const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now());
+      try {
+        socket_ = connect_tcp(host, port_, std::max(left, kShortestRetry), on_retry);
+      } catch (const std::runtime_error& e) {
+        throw std::runtime_error("store at " + address_ + ": the connection was closed before the join was " +
+                                 "answered, and no new one was made within " + describe(timeout_) + ": " + e.what());
+      }
+    }
+    try {
+      request("join", {std::to_string(env.rank), std::to_string(env.world_size)}, timeout_);
+      return;
+    } catch (const ConnectionClosed&) {
+      // Closed before the join was answered (Note [Room for ranks] in dist/store_server.cpp): the
+      // rank has not joined, so it may try again.
+      ::close(socket_);
+      socket_ = -1;
+      if (Clock::now() >= deadline) throw;
+      if (on_retry) on_retry("the store closed the connection before answering the join");
+      std::this_thread::sleep_for(std::min<Clock::duration>(backoff, deadline - Clock::now()));
+      backoff = std::min(backoff * 2, std::chrono::milliseconds(1000));
+    } catch (...) {
+      ::close(socket_);  // the destructor will not run
+      socket_ = -1;
+      throw;
+    }
   }
 }
 

@@ -47,7 +47,8 @@ class TcpStore {
 
   // Rank 0 first starts the server. Then every rank connects (retrying until `timeout`, calling
   // `on_retry` after each failed attempt) and joins: the server checks the run id, the world size
-  // and that the rank is new. `timeout` is also the default for get() and wait(). MASTER_PORT 0
+  // and that the rank is new. A connection closed before its join is answered (the server made
+  // room for others, dist/store_server.h) is made again, within the same `timeout`. `timeout` is also the default for get() and wait(). MASTER_PORT 0
   // lets rank 0 pick a free port (see port()).
   explicit TcpStore(const DistEnv& env, std::chrono::milliseconds timeout = kDefaultTimeout,
                     const ConnectRetry& on_retry = {});
@@ -80,6 +81,9 @@ class TcpStore {
   int port() const { return port_; }
 
  private:
+  // Connects and joins, again when the store drops the connection before answering (see above).
+  void join(const DistEnv& env, const std::string& host, const ConnectRetry& on_retry);
+
   // Sends one request and returns the reply's fields; throws on a refused request, or when no reply
   // came within the server's timeout for it and a grace.
   std::vector<std::string> request(const std::string& op, const std::vector<std::string>& args,

@@ -1,6 +1,7 @@
 #include "dist/store_server.h"
 
 #include <fcntl.h>
+#include <netdb.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -29,6 +30,7 @@ constexpr auto kAcceptPause = std::chrono::milliseconds(100);
 
 struct Connection {
   int fd = -1;
+  std::string peer;  // the client's IP address, without its port
   Clock::time_point accepted;
   std::string input;  // the next request's bytes, as they have arrived
   Clock::time_point input_since;
@@ -46,7 +48,8 @@ class ServeLoop {
  public:
   ServeLoop(int listen_socket, const std::string& run_id, int world_size, const StoreLimits& limits)
       : listen_socket_(listen_socket), state_(run_id, world_size), limits_(limits),
-        max_connections_(size_t(world_size) + size_t(std::max(limits.spare_connections, 1))) {}
+        max_connections_(size_t(world_size) + size_t(std::max(limits.spare_connections, 1))),
+        max_unjoined_per_address_(size_t(world_size)) {}
 
   // Serves until `stop_fd` is readable.
   void run(int stop_fd) {
@@ -94,33 +97,76 @@ class ServeLoop {
  private:
   void accept_new() {
     for (int i = 0; i < kAcceptsPerWake; ++i) {
-      int fd = ::accept4(listen_socket_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+      sockaddr_storage from{};
+      socklen_t length = sizeof from;
+      int fd = ::accept4(listen_socket_, reinterpret_cast<sockaddr*>(&from), &length, SOCK_CLOEXEC | SOCK_NONBLOCK);
       if (fd < 0) {
         if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM)
           accept_paused_until_ = Clock::now() + kAcceptPause;
         return;
       }
-      if (connections_.size() >= max_connections_ && !make_room()) {
-        ::close(fd);
-        continue;
-      }
       Connection c;
       c.fd = fd;
       c.accepted = Clock::now();
+      char host[NI_MAXHOST] = "";
+      ::getnameinfo(reinterpret_cast<sockaddr*>(&from), length, host, sizeof host, nullptr, 0, NI_NUMERICHOST);
+      c.peer = host;
+      if (!make_room_for(c.peer)) {
+        ::close(fd);
+        continue;
+      }
       connections_.emplace(next_id_++, std::move(c));
     }
   }
 
-  // Closes the oldest connection that has not joined; false when every one has.
-  bool make_room() {
-    for (auto& [id, c] : connections_) {
-      if (!state_.joined(id)) {
+  // Note [Room for ranks]: a stranger who can reach the store but lacks the run id must not be able
+  // to keep a rank from joining. Joined connections are never closed to make room, and before
+  // anyone is chosen, every join that has arrived is read, so a rank whose join is in the socket
+  // counts as joined. Unjoined connections are bounded per source address (world size: no node
+  // starts more ranks than that), and a newcomer from an address at its bound takes the place of
+  // that address's oldest unjoined connection: a flood from one address displaces only itself.
+  // When the store is full, the oldest unjoined connection of the address with the most makes room.
+  // A rank that is dropped all the same before its join is answered connects again (dist/store.h).
+  //
+  // Whether a connection from `peer` may be kept; it may close another to make room for it.
+  bool make_room_for(const std::string& peer) {
+    if (unjoined_from(peer) < max_unjoined_per_address_ && connections_.size() < max_connections_) return true;
+    read_arrived_joins();
+    const bool address_full = unjoined_from(peer) >= max_unjoined_per_address_;
+    if (!address_full && connections_.size() < max_connections_) return true;
+    std::map<std::string, size_t> unjoined;  // per address
+    for (const auto& [id, c] : connections_)
+      if (!state_.joined(id)) ++unjoined[c.peer];
+    if (unjoined.empty()) return false;
+    const std::string crowded =
+        address_full ? peer
+                     : std::max_element(unjoined.begin(), unjoined.end(), [](const auto& a, const auto& b) {
+                         return a.second < b.second;
+                       })->first;
+    for (auto& [id, c] : connections_) {  // oldest first
+      if (!state_.joined(id) && c.peer == crowded) {
         close(id, c);
         remove_closed();
         return true;
       }
     }
     return false;
+  }
+
+  size_t unjoined_from(const std::string& peer) const {
+    return size_t(std::count_if(connections_.begin(), connections_.end(), [&](const auto& entry) {
+      return entry.second.peer == peer && !state_.joined(entry.first);
+    }));
+  }
+
+  // Serves what the unjoined connections have sent so far (their joins, mostly); never waits.
+  void read_arrived_joins() {
+    for (auto& [id, c] : connections_) {
+      if (state_.joined(id)) continue;
+      receive(id, c);
+      serve_requests(id, c);
+    }
+    remove_closed();
   }
 
   void receive(int64_t id, Connection& c) {
@@ -242,6 +288,7 @@ class ServeLoop {
   StoreState state_;
   StoreLimits limits_;
   size_t max_connections_;
+  size_t max_unjoined_per_address_;
   std::map<int64_t, Connection> connections_;
   int64_t next_id_ = 0;
   Clock::time_point accept_paused_until_;

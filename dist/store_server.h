@@ -12,8 +12,10 @@
 //   prefix over that is refused at once. Before its join a connection may send only 4 KiB.
 // - Time limits: a connection must join within `join_within`, a request must arrive whole within
 //   `request_within` of its first byte, a reply must be taken within `reply_within`.
-// - At most world size + `spare_connections` connections; one more takes the place of the oldest
-//   connection that has not joined.
+// - At most world size + `spare_connections` connections, and at most world size that have not
+//   joined from any one address. One more takes the place of an unjoined connection: of its own
+//   address when that is at its bound, else of the address with the most. Joined connections, and
+//   those whose join has arrived, are never the ones closed (Note [Room for ranks]).
 // A connection that breaks a rule hears why (when it is a protocol error) and is closed. Stopping
 // the server sends "closed" to parked requests, as far as each socket takes it without waiting,
 // and shuts every connection down.

@@ -5,15 +5,20 @@
 #include <catch2/catch.hpp>
 
 #include <atomic>
+#include <future>
 #include <signal.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <map>
 #include <regex>
+#include <sstream>
 
+#include "dist/communicator.h"
 #include "dist/progress_report.h"
+#include "dist/rendezvous.h"
 #include "tests/gpu.h"
+#include "tests/network.h"
 #include "tests/process.h"
 
 using cutrain::test::Process;
@@ -61,6 +66,18 @@ Fault inject(int nproc, int victim, int signum, const std::vector<std::string>& 
   return f;
 }
 
+// The quiet_ms of the first heartbeat that `fd` receives after the call (older ones are dropped).
+int next_quiet_ms(int fd) {
+  char message[64];
+  while (::recv(fd, message, sizeof message, MSG_DONTWAIT) > 0) {
+  }
+  const ssize_t n = ::recv(fd, message, sizeof message, 0);
+  std::istringstream words(std::string(message, size_t(std::max<ssize_t>(n, 0))));
+  int rank = 0, step = 0, longest = 0, quiet = -1;
+  words >> rank >> step >> longest >> quiet;
+  return quiet;
+}
+
 }  // namespace
 
 TEST_CASE("a rank killed with SIGKILL stops every rank of 2 and of 3, and cutrun exits 137 naming it", "[dist]") {
@@ -96,6 +113,46 @@ TEST_CASE("a rank stopped with SIGSTOP is found by its silence, named and killed
   }
 }
 
+TEST_CASE("a rank blocked writing to a full pipe is found by its quiet heartbeats, named and killed, and the job "
+          "stops", "[dist]") {
+  // Each rank's output goes through a wrapper into a pipe of one page that nobody reads: rank 0,
+  // which prints the step lines, blocks in a write after a few dozen, while its heartbeat thread
+  // lives on. Before heartbeats said how long the training thread had been quiet, one rank never
+  // ended, and with two the job ended only at the collective timeout, naming rank 1.
+  const std::string wrapper = R"(
+import fcntl, os, subprocess, sys, time
+read_end, write_end = os.pipe()
+fcntl.fcntl(write_end, 1031, 4096)  # F_SETPIPE_SZ
+subprocess.Popen(sys.argv[1:], stdout=write_end, pass_fds=(int(os.environ["CUTRAIN_PROGRESS_FD"]),))
+time.sleep(600)
+)";
+  for (const int nproc : {1, 2}) {
+    std::vector<std::string> argv{cutrain::test::binary("cutrun"), "--standalone", "--nproc-per-node",
+                                  std::to_string(nproc), "--stall-timeout", "2", "--grace-period", "60",
+                                  "/usr/bin/env", "python3", "-c", wrapper, cutrain::test::binary("cutrain")};
+    for (const char* arg : {"train", "--device", "cpu", "--synthetic-train", "240", "--synthetic-test", "16", "--width",
+                            "4", "--batch-size", "16", "--epochs", "100000", "--eval-every", "0", "--log-every", "1",
+                            "--workers", "1", "--collective-timeout", "120"})
+      argv.push_back(arg);
+    Process p(argv);
+    const bool named = p.read_until("made no progress for ", 1, 60);
+    if (!named) p.signal(SIGKILL);
+    const Process::Result r = p.finish();
+    INFO(nproc << " ranks: " << r.output);
+    REQUIRE(named);
+    CHECK(r.exit_code == 128 + SIGKILL);
+    std::smatch quiet;
+    REQUIRE(std::regex_search(r.output, quiet,
+                              std::regex("cutrun: rank 0 \\(local rank 0, pid [0-9]+, host [^)]*\\) made no "
+                                         "progress for ([0-9.]+) s, at step [0-9]+")));
+    CHECK(std::stod(quiet[1]) >= 2.0);
+    CHECK_THAT(r.output, Catch::Contains("waiting for no other rank (blocked, say writing to a full pipe?); "
+                                         "killing it and stopping the other ranks"));
+    CHECK(r.seconds < 40);
+    WARN(nproc << " ranks, rank 0 blocked on a full pipe: the job ended after " << r.seconds << " s");
+  }
+}
+
 TEST_CASE("train --collective-timeout: the others give up on a stopped rank after it, not after 10 minutes",
           "[dist]") {
   // The stall watch off, so that only the collective timeout can end this.
@@ -116,7 +173,8 @@ TEST_CASE("GPU ranks: a killed one, a stopped one and a collective that hangs in
   CHECK(killed.result.exit_code == 128 + SIGKILL);
   CHECK_THAT(killed.result.output, Catch::Contains("cutrun: rank 1 (local rank 1, pid " + std::to_string(killed.victim) +
                                                    ") was killed by signal SIGKILL; stopping the other ranks"));
-  Fault stopped = inject(2, 1, SIGSTOP, {"--grace-period", "60", "--stall-timeout", "2"}, {}, "cuda");
+  // An emulated step may take longer than 2 s, and a rank is quiet between its steps' collectives.
+  Fault stopped = inject(2, 1, SIGSTOP, {"--grace-period", "60", "--stall-timeout", "6"}, {}, "cuda");
   CHECK(stopped.result.exit_code == 128 + SIGKILL);
   CHECK_THAT(stopped.result.output, Catch::Contains("(stopped or frozen?); killing it and stopping the other ranks"));
   // With the stall watch off, rank 0's NCCL watchdog finds its all-reduce, replayed from the step's
@@ -132,7 +190,7 @@ TEST_CASE("GPU ranks: a killed one, a stopped one and a collective that hangs in
                                  << hung.seconds << " s after SIGSTOP with the collective timeout of 10 s");
 }
 
-TEST_CASE("a rank's heartbeat carries its step and its longest gap, never blocks or raises SIGPIPE once cutrun is "
+TEST_CASE("a rank's heartbeat carries its step, its longest gap and its quiet, never blocks or raises SIGPIPE once cutrun is "
           "gone, and says it is gone", "[dist]") {
   int ends[2];
   REQUIRE(::socketpair(AF_UNIX, SOCK_DGRAM, 0, ends) == 0);
@@ -153,9 +211,19 @@ TEST_CASE("a rank's heartbeat carries its step and its longest gap, never blocks
     }
     INFO(last);
     REQUIRE(last.rfind("3 42 ", 0) == 0);
-    const int longest_ms = std::stoi(last.substr(5));
+    std::istringstream fields(last.substr(5));
+    int longest_ms = 0, quiet_ms = 0;
+    fields >> longest_ms >> quiet_ms;
     CHECK(longest_ms >= 120);
     CHECK(longest_ms < 1000);
+    // The training thread's quiet since its last mark; none while a collective waits for peers.
+    std::this_thread::sleep_for(std::chrono::milliseconds(150));
+    CHECK(next_quiet_ms(ends[0]) >= 150);
+    {
+      cutrain::WaitingOnPeers waiting;
+      CHECK(next_quiet_ms(ends[0]) == 0);
+    }
+    CHECK(next_quiet_ms(ends[0]) >= 150);
     CHECK(gone == 0);
     ::close(ends[0]);  // cutrun is killed: the next heartbeat is refused, and said once
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
@@ -163,5 +231,52 @@ TEST_CASE("a rank's heartbeat carries its step and its longest gap, never blocks
   }
   ::unsetenv("CUTRAIN_PROGRESS_FD");
   ::unsetenv("CUTRAIN_PROGRESS_EVERY_MS");
+  ::close(ends[1]);
+}
+
+TEST_CASE("a rank inside a Gloo collective waits for its peers, and its heartbeats say it is not quiet", "[dist]") {
+  // Two ranks in threads of this process; rank 0 enters an all-reduce 300 ms before rank 1.
+  const int port = cutrain::test::free_port();
+  std::promise<void> go;
+  std::shared_future<void> started = go.get_future().share();
+  std::atomic<int> ready{0};
+  float sums[2] = {0, 0};  // checked here: Catch's assertions are for the test's own thread
+  auto rank = [&](int r) {
+    cutrain::DistEnv env;
+    env.rank = env.local_rank = r;
+    env.world_size = env.local_world_size = 2;
+    env.master_port = port;
+    env.run_id = "quiet";
+    env.rdzv_timeout = std::chrono::seconds(10);
+    auto store = cutrain::rendezvous(env);
+    auto comm = cutrain::make_communicator(env, *store, {.timeout = std::chrono::seconds(10)});
+    ++ready;
+    if (r == 1) started.wait();
+    std::vector<float> x(4, 1.0f);
+    comm->all_reduce(x.data(), x.size(), cutrain::ReduceOp::sum);
+    sums[r] = x[0];
+  };
+  std::thread rank1(rank, 1);
+  std::thread rank0(rank, 0);
+  int ends[2];
+  REQUIRE(::socketpair(AF_UNIX, SOCK_DGRAM, 0, ends) == 0);
+  ::setenv("CUTRAIN_PROGRESS_FD", std::to_string(ends[1]).c_str(), 1);
+  ::setenv("CUTRAIN_PROGRESS_EVERY_MS", "10", 1);
+  {
+    cutrain::ProgressReport report(0);
+    report.mark();
+    while (ready < 2) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));  // rank 0 waits in its all-reduce
+    CHECK(next_quiet_ms(ends[0]) == 0);
+    go.set_value();
+    rank0.join();
+    rank1.join();
+    CHECK(sums[0] == 2.0f);
+    CHECK(sums[1] == 2.0f);
+    CHECK(next_quiet_ms(ends[0]) >= 300);  // no collective in flight: quiet since the mark
+  }
+  ::unsetenv("CUTRAIN_PROGRESS_FD");
+  ::unsetenv("CUTRAIN_PROGRESS_EVERY_MS");
+  ::close(ends[0]);
   ::close(ends[1]);
 }

@@ -74,10 +74,10 @@ TEST_CASE("cutrun --max-restarts starts the group again after a failure, at most
   CHECK_THAT(restarts.output, Catch::Contains("cutrun: restart 2 of 2 in 0 s, after rank 1 exited with code 3: "
                                               "starting every rank again, which resume as their flags say"));
   CHECK(restarts.seconds < 10);  // each attempt stopped rank 0 at once
+  // On several nodes too (tests/scripts/test_two_node_restarts.sh runs two), where it was refused.
   auto nodes = run({kCutrun, "--nnodes", "2", "--node-rank", "1", "--rdzv-id", "r", "--max-restarts", "1", "/bin/true"});
-  CHECK(nodes.exit_code == 2);
-  CHECK_THAT(nodes.output, Catch::StartsWith("cutrun: error: --max-restarts 1: restarts are for one node"));
-  CHECK(count(nodes.output, "\n") == 1);
+  CHECK(nodes.exit_code == 0);
+  CHECK(nodes.output.empty());
 }
 
 TEST_CASE("cutrun --tee picks the streams in the log files, and alone logs to a fresh folder", "[dist]") {
@@ -120,8 +120,8 @@ TEST_CASE("cutrun --help names the torchrun flags it does not take", "[dist]") {
   auto r = run({kCutrun, "--help"});
   REQUIRE(r.exit_code == 0);
   CHECK_THAT(r.output, Catch::Contains("torchrun flags cutrun does not take"));
-  for (const char* flag : {"--rdzv-backend", "--rdzv-endpoint", "--max-restarts N (N > 0) on several nodes",
-                           "--nnodes MIN:MAX", "--redirects", "--no-python"})
+  for (const char* flag : {"--rdzv-backend", "--rdzv-endpoint", "--monitor-interval", "--nnodes MIN:MAX",
+                           "--redirects", "--no-python"})
     CHECK_THAT(r.output, Catch::Contains(flag));
 }
 

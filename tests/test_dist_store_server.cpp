@@ -1,8 +1,10 @@
 // Hostile clients against a live store server: a huge length prefix, requests before joining, a
 // rank out of range, a foreign run id, a request that never completes, a client that sends without
-// reading, more connections than the store keeps. Each time the real ranks (TcpStore clients) must
-// not notice, and the server must stop without waiting for anyone.
+// reading, a flood of connections from one address. Each time the real ranks (TcpStore clients)
+// must not notice, and the server must stop without waiting for anyone.
+#include <arpa/inet.h>
 #include <catch2/catch.hpp>
+#include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -45,6 +47,16 @@ std::unique_ptr<TcpStore> real_rank(const StoreServer& server, int rank, int wor
 class RawClient {
  public:
   explicit RawClient(int port) : fd_(cutrain::connect_tcp("127.0.0.1", port, 2s)) {}
+  // From another loopback address (the whole of 127.0.0.0/8 is this machine's): another source.
+  RawClient(int port, const std::string& from) : fd_(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)) {
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    ::inet_pton(AF_INET, from.c_str(), &address.sin_addr);
+    REQUIRE(::bind(fd_, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0);
+    ::inet_pton(AF_INET, "127.0.0.1", &address.sin_addr);
+    address.sin_port = htons(uint16_t(port));
+    REQUIRE(::connect(fd_, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0);
+  }
   ~RawClient() { ::close(fd_); }
 
   void send(const std::string& bytes) { cutrain::send_all(fd_, bytes); }
@@ -201,16 +213,59 @@ TEST_CASE("a client that sends without reading stalls only itself, and the store
   flood.join();
 }
 
-TEST_CASE("more connections than the store keeps: the oldest that has not joined makes room", "[dist]") {
+TEST_CASE("a flood of unjoined connections from one address displaces only itself; joined ranks stay", "[dist]") {
   StoreLimits limits;
-  limits.spare_connections = 2;  // world 2 + 2: four connections at most
+  limits.spare_connections = 2;  // world 2 + 2: four connections at most, two unjoined per address
   StoreServer server("127.0.0.1", 0, kRunId, 2, limits);
-  std::vector<std::unique_ptr<RawClient>> squatters;
-  for (int i = 0; i < 6; ++i) squatters.push_back(std::make_unique<RawClient>(server.port()));
-  CHECK(squatters[0]->closed_within(2s));
-  CHECK(squatters[1]->closed_within(2s));
-  auto rank1 = real_rank(server, 1, 2);  // takes the place of squatter 2
+  RawClient rank0(server.port());  // from 127.0.0.1
+  rank0.send({"join", kRunId, "0", "2"});
+  REQUIRE(rank0.reply() == Fields{"ok"});
+  std::vector<std::unique_ptr<RawClient>> flood;
+  for (int i = 0; i < 6; ++i) flood.push_back(std::make_unique<RawClient>(server.port(), "127.0.0.2"));
+  for (int i = 0; i < 4; ++i) CHECK(flood[i]->closed_within(2s));  // each pushed out by its own address
+  CHECK_FALSE(flood[4]->closed_within(100ms));
+  RawClient other(server.port(), "127.0.0.3");  // the fourth connection: the store is full now
+  CHECK_FALSE(other.closed_within(100ms));
+
+  // A rank from yet another address takes the place of the crowded address's oldest, not of
+  // the lone stranger's, and never of a joined rank.
+  auto rank1 = real_rank(server, 1, 2);
   CHECK(rank1->add("n", 5) == 5);
-  CHECK(squatters[2]->closed_within(2s));
-  CHECK_FALSE(squatters[5]->closed_within(100ms));
+  CHECK(flood[4]->closed_within(2s));
+  CHECK_FALSE(flood[5]->closed_within(100ms));
+  CHECK_FALSE(other.closed_within(100ms));
+  rank0.send({"add", kRunId, "n", "1"});
+  CHECK(rank0.reply() == Fields{"ok", "6"});
+}
+
+TEST_CASE("a rank whose connection is closed before its join is answered connects and joins again", "[dist]") {
+  const int listener = cutrain::listen_tcp("127.0.0.1", 0);
+  // A store that closes the first connection after reading its join, and answers the second.
+  std::promise<Fields> second_join;
+  std::thread store([&] {
+    const auto deadline = Clock::now() + 5s;
+    int first = ::accept(listener, nullptr, nullptr);
+    cutrain::receive_frame(first, deadline, "rank 1");
+    ::close(first);
+    int second = ::accept(listener, nullptr, nullptr);
+    second_join.set_value(cutrain::receive_frame(second, deadline, "rank 1"));
+    cutrain::send_all(second, cutrain::encode_frame({"ok"}));
+    char byte;
+    (void)::recv(second, &byte, 1, 0);  // until the rank closes it
+    ::close(second);
+  });
+  DistEnv env;
+  env.rank = 1;
+  env.world_size = 2;
+  env.master_port = cutrain::socket_port(listener);
+  env.run_id = kRunId;
+  std::vector<std::string> retries;
+  {
+    TcpStore rank1(env, 5s, [&](const std::string& reason) { retries.push_back(reason); });
+  }
+  store.join();
+  ::close(listener);
+  CHECK(second_join.get_future().get() == Fields{"join", kRunId, "1", "2"});
+  REQUIRE(retries.size() == 1);
+  CHECK(retries[0] == "the store closed the connection before answering the join");
 }

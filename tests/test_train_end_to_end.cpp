@@ -14,10 +14,12 @@
 #include "app/version.h"
 #include "data/load.h"
 #include "data/synthetic.h"
+#include "dist/socket.h"
 #include "kernels/device.h"
 #include "nn/safetensors.h"
 #include "tests/checkpoint_compare.h"
 #include "tests/mount.h"
+#include "tests/network.h"
 #include "tests/process.h"
 
 namespace {
@@ -203,6 +205,30 @@ TEST_CASE("SIGHUP to cutrun stops the job as SIGTERM does, and a stop on an epoc
   CHECK_THAT(r.output, Catch::Contains("cutrun: got SIGHUP; passing SIGTERM to every rank"));
   CHECK_THAT(r.output, Catch::Contains("[rank0]: cutrain: stopped by signal 15 after step ") &&
                            Catch::Contains("; checkpoint: " + save + "/checkpoint-"));
+}
+
+TEST_CASE("SIGTERM or SIGINT or SIGHUP or SIGUSR1 to cutrun during the rendezvous ends the job at once", "[train]") {
+  TempDir dir;
+  const std::string data = make_data(dir, 64, 16);
+  for (const int signum : {SIGTERM, SIGINT, SIGHUP, SIGUSR1}) {
+    const int port = cutrain::test::free_port();
+    // Node 0 of two, whose node 1 never comes: the rank waits in the rendezvous for 40 s.
+    std::vector<std::string> argv = {cutrain::test::binary("cutrun"), "--nnodes", "2", "--node-rank", "0",
+                                     "--master-port", std::to_string(port), "--rdzv-id", "alone",
+                                     "--rdzv-timeout", "40", "--store-bind", "127.0.0.1"};
+    const auto train = train_command(data, {"--epochs", "1", "--eval-every", "0"});
+    argv.insert(argv.end(), train.begin(), train.end());
+    Process p(argv);
+    // The store listens once rank 0 is in the rendezvous.
+    REQUIRE_NOTHROW(::close(cutrain::connect_tcp("127.0.0.1", port, std::chrono::seconds(30))));
+    const auto asked = std::chrono::steady_clock::now();
+    p.signal(signum);
+    auto r = p.finish();
+    const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - asked).count();
+    INFO(strsignal(signum) << ", " << r.output);
+    CHECK(r.exit_code == 128 + signum);
+    CHECK(took < 2.0);  // before, the rank held its rendezvous until cutrun killed it, 6 s later
+  }
 }
 
 TEST_CASE("an absurd learning rate stops with the step of the non-finite loss", "[train]") {

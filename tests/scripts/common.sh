@@ -69,3 +69,13 @@ for i, spec in enumerate(files):
 write(f"{folder}/test_batch.bin", 30, 0)
 PY
 }
+
+# same_tensors A B: two checkpoints hold the same tensors with the same values, byte for byte (their
+# metadata names each file's own run, so the files differ). Runs python_with numpy.
+same_tensors() {
+  "$(python_with numpy)" -c '
+import sys, safetensors_io
+a, b = (safetensors_io.load(p) for p in sys.argv[1:3])
+same = a.keys() == b.keys() and all(a[k].dtype == b[k].dtype and a[k].tobytes() == b[k].tobytes() for k in a)
+sys.exit(0 if same else 1)' "$1" "$2"
+}

@@ -1,5 +1,4 @@
-# Two nodes that are really two hosts: two network namespaces joined by a veth pair, with addresses
-# that exist only in there (169.254.77.1 and .2) and a host name each.
+# Two nodes that are really two hosts (two network namespaces, tests/scripts/two_hosts.sh).
 #   1. cutrun --nnodes 2 --node-rank 0|1 --master-addr 169.254.77.1 on each, 2 CPU ranks per node
 #      over Gloo: the replica check passes, and the checkpoint is the one-node 4-rank run's, bit for bit.
 #   2. The same job as srun starts it, without cutrun: four cutrain processes with Slurm's variables
@@ -7,77 +6,11 @@
 #   3. Four ways to get it wrong, each ending within the rendezvous timeout with a line naming what
 #      is missing: node 1 given a wrong master address, another --rdzv-id, never started, another
 #      --nproc-per-node.
-# Needs root and iproute2 (`ip netns`); without them it prints SKIPPED and why. Everything it makes
-# (namespaces, host files, processes) goes on every way out.
 source "$(dirname "$0")/common.sh"
-# same_tensors A B: two checkpoints hold the same tensors with the same values (their metadata names each
-# file's own run, so the files differ).
-same_tensors() {
-  "$(python_with numpy)" -c '
-import sys, numpy, safetensors_io
-a, b = (safetensors_io.load(p) for p in sys.argv[1:3])
-sys.exit(0 if a.keys() == b.keys() and all(numpy.array_equal(a[k], b[k]) for k in a) else 1)' "$1" "$2"
-}
 
-[ "$(id -u)" = 0 ] || skip "two-node test: making network namespaces needs root (this is $(id -un))"
-command -v ip >/dev/null || skip "two-node test: no 'ip' command (iproute2) to make network namespaces"
-
-tag="cutrain$$"
-ns=("${tag}n0" "${tag}n1")
-host=("${tag}-n0" "${tag}-n1")
-addr=(169.254.77.1 169.254.77.2)
-veth=("${tag}a" "${tag}b")
+source "$(dirname "$0")/two_hosts.sh"
+two_hosts "two-node test"
 timeout_s=5  # the rendezvous timeout of the failure cases
-
-# remove_namespace NAME: every process in it killed, then the namespace and its host file gone.
-remove_namespace() {
-  local pids
-  pids="$(ip netns pids "$1" 2>/dev/null || true)"
-  [ -z "$pids" ] || kill -KILL $pids 2>/dev/null || true
-  ip netns del "$1" 2>/dev/null || true
-  rm -rf "/etc/netns/$1"
-}
-
-teardown() {
-  remove_namespace "${ns[0]}"
-  remove_namespace "${ns[1]}"
-  local job
-  for job in $(jobs -p); do kill -KILL "$job" 2>/dev/null || true; done  # `timeout`s, and what they started
-  wait 2>/dev/null || true
-  rm -rf "$scratch"
-}
-trap teardown EXIT
-trap 'exit 130' INT TERM
-
-# Namespaces a killed run left behind (its process is gone) go first.
-for stale in $(ip netns list 2>/dev/null | grep -oE '^cutrain[0-9]+n[01]'); do
-  pid="${stale#cutrain}"
-  pid="${pid%n[01]}"
-  kill -0 "$pid" 2>/dev/null || remove_namespace "$stale"
-done
-
-ip netns add "${ns[0]}" 2>"$scratch/err" ||
-  skip "two-node test: cannot make a network namespace: $(head -1 "$scratch/err")"
-ip netns add "${ns[1]}"
-ip link add "${veth[0]}" type veth peer name "${veth[1]}" 2>"$scratch/err" ||
-  skip "two-node test: cannot make a veth pair: $(head -1 "$scratch/err")"
-for n in 0 1; do
-  ip link set "${veth[$n]}" netns "${ns[$n]}"
-  ip -n "${ns[$n]}" addr add "${addr[$n]}/24" dev "${veth[$n]}"
-  ip -n "${ns[$n]}" link set "${veth[$n]}" up
-  ip -n "${ns[$n]}" link set lo up
-  # `ip netns exec` shows /etc/netns/NAME/hosts as /etc/hosts: each node knows both names.
-  mkdir -p "/etc/netns/${ns[$n]}"
-  printf '127.0.0.1 localhost\n%s %s\n%s %s\n' "${addr[0]}" "${host[0]}" "${addr[1]}" "${host[1]}" \
-    >"/etc/netns/${ns[$n]}/hosts"
-done
-
-# on N CMD...: CMD on node N: in its namespace, under its host name, for at most 90 s.
-on() {
-  local n="$1"
-  shift
-  timeout -k 5 90 ip netns exec "${ns[$n]}" unshare --uts sh -c 'hostname "$0" && exec "$@"' "${host[$n]}" "$@"
-}
 
 train=("$bin/cutrain" train --device cpu --width 8 --batch-size 4 --synthetic-train 64 --synthetic-test 8
   --epochs 1 --max-steps 3 --eval-every 0 --lr 0.002 --sync-bn --workers 1 --log-every 1)

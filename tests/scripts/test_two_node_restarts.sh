@@ -1,0 +1,81 @@
+# cutrun --max-restarts on two nodes (two network namespaces, tests/scripts/two_hosts.sh), one rank
+# each over Gloo: a random rank is killed with SIGKILL at a random moment, 3 times in one job. Each
+# time its node's cutrun restarts its rank, the other node's rank loses its peer and fails, and that
+# node's cutrun restarts too; the two meet again at rank 0's new store and resume from the last
+# checkpoint (--save-every-steps 1, one --save folder that both nodes see). The final model and
+# optimizer hold the tensors of a run without faults, byte for byte. A rank whose Gloo send waits on a
+# peer that died is not told (Gloo's waitSend), so it fails only at --collective-timeout (3 s here):
+# the restart delay (4 s) is longer, or a node's new rank would meet rank 0's old store.
+#   bash test_two_node_restarts.sh REPO_ROOT BIN_DIR [TRIALS]   # CI: 1 job; scripts/soak-restarts.sh: many
+# Prints, last, "two-node restarts: N jobs, F faults injected, R restarts, I of N results identical".
+source "$(dirname "$0")/common.sh"
+source "$(dirname "$0")/two_hosts.sh"
+trials="${3:-1}"
+two_hosts "two-node restart test"
+
+train=("$bin/cutrain" train --device cpu --width 8 --batch-size 8 --synthetic-train 64 --synthetic-test 8
+  --epochs 10 --eval-every 0 --lr 0.002 --workers 1 --log-every 1 --resume auto --save-every-steps 1
+  --collective-timeout 3)
+last=checkpoint-00000040  # 64 images, 2 ranks of 8: 4 steps an epoch, of about 10 ms each
+
+"$bin/cutrun" --standalone --nproc-per-node 2 "${train[@]}" --save "$scratch/straight" >"$scratch/straight.log" 2>&1 ||
+  fail "the run without faults failed: $(tail -n 5 "$scratch/straight.log")"
+
+# rank_pid N: the cutrain process of node N, once there is one.
+rank_pid() {
+  local pid
+  for pid in $(ip netns pids "${ns[$1]}" 2>/dev/null); do
+    [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = cutrain ] && { echo "$pid"; return; }
+  done
+}
+
+# wait_for N PATTERN SECONDS: node N's log matches PATTERN (a fixed string) within SECONDS.
+wait_for() {
+  local log="$scratch/job.$trial.$1.log" until=$((SECONDS + $3))
+  until grep -qF -- "$2" "$log" 2>/dev/null; do
+    ((SECONDS < until)) || fail "trial $trial: node $1 did not say '$2' within $3 s (the kill was node $victim's);" \
+      "node 0: $(tail -n 5 "$scratch/job.$trial.0.log"); node 1: $(tail -n 5 "$scratch/job.$trial.1.log")"
+    sleep 0.05
+  done
+}
+
+faults=0 restarts=0 identical=0
+start=$SECONDS
+for trial in $(seq 1 "$trials"); do
+  port=$((29700 + trial))
+  for n in 0 1; do
+    on "$n" "$bin/cutrun" --nnodes 2 --node-rank "$n" --nproc-per-node 1 --master-addr "${addr[0]}" \
+      --master-port "$port" --rdzv-id "restarts-$trial" --rdzv-timeout 30 --max-restarts 3 --restart-delay 4 \
+      "${train[@]}" --save "$scratch/two.$trial" >"$scratch/job.$trial.$n.log" 2>&1 &
+    pids[$n]=$!
+  done
+  steps=0
+  for fault in 1 2 3; do
+    # Some steps into this attempt, a random node's rank dies at a random moment.
+    steps=$((steps + 1 + RANDOM % 3))
+    until [ "$(grep -c '^\[rank0\]: == step' "$scratch/job.$trial.0.log" 2>/dev/null)" -ge "$steps" ]; do
+      kill -0 "${pids[0]}" 2>/dev/null || fail "trial $trial: node 0 ended early: $(tail -n 5 "$scratch/job.$trial.0.log")"
+      sleep 0.05
+    done
+    sleep "0.0$((RANDOM % 10))"
+    victim=$((RANDOM % 2))
+    pid="$(rank_pid "$victim")"
+    [ -n "$pid" ] || fail "trial $trial: no rank on node $victim to kill: $(tail -n 8 "$scratch/job.$trial.$victim.log")"
+    kill -KILL "$pid"
+    faults=$((faults + 1))
+    for n in 0 1; do wait_for "$n" "restart $fault of 3" 30; done
+    steps=$(grep -c '^\[rank0\]: == step' "$scratch/job.$trial.0.log")
+  done
+  for n in 0 1; do
+    wait "${pids[$n]}" || fail "trial $trial: node $n failed: $(tail -n 5 "$scratch/job.$trial.$n.log")"
+    restarts=$((restarts + $(grep -c '^cutrun: restart [0-9]* of 3' "$scratch/job.$trial.$n.log")))
+  done
+  same_tensors "$scratch/straight/$last.safetensors" "$scratch/two.$trial/$last.safetensors" &&
+    same_tensors "$scratch/straight/$last.optim.safetensors" "$scratch/two.$trial/$last.optim.safetensors" &&
+    identical=$((identical + 1))
+  echo "trial $trial: $(grep -h '^cutrun: restart' "$scratch/job.$trial.0.log" "$scratch/job.$trial.1.log" | wc -l)" \
+    "restarts after 3 kills; $([ "$identical" = "$trial" ] && echo identical || echo DIFFERENT)"
+done
+echo "two-node restarts: $trials jobs, $faults faults injected, $restarts restarts (both nodes), $identical of" \
+  "$trials results identical to the run without faults, in $((SECONDS - start)) s"
+[ "$identical" = "$trials" ] || fail "$((trials - identical)) of $trials results differ from the run without faults"
