@@ -182,6 +182,18 @@ def format_table(runs, speedups, parity):
     return "\n".join(lines)
 
 
+def chart_title(run, notes):
+    """What the runs ran on, from a run's figures and compare.sh's notes (device, gpu, nproc): "batch 256 per
+    GPU, 8 x NVIDIA H200", or on the CPU "batch 32 per process, 1 process on CPU (2 cores)"."""
+    nproc = notes.get("nproc", "1")
+    where = notes.get("gpu", "GPU")
+    if notes.get("device") == "cpu":
+        setup = f"batch {run['batch_size']} per process, {nproc} process{'' if nproc == '1' else 'es'} on {where}"
+    else:
+        setup = f"batch {run['batch_size']} per GPU, {nproc} x {where}"
+    return f"cutrain vs PyTorch: ResNet-18 ({run['stem']} stem), {setup}"
+
+
 def draw_chart(runs, speedups, notes, path):
     """Horizontal bars of images/s, cutrain's in one colour, each PyTorch bar labelled with cutrain's ratio."""
     try:
@@ -203,9 +215,7 @@ def draw_chart(runs, speedups, notes, path):
         ax.text(bar.get_width(), bar.get_y() + bar.get_height() / 2, label, va="center", fontsize=8)
     ax.set_xlabel("images/s (median after warm-up)")
     ax.set_xlim(0, max(values) * 1.45)
-    first = next(iter(runs.values()))
-    ax.set_title(f"cutrain vs PyTorch: ResNet-18 ({first['stem']} stem), batch {first['batch_size']} per GPU, "
-                 f"{notes.get('nproc', '?')} x {notes.get('gpu', 'GPU')}", fontsize=10)
+    ax.set_title(chart_title(next(iter(runs.values())), notes), fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
