@@ -14,6 +14,8 @@
 #include <stdexcept>
 #include <thread>
 
+#include <nlohmann/json.hpp>
+
 #include "app/accuracy_tracker.h"
 #include "app/batch_feed.h"
 #include "app/checkpoints.h"
@@ -95,6 +97,7 @@ class Trainer {
   bool stop_agreed(bool local_stop);
   std::optional<EvalResult> evaluate_if_due(int epoch, bool epoch_end, StopReason& stop);
   std::string save_checkpoint();
+  nlohmann::json run_record() const;
   void print_class_accuracy(const EvalResult& r) const;
   void check_replicas_agree();
 
@@ -294,6 +297,28 @@ void Trainer::build_model() {
     checkpoints_->describe(describe_run(data_, opt_.seed));
     if (env_.is_main() && opt_.resume.empty()) checkpoints_->claim_for_new_run(opt_.new_run);
   }
+  log_->started(run_record());
+}
+
+// The metrics' first record (app/run_log.h): what a checkpoint records of the run, and the
+// settings as this process resolved them (the device and precision that "auto" and the default
+// became, the world, the steps of an epoch).
+nlohmann::json Trainer::run_record() const {
+  const ResNetConfig& c = model_->config();
+  nlohmann::json settings = {
+      {"device", device_ == Device::cuda ? "cuda" : "cpu"}, {"precision", dtype_ == DType::bf16 ? "bf16" : "fp32"},
+      {"world_size", env_.world_size}, {"batch_size", opt_.batch_size}, {"epochs", opt_.epochs},
+      {"steps_per_epoch", steps_per_epoch_}, {"max_steps", opt_.max_steps}, {"lr", opt_.lr},
+      {"lr_schedule", opt_.lr_schedule}, {"warmup_epochs", opt_.warmup_epochs}, {"momentum", opt_.momentum},
+      {"nesterov", opt_.nesterov}, {"weight_decay", opt_.weight_decay}, {"label_smoothing", opt_.label_smoothing},
+      {"stem", stem_name(c.stem)}, {"width", c.width}, {"num_classes", c.num_classes}, {"seed", opt_.seed},
+      {"tta", opt_.tta}, {"eval_every", opt_.eval_every}, {"eval_every_steps", opt_.eval_every_steps},
+      {"sync_bn", opt_.sync_bn}, {"cuda_graphs", opt_.cuda_graphs}, {"batchnorm", opt_.batchnorm},
+      {"streams", opt_.streams}, {"cpu_threads", cpu_threads()}, {"workers", opt_.workers},
+      {"save", opt_.save}, {"resume", opt_.resume}};
+  nlohmann::json record(describe_run(data_, opt_.seed));
+  record["settings"] = settings;
+  return record;
 }
 
 // Why --resume auto passed over a checkpoint, in a few words: the model it holds when that is not
@@ -529,7 +554,7 @@ std::optional<EvalResult> Trainer::evaluate_if_due(int epoch, bool epoch_end, St
     return std::nullopt;
   }
   if (accuracy_->record(result.accuracy(), state_.global_step, clock_)) stop = StopReason::target;
-  log_->evaluation(EvalRecord{epoch + 1, opt_.epochs, state_.global_step, epoch_end, result.accuracy(), seconds,
+  log_->evaluation(EvalRecord{epoch + 1, opt_.epochs, state_.global_step, epoch_end, result.accuracy(), result.loss, seconds,
                               clock_.training_s()});
   return result;
 }
@@ -545,6 +570,8 @@ std::string Trainer::save_checkpoint() {
   std::string path = checkpoints_->save(*model_, step_->sgd(), state_);
   clock_.resume();
   progress_.mark();
+  log_->print("checkpoint after step %lld: %s (its optimizer state beside it, .optim.safetensors)",
+              static_cast<long long>(state_.global_step), path.c_str());
   return path;
 }
 
@@ -674,6 +701,7 @@ int Trainer::run() {
     r.epoch_time_s = epoch_time;
     if (eval) {
       r.test_acc = eval->accuracy();
+      r.test_loss = eval->loss;
       last_eval = eval;
     }
     r.peak_memory_bytes = peak_memory_;
@@ -681,9 +709,14 @@ int Trainer::run() {
     saved = save_checkpoint();
   }
   if (stop != StopReason::none && state_.batch != 0) saved = save_checkpoint();
+  const char* checkpoint = saved.empty() ? "none (no --save)" : saved.c_str();
   if (stop == StopReason::signal)  // mid-epoch, or on an epoch's last step
     log_->print("cutrain: stopped by signal %d after step %lld; checkpoint: %s", shutdown_signal(),
-                static_cast<long long>(state_.global_step), saved.empty() ? "none (no --save)" : saved.c_str());
+                static_cast<long long>(state_.global_step), checkpoint);
+  if (stop == StopReason::max_steps)
+    log_->print("cutrain: stopped at --max-steps %lld, in epoch %d of %d; checkpoint: %s",
+                static_cast<long long>(opt_.max_steps), state_.batch == 0 ? state_.epoch : state_.epoch + 1,
+                opt_.epochs, checkpoint);
 
   const double training_time = clock_.training_s();
   check_replicas_agree();
