@@ -24,7 +24,8 @@ nlohmann::json optional_number(const std::optional<double>& v) { return v ? nloh
 
 // Now, in seconds since the Unix epoch, to the millisecond.
 double unix_time() {
-  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch());
+  using std::chrono::milliseconds;
+  const auto ms = std::chrono::duration_cast<milliseconds>(std::chrono::system_clock::now().time_since_epoch());
   return double(ms.count()) / 1e3;
 }
 
@@ -188,7 +189,8 @@ void RunLog::epoch(const EpochRecord& r) {
   if (!active_) return;
   char test[64] = "";
   if (r.test_acc)
-    std::snprintf(test, sizeof test, " | test acc: %.2f%% | test loss: %.3f", 100 * *r.test_acc, r.test_loss.value_or(0));
+    std::snprintf(test, sizeof test, " | test acc: %.2f%% | test loss: %.3f", 100 * *r.test_acc,
+                  r.test_loss.value_or(0));
   print("== epoch %d/%d | loss: %.3f | acc: %.3f%%%s | %.1f s | %.0f img/s", r.epoch, r.epochs, r.loss,
         100 * r.acc, test, r.epoch_time_s, r.images_per_s);
   write_json(nlohmann::json{{"kind", "epoch"}, {"epoch", r.epoch}, {"global_step", r.global_step},

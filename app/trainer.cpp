@@ -554,8 +554,8 @@ std::optional<EvalResult> Trainer::evaluate_if_due(int epoch, bool epoch_end, St
     return std::nullopt;
   }
   if (accuracy_->record(result.accuracy(), state_.global_step, clock_)) stop = StopReason::target;
-  log_->evaluation(EvalRecord{epoch + 1, opt_.epochs, state_.global_step, epoch_end, result.accuracy(), result.loss, seconds,
-                              clock_.training_s()});
+  log_->evaluation(EvalRecord{epoch + 1, opt_.epochs, state_.global_step, epoch_end, result.accuracy(), result.loss,
+                              seconds, clock_.training_s()});
   return result;
 }
 

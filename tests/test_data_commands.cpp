@@ -64,9 +64,10 @@ TEST_CASE("bench-data says how many cores its loader threads got", "[data]") {
   INFO(output);
   REQUIRE(status == 0);
   std::smatch m;
-  REQUIRE(std::regex_search(output, m, std::regex("\nloader, 2 threads: ([0-9]+) images/s \\(([0-9]+) per thread\\); the "
-                                                  "process got ([0-9.]+) of ([0-9]+) cores? \\(([0-9]+) images/s "
-                                                  "per core it got(, load average [0-9.]+ before it)?\\)\n")));
+  REQUIRE(std::regex_search(output, m,
+                            std::regex("\nloader, 2 threads: ([0-9]+) images/s \\(([0-9]+) per thread\\); the process "
+                                       "got ([0-9.]+) of ([0-9]+) cores? \\(([0-9]+) images/s per core it got(, load "
+                                       "average [0-9.]+ before it)?\\)\n")));
   const double rate = std::stod(m[1]), cores_got = std::stod(m[3]), per_core = std::stod(m[5]);
   CHECK(cores_got > 0);
   CHECK(cores_got <= 3.05);  // two workers and this thread at most

@@ -481,7 +481,8 @@ TEST_CASE("metrics begin with the run, time every record and hold the test loss;
   CHECK(run["data"] == data);
   CHECK(run["train_images"] == "256");
   CHECK_THAT(run["command"].get<std::string>(), Catch::Contains(" train --data " + data + " --device cpu"));
-  CHECK(std::regex_match(run["start_time"].get<std::string>(), std::regex("20[0-9]{2}-[01][0-9]-[0-3][0-9]T[0-2][0-9]:[0-5][0-9]:[0-6][0-9]Z")));
+  CHECK(std::regex_match(run["start_time"].get<std::string>(),
+                         std::regex("20[0-9]{2}-[01][0-9]-[0-3][0-9]T[0-2][0-9]:[0-5][0-9]:[0-6][0-9]Z")));
   const nlohmann::json& settings = run["settings"];
   CHECK(settings["device"] == "cpu");
   CHECK(settings["precision"] == "fp32");
@@ -520,7 +521,8 @@ TEST_CASE("metrics begin with the run, time every record and hold the test loss;
        at = r.output.find("\ncheckpoint after step ", at + 1))
     ++saves;
   CHECK(saves == 2);
-  CHECK_THAT(r.output, Catch::Contains("\ncutrain: stopped at --max-steps 12, in epoch 2 of 3; checkpoint: " + last + "\n"));
+  CHECK_THAT(r.output,
+             Catch::Contains("\ncutrain: stopped at --max-steps 12, in epoch 2 of 3; checkpoint: " + last + "\n"));
 }
 
 TEST_CASE("a run with --save-every-steps also saves inside an epoch and goes on from there exactly", "[train]") {

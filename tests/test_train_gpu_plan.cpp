@@ -220,7 +220,8 @@ TEST_CASE("bench-step --plan prints the line scripts read, without a GPU", CUTRA
                                           "per GPU\\)\n")));
   // The collectives' row has a time from the link, not 0.000 ms.
   std::smatch m;
-  REQUIRE(std::regex_search(r.output, m, std::regex("\n    ncclAllReduce +[0-9]+ +[0-9.]+ +[0-9.]+ +([0-9.]+)  link\n")));
+  REQUIRE(std::regex_search(r.output, m,
+                            std::regex("\n    ncclAllReduce +[0-9]+ +[0-9.]+ +[0-9.]+ +([0-9.]+)  link\n")));
   CHECK(std::stod(m[1]) > 0.001);
 }
 
@@ -263,12 +264,18 @@ TEST_CASE("bench-step --plan keeps its figures for the full-size step", CUTRAIN_
     // One step on one rank in bf16: batch norm's rows, and the libraries' (count, MB read and
     // written, GFLOP, least ms, and what bounds it), whose bytes and FLOPs come from the emulated
     // cuDNN and cuBLAS.
-    for (const char* row : {"    bn_forward_train_kernel              20      483.1      334.5                0.171  memory\n",
-                            "    bn_backward_kernel                   20      902.8      441.8                0.280  memory\n",
-                            "    cudnnConvolutionForward              20      366.3      314.6      285.9     0.310  compute\n",
-                            "    cublasGemmEx                          3        0.6        0.3        0.0     0.006  launch\n",
-                            "    cudnnConvolutionBackwardFilter       20      658.5       22.3      285.9     0.310  compute\n",
-                            "    cudnnConvolutionBackwardData         19      458.5      339.7      283.5     0.318  compute\n",
+    for (const char* row : {"    bn_forward_train_kernel              20      483.1      334.5                0.171"
+                            "  memory\n",
+                            "    bn_backward_kernel                   20      902.8      441.8                0.280"
+                            "  memory\n",
+                            "    cudnnConvolutionForward              20      366.3      314.6      285.9     0.310"
+                            "  compute\n",
+                            "    cublasGemmEx                          3        0.6        0.3        0.0     0.006"
+                            "  launch\n",
+                            "    cudnnConvolutionBackwardFilter       20      658.5       22.3      285.9     0.310"
+                            "  compute\n",
+                            "    cudnnConvolutionBackwardData         19      458.5      339.7      283.5     0.318"
+                            "  compute\n",
                             "planned for an H200 (132 multiprocessors, 227 KiB of shared memory each)"}) {
       INFO(row);
       CHECK(r.output.find(row) != std::string::npos);
