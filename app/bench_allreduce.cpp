@@ -23,7 +23,7 @@
 #include "dist/rendezvous.h"
 #include "kernels/check.h"
 #include "kernels/device.h"
-#include "nn/memory_plan.h"
+#include "nn/device_buffer.h"
 #include "nn/tensor.h"
 
 namespace cutrain {

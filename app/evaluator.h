@@ -23,7 +23,7 @@
 #include <vector>
 
 #include "app/batch_feed.h"
-#include "nn/memory_plan.h"
+#include "nn/device_buffer.h"
 
 namespace cutrain {
 

@@ -120,7 +120,7 @@ inline CLI::Option* add_batchnorm_option(CLI::App* cmd, std::string& value) {
 // (Note [Side stream] in nn/context.h).
 inline CLI::Option* add_streams_option(CLI::App* cmd, int& value) {
   return add_number(cmd, "--streams", value,
-                    "GPU streams: 2 (weight gradients, downsample convolutions and SGD beside the rest) or 1 (all "
+                    "GPU streams: 2 (weight gradients, downsample convolutions and SGD on a side stream) or 1 (all "
                     "on the main stream, to measure what the second buys)",
                     1, 2)
       ->capture_default_str();

@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "nn/memory_plan.h"
+#include "nn/device_buffer.h"
 
 namespace cutrain {
 

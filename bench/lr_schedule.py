@@ -1,4 +1,4 @@
-"""The learning rate at each optimizer step: the twin of cutrain's app/lr_schedule.cpp (read its header for
+"""The learning rate at each optimizer step: the twin of cutrain's kernels/lr_schedule.h (read it for
 the formulas), so that the PyTorch reference follows the very same schedule. No torch here: the tests import it
 on machines without it.
 """

@@ -28,7 +28,7 @@ def parse_args(argv=None):
     p.add_argument("--batch-size", type=int, default=256, help="per process, as cutrain's")
     p.add_argument("--lr", type=float, default=0.002)
     p.add_argument("--lr-schedule", choices=lr_schedule.KINDS, default="constant",
-                   help="the learning rate per step, as cutrain's --lr-schedule (app/lr_schedule.h)")
+                   help="the learning rate per step, as cutrain's --lr-schedule (kernels/lr_schedule.h)")
     p.add_argument("--warmup-epochs", type=float, default=0, help="linear warm-up, in epochs, as cutrain's")
     p.add_argument("--momentum", type=float, default=0.9)
     p.add_argument("--nesterov", action=argparse.BooleanOptionalAction, default=True,

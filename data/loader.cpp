@@ -6,9 +6,6 @@
 #include <stdexcept>
 #include <string>
 
-#include "kernels/check.h"
-#include "kernels/device.h"
-
 namespace cutrain {
 
 size_t count_batches(size_t samples, int batch_size, bool drop_last) {
@@ -36,7 +33,6 @@ Loader::Loader(const Dataset& dataset, const LoaderConfig& config)
     : dataset_(dataset), config_(config), params_(loader_augment_params(dataset, config, "loader")) {
   if (config.workers < 1) throw std::invalid_argument("loader: workers must be >= 1");
   if (config.prefetch < 0) throw std::invalid_argument("loader: prefetch must be >= 0");
-  pinned_ = config.pinned && cuda_available();
   slots_.resize(size_t(config.prefetch > 0 ? config.prefetch : 2 * config.workers));
   try {
     for (Slot& slot : slots_) {
@@ -63,23 +59,14 @@ Loader::~Loader() {
 size_t Loader::image_elements() const { return size_t(dataset_.height) * dataset_.width * config_.out_channels; }
 
 void* Loader::allocate(size_t bytes) {
-  void* memory = nullptr;
-  if (pinned_) {
-    CUDA_CHECK(cudaHostAlloc(&memory, bytes, cudaHostAllocDefault));
-  } else if (!(memory = std::malloc(bytes))) {
-    throw std::bad_alloc();
-  }
+  void* memory = std::malloc(bytes);
+  if (!memory) throw std::bad_alloc();
   return memory;
 }
 
 void Loader::release_slots() {
   for (Slot& slot : slots_)
-    for (void* memory : {slot.images, static_cast<void*>(slot.labels)}) {
-      if (pinned_)
-        cudaFreeHost(memory);  // in a destructor: nothing to do about a failure
-      else
-        std::free(memory);
-    }
+    for (void* memory : {slot.images, static_cast<void*>(slot.labels)}) std::free(memory);
 }
 
 void Loader::start_epoch(std::vector<int64_t> indices, int64_t epoch) {

@@ -9,8 +9,7 @@
 // claim batch numbers in increasing order, wait until their slot is free, fill it with
 // gather_augment_cpu (kernels/augment.h) and mark it ready; next() hands out the slots strictly
 // in batch order and frees the previous one. The output depends only on (indices, epoch, seed),
-// never on the number of workers. With `pinned`, slots are page-locked (cudaHostAlloc) so a
-// cudaMemcpyAsync from them is truly asynchronous; without a CUDA device they are plain memory.
+// never on the number of workers.
 #pragma once
 
 #include <condition_variable>
@@ -25,8 +24,7 @@
 
 namespace cutrain {
 
-// How batches look; GpuLoader (data/gpu_loader.h) reads the same struct but workers, pinned and
-// prefetch.
+// How batches look; GpuLoader (data/gpu_loader.h) reads the same struct but workers and prefetch.
 struct LoaderConfig {
   int batch_size = 128;
   int workers = 4;
@@ -34,7 +32,6 @@ struct LoaderConfig {
   PixelType pixel_type = PixelType::f32;
   int out_channels = 3;               // >= 3; the extra channels are zeros
   bool drop_last = true;              // drop the last partial batch (training); keep it (evaluation)
-  bool pinned = false;                // page-locked slots for asynchronous copies to a GPU
   int prefetch = 0;                   // slots in the ring; 0 means 2 * workers
 };
 
@@ -95,7 +92,6 @@ class Loader {
   const Dataset& dataset_;
   LoaderConfig config_;
   AugmentParams params_;
-  bool pinned_ = false;  // config.pinned and a CUDA device present
 
   std::mutex mutex_;
   std::condition_variable changed_;

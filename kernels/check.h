@@ -7,7 +7,7 @@
 //
 // A failed call throws cutrain::CheckError whose message names the call, the file and line, and
 // the library's own error string, e.g.
-//   "cudaMalloc(&p, n) failed at nn/memory_plan.cpp:42: out of memory (cudaErrorMemoryAllocation)"
+//   "cudaMalloc(&p, n) failed at nn/device_buffer.cpp:19: out of memory (cudaErrorMemoryAllocation)"
 // Programs catch it in main() and print that one line; nothing is swallowed.
 #pragma once
 

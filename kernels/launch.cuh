@@ -35,15 +35,15 @@ constexpr int64_t bytes_of(int64_t n) {
   return n * int64_t(sizeof(T));
 }
 
-// A kernel's name for messages, with the file and line of the launch that names it, and the bytes
-// the launch reads and writes in all (its launcher knows the sizes): documentation that the
-// emulated device hands to the step's inventory (kernels/recording.h), and nvcc ignores.
-struct KernelName {
+// What a launch is labelled with: the kernel's name for messages, the bytes the launch reads and
+// writes in all (its launcher knows the sizes), and the file and line of the launch. The bytes are
+// documentation that the emulated device hands to the step's inventory and that nvcc ignores.
+struct LaunchLabel {
   const char* name;
   Traffic bytes;
   const char* file;
   int line;
-  KernelName(const char* name, Traffic bytes = {}, const char* file = __builtin_FILE(), int line = __builtin_LINE())
+  LaunchLabel(const char* name, Traffic bytes = {}, const char* file = __builtin_FILE(), int line = __builtin_LINE())
       : name(name), bytes(bytes), file(file), line(line) {}
 };
 
@@ -56,17 +56,17 @@ struct KernelName {
 //   launch_kernel({"cast_kernel", {n * 4, n * 2}}, cast_kernel<float, __nv_bfloat16>, grid_for(n), kBlockThreads,
 //                 0, stream, in, out, n);
 template <typename... Params, typename... Args>
-void launch_kernel(KernelName name, void (*kernel)(Params...), dim3 grid, dim3 block, size_t dynamic_shared_bytes,
+void launch_kernel(LaunchLabel label, void (*kernel)(Params...), dim3 grid, dim3 block, size_t dynamic_shared_bytes,
                    cudaStream_t stream, Args&&... args) {
 #ifdef __CUDACC__
   kernel<<<grid, block, dynamic_shared_bytes, stream>>>(std::forward<Args>(args)...);
 #else
-  emu::launch(name.name, name.bytes, false, kernel, grid, block, dynamic_shared_bytes, stream,
+  emu::launch(label.name, label.bytes, false, kernel, grid, block, dynamic_shared_bytes, stream,
               std::forward<Args>(args)...);
 #endif
   const cudaError_t status = cudaGetLastError();
   if (status != cudaSuccess)
-    check_failed(describe_launch(name.name, grid, block, dynamic_shared_bytes).c_str(), name.file, name.line,
+    check_failed(describe_launch(label.name, grid, block, dynamic_shared_bytes).c_str(), label.file, label.line,
                  CUTRAIN_CUDA_WHY(status));
 }
 
@@ -81,7 +81,7 @@ constexpr size_t kDefaultDynamicSharedBytes = 48 * 1024;
 // Capturable: the launch attribute is valid for graph nodes, so a CUDA graph replays it as a
 // cooperative launch.
 template <typename... Params, typename... Args>
-void launch_cooperative_kernel(KernelName name, void (*kernel)(Params...), dim3 grid, dim3 block,
+void launch_cooperative_kernel(LaunchLabel label, void (*kernel)(Params...), dim3 grid, dim3 block,
                                size_t dynamic_shared_bytes, cudaStream_t stream, Args&&... args) {
   if (dynamic_shared_bytes > kDefaultDynamicSharedBytes)  // Note [Cooperative launches]
     raise_dynamic_shared_limit(reinterpret_cast<const void*>(kernel), dynamic_shared_bytes);
@@ -100,12 +100,12 @@ void launch_cooperative_kernel(KernelName name, void (*kernel)(Params...), dim3 
   const cudaError_t last = cudaGetLastError();  // clears what the launch also recorded
   if (status == cudaSuccess) status = last;
 #else
-  emu::launch(name.name, name.bytes, true, kernel, grid, block, dynamic_shared_bytes, stream,
+  emu::launch(label.name, label.bytes, true, kernel, grid, block, dynamic_shared_bytes, stream,
               std::forward<Args>(args)...);
   const cudaError_t status = cudaGetLastError();
 #endif
   if (status != cudaSuccess)
-    check_failed(describe_launch(name.name, grid, block, dynamic_shared_bytes).c_str(), name.file, name.line,
+    check_failed(describe_launch(label.name, grid, block, dynamic_shared_bytes).c_str(), label.file, label.line,
                  CUTRAIN_CUDA_WHY(status));
 }
 

@@ -1,4 +1,4 @@
-// lr_schedule.cu: the CUDA side of lr_schedule.h, one thread.
+// lr_schedule.cu: the device's step of lr_schedule.h, one thread.
 #include "kernels/lr_schedule.h"
 
 #include "kernels/launch.cuh"

@@ -2,37 +2,37 @@
 
 namespace cutrain {
 
-BasicBlock::BasicBlock(Net& net, const std::string& name, Activation& x, int out_channels, int stride)
-    : net_(net), x_(x) {
+BasicBlock::BasicBlock(ModelResources& model, const std::string& name, Activation& x, int out_channels, int stride)
+    : model_(model), x_(x) {
   const int in_channels = int(x.value.dim(3));
   Activation* shortcut = &x;
   if (stride != 1 || in_channels != out_channels) {
     downsample_conv_ =
-        std::make_unique<Conv2d>(net, name + ".downsample.0", x, in_channels, out_channels, 1, stride, 0);
-    downsample_bn_ = std::make_unique<BatchNorm2d>(net, name + ".downsample.1", downsample_conv_->y, /*relu=*/false);
+        std::make_unique<Conv2d>(model, name + ".downsample.0", x, in_channels, out_channels, 1, stride, 0);
+    downsample_bn_ = std::make_unique<BatchNorm2d>(model, name + ".downsample.1", downsample_conv_->y, /*relu=*/false);
     shortcut = &downsample_bn_->y;
   }
-  conv1_ = std::make_unique<Conv2d>(net, name + ".conv1", x, in_channels, out_channels, 3, stride, 1);
-  bn1_ = std::make_unique<BatchNorm2d>(net, name + ".bn1", conv1_->y, /*relu=*/true);
-  conv2_ = std::make_unique<Conv2d>(net, name + ".conv2", bn1_->y, out_channels, out_channels, 3, 1, 1);
-  bn2_ = std::make_unique<BatchNorm2d>(net, name + ".bn2", conv2_->y, /*relu=*/true, shortcut);
+  conv1_ = std::make_unique<Conv2d>(model, name + ".conv1", x, in_channels, out_channels, 3, stride, 1);
+  bn1_ = std::make_unique<BatchNorm2d>(model, name + ".bn1", conv1_->y, /*relu=*/true);
+  conv2_ = std::make_unique<Conv2d>(model, name + ".conv2", bn1_->y, out_channels, out_channels, 3, 1, 1);
+  bn2_ = std::make_unique<BatchNorm2d>(model, name + ".bn2", conv2_->y, /*relu=*/true, shortcut);
 }
 
 // The downsample convolution reads only x and writes only its own output, so it runs on the side
-// stream beside conv1, bn1 and conv2, and is joined before its batch norm (see Note [Side
-// stream]). Under SyncBatchNorm it stays on the main stream.
+// stream while conv1, bn1 and conv2 run on the main stream, and is joined before its batch norm
+// (see Note [Side stream]). Under SyncBatchNorm it stays on the main stream.
 void BasicBlock::forward(bool train, Collectives collectives) {
-  Context& ctx = net_.ctx;
-  const bool beside = downsample_conv_ && !net_.sync_batchnorm.enabled();
+  Context& ctx = model_.ctx;
+  const bool on_side_stream = downsample_conv_ && !model_.sync_batchnorm.enabled();
   if (downsample_conv_) {
-    if (beside) ctx.fork();
-    downsample_conv_->forward(beside ? ctx.side_stream() : ctx.main_stream());
+    if (on_side_stream) ctx.fork();
+    downsample_conv_->forward(on_side_stream ? ctx.side_stream() : ctx.main_stream());
   }
   conv1_->forward(ctx.main_stream());
   bn1_->forward(train, collectives);
   conv2_->forward(ctx.main_stream());
   if (downsample_conv_) {
-    if (beside) ctx.join();
+    if (on_side_stream) ctx.join();
     downsample_bn_->forward(train, collectives);
   }
   bn2_->forward(train, collectives);

@@ -4,8 +4,8 @@
 //   shortcut = identity, or downsample = bn(conv1x1 stride s) when the shape changes
 //
 // bn1 is fused with its ReLU, bn2 with the residual add and the final ReLU. Forward runs the
-// downsample convolution on the side stream, beside conv1, bn1 and conv2, and its batch norm on
-// the main stream (see Note [Side stream]).
+// downsample convolution on the side stream while conv1, bn1 and conv2 run on the main stream, and
+// its batch norm on the main stream (see Note [Side stream]).
 // Backward, in the order the flat gradient buffer is laid out: bn2 (which also writes the
 // residual's gradient), conv2, bn1, conv1, then downsample.1, downsample.0. The block input's
 // gradient gathers two shares: with an identity shortcut bn2 writes the residual share (=) and
@@ -24,7 +24,7 @@ namespace cutrain {
 class BasicBlock {
  public:
   // name: "layer2.0"; x: [N,H,W,in_channels]
-  BasicBlock(Net& net, const std::string& name, Activation& x, int out_channels, int stride);
+  BasicBlock(ModelResources& model, const std::string& name, Activation& x, int out_channels, int stride);
 
   // `collectives` says whether SyncBatchNorm all-reduces in this step.
   void forward(bool train, Collectives collectives);
@@ -33,7 +33,7 @@ class BasicBlock {
   Activation& y() { return bn2_->y; }
 
  private:
-  Net& net_;
+  ModelResources& model_;
   Activation& x_;
   std::unique_ptr<Conv2d> downsample_conv_;     // downsample.0 (null: identity shortcut)
   std::unique_ptr<BatchNorm2d> downsample_bn_;  // downsample.1

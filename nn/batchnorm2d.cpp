@@ -26,38 +26,38 @@ BatchNorm2d::GpuPlans BatchNorm2d::plan_gpu(const BatchNormShape& shape, size_t 
           plan(BatchNormPass::forward_apply), plan(BatchNormPass::backward_sums), plan(BatchNormPass::backward_apply)};
 }
 
-BatchNorm2d::BatchNorm2d(Net& net, const std::string& name, Activation& x, bool relu, Activation* residual)
-    : weight(net.params.add(name + ".weight", {x.value.dim(-1)}, false, Init::ones, 0)),
-      bias(net.params.add(name + ".bias", {x.value.dim(-1)}, false, Init::zeros, 0)),
-      running_mean(net.params.add_buffer(name + ".running_mean", x.value.dim(-1), 0.0f)),
-      running_var(net.params.add_buffer(name + ".running_var", x.value.dim(-1), 1.0f)),
-      y(net.plan.activation(net.act_dtype(), x.value.shape)),
+BatchNorm2d::BatchNorm2d(ModelResources& model, const std::string& name, Activation& x, bool relu, Activation* residual)
+    : weight(model.params.add(name + ".weight", {x.value.dim(-1)}, false, Init::ones, 0)),
+      bias(model.params.add(name + ".bias", {x.value.dim(-1)}, false, Init::zeros, 0)),
+      running_mean(model.params.add_buffer(name + ".running_mean", x.value.dim(-1), 0.0f)),
+      running_var(model.params.add_buffer(name + ".running_var", x.value.dim(-1), 1.0f)),
+      y(model.plan.activation(model.act_dtype(), x.value.shape)),
       name_(name),
-      net_(net),
+      model_(model),
       x_(x),
       residual_(residual),
       shape_{x.value.numel() / x.value.dim(-1), int(x.value.dim(-1)), BatchNormFusion{relu, residual != nullptr}},
-      plans_(net.ctx.on_gpu() ? plan_gpu(shape_, dtype_size(net.act_dtype()),
-                                         net.ctx.options.batchnorm == BatchNormImplementation::split
+      plans_(model.ctx.on_gpu() ? plan_gpu(shape_, dtype_size(model.act_dtype()),
+                                         model.ctx.options.batchnorm == BatchNormImplementation::split
                                              ? BatchNormLaunch::split
                                              : BatchNormLaunch::cooperative)
                               : GpuPlans{}),
-      mean_(net.plan.tensor(DType::f32, {shape_.channels})),
-      invstd_(net.plan.tensor(DType::f32, {shape_.channels})),
-      relu_mask_(net.plan.tensor(DType::u8, {relu ? bn_mask_bytes(shape_) : 0})),
-      sync_stats_(net.plan.tensor(DType::f32, {4 * shape_.channels})),
-      partials_(net.plan.tensor(DType::f32, {net.ctx.on_gpu() ? plans_.partial_floats() : 0})) {
-  net.plan.reads(x);
-  if (residual) net.plan.reads(*residual);
-  if (net.ctx.on_gpu() && net.ctx.options.batchnorm == BatchNormImplementation::cudnn)
-    cudnn_ = std::make_unique<CudnnBatchNorm>(net, x.value, shape_.fusion, kEps);
+      mean_(model.plan.tensor(DType::f32, {shape_.channels})),
+      invstd_(model.plan.tensor(DType::f32, {shape_.channels})),
+      relu_mask_(model.plan.tensor(DType::u8, {relu ? bn_mask_bytes(shape_) : 0})),
+      sync_stats_(model.plan.tensor(DType::f32, {4 * shape_.channels})),
+      partials_(model.plan.tensor(DType::f32, {model.ctx.on_gpu() ? plans_.partial_floats() : 0})) {
+  model.plan.reads(x);
+  if (residual) model.plan.reads(*residual);
+  if (model.ctx.on_gpu() && model.ctx.options.batchnorm == BatchNormImplementation::cudnn)
+    cudnn_ = std::make_unique<CudnnBatchNorm>(model, x.value, shape_.fusion, kEps);
 }
 
 BatchNorm2d::~BatchNorm2d() = default;
 
 // Rows over all ranks that take part in the statistics.
 double BatchNorm2d::count() const {
-  return double(shape_.rows) * (synced() ? net_.sync_batchnorm.world_size : 1);
+  return double(shape_.rows) * (synced() ? model_.sync_batchnorm.world_size : 1);
 }
 
 template <typename T>
@@ -104,7 +104,7 @@ void BatchNorm2d::forward(bool train, Collectives collectives) {
   }
   const int C = shape_.channels;
   const BatchNormRankStats stats = BatchNormRankStats::in(sync_stats_.as<float>(), C);
-  if (!net_.ctx.on_gpu()) {
+  if (!model_.ctx.on_gpu()) {
     const BatchNormForward<float> f = forward_tensors<float>();
     if (!train) {
       bn_forward_eval_cpu(shape_, f);
@@ -119,8 +119,8 @@ void BatchNorm2d::forward(bool train, Collectives collectives) {
     }
     return;
   }
-  cudaStream_t stream = net_.ctx.main_stream();
-  dispatch_activation(net_.act_dtype(), [&](auto zero) {
+  cudaStream_t stream = model_.ctx.main_stream();
+  dispatch_activation(model_.act_dtype(), [&](auto zero) {
     using T = decltype(zero);
     const BatchNormForward<T> f = forward_tensors<T>();
     if (!train) {
@@ -145,7 +145,7 @@ void BatchNorm2d::forward(bool train, Collectives collectives) {
 void BatchNorm2d::backward(Collectives collectives) {
   const int C = shape_.channels;
   float* sums = sync_stats_.as<float>();
-  if (!net_.ctx.on_gpu()) {
+  if (!model_.ctx.on_gpu()) {
     const BatchNormBackward<float> b = backward_tensors<float>();
     if (!synced()) {
       bn_backward_cpu(shape_, b);
@@ -155,8 +155,8 @@ void BatchNorm2d::backward(Collectives collectives) {
       bn_backward_apply_cpu(shape_, b, sums, count());
     }
   } else {
-    cudaStream_t stream = net_.ctx.main_stream();
-    dispatch_activation(net_.act_dtype(), [&](auto zero) {
+    cudaStream_t stream = model_.ctx.main_stream();
+    dispatch_activation(model_.act_dtype(), [&](auto zero) {
       using T = decltype(zero);
       const BatchNormBackward<T> b = backward_tensors<T>();
       if (cudnn_ && !synced()) {
@@ -172,12 +172,12 @@ void BatchNorm2d::backward(Collectives collectives) {
   }
   // The gradients are reported only now, because the kernels above read dgamma and dbeta, which
   // the all-reduce averages in place.
-  net_.params.grad_done(weight);
-  net_.params.grad_done(bias);
+  model_.params.grad_done(weight);
+  model_.params.grad_done(bias);
 }
 
 void BatchNorm2d::reduce_across_ranks(float* data, int count, Collectives collectives) const {
-  if (collectives == Collectives::with) net_.sync_batchnorm.all_reduce_sum(data, size_t(count));
+  if (collectives == Collectives::with) model_.sync_batchnorm.all_reduce_sum(data, size_t(count));
 }
 
 }  // namespace cutrain

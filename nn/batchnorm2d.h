@@ -10,7 +10,7 @@
 // the residual is fused, its gradient dz (=) into residual.grad.
 // On the GPU a training forward and a backward are one launch each, on the main stream (two
 // with --batchnorm split: Note [Split batch norm] in kernels/batchnorm.h; cuDNN's calls with
-// --batchnorm cudnn: nn/cudnn_batchnorm.h). SyncBatchNorm (net.sync_batchnorm) takes the staged
+// --batchnorm cudnn: nn/cudnn_batchnorm.h). SyncBatchNorm (model.sync_batchnorm) takes the staged
 // kernels instead and all-reduces between them, unless the step runs without collectives.
 #pragma once
 
@@ -19,7 +19,7 @@
 
 #include "kernels/batchnorm.h"
 #include "nn/cudnn_batchnorm.h"
-#include "nn/net.h"
+#include "nn/model_resources.h"
 
 namespace cutrain {
 
@@ -28,7 +28,7 @@ class BatchNorm2d {
   static constexpr float kEps = 1e-5f;
   static constexpr float kMomentum = 0.1f;
 
-  BatchNorm2d(Net& net, const std::string& name, Activation& x, bool relu, Activation* residual = nullptr);
+  BatchNorm2d(ModelResources& model, const std::string& name, Activation& x, bool relu, Activation* residual = nullptr);
   ~BatchNorm2d();
 
   void forward(bool train, Collectives collectives);
@@ -52,7 +52,7 @@ class BatchNorm2d {
   static GpuPlans plan_gpu(const BatchNormShape& shape, size_t element_bytes, BatchNormLaunch launch);
 
   double count() const;
-  bool synced() const { return net_.sync_batchnorm.enabled(); }
+  bool synced() const { return model_.sync_batchnorm.enabled(); }
   void reduce_across_ranks(float* data, int count, Collectives collectives) const;
   template <typename T>
   BatchNormForward<T> forward_tensors() const;
@@ -60,7 +60,7 @@ class BatchNorm2d {
   BatchNormBackward<T> backward_tensors() const;
 
   std::string name_;
-  Net& net_;
+  ModelResources& model_;
   Activation& x_;
   Activation* residual_;
   BatchNormShape shape_;

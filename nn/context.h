@@ -5,13 +5,13 @@
 //
 // Note [Side stream]
 // A GPU context has two streams. Everything runs on the main stream except three kinds of work,
-// which run on the side stream beside it:
-//   - the weight gradient of every convolution but the stem's, beside its data gradient (both
-//     read the same dy and x and write different things);
-//   - the downsample convolution of a block, beside the block's conv1, bn1 and conv2, except
-//     under SyncBatchNorm, whose all-reduces follow the main stream only;
+// which run on the side stream at the same time as the main stream's work:
+//   - the weight gradient of every convolution but the stem's, while the main stream computes its
+//     data gradient (both read the same dy and x and write different things);
+//   - the downsample convolution of a block, while the main stream runs the block's conv1, bn1
+//     and conv2, except under SyncBatchNorm, whose all-reduces follow the main stream only;
 //   - with one rank, or while several rehearse a capture, SGD for each bucket of parameters,
-//     beside the rest of backward. (With several ranks, SGD runs on the communicator's own
+//     while the main stream runs the rest of backward. (With several ranks, SGD runs on the communicator's own
 //     stream instead, right behind the bucket's all-reduce.)
 // With --streams 1 (ContextOptions::streams) the side stream is the main stream itself, and a fork
 // and a join do nothing: the same work in the same order, one operation at a time, to measure what
@@ -46,7 +46,7 @@
 #include <cuda_runtime.h>
 #include <cudnn.h>
 
-#include "nn/memory_plan.h"
+#include "nn/device_buffer.h"
 #include "nn/tensor.h"
 
 namespace cutrain {

@@ -64,40 +64,40 @@ struct Conv2d::Gpu {
   }
 };
 
-Conv2d::Conv2d(Net& net, const std::string& name, Activation& x, int in_channels, int out_channels, int kernel,
-               int stride, int pad)
-    : weight(net.params.add(name + ".weight", {out_channels, in_channels, kernel, kernel}, /*ohwi=*/true,
+Conv2d::Conv2d(ModelResources& model, const std::string& name, Activation& x, int in_channels, int out_channels,
+               int kernel, int stride, int pad)
+    : weight(model.params.add(name + ".weight", {out_channels, in_channels, kernel, kernel}, /*ohwi=*/true,
                             Init::normal, std::sqrt(2.0f / float(out_channels * kernel * kernel)))),
-      y(net.plan.activation(net.act_dtype(),
+      y(model.plan.activation(model.act_dtype(),
                             {x.value.dim(0),
                              (x.value.dim(1) + 2 * pad - kernel) / stride + 1,
                              (x.value.dim(2) + 2 * pad - kernel) / stride + 1, out_channels})),
-      net_(net),
+      model_(model),
       x_(x),
       shape_{int(x.value.dim(0)), int(x.value.dim(1)), int(x.value.dim(2)), int(x.value.dim(3)),
              out_channels, kernel, kernel, stride, pad},
       in_channels_(in_channels) {
-  net.plan.reads(x);
+  model.plan.reads(x);
   if (shape_.C < in_channels) throw std::logic_error(name + ": input has fewer channels than the filter");
-  if (!net.ctx.on_gpu()) {
+  if (!model.ctx.on_gpu()) {
     if (shape_.C != in_channels) throw std::logic_error(name + ": padded input channels are a GPU layout");
     return;
   }
   gpu_ = std::make_unique<Gpu>();
-  gpu_->describe(shape_, net.act_dtype());
-  gpu_->algos = choose_conv_algorithms(net.ctx, gpu_->desc, shape_);
-  net.plan.reserve_workspace(gpu_->algos.workspace());
+  gpu_->describe(shape_, model.act_dtype());
+  gpu_->algos = choose_conv_algorithms(model.ctx, gpu_->desc, shape_);
+  model.plan.reserve_workspace(gpu_->algos.workspace());
   // The copies cuDNN works on, which SGD reads and writes in place.
   const std::vector<int64_t> filter_shape = {shape_.K, shape_.R, shape_.S, shape_.C};
   const bool padded = shape_.C != in_channels;
   if (padded) {
-    gpu_->filter = &net.plan.tensor(net.act_dtype(), filter_shape);
+    gpu_->filter = &model.plan.tensor(model.act_dtype(), filter_shape);
     weight.device_value = gpu_->filter;
     weight.device_cols = in_channels;
     weight.device_pitch = shape_.C;
   }
-  if (padded || net.act_dtype() == DType::bf16) {
-    gpu_->dw = &net.plan.tensor(net.act_dtype(), filter_shape);
+  if (padded || model.act_dtype() == DType::bf16) {
+    gpu_->dw = &model.plan.tensor(model.act_dtype(), filter_shape);
     weight.device_grad = gpu_->dw;
   }
 }
@@ -106,7 +106,7 @@ Conv2d::~Conv2d() = default;
 
 // The filter cuDNN reads: the parameter's copy (or itself), or the padded stem filter.
 const void* Conv2d::filter_data() const {
-  return gpu_->filter ? gpu_->filter->data : weight.value_in(net_.act_dtype());
+  return gpu_->filter ? gpu_->filter->data : weight.value_in(model_.act_dtype());
 }
 
 void Conv2d::forward(cudaStream_t stream) {
@@ -114,20 +114,20 @@ void Conv2d::forward(cudaStream_t stream) {
     conv2d_forward_cpu(x_.value.as<float>(), weight.value.as<float>(), shape_, y.value.as<float>());
     return;
   }
-  const Context& ctx = net_.ctx;
+  const Context& ctx = model_.ctx;
   const float one = 1.0f, zero = 0.0f;
   const ConvDescriptors& d = gpu_->desc;
   const cudnnHandle_t cudnn = ctx.cudnn(stream);
-  void* workspace = net_.plan.workspace(stream == ctx.side_stream());
-  run_with_fallback(ctx, stream, d, shape_, net_.plan.workspace_bytes(), "cudnnConvolutionForward",
+  void* workspace = model_.plan.workspace(stream == ctx.side_stream());
+  run_with_fallback(ctx, stream, d, shape_, model_.plan.workspace_bytes(), "cudnnConvolutionForward",
                     gpu_->algos.forward, [&](cudnnConvolutionFwdAlgo_t algo) {
                       return cudnnConvolutionForward(cudnn, &one, d.x, x_.value.data, d.w, filter_data(), d.conv,
-                                                     algo, workspace, net_.plan.workspace_bytes(), &zero, d.y,
+                                                     algo, workspace, model_.plan.workspace_bytes(), &zero, d.y,
                                                      y.value.data);
                     });
 }
 
-// dW on the side stream beside dX on the main one (see Note [Side stream]). The side stream is
+// dW on the side stream while dX runs on the main one (see Note [Side stream]). The side stream is
 // joined before the gradient is reported, and so also before any later layer can write over the
 // dy that dW reads (activation gradients share memory). The stem, with no dX, computes dW on the
 // main stream.
@@ -137,10 +137,10 @@ void Conv2d::backward(float dx_beta) {
     conv2d_backward_filter_cpu(x_.value.as<float>(), y.grad.as<float>(), shape_, 0.0f, weight.grad.as<float>());
     if (has_dx)
       conv2d_backward_data_cpu(y.grad.as<float>(), weight.value.as<float>(), shape_, dx_beta, x_.grad.as<float>());
-    net_.params.grad_done(weight);
+    model_.params.grad_done(weight);
     return;
   }
-  Context& ctx = net_.ctx;
+  Context& ctx = model_.ctx;
   if (has_dx) {
     ctx.fork();
     backward_filter(ctx.side_stream());
@@ -149,35 +149,35 @@ void Conv2d::backward(float dx_beta) {
   } else {
     backward_filter(ctx.main_stream());
   }
-  net_.params.grad_done(weight);
+  model_.params.grad_done(weight);
 }
 
 // dW, where SGD reads it: the fp32 gradient, or in the activation dtype (bf16, padded stem).
 void Conv2d::backward_filter(cudaStream_t stream) {
-  const Context& ctx = net_.ctx;
+  const Context& ctx = model_.ctx;
   const float one = 1.0f, zero = 0.0f;
   const ConvDescriptors& d = gpu_->desc;
   void* dw = gpu_->dw ? gpu_->dw->data : weight.grad.data;
   const cudnnHandle_t cudnn = ctx.cudnn(stream);
-  void* workspace = net_.plan.workspace(stream == ctx.side_stream());
-  run_with_fallback(ctx, stream, d, shape_, net_.plan.workspace_bytes(), "cudnnConvolutionBackwardFilter",
+  void* workspace = model_.plan.workspace(stream == ctx.side_stream());
+  run_with_fallback(ctx, stream, d, shape_, model_.plan.workspace_bytes(), "cudnnConvolutionBackwardFilter",
                     gpu_->algos.backward_filter, [&](cudnnConvolutionBwdFilterAlgo_t algo) {
                       return cudnnConvolutionBackwardFilter(cudnn, &one, d.x, x_.value.data, d.y, y.grad.data,
-                                                            d.conv, algo, workspace, net_.plan.workspace_bytes(),
+                                                            d.conv, algo, workspace, model_.plan.workspace_bytes(),
                                                             &zero, d.w, dw);
                     });
 }
 
 void Conv2d::backward_data(float dx_beta, cudaStream_t stream) {
-  const Context& ctx = net_.ctx;
+  const Context& ctx = model_.ctx;
   const float one = 1.0f;
   const ConvDescriptors& d = gpu_->desc;
   const cudnnHandle_t cudnn = ctx.cudnn(stream);
-  void* workspace = net_.plan.workspace(stream == ctx.side_stream());
-  run_with_fallback(ctx, stream, d, shape_, net_.plan.workspace_bytes(), "cudnnConvolutionBackwardData",
+  void* workspace = model_.plan.workspace(stream == ctx.side_stream());
+  run_with_fallback(ctx, stream, d, shape_, model_.plan.workspace_bytes(), "cudnnConvolutionBackwardData",
                     gpu_->algos.backward_data, [&](cudnnConvolutionBwdDataAlgo_t algo) {
                       return cudnnConvolutionBackwardData(cudnn, &one, d.w, filter_data(), d.y, y.grad.data, d.conv,
-                                                          algo, workspace, net_.plan.workspace_bytes(), &dx_beta,
+                                                          algo, workspace, model_.plan.workspace_bytes(), &dx_beta,
                                                           d.x, x_.grad.data);
                     });
 }

@@ -26,14 +26,14 @@
 #include <string>
 
 #include "kernels/conv2d_cpu.h"
-#include "nn/net.h"
+#include "nn/model_resources.h"
 
 namespace cutrain {
 
 class Conv2d {
  public:
   // x: [N,H,W,C_in]; C_in may exceed in_channels (zero padding channels, see above).
-  Conv2d(Net& net, const std::string& name, Activation& x, int in_channels, int out_channels, int kernel,
+  Conv2d(ModelResources& model, const std::string& name, Activation& x, int in_channels, int out_channels, int kernel,
          int stride, int pad);
   ~Conv2d();
 
@@ -51,7 +51,7 @@ class Conv2d {
   void backward_data(float dx_beta, cudaStream_t stream);
 
   struct Gpu;  // cuDNN descriptors, algorithms, the padded filter and the gradient copy
-  Net& net_;
+  ModelResources& model_;
   Activation& x_;
   ConvShape shape_;   // with the padded channel count C of x
   int in_channels_;   // channels of the parameter (C unless padded)

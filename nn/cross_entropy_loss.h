@@ -4,13 +4,13 @@
 // stay in device memory so the step never waits on the host.
 #pragma once
 
-#include "nn/net.h"
+#include "nn/model_resources.h"
 
 namespace cutrain {
 
 class CrossEntropyLoss {
  public:
-  CrossEntropyLoss(Net& net, Activation& logits, float label_smoothing);
+  CrossEntropyLoss(ModelResources& model, Activation& logits, float label_smoothing);
 
   void forward();  // loss, correct, and logits.grad
 
@@ -19,7 +19,7 @@ class CrossEntropyLoss {
   Tensor& correct;  // [1] int32
 
  private:
-  Net& net_;
+  ModelResources& model_;
   Activation& logits_;
   float label_smoothing_;
 };

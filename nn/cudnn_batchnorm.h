@@ -23,7 +23,7 @@
 #include <cstddef>
 
 #include "kernels/batchnorm.h"
-#include "nn/net.h"
+#include "nn/model_resources.h"
 
 namespace cutrain {
 
@@ -31,7 +31,7 @@ class CudnnBatchNorm {
  public:
   // Describes x [N, H, W, C] to cuDNN and plans the workspace and the reserve space. The
   // forward's momentum and eps come with its tensors (BatchNormForward).
-  CudnnBatchNorm(Net& net, const Tensor& x, BatchNormFusion fusion, float eps);
+  CudnnBatchNorm(ModelResources& model, const Tensor& x, BatchNormFusion fusion, float eps);
   ~CudnnBatchNorm();
   CudnnBatchNorm(const CudnnBatchNorm&) = delete;
   CudnnBatchNorm& operator=(const CudnnBatchNorm&) = delete;
@@ -43,7 +43,7 @@ class CudnnBatchNorm {
   void backward(const BatchNormBackward<T>& b, const T* y, const float* beta);
 
  private:
-  Net& net_;
+  ModelResources& model_;
   BatchNormFusion fusion_;
   float eps_;  // the forward's, which the backward must repeat
   cudnnBatchNormOps_t ops_;

@@ -9,13 +9,13 @@
 
 #include <string>
 
-#include "nn/net.h"
+#include "nn/model_resources.h"
 
 namespace cutrain {
 
 class Linear {
  public:
-  Linear(Net& net, const std::string& name, Activation& x, int out_features);
+  Linear(ModelResources& model, const std::string& name, Activation& x, int out_features);
 
   void forward();
   void backward();
@@ -27,7 +27,7 @@ class Linear {
  private:
   void backward_gpu();
 
-  Net& net_;
+  ModelResources& model_;
   Activation& x_;
   int n_, in_, out_;
   Tensor* ones_ = nullptr;     // GPU: [N] fp32 ones (the bias broadcast and db as products)

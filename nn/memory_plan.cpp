@@ -1,75 +1,10 @@
 #include "nn/memory_plan.h"
 
 #include <algorithm>
-#include <cstdlib>
-#include <cstring>
 #include <stdexcept>
 #include <utility>
 
-#include <cuda_runtime.h>
-
-#include "kernels/check.h"
-
 namespace cutrain {
-
-namespace {
-constexpr size_t kAlignment = 256;  // cudaMalloc's guarantee; also a cache-line multiple on the CPU
-size_t align_up(size_t n) { return (n + kAlignment - 1) / kAlignment * kAlignment; }
-}  // namespace
-
-DeviceBuffer::DeviceBuffer(Device device, size_t bytes) : device_(device), bytes_(bytes) {
-  if (bytes == 0) return;
-  if (device == Device::cuda) {
-    CUDA_CHECK(cudaMalloc(&data_, bytes));
-    CUDA_CHECK(cudaMemset(data_, 0, bytes));
-    CUDA_CHECK(cudaDeviceSynchronize());  // done before any stream of ours touches it
-  } else {
-    data_ = std::aligned_alloc(kAlignment, align_up(bytes));
-    if (!data_) throw std::runtime_error("out of host memory allocating " + std::to_string(bytes) + " bytes");
-    std::memset(data_, 0, bytes);
-  }
-}
-
-DeviceBuffer::~DeviceBuffer() {
-  if (!data_) return;
-  if (device_ == Device::cuda) {
-    cudaFree(data_);  // no throwing from a destructor
-  } else {
-    std::free(data_);
-  }
-}
-
-DeviceBuffer::DeviceBuffer(DeviceBuffer&& other) noexcept
-    : device_(other.device_),
-      data_(std::exchange(other.data_, nullptr)),
-      bytes_(std::exchange(other.bytes_, 0)) {}
-
-DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& other) noexcept {
-  std::swap(device_, other.device_);
-  std::swap(data_, other.data_);
-  std::swap(bytes_, other.bytes_);
-  return *this;
-}
-
-void copy_bytes_from_host(const void* host, const DeviceBuffer& buffer) {
-  if (buffer.bytes() == 0) return;
-  if (buffer.device() == Device::cpu) {
-    std::memcpy(buffer.data(), host, buffer.bytes());
-  } else {
-    CUDA_CHECK(cudaMemcpy(buffer.data(), host, buffer.bytes(), cudaMemcpyHostToDevice));
-    CUDA_CHECK(cudaDeviceSynchronize());  // before a kernel on a non-blocking stream reads it
-  }
-}
-
-void copy_bytes_to_host(const DeviceBuffer& buffer, void* host) {
-  if (buffer.bytes() == 0) return;
-  if (buffer.device() == Device::cpu) {
-    std::memcpy(host, buffer.data(), buffer.bytes());
-  } else {
-    CUDA_CHECK(cudaDeviceSynchronize());  // whichever stream wrote it
-    CUDA_CHECK(cudaMemcpy(host, buffer.data(), buffer.bytes(), cudaMemcpyDeviceToHost));
-  }
-}
 
 Tensor& MemoryPlan::tensor(DType dtype, std::vector<int64_t> shape) {
   if (allocated()) throw std::logic_error("MemoryPlan::tensor after allocate()");
@@ -144,7 +79,7 @@ void MemoryPlan::allocate() {
   const size_t workspaces = 2 * align_up(workspace_bytes_);
   size_t total = workspaces + gradient_bytes_;
   for (const Tensor* t : planned_) total += align_up(t->bytes());
-  arena_ = DeviceBuffer(device_, std::max<size_t>(total, kAlignment));
+  arena_ = DeviceBuffer(device_, std::max<size_t>(total, kBufferAlignment));
   auto* base = static_cast<char*>(arena_.data());
   workspace_ = workspace_bytes_ ? base : nullptr;
   side_workspace_ = workspace_bytes_ ? base + align_up(workspace_bytes_) : nullptr;

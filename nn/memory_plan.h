@@ -24,49 +24,10 @@
 #include <utility>
 #include <vector>
 
+#include "nn/device_buffer.h"
 #include "nn/tensor.h"
 
 namespace cutrain {
-
-// Owned bytes on a device: page-aligned host memory on the CPU, cudaMalloc on the GPU.
-class DeviceBuffer {
- public:
-  DeviceBuffer() = default;
-  DeviceBuffer(Device device, size_t bytes);  // zero-filled
-  ~DeviceBuffer();
-  DeviceBuffer(DeviceBuffer&& other) noexcept;
-  DeviceBuffer& operator=(DeviceBuffer&& other) noexcept;
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-
-  void* data() const { return data_; }
-  size_t bytes() const { return bytes_; }
-  Device device() const { return device_; }
-
- private:
-  Device device_ = Device::cpu;
-  void* data_ = nullptr;
-  size_t bytes_ = 0;
-};
-
-// Fills `buffer` from host memory of its size, or host memory from it, synchronously.
-void copy_bytes_from_host(const void* host, const DeviceBuffer& buffer);
-void copy_bytes_to_host(const DeviceBuffer& buffer, void* host);
-
-// A table that kernels read (the optimizer's segments, the parameters' copy lists), copied to
-// `device` once, when a model is built.
-template <typename T>
-DeviceBuffer device_table(Device device, const std::vector<T>& table) {
-  DeviceBuffer buffer(device, table.size() * sizeof(T));
-  copy_bytes_from_host(table.data(), buffer);
-  return buffer;
-}
-
-// A value and the gradient of the loss with respect to it (grad empty: no gradient needed).
-struct Activation {
-  Tensor value;
-  Tensor grad;
-};
 
 class MemoryPlan {
  public:

@@ -38,7 +38,7 @@
 #include <cuda_runtime.h>
 
 #include "kernels/copy_rows.h"
-#include "nn/memory_plan.h"
+#include "nn/device_buffer.h"
 #include "nn/tensor.h"
 
 namespace cutrain {

@@ -3,31 +3,31 @@
 // average pool before the classifier, [N,H,W,C] -> [N,C]. Both write dx with =.
 #pragma once
 
-#include "nn/net.h"
+#include "nn/model_resources.h"
 
 namespace cutrain {
 
 class MaxPool2d {
  public:
-  MaxPool2d(Net& net, Activation& x);
+  MaxPool2d(ModelResources& model, Activation& x);
   void forward();
   void backward();
   Activation& y;  // [N, (H+1)/2 rounded as PyTorch, ..., C]
 
  private:
-  Net& net_;
+  ModelResources& model_;
   Activation& x_;
 };
 
 class GlobalAvgPool2d {
  public:
-  GlobalAvgPool2d(Net& net, Activation& x);
+  GlobalAvgPool2d(ModelResources& model, Activation& x);
   void forward();
   void backward();
   Activation& y;  // [N, C]
 
  private:
-  Net& net_;
+  ModelResources& model_;
   Activation& x_;
 };
 

@@ -19,8 +19,8 @@ constexpr int kGpuInputChannels = 8;  // cuDNN's tensor-core kernels want channe
 
 ResNet18::ResNet18(Context& ctx, const ResNetConfig& config)
     : config_(config),
-      net_(ctx),
-      input_(net_.plan.activation(ctx.dtype(),
+      resources_(ctx),
+      input_(resources_.plan.activation(ctx.dtype(),
                                   {config.batch_size, config.image_size, config.image_size,
                                    ctx.on_gpu() ? kGpuInputChannels : kImageChannels},
                                   /*with_grad=*/false)) {
@@ -29,14 +29,14 @@ ResNet18::ResNet18(Context& ctx, const ResNetConfig& config)
   }
   const int w = config.width;
   if (config.stem == Stem::cifar) {
-    conv1_ = std::make_unique<Conv2d>(net_, "conv1", input_, kImageChannels, w, 3, 1, 1);
+    conv1_ = std::make_unique<Conv2d>(resources_, "conv1", input_, kImageChannels, w, 3, 1, 1);
   } else {
-    conv1_ = std::make_unique<Conv2d>(net_, "conv1", input_, kImageChannels, w, 7, 2, 3);
+    conv1_ = std::make_unique<Conv2d>(resources_, "conv1", input_, kImageChannels, w, 7, 2, 3);
   }
-  bn1_ = std::make_unique<BatchNorm2d>(net_, "bn1", conv1_->y, /*relu=*/true);
+  bn1_ = std::make_unique<BatchNorm2d>(resources_, "bn1", conv1_->y, /*relu=*/true);
   Activation* x = &bn1_->y;
   if (config.stem == Stem::imagenet) {
-    maxpool_ = std::make_unique<MaxPool2d>(net_, *x);
+    maxpool_ = std::make_unique<MaxPool2d>(resources_, *x);
     x = &maxpool_->y;
   }
   const int widths[4] = {w, 2 * w, 4 * w, 8 * w};
@@ -44,14 +44,14 @@ ResNet18::ResNet18(Context& ctx, const ResNetConfig& config)
     for (int block = 0; block < 2; ++block) {
       int stride = (layer > 0 && block == 0) ? 2 : 1;
       std::string name = "layer" + std::to_string(layer + 1) + "." + std::to_string(block);
-      blocks_.push_back(std::make_unique<BasicBlock>(net_, name, *x, widths[layer], stride));
+      blocks_.push_back(std::make_unique<BasicBlock>(resources_, name, *x, widths[layer], stride));
       x = &blocks_.back()->y();
     }
   }
-  avgpool_ = std::make_unique<GlobalAvgPool2d>(net_, *x);
-  fc_ = std::make_unique<Linear>(net_, "fc", avgpool_->y, config.num_classes);
-  loss_ = std::make_unique<CrossEntropyLoss>(net_, fc_->y, config.label_smoothing);
-  net_.allocate(config.seed);
+  avgpool_ = std::make_unique<GlobalAvgPool2d>(resources_, *x);
+  fc_ = std::make_unique<Linear>(resources_, "fc", avgpool_->y, config.num_classes);
+  loss_ = std::make_unique<CrossEntropyLoss>(resources_, fc_->y, config.label_smoothing);
+  resources_.allocate(config.seed);
   sync_weight_copies();
   ctx.synchronize();
 }
@@ -66,7 +66,7 @@ const float* ResNet18::loss() const { return loss_->loss.as<float>(); }
 const int32_t* ResNet18::correct() const { return loss_->correct.as<int32_t>(); }
 
 void ResNet18::forward(bool train, Collectives collectives) {
-  const cudaStream_t stream = net_.ctx.main_stream();
+  const cudaStream_t stream = resources_.ctx.main_stream();
   conv1_->forward(stream);
   bn1_->forward(train, collectives);
   if (maxpool_) maxpool_->forward();
@@ -77,7 +77,7 @@ void ResNet18::forward(bool train, Collectives collectives) {
 }
 
 void ResNet18::backward(std::function<void(int64_t ready_end)> on_grads_ready, Collectives collectives) {
-  net_.params.begin_backward(std::move(on_grads_ready));
+  resources_.params.begin_backward(std::move(on_grads_ready));
   fc_->backward();
   avgpool_->backward();
   for (auto it = blocks_.rbegin(); it != blocks_.rend(); ++it) (*it)->backward(collectives);
@@ -87,11 +87,12 @@ void ResNet18::backward(std::function<void(int64_t ready_end)> on_grads_ready, C
 }
 
 void ResNet18::sync_weight_copies() {
-  if (net_.ctx.on_gpu()) net_.params.sync_weight_copies(net_.ctx.main_stream());
+  if (resources_.ctx.on_gpu()) resources_.params.sync_weight_copies(resources_.ctx.main_stream());
 }
 
 void ResNet18::gather_grads() {
-  if (net_.ctx.on_gpu()) net_.params.gather_grads(0, net_.params.numel(), net_.ctx.main_stream());
+  if (!resources_.ctx.on_gpu()) return;
+  resources_.params.gather_grads(0, resources_.params.numel(), resources_.ctx.main_stream());
 }
 
 }  // namespace cutrain

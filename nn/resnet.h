@@ -54,7 +54,7 @@ class ResNet18 {
   ResNet18& operator=(const ResNet18&) = delete;
 
   const ResNetConfig& config() const { return config_; }
-  Context& context() const { return net_.ctx; }
+  Context& context() const { return resources_.ctx; }
 
   // What the loader fills.
   int input_channels() const;
@@ -71,14 +71,14 @@ class ResNet18 {
   const int32_t* correct() const; // training forward: rows whose argmax is the label
 
   // Parameters (flat fp32 buffers in backward order: params().in_layout_order()) and state.
-  int64_t num_parameters() const { return net_.params.parameter_count(); }
-  ParameterSet& params() { return net_.params; }
-  const ParameterSet& params() const { return net_.params; }
+  int64_t num_parameters() const { return resources_.params.parameter_count(); }
+  ParameterSet& params() { return resources_.params; }
+  const ParameterSet& params() const { return resources_.params; }
   // Batch norm buffers: "bn1.running_mean", "bn1.running_var" (fp32 [C]). Every BN's
   // num_batches_tracked is this one counter, which checkpoints save and load. PyTorch's training
   // forward increments it; here the trainer does, once per step, because a step replayed from a
   // CUDA graph runs no host code.
-  const std::deque<BufferEntry>& buffers() const { return net_.params.buffers(); }
+  const std::deque<BufferEntry>& buffers() const { return resources_.params.buffers(); }
   int64_t num_batches_tracked = 0;
 
   // GPU: refresh the copies of the weights forward reads (bf16; the stem's padded filter) after
@@ -87,12 +87,12 @@ class ResNet18 {
   // GPU: every gradient into the fp32 gradient buffer (params().grads()), where backward left
   // some elsewhere (bf16, the padded stem). To read them, outside a step.
   void gather_grads();
-  void set_sync_batchnorm(SyncBatchNorm sync) { net_.sync_batchnorm = std::move(sync); }
-  size_t planned_bytes() const { return net_.plan.bytes(); }
+  void set_sync_batchnorm(SyncBatchNorm sync) { resources_.sync_batchnorm = std::move(sync); }
+  size_t planned_bytes() const { return resources_.plan.bytes(); }
 
  private:
   ResNetConfig config_;
-  Net net_;
+  ModelResources resources_;
   Activation& input_;
   std::unique_ptr<Conv2d> conv1_;
   std::unique_ptr<BatchNorm2d> bn1_;

@@ -4,7 +4,6 @@
 
 #include <algorithm>
 
-#include "kernels/lr_schedule.h"
 #include "nn/context.h"
 
 namespace cutrain {
@@ -84,11 +83,6 @@ void SGD::update(int64_t begin, int64_t end, cudaStream_t stream) {
   } else {
     sgd_update_cpu(param, buf, segments_.data() + first, int(last - first), lr, config_);
   }
-}
-
-void SGD::step() {
-  begin_step(ctx_.main_stream());
-  update(0, params_.numel(), ctx_.main_stream());
 }
 
 }  // namespace cutrain

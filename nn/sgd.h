@@ -7,7 +7,6 @@
 // A step in pieces, all enqueued, nothing waited for:
 //   sgd.begin_step(stream);             // lr = schedule.at(step counter); ++counter   (on the device)
 //   sgd.update(begin, end, stream);     // params[begin, end) -= lr * update(grads)      (per bucket)
-// or sgd.step() for the whole buffer at once.
 //
 // The step counter and the rate live in device memory, so no step waits for the host to set a
 // rate and a CUDA graph replays with each step's own; the counter is optimizer state, which a
@@ -26,7 +25,7 @@
 
 #include <vector>
 
-#include "kernels/lr_schedule.cuh"
+#include "kernels/lr_schedule.h"
 #include "kernels/sgd.h"
 #include "nn/parameters.h"
 
@@ -43,10 +42,6 @@ class SGD {
   SGD(const SGD&) = delete;
   SGD& operator=(const SGD&) = delete;
 
-  // The schedule's rate for every step (a constant schedule, for tests and benchmarks).
-  void set_lr(float lr) { schedule_ = LrSchedule{LrScheduleKind::constant, lr, 1, 0}; }
-  const LrSchedule& schedule() const { return schedule_; }
-
   // The step counter: the number of steps taken (begin_step calls that ran). Outside steps only:
   // both wait for the device.
   void set_step(int64_t step);
@@ -54,7 +49,6 @@ class SGD {
 
   void begin_step(cudaStream_t stream);
   void update(int64_t begin, int64_t end, cudaStream_t stream);
-  void step();  // begin_step and update of everything, on the context's stream
 
   const SgdConfig& config() const { return config_; }
   // Momentum buffers, laid out like the parameters (checkpointing); zero until the first step.

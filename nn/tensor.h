@@ -38,6 +38,13 @@ struct Tensor {
   T* as() const { return static_cast<T*>(data); }
 };
 
+// A value and the gradient of the loss with respect to it (grad empty: no gradient needed). The
+// memory plan makes them, and it lets gradients share memory where their lifetimes allow.
+struct Activation {
+  Tensor value;
+  Tensor grad;
+};
+
 // Synchronous copies between a tensor (on any device) and host memory, for set-up, checkpoints,
 // benchmarks and tests; never inside a step (on the GPU they wait for the whole device). The
 // first pair moves t.bytes() raw bytes; the

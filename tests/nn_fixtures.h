@@ -1,10 +1,11 @@
-// nn_fixtures.h: small models and random batches for the [nn] tests, on the CPU.
+// nn_fixtures.h: small models, random batches and whole optimizer steps for the model tests.
 #pragma once
 
 #include <cstdint>
 #include <random>
 
 #include "nn/resnet.h"
+#include "nn/sgd.h"
 
 namespace cutrain::test {
 
@@ -28,6 +29,17 @@ inline void fill_random_batch(ResNet18& model, uint32_t seed) {
   for (int64_t i = 0; i < model.input().numel(); ++i) x[i] = pixel(rng);
   int32_t* labels = model.labels().as<int32_t>();
   for (int64_t i = 0; i < model.labels().numel(); ++i) labels[i] = int32_t(rng() % model.config().num_classes);
+}
+
+// A schedule that keeps the rate at `lr` for every step.
+inline LrSchedule constant_lr(float lr) { return LrSchedule{LrScheduleKind::constant, lr, 1, 0}; }
+
+// One optimizer step over every parameter at once, on the main stream. (The training step updates
+// each bucket as soon as its gradients are final instead; Note [The step].)
+inline void sgd_step(SGD& sgd, ResNet18& model) {
+  const cudaStream_t stream = model.context().main_stream();
+  sgd.begin_step(stream);
+  sgd.update(0, model.params().numel(), stream);
 }
 
 }  // namespace cutrain::test

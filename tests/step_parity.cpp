@@ -134,7 +134,7 @@ StepResult take_step(ResNet18& model, SGD& sgd, const std::function<void()>& ste
   } else {
     model.forward(true);
     model.backward();
-    sgd.step();
+    sgd_step(sgd, model);
   }
   model.gather_grads();  // into the fp32 buffer, from where backward left them
   model.context().synchronize();

@@ -52,6 +52,7 @@
 
 #include "nn/resnet.h"
 #include "nn/sgd.h"
+#include "tests/nn_fixtures.h"
 #include "tests/resnet18_fp64.h"
 
 namespace cutrain::test {

@@ -23,21 +23,21 @@ namespace {
 
 struct BlockCase {
   Context ctx{ContextOptions{}};
-  Net net{ctx};
+  ModelResources model{ctx};
   Activation& x;
   BasicBlock block;
   std::vector<float> r;  // dL/dy
 
   BlockCase(int in_channels, int out_channels, int stride)
-      : x(net.plan.activation(DType::f32, {2, 6, 6, in_channels})),
-        block(net, "layer", x, out_channels, stride) {
-    net.allocate(/*seed=*/11);
+      : x(model.plan.activation(DType::f32, {2, 6, 6, in_channels})),
+        block(model, "layer", x, out_channels, stride) {
+    model.allocate(/*seed=*/11);
     std::mt19937 rng(12);
     std::vector<float> input = test::random_vector(size_t(x.value.numel()), rng);
     std::copy(input.begin(), input.end(), x.value.as<float>());
     r = test::random_vector(size_t(block.y().value.numel()), rng);
     // Batch norm starts at gamma 1, beta 0: move them so their gradients are not special.
-    for (const Parameter* p : net.params.in_layout_order()) {
+    for (const Parameter* p : model.params.in_layout_order()) {
       if (p->ohwi) continue;
       std::vector<float> v = test::random_vector(size_t(p->numel), rng, 0.5f, 1.5f);
       std::copy(v.begin(), v.end(), p->value.as<float>());
@@ -55,7 +55,7 @@ struct BlockCase {
   void backward() {
     loss();
     std::copy(r.begin(), r.end(), block.y().grad.as<float>());
-    net.params.begin_backward({});
+    model.params.begin_backward({});
     block.backward(Collectives::with);
   }
 
@@ -87,9 +87,9 @@ struct BlockCase {
   void check_all() {
     backward();
     std::vector<float> dx(x.grad.as<float>(), x.grad.as<float>() + x.grad.numel());
-    std::vector<float> grads(net.params.grads().as<float>(), net.params.grads().as<float>() + net.params.numel());
+    std::vector<float> grads(model.params.grads().as<float>(), model.params.grads().as<float>() + model.params.numel());
     check("x", x.value.as<float>(), x.value.numel(), dx);
-    for (const Parameter* p : net.params.in_layout_order()) {
+    for (const Parameter* p : model.params.in_layout_order()) {
       std::vector<float> analytic(grads.begin() + p->offset, grads.begin() + p->offset + p->numel);
       check(p->name.c_str(), p->value.as<float>(), p->numel, analytic);
     }
@@ -100,12 +100,12 @@ struct BlockCase {
 
 TEST_CASE("A BasicBlock with a downsample matches finite differences", "[nn]") {
   BlockCase c(4, 8, 2);
-  REQUIRE(c.net.params.in_layout_order().size() == 9);  // conv1, bn1 (2), conv2, bn2 (2), downsample (3)
+  REQUIRE(c.model.params.in_layout_order().size() == 9);  // conv1, bn1 (2), conv2, bn2 (2), downsample (3)
   c.check_all();
 }
 
 TEST_CASE("A BasicBlock with an identity shortcut matches finite differences", "[nn]") {
   BlockCase c(4, 4, 1);
-  REQUIRE(c.net.params.in_layout_order().size() == 6);
+  REQUIRE(c.model.params.in_layout_order().size() == 6);
   c.check_all();
 }

@@ -21,14 +21,13 @@ namespace {
 struct Trained {
   Context ctx{ContextOptions{}};
   ResNet18 model{ctx, test::tiny_resnet(Stem::imagenet, 21)};
-  SGD sgd{ctx, model.params(), SgdConfig{}};
+  SGD sgd{ctx, model.params(), SgdConfig{}, test::constant_lr(0.1f)};
   Trained() {
-    sgd.set_lr(0.1f);
     for (int step = 0; step < 2; ++step) {
       test::fill_random_batch(model, 100 + step);
       model.forward(true);
       model.backward();
-      sgd.step();
+      test::sgd_step(sgd, model);
       ++model.num_batches_tracked;  // as the trainer counts each step
     }
   }

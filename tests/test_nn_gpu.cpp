@@ -63,9 +63,8 @@ TEST_CASE("A ResNet-18 training step on the GPU is within the error model's boun
   REQUIRE(read_floats(cpu.params().values()) == read_floats(fp32.params().values()));
   REQUIRE(read_floats(cpu.params().values()) == read_floats(bf16.params().values()));
   fill_same_batch({&cpu, &fp32, &bf16}, 17);
-  SGD fp32_sgd(fp32_ctx, fp32.params(), kSgd), bf16_sgd(bf16_ctx, bf16.params(), kSgd);
-  fp32_sgd.set_lr(float(kLr));
-  bf16_sgd.set_lr(float(kLr));
+  SGD fp32_sgd(fp32_ctx, fp32.params(), kSgd, constant_lr(float(kLr)));
+  SGD bf16_sgd(bf16_ctx, bf16.params(), kSgd, constant_lr(float(kLr)));
 
   const StepResult exact = resnet18_step_fp64(cpu, kSgd, kLr);
   const StepResult fp32_step = take_step(fp32, fp32_sgd);
@@ -91,9 +90,8 @@ TEST_CASE("A training step with split batch norm launches is the cooperative one
   Context split_ctx(options);
   ResNet18 cooperative(cooperative_ctx, config), split(split_ctx, config);
   fill_same_batch({&cooperative, &split}, 17);
-  SGD cooperative_sgd(cooperative_ctx, cooperative.params(), kSgd), split_sgd(split_ctx, split.params(), kSgd);
-  cooperative_sgd.set_lr(float(kLr));
-  split_sgd.set_lr(float(kLr));
+  SGD cooperative_sgd(cooperative_ctx, cooperative.params(), kSgd, constant_lr(float(kLr)));
+  SGD split_sgd(split_ctx, split.params(), kSgd, constant_lr(float(kLr)));
   const StepResult want = take_step(cooperative, cooperative_sgd);
   const StepResult got = take_step(split, split_sgd);
   std::cout << dtype_name(dtype) << ", split batch norm against cooperative: ";
@@ -114,9 +112,9 @@ TEST_CASE("A training step with cuDNN's batch norm is within the bounds of cutra
   Context bf16_ctx(options);
   ResNet18 cpu(cpu_ctx, config), cooperative(cooperative_ctx, config), fp32(fp32_ctx, config), bf16(bf16_ctx, config);
   fill_same_batch({&cpu, &cooperative, &fp32, &bf16}, 17);
-  SGD cooperative_sgd(cooperative_ctx, cooperative.params(), kSgd), fp32_sgd(fp32_ctx, fp32.params(), kSgd),
-      bf16_sgd(bf16_ctx, bf16.params(), kSgd);
-  for (SGD* sgd : {&cooperative_sgd, &fp32_sgd, &bf16_sgd}) sgd->set_lr(float(kLr));
+  SGD cooperative_sgd(cooperative_ctx, cooperative.params(), kSgd, constant_lr(float(kLr)));
+  SGD fp32_sgd(fp32_ctx, fp32.params(), kSgd, constant_lr(float(kLr)));
+  SGD bf16_sgd(bf16_ctx, bf16.params(), kSgd, constant_lr(float(kLr)));
 
   const StepResult exact = resnet18_step_fp64(cpu, kSgd, kLr);
   const StepResult cutrain_fp32 = take_step(cooperative, cooperative_sgd);
@@ -203,7 +201,7 @@ TEST_CASE("The trainer's step on one stream is the two-stream step, bit for bit"
   TrainStepOptions options;
   options.sgd = kSgd;
   options.schedule = LrSchedule{LrScheduleKind::constant, kLr, 1, 0};
-  options.buckets.bucket_cap_mb = 0.25;  // several buckets, so SGD runs beside backward on two streams
+  options.buckets.bucket_cap_mb = 0.25;  // several buckets, so SGD runs on the side stream during backward
   TrainStep two_step(two, nullptr, options), one_step(one, nullptr, options);
   fill_same_batch({&two, &one}, 17);
   const StepResult want = take_step(two, two_step.sgd(), [&] { two_step.run(); });

@@ -13,8 +13,7 @@ TEST_CASE("A small ResNet-18 overfits a fixed batch", "[nn]") {
   c.width = 8;
   c.batch_size = 16;
   ResNet18 model(ctx, c);
-  SGD sgd(ctx, model.params(), SgdConfig{0.9f, 0.0f, true});
-  sgd.set_lr(0.05f);
+  SGD sgd(ctx, model.params(), SgdConfig{0.9f, 0.0f, true}, test::constant_lr(0.05f));
   test::fill_random_batch(model, 42);
 
   model.forward(true);
@@ -24,7 +23,7 @@ TEST_CASE("A small ResNet-18 overfits a fixed batch", "[nn]") {
     model.forward(true);
     last = *model.loss();
     model.backward();
-    sgd.step();
+    test::sgd_step(sgd, model);
   }
   model.forward(true);
   INFO("loss " << first << " -> " << last << " -> " << *model.loss());

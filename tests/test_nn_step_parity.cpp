@@ -29,8 +29,7 @@ TEST_CASE("The fp32 step on the CPU stays within the error model's bounds of the
   fill_same_batch({&model, &perturbed}, 17);
   const StepResult exact = resnet18_step_fp64(model, kSgd, kLr);
 
-  SGD sgd(ctx, model.params(), kSgd);
-  sgd.set_lr(float(kLr));
+  SGD sgd(ctx, model.params(), kSgd, constant_lr(float(kLr)));
   const StepResult fp32 = take_step(model, sgd);
   check_within(compare_steps(fp32, exact, model, fp32_bounds(config)));
   check_within(compare_updates_with_sgd(fp32, model, kSgd, kLr));
@@ -41,8 +40,7 @@ TEST_CASE("The fp32 step on the CPU stays within the error model's bounds of the
   std::normal_distribution<float> noise(0.0f, 5e-6f);
   float* w = perturbed.params().values().as<float>();
   for (int64_t i = 0; i < perturbed.params().numel(); ++i) w[i] *= 1 + noise(rng);
-  SGD perturbed_sgd(ctx, perturbed.params(), kSgd);
-  perturbed_sgd.set_lr(float(kLr));
+  SGD perturbed_sgd(ctx, perturbed.params(), kSgd, constant_lr(float(kLr)));
   check_within(compare_steps(take_step(perturbed, perturbed_sgd), exact, model, fp32_bounds(config)));
 }
 

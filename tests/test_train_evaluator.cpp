@@ -12,6 +12,7 @@
 #include "nn/context.h"
 #include "nn/resnet.h"
 #include "nn/sgd.h"
+#include "tests/nn_fixtures.h"
 
 using namespace cutrain;
 
@@ -32,8 +33,7 @@ Dataset mirrored(Dataset d) {
 // A few SGD steps on augmented training images: a freshly initialised model predicts nearly one class
 // for everything, whatever the view, which would leave nothing for the oracle to tell apart.
 void train_briefly(ResNet18& model) {
-  SGD sgd(model.context(), model.params(), SgdConfig{0.9f, 0.0f, true});
-  sgd.set_lr(0.05f);
+  SGD sgd(model.context(), model.params(), SgdConfig{0.9f, 0.0f, true}, test::constant_lr(0.05f));
   const int batch = model.config().batch_size, steps = 30;
   const Dataset train = make_synthetic(int64_t(batch) * steps, 1, true, 0.0);
   const AugmentParams p = make_augment_params(AugmentConfig{}, train.height, train.width, 3);
@@ -44,7 +44,7 @@ void train_briefly(ResNet18& model) {
                        model.input().data, model.labels().as<int32_t>());
     model.forward(true);
     model.backward();
-    sgd.step();
+    test::sgd_step(sgd, model);
   }
 }
 

@@ -150,7 +150,7 @@ TEST_CASE("the step's plan: weight gradients and the downsample branch on the si
   CHECK(count(plan, "cudnnConvolutionBackwardFilter", "main") == 1);
   CHECK(count(plan, "cudnnConvolutionBackwardData", "main") == 19);
   CHECK(count(plan, "lr_schedule_step_kernel", "main") == 1);
-  // SGD once per bucket, beside backward: on the side stream, or behind the bucket's all-reduce.
+  // SGD once per bucket during backward: on the side stream, or behind the bucket's all-reduce.
   const int buckets = count(plan, "sgd_update_kernel");
   CHECK(buckets >= 1);
   CHECK(count(plan, "sgd_update_kernel", world_size == 1 ? "side" : "comm") == buckets);

@@ -1,7 +1,7 @@
-// LR schedules: the formulas of app/lr_schedule.h at the points where they are easy to know.
+// LR schedules: the formulas of kernels/lr_schedule.h at the points where they are easy to know.
 #include <catch2/catch.hpp>
 
-#include "app/lr_schedule.h"
+#include "kernels/lr_schedule.h"
 
 using cutrain::LrSchedule;
 using cutrain::LrScheduleKind;

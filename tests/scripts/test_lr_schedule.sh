@@ -1,4 +1,4 @@
-# The PyTorch reference's learning rate per step (bench/lr_schedule.py) is cutrain's (app/lr_schedule.cpp):
+# The PyTorch reference's learning rate per step (bench/lr_schedule.py) is cutrain's (kernels/lr_schedule.h):
 # every schedule, with a warm-up, step by step, against the rates cutrain's step records logged. No torch.
 source "$(dirname "$0")/common.sh"
 [ -x "$bin/cutrain" ] || skip "no cutrain binary in $bin"

@@ -1,7 +1,8 @@
-// net.h: what the layers of one model share while it is built and run (Caffe's Net): the
-// context, the memory plan of activations, and the flat parameter set. Layers are constructed
-// in forward order against a Net (each plans its outputs and registers its parameters), then
-// net.allocate() makes the memory real and initialises the parameters.
+// model_resources.h: what the layers of one model share while it is built and run: the context,
+// the memory plan of activations, the flat parameter set, and whether batch norm synchronises
+// across ranks. Layers are constructed in forward order against one ModelResources (each plans
+// its outputs and registers its parameters), then allocate() makes the memory real and
+// initialises the parameters. The model itself, which runs the layers, is ResNet18.
 #pragma once
 
 #include <cstdint>
@@ -28,10 +29,10 @@ struct SyncBatchNorm {
   bool enabled() const { return static_cast<bool>(all_reduce_sum); }
 };
 
-struct Net {
-  explicit Net(Context& ctx) : ctx(ctx), plan(ctx.device()) {}
-  Net(const Net&) = delete;
-  Net& operator=(const Net&) = delete;
+struct ModelResources {
+  explicit ModelResources(Context& ctx) : ctx(ctx), plan(ctx.device()) {}
+  ModelResources(const ModelResources&) = delete;
+  ModelResources& operator=(const ModelResources&) = delete;
 
   Context& ctx;
   MemoryPlan plan;
