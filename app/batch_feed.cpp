@@ -25,7 +25,8 @@ void BatchFeed::start_epoch(std::vector<int64_t> indices, int64_t epoch, int64_t
     gpu_->start_epoch(indices, epoch, model_.context().main_stream());
     return;
   }
-  // The CPU loader starts at the first batch still to run: the skipped samples are never augmented.
+  // The CPU loader starts at the first batch still to run, so the skipped samples are never
+  // augmented.
   const size_t skip = std::min(indices.size(), size_t(first_batch) * size_t(config_.batch_size));
   indices.erase(indices.begin(), indices.begin() + skip);
   cpu_->start_epoch(std::move(indices), epoch);

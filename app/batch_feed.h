@@ -1,10 +1,10 @@
 // batch_feed.h: puts batch after batch into the model's input and label buffers.
 //
-// On the CPU, loader threads (data/loader.h) augment ahead of the step and the feed copies each
-// ready batch in. On the GPU, the uint8 dataset lives on the device and one kernel gathers and
-// augments each batch straight into the input buffer (data/gpu_loader.h): no host work per step.
-// Either way batch b of an epoch holds the same images, bit for bit, as the augmentation is keyed
-// by (seed, epoch, sample index).
+// On the CPU, loader threads augment ahead of the step, and the feed copies each ready batch in.
+// On the GPU, the uint8 dataset lives on the device, and one kernel gathers and augments each
+// batch straight into the input buffer, so there is no host work per step. Either way batch b of
+// an epoch holds the same images, bit for bit, because the augmentation is keyed by (seed, epoch,
+// sample index).
 #pragma once
 
 #include <cstdint>

@@ -18,7 +18,7 @@ class CudaGraphCapture final : public GraphCapture {
     if (exec_) cudaGraphExecDestroy(exec_);
   }
 
-  // Thread-local mode: other threads (NCCL's watchdog, loader threads) may keep calling CUDA.
+  // The thread-local mode lets other threads (NCCL's watchdog, the loader's) keep calling CUDA.
   void begin() override { CUDA_CHECK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal)); }
 
   std::string end() override {
@@ -63,7 +63,7 @@ StepGraph::StepGraph(std::unique_ptr<GraphCapture> capture, int warmup, std::fun
 void StepGraph::run(const Step& step) {
   if (replaying_) return capture_->launch();
   if (!capture_ || !failure_.empty() || calls_++ < warmup_) return step(true);
-  if (agree_) {  // several ranks: decide before any collective is captured
+  if (agree_) {  // with several ranks, decide before any collective is captured
     std::string rehearsal = capture(step, /*collectives=*/false);
     if (!agree_(rehearsal.empty()) && rehearsal.empty()) rehearsal = "another rank's capture failed";
     if (!rehearsal.empty()) {
@@ -91,7 +91,7 @@ std::string StepGraph::capture(const Step& step, bool collectives) {
   } catch (const std::exception& e) {
     failure = e.what();
   }
-  const std::string ended = capture_->end();  // always: the stream must leave capture mode
+  const std::string ended = capture_->end();  // always, since the stream must leave capture mode
   return failure.empty() ? ended : failure;
 }
 

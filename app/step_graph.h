@@ -5,19 +5,20 @@
 // host synchronisation), which the memory plan guarantees. The first `warmup` calls run eagerly
 // (cuDNN and NCCL finish their lazy set-up), the next one captures and launches, the rest replay.
 //
-// The step's host code (bookkeeping such as BN's num_batches_tracked) runs whenever the step
-// function runs: on eager calls, while capturing, and while rehearsing (below) -- so on one call
-// it may run twice or not at all. Bookkeeping that must count steps belongs after run(), once.
+// The step's host code runs whenever the step function runs, which is on eager calls, while
+// capturing, and while rehearsing (below), so on one call it may run twice or not at all.
+// Bookkeeping that must count steps, such as batch norm's num_batches_tracked, belongs after
+// run(), once.
 //
-// If capturing fails, the reason is printed once and every later step runs eagerly; the call
+// If capturing fails, the reason is printed once and every later step runs eagerly. The call
 // that failed runs its step eagerly too, so the device sees each step once. With several ranks
-// (`agree` given) a capture that fails after a collective was captured could leave the ranks'
-// collective sequences out of step, so the decision comes first: every rank rehearses the
+// (`agree` given), a capture that fails after a collective was captured could leave the ranks'
+// collective sequences out of step, so the decision comes first. Every rank rehearses the
 // capture with its collectives left out (the step is called with collectives = false, captured
-// and thrown away), then all agree (agree(ok) is true when every rank's rehearsal was). If any
-// failed, all fall back to eager steps, no collective having been captured. If all succeeded, the
-// real capture follows; should that one still fail (NCCL's own capture), run() throws: no rank
-// can tell whether the others' collectives are still in step.
+// and thrown away), and then all agree (agree(ok) is true when every rank's rehearsal was). If
+// any failed, all fall back to eager steps, with no collective captured. If all succeeded, the
+// real capture follows. Should that one still fail (in NCCL's own capture), run() throws, since
+// no rank can tell whether the others' collectives are still in step.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -33,11 +34,11 @@ class GraphCapture {
  public:
   virtual ~GraphCapture() = default;
   virtual void begin() = 0;       // start capturing the stream's work (this thread's only)
-  virtual std::string end() = 0;  // stop, and instantiate in place of any earlier graph: "" or why
-                                  // it failed (the stream is then usable again)
+  virtual std::string end() = 0;  // stop, and instantiate in place of any earlier graph; returns
+                                  // "" or why it failed (the stream is then usable again)
   virtual void launch() = 0;      // enqueue the instantiated graph on the stream
 };
-// after_launch, if given, runs after each replay is enqueued: the trainer has the communicator
+// after_launch, if given, runs after each replay is enqueued. The trainer has the communicator
 // watch the replay's collectives there (Communicator::watch_replay).
 std::unique_ptr<GraphCapture> cuda_graph_capture(cudaStream_t stream, std::function<void()> after_launch = {});
 
@@ -46,7 +47,7 @@ class StepGraph {
   // One training step; collectives = false leaves out every collective (a rehearsal).
   using Step = std::function<void(bool collectives)>;
 
-  // capture: null turns graphs off. agree(ok): called by every rank after its rehearsal.
+  // A null capture turns graphs off. Every rank calls agree(ok) after its rehearsal.
   explicit StepGraph(std::unique_ptr<GraphCapture> capture, int warmup = 1, std::function<bool(bool ok)> agree = {});
 
   // Runs (or replays) one step.

@@ -192,7 +192,7 @@ Recorder plan_step(const StepPlanConfig& c) {
     throw std::runtime_error(
         "bench-step --plan: the step's inventory is recorded by the emulated device; build it with "
         "scripts/build.sh --emulated and run build-emulated/bin/cutrain bench-step --plan");
-  Recorder recorder(Recorder::Mode::plan);
+  Recorder recorder;
   RecordingScope scope(recorder);  // Note [Record-only device]
   ContextOptions options;
   options.device = Device::cuda;
@@ -247,7 +247,7 @@ namespace {
 // What batch norm's launches were planned for: the record-only device, as bn_device_of_current_gpu
 // sees it there.
 BatchNormDevice planned_device() {
-  Recorder probe(Recorder::Mode::plan);
+  Recorder probe;
   RecordingScope scope(probe);
   return bn_device_of_current_gpu();
 }

@@ -69,8 +69,8 @@ void TrainStep::reduce_then_update(const Bucket& bucket, bool all_reduce) {
     sgd_->update(bucket.begin, bucket.end, ctx.side_stream());
     return;
   }
-  // The all-reduce starts after that too, and SGD follows it on the communicator's queue. The
-  // average is taken in fp32, as DDP's under autocast is, so the gradients are gathered first.
+  // The all-reduce also starts after that work, and SGD follows it on the communicator's queue.
+  // The average is taken in fp32, as DDP's under autocast is, so the gradients are gathered first.
   NvtxRange range(("all-reduce bucket " + std::to_string(&bucket - buckets_.data())).c_str());
   ParameterSet& params = model_.params();
   params.gather_grads(bucket.begin, bucket.end, ctx.main_stream());

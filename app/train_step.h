@@ -19,14 +19,14 @@
 //   5. join:      the main stream waits for the side stream, or for the communicator's queue,
 //                 so that the next step sees every update.
 // Every rank issues the same collectives in the same order, which is what keeps the ranks'
-// queues in step. Everything is enqueued: nothing allocates or waits for the device, so on the
-// GPU the trainer captures the step once as a CUDA graph and replays it.
+// queues in step. Everything is enqueued, and nothing allocates or waits for the device, so on
+// the GPU the trainer captures the step once as a CUDA graph and replays it.
 //
-// With one rank the buckets are planned all the same (1 MiB first, then --bucket-cap-mb,
-// parameters in backward order), but there they only group the optimizer's launches: one per
-// bucket (three for ResNet-18) rather than one per parameter (62), each right after its last
-// gradient rather than after the whole backward. Which work runs on which stream is Note [Side
-// stream] in nn/context.h. NVTX ranges name the parts of the step for Nsight Systems.
+// With one rank the buckets are planned all the same (1 MiB first, then --bucket-cap-mb, with the
+// parameters in backward order), but there they only group the optimizer's launches. There is one
+// launch per bucket (three for ResNet-18) rather than one per parameter (62), each right after the
+// bucket's last gradient rather than after the whole backward. Which work runs on which stream is
+// Note [Side stream] in nn/context.h. NVTX ranges name the parts of the step for Nsight Systems.
 #pragma once
 
 #include <memory>
@@ -43,12 +43,12 @@ struct TrainStepOptions {
   SgdConfig sgd;
   LrSchedule schedule;
   BucketOptions buckets;
-  bool broadcast_buffers = false;  // stage 2, with several ranks only
+  bool broadcast_buffers = false;  // stage 2, which runs with several ranks only
 };
 
 class TrainStep {
  public:
-  // comm: null for one process.
+  // comm is null for one process.
   TrainStep(ResNet18& model, Communicator* comm, const TrainStepOptions& options);
 
   // Enqueues one step on the batch in the model's input. Without collectives, the step leaves

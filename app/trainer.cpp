@@ -168,8 +168,9 @@ Trainer::Trainer(const TrainOptions& options)
 
 Trainer::~Trainer() = default;
 
-// Devices, then the store and the communicator: NCCL between GPUs, Gloo between CPU processes,
-// none for one process (its gradients go straight to SGD: no store, reducer or collective).
+// Sets up the devices, then the store and the communicator. That is NCCL between GPUs, Gloo
+// between CPU processes, and nothing for one process, whose gradients go straight to SGD with no
+// store and no collective.
 void Trainer::connect() {
   ContextOptions co;
   co.device = device_;
@@ -341,7 +342,8 @@ std::string why_skipped(const std::string& path, const std::string& error, const
   return other.empty() ? error : "a model of " + other;
 }
 
-// --init-from and --resume: every rank reads the same files; broadcast_state() then makes sure.
+// --init-from and --resume. Every rank reads the same files, and broadcast_state() then makes sure
+// that all hold the same state.
 void Trainer::restore() {
   if (!opt_.init_from.empty()) load_model(opt_.init_from, *model_);
   if (opt_.resume.empty()) return;
@@ -349,7 +351,7 @@ void Trainer::restore() {
   // run (resume_state) is refused either way.
   auto resume_from = [this, run = state_](const std::string& path) {
     state_ = resume_state(load_checkpoint(path, *model_, step_->sgd()), run, steps_per_epoch_, path);
-    step_->sgd().set_step(state_.global_step);  // the device's step counter: the schedule goes on from there
+    step_->sgd().set_step(state_.global_step);  // the device's step counter, so the schedule goes on from there
     log_->print("resumed from %s at epoch %d, step %lld", path.c_str(), state_.epoch + 1,
                 static_cast<long long>(state_.global_step));
     log_->resumed(state_.epoch + 1, state_.global_step, path);
@@ -386,9 +388,9 @@ void Trainer::restore() {
   log_->print("no checkpoint in %s yet: starting from scratch", opt_.save.c_str());
 }
 
-// Before the first step, the ranks of a distributed run agree on what they resumed
-// (app/resume_agreement.h): the position, the seed, and with a checkpoint its run and a digest of
-// the weights, buffers and momentum.
+// Before the first step, the ranks of a distributed run agree on what they resumed. That is the
+// position, the seed, and with a checkpoint its run and a digest of the weights, buffers and
+// momentum.
 void Trainer::check_ranks_resume_alike() {
   if (!store_) return;
   std::string mine = "step " + std::to_string(state_.global_step) + " (epoch " + std::to_string(state_.epoch + 1) +
@@ -451,15 +453,15 @@ void Trainer::print_banner() const {
   }
 }
 
-// One step on the batch already in the model's input: Note [The step], captured or replayed.
-// Nothing here waits for the device.
+// One step on the batch already in the model's input, which is Note [The step], captured or
+// replayed. Nothing here waits for the device.
 void Trainer::train_step() {
   graph_->run([this](bool collectives) { step_->run(collectives ? Collectives::with : Collectives::without); });
-  ++model_->num_batches_tracked;  // here, once per step: a replayed step runs no host code
+  ++model_->num_batches_tracked;  // here, once per step, since a replayed step runs no host code
   metrics_->record(model_->loss(), model_->correct());
 }
 
-// All ranks stop together: each says whether it wants to, and all learn if any does.
+// All ranks stop together. Each says whether it wants to, and all learn if any does.
 bool Trainer::stop_agreed(bool local_stop) {
   if (!comm_ || !env_.is_distributed()) return local_stop;
   double votes = local_stop ? 1.0 : 0.0;
@@ -512,18 +514,18 @@ void Trainer::log_window(int epoch, int64_t batch) {
   if (first_step == first_step_) warn_of_cpu_fallback(seconds_per_step);
 }
 
-// The main rank alone prints a line by time: it needs no other rank, so no agreement either. The
-// line comes at the step after which one more step like the last would pass --log-every-seconds,
-// so that no gap between lines exceeds it while the steps keep their pace (waiting until it has
-// passed left gaps of up to a step more: the full-width model's 12.4 s steps on a CPU made 37 s
-// gaps under the default 30 s).
+// The main rank alone prints a line by time. It needs no other rank, so it needs no agreement
+// either. The line comes at the step after which one more step like the last would pass
+// --log-every-seconds, so that no gap between lines exceeds it while the steps keep their pace.
+// Waiting until it had passed left gaps of up to a step more: the full-width model's 12.4 s steps
+// on a CPU made 37 s gaps under the default 30 s.
 bool Trainer::line_overdue() const {
   return env_.is_main() && opt_.log_every_seconds > 0 &&
          seconds_since(last_line_) + last_step_s_ >= opt_.log_every_seconds;
 }
 
 // Without --device, a machine with no GPU trains on the CPU, which may take days at the default
-// size: said once, after the first step, with what the run as configured would take.
+// size. This says so once, after the first step, with what the run as configured would take.
 void Trainer::warn_of_cpu_fallback(double seconds_per_step) const {
   if (opt_.device != "auto" || device_ != Device::cpu) return;
   const double seconds = seconds_per_step * double(last_step_ - first_step_ + 1);
@@ -533,10 +535,10 @@ void Trainer::warn_of_cpu_fallback(double seconds_per_step) const {
               counted(last_step_ - first_step_ + 1, "step").c_str(), clock_text(seconds).c_str());
 }
 
-// Evaluates when the schedule says so (app/accuracy_tracker.h), off the training clock, and sets
-// `stop` when the result reaches --target-accuracy. Every rank gets the same accuracy, so all stop
-// together. A signal stops an evaluation too, at a batch all ranks agree on, so that the stop's
-// checkpoint is written without waiting for the rest of the test set: `stop` then says so, and
+// Evaluates when the evaluation schedule says so, off the training clock, and sets `stop` when
+// the result reaches --target-accuracy. Every rank gets the same accuracy, so all stop together.
+// A signal stops an evaluation too, at a batch that all ranks agree on, so that the stop's
+// checkpoint is written without waiting for the rest of the test set. `stop` then says so, and
 // there is no result.
 std::optional<EvalResult> Trainer::evaluate_if_due(int epoch, bool epoch_end, StopReason& stop) {
   if (!accuracy_->due(epoch + 1, epoch_end, state_.global_step)) return std::nullopt;
@@ -587,8 +589,9 @@ void Trainer::print_class_accuracy(const EvalResult& r) const {
   for (const std::string& line : class_accuracy_lines(r, data_.test.class_names)) log_->print("%s", line.c_str());
 }
 
-// DDP keeps the replicas identical by construction (same start, same averaged gradients, same
-// update); this checks that it did, once at the end, with a checksum of every parameter.
+// DDP keeps the replicas identical by construction, with the same start, the same averaged
+// gradients and the same update. This checks that it did, once at the end, with a checksum of
+// every parameter.
 void Trainer::check_replicas_agree() {
   if (!comm_ || !env_.is_distributed()) return;
   const Tensor values = model_->params().values();
@@ -671,10 +674,10 @@ int Trainer::run() {
       progress_.set_step(state_.global_step);
       state_.batch = b + 1;
       const bool at_limit = opt_.max_steps > 0 && state_.global_step >= opt_.max_steps;
-      // Every rank logs at the same steps: each --log-every-th of an epoch, its last, the limit and
-      // this process's first. Signals are agreed there on the GPU, where agreeing means waiting for
-      // the device, and on every step on the CPU (cheap next to a CPU step). The main rank also
-      // logs when a line is overdue, which no other rank needs to know.
+      // Every rank logs at the same steps, which are each --log-every-th of an epoch, its last, the
+      // limit and this process's first. Signals are agreed there on the GPU, where agreeing means
+      // waiting for the device, and on every step on the CPU (cheap next to a CPU step). The main
+      // rank also logs when a line is overdue, which no other rank needs to know.
       const bool agreed_line =
           (b + 1) % opt_.log_every == 0 || b + 1 == steps_per_epoch_ || at_limit || state_.global_step == first_step_;
       if (agreed_line || line_overdue()) log_window(epoch, b + 1);
@@ -771,7 +774,7 @@ int run_training(const TrainOptions& options) {
   try {
     return trainer.run();
   } catch (const std::exception& e) {
-    record_failure(e.what());  // while the communicator still stands (app/failure_record.h)
+    record_failure(e.what());  // while the communicator still stands
     throw;
   }
 }

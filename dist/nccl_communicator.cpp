@@ -12,8 +12,8 @@
 namespace cutrain {
 namespace {
 
-// How often the watchdog looks at the communicator: fine enough to abort soon after a failure,
-// coarse enough to cost nothing.
+// How often the watchdog looks at the communicator. This is often enough to abort soon after a
+// failure, and seldom enough to cost nothing.
 constexpr auto kWatchdogPeriod = std::chrono::milliseconds(500);
 
 int64_t now_ns() {
@@ -53,14 +53,15 @@ NcclCommunicator::NcclCommunicator(const DistEnv& env, TcpStore& store, const Co
     CUDA_CHECK(cudaEventCreateWithFlags(&watched_, cudaEventDisableTiming));
     CUDA_CHECK(cudaMalloc(&scratch_, sizeof(float)));
 
-    use_route_for_nccl(env);  // before NCCL's first look at NCCL_SOCKET_IFNAME (dist/interface.h)
+    use_route_for_nccl(env);  // before NCCL first looks at NCCL_SOCKET_IFNAME
     ncclUniqueId id = exchange_unique_id(env, store, options.name);
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
     config.blocking = 0;
     settle(ncclCommInitRankConfig(comm_.init_target(), world_size_, id, rank_, &config), "ncclCommInitRankConfig");
   } catch (...) {
-    // A constructor that throws gets no destructor: free what was made. A communicator that NCCL
-    // made but that failed or timed out is aborted (settle() has done so on a timeout already).
+    // A constructor that throws gets no destructor, so this frees what was made. A communicator
+    // that NCCL made but that failed or timed out is aborted (settle() has already done so on a
+    // timeout).
     if (static_cast<ncclComm_t>(comm_) != nullptr) comm_.abort();
     release_cuda();
     throw;
@@ -76,8 +77,8 @@ NcclCommunicator::~NcclCommunicator() {
   }
   watchdog_stop_.notify_all();
   watchdog_.join();
-  // A destructor must not throw: report what fails and free the rest. A communicator that an
-  // earlier call aborted is gone already: close() then calls nothing.
+  // A destructor must not throw, so this reports what fails and frees the rest. A communicator
+  // that an earlier call aborted is gone already, and close() then calls nothing.
   try {
     CUDA_CHECK(cudaStreamSynchronize(comm_stream_));
     comm_.close([this](ncclResult_t result) { settle(result, "ncclCommFinalize"); });
@@ -87,7 +88,7 @@ NcclCommunicator::~NcclCommunicator() {
   release_cuda();
 }
 
-// Frees what exists, ignoring errors: nothing can be done about them here.
+// Frees what exists and ignores errors, since nothing can be done about them here.
 void NcclCommunicator::release_cuda() noexcept {
   if (host_values_) cudaFree(host_values_);
   if (scratch_) cudaFree(scratch_);
@@ -124,8 +125,9 @@ void NcclCommunicator::mark_issued() {
   CUDA_CHECK(cudaEventRecord(comm_done_, comm_stream_));
   cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
   CUDA_CHECK(cudaStreamIsCapturing(comm_stream_, &capture));
-  if (capture != cudaStreamCaptureStatusNone) return;  // see the header: not watched
-  // The time first, then the event: a watchdog that sees the new event also sees the new time.
+  if (capture != cudaStreamCaptureStatusNone) return;  // not watched, as the header says
+  // The time comes first and then the event, so a watchdog that sees the new event also sees the
+  // new time.
   last_issue_ns_ = now_ns();
   CUDA_CHECK(cudaEventRecord(watched_, comm_stream_));
 }
@@ -160,7 +162,8 @@ void NcclCommunicator::broadcast(float* data, size_t count, int root) {
 }
 
 void NcclCommunicator::barrier() {
-  // NCCL has no barrier: an all-reduce of one float that every rank must join, waited for.
+  // NCCL has no barrier, so this is an all-reduce of one float that every rank must join, waited
+  // for.
   start_after_compute();
   settle(ncclAllReduce(scratch_, scratch_, 1, ncclFloat, ncclSum, comm_, comm_stream_), "ncclAllReduce (barrier)");
   mark_issued();
@@ -168,7 +171,7 @@ void NcclCommunicator::barrier() {
 }
 
 void NcclCommunicator::all_reduce_host(double* data, size_t count, ReduceOp op) {
-  if (count > host_values_capacity_) {  // grows once to the largest count asked; never in a step
+  if (count > host_values_capacity_) {  // grows to the largest count asked for, never in a step
     CUDA_CHECK(cudaFree(host_values_));
     host_values_ = nullptr;
     CUDA_CHECK(cudaMalloc(&host_values_, count * sizeof(double)));
@@ -195,10 +198,10 @@ void NcclCommunicator::watch() {
       if (ncclCommGetAsyncError(comm, &state) == ncclSuccess && state != ncclSuccess && state != ncclInProgress)
         failure = "NCCL reported " + nccl_error_string(state) + ": " + ncclGetLastError(comm);
     });
-    if (!live) return;  // a call of the owner aborted it: nothing left to watch
+    if (!live) return;  // a call of the owner aborted it, so nothing is left to watch
     if (failure.empty() && cudaEventQuery(watched_) == cudaErrorNotReady && now_ns() - last_issue_ns_ > timeout_ns) {
-      // Event first, time second (see mark_issued): an unfinished event with an old time is a
-      // collective that has truly been running for longer than the timeout.
+      // The event comes first and the time second (as in mark_issued), so an unfinished event with
+      // an old time is a collective that has truly been running for longer than the timeout.
       failure = "a collective made no progress for " + describe(timeout_) + " (a rank died or hangs?)";
     }
     if (failure.empty()) continue;

@@ -1,25 +1,26 @@
 // nccl_communicator.h: the Communicator for device buffers, over NCCL.
 //
-// Collectives run on a communication stream of the communicator's own (high priority, so they
-// are scheduled as soon as their inputs are ready). Two events tie it to the caller's compute
-// stream:
-//   compute_ready_: recorded on the compute stream; the comm stream waits on it before a
-//                   collective, which so starts after the compute work issued before it;
-//   comm_done_:     recorded on the comm stream after every collective; the compute stream waits on
-//                   it where the caller needs the results (blocking calls, wait_async()).
-// No host synchronisation except in barrier() and all_reduce_host(), which return host-visible
-// results by nature; the step's calls can be captured in a CUDA graph (capture in
-// cudaStreamCaptureModeThreadLocal: the watchdog thread below keeps querying an event meanwhile,
-// which the global mode forbids). The watchdog queries an event of its own, watched_, recorded
-// only by collectives issued outside a capture: querying an event recorded into a capture under
-// way invalidates that capture. A graph's replay is watched through watch_replay(), which records
-// the same event on the replay's stream after it.
+// Collectives run on a communication stream of the communicator's own, with high priority so
+// that they are scheduled as soon as their inputs are ready. Two events tie it to the caller's
+// compute stream. compute_ready_ is recorded on the compute stream, and the comm stream waits for
+// it before a collective, which therefore starts after the compute work issued before it.
+// comm_done_ is recorded on the comm stream after every collective, and the compute stream waits
+// for it where the caller needs the results (the blocking calls and wait_async()).
 //
-// The communicator is created non-blocking (ncclConfig_t::blocking = 0), so a peer that never
-// comes cannot hang initialisation past the timeout. A watchdog thread polls ncclCommGetAsyncError
-// and the age of the last collective still running; on an error, or no progress for the timeout,
-// it aborts the communicator (ncclCommAbort) and ends the process with a one-line message, as
-// PyTorch's NCCL watchdog does, so that cutrun can stop the other ranks.
+// Nothing synchronises with the host except barrier() and all_reduce_host(), whose results are
+// on the host by nature, so the step's calls can be captured in a CUDA graph. The capture must be
+// in cudaStreamCaptureModeThreadLocal, because the watchdog thread below keeps querying an event
+// meanwhile, which the global mode forbids. The watchdog queries an event of its own, watched_,
+// which only collectives issued outside a capture record, since querying an event recorded into
+// a capture under way invalidates that capture. A graph's replay is watched through
+// watch_replay(), which records the same event on the replay's stream after it.
+//
+// The communicator is created non-blocking (ncclConfig_t::blocking = 0), so that a peer that
+// never comes cannot hang initialisation past the timeout. A watchdog thread polls
+// ncclCommGetAsyncError and the age of the last collective still running. On an error, or when
+// there is no progress for the timeout, it aborts the communicator (ncclCommAbort) and ends the
+// process with a one-line message, as PyTorch's NCCL watchdog does, so that cutrun can stop the
+// other ranks.
 #pragma once
 
 #include <nccl.h>
@@ -53,10 +54,11 @@ class NcclCommunicator final : public Communicator {
   void watch_replay(cudaStream_t stream) override;
 
  private:
-  // Waits out a non-blocking call's ncclInProgress; throws naming `call` if it failed or took
-  // longer than the timeout (then the communicator is aborted, and comm_ allows no more calls).
+  // Waits out a non-blocking call's ncclInProgress. Throws naming `call` if the call failed or
+  // took longer than the timeout, in which case the communicator is aborted and comm_ allows no
+  // more calls.
   void settle(ncclResult_t result, const char* call);
-  void start_after_compute();  // comm stream waits for the compute stream's work so far
+  void start_after_compute();  // the comm stream waits for the compute stream's work so far
   void mark_issued();          // records comm_done_ after the collective just enqueued
   void compute_waits_for_comm();
   void watch();  // the watchdog thread

@@ -7,10 +7,9 @@
 // thread makes, each under the innermost NVTX range open then. Nothing else in the program knows
 // that it is being recorded, and the GPU build has no such device.
 //
-// A Recorder in Mode::plan makes the emulated device record-only, as PyTorch's meta device stands
-// in for a real one: nothing runs, device memory is addresses that are never dereferenced, and the
-// device presents an H200's multiprocessors. In Mode::observe everything runs as usual and is
-// written down too (tests compare the two).
+// An installed Recorder makes the emulated device record-only, as PyTorch's meta device stands in
+// for a real one. Nothing runs, device memory is addresses that are never dereferenced, and the
+// device presents an H200's multiprocessors.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -52,10 +51,6 @@ struct RecordedOp {
 
 class Recorder {
  public:
-  enum class Mode { plan, observe };
-  explicit Recorder(Mode mode = Mode::plan) : mode_(mode) {}
-
-  bool plans() const { return mode_ == Mode::plan; }
   const std::vector<RecordedOp>& ops() const { return ops_; }
   void clear() { ops_.clear(); }
   void add(RecordedOp op);
@@ -71,7 +66,6 @@ class Recorder {
   }
 
  private:
-  Mode mode_;
   std::vector<RecordedOp> ops_;
   std::vector<std::string> phases_;
   std::vector<std::pair<cudaStream_t, std::string>> stream_names_;
@@ -88,8 +82,7 @@ inline std::string describe_launch(const char* name, dim3 grid, dim3 block, size
 // The recorder installed on this thread, or null.
 Recorder* recording();
 
-// For the emulated device: writes `op` down when a recorder is installed; true when that recorder
-// plans, and the work must not be done.
+// For the emulated device: writes `op` down when a recorder is installed, and says whether it did.
 bool record(RecordedOp op);
 
 // Installs `recorder` on this thread for the scope's life (scopes nest).

@@ -42,7 +42,7 @@ void BasicBlock::backward(Collectives collectives) {
   bn2_->backward(collectives);  // also writes the shortcut's gradient
   conv2_->backward(0.0f);
   bn1_->backward(collectives);
-  conv1_->backward(downsample_conv_ ? 0.0f : 1.0f);  // an identity shortcut: add to its share
+  conv1_->backward(downsample_conv_ ? 0.0f : 1.0f);  // with an identity shortcut, add to its share
   if (downsample_conv_) {
     downsample_bn_->backward(collectives);
     downsample_conv_->backward(1.0f);

@@ -3,14 +3,16 @@
 //   out = relu( bn2(conv2( relu(bn1(conv1(x))) )) + shortcut(x) )
 //   shortcut = identity, or downsample = bn(conv1x1 stride s) when the shape changes
 //
-// bn1 is fused with its ReLU, bn2 with the residual add and the final ReLU. Forward runs the
-// downsample convolution on the side stream while conv1, bn1 and conv2 run on the main stream, and
-// its batch norm on the main stream (see Note [Side stream]).
-// Backward, in the order the flat gradient buffer is laid out: bn2 (which also writes the
-// residual's gradient), conv2, bn1, conv1, then downsample.1, downsample.0. The block input's
-// gradient gathers two shares: with an identity shortcut bn2 writes the residual share (=) and
-// conv1 adds its own (beta 1); with a downsample conv1 writes (=) and downsample.0 adds.
-// The downsample is registered first so that it lands last in the reversed layout.
+// bn1 is fused with its ReLU, and bn2 with the residual add and the final ReLU. Forward runs the
+// downsample convolution on the side stream while conv1, bn1 and conv2 run on the main stream,
+// and its batch norm on the main stream (Note [Side stream]).
+//
+// Backward runs in the order in which the flat gradient buffer is laid out: bn2 (which also
+// writes the residual's gradient), conv2, bn1, conv1, then downsample.1 and downsample.0. The
+// block input's gradient is the sum of two shares. With an identity shortcut, bn2 writes the
+// residual share (=) and conv1 adds its own (beta 1). With a downsample, conv1 writes (=) and
+// downsample.0 adds. The downsample is registered first so that it lands last in the reversed
+// layout.
 #pragma once
 
 #include <memory>

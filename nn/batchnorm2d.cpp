@@ -94,10 +94,11 @@ BatchNormBackward<T> BatchNorm2d::backward_tensors() const {
   return b;
 }
 
-// SyncBatchNorm: this rank's statistics, the sum all-reduced, each rank's share of m2 about the
-// global mean, that all-reduced, then the apply stage.
+// Under SyncBatchNorm the forward is staged. Each rank computes its statistics, the sums are
+// all-reduced, each rank computes its share of m2 about the global mean, that is all-reduced too,
+// and then the apply stage runs.
 void BatchNorm2d::forward(bool train, Collectives collectives) {
-  if (train && count() < 2) {  // PyTorch's rule too: the unbiased variance needs two values
+  if (train && count() < 2) {  // PyTorch's rule too, since the unbiased variance needs two values
     throw std::runtime_error(name_ + ": batch norm in training needs more than one value per channel (batch " +
                              std::to_string(x_.value.dim(0)) + " x " + std::to_string(shape_.rows / x_.value.dim(0)) +
                              " pixels)");

@@ -1,17 +1,21 @@
-// batchnorm2d.h: BatchNorm2d over NHWC activations (rows m = n,h,w; one column per channel),
-// optionally fused with a residual add and ReLU:   y = act(gamma * xhat + beta [+ residual]),
-// xhat = (x - mean) * invstd. The kernels and their math are in kernels/batchnorm.h.
+// batchnorm2d.h: BatchNorm2d over NHWC activations (rows m = n,h,w and one column per channel),
+// optionally fused with a residual add and a ReLU:
 //
-// Training: batch statistics (biased variance for normalising), running_mean and running_var
-// (unbiased) updated with momentum 0.1 as PyTorch does; eval: running statistics. The forward
-// keeps mean, invstd and, under the ReLU, a 1-bit mask of the pre-activation's sign, which is all
-// the backward needs besides x and dy.
-// Backward writes dgamma, dbeta (=) into the flat gradient buffer, dx (=) into x.grad and, when
-// the residual is fused, its gradient dz (=) into residual.grad.
-// On the GPU a training forward and a backward are one launch each, on the main stream (two
-// with --batchnorm split: Note [Split batch norm] in kernels/batchnorm.h; cuDNN's calls with
-// --batchnorm cudnn: nn/cudnn_batchnorm.h). SyncBatchNorm (model.sync_batchnorm) takes the staged
-// kernels instead and all-reduces between them, unless the step runs without collectives.
+//   y = act(gamma * xhat + beta [+ residual]),  xhat = (x - mean) * invstd
+//
+// The kernels and their math are in kernels/batchnorm.h.
+//
+// In training, forward normalises with the batch's statistics (the biased variance) and updates
+// running_mean and running_var (the unbiased variance) with momentum 0.1, as PyTorch does. In
+// evaluation it uses the running statistics. The training forward keeps mean, invstd and, under
+// the ReLU, a 1-bit mask of the pre-activation's sign, which is all that backward needs besides x
+// and dy. Backward writes dgamma and dbeta (=) into the flat gradient buffer, dx (=) into x.grad
+// and, when the residual is fused, its gradient dz (=) into residual.grad.
+//
+// On the GPU a training forward and a backward are one launch each, on the main stream. With
+// --batchnorm split they are two (Note [Split batch norm] in kernels/batchnorm.h), and with
+// --batchnorm cudnn they are cuDNN's own calls. SyncBatchNorm (model.sync_batchnorm) takes the
+// staged kernels instead and all-reduces between them, unless the step runs without collectives.
 #pragma once
 
 #include <memory>
@@ -41,8 +45,9 @@ class BatchNorm2d {
   Activation& y;
 
  private:
-  // The launches a GPU step can take, planned once for this GPU (on the record-only emulated device
-  // of `bench-step --plan`, an H200: Note [Record-only device] in kernels/emu/runtime.h).
+  // The launches that a GPU step can take, planned once for this GPU. The record-only emulated
+  // device of `bench-step --plan` presents an H200 (Note [Record-only device] in
+  // kernels/emu/runtime.h).
   struct GpuPlans {
     BatchNormPlan forward_train, forward_eval, backward;
     BatchNormPlan rank_statistics, rank_m2, forward_apply, backward_sums, backward_apply;  // SyncBatchNorm
@@ -68,10 +73,10 @@ class BatchNorm2d {
   Tensor& mean_;        // [C] fp32, kept for backward
   Tensor& invstd_;      // [C] fp32
   Tensor& relu_mask_;   // u8 [bn_mask_bytes] under the ReLU, else empty
-  Tensor& sync_stats_;  // [4C] fp32: SyncBatchNorm's statistics forward, [t1 | t2] backward
-  Tensor& partials_;    // fp32: the GPU's merging launches' scratch; a split plan's ticket, zeroed
-                        // with the arena, starts it
-  std::unique_ptr<CudnnBatchNorm> cudnn_;  // --batchnorm cudnn: its training forward and backward
+  Tensor& sync_stats_;  // [4C] fp32, SyncBatchNorm's statistics in forward and [t1 | t2] in backward
+  Tensor& partials_;    // fp32 scratch of the GPU's merging launches, whose split plan's ticket
+                        // starts at zero with the arena
+  std::unique_ptr<CudnnBatchNorm> cudnn_;  // the training forward and backward of --batchnorm cudnn
 };
 
 }  // namespace cutrain

@@ -1,7 +1,8 @@
-// context.h: where and how a model runs. A Context names the device (cpu or cuda), the dtype of
-// activations (f32, or bf16 on the GPU: bf16 activations and weight copies, fp32 master weights,
-// statistics, logits and loss), and on the GPU owns the two streams that layers enqueue on and
-// the cuDNN and cuBLAS handles bound to them. There is one Context per process and device.
+// context.h: where and how a model runs. A Context names the device (cpu or cuda) and the dtype
+// of activations. That is f32, or bf16 on the GPU, where the activations and the weight copies
+// are bf16 and the master weights, statistics, logits and loss stay fp32. On the GPU it owns the
+// two streams that layers enqueue on and the cuDNN and cuBLAS handles bound to them. There is one
+// Context per process and device.
 //
 // Note [Side stream]
 // A GPU context has two streams. Everything runs on the main stream except three kinds of work,
@@ -11,14 +12,14 @@
 //   - the downsample convolution of a block, while the main stream runs the block's conv1, bn1
 //     and conv2, except under SyncBatchNorm, whose all-reduces follow the main stream only;
 //   - with one rank, or while several rehearse a capture, SGD for each bucket of parameters,
-//     while the main stream runs the rest of backward. (With several ranks, SGD runs on the communicator's own
-//     stream instead, right behind the bucket's all-reduce.)
+//     while the main stream runs the rest of backward. (With several ranks, SGD runs on the
+//     communicator's own stream instead, right behind the bucket's all-reduce.)
 // With --streams 1 (ContextOptions::streams) the side stream is the main stream itself, and a fork
-// and a join do nothing: the same work in the same order, one operation at a time, to measure what
-// the second stream buys.
-// The code that enqueues work passes the stream it chose; nothing else decides. Work on the side
-// stream starts after a fork, in which the side stream waits for the main stream's work so far,
-// and the main stream takes it back with a join:
+// and a join do nothing. The same work then runs in the same order, one operation at a time, which
+// measures what the second stream buys.
+// The code that enqueues work passes the stream it chose, and nothing else decides. Work on the
+// side stream starts after a fork, in which the side stream waits for the main stream's work so
+// far, and the main stream takes it back with a join:
 //
 //   ctx.fork();                                  // the side stream waits for the main stream
 //   conv.forward(ctx.side_stream());             // enqueued on the side stream
@@ -29,15 +30,15 @@
 // recorded on one stream and waited for by the other, in an eager step as in a captured one,
 // where the events become the graph's edges. A layer that computes on the side stream joins it
 // before it reports its gradients, so that "final" keeps meaning "final once the main stream's
-// work so far is done". Batch norm runs on the main stream only: each of its cooperative grids
-// wants every multiprocessor, so two must never run at once. cuBLAS runs on the main stream
+// work so far is done". Batch norm runs on the main stream only, because each of its cooperative
+// grids wants every multiprocessor, so two must never run at once. cuBLAS runs on the main stream
 // only, and each stream has its own cuDNN handle and cuDNN workspace.
 //
 // TF32 is off unless allow_tf32, so fp32 on the GPU matches the CPU reference to about 1e-6.
 // With deterministic, convolutions use only algorithms whose results are reproducible bit for
 // bit. With cudnn_benchmark, convolution algorithms are measured rather than predicted.
-// The batch-norm choice picks which of the GPU's batch-norm implementations runs
-// (nn/batchnorm2d.h); the CPU has only its reference.
+// The batch-norm choice picks which of the GPU's batch-norm implementations runs. The CPU has
+// only its reference.
 #pragma once
 
 #include <string>
@@ -63,7 +64,7 @@ struct ContextOptions {
   bool deterministic = false;
   bool cudnn_benchmark = false;  // measure cuDNN's algorithms and keep them on disk
   BatchNormImplementation batchnorm = BatchNormImplementation::cooperative;
-  int streams = 2;  // 1: the side stream is the main stream (Note [Side stream])
+  int streams = 2;  // with 1, the side stream is the main stream (Note [Side stream])
   int cuda_device = 0;
 };
 
@@ -85,7 +86,8 @@ class Context {
   DType dtype() const { return options.dtype; }
   bool on_gpu() const { return options.device == Device::cuda; }
 
-  // The two streams of Note [Side stream] (null on the CPU; one and the same with one stream).
+  // The two streams of Note [Side stream]. They are null on the CPU, and one and the same with
+  // one stream.
   cudaStream_t main_stream() const { return main_.stream; }
   cudaStream_t side_stream() const { return options.streams == 2 ? side_.stream : main_.stream; }
   // The cuDNN handle bound to `stream`, one of the two.

@@ -13,8 +13,8 @@ namespace {
 
 cudnnDataType_t cudnn_dtype(DType dtype) { return dtype == DType::bf16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT; }
 
-// Runs one pass of a convolution on `stream`: `run(algo)` makes its cuDNN call. An algorithm that
-// fails when it runs is replaced and the call made again (Note [Algorithm fallback]).
+// Runs one pass of a convolution on `stream`, where `run(algo)` makes its cuDNN call. An algorithm
+// that fails when it runs is replaced and the call is made again (Note [Algorithm fallback]).
 template <typename Algo, typename Run>
 void run_with_fallback(const Context& ctx, cudaStream_t stream, const ConvDescriptors& d, const ConvShape& shape,
                        size_t workspace_bytes, const char* call, ConvAlgorithm<Algo>& algorithm, Run&& run) {
@@ -35,13 +35,14 @@ void run_with_fallback(const Context& ctx, cudaStream_t stream, const ConvDescri
 
 }  // namespace
 
-// cuDNN's view of the layer: descriptors, chosen algorithms, and the copies of the parameter it
-// works on when not the parameter's own (the padded stem's filter; dW in bf16 or padded).
+// cuDNN's view of the layer: its descriptors, its chosen algorithms, and the copies of the
+// parameter that it works on when they are not the parameter's own (the padded stem's filter, and
+// dW in bf16 or padded).
 struct Conv2d::Gpu {
   ConvDescriptors desc;
   ConvAlgorithms algos{};
-  Tensor* filter = nullptr;  // padded filter [K,R,S,C] (null: read the parameter's copy)
-  Tensor* dw = nullptr;      // filter gradient in the activation dtype (null: write the fp32 gradient)
+  Tensor* filter = nullptr;  // the padded filter [K,R,S,C], or null to read the parameter's copy
+  Tensor* dw = nullptr;      // dW in the activation dtype, or null to write the fp32 gradient
 
   ~Gpu() {
     if (desc.conv) cudnnDestroyConvolutionDescriptor(desc.conv);
@@ -127,7 +128,7 @@ void Conv2d::forward(cudaStream_t stream) {
                     });
 }
 
-// dW on the side stream while dX runs on the main one (see Note [Side stream]). The side stream is
+// dW runs on the side stream while dX runs on the main one (Note [Side stream]). The side stream is
 // joined before the gradient is reported, and so also before any later layer can write over the
 // dy that dW reads (activation gradients share memory). The stem, with no dX, computes dW on the
 // main stream.
@@ -152,7 +153,8 @@ void Conv2d::backward(float dx_beta) {
   model_.params.grad_done(weight);
 }
 
-// dW, where SGD reads it: the fp32 gradient, or in the activation dtype (bf16, padded stem).
+// dW goes where SGD reads it, into the fp32 gradient or a copy in the activation dtype (for bf16
+// and the padded stem).
 void Conv2d::backward_filter(cudaStream_t stream) {
   const Context& ctx = model_.ctx;
   const float one = 1.0f, zero = 0.0f;

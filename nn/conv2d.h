@@ -1,25 +1,26 @@
-// conv2d.h: 2-D convolution without bias (ResNet's convs are all followed by batch norm),
-// NHWC activations and OHWI filters. The math (see kernels/conv2d_cpu.h):
+// conv2d.h: 2-D convolution without bias (every convolution of ResNet is followed by batch
+// norm), with NHWC activations and OHWI filters. The math is kernels/conv2d_cpu.h's:
 //
 //   y[n,p,q,o] = sum_{r,s,i} x[n, p*stride - pad + r, q*stride - pad + s, i] * w[o,r,s,i]
 //   dx = conv_transpose(dy, w)  (written with beta: 0 overwrites, 1 adds a residual branch's share)
 //   dw = correlation of x with dy (written =, into the flat gradient buffer)
 //
-// The CPU computes it with im2col and Eigen. The GPU calls cuDNN's legacy API with NHWC tensors;
-// the algorithm for each of forward, backward-data and backward-filter is chosen once per shape
-// (nn/conv_algorithms.h: cuDNN's heuristics, or measured with --cudnn-benchmark), and the
-// largest workspace is planned.
+// The CPU computes it with im2col and Eigen. The GPU calls cuDNN's legacy API with NHWC tensors.
+// The algorithm for each of forward, backward-data and backward-filter is chosen once per shape,
+// by cuDNN's heuristics or by measuring them with --cudnn-benchmark, and the largest workspace is
+// planned.
 //
 // Forward runs on the stream its caller passes. Backward computes dW on the side stream while dX
-// runs on the main one, and reports the gradient (grad_done) once both are done (see Note [Side
+// runs on the main one, and reports the gradient (grad_done) once both are done (Note [Side
 // stream]).
 //
 // What cuDNN reads and writes is where SGD reads and writes it, so no kernel copies filters or
 // their gradients in a step. In bf16, cuDNN reads the parameter's bf16 copy and writes dW in
-// bf16. The GPU stem is padded: cuDNN's tensor cores want input channels in multiples of 8, so
-// the model's input has 8 channels on the GPU (3 image channels, 5 zeros). The parameter keeps
-// torchvision's 3 channels; cuDNN reads a padded filter [K,R,S,8] and writes a padded gradient,
-// whose 3 real channels of every row SGD reads and writes; the other 5 stay zero.
+// bf16. The GPU stem is padded, because cuDNN's tensor cores want input channels in multiples of
+// 8. The model's input therefore has 8 channels on the GPU (3 image channels and 5 zeros). The
+// parameter keeps torchvision's 3 channels. cuDNN reads a padded filter [K,R,S,8] and writes a
+// padded gradient, and SGD reads and writes the 3 real channels of every row, so the other 5 stay
+// zero.
 #pragma once
 
 #include <memory>
@@ -32,14 +33,15 @@ namespace cutrain {
 
 class Conv2d {
  public:
-  // x: [N,H,W,C_in]; C_in may exceed in_channels (zero padding channels, see above).
+  // x is [N,H,W,C_in], where C_in may exceed in_channels by channels of zeros (the padded stem).
   Conv2d(ModelResources& model, const std::string& name, Activation& x, int in_channels, int out_channels, int kernel,
          int stride, int pad);
   ~Conv2d();
 
   // Enqueues y on `stream`, one of the context's two (ignored on the CPU).
   void forward(cudaStream_t stream);
-  // dx_beta: 0 writes x.grad, 1 adds to it; x without a gradient (the image) skips it.
+  // With dx_beta 0 backward writes x.grad, and with 1 it adds to it. An x without a gradient (the
+  // image) gets none.
   void backward(float dx_beta);
 
   Parameter& weight;  // torchvision [K, C_in, R, S], stored OHWI

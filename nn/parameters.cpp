@@ -83,8 +83,8 @@ void ParameterSet::allocate(Device device, DType dtype, uint64_t seed) {
     b.value = Tensor(buffer_values().as<float>() + b.offset, DType::f32, device, {b.numel});
   }
 
-  // Initialise on the host, in forward order, then copy: the same seed gives the same model on
-  // every device and rank.
+  // The parameters are initialised on the host, in forward order, and then copied, so that the
+  // same seed gives the same model on every device and rank.
   std::mt19937_64 rng(seed);
   std::vector<float> host(numel_);
   for (const Parameter& p : params_) initialize(p, rng, host.data() + p.offset);
@@ -146,7 +146,8 @@ Tensor ParameterSet::buffer_values() const {
   return Tensor(buffer_values_.data(), DType::f32, device(), {buffer_numel_});
 }
 
-// Every copy has the activation dtype: bf16 ones in bf16 mode, the padded stem's fp32 in fp32.
+// Every copy has the activation dtype, so the copies are bf16 in bf16 mode and the padded stem's
+// filter is fp32 in fp32 mode.
 void ParameterSet::sync_weight_copies(cudaStream_t stream) const {
   const auto* copies = static_cast<const RowsCopy*>(device_weight_copies_.data());
   if (dtype_ == DType::bf16) {
@@ -177,7 +178,7 @@ void ParameterSet::begin_backward(std::function<void(int64_t ready_end)> on_grad
 }
 
 void ParameterSet::grad_done(const Parameter& p) {
-  // Parameters are few (62 in ResNet-18): a linear search of the layout finds p's slot.
+  // Parameters are few (62 in ResNet-18), so a linear search of the layout finds p's slot.
   size_t index = 0;
   while (index < layout_.size() && layout_[index] != &p) ++index;
   if (index == layout_.size()) throw std::logic_error("grad_done: unknown parameter " + p.name);

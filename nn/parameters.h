@@ -1,31 +1,34 @@
-// parameters.h: ONE flat fp32 buffer each for the parameters and their gradients (and in bf16
-// mode a bf16 copy of the parameters that forward reads). Layers register their parameters
-// while the model is built, in forward order; allocate() lays them out in REVERSE order, which
-// is the order backward completes their gradients (fc first ... conv1 last). So DDP's buckets
-// are contiguous spans of the gradient buffer.
-// Every parameter starts on a 256-byte boundary (kAlignElements floats; the bf16 copy: 128 bytes):
-// cuDNN's NHWC tensor-core kernels need 16-byte aligned filters and filter gradients, and
-// fc.bias's 10 floats would otherwise shift every later parameter off that boundary. The few
-// elements of padding after a parameter stay zero (no gradient, so SGD leaves them at zero).
+// parameters.h: one flat fp32 buffer each for the parameters and their gradients, and in bf16
+// mode a bf16 copy of the parameters that forward reads. Layers register their parameters while
+// the model is built, in forward order. allocate() lays them out in reverse order, which is the
+// order in which backward completes their gradients (fc first and conv1 last), so that DDP's
+// buckets are contiguous spans of the gradient buffer.
 //
-// Each parameter keeps its torchvision name and shape (conv weights OIHW). In memory a conv
-// weight is OHWI (cuDNN's NHWC filter layout, "KRSC"); checkpoints convert.
+// Every parameter starts on a 256-byte boundary (kAlignElements floats, and 128 bytes in the bf16
+// copy). cuDNN's NHWC tensor-core kernels need 16-byte aligned filters and filter gradients, and
+// the 10 floats of fc.bias would otherwise shift every later parameter off that boundary. The few
+// elements of padding after a parameter have no gradient, so SGD leaves them at zero.
 //
-// On the GPU a layer may keep its own copies of a parameter where cuDNN wants them: the weights
-// forward reads (the bf16 copy in bf16 mode, which is every parameter's by default; the stem's
-// zero-padded filter) and the gradient backward writes (a bf16 filter gradient; the stem's padded
-// one). SGD reads those gradients and writes those weights directly. gather_grads() puts the
-// gradients into the fp32 buffer when something needs them there (the all-reduce, tests), and
-// sync_weight_copies() refreshes the copies after the fp32 weights change outside SGD.
+// Each parameter keeps its torchvision name and shape, so conv weights are OIHW. In memory a conv
+// weight is OHWI (cuDNN's NHWC filter layout, "KRSC"), and checkpoints convert between the two.
 //
-// Gradients are written (=), never accumulated, so nothing has to zero them between steps.
+// On the GPU a layer may keep its own copies of a parameter where cuDNN wants them. These are the
+// weights that forward reads (the bf16 copy in bf16 mode, which is every parameter's by default,
+// and the stem's zero-padded filter) and the gradient that backward writes (a bf16 filter
+// gradient, and the stem's padded one). SGD reads those gradients and writes those weights
+// directly. gather_grads() puts the gradients into the fp32 buffer when something needs them
+// there (the all-reduce, or a test), and sync_weight_copies() refreshes the copies after the fp32
+// weights change outside SGD.
+//
+// Gradients are written (=) and never accumulated, so nothing has to zero them between steps.
 // During backward each layer calls grad_done() for a parameter once its gradient is final and
 // backward no longer reads the parameter, so that an optimizer may update it. Whenever that
-// extends the prefix [0, ready_end) of such parameters, the on_grads_ready callback hears
-// ready_end. On the GPU, final means final once the work enqueued so far on the main stream has
-// run (see Note [Side stream]).
+// extends the prefix [0, ready_end) of such parameters, the on_grads_ready callback is called
+// with ready_end. On the GPU, final means final once the work enqueued so far on the main stream
+// has run (Note [Side stream]).
 //
-// Buffers (BN running statistics) live in a second flat fp32 array, not reduced, not trained.
+// Buffers (batch norm's running statistics) live in a second flat fp32 array, which is neither
+// reduced nor trained.
 #pragma once
 
 #include <cstdint>
@@ -45,7 +48,7 @@ namespace cutrain {
 
 // How a parameter starts (torchvision's initialisation), with scale computed by its layer.
 enum class Init {
-  normal,   // N(0, scale^2): Kaiming-normal, fan_out, ReLU gain: scale = sqrt(2 / fan_out)
+  normal,   // N(0, scale^2), Kaiming-normal with fan_out and ReLU gain, so scale = sqrt(2 / fan_out)
   uniform,  // U(-scale, scale): nn.Linear's default, scale = 1 / sqrt(fan_in)
   ones,
   zeros,
@@ -59,18 +62,18 @@ struct Parameter {
   float init_scale = 0;
   int64_t offset = 0;          // into the flat buffers, in elements
   int64_t numel = 0;
-  int64_t padded_numel = 0;    // numel and the padding after it: the next offset is offset + padded_numel
+  int64_t padded_numel = 0;    // numel and the padding after it, so the next offset is offset + padded_numel
   Tensor value;                // fp32 views into the flat buffers (storage layout, OHWI for convs)
   Tensor grad;
-  Tensor value_bf16;           // bf16 mode only: the copy forward reads
+  Tensor value_bf16;           // the copy that forward reads, in bf16 mode only
 
-  // The values the GPU's products read in activation dtype `dtype`: the bf16 copy in bf16 mode,
-  // else the fp32 master.
+  // The values that the GPU's products read in activation dtype `dtype`, which are the bf16 copy
+  // in bf16 mode and the fp32 master otherwise.
   const void* value_in(DType dtype) const { return dtype == DType::bf16 ? value_bf16.data : value.data; }
 
-  // GPU, set by the layer before allocation (see the note above): the weights forward reads and
-  // the gradient backward writes when they are not value_in(dtype) and grad. Both hold rows of
-  // device_cols elements, device_pitch apart (0: contiguous).
+  // On the GPU, the layer sets these before allocation when the weights that forward reads and the
+  // gradient that backward writes are not value_in(dtype) and grad (as said above). Both hold rows
+  // of device_cols elements, device_pitch apart, or are contiguous when device_cols is 0.
   const Tensor* device_value = nullptr;
   const Tensor* device_grad = nullptr;
   int64_t device_cols = 0, device_pitch = 0;
@@ -109,19 +112,20 @@ class ParameterSet {
   Tensor values_bf16() const;  // [numel] bf16, empty in f32 mode
   Tensor buffer_values() const;
 
-  // GPU: refresh every copy of the weights that forward reads from the fp32 master (after
-  // initialising or loading); one launch.
+  // On the GPU, refreshes every copy of the weights that forward reads from the fp32 master, after
+  // initialising or loading, in one launch.
   void sync_weight_copies(cudaStream_t stream) const;
-  // GPU: the gradients backward wrote elsewhere (device_grad) of the parameters in the flat span
-  // [begin, end), widened into the fp32 gradient buffer; one launch (none when there are none).
+  // On the GPU, widens the gradients that backward wrote elsewhere (device_grad) for the
+  // parameters in the flat span [begin, end) into the fp32 gradient buffer. This is one launch, or
+  // none when there are no such gradients.
   void gather_grads(int64_t begin, int64_t end, cudaStream_t stream) const;
 
-  // Backward bookkeeping, see the note above.
+  // The bookkeeping of backward, as the note above says.
   void begin_backward(std::function<void(int64_t ready_end)> on_grads_ready);
   void grad_done(const Parameter& p);
 
  private:
-  void plan_device_copies();  // GPU: the copy lists of sync_weight_copies() and gather_grads()
+  void plan_device_copies();  // the GPU's copy lists of sync_weight_copies() and gather_grads()
 
   std::deque<Parameter> params_;  // registration (forward) order
   std::vector<Parameter*> layout_;
@@ -131,12 +135,13 @@ class ParameterSet {
   Device device_ = Device::cpu;
   DType dtype_ = DType::f32;
   DeviceBuffer values_, grads_, values_bf16_, buffer_values_;
-  // The copies of sync_weight_copies() and gather_grads(), in layout order, on the host and the
-  // device (kernels/copy_rows.h), and each gather's parameter offset.
+  // The copies of sync_weight_copies() and gather_grads(), in layout order, on the host and on the
+  // device, and each gather's parameter offset.
   std::vector<RowsCopy> weight_copies_, grad_gathers_;
   std::vector<int64_t> grad_gather_offsets_;
   DeviceBuffer device_weight_copies_, device_grad_gathers_;
-  // readiness: done_[i] for layout_[i]; ready_count_ = length of the all-done prefix
+  // Readiness: done_[i] says whether layout_[i] is done, and ready_count_ is the length of the
+  // prefix in which all are done.
   std::vector<char> done_;
   size_t ready_count_ = 0;
   std::function<void(int64_t)> on_grads_ready_;

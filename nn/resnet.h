@@ -3,15 +3,17 @@
 //   cifar:    conv1 3x3 stride 1, no max-pool          (11,173,962 parameters at 10 classes)
 //   imagenet: conv1 7x7 stride 2 + max-pool 3x3/2      (11,689,512 at 1000 classes, torchvision's)
 //
-// The model owns its memory for one batch size: the input [B,H,W,Cin] (activation dtype, on its
-// device; Cin = input_channels(): 3 on the CPU, 8 on the GPU with the extra channels zero) and
-// the labels [B] int32, which the loader fills; every activation and gradient; and the flat
-// parameter and gradient buffers. forward(true) computes the logits, the loss, the count of
-// correct rows and the logits' gradient; backward() then writes every gradient, and on_grads_ready
-// hears each time a longer prefix of the flat gradients is final. Nothing in either allocates or
-// waits on the host. The training step built on them, with the optimizer and the all-reduce, is
-// Note [The step] in app/train_step.h. forward(false) evaluates with BN's running statistics and
-// leaves only the logits (count them with kernels/cross_entropy.h count_correct).
+// The model owns its memory for one batch size. That is the input [B,H,W,Cin] in the activation
+// dtype on its device, where Cin = input_channels() is 3 on the CPU and 8 on the GPU (the extra
+// channels are zero); the labels [B] int32, which the loader fills; every activation and
+// gradient; and the flat parameter and gradient buffers.
+//
+// forward(true) computes the logits, the loss, the count of correct rows and the logits'
+// gradient. backward() then writes every gradient, and calls on_grads_ready each time a longer
+// prefix of the flat gradients is final. Neither allocates or waits on the host. The training
+// step built on them, with the optimizer and the all-reduce, is Note [The step] in
+// app/train_step.h. forward(false) evaluates with batch norm's running statistics and leaves only
+// the logits, which kernels/cross_entropy.h's count_correct counts.
 #pragma once
 
 #include <cstdint>
@@ -61,7 +63,8 @@ class ResNet18 {
   const Tensor& input() const;   // [B, H, W, input_channels()], activation dtype
   const Tensor& labels() const;  // [B] int32
 
-  // `collectives` says whether SyncBatchNorm all-reduces; a model without it issues none anyway.
+  // `collectives` says whether SyncBatchNorm all-reduces. A model without SyncBatchNorm issues no
+  // collectives either way.
   void forward(bool train, Collectives collectives = Collectives::with);
   void backward(std::function<void(int64_t ready_end)> on_grads_ready = {},
                 Collectives collectives = Collectives::with);
@@ -70,7 +73,7 @@ class ResNet18 {
   const float* loss() const;      // training forward: mean loss (device memory on the GPU)
   const int32_t* correct() const; // training forward: rows whose argmax is the label
 
-  // Parameters (flat fp32 buffers in backward order: params().in_layout_order()) and state.
+  // The parameters, in flat fp32 buffers laid out in backward order (params().in_layout_order()).
   int64_t num_parameters() const { return resources_.params.parameter_count(); }
   ParameterSet& params() { return resources_.params; }
   const ParameterSet& params() const { return resources_.params; }
@@ -81,11 +84,12 @@ class ResNet18 {
   const std::deque<BufferEntry>& buffers() const { return resources_.params.buffers(); }
   int64_t num_batches_tracked = 0;
 
-  // GPU: refresh the copies of the weights forward reads (bf16; the stem's padded filter) after
-  // changing the fp32 weights outside SGD.
+  // On the GPU, refreshes the copies of the weights that forward reads (the bf16 weights and the
+  // stem's padded filter), after something other than SGD changed the fp32 weights.
   void sync_weight_copies();
-  // GPU: every gradient into the fp32 gradient buffer (params().grads()), where backward left
-  // some elsewhere (bf16, the padded stem). To read them, outside a step.
+  // On the GPU, copies every gradient that backward left elsewhere (in bf16, or in the padded
+  // stem's layout) into the fp32 gradient buffer, params().grads(), so that the host can read
+  // them outside a step.
   void gather_grads();
   void set_sync_batchnorm(SyncBatchNorm sync) { resources_.sync_batchnorm = std::move(sync); }
   size_t planned_bytes() const { return resources_.plan.bytes(); }

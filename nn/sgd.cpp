@@ -12,12 +12,12 @@ namespace {
 
 bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
-// A layer's copy of p (nn/parameters.h): in the activation dtype, laid out as the layer says.
+// A layer's copy of p, in the activation dtype and laid out as the layer says.
 SgdArray device_array(const Parameter& p, const Tensor& t) {
   return {t.data, t.dtype == DType::bf16, p.device_cols, p.device_pitch};
 }
 
-// Parameter p's segment: its gradient where `grads` says, and the copy forward reads.
+// Parameter p's segment, with its gradient where `grads` says and the copy that forward reads.
 SgdSegment segment_of(const Parameter& p, DType dtype, SGD::Grads grads) {
   SgdSegment s;
   s.offset = p.offset;
@@ -68,7 +68,7 @@ void SGD::begin_step(cudaStream_t stream) {
   }
 }
 
-// The segments of the parameters that start in [begin, end): a run of them, in layout order.
+// The parameters that start in [begin, end) are a run of segments, in layout order.
 void SGD::update(int64_t begin, int64_t end, cudaStream_t stream) {
   const auto starts_before = [](const SgdSegment& s, int64_t offset) { return s.offset < offset; };
   const size_t first = size_t(std::lower_bound(segments_.begin(), segments_.end(), begin, starts_before) - segments_.begin());

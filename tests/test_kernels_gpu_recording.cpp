@@ -137,7 +137,7 @@ TEST_CASE("the recording of kernels/ launches and memsets is what the device see
   CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   // First record-only: the same calls are written down, and the device does nothing (the loss
   // keeps the NaN it was made with).
-  Recorder planned(Recorder::Mode::plan);
+  Recorder planned;
   Counts planned_device;
   {
     RecordingScope scope(planned);
@@ -145,10 +145,11 @@ TEST_CASE("the recording of kernels/ launches and memsets is what the device see
   }
   CHECK(planned_device == Counts{});
   CHECK(std::isnan(loss.copy_to_host()[0]));
-  Recorder recorder(Recorder::Mode::observe);
+  Recorder recorder;
   Counts device;
   {
     RecordingScope scope(recorder);
+    emu::RunWhileRecording run;
     device = seen_by_device(stream, launches);
   }
   CUDA_CHECK(cudaStreamSynchronize(stream));
@@ -180,7 +181,7 @@ TEST_CASE("the recording of kernels/ launches and memsets is what the device see
 TEST_CASE("the record-only device presents an H200 and allocates no memory", CUTRAIN_GPU_TAG) {
   int own = 0, planned = 0;
   CUDA_CHECK(cudaDeviceGetAttribute(&own, cudaDevAttrMultiProcessorCount, 0));
-  Recorder recorder(Recorder::Mode::plan);
+  Recorder recorder;
   void* p = nullptr;
   {
     RecordingScope scope(recorder);

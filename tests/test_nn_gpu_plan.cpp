@@ -61,10 +61,11 @@ TEST_CASE("the planned step is the step the GPU runs and captures, node for node
   step.run();  // cuDNN's and cuBLAS's first-use work, outside the capture
   ctx.synchronize();
 
-  Recorder observed(Recorder::Mode::observe);
+  Recorder observed;
   cudaGraph_t graph;
   {
     RecordingScope scope(observed);
+    emu::RunWhileRecording run;
     CUDA_CHECK(cudaStreamBeginCapture(ctx.main_stream(), cudaStreamCaptureModeThreadLocal));
     step.run();
     CUDA_CHECK(cudaStreamEndCapture(ctx.main_stream(), &graph));
@@ -73,7 +74,7 @@ TEST_CASE("the planned step is the step the GPU runs and captures, node for node
   // The plan is what the step enqueued, in order, on the same streams, with the same figures.
   const BatchNormDevice gpu = bn_device_of_current_gpu();
   const BatchNormDevice h200 = [] {  // the record-only device's
-    Recorder probe(Recorder::Mode::plan);
+    Recorder probe;
     RecordingScope scope(probe);
     return bn_device_of_current_gpu();
   }();

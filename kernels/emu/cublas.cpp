@@ -111,7 +111,7 @@ bool recorded_product(const char* call, cudaStream_t stream, int64_t m, int64_t 
   op.bytes = {(m * k + k * n) * int64_t(element_bytes(in)) + (beta != 0 ? c_bytes : 0), c_bytes};
   op.flops = 2.0 * double(m) * double(n) * double(k);
   op.stream = stream;
-  return record(std::move(op));
+  return record_instead(std::move(op));
 }
 
 // C = alpha * op(A) op(B) + beta * C: cuBLAS's checks, then the product on the stream.

@@ -530,7 +530,7 @@ cudnnStatus_t convolve(cudnnHandle_t handle, Pass pass, const void* alpha, const
   if (cudnnStatus_t s = injected_fault(pass, algo); s != CUDNN_STATUS_SUCCESS) return s;
 
   const float alpha_value = *static_cast<const float*>(alpha), beta_value = *static_cast<const float*>(beta);
-  if (record(convolution_record(pass, p, a, b, out, beta_value, handle->stream))) return CUDNN_STATUS_SUCCESS;
+  if (record_instead(convolution_record(pass, p, a, b, out, beta_value, handle->stream))) return CUDNN_STATUS_SUCCESS;
   const uint64_t stamp = next_stamp();
   if (needed > 0) {
     if (enqueue(handle->stream, "cudnn workspace", [=] { fill_garbage(workspace, needed, stamp); }) != cudaSuccess)
@@ -943,8 +943,8 @@ cudnnStatus_t cudnnBatchNormalizationForwardTrainingEx(
   if (p.shape.fusion.residual)
     if (cudnnStatus_t s = check_device(z, tensor, "z"); s != CUDNN_STATUS_SUCCESS) return s;
   const bool residual = p.shape.fusion.residual;
-  if (cutrain::record(batchnorm_record("cudnnBatchNormalizationForwardTrainingEx", tensor * (residual ? 2 : 1),
-                                       tensor + p.mask_bytes, handle->stream)))
+  if (record_instead(batchnorm_record("cudnnBatchNormalizationForwardTrainingEx", tensor * (residual ? 2 : 1),
+                                      tensor + p.mask_bytes, handle->stream)))
     return CUDNN_STATUS_SUCCESS;
   const cudaError_t queued = enqueue(handle->stream, "cudnnBatchNormalizationForwardTrainingEx", [=] {
     std::vector<float> xs = to_nhwc(p.x, x), zs = p.shape.fusion.residual ? to_nhwc(p.x, z) : std::vector<float>{};
@@ -1007,8 +1007,8 @@ cudnnStatus_t cudnnBatchNormalizationBackwardEx(
   if (p.shape.fusion.residual)
     if (cudnnStatus_t s = check_device(dz, tensor, "dz"); s != CUDNN_STATUS_SUCCESS) return s;
   const bool relu = p.shape.fusion.relu, residual = p.shape.fusion.residual;
-  if (cutrain::record(batchnorm_record("cudnnBatchNormalizationBackwardEx", tensor * (relu ? 3 : 2) + p.mask_bytes,
-                                       tensor * (residual ? 2 : 1), handle->stream)))
+  if (record_instead(batchnorm_record("cudnnBatchNormalizationBackwardEx", tensor * (relu ? 3 : 2) + p.mask_bytes,
+                                      tensor * (residual ? 2 : 1), handle->stream)))
     return CUDNN_STATUS_SUCCESS;
   const cudaError_t queued = enqueue(handle->stream, "cudnnBatchNormalizationBackwardEx", [=] {
     std::vector<float> xs = to_nhwc(p.x, x), dys = to_nhwc(p.x, dy), dxs(xs.size()), dzs(xs.size());

@@ -49,7 +49,7 @@ void launch(const char* name, Traffic bytes, bool cooperative, void (*kernel)(Pa
     op.function = function;
     op.bytes = bytes;
     op.stream = stream;
-    if (record(std::move(op))) return;
+    if (record_instead(std::move(op))) return;
   }
   enqueue_kernel(stream, g, function, launch);
 }

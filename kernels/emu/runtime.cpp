@@ -113,15 +113,20 @@ std::function<bool()> kernel_step(const KernelLaunch& k) {
   };
 }
 
+// Set while a RunWhileRecording is alive on this thread.
+thread_local bool run_while_recording = false;
+
 // Note [Record-only device].
-bool record_only() {
-  const Recorder* r = recording();
-  return r && r->plans();
-}
+bool record_only() { return recording() && !run_while_recording; }
 
 }  // namespace
 
 const EmulatedDevice& emulated_device() { return record_only() ? kRecordOnlyDevice : kDevice; }
+
+RunWhileRecording::RunWhileRecording() : previous_(run_while_recording) { run_while_recording = true; }
+RunWhileRecording::~RunWhileRecording() { run_while_recording = previous_; }
+
+bool record_instead(cutrain::RecordedOp op) { return cutrain::record(std::move(op)) && !run_while_recording; }
 
 bool valid_stream(cudaStream_t stream) {
   auto lock = lock_device();
@@ -392,7 +397,7 @@ bool recorded(cutrain::RecordedOp::Kind kind, const char* name, cutrain::Traffic
   op.bytes = bytes;
   op.stream = stream;
   op.waits_for = waits_for;
-  return cutrain::record(std::move(op));
+  return cutrain::emu::record_instead(std::move(op));
 }
 
 // A synchronising call, which a record-only device answers at once.

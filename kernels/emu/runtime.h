@@ -272,6 +272,10 @@ cudaError_t cudaGraphKernelNodeGetParams(cudaGraphNode_t node, cudaKernelNodePar
 cudaError_t cudaGraphDestroy(cudaGraph_t graph);
 cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec);
 
+namespace cutrain {
+struct RecordedOp;  // kernels/recording.h
+}  // namespace cutrain
+
 namespace cutrain::emu {
 
 struct Grid;  // block.h
@@ -294,7 +298,7 @@ struct EmulatedDevice {
 };
 inline constexpr EmulatedDevice kDevice{};
 // Note [Record-only device]. While a recorder that plans is installed on the calling thread
-// (kernels/recording.h, Recorder::Mode::plan), the emulated device records what the thread
+// (kernels/recording.h), the emulated device records what the thread
 // enqueues and runs none of it, as PyTorch's meta device stands in for a real one: launches,
 // memsets, copies, cuDNN and cuBLAS calls, and waits between streams are written down after the
 // checks a call makes, and not enqueued; cudaMalloc hands out addresses that nothing dereferences
@@ -302,8 +306,8 @@ inline constexpr EmulatedDevice kDevice{};
 // nothing; a synchronising call is a host wait, written down, that returns at once. The device
 // then presents an H200's 132 multiprocessors (each as kDevice's, which are an H200's), so that
 // what is planned for the device -- batch norm's grids and the rows they keep in shared memory --
-// is planned as for an H200. With a recorder that observes, the work runs as usual and is written
-// down too.
+// is planned as for an H200. While a RunWhileRecording is alive on the thread as well, the work
+// runs as usual and is written down too, which is how tests compare a record with what ran.
 inline constexpr EmulatedDevice kRecordOnlyDevice{.multiprocessors = 132};
 // kRecordOnlyDevice while this thread's device is record-only, else kDevice.
 const EmulatedDevice& emulated_device();
@@ -336,6 +340,24 @@ struct WorkDone {
   long long grids = 0, memsets = 0, copies = 0;
 };
 WorkDone work_done();
+
+// While one is alive on this thread, a recorder installed on it writes the work down and the
+// device runs the work as usual, instead of being record-only (Note [Record-only device]). Tests
+// hold the record of a real run against a plan with it.
+class RunWhileRecording {
+ public:
+  RunWhileRecording();
+  ~RunWhileRecording();
+  RunWhileRecording(const RunWhileRecording&) = delete;
+  RunWhileRecording& operator=(const RunWhileRecording&) = delete;
+
+ private:
+  bool previous_;
+};
+
+// Writes `op` down while recording; true when the device is record-only and the call must do
+// nothing more (Note [Record-only device]).
+bool record_instead(cutrain::RecordedOp op);
 
 // ---- for the emulated libraries (cudnn.cpp, cublas.cpp, nccl.cpp) ----
 // The live device allocation that holds `p`, if any.
