@@ -30,8 +30,9 @@ const char* bound_name(Bound b) {
   return "?";
 }
 
-// An operation's time on the GPU at `peak`, and what bounds it. Collectives: the bytes a ring
-// sends on each rank's link in a world of `world_size` (step_plan.h). Waits take no time.
+// An operation's time on the GPU at `peak`, and what bounds it. A collective's time is that of the
+// bytes a ring sends on each rank's link in a world of `world_size` (step_plan.h). Waits take no
+// time.
 std::pair<double, Bound> timed(const RecordedOp& op, const GpuPeak& peak, int world_size) {
   if (op.kind == Kind::wait || op.kind == Kind::host_wait) return {0, Bound::launch};
   if (op.kind == Kind::collective) {

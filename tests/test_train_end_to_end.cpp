@@ -643,12 +643,17 @@ TEST_CASE("step lines come after the first step and by time too, with the lr, el
   CHECK(steps[1]["global_step"].get<int>() < 16);
   CHECK(steps[1]["eta_s"].get<double>() > 0);
   // A line by time comes at the step after which another would pass 0.3 s, so some gap between
-  // lines is below 0.3 s; waiting for 0.3 s to pass made every gap at least that long.
-  double shortest_gap = 1e9;
-  for (size_t i = 1; i + 1 < steps.size(); ++i)
+  // lines is below 0.3 s; waiting for 0.3 s to pass made every gap at least that long. (On a
+  // machine so loaded that every step takes 0.3 s or more, each step gets its line either way.)
+  double shortest_gap = 1e9, shortest_step_ms = 1e9;
+  for (size_t i = 1; i + 1 < steps.size(); ++i) {
     shortest_gap =
         std::min(shortest_gap, steps[i]["elapsed_s"].get<double>() - steps[i - 1]["elapsed_s"].get<double>());
-  CHECK(shortest_gap < 0.3);
+    shortest_step_ms = std::min(shortest_step_ms, steps[i]["ms_per_step"].get<double>());
+  }
+  INFO("gaps: " << steps.size() - 2 << " by time, the shortest " << shortest_gap << " s; the shortest step "
+                << shortest_step_ms << " ms");
+  CHECK((shortest_gap < 0.3 || shortest_step_ms >= 300));
   // The evaluation of 1024 images says how far it is, by time as well (when it takes long enough:
   // about 1 s on this machine's 2 cores).
   const std::vector<nlohmann::json> evals = read_metrics(metrics, "eval");
