@@ -1,10 +1,23 @@
 // `cutrain bench-data`: how fast the CPU input pipeline turns a dataset into augmented batches.
 // Prints the loader's throughput with T worker threads, and the augmentation alone on one core.
+//
+// Note [Loader threads and free cores]: T threads are only T times one thread's speed when T cores
+// are free for them. Beside the workers, this thread takes the batches, and on a shared machine
+// other processes take cores too: on two cores that others were using, 2 threads measured 418k
+// images/s against 1 thread's 444k. So the loader's line also says how many cores the process got
+// while it ran (its CPU time over the wall time) and the images/s per core it got; the machine's
+// load average before the run says how busy the machine already was. Equal images/s per core at
+// 1 and 2 threads mean that the threads scale, and the cores did not.
+#include <sys/resource.h>
+
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <thread>
 
 #include "app/commands.h"
+#include "app/counted.h"
 #include "app/flags.h"
 #include "data/load.h"
 #include "data/loader.h"
@@ -15,6 +28,14 @@ namespace cutrain {
 
 static double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+// The CPU time of this process's threads so far, user and system, in seconds.
+static double cpu_seconds() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  auto seconds = [](const timeval& t) { return double(t.tv_sec) + double(t.tv_usec) * 1e-6; };
+  return seconds(usage.ru_utime) + seconds(usage.ru_stime);
 }
 
 void add_bench_data_command(CLI::App& app, int& exit_code) {
@@ -45,7 +66,10 @@ void add_bench_data_command(CLI::App& app, int& exit_code) {
     DistributedSampler sampler(int64_t(train.size()), 1, 0);
 
     // The loader: T workers filling the ring, this thread taking batches as a trainer would.
+    double load = 0;
+    if (getloadavg(&load, 1) != 1) load = -1;
     int64_t images = 0;
+    const double cpu_start = cpu_seconds();
     auto start = std::chrono::steady_clock::now();
     for (int epoch = 0; epoch < o->epochs; ++epoch) {
       sampler.set_epoch(epoch);
@@ -53,7 +77,9 @@ void add_bench_data_command(CLI::App& app, int& exit_code) {
       Batch batch;
       while (loader.next(batch)) images += batch.size;
     }
-    double loader_rate = double(images) / seconds_since(start);
+    const double loader_seconds = seconds_since(start);
+    const double loader_rate = double(images) / loader_seconds;
+    const double cores_used = (cpu_seconds() - cpu_start) / loader_seconds;
 
     // The augmentation alone, one batch after another on this one core.
     AugmentParams p = make_augment_params(config.augment, train.height, train.width, config.out_channels);
@@ -69,8 +95,17 @@ void add_bench_data_command(CLI::App& app, int& exit_code) {
 
     std::printf("bench-data: %zu images, batch %d, %s x %d channels out\n", train.size(), config.batch_size,
                 o->dtype.c_str(), config.out_channels);
-    std::printf("loader, %d threads: %.0f images/s (%.0f per thread)\n", o->threads, loader_rate,
-                loader_rate / o->threads);
+    const int cores = int(std::max(1u, std::thread::hardware_concurrency()));
+    char load_text[64] = "";
+    if (load >= 0) std::snprintf(load_text, sizeof load_text, ", load average %.2f before it", load);
+    std::printf("loader, %s: %.0f images/s (%.0f per thread); the process got %.2f of %s (%.0f images/s per core "
+                "it got%s)\n",
+                counted(o->threads, "thread").c_str(), loader_rate, loader_rate / o->threads, cores_used,
+                counted(cores, "core").c_str(), loader_rate / cores_used, load_text);
+    if (o->threads + 1 > cores)
+      std::printf("  %s and the thread taking batches share %s with whatever else runs: past the free cores, more "
+                  "threads add no speed (Note [Loader threads and free cores] in app/bench_data.cpp)\n",
+                  counted(o->threads, "loader thread").c_str(), counted(cores, "core").c_str());
     std::printf("augment on one core: %.0f images/s\n", core_rate);
     exit_code = 0;
   });

@@ -1,5 +1,6 @@
 #include "app/evaluator.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <numeric>
@@ -23,14 +24,14 @@ LoaderConfig eval_loader_config(const ResNet18& model, bool mirror) {
   return config;
 }
 
-// sum[i] += add[i] for i < n, on the model's device (cuBLAS's axpy on the GPU).
-void add_logits(Context& ctx, const float* add, float* sum, int n) {
+// sum[i] += add[i] / 2 for i < n, on the model's device (cuBLAS's axpy on the GPU).
+void add_half(Context& ctx, const float* add, float* sum, int n) {
   if (ctx.on_gpu()) {
-    const float one = 1.0f;
-    CUBLAS_CHECK(cublasSaxpy(ctx.cublas, n, &one, add, 1, sum, 1));
+    const float half = 0.5f;
+    CUBLAS_CHECK(cublasSaxpy(ctx.cublas, n, &half, add, 1, sum, 1));
     return;
   }
-  for (int i = 0; i < n; ++i) sum[i] += add[i];
+  for (int i = 0; i < n; ++i) sum[i] += 0.5f * add[i];
 }
 
 }  // namespace
@@ -47,17 +48,21 @@ Evaluator::Evaluator(ResNet18& model, const Dataset& test, Communicator* comm, i
       comm_(comm),
       feed_(test, eval_loader_config(model, false), model),
       counts_(model.context().device(), sizeof(int64_t) * (1 + 2 * size_t(model.config().num_classes))) {
+  const Device device = model.context().device();
+  const size_t logits_bytes = sizeof(float) * size_t(model.config().batch_size) * size_t(model.config().num_classes);
   if (tta == Tta::flip) {
     mirrored_ = std::make_unique<BatchFeed>(test, eval_loader_config(model, true), model);
-    first_logits_ = DeviceBuffer(model.context().device(),
-                                 sizeof(float) * size_t(model.config().batch_size) * size_t(model.config().num_classes));
+    mean_logits_ = DeviceBuffer(device, logits_bytes);
   }
+  loss_gradient_ = DeviceBuffer(device, logits_bytes + sizeof(int32_t));
   const int64_t n = int64_t(test.size());
   const int64_t begin = n * rank / world_size, end = n * (rank + 1) / world_size;
   shard_.resize(size_t(end - begin));
   std::iota(shard_.begin(), shard_.end(), begin);
   const int64_t batch = model.config().batch_size, smallest = n / world_size;
   common_batches_ = (smallest + batch - 1) / batch;
+  const int64_t batches = (int64_t(shard_.size()) + batch - 1) / batch;  // this rank's
+  batch_losses_ = DeviceBuffer(device, sizeof(float) * size_t(std::max<int64_t>(1, batches)));
 }
 
 std::vector<std::string> class_accuracy_lines(const EvalResult& r, const std::vector<std::string>& class_names) {
@@ -94,22 +99,29 @@ EvalResult Evaluator::run(const EvalHook& after_batch) {
     model_.forward(false);
     const float* logits = model_.logits().as<float>();
     if (mirrored_) {
-      auto* sum = static_cast<float*>(first_logits_.data());
+      auto* mean = static_cast<float*>(mean_logits_.data());
       const size_t bytes = sizeof(float) * size_t(n) * size_t(K);
       if (ctx.on_gpu())
-        CUDA_CHECK(cudaMemcpyAsync(sum, logits, bytes, cudaMemcpyDeviceToDevice, ctx.main_stream()));
+        CUDA_CHECK(cudaMemsetAsync(mean, 0, bytes, ctx.main_stream()));
       else
-        std::memcpy(sum, logits, bytes);
+        std::memset(mean, 0, bytes);
+      add_half(ctx, logits, mean, n * K);
       mirrored_->load(b);  // the same images and labels, mirrored
       model_.forward(false);
-      add_logits(ctx, model_.logits().as<float>(), sum, n * K);
-      logits = sum;
+      add_half(ctx, model_.logits().as<float>(), mean, n * K);
+      logits = mean;
     }
     const int32_t* labels = model_.labels().as<int32_t>();
-    if (ctx.on_gpu())
+    float* batch_loss = static_cast<float*>(batch_losses_.data()) + b;
+    auto* gradient = static_cast<float*>(loss_gradient_.data());
+    auto* gradient_correct = reinterpret_cast<int32_t*>(gradient + size_t(n) * size_t(K));
+    if (ctx.on_gpu()) {
       count_correct_cuda(logits, labels, n, K, correct, class_total, class_correct, ctx.main_stream());
-    else
+      softmax_cross_entropy_cuda(logits, labels, n, K, 0, batch_loss, gradient, gradient_correct, ctx.main_stream());
+    } else {
       count_correct_cpu(logits, labels, n, K, correct, class_total, class_correct);
+      softmax_cross_entropy_cpu(logits, labels, n, K, 0, batch_loss, gradient, gradient_correct);
+    }
     if (after_batch && b < common_batches_ && after_batch(double(b + 1) / double(feed_.num_batches()))) {
       ctx.synchronize();  // nothing of this evaluation may still run when the caller goes on
       EvalResult stopped;
@@ -119,17 +131,25 @@ EvalResult Evaluator::run(const EvalHook& after_batch) {
   }
 
   std::vector<int64_t> host(1 + 2 * size_t(K));
+  std::vector<float> batch_losses(batch_losses_.bytes() / sizeof(float));
   ctx.synchronize();
   // A byte copy: the view's dtype only sets its size.
   copy_to_host(Tensor(counts, DType::f32, ctx.device(), {int64_t(counts_.bytes() / 4)}), host.data());
+  copy_bytes_to_host(batch_losses_, batch_losses.data());
   std::vector<double> sums(host.begin(), host.end());  // exact: counts stay far below 2^53
+  double loss_sum = 0;  // over this rank's images: each batch's mean times its rows
+  const int64_t batch = model_.config().batch_size, images = int64_t(shard_.size());
+  for (int64_t b = 0; b * batch < images; ++b)
+    loss_sum += double(batch_losses[size_t(b)]) * double(std::min(batch, images - b * batch));
+  sums.push_back(loss_sum);
   if (comm_) comm_->all_reduce_host(sums.data(), sums.size(), ReduceOp::sum);
 
   EvalResult result;
   result.correct = int64_t(sums[0]);
   result.class_total.assign(sums.begin() + 1, sums.begin() + 1 + K);
-  result.class_correct.assign(sums.begin() + 1 + K, sums.end());
+  result.class_correct.assign(sums.begin() + 1 + K, sums.begin() + 1 + 2 * K);
   result.total = std::accumulate(result.class_total.begin(), result.class_total.end(), int64_t(0));
+  result.loss = result.total ? sums.back() / double(result.total) : 0.0;
   return result;
 }
 

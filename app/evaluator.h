@@ -1,10 +1,14 @@
-// evaluator.h: top-1 accuracy on the test set, overall and per class.
+// evaluator.h: top-1 accuracy on the test set, overall and per class, and the test loss.
 //
 // With test-time augmentation (--tta flip) each image is scored twice, as it is and mirrored
 // left-right, and the prediction is the argmax of the mean of the two logit vectors (the fast
 // CIFAR-10 trainers report their accuracy this way). The mirrored view comes from a second feed
-// whose augmentation mirrors every image (kernels/augment.cuh); the first view's logits are kept
-// aside and added to the second's (the sum has the mean's argmax).
+// whose augmentation mirrors every image (kernels/augment.cuh); half of each view's logits is added
+// into a buffer of their own, which then holds the mean.
+//
+// The test loss is the mean cross-entropy over the test images of the logits the prediction is
+// made from, without label smoothing: each batch's mean (kernels/cross_entropy.h) lands in a slot
+// of its own on the model's device, and the host weighs them by the batch's rows at the end.
 //
 // The test set is split into contiguous shards, one per rank, so each image is counted exactly
 // once (no sampler padding); the last batch of a shard may be partial, and only its real rows
@@ -34,6 +38,7 @@ struct EvalResult {
   bool stopped = false;  // the hook stopped it: the counts are partial and mean nothing
   int64_t correct = 0;
   int64_t total = 0;
+  double loss = 0;       // the mean cross-entropy over the `total` images
   std::vector<int64_t> class_correct, class_total;
 
   double accuracy() const { return total ? double(correct) / double(total) : 0.0; }
@@ -64,7 +69,9 @@ class Evaluator {
   int64_t common_batches_ = 0;  // the batches of the smallest shard: those every rank runs
   BatchFeed feed_;
   std::unique_ptr<BatchFeed> mirrored_;  // --tta flip: the same shard, every image mirrored
-  DeviceBuffer first_logits_;           // --tta flip: the unmirrored view's logits, fp32 [B, K]
+  DeviceBuffer mean_logits_;            // --tta flip: the mean of the two views' logits, fp32 [B, K]
+  DeviceBuffer batch_losses_;           // fp32 [batches]: each batch's mean loss
+  DeviceBuffer loss_gradient_;          // fp32 [B, K] and an int32: what the loss kernel also writes, unread
   DeviceBuffer counts_;                 // int64: correct, class_total[K], class_correct[K]
 };
 

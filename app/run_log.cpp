@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cmath>
 #include <cstdarg>
 #include <cstring>
@@ -13,12 +14,30 @@
 #include <stdexcept>
 
 #include "app/tensorboard_writer.h"
+#include "app/version.h"
 
 namespace cutrain {
 namespace {
 
 // The JSON value of an optional number: the number, or null.
 nlohmann::json optional_number(const std::optional<double>& v) { return v ? nlohmann::json(*v) : nlohmann::json(); }
+
+// Now, in seconds since the Unix epoch, to the millisecond.
+double unix_time() {
+  using std::chrono::milliseconds;
+  const auto ms = std::chrono::duration_cast<milliseconds>(std::chrono::system_clock::now().time_since_epoch());
+  return double(ms.count()) / 1e3;
+}
+
+// "2026-12-02T02:18:07Z": a Unix time in UTC, as ISO 8601 writes it.
+std::string iso_time(double unix_seconds) {
+  const std::time_t t = std::time_t(unix_seconds);
+  std::tm utc{};
+  gmtime_r(&t, &utc);
+  char text[32];
+  std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", &utc);
+  return text;
+}
 
 }  // namespace
 
@@ -76,11 +95,17 @@ void RunLog::drop_torn_record(int fd) {
                "write left\n", metrics_path_.c_str(), static_cast<long long>(st.st_size - whole));
 }
 
+void RunLog::started(const nlohmann::json& run) {
+  if (!active_) return;
+  nlohmann::json record = {{"kind", "run"}};
+  record.update(run);
+  record.update({{"start_time", iso_time(unix_time())}, {"version", kVersion}, {"commit", kGitCommit}});
+  write_json(std::move(record));
+}
+
 void RunLog::resumed(int epoch, int64_t global_step, const std::string& checkpoint) {
   if (!active_) return;
-  write_json(nlohmann::json{{"kind", "resume"}, {"epoch", epoch}, {"global_step", global_step},
-                            {"checkpoint", checkpoint}}
-                 .dump());
+  write_json({{"kind", "resume"}, {"epoch", epoch}, {"global_step", global_step}, {"checkpoint", checkpoint}});
 }
 
 RunLog::~RunLog() {
@@ -105,8 +130,10 @@ void RunLog::end_progress_bar() {
   bar_open_ = false;
 }
 
-void RunLog::write_json(const std::string& line) {
+void RunLog::write_json(nlohmann::json record) {
   if (!metrics_) return;
+  record["time"] = unix_time();
+  const std::string line = record.dump();
   if (write_error_.empty()) {
     errno = 0;
     if (std::fputs((line + "\n").c_str(), metrics_) >= 0 && std::fflush(metrics_) == 0) return;
@@ -149,8 +176,7 @@ void RunLog::step(const StepRecord& r) {
   write_json(nlohmann::json{{"kind", "step"}, {"epoch", r.epoch}, {"step", r.step},
                             {"steps_per_epoch", r.steps_per_epoch}, {"global_step", r.global_step},
                             {"loss", r.loss}, {"acc", r.acc}, {"lr", r.lr}, {"images_per_s", r.images_per_s},
-                            {"ms_per_step", r.ms_per_step}, {"elapsed_s", r.elapsed_s}, {"eta_s", r.eta_s}}
-                 .dump());
+                            {"ms_per_step", r.ms_per_step}, {"elapsed_s", r.elapsed_s}, {"eta_s", r.eta_s}});
   if (tensorboard_) {
     tensorboard_->scalar("train/loss", r.global_step, r.loss);
     tensorboard_->scalar("train/accuracy", r.global_step, r.acc);
@@ -161,27 +187,30 @@ void RunLog::step(const StepRecord& r) {
 
 void RunLog::epoch(const EpochRecord& r) {
   if (!active_) return;
-  char test[32] = "";
-  if (r.test_acc) std::snprintf(test, sizeof test, " | test acc: %.2f%%", 100 * *r.test_acc);
+  char test[64] = "";
+  if (r.test_acc)
+    std::snprintf(test, sizeof test, " | test acc: %.2f%% | test loss: %.3f", 100 * *r.test_acc,
+                  r.test_loss.value_or(0));
   print("== epoch %d/%d | loss: %.3f | acc: %.3f%%%s | %.1f s | %.0f img/s", r.epoch, r.epochs, r.loss,
         100 * r.acc, test, r.epoch_time_s, r.images_per_s);
   write_json(nlohmann::json{{"kind", "epoch"}, {"epoch", r.epoch}, {"global_step", r.global_step},
                             {"loss", r.loss}, {"acc", r.acc}, {"lr", r.lr}, {"images_per_s", r.images_per_s},
                             {"epoch_time_s", r.epoch_time_s}, {"test_acc", optional_number(r.test_acc)},
-                            {"peak_memory_bytes", r.peak_memory_bytes}}
-                 .dump());
+                            {"test_loss", optional_number(r.test_loss)}, {"peak_memory_bytes", r.peak_memory_bytes}});
 }
 
 void RunLog::evaluation(const EvalRecord& r) {
   if (!active_) return;
   if (!r.epoch_end)
-    print("== eval: step %lld [%d/%d] | test acc: %.2f%% | %.1f s", static_cast<long long>(r.global_step), r.epoch,
-          r.epochs, 100 * r.test_acc, r.eval_time_s);
+    print("== eval: step %lld [%d/%d] | test acc: %.2f%% | test loss: %.3f | %.1f s",
+          static_cast<long long>(r.global_step), r.epoch, r.epochs, 100 * r.test_acc, r.test_loss, r.eval_time_s);
   write_json(nlohmann::json{{"kind", "eval"}, {"epoch", r.epoch}, {"global_step", r.global_step},
-                            {"epoch_end", r.epoch_end}, {"test_acc", r.test_acc}, {"eval_time_s", r.eval_time_s},
-                            {"training_time_s", r.training_time_s}}
-                 .dump());
-  if (tensorboard_) tensorboard_->scalar("test/accuracy", r.global_step, r.test_acc);
+                            {"epoch_end", r.epoch_end}, {"test_acc", r.test_acc}, {"test_loss", r.test_loss},
+                            {"eval_time_s", r.eval_time_s}, {"training_time_s", r.training_time_s}});
+  if (tensorboard_) {
+    tensorboard_->scalar("test/accuracy", r.global_step, r.test_acc);
+    tensorboard_->scalar("test/loss", r.global_step, r.test_loss);
+  }
 }
 
 void RunLog::evaluation_progress(int64_t done, int64_t total, double elapsed_s) {
@@ -213,8 +242,7 @@ void RunLog::summary(const SummaryRecord& r) {
                             {"best_test_acc", optional_number(r.best_test_acc)},
                             {"final_test_acc", optional_number(r.final_test_acc)},
                             {"peak_memory_bytes", r.peak_memory_bytes}, {"world_size", r.world_size},
-                            {"precision", r.precision}, {"stem", r.stem}, {"batch_size", r.batch_size}}
-                 .dump());
+                            {"precision", r.precision}, {"stem", r.stem}, {"batch_size", r.batch_size}});
 }
 
 }  // namespace cutrain

@@ -6,11 +6,17 @@
 //      elapsed: 0:00:04 | eta: 0:01:20                                         (one line)
 // or, when standard output is a terminal, one progress bar line per epoch redrawn in place. A
 // long evaluation shows its progress the same way: a line, or a bar in place.
-// Metrics (--metrics FILE): JSON lines, one per logged step ("kind": "step"), one per evaluation
-// ("kind": "eval"), one per epoch ("kind": "epoch"), one at the end ("kind": "summary"), and one
-// where a run resumed ("kind": "resume": the records after it repeat the steps since that
-// checkpoint, and the last record of each step is the one that counts);
-// bench/ and scripts/plot_metrics.py read them, and so does bench/pytorch_reference.py write them.
+// Metrics (--metrics FILE): JSON lines, appended to. Each process's first record says what it was
+// started as ("kind": "run": the start time, the version and commit, what a checkpoint records of
+// the run (app/run_description.h) and the settings the trainer resolved); then one per logged step
+// ("kind": "step"), one per evaluation ("kind": "eval", with the test loss beside the accuracy), one
+// per epoch ("kind": "epoch"), one at the end ("kind": "summary"), and one where a run resumed
+// ("kind": "resume": the records after it repeat the steps since that checkpoint, and the last
+// record of each step is the one that counts). Every record holds "time", when it was written, in
+// seconds since the Unix epoch (Python's time.time()). A "run" record that no "resume" follows
+// begins another run in the same file, whose steps count from 1 again: scripts/plot_metrics.py
+// draws it as a run of its own. bench/ and scripts/plot_metrics.py read them, and so does
+// bench/pytorch_reference.py write them.
 // Times and images/s follow app/run_clock.h: evaluation, checkpoint writes and the epoch-start
 // wait are left out of images/s, and evaluation and checkpoint writes out of the training time.
 //
@@ -27,6 +33,8 @@
 #include <memory>
 #include <optional>
 #include <string>
+
+#include <nlohmann/json_fwd.hpp>
 
 namespace cutrain {
 
@@ -52,7 +60,7 @@ struct EpochRecord {
   double loss, acc, lr;
   double images_per_s;
   double epoch_time_s;
-  std::optional<double> test_acc;
+  std::optional<double> test_acc, test_loss;
   int64_t peak_memory_bytes;
 };
 
@@ -64,6 +72,7 @@ struct EvalRecord {
   int64_t global_step;
   bool epoch_end;
   double test_acc;
+  double test_loss;        // the mean cross-entropy, without label smoothing (app/evaluator.h)
   double eval_time_s;      // this evaluation
   double training_time_s;  // the training time so far (app/run_clock.h)
 };
@@ -97,6 +106,9 @@ class RunLog {
   RunLog& operator=(const RunLog&) = delete;
 
   bool active() const { return active_; }
+  // The run's first record: the keys of `run` (what the trainer says of itself), and the start
+  // time, the version and the commit.
+  void started(const nlohmann::json& run);
   // Progress is drawn in place (standard output is a terminal), rather than printed as lines.
   bool in_place() const { return progress_bar_; }
   // printf-style line to the console (rank 0 only), ending any progress bar first.
@@ -113,7 +125,7 @@ class RunLog {
   void finish();
 
  private:
-  void write_json(const std::string& line);
+  void write_json(nlohmann::json record);  // adds "time"
   void drop_torn_record(int fd);
   void end_progress_bar();
 

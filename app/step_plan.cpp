@@ -18,20 +18,56 @@ namespace {
 
 using Kind = RecordedOp::Kind;
 
-double op_seconds(const RecordedOp& op, const GpuPeak& peak) {
-  if (op.kind == Kind::wait || op.kind == Kind::host_wait || op.kind == Kind::collective) return 0;
-  const double bytes = double(op.bytes.read + op.bytes.written);
-  return std::max({op.flops / (peak.tflops * 1e12), bytes / (peak.tbps * 1e12), kMinOperationSeconds});
+// What bounds an operation's time in the estimate; a collective's is the link between the GPUs.
+enum class Bound { compute, memory, launch, link };
+const char* bound_name(Bound b) {
+  switch (b) {
+    case Bound::compute: return "compute";
+    case Bound::memory: return "memory";
+    case Bound::launch: return "launch";
+    case Bound::link: return "link";
+  }
+  return "?";
 }
 
-// Rows of a table: one per name, in order of first appearance.
+// An operation's time on the GPU at `peak`, and what bounds it. A collective's time is that of the
+// bytes a ring sends on each rank's link in a world of `world_size` (step_plan.h). Waits take no
+// time.
+std::pair<double, Bound> timed(const RecordedOp& op, const GpuPeak& peak, int world_size) {
+  if (op.kind == Kind::wait || op.kind == Kind::host_wait) return {0, Bound::launch};
+  if (op.kind == Kind::collective) {
+    const double share = double(world_size - 1) / double(world_size), bytes = double(op.bytes.read);
+    const double sent = op.name == "ncclAllReduce" ? 2 * share * bytes : share * bytes;
+    return {std::max(sent / (peak.link_gbps * 1e9), kMinOperationSeconds), Bound::link};
+  }
+  const double compute = op.flops / (peak.tflops * 1e12);
+  const double memory = double(op.bytes.read + op.bytes.written) / (peak.tbps * 1e12);
+  if (compute >= memory && compute >= kMinOperationSeconds) return {compute, Bound::compute};
+  if (memory >= kMinOperationSeconds) return {memory, Bound::memory};
+  return {kMinOperationSeconds, Bound::launch};
+}
+
+// The step's estimate counts an operation's time, but not a collective's (it overlaps backward).
+double op_seconds(const RecordedOp& op, const GpuPeak& peak) {
+  return op.kind == Kind::collective ? 0 : timed(op, peak, 1).first;
+}
+
+// Rows of a table: one per name, in order of first appearance, with the time each bound holds.
 struct Row {
   std::string name;
   int64_t count = 0;
   double read = 0, written = 0, flops = 0, seconds = 0;
+  std::map<Bound, double> seconds_by_bound;
+
+  // What bounds most of the row's time.
+  Bound bound() const {
+    return std::max_element(seconds_by_bound.begin(), seconds_by_bound.end(),
+                            [](const auto& a, const auto& b) { return a.second < b.second; })
+        ->first;
+  }
 };
 
-std::vector<Row> rows_of(const std::vector<RecordedOp>& ops, Kind kind, const GpuPeak& peak) {
+std::vector<Row> rows_of(const std::vector<RecordedOp>& ops, Kind kind, const GpuPeak& peak, int world_size) {
   std::vector<Row> rows;
   std::map<std::string, size_t> index;
   for (const RecordedOp& op : ops) {
@@ -43,25 +79,28 @@ std::vector<Row> rows_of(const std::vector<RecordedOp>& ops, Kind kind, const Gp
     row.read += double(op.bytes.read);
     row.written += double(op.bytes.written);
     row.flops += op.flops;
-    row.seconds += op_seconds(op, peak);
+    const auto [seconds, bound] = timed(op, peak, world_size);
+    row.seconds += seconds;
+    row.seconds_by_bound[bound] += seconds;
   }
   return rows;
 }
 
 void print_rows(std::FILE* out, const char* title, const std::vector<Row>& rows, bool flops) {
   if (rows.empty()) return;
-  std::fprintf(out, "  %-34s %6s %10s %10s %10s %9s\n", title, "count", "MB read", "MB written", flops ? "GFLOP" : "",
-               "est. ms");
+  std::fprintf(out, "  %-34s %6s %10s %10s %10s %9s  %s\n", title, "count", "MB read", "MB written",
+               flops ? "GFLOP" : "", "min. ms", "bound by");
   for (const Row& r : rows) {
     char flop_text[32] = "";
     if (flops) std::snprintf(flop_text, sizeof flop_text, "%10.1f", r.flops / 1e9);
-    std::fprintf(out, "    %-32s %6lld %10.1f %10.1f %10s %9.3f\n", r.name.c_str(), (long long)r.count, r.read / 1e6,
-                 r.written / 1e6, flop_text, r.seconds * 1e3);
+    std::fprintf(out, "    %-32s %6lld %10.1f %10.1f %10s %9.3f  %s\n", r.name.c_str(), (long long)r.count,
+                 r.read / 1e6, r.written / 1e6, flop_text, r.seconds * 1e3, bound_name(r.bound()));
   }
 }
 
-// Per stream and per NVTX range: how many operations, and their estimated time.
-void print_streams(std::FILE* out, const Recorder& plan, const GpuPeak& peak) {
+// Per stream and per NVTX range: how many operations, and their estimated time (the comm
+// stream's from the link).
+void print_streams(std::FILE* out, const Recorder& plan, const GpuPeak& peak, int world_size) {
   std::vector<std::string> order;
   std::map<std::string, std::pair<int64_t, double>> by;  // "stream: phase" -> operations, seconds
   for (const RecordedOp& op : plan.ops()) {
@@ -70,9 +109,9 @@ void print_streams(std::FILE* out, const Recorder& plan, const GpuPeak& peak) {
     auto [it, added] = by.emplace(key, std::pair<int64_t, double>{0, 0});
     if (added) order.push_back(key);
     ++it->second.first;
-    it->second.second += op_seconds(op, peak);
+    it->second.second += timed(op, peak, world_size).first;
   }
-  std::fprintf(out, "  %-34s %6s %43s\n", "where (stream, NVTX range)", "count", "est. ms");
+  std::fprintf(out, "  %-34s %6s %43s\n", "where (stream, NVTX range)", "count", "min. ms");
   for (const std::string& key : order)
     std::fprintf(out, "    %-32s %6lld %43.3f\n", key.c_str(), (long long)by[key].first, by[key].second * 1e3);
 }
@@ -226,25 +265,30 @@ void print_plan(std::FILE* out, const StepPlanConfig& c, const Recorder& plan, c
                c.batchnorm.c_str(), counted(c.streams, "stream").c_str());
   const BatchNormDevice h200 = planned_device();
   std::fprintf(out,
-               "  GPU: %.0f TFLOP/s, %.2f TB/s; every operation takes at least %.0f us; batch norm's launches "
-               "planned for an H200 (%d multiprocessors, %zu KiB of shared memory each)\n",
-               peak.tflops, peak.tbps, kMinOperationSeconds * 1e6, h200.blocks, h200.shared_bytes / 1024);
-  print_rows(out, "custom kernels", rows_of(ops, Kind::kernel, peak), false);
-  print_rows(out, "cuDNN and cuBLAS calls", rows_of(ops, Kind::library, peak), true);
-  print_rows(out, "collectives (not in the estimate)", rows_of(ops, Kind::collective, peak), false);
-  print_rows(out, "memsets", rows_of(ops, Kind::memset, peak), false);
-  print_rows(out, "copies", rows_of(ops, Kind::memcpy, peak), false);
+               "  GPU: %.0f TFLOP/s, %.2f TB/s, a %.0f GB/s link each way to the others; every operation takes at "
+               "least %.0f us; batch norm's launches planned for an H200 (%d multiprocessors, %zu KiB of shared "
+               "memory each)\n",
+               peak.tflops, peak.tbps, peak.link_gbps, kMinOperationSeconds * 1e6, h200.blocks,
+               h200.shared_bytes / 1024);
+  std::fprintf(out, "  each row's time is the least its operations take at these peaks (its bound: compute, memory, "
+               "or a kernel launch's %.0f us)\n", kMinOperationSeconds * 1e6);
+  const int world = c.world_size;
+  print_rows(out, "custom kernels", rows_of(ops, Kind::kernel, peak, world), false);
+  print_rows(out, "cuDNN and cuBLAS calls", rows_of(ops, Kind::library, peak, world), true);
+  print_rows(out, "collectives (overlap, not summed)", rows_of(ops, Kind::collective, peak, world), false);
+  print_rows(out, "memsets", rows_of(ops, Kind::memset, peak, world), false);
+  print_rows(out, "copies", rows_of(ops, Kind::memcpy, peak, world), false);
   std::fprintf(out,
                "  %lld custom kernel launches, %lld library calls (one graph node each; cuDNN may add more), "
                "%lld collectives, %lld memsets, %lld copies, %lld waits between streams, %lld host waits\n",
                (long long)s.kernels, (long long)s.library_calls, (long long)s.collectives, (long long)s.memsets,
                (long long)s.memcpys, (long long)s.waits, (long long)s.host_waits);
-  print_streams(out, plan, peak);
+  print_streams(out, plan, peak, world);
   std::fprintf(out,
                "plan: %lld graph nodes, %lld memsets, %.2f GB moved by custom kernels, %.1f GFLOP in convolutions, "
-               "estimated %.2f ms/step\n",
+               "estimated %.2f ms/step, a lower bound (at most %.0f images/s per GPU)\n",
                (long long)s.graph_nodes, (long long)s.memsets, s.custom_bytes / 1e9, s.conv_flops / 1e9,
-               s.estimated_seconds * 1e3);
+               s.estimated_seconds * 1e3, double(c.batch_size) / s.estimated_seconds);
 }
 
 }  // namespace cutrain

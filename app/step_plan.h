@@ -14,9 +14,13 @@
 //
 // The estimate is a sum over the step's operations, one after the other, of
 //   max(FLOPs / peak, bytes / bandwidth, kMinOperationSeconds)
-// with collectives left out (they overlap backward; the interconnect is not modelled). It is a
-// floor for a step run one operation at a time, no better: real kernels reach neither peak, and
-// the two streams' overlap is not credited.
+// and each operation's table row says which of the three bounds it: compute, memory or launch.
+// It is a lower bound on a step run one operation at a time, and printed as one, with the
+// images/s it allows at most: real kernels reach neither peak, and the two streams' overlap is
+// not credited. Collectives are estimated apart, from the link's bandwidth (NVLink between the
+// GPUs of one node, as NCCL uses it): a ring all-reduce of S bytes over N ranks sends and
+// receives 2 (N - 1) / N S bytes on each rank's link, a broadcast (N - 1) / N S. They are left out
+// of the step's sum, since they overlap backward.
 #pragma once
 
 #include <cstdint>
@@ -28,11 +32,13 @@
 
 namespace cutrain {
 
-// An H200 SXM: 989 TFLOP/s dense bf16 on the tensor cores, 4.8 TB/s of HBM3e; and its fp32 FMA
-// peak (no tensor cores: TF32 is off in fp32), 67 TFLOP/s.
+// An H200 SXM: 989 TFLOP/s dense bf16 on the tensor cores, 4.8 TB/s of HBM3e, and NVLink 4 at
+// 900 GB/s, 450 GB/s each way; and its fp32 FMA peak (no tensor cores: TF32 is off in fp32),
+// 67 TFLOP/s.
 struct GpuPeak {
   double tflops = 989.0;
   double tbps = 4.8;
+  double link_gbps = 450.0;  // one way, between two GPUs of a node
 };
 inline constexpr double kH200Fp32Tflops = 67.0;
 
@@ -73,7 +79,8 @@ bool can_plan_steps();
 PlanSummary summarize(const std::vector<RecordedOp>& ops, const GpuPeak& peak);
 
 // The inventory, one table per kind and one line per stream, and last the line scripts read:
-//   plan: N graph nodes, M memsets, X.XX GB moved by custom kernels, Y.Y GFLOP in convolutions, estimated Z.ZZ ms/step
+//   plan: N graph nodes, M memsets, X.XX GB moved by custom kernels, Y.Y GFLOP in convolutions, estimated
+//   Z.ZZ ms/step, a lower bound (at most I images/s per GPU)
 void print_plan(std::FILE* out, const StepPlanConfig& config, const Recorder& plan, const GpuPeak& peak);
 
 }  // namespace cutrain

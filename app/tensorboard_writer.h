@@ -1,7 +1,7 @@
 // tensorboard_writer.h: TensorBoard's event files, written by hand (no protobuf library), for
 // `cutrain train --tensorboard DIR`. RunLog (app/run_log.h) calls it where the metrics JSONL gets a
 // record, so TensorBoard shows the same numbers: train/loss, train/accuracy, train/lr and
-// train/images_per_s at each logged step, test/accuracy at each evaluation.
+// train/images_per_s at each logged step, test/accuracy and test/loss at each evaluation.
 //
 // Note [TensorBoard's event file]: a file named events.out.tfevents.<seconds>.<host>.<pid> holds
 // records, each

@@ -26,7 +26,8 @@ usage: bench/compare.sh [options]
                      --device cpu a CPU-sized run instead (1,024 images, width 8, batch 32, 2 epochs)
   --data DIR         CIFAR-10 binary folder (default: a synthetic one made by `cutrain make-synthetic`)
   --out DIR          where the logs, metrics, results.json and compare.png go (default bench-out)
-  --bin DIR          where cutrain and cutrun are (default: build/bin of this repository)
+  --bin DIR          where cutrain and cutrun are (default: build/bin of this repository, wherever
+                     the script is started from)
   --epochs E         epochs per run (default 20; --quick: 4)
   --batch-size B     per process (default 256; --quick on the CPU: 32)
   --stem S           cifar or imagenet (default cifar)
@@ -41,7 +42,8 @@ usage: bench/compare.sh [options]
   --no-parity        skip the two correctness checks
   --budget S         stop starting runs when S seconds are spent; the table covers what finished
   --device D         cuda (default) or cpu (to try this script on a machine without a GPU: tiny runs only;
-                     every column runs but cutrain-bf16, which needs a GPU and is skipped, saying so)
+                     every column runs but cutrain-bf16, which needs a GPU and is skipped, saying so;
+                     torch-compile-bf16-cl is skipped too, saying why, where torch has no torch.compile)
   -h, --help         this text
 Environment: PYTHON is the interpreter with torch, torchvision and numpy (default: the project's
 environment, made by scripts/setup.sh --with-tests, where it exists, else python3).
@@ -129,6 +131,13 @@ if torch.cuda.device_count() < int(sys.argv[1]):
 EOF
 )"
 [ -z "$reason" ] || die "$(tail -n 1 <<<"$reason") ($PYTHON)"
+# torch.compile came in torch 2.0 (Debian 12's torch is 1.13), and its CPU backend compiles C++ kernels.
+no_compile=""
+if ! "$PYTHON" -c 'import sys, torch; sys.exit(0 if hasattr(torch, "compile") else 1)' 2>/dev/null; then
+  no_compile="torch $("$PYTHON" -c 'import torch; print(torch.__version__)' 2>/dev/null) has no torch.compile, which came in 2.0"
+elif [ "$device" = cpu ] && ! command -v "${CXX:-g++}" >/dev/null; then
+  no_compile="torch.compile on the CPU compiles C++, and there is no ${CXX:-g++}"
+fi
 
 mkdir -p "$out/runs" "$out/parity"
 out="$(cd "$out" && pwd)"
@@ -219,6 +228,10 @@ for ((r = 1; r <= repeats; r++)); do
       say "$(printf '%-28s SKIPPED (needs a GPU: cutrain computes bf16 on CUDA only)' "$config.r$r")"
       continue
     fi
+    if [ "$config" = torch-compile-bf16-cl ] && [ -n "$no_compile" ]; then
+      say "$(printf '%-28s SKIPPED (%s)' "$config.r$r" "$no_compile")"
+      continue
+    fi
     rm -f "$metrics"  # cutrain appends to a metrics file
     run "$config.r$r" "$limit" "${cmd[@]}" --metrics "$metrics" && summary_args+=("$config=$metrics") || true
   done
@@ -248,10 +261,11 @@ parity_args=()
 if [ "$device" = cpu ]; then
   gpu="CPU ($(nproc) cores)"
 else
-  gpu="$("$PYTHON" -c 'import torch; print(torch.cuda.get_device_name(0))' 2>/dev/null || echo unknown)"
+  gpu="$("$PYTHON" -c 'import torch; print(torch.cuda.get_device_name(0))' 2>/dev/null ||
+         nvidia-smi --query-gpu=name --format=csv,noheader -i 0 2>/dev/null || echo "unnamed GPU")"
 fi
 echo | tee -a "$log"
 "$PYTHON" "$here/summarize.py" "${summary_args[@]}" "${parity_args[@]}" --warmup-steps "$warmup" --out "$out" \
-  --note "gpu=$gpu" --note "nproc=$nproc" --note "epochs=$epochs" --note "data=$data" |
+  --note "gpu=$gpu" --note "device=$device" --note "nproc=$nproc" --note "epochs=$epochs" --note "data=$data" |
   tee "$out/table.txt" | tee -a "$log"
 ((failures == 0)) || { echo "compare.sh: $failures step(s) failed; see $log" >&2; exit 1; }

@@ -205,7 +205,7 @@ class Metrics:
 
     def write(self, **record):
         if self.file:
-            self.file.write(json.dumps(record) + "\n")
+            self.file.write(json.dumps({**record, "time": time.time()}) + "\n")  # when, as cutrain's records say
             self.file.flush()
 
 
@@ -391,11 +391,17 @@ def train(model, env, args, train_set, test_set):
                     warm_images += images_per_step * steps
                     warm_seconds += seconds
                 warm = True
+                # cutrain's elapsed time (since training began, evaluations included) and ETA (the remaining
+                # steps at the speed after warm-up, or at this interval's before there is one)
+                elapsed = time.perf_counter() - wall_start
+                step_seconds = warm_seconds * images_per_step / warm_images if warm_images else seconds / steps
+                eta = step_seconds * (total_steps - global_step)
                 env.print(f"== step: [{step:>3}/{steps_per_epoch}] [{epoch}/{epochs}] | loss: {mean_loss:.3f} "
-                          f"| acc: {100 * acc:.3f}% | {rate:.0f} img/s | {ms:.1f} ms/step")  # cutrain's shape
+                          f"| acc: {100 * acc:.3f}% | {rate:.0f} img/s | {ms:.1f} ms/step | lr: {lr:.4g} "
+                          f"| elapsed: {clock_text(elapsed)} | eta: {clock_text(eta)}")  # cutrain's shape
                 metrics.write(kind="step", epoch=epoch, step=step, steps_per_epoch=steps_per_epoch,
                               global_step=global_step, loss=mean_loss, acc=acc, lr=lr, images_per_s=rate,
-                              ms_per_step=ms)
+                              ms_per_step=ms, elapsed_s=elapsed, eta_s=eta)
                 interval_start, interval_first_step = clock.step_s(), step
             if last:
                 break
@@ -439,6 +445,12 @@ def train(model, env, args, train_set, test_set):
               f"{mean_rate or 0:.0f} images/s after warm-up{accuracy}")  # cutrain's closing line
     if tracker.target is not None:
         env.print(tracker.summary_line(epoch))
+
+
+def clock_text(seconds):
+    """"0:04:07", "13:28:10": a duration in whole seconds as hours, minutes and seconds (cutrain's clock_text)."""
+    s = round(max(0.0, seconds))
+    return f"{s // 3600}:{s // 60 % 60:02d}:{s % 60:02d}"
 
 
 def print_banner(env, args, model, sizes, steps_per_epoch, total_steps):

@@ -30,7 +30,18 @@ PROG = "summarize.py"
 
 
 def read_metrics(path):
-    """A metrics file -> list of records. Raises ValueError naming the file and line."""
+    """A metrics file -> list of records, the last of each step (last_of_each_step). Raises ValueError naming the
+    file and line."""
+    return last_of_each_step(read_records(path))
+
+
+def read_runs(path):
+    """A metrics file -> the records of each run in it (split_runs), each the last of each step."""
+    return [last_of_each_step(run) for run in split_runs(read_records(path))]
+
+
+def read_records(path):
+    """A metrics file -> every record in it. Raises ValueError naming the file and line."""
     try:
         with open(path) as f:
             lines = f.readlines()
@@ -43,7 +54,35 @@ def read_metrics(path):
                 records.append(json.loads(line))
             except ValueError:
                 raise ValueError(f"{path}:{n}: not a JSON object") from None
-    return last_of_each_step(records)
+    return records
+
+
+def split_runs(records):
+    """The records of a file that several runs appended to -> a list of each run's records, in order. A run
+    begins at a "run" record (cutrain's first), unless a "resume" record follows it before any step: that
+    process went on with the run before it. In a file without "run" records (older ones, the PyTorch
+    reference's), a run begins where a step is not past the step before it and no "resume" came between."""
+    runs = []
+    last_step = None  # the global_step of the last step record
+    resumed = False   # a "resume" record since that step
+    opened = False    # the last run began at a "run" record, and no step has come since
+    for r in records:
+        kind = r.get("kind")
+        if kind == "run":
+            runs.append([])
+            opened, resumed = True, False
+        elif kind == "resume":
+            if opened and len(runs) > 1:
+                runs[-2].extend(runs.pop())
+            resumed = True
+        elif kind == "step":
+            if not runs or (not opened and not resumed and last_step is not None and r["global_step"] <= last_step):
+                runs.append([])
+            opened, resumed, last_step = False, False, r["global_step"]
+        if not runs:
+            runs.append([])
+        runs[-1].append(r)
+    return runs
 
 
 def last_of_each_step(records):
@@ -143,6 +182,18 @@ def format_table(runs, speedups, parity):
     return "\n".join(lines)
 
 
+def chart_title(run, notes):
+    """What the runs ran on, from a run's figures and compare.sh's notes (device, gpu, nproc): "batch 256 per
+    GPU, 8 x NVIDIA H200", or on the CPU "batch 32 per process, 1 process on CPU (2 cores)"."""
+    nproc = notes.get("nproc", "1")
+    where = notes.get("gpu", "GPU")
+    if notes.get("device") == "cpu":
+        setup = f"batch {run['batch_size']} per process, {nproc} process{'' if nproc == '1' else 'es'} on {where}"
+    else:
+        setup = f"batch {run['batch_size']} per GPU, {nproc} x {where}"
+    return f"cutrain vs PyTorch: ResNet-18 ({run['stem']} stem), {setup}"
+
+
 def draw_chart(runs, speedups, notes, path):
     """Horizontal bars of images/s, cutrain's in one colour, each PyTorch bar labelled with cutrain's ratio."""
     try:
@@ -164,9 +215,7 @@ def draw_chart(runs, speedups, notes, path):
         ax.text(bar.get_width(), bar.get_y() + bar.get_height() / 2, label, va="center", fontsize=8)
     ax.set_xlabel("images/s (median after warm-up)")
     ax.set_xlim(0, max(values) * 1.45)
-    first = next(iter(runs.values()))
-    ax.set_title(f"cutrain vs PyTorch: ResNet-18 ({first['stem']} stem), batch {first['batch_size']} per GPU, "
-                 f"{notes.get('nproc', '?')} x {notes.get('gpu', 'GPU')}", fontsize=10)
+    ax.set_title(chart_title(next(iter(runs.values())), notes), fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)

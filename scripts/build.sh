@@ -18,4 +18,21 @@ cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release "${options[@]}" "$@" >"$build-
   cat "$build-configure.log" >&2
   exit 1
 }
-cmake --build "$build" -j "$(nproc)"
+# Note [A build that says it is alive]: on a busy machine one file can take most of a minute (nvcc
+# compiling for two architectures), and CMake says nothing until the next one starts: after 20 s
+# without a line, a line says the build goes on, so that nobody takes it for stuck.
+cmake --build "$build" -j "$(nproc)" 2>&1 | {
+  quiet=0
+  while true; do
+    if IFS= read -r -t 20 line; then
+      printf '%s\n' "$line"
+      quiet=0
+    elif (($? > 128)); then  # 20 s without a line
+      quiet=$((quiet + 20))
+      echo "build: still compiling ($quiet s since the last line)"
+    else
+      [ -z "$line" ] || printf '%s\n' "$line"  # a last line without its newline
+      break
+    fi
+  done
+}

@@ -1,7 +1,8 @@
-// The data subcommands through the real binary: make-synthetic, inspect-data, show-sampler.
+// The data subcommands through the real binary: make-synthetic, inspect-data, show-sampler, bench-data.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <regex>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -51,6 +52,27 @@ TEST_CASE("inspect-data and make-synthetic report bad input in one line", "[data
   auto [bad_format, format_status] = cutrain_run("make-synthetic --out " + (dir / "x") + " --format png");
   CHECK(format_status != 0);
   CHECK_THAT(bad_format, Catch::Contains("--format"));
+}
+
+// Note [Loader threads and free cores]: the loader's rate comes with the cores the process got, so
+// that 2 threads slower than 1 on a shared machine explains itself.
+TEST_CASE("bench-data says how many cores its loader threads got", "[data]") {
+  cutrain::test::TempDir dir;
+  const std::string data = dir / "d";
+  REQUIRE(cutrain_run("make-synthetic --out " + data + " --train 512 --test 16").second == 0);
+  auto [output, status] = cutrain_run("bench-data --data " + data + " --threads 2 --epochs 2 --batch-size 32");
+  INFO(output);
+  REQUIRE(status == 0);
+  std::smatch m;
+  REQUIRE(std::regex_search(output, m,
+                            std::regex("\nloader, 2 threads: ([0-9]+) images/s \\(([0-9]+) per thread\\); the process "
+                                       "got ([0-9.]+) of ([0-9]+) cores? \\(([0-9]+) images/s per core it got(, load "
+                                       "average [0-9.]+ before it)?\\)\n")));
+  const double rate = std::stod(m[1]), cores_got = std::stod(m[3]), per_core = std::stod(m[5]);
+  CHECK(cores_got > 0);
+  CHECK(cores_got <= 3.05);  // two workers and this thread at most
+  CHECK(per_core == Approx(rate / cores_got).epsilon(0.006 / cores_got + 0.01));  // cores_got is printed to 0.01
+  CHECK((std::stoi(m[4]) >= 3) == (output.find("past the free cores, more threads add no speed") == std::string::npos));
 }
 
 TEST_CASE("show-sampler prints one rank's indices on one line", "[data]") {

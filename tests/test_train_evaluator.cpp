@@ -1,8 +1,10 @@
 // [train] The evaluator's test-time augmentation (--tta flip) against an oracle built by hand: the
-// model's logits on the test images and on a copy of them mirrored byte by byte, summed, argmax.
+// model's logits on the test images and on a copy of them mirrored byte by byte, summed, argmax; and
+// its test loss, the mean cross-entropy of the logits it predicts from, against the same oracle's.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <cmath>
 
 #include "app/evaluator.h"
 #include "data/synthetic.h"
@@ -77,6 +79,19 @@ std::vector<int64_t> correct_per_class(const std::vector<float>& logits, const D
   return correct;
 }
 
+// The mean over the images of d of -log softmax(row)[label], in double, for rows of `classes`.
+double mean_cross_entropy(const std::vector<float>& logits, const Dataset& d, int classes) {
+  double sum = 0;
+  for (size_t i = 0; i < d.size(); ++i) {
+    const float* row = logits.data() + i * size_t(classes);
+    const double top = *std::max_element(row, row + classes);
+    double exp_sum = 0;
+    for (int k = 0; k < classes; ++k) exp_sum += std::exp(double(row[k]) - top);
+    sum += std::log(exp_sum) - (double(row[d.labels[i]]) - top);
+  }
+  return sum / double(d.size());
+}
+
 }  // namespace
 
 TEST_CASE("evaluator: --tta flip scores the argmax of the summed logits of each image and its mirror", "[train]") {
@@ -101,6 +116,13 @@ TEST_CASE("evaluator: --tta flip scores the argmax of the summed logits of each 
   CHECK(with_tta.class_total == std::vector<int64_t>(10, 12));
   const EvalResult without = Evaluator(model, test, nullptr, 0, 1).run();
   CHECK(without.class_correct == expected_plain);
+  // The test loss, the last batch's 8 rows weighed as 8: of the logits as they are, and of the mean
+  // of the two views' under --tta flip.
+  std::vector<float> mean(summed.size());
+  std::transform(summed.begin(), summed.end(), mean.begin(), [](float v) { return 0.5f * v; });
+  CHECK(without.loss == Approx(mean_cross_entropy(plain, test, 10)).epsilon(1e-5));
+  CHECK(with_tta.loss == Approx(mean_cross_entropy(mean, test, 10)).epsilon(1e-5));
+  CHECK(with_tta.loss != Approx(without.loss).epsilon(1e-3));
   CHECK(parse_tta("flip") == Tta::flip);
   CHECK_THROWS_WITH(parse_tta("crop"), "--tta crop: expected none or flip");
 }

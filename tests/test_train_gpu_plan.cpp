@@ -216,8 +216,13 @@ TEST_CASE("bench-step --plan prints the line scripts read, without a GPU", CUTRA
   const std::string last = r.output.substr(r.output.rfind("plan: "));
   CHECK(std::regex_match(last, std::regex("plan: [0-9]+ graph nodes, [0-9]+ memsets, [0-9]+\\.[0-9]{2} GB moved by "
                                           "custom kernels, [0-9]+\\.[0-9] GFLOP in convolutions, estimated "
-                                          "[0-9]+\\.[0-9]{2} ms/step\n")));
-  CHECK(r.output.find("ncclAllReduce") != std::string::npos);
+                                          "[0-9]+\\.[0-9]{2} ms/step, a lower bound \\(at most [0-9]+ images/s "
+                                          "per GPU\\)\n")));
+  // The collectives' row has a time from the link, not 0.000 ms.
+  std::smatch m;
+  REQUIRE(std::regex_search(r.output, m,
+                            std::regex("\n    ncclAllReduce +[0-9]+ +[0-9.]+ +[0-9.]+ +([0-9.]+)  link\n")));
+  CHECK(std::stod(m[1]) > 0.001);
 }
 
 // The figures of the full-size step (batch 256, width 64), as the planning recorder of kernels/ and
@@ -235,17 +240,17 @@ TEST_CASE("bench-step --plan keeps its figures for the full-size step", CUTRAIN_
        "  48 custom kernel launches, 64 library calls (one graph node each; cuDNN may add more), 0 collectives, "
        "0 memsets, 0 copies, 48 waits between streams, 0 host waits\n",
        "plan: 112 graph nodes, 0 memsets, 2.39 GB moved by custom kernels, 855.2 GFLOP in convolutions, estimated "
-       "1.46 ms/step\n"},
+       "1.46 ms/step, a lower bound (at most 175834 images/s per GPU)\n"},
       {{"--stem", "cifar", "--precision", "bf16", "--world-size", "2"},
        "  51 custom kernel launches, 64 library calls (one graph node each; cuDNN may add more), 4 collectives, "
        "0 memsets, 0 copies, 50 waits between streams, 0 host waits\n",
        "plan: 119 graph nodes, 0 memsets, 2.48 GB moved by custom kernels, 855.2 GFLOP in convolutions, estimated "
-       "1.47 ms/step\n"},
+       "1.47 ms/step, a lower bound (at most 173616 images/s per GPU)\n"},
       {{"--stem", "imagenet", "--precision", "fp32"},
        "  49 custom kernel launches, 64 library calls (one graph node each; cuDNN may add more), 0 collectives, "
        "0 memsets, 0 copies, 48 waits between streams, 0 host waits\n",
        "plan: 113 graph nodes, 0 memsets, 0.59 GB moved by custom kernels, 59.7 GFLOP in convolutions, estimated "
-       "1.08 ms/step\n"},
+       "1.08 ms/step, a lower bound (at most 237275 images/s per GPU)\n"},
   };
   for (const Expected& e : expected) {
     std::vector<std::string> command = {test::binary("cutrain"), "bench-step", "--plan"};
@@ -257,13 +262,20 @@ TEST_CASE("bench-step --plan keeps its figures for the full-size step", CUTRAIN_
     CHECK(r.output.substr(r.output.rfind("plan: ")) == e.last);
     if (e.flags[3] != "bf16" || e.flags.size() != 4) continue;
     // One step on one rank in bf16: batch norm's rows, and the libraries' (count, MB read and
-    // written, GFLOP, estimated ms), whose bytes and FLOPs come from the emulated cuDNN and cuBLAS.
-    for (const char* row : {"    bn_forward_train_kernel              20      483.1      334.5",
-                            "    bn_backward_kernel                   20      902.8      441.8",
-                            "    cudnnConvolutionForward              20      366.3      314.6      285.9     0.310",
-                            "    cublasGemmEx                          3        0.6        0.3        0.0     0.006",
-                            "    cudnnConvolutionBackwardFilter       20      658.5       22.3      285.9     0.310",
-                            "    cudnnConvolutionBackwardData         19      458.5      339.7      283.5     0.318",
+    // written, GFLOP, least ms, and what bounds it), whose bytes and FLOPs come from the emulated
+    // cuDNN and cuBLAS.
+    for (const char* row : {"    bn_forward_train_kernel              20      483.1      334.5                0.171"
+                            "  memory\n",
+                            "    bn_backward_kernel                   20      902.8      441.8                0.280"
+                            "  memory\n",
+                            "    cudnnConvolutionForward              20      366.3      314.6      285.9     0.310"
+                            "  compute\n",
+                            "    cublasGemmEx                          3        0.6        0.3        0.0     0.006"
+                            "  launch\n",
+                            "    cudnnConvolutionBackwardFilter       20      658.5       22.3      285.9     0.310"
+                            "  compute\n",
+                            "    cudnnConvolutionBackwardData         19      458.5      339.7      283.5     0.318"
+                            "  compute\n",
                             "planned for an H200 (132 multiprocessors, 227 KiB of shared memory each)"}) {
       INFO(row);
       CHECK(r.output.find(row) != std::string::npos);
