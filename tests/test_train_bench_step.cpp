@@ -23,7 +23,9 @@ TEST_CASE("bench-step prints the median step between the fastest and the slowest
   const double ms = std::stod(last[1]), images_per_second = std::stod(last[2]);
   CHECK(fastest <= ms);
   CHECK(ms <= slowest);
-  CHECK(images_per_second == Approx(8 * 1000.0 / ms).epsilon(0.01));
+  // The images/s are printed as a whole number, so at a few images/s the rounding alone is more
+  // than 1%: allow half an image either way.
+  CHECK(images_per_second == Approx(8 * 1000.0 / ms).epsilon(0.01).margin(0.5));
 }
 
 TEST_CASE("bench-step --matrix measures the GPU's choices, and says so in one line on the CPU", "[train]") {
