@@ -73,7 +73,10 @@ std::vector<Row> rows_of(const std::vector<RecordedOp>& ops, Kind kind, const Gp
   for (const RecordedOp& op : ops) {
     if (op.kind != kind) continue;
     auto [it, added] = index.emplace(op.name, rows.size());
-    if (added) rows.push_back({op.name});
+    if (added) {
+      rows.emplace_back();
+      rows.back().name = op.name;
+    }
     Row& row = rows[it->second];
     ++row.count;
     row.read += double(op.bytes.read);

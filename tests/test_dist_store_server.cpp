@@ -213,7 +213,7 @@ TEST_CASE("a client that sends without reading stalls only itself, and the store
   flood.join();
 }
 
-TEST_CASE("a flood of unjoined connections from one address displaces only itself; joined ranks stay", "[dist]") {
+TEST_CASE("a flood of unjoined connections from one address displaces only itself, and joined ranks stay", "[dist]") {
   StoreLimits limits;
   limits.spare_connections = 2;  // world 2 + 2: four connections at most, two unjoined per address
   StoreServer server("127.0.0.1", 0, kRunId, 2, limits);

@@ -479,7 +479,7 @@ TEST_CASE("a torn last metrics record is dropped before appending, and a resume 
 // Issue 21: a metrics file says what made it (a first "run" record), when each record was written
 // and the test loss beside the test accuracy; every checkpoint is named as it is written, and a stop
 // at --max-steps says so.
-TEST_CASE("metrics begin with the run, time every record and hold the test loss; saves and a --max-steps stop "
+TEST_CASE("metrics begin with the run, time every record and hold the test loss, and saves and a --max-steps stop "
           "are said", "[train]") {
   TempDir dir;
   const std::string data = make_data(dir, 256, 64);  // 8 batches of 32 per epoch
