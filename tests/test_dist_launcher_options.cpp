@@ -67,8 +67,9 @@ TEST_CASE("cutrun --nproc-per-node gpu starts one rank per visible GPU, and auto
 
 TEST_CASE("cutrun --max-restarts starts the group again after a failure, at most N times", "[dist]") {
   CHECK(run({kCutrun, "--max-restarts", "0", "/bin/true"}).exit_code == 0);
+  // Rank 1 fails a second after it starts, so that rank 0 has said "start" before cutrun stops it.
   auto restarts = run({kCutrun, "--nproc-per-node", "2", "--max_restarts", "2", "--restart-delay", "0", "/bin/sh",
-                       "-c", "echo start; [ $RANK = 1 ] && exit 3; sleep 5"});
+                       "-c", "echo start; [ $RANK = 1 ] && { sleep 1; exit 3; }; sleep 5"});
   CHECK(restarts.exit_code == 3);
   CHECK(count(restarts.output, "[rank0]: start") == 3);
   CHECK_THAT(restarts.output, Catch::Contains("cutrun: restart 2 of 2 in 0 s, after rank 1 exited with code 3: "
