@@ -9,7 +9,8 @@
 # store (Note [A newer group ends an older one] in dist/store_state.h). Should that fail, a kill
 # costs a minute, and the job its restarts or CTest's timeout.
 #   bash test_two_node_restarts.sh REPO_ROOT BIN_DIR [TRIALS]   # CI: 1 job; scripts/soak-restarts.sh: many
-# Prints, last, "two-node restarts: N jobs, F faults injected, R restarts, I of N results identical".
+# Prints, last, "two-node restarts: N jobs, F faults injected, R restarts, E groups ended by a newer
+# join, I of N results identical".
 source "$(dirname "$0")/common.sh"
 source "$(dirname "$0")/two_hosts.sh"
 trials="${3:-1}"
@@ -41,7 +42,7 @@ wait_for() {
   done
 }
 
-faults=0 restarts=0 identical=0
+faults=0 restarts=0 ended=0 identical=0
 start=$SECONDS
 for trial in $(seq 1 "$trials"); do
   port=$((29700 + trial))
@@ -71,6 +72,7 @@ for trial in $(seq 1 "$trials"); do
   for n in 0 1; do
     wait "${pids[$n]}" || fail "trial $trial: node $n failed: $(tail -n 5 "$scratch/job.$trial.$n.log")"
     restarts=$((restarts + $(grep -c '^cutrun: restart [0-9]* of 3' "$scratch/job.$trial.$n.log")))
+    ended=$((ended + $(grep -c 'a node restarted its ranks, so this group is over' "$scratch/job.$trial.$n.log" || true)))
   done
   same_tensors "$scratch/straight/$last.safetensors" "$scratch/two.$trial/$last.safetensors" &&
     same_tensors "$scratch/straight/$last.optim.safetensors" "$scratch/two.$trial/$last.optim.safetensors" &&
@@ -78,6 +80,7 @@ for trial in $(seq 1 "$trials"); do
   echo "trial $trial: $(grep -h '^cutrun: restart' "$scratch/job.$trial.0.log" "$scratch/job.$trial.1.log" | wc -l)" \
     "restarts after 3 kills; $([ "$identical" = "$trial" ] && echo identical || echo DIFFERENT)"
 done
-echo "two-node restarts: $trials jobs, $faults faults injected, $restarts restarts (both nodes), $identical of" \
+echo "two-node restarts: $trials jobs, $faults faults injected, $restarts restarts (both nodes), $ended groups" \
+  "ended by a newer restart's join, $identical of" \
   "$trials results identical to the run without faults, in $((SECONDS - start)) s"
 [ "$identical" = "$trials" ] || fail "$((trials - identical)) of $trials results differ from the run without faults"
