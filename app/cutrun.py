@@ -7,9 +7,10 @@
     srun --ntasks-per-node=1 cutrun --nproc-per-node gpu PROGRAM ...   # one cutrun per node
 
 Each process gets torchrun's environment (RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE,
-GROUP_RANK, GROUP_WORLD_SIZE, MASTER_ADDR, MASTER_PORT, TORCHELASTIC_RESTART_COUNT), CUTRAIN_RUN_ID, which keeps two jobs on one
-port apart and keeps strangers out of the store (without --rdzv-id, node 0 draws a random one and
-prints the command the other nodes must run with it, as CUTRAIN_RUN_ID, so it stays out of `ps`),
+GROUP_RANK, GROUP_WORLD_SIZE, MASTER_ADDR, MASTER_PORT, TORCHELASTIC_RESTART_COUNT), CUTRAIN_RUN_ID,
+which keeps two jobs on one port apart and keeps strangers out of the store (without --rdzv-id,
+node 0 draws a random one and prints the command the other nodes must run with it, as
+CUTRAIN_RUN_ID, so it stays out of `ps`),
 and CUTRAIN_RDZV_TIMEOUT when --rdzv-timeout is given. Rank 0's store listens at MASTER_ADDR only
 (IPv4 or IPv6), or at --store-bind.
 Every output line is prefixed with its rank ("[rank1]: ..."); --log-dir also keeps one file per
@@ -674,7 +675,8 @@ def run_job(args):
         signal.signal(signum, on_signal)
 
     def run_group(restart):
-        """Starts every rank (`restart` times restarted), waits for them all; returns (the rank that failed, or None, its code)."""
+        """Starts every rank, at restart `restart` (0: the first start), waits for them all; returns (the
+        rank that failed, or None, its code)."""
         stopping.clear()
         ranks.clear()
         for name in os.listdir(args.error_dir):  # an earlier attempt's

@@ -16,8 +16,9 @@
 // - Every request carries the launcher's run id (CUTRAIN_RUN_ID); the server refuses requests of
 //   another run without naming either id, so a leftover process from an earlier job cannot join
 //   this one, and the id cutrun draws at random serves as the job's secret. A connection must
-//   join (run id, WORLD_SIZE, a new RANK below it, TORCHELASTIC_RESTART_COUNT) before anything else. dist/store_state.h has
-//   the rules, dist/store_server.h how one client is kept from stalling the others.
+//   join (run id, WORLD_SIZE, a new RANK below it, TORCHELASTIC_RESTART_COUNT) before anything
+//   else. dist/store_state.h has the rules, dist/store_server.h how one client is kept from
+//   stalling the others.
 // - The server listens at MASTER_ADDR only (cutrun --standalone: loopback), or at
 //   CUTRAIN_STORE_BIND (cutrun --store-bind) when set; IPv4 or IPv6.
 // - Errors are one line naming what is wrong: the port in use, the key that never came, the ranks

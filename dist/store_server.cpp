@@ -331,6 +331,8 @@ StoreServer::~StoreServer() {
 
 bool StoreServer::on_loopback() const { return listens_on_loopback(listen_socket_); }
 
-void StoreServer::serve() { ServeLoop(listen_socket_, run_id_, world_size_, restart_count_, limits_).run(stop_pipe_[0]); }
+void StoreServer::serve() {
+  ServeLoop(listen_socket_, run_id_, world_size_, restart_count_, limits_).run(stop_pipe_[0]);
+}
 
 }  // namespace cutrain
