@@ -7,9 +7,10 @@
     srun --ntasks-per-node=1 cutrun --nproc-per-node gpu PROGRAM ...   # one cutrun per node
 
 Each process gets torchrun's environment (RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE,
-GROUP_RANK, GROUP_WORLD_SIZE, MASTER_ADDR, MASTER_PORT), CUTRAIN_RUN_ID, which keeps two jobs on one
-port apart and keeps strangers out of the store (without --rdzv-id, node 0 draws a random one and
-prints the command the other nodes must run with it, as CUTRAIN_RUN_ID, so it stays out of `ps`),
+GROUP_RANK, GROUP_WORLD_SIZE, MASTER_ADDR, MASTER_PORT, TORCHELASTIC_RESTART_COUNT), CUTRAIN_RUN_ID,
+which keeps two jobs on one port apart and keeps strangers out of the store (without --rdzv-id,
+node 0 draws a random one and prints the command the other nodes must run with it, as
+CUTRAIN_RUN_ID, so it stays out of `ps`),
 and CUTRAIN_RDZV_TIMEOUT when --rdzv-timeout is given. Rank 0's store listens at MASTER_ADDR only
 (IPv4 or IPv6), or at --store-bind.
 Every output line is prefixed with its rank ("[rank1]: ..."); --log-dir also keeps one file per
@@ -174,8 +175,7 @@ def parse_args(argv):
               f"(0..{MAX_RESTARTS}); on several nodes, give every node the same N (Note [Restarts on several nodes]); "
               "give the program its own resume, e.g. cutrain train --save DIR --resume auto")
     flag("restart-delay", type=seconds, default=1.0, metavar="S",
-         help=f"seconds to wait before each restart, 0..{MAX_SECONDS}; on several nodes, longer than cutrain train's "
-              "--collective-timeout, so that every node's ranks have failed")
+         help=f"seconds to wait before each restart, 0..{MAX_SECONDS}; default 1")
     parser.add_argument("--version", action="version", help="print cutrun's version and commit, and exit",
                         version=f"cutrun {VERSION} (commit {COMMIT})" if not VERSION.startswith("@")
                         else "cutrun: no version (this copy was not written by CMake; build/bin/cutrun is)")
@@ -337,7 +337,7 @@ def choose_run_id(args):
         sys.stderr.flush()
 
 
-def rank_environment(args, rank, local_rank):
+def rank_environment(args, rank, local_rank, restart):
     env = dict(os.environ)
     env["CUTRAIN_ERROR_FILE"] = os.path.join(args.error_dir, f"rank{rank}")  # app/failure_record.h
     env.update(
@@ -350,6 +350,9 @@ def rank_environment(args, rank, local_rank):
         MASTER_ADDR=args.master_addr,
         MASTER_PORT=str(args.master_port),
         CUTRAIN_RUN_ID=args.rdzv_id,
+        # torchrun's count of this node's restarts, which the rank sends in its store join (Note [A
+        # newer group ends an older one] in dist/store_state.h).
+        TORCHELASTIC_RESTART_COUNT=str(restart),
     )
     if args.rdzv_timeout is not None:
         env["CUTRAIN_RDZV_TIMEOUT"] = f"{args.rdzv_timeout:g}"
@@ -506,7 +509,7 @@ def create_log(path):
 class Rank:
     """One started process and the threads copying its output."""
 
-    def __init__(self, args, local_rank, console_lock, watch):
+    def __init__(self, args, local_rank, restart, console_lock, watch):
         self.local_rank = local_rank
         self.rank = args.node_rank * args.nproc_per_node + local_rank
         self.log = None
@@ -514,7 +517,7 @@ class Rank:
             path = os.path.join(args.log_dir, f"rank{self.rank}.log")
             self.log = Sink(create_log(path), f"--log-dir: cannot write {path}",
                             "the rank's output goes on to the console")
-        env = rank_environment(args, self.rank, local_rank)
+        env = rank_environment(args, self.rank, local_rank, restart)
         if watch is not None:
             env.update(watch.environment())
         # A session of its own: a signal to the rank reaches its children too, and the terminal's
@@ -671,8 +674,9 @@ def run_job(args):
     for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1):
         signal.signal(signum, on_signal)
 
-    def run_group():
-        """Starts every rank, waits for them all; returns (the rank that failed, or None, its code)."""
+    def run_group(restart):
+        """Starts every rank, at restart `restart` (0: the first start), waits for them all; returns (the
+        rank that failed, or None, its code)."""
         stopping.clear()
         ranks.clear()
         for name in os.listdir(args.error_dir):  # an earlier attempt's
@@ -683,7 +687,7 @@ def run_job(args):
             for local_rank in range(args.nproc_per_node):
                 if stopping.is_set():
                     break  # told to stop while starting: start no more
-                ranks.append(Rank(args, local_rank, console_lock, watch))
+                ranks.append(Rank(args, local_rank, restart, console_lock, watch))
         except LogError as e:
             stop_all(signal.SIGTERM)
             fail(str(e))
@@ -749,11 +753,13 @@ def run_job(args):
     # cutrun restarts its group, once per failure, and the new groups meet at rank 0's new store
     # (a rank that comes before it retries until --rdzv-timeout). With one --save folder that every
     # node sees, they all resume from the same checkpoint (cutrain train checks that they do). A rank
-    # whose Gloo send waits on a peer that died is never told, and fails only at its collective
-    # timeout: --restart-delay must be longer than cutrain train's --collective-timeout, or a node's
-    # new ranks meet rank 0's old store, which refuses them ("rank 1 joined twice").
+    # whose Gloo send waits on a peer that died is never told, and would fail only at its collective
+    # timeout; but every rank is told its restart count (TORCHELASTIC_RESTART_COUNT), and a restarted
+    # rank that joins rank 0's old store ends that store's process, so that node restarts too (Note
+    # [A newer group ends an older one] in dist/store_state.h). --restart-delay need not wait for
+    # the collective timeout.
     for attempt in itertools.count():
-        failed, code = run_group()
+        failed, code = run_group(attempt)
         if failed is None or received or attempt == args.max_restarts:
             break
         sys.stderr.write(f"cutrun: restart {attempt + 1} of {args.max_restarts} in {args.restart_delay:g} s, after "

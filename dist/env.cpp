@@ -147,6 +147,7 @@ DistEnv dist_env_from(const Variables& variables) {
   env.run_id = vars.string("CUTRAIN_RUN_ID", env.run_id);
   env.store_bind = vars.string("CUTRAIN_STORE_BIND", "");
   env.rdzv_timeout = vars.seconds("CUTRAIN_RDZV_TIMEOUT", env.rdzv_timeout);
+  env.restart_count = vars.integer("TORCHELASTIC_RESTART_COUNT", 0);
 
   const char* source = slurm ? "SLURM_NTASKS" : "WORLD_SIZE";
   if (env.world_size < 1) throw std::runtime_error(std::string(source) + "=0: a job needs at least one process");

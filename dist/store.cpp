@@ -33,7 +33,8 @@ TcpStore::TcpStore(const DistEnv& env, std::chrono::milliseconds timeout, const 
     // The store listens where the ranks reach it and nowhere else: at MASTER_ADDR (loopback for one
     // node under cutrun), or where CUTRAIN_STORE_BIND (cutrun --store-bind) says.
     const bool bind_elsewhere = env.world_size > 1 && !env.store_bind.empty();
-    server_ = std::make_unique<StoreServer>(bind_elsewhere ? env.store_bind : host, port, run_id_, env.world_size);
+    server_ = std::make_unique<StoreServer>(bind_elsewhere ? env.store_bind : host, port, run_id_, env.world_size,
+                                            env.restart_count);
     if (!bind_elsewhere && env.world_size > env.local_world_size && server_->on_loopback())
       throw std::runtime_error("MASTER_ADDR " + host +
                                " is a loopback address here, which the other nodes cannot reach: give cutrun "
@@ -60,23 +61,35 @@ void TcpStore::join(const DistEnv& env, const std::string& host, const ConnectRe
                                  "answered, and no new one was made within " + describe(timeout_) + ": " + e.what());
       }
     }
+    std::string why;  // why the join is tried again
     try {
-      request("join", {std::to_string(env.rank), std::to_string(env.world_size)}, timeout_);
-      return;
+      const Fields reply = request(
+          "join", {std::to_string(env.rank), std::to_string(env.world_size), std::to_string(env.restart_count)},
+          timeout_);
+      if (reply[0] != "retry") return;
+      // The store's group is older than this rank's and ends now (Note [A newer group ends an older
+      // one] in dist/store_state.h): the new group's store, at the same address, will take the join.
+      why = "the store's group is over (" + (reply.size() > 1 ? reply[1] : std::string("retry")) + ")";
+      if (Clock::now() >= deadline)
+        throw std::runtime_error("store at " + address_ + ": no newer group took the join within " +
+                                 describe(timeout_) + ": " + why);
     } catch (const ConnectionClosed&) {
       // Closed before the join was answered (Note [Room for ranks] in dist/store_server.cpp): the
       // rank has not joined, so it may try again.
       ::close(socket_);
       socket_ = -1;
       if (Clock::now() >= deadline) throw;
-      if (on_retry) on_retry("the store closed the connection before answering the join");
-      std::this_thread::sleep_for(std::min<Clock::duration>(backoff, deadline - Clock::now()));
-      backoff = std::min(backoff * 2, std::chrono::milliseconds(1000));
+      why = "the store closed the connection before answering the join";
     } catch (...) {
       ::close(socket_);  // the destructor will not run
       socket_ = -1;
       throw;
     }
+    if (socket_ >= 0) ::close(socket_);
+    socket_ = -1;
+    if (on_retry) on_retry(why);
+    std::this_thread::sleep_for(std::min<Clock::duration>(backoff, deadline - Clock::now()));
+    backoff = std::min(backoff * 2, std::chrono::milliseconds(1000));
   }
 }
 

@@ -16,8 +16,9 @@
 // - Every request carries the launcher's run id (CUTRAIN_RUN_ID); the server refuses requests of
 //   another run without naming either id, so a leftover process from an earlier job cannot join
 //   this one, and the id cutrun draws at random serves as the job's secret. A connection must
-//   join (run id, WORLD_SIZE, a new RANK below it) before anything else. dist/store_state.h has
-//   the rules, dist/store_server.h how one client is kept from stalling the others.
+//   join (run id, WORLD_SIZE, a new RANK below it, TORCHELASTIC_RESTART_COUNT) before anything
+//   else. dist/store_state.h has the rules, dist/store_server.h how one client is kept from
+//   stalling the others.
 // - The server listens at MASTER_ADDR only (cutrun --standalone: loopback), or at
 //   CUTRAIN_STORE_BIND (cutrun --store-bind) when set; IPv4 or IPv6.
 // - Errors are one line naming what is wrong: the port in use, the key that never came, the ranks
@@ -48,7 +49,9 @@ class TcpStore {
   // Rank 0 first starts the server. Then every rank connects (retrying until `timeout`, calling
   // `on_retry` after each failed attempt) and joins: the server checks the run id, the world size
   // and that the rank is new. A connection closed before its join is answered (the server made
-  // room for others, dist/store_server.h) is made again, within the same `timeout`. `timeout` is also the default for get() and wait(). MASTER_PORT 0
+  // room for others, dist/store_server.h), or a join answered "retry" (the store's group is older
+  // than this rank's, Note [A newer group ends an older one] in dist/store_state.h), is made again,
+  // within the same `timeout`. `timeout` is also the default for get() and wait(). MASTER_PORT 0
   // lets rank 0 pick a free port (see port()).
   explicit TcpStore(const DistEnv& env, std::chrono::milliseconds timeout = kDefaultTimeout,
                     const ConnectRetry& on_retry = {});
@@ -81,7 +84,7 @@ class TcpStore {
   int port() const { return port_; }
 
  private:
-  // Connects and joins, again when the store drops the connection before answering (see above).
+  // Connects and joins, again when the store drops the connection before answering or asks to retry.
   void join(const DistEnv& env, const std::string& host, const ConnectRetry& on_retry);
 
   // Sends one request and returns the reply's fields; throws on a refused request, or when no reply

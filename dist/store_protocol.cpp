@@ -89,10 +89,12 @@ Request parse_request(const Fields& fields) {
   const std::string& op = fields[0];
   const size_t args = fields.size() - 2;
   auto arg = [&](size_t i) -> const std::string& { return fields[2 + i]; };
-  if (op == "join" && args == 2) {
+  if (op == "join" && args == 3) {
     r.op = Request::Op::join;
     r.rank = number(arg(0), "rank");
     r.world_size = number(arg(1), "world size");
+    r.restart_count = number(arg(2), "restart count");
+    if (r.restart_count < 0) throw ProtocolError("malformed request: a negative restart count");
   } else if (op == "set" && args == 2) {
     r.op = Request::Op::set;
     r.keys = {arg(0)};

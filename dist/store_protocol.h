@@ -6,7 +6,7 @@
 // A request is the frame
 //   [op, run id, arguments...]
 // with the ops
-//   "join"  rank, world size        -> "ok"
+//   "join"  rank, world size, restart count  -> "ok"  |  "retry", why
 //   "set"   key, value              -> "ok"
 //   "get"   timeout ms, key         -> "ok", value     |  "timeout", key
 //   "add"   key, delta              -> "ok", new value (decimal text)
@@ -51,6 +51,7 @@ struct Request {
   std::string run_id;
   int64_t rank = 0;        // join
   int64_t world_size = 0;  // join
+  int64_t restart_count = 0;  // join: TORCHELASTIC_RESTART_COUNT, 0 or more
   std::vector<std::string> keys;  // set, get, add: one; wait: one or more
   std::string value;              // set
   int64_t delta = 0;              // add

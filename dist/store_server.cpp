@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <climits>
 #include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <stdexcept>
 #include <vector>
@@ -46,8 +47,9 @@ struct Connection {
 // serve()'s state: the listener, the connections (by id, so oldest first) and the store.
 class ServeLoop {
  public:
-  ServeLoop(int listen_socket, const std::string& run_id, int world_size, const StoreLimits& limits)
-      : listen_socket_(listen_socket), state_(run_id, world_size), limits_(limits),
+  ServeLoop(int listen_socket, const std::string& run_id, int world_size, int64_t restart_count,
+            const StoreLimits& limits)
+      : listen_socket_(listen_socket), state_(run_id, world_size, restart_count), limits_(limits),
         max_connections_(size_t(world_size) + size_t(std::max(limits.spare_connections, 1))),
         max_unjoined_per_address_(size_t(world_size)) {}
 
@@ -204,7 +206,17 @@ class ServeLoop {
       }
       send(c, *outcome.reply);
       if (outcome.drop) close(id, c);
+      if (outcome.group_over) end_the_group(*outcome.group_over);
     }
+  }
+
+  // Note [A newer group ends an older one]: the "retry" has gone out as far as the socket takes it,
+  // and the rank that joined connects again in any case. This process is rank 0 of a group that is
+  // over, wherever its other threads wait, so it ends now, and its cutrun restarts the node's ranks.
+  [[noreturn]] static void end_the_group(const std::string& why) {
+    std::fprintf(stderr, "cutrain: %s\n", why.c_str());
+    std::fflush(stderr);
+    std::_Exit(1);
   }
 
   // Queues a reply and sends what the socket takes now.
@@ -296,8 +308,9 @@ class ServeLoop {
 
 }  // namespace
 
-StoreServer::StoreServer(const std::string& host, int port, std::string run_id, int world_size, StoreLimits limits)
-    : run_id_(std::move(run_id)), world_size_(world_size), limits_(limits) {
+StoreServer::StoreServer(const std::string& host, int port, std::string run_id, int world_size,
+                         int64_t restart_count, StoreLimits limits)
+    : run_id_(std::move(run_id)), world_size_(world_size), restart_count_(restart_count), limits_(limits) {
   listen_socket_ = listen_tcp(host, port);
   port_ = socket_port(listen_socket_);
   if (::fcntl(listen_socket_, F_SETFL, O_NONBLOCK) != 0 || ::pipe2(stop_pipe_, O_CLOEXEC) != 0) {
@@ -318,6 +331,8 @@ StoreServer::~StoreServer() {
 
 bool StoreServer::on_loopback() const { return listens_on_loopback(listen_socket_); }
 
-void StoreServer::serve() { ServeLoop(listen_socket_, run_id_, world_size_, limits_).run(stop_pipe_[0]); }
+void StoreServer::serve() {
+  ServeLoop(listen_socket_, run_id_, world_size_, restart_count_, limits_).run(stop_pipe_[0]);
+}
 
 }  // namespace cutrain

@@ -16,12 +16,15 @@
 //   joined from any one address. One more takes the place of an unjoined connection: of its own
 //   address when that is at its bound, else of the address with the most. Joined connections, and
 //   those whose join has arrived, are never the ones closed (Note [Room for ranks]).
-// A connection that breaks a rule hears why (when it is a protocol error) and is closed. Stopping
+// A connection that breaks a rule hears why (when it is a protocol error) and is closed. A join from
+// a newer restart ends the process at once, with one line on stderr and exit status 1 (Note [A newer
+// group ends an older one] in dist/store_state.h). Stopping
 // the server sends "closed" to parked requests, as far as each socket takes it without waiting,
 // and shuts every connection down.
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <string>
 #include <thread>
 
@@ -36,9 +39,11 @@ struct StoreLimits {
 
 class StoreServer {
  public:
-  // Listens at `host`:`port` (0: a free port) and only there; throws when the port is in use or
+  // Listens at `host`:`port` (0: a free port) and only there, for a group of `world_size` ranks
+  // started at `restart_count` (TORCHELASTIC_RESTART_COUNT); throws when the port is in use or
   // `host` is not an address of this machine.
-  StoreServer(const std::string& host, int port, std::string run_id, int world_size, StoreLimits limits = {});
+  StoreServer(const std::string& host, int port, std::string run_id, int world_size, int64_t restart_count,
+              StoreLimits limits = {});
   ~StoreServer();
   StoreServer(const StoreServer&) = delete;
   StoreServer& operator=(const StoreServer&) = delete;
@@ -54,6 +59,7 @@ class StoreServer {
   int port_ = 0;
   std::string run_id_;
   int world_size_ = 1;
+  int64_t restart_count_ = 0;
   StoreLimits limits_;
   std::thread thread_;
 };

@@ -35,6 +35,18 @@ StoreState::Outcome StoreState::join(int64_t connection, const Request& request)
                   true);
   if (request.rank < 0 || request.rank >= world_size_)
     return refuse("RANK=" + rank + " is outside WORLD_SIZE=" + std::to_string(world_size_), true);
+  // Note [A newer group ends an older one].
+  const std::string theirs = std::to_string(request.restart_count);
+  const std::string ours = std::to_string(restart_count_);
+  if (request.restart_count < restart_count_)
+    return refuse("rank " + rank + " joined from restart " + theirs + " while this group runs restart " + ours +
+                      ": it belongs to an older group, which is over",
+                  true);
+  if (request.restart_count > restart_count_) {
+    const std::string why = "rank " + rank + " joined from restart " + theirs + " while this group runs restart " +
+                            ours + ": a node restarted its ranks, so this group is over";
+    return {Fields{"retry", why}, true, why};
+  }
   if (!joined_ranks_.insert(int(request.rank)).second) return refuse("rank " + rank + " joined twice", true);
   rank_of_[connection] = int(request.rank);
   return {Fields{"ok"}};

@@ -7,6 +7,8 @@
 //   or a stranger, learns nothing and gets nothing.
 // - A connection's first request must be a join with this store's world size and a rank in
 //   [0, world size) that has not joined before. Until then nothing else is served.
+// - A join also carries the rank's restart count, which must be this store's (Note [A newer group
+//   ends an older one]).
 // - An add that would overflow, or that meets a value that is not an integer, is refused; the
 //   connection stays, since the client is one of ours.
 // - A get or wait whose keys are not all there is parked until a set or add completes it or its
@@ -24,13 +26,27 @@
 
 namespace cutrain {
 
+// Note [A newer group ends an older one]: on several nodes, each node's cutrun restarts its own
+// ranks (Note [Restarts on several nodes] in app/cutrun.py), and tells each rank how often it has
+// (TORCHELASTIC_RESTART_COUNT), which the rank sends in its join. A rank of restart r' that reaches
+// the store of a group of restart r < r' shows that a node has restarted its ranks: the group of
+// restart r is over, even where its ranks still wait in a collective on a peer that is alive but
+// blocked, and would learn it only at their collective timeout. So the store answers "retry" (the
+// rank connects again, within its rendezvous timeout) and ends its own process, rank 0's, at once;
+// its cutrun then restarts that node's ranks, and their new store, of restart r', takes the waiting
+// rank's join. A rank of restart r' < r comes from a group that is over already, and is refused.
+// This is how torchrun's agents learn from the rendezvous that a new round has begun.
 class StoreState {
  public:
-  StoreState(std::string run_id, int world_size) : run_id_(std::move(run_id)), world_size_(world_size) {}
+  StoreState(std::string run_id, int world_size, int64_t restart_count)
+      : run_id_(std::move(run_id)), world_size_(world_size), restart_count_(restart_count) {}
 
   struct Outcome {
     std::optional<Fields> reply;  // empty: a get or wait was parked
     bool drop = false;            // the request broke the rules: reply, then close the connection
+    // A rank of a newer group joined: this group is over, and the store's process must end with
+    // this line (Note [A newer group ends an older one]).
+    std::optional<std::string> group_over = std::nullopt;
   };
   Outcome handle(int64_t connection, const Request& request, Clock::time_point now);
 
@@ -65,6 +81,7 @@ class StoreState {
 
   std::string run_id_;
   int world_size_;
+  int64_t restart_count_;
   std::map<std::string, std::string> data_;
   std::map<int64_t, int> rank_of_;  // joined connections
   std::set<int> joined_ranks_;

@@ -155,6 +155,38 @@ time.sleep(600)
   }
 }
 
+TEST_CASE("a rank of a newer restart ends rank 0's older group at once; its cutrun restarts it, and they meet",
+          "[dist]") {
+  // Note [A newer group ends an older one]: node 0's cutrun starts rank 0 (restart 0), which waits
+  // for rank 1; a rank 1 started as if its node had restarted its ranks once joins rank 0's store.
+  const std::string port = std::to_string(cutrain::test::free_port());
+  const std::vector<std::string> train{cutrain::test::binary("cutrain"), "train", "--device", "cpu", "--width", "4",
+                                       "--batch-size", "8", "--synthetic-train", "32", "--synthetic-test", "8",
+                                       "--epochs", "1", "--eval-every", "0", "--workers", "1"};
+  std::vector<std::string> node0{cutrain::test::binary("cutrun"), "--nnodes", "2", "--node-rank", "0",
+                                 "--nproc-per-node", "1", "--master-addr", "127.0.0.1", "--store-bind", "127.0.0.1",
+                                 "--master-port", port, "--rdzv-id", "newer-restart", "--rdzv-timeout", "30",
+                                 "--max-restarts", "1"};
+  node0.insert(node0.end(), train.begin(), train.end());
+  std::vector<std::string> rank1{"/usr/bin/env", "RANK=1", "LOCAL_RANK=0", "WORLD_SIZE=2", "LOCAL_WORLD_SIZE=1",
+                                 "GROUP_RANK=1", "GROUP_WORLD_SIZE=2", "MASTER_ADDR=127.0.0.1", "MASTER_PORT=" + port,
+                                 "CUTRAIN_RUN_ID=newer-restart", "CUTRAIN_RDZV_TIMEOUT=30",
+                                 "TORCHELASTIC_RESTART_COUNT=1"};
+  rank1.insert(rank1.end(), train.begin(), train.end());
+  Process p0(node0);
+  Process p1(rank1);
+  const Process::Result node = p0.finish();
+  const Process::Result rank = p1.finish();
+  INFO(node.output);
+  INFO(rank.output);
+  CHECK_THAT(node.output, Catch::Contains("[rank0]: cutrain: rank 1 joined from restart 1 while this group runs "
+                                          "restart 0: a node restarted its ranks, so this group is over"));
+  CHECK_THAT(node.output, Catch::Contains("cutrun: restart 1 of 1"));
+  CHECK(node.exit_code == 0);
+  CHECK(rank.exit_code == 0);
+  CHECK(node.seconds < 25);  // well within the rendezvous timeout: nobody waited for it
+}
+
 TEST_CASE("train --collective-timeout: the others give up on a stopped rank after it, not after 10 minutes",
           "[dist]") {
   // The stall watch off, so that only the collective timeout can end this.

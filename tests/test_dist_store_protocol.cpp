@@ -68,10 +68,11 @@ TEST_CASE("fields that overrun their frame are refused as soon as their length a
 }
 
 TEST_CASE("requests parse into ops, and anything else is a protocol error", "[dist]") {
-  Request join = request({"join", "run", "1", "4"});
+  Request join = request({"join", "run", "1", "4", "0"});
   CHECK(join.op == Request::Op::join);
   CHECK(join.rank == 1);
   CHECK(join.world_size == 4);
+  CHECK(request({"join", "run", "1", "4", "7"}).restart_count == 7);
   Request wait = request({"wait", "run", "250", "a", "b"});
   CHECK(wait.op == Request::Op::wait);
   CHECK(wait.timeout == std::chrono::milliseconds(250));
@@ -82,9 +83,11 @@ TEST_CASE("requests parse into ops, and anything else is a protocol error", "[di
   for (const Fields& bad : std::vector<Fields>{{},
                                                {"join"},
                                                {"join", "run", "1"},
-                                               {"join", "run", "0x1", "2"},
-                                               {"join", "run", " 1", "2"},
-                                               {"join", "run", "1", "9223372036854775808"},
+                                               {"join", "run", "1", "2"},
+                                               {"join", "run", "1", "2", "-1"},
+                                               {"join", "run", "0x1", "2", "0"},
+                                               {"join", "run", " 1", "2", "0"},
+                                               {"join", "run", "1", "9223372036854775808", "0"},
                                                {"add", "run", "k", ""},
                                                {"get", "run", "-1", "k"},
                                                {"get", "run", "10"},
@@ -95,38 +98,68 @@ TEST_CASE("requests parse into ops, and anything else is a protocol error", "[di
 
 TEST_CASE("the store serves a connection only after it joins with the run id and a rank of the world",
           "[dist]") {
-  StoreState state("secret-id", 2);
+  StoreState state("secret-id", 2, 0);
   const auto now = Clock::now();
   auto before = state.handle(7, request({"get", "secret-id", "0", "k"}), now);
   CHECK(before.drop);
   CHECK(before.reply == std::optional<Fields>(Fields{"error", "a connection must join before anything else"}));
 
-  auto foreign = state.handle(7, request({"join", "guess", "0", "2"}), now);
+  auto foreign = state.handle(7, request({"join", "guess", "0", "2", "0"}), now);
   CHECK(foreign.drop);
   for (const std::string& field : *foreign.reply) {
     CHECK_THAT(field, !Catch::Contains("secret-id"));
     CHECK_THAT(field, !Catch::Contains("guess"));
   }
 
-  auto wrapped = state.handle(7, request({"join", "secret-id", "4294967297", "2"}), now);  // 2^32 + 1
+  auto wrapped = state.handle(7, request({"join", "secret-id", "4294967297", "2", "0"}), now);  // 2^32 + 1
   CHECK(wrapped.drop);
   CHECK(wrapped.reply->at(1) == "RANK=4294967297 is outside WORLD_SIZE=2");
-  CHECK(state.handle(7, request({"join", "secret-id", "-1", "2"}), now).drop);
-  CHECK(state.handle(7, request({"join", "secret-id", "1", "3"}), now).drop);
+  CHECK(state.handle(7, request({"join", "secret-id", "-1", "2", "0"}), now).drop);
+  CHECK(state.handle(7, request({"join", "secret-id", "1", "3", "0"}), now).drop);
   CHECK_FALSE(state.joined(7));
 
-  auto ok = state.handle(7, request({"join", "secret-id", "1", "2"}), now);
+  auto ok = state.handle(7, request({"join", "secret-id", "1", "2", "0"}), now);
   CHECK_FALSE(ok.drop);
   CHECK(ok.reply == std::optional<Fields>(Fields{"ok"}));
-  CHECK(state.handle(7, request({"join", "secret-id", "0", "2"}), now).drop);  // a second join
-  CHECK(state.handle(8, request({"join", "secret-id", "1", "2"}), now).reply->at(1) == "rank 1 joined twice");
+  CHECK(state.handle(7, request({"join", "secret-id", "0", "2", "0"}), now).drop);  // a second join
+  CHECK(state.handle(8, request({"join", "secret-id", "1", "2", "0"}), now).reply->at(1) == "rank 1 joined twice");
   CHECK(state.handle(7, request({"set", "secret-id", "k", "v"}), now).reply == std::optional<Fields>(Fields{"ok"}));
 }
 
-TEST_CASE("an add that would overflow is refused and leaves the counter as it was", "[dist]") {
-  StoreState state("run", 1);
+TEST_CASE("a join from a newer restart is told to retry and ends the group; one from an older restart is refused",
+          "[dist]") {
+  // Note [A newer group ends an older one]: this store's group runs restart 1.
+  StoreState state("run", 2, 1);
   const auto now = Clock::now();
-  state.handle(1, request({"join", "run", "0", "1"}), now);
+  REQUIRE(state.handle(1, request({"join", "run", "1", "2", "1"}), now).reply == std::optional<Fields>(Fields{"ok"}));
+
+  auto twice = state.handle(2, request({"join", "run", "1", "2", "1"}), now);  // the same restart: as ever
+  CHECK(twice.drop);
+  CHECK(twice.reply->at(1) == "rank 1 joined twice");
+  CHECK_FALSE(twice.group_over);
+
+  auto newer = state.handle(3, request({"join", "run", "1", "2", "2"}), now);
+  const std::string over = "rank 1 joined from restart 2 while this group runs restart 1: a node restarted its ranks, "
+                           "so this group is over";
+  CHECK(newer.drop);
+  CHECK(newer.reply == std::optional<Fields>(Fields{"retry", over}));
+  CHECK(newer.group_over == std::optional<std::string>(over));
+  CHECK_FALSE(state.joined(3));
+
+  auto older = state.handle(4, request({"join", "run", "0", "2", "0"}), now);
+  CHECK(older.drop);
+  CHECK(older.reply == std::optional<Fields>(Fields{"error", "rank 0 joined from restart 0 while this group runs "
+                                                             "restart 1: it belongs to an older group, which is over"}));
+  CHECK_FALSE(older.group_over);
+  CHECK_FALSE(state.joined(4));
+  // Neither took rank 0's place: rank 0 of this restart still joins.
+  CHECK(state.handle(5, request({"join", "run", "0", "2", "1"}), now).reply == std::optional<Fields>(Fields{"ok"}));
+}
+
+TEST_CASE("an add that would overflow is refused and leaves the counter as it was", "[dist]") {
+  StoreState state("run", 1, 0);
+  const auto now = Clock::now();
+  state.handle(1, request({"join", "run", "0", "1", "0"}), now);
   CHECK(state.handle(1, request({"add", "run", "n", "9223372036854775807"}), now).reply->at(1) ==
         "9223372036854775807");
   auto over = state.handle(1, request({"add", "run", "n", "1"}), now);
@@ -139,10 +172,10 @@ TEST_CASE("an add that would overflow is refused and leaves the counter as it wa
 }
 
 TEST_CASE("a get with a timeout of INT64_MAX ms waits for its key instead of timing out at once", "[dist]") {
-  StoreState state("run", 2);
+  StoreState state("run", 2, 0);
   const auto now = Clock::now();
-  state.handle(1, request({"join", "run", "0", "2"}), now);
-  state.handle(2, request({"join", "run", "1", "2"}), now);
+  state.handle(1, request({"join", "run", "0", "2", "0"}), now);
+  state.handle(2, request({"join", "run", "1", "2", "0"}), now);
   CHECK_FALSE(state.handle(1, request({"get", "run", "9223372036854775807", "k"}), now).reply.has_value());
   CHECK(state.next_deadline() == Clock::time_point::max());
   CHECK(state.due_replies(now + std::chrono::hours(24 * 365)).empty());
@@ -153,9 +186,9 @@ TEST_CASE("a get with a timeout of INT64_MAX ms waits for its key instead of tim
 }
 
 TEST_CASE("parked requests time out with their missing keys, or hear 'closed' when the store stops", "[dist]") {
-  StoreState state("run", 1);
+  StoreState state("run", 1, 0);
   const auto now = Clock::now();
-  state.handle(1, request({"join", "run", "0", "1"}), now);
+  state.handle(1, request({"join", "run", "0", "1", "0"}), now);
   state.handle(1, request({"set", "run", "here", ""}), now);
   CHECK_FALSE(state.handle(1, request({"wait", "run", "100", "here", "absent"}), now).reply.has_value());
   CHECK(state.due_replies(now + std::chrono::milliseconds(99)).empty());

@@ -92,7 +92,7 @@ double seconds_since(Clock::time_point start) { return std::chrono::duration<dou
 }  // namespace
 
 TEST_CASE("a 64 MiB length prefix is refused at once, a stranger may send only 4 KiB, and the store serves on", "[dist]") {
-  StoreServer server("127.0.0.1", 0, kRunId, 2);
+  StoreServer server("127.0.0.1", 0, kRunId, 2, 0);
   std::vector<std::unique_ptr<RawClient>> probes;
   for (int i = 0; i < 8; ++i) {
     probes.push_back(std::make_unique<RawClient>(server.port()));
@@ -114,7 +114,7 @@ TEST_CASE("a 64 MiB length prefix is refused at once, a stranger may send only 4
 }
 
 TEST_CASE("the store refuses requests before a join, a rank outside the world, and a foreign run id", "[dist]") {
-  StoreServer server("127.0.0.1", 0, kRunId, 2);
+  StoreServer server("127.0.0.1", 0, kRunId, 2, 0);
 
   RawClient early(server.port());  // knows the run id, skips the join
   early.send({"set", kRunId, "k", "v"});
@@ -122,12 +122,12 @@ TEST_CASE("the store refuses requests before a join, a rank outside the world, a
   CHECK(early.closed_within(2s));
 
   RawClient wrapped(server.port());  // 2^32 + 1 would be rank 1 as a 32-bit int
-  wrapped.send({"join", kRunId, "4294967297", "2"});
+  wrapped.send({"join", kRunId, "4294967297", "2", "0"});
   CHECK(wrapped.reply() == Fields{"error", "RANK=4294967297 is outside WORLD_SIZE=2"});
   CHECK(wrapped.closed_within(2s));
 
   RawClient stranger(server.port());
-  stranger.send({"join", "guessed-id", "1", "2"});
+  stranger.send({"join", "guessed-id", "1", "2", "0"});
   Fields refusal = stranger.reply();
   CHECK(refusal.at(0) == "error");
   for (const std::string& field : refusal) {
@@ -142,14 +142,14 @@ TEST_CASE("the store refuses requests before a join, a rank outside the world, a
 }
 
 TEST_CASE("an add that would overflow and a get with a timeout of INT64_MAX ms, against a live store", "[dist]") {
-  StoreServer server("127.0.0.1", 0, kRunId, 2);
+  StoreServer server("127.0.0.1", 0, kRunId, 2, 0);
   auto rank1 = real_rank(server, 1, 2);
   CHECK(rank1->add("n", INT64_MAX) == INT64_MAX);
   CHECK_THROWS_WITH(rank1->add("n", 1), Catch::EndsWith("add: 'n' would overflow a 64-bit integer"));
   CHECK(rank1->add("n", -1) == INT64_MAX - 1);  // refused, not wrapped, and the connection lives on
 
   RawClient rank0(server.port());
-  rank0.send({"join", kRunId, "0", "2"});
+  rank0.send({"join", kRunId, "0", "2", "0"});
   REQUIRE(rank0.reply() == Fields{"ok"});
   rank0.send({"get", kRunId, "9223372036854775807", "later"});
   CHECK_FALSE(rank0.closed_within(300ms));  // no instant "timeout" from a wrapped deadline
@@ -159,14 +159,14 @@ TEST_CASE("an add that would overflow and a get with a timeout of INT64_MAX ms, 
 
 TEST_CASE("a connection that never joins, or never finishes its request, is dropped after its time limit",
           "[dist]") {
-  StoreServer server("127.0.0.1", 0, kRunId, 2, quick_limits());
+  StoreServer server("127.0.0.1", 0, kRunId, 2, 0, quick_limits());
   RawClient idle(server.port());
   const auto start = Clock::now();
   CHECK(idle.closed_within(5s));
   CHECK(seconds_since(start) >= 0.25);
 
   RawClient rank0(server.port());
-  rank0.send({"join", kRunId, "0", "2"});
+  rank0.send({"join", kRunId, "0", "2", "0"});
   REQUIRE(rank0.reply() == Fields{"ok"});
   rank0.send(u32(100) + u32(5) + "ab");  // a third of a request, then nothing
   CHECK(rank0.closed_within(5s));
@@ -174,9 +174,9 @@ TEST_CASE("a connection that never joins, or never finishes its request, is drop
 
 TEST_CASE("a client that sends without reading stalls only itself, and the store stops without waiting for it",
           "[dist]") {
-  auto server = std::make_unique<StoreServer>("127.0.0.1", 0, kRunId, 2);
+  auto server = std::make_unique<StoreServer>("127.0.0.1", 0, kRunId, 2, 0);
   RawClient hog(server->port());
-  hog.send({"join", kRunId, "0", "2"});
+  hog.send({"join", kRunId, "0", "2", "0"});
   REQUIRE(hog.reply() == Fields{"ok"});
   hog.send({"set", kRunId, "big", std::string(512 << 10, 'x')});
   REQUIRE(hog.reply() == Fields{"ok"});
@@ -216,9 +216,9 @@ TEST_CASE("a client that sends without reading stalls only itself, and the store
 TEST_CASE("a flood of unjoined connections from one address displaces only itself, and joined ranks stay", "[dist]") {
   StoreLimits limits;
   limits.spare_connections = 2;  // world 2 + 2: four connections at most, two unjoined per address
-  StoreServer server("127.0.0.1", 0, kRunId, 2, limits);
+  StoreServer server("127.0.0.1", 0, kRunId, 2, 0, limits);
   RawClient rank0(server.port());  // from 127.0.0.1
-  rank0.send({"join", kRunId, "0", "2"});
+  rank0.send({"join", kRunId, "0", "2", "0"});
   REQUIRE(rank0.reply() == Fields{"ok"});
   std::vector<std::unique_ptr<RawClient>> flood;
   for (int i = 0; i < 6; ++i) flood.push_back(std::make_unique<RawClient>(server.port(), "127.0.0.2"));
@@ -265,7 +265,7 @@ TEST_CASE("a rank whose connection is closed before its join is answered connect
   }
   store.join();
   ::close(listener);
-  CHECK(second_join.get_future().get() == Fields{"join", kRunId, "1", "2"});
+  CHECK(second_join.get_future().get() == Fields{"join", kRunId, "1", "2", "0"});
   REQUIRE(retries.size() == 1);
   CHECK(retries[0] == "the store closed the connection before answering the join");
 }

@@ -57,7 +57,7 @@ Client& owner(std::array<Client, 4>& clients, int64_t connection) {
 }  // namespace
 
 void store_messages(const uint8_t* data, size_t size) {
-  StoreState store("run", 2);
+  StoreState store("run", 2, 0);
   std::array<Client, 4> clients;
   for (int i = 0; i < 4; ++i) clients[i].connection = i;
   int64_t next_connection = 4;

@@ -14,7 +14,7 @@ import time
 
 host, port, source, count, seconds = sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4]), float(sys.argv[5])
 # The start of a join (dist/store_protocol.h) with a 32-character run id, as a rank would send it.
-first_bytes = struct.pack("<II", 4 + 4 + 4 + 32 + 4 + 1 + 4 + 1, 4) + b"join"
+first_bytes = struct.pack("<II", 4 + 4 + 4 + 32 + 4 + 1 + 4 + 1 + 4 + 1, 4) + b"join"
 selector = selectors.DefaultSelector()
 made = closed = 0
 sent = {}  # socket -> bytes of first_bytes sent
