@@ -155,7 +155,7 @@ time.sleep(600)
   }
 }
 
-TEST_CASE("a rank of a newer restart ends rank 0's older group at once; its cutrun restarts it, and they meet",
+TEST_CASE("a rank of a newer restart ends rank 0's older group at once, its cutrun restarts it, and they meet",
           "[dist]") {
   // Note [A newer group ends an older one]: node 0's cutrun starts rank 0 (restart 0), which waits
   // for rank 1; a rank 1 started as if its node had restarted its ranks once joins rank 0's store.

@@ -126,7 +126,7 @@ TEST_CASE("the store serves a connection only after it joins with the run id and
   CHECK(state.handle(7, request({"set", "secret-id", "k", "v"}), now).reply == std::optional<Fields>(Fields{"ok"}));
 }
 
-TEST_CASE("a join from a newer restart is told to retry and ends the group; one from an older restart is refused",
+TEST_CASE("a join from a newer restart is told to retry and ends the group, and one from an older restart is refused",
           "[dist]") {
   // Note [A newer group ends an older one]: this store's group runs restart 1.
   StoreState state("run", 2, 1);
