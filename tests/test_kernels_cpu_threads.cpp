@@ -71,7 +71,7 @@ TEST_CASE("CPU threads: a convolution's three passes give the same bits on 1 and
 
 TEST_CASE("CPU threads: batch norm's training forward and backward give the same bits on 1 and on 3 threads",
           "[kernels]") {
-  // 1,000 rows are 4 blocks of rows, 40 channels 3 blocks of channels (batchnorm.cpp).
+  // 1,000 rows of 40 channels are 32 blocks of sums in 3 pieces of rows (batchnorm.cpp).
   const BatchNormFusion fusion = GENERATE(BatchNormFusion{false, false}, BatchNormFusion{true, false},
                                           BatchNormFusion{true, true});
   const BatchNormShape shape{1000, 40, fusion};
