@@ -1,11 +1,15 @@
-// batchnorm.cpp: the CPU reference of batchnorm.h. Rows m of x[M, C] in order, channels inside;
-// statistics in double (the mean, then the squared deviations about it), so this is the accurate
-// side of every parity test. The sums run over blocks of channels, each channel's over every row
-// in order, and the element-wise passes over blocks of rows, on the threads of cpu_threads.h: the
-// result is the same whatever their number (Note [Fixed work split]).
+// batchnorm.cpp: the CPU reference of batchnorm.h, on x[M, C] with the channels of a row
+// contiguous. Every pass walks pieces of whole rows, so that its loops over a row's channels read
+// and write contiguous memory and vectorise; the threads of cpu_threads.h share out the pieces.
+// The statistics take the mean first and then the squared deviations about it, so nothing
+// cancels: each block of kSumRows rows adds up its rows per channel in fp32, and the blocks'
+// partial sums are added in double in block order. The backward's two sums are made the same way.
+// The blocks and the pieces depend on the shape alone, so the result is the same whatever the
+// number of threads (Note [Fixed work split]). The element math is batchnorm.cuh's, as on the GPU.
 #include "kernels/batchnorm.h"
 
 #include <algorithm>
+#include <type_traits>
 #include <vector>
 
 #include "kernels/batchnorm.cuh"
@@ -17,41 +21,92 @@ int64_t bn_mask_bytes(const BatchNormShape& shape) { return shape.rows * ((shape
 
 namespace {
 
-constexpr int kChannelBlock = 16;   // one 64-byte cache line of a row's fp32 channels
-constexpr int64_t kRowBlock = 256;
+// Each block of kSumRows rows adds up its values per channel in fp32, which over so few rows
+// rounds far less than fp32 output does; the blocks' partial sums are then added in double.
+constexpr int64_t kSumRows = 32;
 
-// f(c_begin, c_end) for blocks of kChannelBlock channels, in parallel.
+// A piece of work for the threads: whole blocks of sums, about 16K elements (64 KB of fp32).
+int64_t piece_rows(int C) { return kSumRows * std::max<int64_t>(1, 16384 / (kSumRows * C)); }
+
+// f(m_begin, m_end) for the pieces of rows, in parallel.
 template <typename F>
-void for_channel_blocks(int C, F&& f) {
-  parallel_for((C + kChannelBlock - 1) / kChannelBlock, [&](int64_t block) {
-    const int begin = int(block) * kChannelBlock;
-    f(begin, std::min(C, begin + kChannelBlock));
+void for_row_pieces(int64_t M, int C, F&& f) {
+  const int64_t rows = piece_rows(C);
+  parallel_for((M + rows - 1) / rows, [&](int64_t piece) {
+    const int64_t begin = piece * rows;
+    f(begin, std::min(M, begin + rows));
   });
 }
 
-// f(m_begin, m_end) for blocks of kRowBlock rows, in parallel.
+// f(fusion) with the fusion a compile-time constant (a std::integral_constant that converts to
+// it), so that the loops over a row's channels carry no branch on it and vectorise.
 template <typename F>
-void for_row_blocks(int64_t M, F&& f) {
-  parallel_for((M + kRowBlock - 1) / kRowBlock, [&](int64_t block) {
-    const int64_t begin = block * kRowBlock;
-    f(begin, std::min(M, begin + kRowBlock));
-  });
+void with_constant_fusion(BatchNormFusion fusion, F&& f) {
+  using std::integral_constant;
+  if (fusion.relu && fusion.residual) f(integral_constant<BatchNormFusion, BatchNormFusion{true, true}>{});
+  else if (fusion.relu) f(integral_constant<BatchNormFusion, BatchNormFusion{true, false}>{});
+  else if (fusion.residual) f(integral_constant<BatchNormFusion, BatchNormFusion{false, true}>{});
+  else f(integral_constant<BatchNormFusion, BatchNormFusion{false, false}>{});
 }
 
-// mean[c] and m2[c] = sum_m (x[m,c] - mean[c])^2 of every channel, in double.
+// sums[t*C + c] over every row of `terms` per-channel quantities: add_row(m, part, scratch) adds
+// row m's to part[t*C + c], the fp32 partial sums of row m's block, with `scratch` a row of C
+// floats of its own to use, and the blocks' partials are then added in double in block order, so
+// the result depends on the shape alone.
+template <typename AddRow>
+void channel_sums(int64_t M, int C, int terms, AddRow&& add_row, std::vector<double>& sums) {
+  const int64_t width = int64_t(terms) * C;
+  const int64_t blocks = (M + kSumRows - 1) / kSumRows;
+  std::vector<float> parts(size_t(blocks * width), 0.0f);
+  for_row_pieces(M, C, [&](int64_t begin, int64_t end) {
+    std::vector<float> scratch(C);
+    for (int64_t m = begin; m < end; ++m) add_row(m, parts.data() + m / kSumRows * width, scratch.data());
+  });
+  sums.assign(size_t(width), 0.0);
+  for (int64_t block = 0; block < blocks; ++block)
+    for (int64_t i = 0; i < width; ++i) sums[i] += parts[block * width + i];
+}
+
+// mean[c] and m2[c] = sum_m (x[m,c] - mean[c])^2 of every channel: the mean first, then the
+// squared deviations about it.
 void channel_statistics(const float* x, int64_t M, int C, std::vector<double>& mean, std::vector<double>& m2) {
-  mean.assign(C, 0.0);
-  m2.assign(C, 0.0);
-  for_channel_blocks(C, [&](int begin, int end) {
-    for (int64_t m = 0; m < M; ++m)
-      for (int c = begin; c < end; ++c) mean[c] += x[m * C + c];
-    for (int c = begin; c < end; ++c) mean[c] /= double(M);
-    for (int64_t m = 0; m < M; ++m)
-      for (int c = begin; c < end; ++c) {
-        const double d = x[m * C + c] - mean[c];
-        m2[c] += d * d;
-      }
-  });
+  channel_sums(M, C, 1, [&](int64_t m, float* part, float*) {
+    for (int c = 0; c < C; ++c) part[c] += x[m * C + c];
+  }, mean);
+  for (double& sum : mean) sum /= double(M);
+  const std::vector<float> mean_fp32(mean.begin(), mean.end());
+  channel_sums(M, C, 1, [&](int64_t m, float* part, float*) {
+    for (int c = 0; c < C; ++c) {
+      const float d = x[m * C + c] - mean_fp32[c];
+      part[c] += d * d;
+    }
+  }, m2);
+}
+
+// The mask bytes of one row from its pre-activations z: bit k of a byte is [z > 0] of its k-th
+// channel. A byte's 8 channels take no branch, so the compiler packs them with vector compares.
+void pack_mask_row(const float* z, int C, uint8_t* mask_row) {
+  const auto byte_of = [&](int first, int count) {
+    uint8_t bits = 0;
+    for (int k = 0; k < count; ++k) bits |= uint8_t(z[first + k] > 0.0f) << k;
+    return bits;
+  };
+  for (int byte = 0; byte < C / 8; ++byte) mask_row[byte] = byte_of(8 * byte, 8);
+  if (C % 8 != 0) mask_row[C / 8] = byte_of(C / 8 * 8, C % 8);
+}
+
+// dz = bn_dz(dy, mask bit) of one row, 32 channels at a time: their 4 mask bytes make one word,
+// whose bits the compiler unpacks into vector lanes with shifts.
+template <typename Fusion>
+void dz_row(const float* dy_row, const uint8_t* mask_row, int C, Fusion fusion, float* dz) {
+  const auto chunk = [&](int first, int count) {
+    uint32_t word = 0;
+    if (fusion().relu)
+      for (int j = 0; j < (count + 7) / 8; ++j) word |= uint32_t(mask_row[first / 8 + j]) << (8 * j);
+    for (int k = 0; k < count; ++k) dz[first + k] = bn_dz(dy_row[first + k], (word >> k) & 1, fusion);
+  };
+  for (int first = 0; first < C / 32 * 32; first += 32) chunk(first, 32);
+  if (C % 32 != 0) chunk(C / 32 * 32, C % 32);
 }
 
 // y = act(z) and, under the ReLU fusion when f.relu_mask is given, the mask [z > 0], with the given
@@ -62,43 +117,36 @@ void apply(const BatchNormShape& shape, const BatchNormForward<float>& f, const 
   const int mask_row_bytes = (C + 7) / 8;
   std::vector<float> scale(C);
   for (int c = 0; c < C; ++c) scale[c] = bn_scale(f.gamma[c], invstd[c]);
-  for_row_blocks(M, [&](int64_t begin, int64_t end) {
-    for (int64_t m = begin; m < end; ++m) {
-      uint8_t bits = 0;
-      for (int c = 0; c < C; ++c) {
-        const int64_t i = m * C + c;
-        const float z = bn_preactivation(f.x[i], shape.fusion.residual ? f.residual[i] : 0.0f, mean[c], scale[c],
-                                         f.beta[c], shape.fusion);
-        f.y[i] = bn_activation(z, shape.fusion);
-        bits |= uint8_t(z > 0.0f) << (c % 8);
-        if (shape.fusion.relu && f.relu_mask && (c % 8 == 7 || c == C - 1)) {
-          f.relu_mask[m * mask_row_bytes + c / 8] = bits;
-          bits = 0;
+  with_constant_fusion(shape.fusion, [&](auto fusion) {
+    for_row_pieces(M, C, [&](int64_t begin, int64_t end) {
+      std::vector<float> z(C);
+      for (int64_t m = begin; m < end; ++m) {
+        for (int c = 0; c < C; ++c) {
+          const int64_t i = m * C + c;
+          z[c] = bn_preactivation(f.x[i], fusion().residual ? f.residual[i] : 0.0f, mean[c], scale[c], f.beta[c],
+                                  fusion);
+          f.y[i] = bn_activation(z[c], fusion);
         }
+        if (fusion().relu && f.relu_mask) pack_mask_row(z.data(), C, f.relu_mask + m * mask_row_bytes);
       }
-    }
+    });
   });
 }
 
-// t1 = sum dz and sum dz*(x - mean) (t2 = invstd times it) in double; d_residual = dz when the
-// residual was fused.
-void backward_sums(const BatchNormShape& shape, const BatchNormBackward<float>& b, std::vector<double>& t1,
-                   std::vector<double>& t2) {
+// sums = [t1 | sum dz*(x - mean)] (t2 = invstd times the second) in double; d_residual = dz when
+// the residual was fused.
+void backward_sums(const BatchNormShape& shape, const BatchNormBackward<float>& b, std::vector<double>& sums) {
   const int64_t M = shape.rows;
   const int C = shape.channels;
-  t1.assign(C, 0.0);
-  t2.assign(C, 0.0);
-  for_channel_blocks(C, [&](int begin, int end) {
-    for (int64_t m = 0; m < M; ++m) {
-      const uint8_t* mask_row = shape.fusion.relu ? b.relu_mask + m * ((C + 7) / 8) : nullptr;
-      for (int c = begin; c < end; ++c) {
-        const int64_t i = m * C + c;
-        const float dz = bn_dz(b.dy[i], mask_row && bn_mask_bit(mask_row, c), shape.fusion);
-        t1[c] += dz;
-        t2[c] += double(dz) * (b.x[i] - b.mean[c]);
-        if (shape.fusion.residual) b.d_residual[i] = dz;
+  with_constant_fusion(shape.fusion, [&](auto fusion) {
+    channel_sums(M, C, 2, [&](int64_t m, float* part, float* dz) {
+      dz_row(b.dy + m * C, fusion().relu ? b.relu_mask + m * ((C + 7) / 8) : nullptr, C, fusion, dz);
+      for (int c = 0; c < C; ++c) {
+        part[c] += dz[c];
+        part[C + c] += dz[c] * (b.x[m * C + c] - b.mean[c]);
       }
-    }
+      if (fusion().residual) std::copy(dz, dz + C, b.d_residual + m * C);
+    }, sums);
   });
 }
 
@@ -143,11 +191,12 @@ void bn_forward_apply_cpu(const BatchNormShape& shape, const BatchNormForward<fl
 }
 
 void bn_backward_sums_cpu(const BatchNormShape& shape, const BatchNormBackward<float>& b, float* sums) {
-  std::vector<double> t1, t2;
-  backward_sums(shape, b, t1, t2);
-  for (int c = 0; c < shape.channels; ++c) {
-    b.dbeta[c] = sums[c] = float(t1[c]);
-    b.dgamma[c] = sums[shape.channels + c] = float(b.invstd[c] * t2[c]);
+  const int C = shape.channels;
+  std::vector<double> t;
+  backward_sums(shape, b, t);
+  for (int c = 0; c < C; ++c) {
+    b.dbeta[c] = sums[c] = float(t[c]);
+    b.dgamma[c] = sums[C + c] = float(b.invstd[c] * t[C + c]);
   }
 }
 
@@ -157,15 +206,14 @@ void bn_backward_apply_cpu(const BatchNormShape& shape, const BatchNormBackward<
   const int C = shape.channels;
   std::vector<BackwardChannel> k(C);
   for (int c = 0; c < C; ++c) k[c] = bn_backward_channel(b.gamma[c], b.invstd[c], sums[c], sums[C + c], float(1.0 / count));
-  for_row_blocks(shape.rows, [&](int64_t begin, int64_t end) {
-    for (int64_t m = begin; m < end; ++m) {
-      const uint8_t* mask_row = shape.fusion.relu ? b.relu_mask + m * ((C + 7) / 8) : nullptr;
-      for (int c = 0; c < C; ++c) {
-        const int64_t i = m * C + c;
-        const float dz = bn_dz(b.dy[i], mask_row && bn_mask_bit(mask_row, c), shape.fusion);
-        b.dx[i] = bn_backward_dx(dz, b.x[i], b.mean[c], k[c]);
+  with_constant_fusion(shape.fusion, [&](auto fusion) {
+    for_row_pieces(shape.rows, C, [&](int64_t begin, int64_t end) {
+      std::vector<float> dz(C);
+      for (int64_t m = begin; m < end; ++m) {
+        dz_row(b.dy + m * C, fusion().relu ? b.relu_mask + m * ((C + 7) / 8) : nullptr, C, fusion, dz.data());
+        for (int c = 0; c < C; ++c) b.dx[m * C + c] = bn_backward_dx(dz[c], b.x[m * C + c], b.mean[c], k[c]);
       }
-    }
+    });
   });
 }
 

@@ -96,8 +96,10 @@ __host__ __device__ inline float bn_preactivation(float x, float residual, float
   return fusion.residual ? z + residual : z;
 }
 
+// ReLU as a select rather than fmaxf(z, 0): the same value for every z (NaN gives 0, -0 gives +0),
+// but GCC calls fmaxf out of line for its NaN rules, which keeps the CPU's loops from vectorising.
 __host__ __device__ inline float bn_activation(float z, BatchNormFusion fusion) {
-  return fusion.relu ? fmaxf(z, 0.0f) : z;
+  return fusion.relu ? (z > 0.0f ? z : 0.0f) : z;
 }
 
 // dz = dy * act'(z): ReLU's derivative is the mask bit [z > 0].

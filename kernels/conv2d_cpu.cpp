@@ -1,21 +1,30 @@
-// conv2d_cpu.cpp: the CPU reference convolution of conv2d_cpu.h, by im2col and Eigen's GEMM,
-// on the threads of kernels/cpu_threads.h.
+// conv2d_cpu.cpp: the CPU convolution of conv2d_cpu.h, on oneDNN's convolution primitives, in
+// pieces of whole images on the threads of kernels/cpu_threads.h.
 //
-// Note [Convolution tiles]
-// The batch is cut into tiles of whole images, and each tile is one GEMM on one thread, its
-// im2col matrix in that thread's scratch (a thread_local vector that only grows, so steady-state
-// calls allocate nothing). A tile holds enough images for kMinTileRows output pixels, because
-// each GEMM packs the whole filter once and a tall tile spreads that cost; beyond that it holds as
-// many as keep its im2col matrix within kTileFloats, so that the matrix is still in the core's
-// cache when the GEMM reads it. The tiles depend on the shape alone (Note [Fixed work split]).
-// The filter gradient sums over tiles: the tiles are dealt, in order, to at most kFilterGroups
-// groups, each group sums its tiles in order into its own partial gradient, and the partials
-// are added in group order. A 1x1, stride-1, unpadded convolution needs no im2col: x already is
-// the matrix cols[N*H*W, C].
+// Note [Convolution pieces]
+// The batch is cut into at most kPieces pieces of whole images (ceil(N / kPieces) images each,
+// the last maybe fewer), and each piece is one oneDNN call on one thread: its forward writes the
+// piece's images of y, its data gradient the piece's images of dx. The filter gradient is a sum
+// over the batch, so it is cut into at most kFilterPieces pieces, each of which writes a partial
+// gradient; the partials are added in piece order. The pieces depend on the shape alone (Note
+// [Fixed work split]), and a call inside a piece runs on that piece's thread alone (Note
+// [Libraries inside a piece]), so one thread and N threads give the same bits.
+//
+// oneDNN's fast kernels want the filter in a blocked layout of their own choosing, not in OHWI.
+// Before the pieces run, the filter is reordered once into the layout of each piece size's
+// primitive (two sizes at most: the full piece and the last), and the filter gradient's partials
+// are reordered back into OHWI at the end, which also applies beta. The activations stay NHWC,
+// which oneDNN reads and writes directly.
 #include "kernels/conv2d_cpu.h"
 
+#include <oneapi/dnnl/dnnl.hpp>
+
 #include <algorithm>
-#include <cstring>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <tuple>
+#include <unordered_map>
 #include <vector>
 
 #include "kernels/cpu_threads.h"
@@ -25,153 +34,225 @@ namespace cutrain {
 
 namespace {
 
-constexpr int64_t kTileFloats = int64_t(1) << 18;  // 1 MiB of im2col rows per GEMM
-constexpr int64_t kMinTileRows = 256;
-constexpr int kFilterGroups = 16;
+using dnnl::memory;
+using Tag = memory::format_tag;
 
-bool is_pointwise(const ConvShape& s) { return s.R == 1 && s.S == 1 && s.stride == 1 && s.pad == 0; }
+constexpr int kPieces = 16;
+constexpr int kFilterPieces = 4;
 
-int64_t pixels_per_image(const ConvShape& s) { return int64_t(s.P()) * s.Q(); }
-int64_t window_size(const ConvShape& s) { return int64_t(s.R) * s.S * s.C; }
+enum class Pass { forward, backward_data, backward_filter };
 
-// How many images go into one tile (Note [Convolution tiles]).
-int images_per_tile(const ConvShape& s) {
-  const int64_t pixels = pixels_per_image(s);
-  const int64_t for_rows = (kMinTileRows + pixels - 1) / pixels;
-  const int64_t for_cache = kTileFloats / (pixels * window_size(s));
-  return int(std::clamp<int64_t>(std::max(for_rows, for_cache), 1, s.N));
-}
-
-// Tile t's images: [first, first + count).
-struct Tile {
+// Images [first, first + count) of the batch.
+struct Piece {
   int first, count;
 };
 
-// The tiles of the batch, one per piece of parallel_for: f(Tile).
-template <typename F>
-void for_each_tile(const ConvShape& sh, F&& f) {
-  const int per_tile = images_per_tile(sh);
-  const int tiles = (sh.N + per_tile - 1) / per_tile;
-  parallel_for(tiles, [&](int64_t t) {
-    const int first = int(t) * per_tile;
-    f(Tile{first, std::min(per_tile, sh.N - first)});
-  });
+// The pieces of a batch of N images, when it is cut into at most `most` (Note [Convolution pieces]).
+std::vector<Piece> pieces_of(int N, int most) {
+  const int per_piece = (N + most - 1) / most;
+  std::vector<Piece> pieces;
+  for (int first = 0; first < N; first += per_piece) pieces.push_back({first, std::min(per_piece, N - first)});
+  return pieces;
 }
 
-float* scratch(int64_t floats) {
-  thread_local std::vector<float> buffer;
-  if (int64_t(buffer.size()) < floats) buffer.resize(floats);
-  return buffer.data();
+const dnnl::engine& cpu_engine() {
+  static const dnnl::engine engine(dnnl::engine::kind::cpu, 0);
+  return engine;
 }
 
-// Walks the im2col matrix of images [first, first + count) in memory order: for each output
-// pixel (n, p, q) and window tap (r, s), visit(column, source) gets the offset of the tap's C
-// values in the matrix and the offset of input pixel (n, p*stride - pad + r, q*stride - pad + s)
-// in x, or -1 where the window leaves the image.
-template <typename Visit>
-void for_each_tap(const ConvShape& sh, int first, int count, Visit visit) {
-  int64_t column = 0;
-  for (int n = first; n < first + count; ++n)
-    for (int p = 0; p < sh.P(); ++p)
-      for (int q = 0; q < sh.Q(); ++q)
-        for (int r = 0; r < sh.R; ++r)
-          for (int s = 0; s < sh.S; ++s, column += sh.C) {
-            const int h = p * sh.stride - sh.pad + r, w = q * sh.stride - sh.pad + s;
-            const bool inside = h >= 0 && h < sh.H && w >= 0 && w < sh.W;
-            visit(column, inside ? ((int64_t(n) * sh.H + h) * sh.W + w) * sh.C : int64_t(-1));
-          }
+// The memory descriptors of a convolution of `images` images: NHWC activations, and the filter in
+// whatever layout the primitive prefers (Tag::any) or in ours (OHWI).
+memory::desc activations(int images, int channels, int height, int width) {
+  return memory::desc({images, channels, height, width}, memory::data_type::f32, Tag::nhwc);
+}
+memory::desc filter(const ConvShape& s, Tag tag) {
+  return memory::desc({s.K, s.C, s.R, s.S}, memory::data_type::f32, tag);
 }
 
-// cols[(n*P + p)*Q + q, (r*S + s)*C + i] = x[n, p*stride - pad + r, q*stride - pad + s, i], or 0
-// outside the image.
-void im2col(const float* x, const ConvShape& sh, int first, int count, float* cols) {
-  for_each_tap(sh, first, count, [&](int64_t column, int64_t source) {
-    if (source >= 0)
-      std::memcpy(cols + column, x + source, sizeof(float) * sh.C);
-    else
-      std::memset(cols + column, 0, sizeof(float) * sh.C);
-  });
+// One pass's primitive for `images` images of a shape, and the layout of the filter (or of its
+// gradient) that it reads (or writes). The primitive's scratch memory is the caller's (Note
+// [Libraries inside a piece]: one primitive may run on several threads at once).
+struct Primitive {
+  dnnl::primitive run;
+  memory::desc filter_layout, scratch_layout;
+};
+
+Primitive make_primitive(const ConvShape& s, int images, Pass pass) {
+  const memory::desc x = activations(images, s.C, s.H, s.W), y = activations(images, s.K, s.P(), s.Q()),
+                     w = filter(s, Tag::any);
+  const memory::dims strides{s.stride, s.stride}, padding{s.pad, s.pad};
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  const auto algorithm = dnnl::algorithm::convolution_direct;
+  const dnnl::convolution_forward::primitive_desc forward(
+      dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, algorithm, x, w, y, strides, padding, padding),
+      attr, cpu_engine());
+  switch (pass) {
+    case Pass::forward:
+      return {dnnl::convolution_forward(forward), forward.weights_desc(), forward.scratchpad_desc()};
+    case Pass::backward_data: {
+      const dnnl::convolution_backward_data::primitive_desc data(
+          dnnl::convolution_backward_data::desc(algorithm, x, w, y, strides, padding, padding), attr, cpu_engine(),
+          forward);
+      return {dnnl::convolution_backward_data(data), data.weights_desc(), data.scratchpad_desc()};
+    }
+    case Pass::backward_filter: {
+      const dnnl::convolution_backward_weights::primitive_desc weights(
+          dnnl::convolution_backward_weights::desc(algorithm, x, w, y, strides, padding, padding), attr, cpu_engine(),
+          forward);
+      return {dnnl::convolution_backward_weights(weights), weights.diff_weights_desc(), weights.scratchpad_desc()};
+    }
+  }
+  throw std::logic_error("conv2d_cpu: unknown pass");
 }
 
-// The transpose of im2col: dx[n, h, w, i] += dcols[row of (n,p,q), column of (r,s,i)].
-void col2im_add(const float* dcols, const ConvShape& sh, int first, int count, float* dx) {
-  for_each_tap(sh, first, count, [&](int64_t column, int64_t source) {
-    if (source < 0) return;
-    for (int i = 0; i < sh.C; ++i) dx[source + i] += dcols[column + i];
-  });
+// The primitive of a pass for `images` images of a shape, made on first use and kept: the shapes of
+// a training run are few and fixed. It is made inside a piece (Note [Libraries inside a piece]),
+// where oneDNN plans for the one thread it will run on.
+const Primitive& primitive(const ConvShape& s, int images, Pass pass) {
+  using Key = std::tuple<int, int, int, int, int, int, int, int, int, Pass>;
+  static std::mutex mutex;
+  static std::map<Key, std::unique_ptr<Primitive>> made;
+  const Key key{images, s.H, s.W, s.C, s.K, s.R, s.S, s.stride, s.pad, pass};
+  std::lock_guard<std::mutex> lock(mutex);
+  std::unique_ptr<Primitive>& p = made[key];
+  if (!p) parallel_for(1, [&](int64_t) { p = std::make_unique<Primitive>(make_primitive(s, images, pass)); });
+  return *p;
 }
 
-// The im2col matrix of images [first, first + count): x itself for a pointwise convolution.
-const float* cols_of(const float* x, const ConvShape& sh, int first, int count) {
-  if (is_pointwise(sh)) return x + int64_t(first) * sh.H * sh.W * sh.C;
-  float* cols = scratch(count * pixels_per_image(sh) * window_size(sh));
-  im2col(x, sh, first, count, cols);
-  return cols;
+// A buffer of the calling thread's that only grows, so that steady-state calls allocate nothing.
+// `which` tells a thread's buffers apart.
+// They are aligned to Eigen's widest vector (64 bytes with AVX-512), as oneDNN's kernels prefer.
+float* scratch(int which, size_t bytes) {
+  thread_local std::vector<float, Eigen::aligned_allocator<float>> buffers[4];
+  auto& b = buffers[which];
+  if (b.size() * sizeof(float) < bytes) b.resize((bytes + sizeof(float) - 1) / sizeof(float));
+  return b.data();
 }
+enum Scratch { kPrimitiveScratch, kPieceOutput, kFilterLayouts, kFilterPartials };
+
+memory wrap(const memory::desc& desc, const float* data) {
+  return memory(desc, cpu_engine(), const_cast<float*>(data));  // oneDNN only reads its inputs
+}
+
+// Runs one piece's primitive with its arguments on this thread.
+void execute(const Primitive& p, std::unordered_map<int, memory> args) {
+  args.emplace(DNNL_ARG_SCRATCHPAD, wrap(p.scratch_layout, scratch(kPrimitiveScratch, p.scratch_layout.get_size())));
+  dnnl::stream stream(cpu_engine());
+  p.run.execute(stream, args);
+  stream.wait();
+}
+
+// dst = src in another layout (beta 0), or dst = beta*dst + src (a sum post-op), on the calling
+// thread and on as many of OpenMP's threads as cpu_threads() allows; a copy, so the same bits
+// whatever their number.
+void reorder(const memory::desc& from, const float* src, const memory::desc& to, float* dst, float beta) {
+  dnnl::primitive_attr attr;
+  if (beta != 0.0f) {
+    dnnl::post_ops sum;
+    sum.append_sum(beta);
+    attr.set_post_ops(sum);
+  }
+  memory in = wrap(from, src), out = wrap(to, dst);
+  use_cpu_threads_in_libraries();
+  dnnl::stream stream(cpu_engine());
+  dnnl::reorder(dnnl::reorder::primitive_desc(in, out, attr)).execute(stream, in, out);
+  stream.wait();
+}
+
+// The filter in the layout of every piece's primitive: the primitives of the pieces, and for each
+// the filter as it reads it (pieces of one size share one primitive and one copy).
+struct FilterForPieces {
+  std::vector<const Primitive*> primitive;  // per piece
+  std::vector<const float*> filter;         // per piece
+};
+
+FilterForPieces filter_for_pieces(const float* w, const ConvShape& s, const std::vector<Piece>& pieces, Pass pass) {
+  FilterForPieces out;
+  const Primitive& full = primitive(s, pieces.front().count, pass);
+  const Primitive& last = primitive(s, pieces.back().count, pass);
+  const size_t full_bytes = full.filter_layout.get_size();
+  float* copies = scratch(kFilterLayouts, full_bytes + last.filter_layout.get_size());
+  reorder(filter(s, Tag::ohwi), w, full.filter_layout, copies, 0.0f);
+  const float* last_copy = copies;
+  if (last.filter_layout != full.filter_layout) {
+    last_copy = copies + full_bytes / sizeof(float);
+    reorder(filter(s, Tag::ohwi), w, last.filter_layout, const_cast<float*>(last_copy), 0.0f);
+  }
+  for (const Piece& piece : pieces) {
+    const bool is_full = piece.count == pieces.front().count;
+    out.primitive.push_back(is_full ? &full : &last);
+    out.filter.push_back(is_full ? copies : last_copy);
+  }
+  return out;
+}
+
+int64_t image_floats(int channels, int height, int width) { return int64_t(channels) * height * width; }
 
 }  // namespace
 
-// y[rows, K] = cols[rows, RSC] * w[K, RSC]^T, tile by tile.
 void conv2d_forward_cpu(const float* x, const float* w, const ConvShape& sh, float* y) {
-  const int64_t pixels = pixels_per_image(sh), window = window_size(sh);
-  const ConstMatrixView weights(w, sh.K, window);
-  for_each_tile(sh, [&](Tile t) {
-    const ConstMatrixView cols(cols_of(x, sh, t.first, t.count), t.count * pixels, window);
-    MatrixView out(y + t.first * pixels * sh.K, t.count * pixels, sh.K);
-    out.noalias() = cols * weights.transpose();
+  const std::vector<Piece> pieces = pieces_of(sh.N, kPieces);
+  const FilterForPieces f = filter_for_pieces(w, sh, pieces, Pass::forward);
+  parallel_for(int64_t(pieces.size()), [&](int64_t i) {
+    const Piece piece = pieces[i];
+    const memory::desc in = activations(piece.count, sh.C, sh.H, sh.W), out = activations(piece.count, sh.K, sh.P(), sh.Q());
+    execute(*f.primitive[i], {{DNNL_ARG_SRC, wrap(in, x + piece.first * image_floats(sh.C, sh.H, sh.W))},
+                              {DNNL_ARG_WEIGHTS, wrap(f.primitive[i]->filter_layout, f.filter[i])},
+                              {DNNL_ARG_DST, wrap(out, y + piece.first * image_floats(sh.K, sh.P(), sh.Q()))}});
   });
 }
 
-// dx = beta*dx + col2im(dy * w), tile by tile (a tile's images are its own part of dx);
-// pointwise: dx = beta*dx + dy * w directly.
+// dx = beta*dx + the data gradient, piece by piece: a piece's images are its own part of dx. With
+// beta 0 oneDNN writes dx itself; otherwise it writes the piece's scratch, which is then added.
 void conv2d_backward_data_cpu(const float* dy, const float* w, const ConvShape& sh, float beta, float* dx) {
-  const int64_t pixels = pixels_per_image(sh), window = window_size(sh), image = int64_t(sh.H) * sh.W * sh.C;
-  const ConstMatrixView weights(w, sh.K, window);
-  for_each_tile(sh, [&](Tile t) {
-    float* dx_tile = dx + t.first * image;
-    scale_by_beta(dx_tile, t.count * image, beta);
-    const ConstMatrixView grad_out(dy + t.first * pixels * sh.K, t.count * pixels, sh.K);
-    if (is_pointwise(sh)) {
-      MatrixView(dx_tile, t.count * pixels, sh.C).noalias() += grad_out * weights;
-    } else {
-      MatrixView dcols(scratch(t.count * pixels * window), t.count * pixels, window);
-      dcols.noalias() = grad_out * weights;
-      col2im_add(dcols.data(), sh, t.first, t.count, dx);
+  const std::vector<Piece> pieces = pieces_of(sh.N, kPieces);
+  const FilterForPieces f = filter_for_pieces(w, sh, pieces, Pass::backward_data);
+  const int64_t image = image_floats(sh.C, sh.H, sh.W);
+  parallel_for(int64_t(pieces.size()), [&](int64_t i) {
+    const Piece piece = pieces[i];
+    const memory::desc in = activations(piece.count, sh.C, sh.H, sh.W), out = activations(piece.count, sh.K, sh.P(), sh.Q());
+    float* dx_piece = dx + piece.first * image;
+    float* result = beta == 0.0f ? dx_piece : scratch(kPieceOutput, in.get_size());
+    execute(*f.primitive[i], {{DNNL_ARG_DIFF_DST, wrap(out, dy + piece.first * image_floats(sh.K, sh.P(), sh.Q()))},
+                              {DNNL_ARG_WEIGHTS, wrap(f.primitive[i]->filter_layout, f.filter[i])},
+                              {DNNL_ARG_DIFF_SRC, wrap(in, result)}});
+    if (result != dx_piece) {
+      scale_by_beta(dx_piece, piece.count * image, beta);
+      for (int64_t j = 0; j < piece.count * image; ++j) dx_piece[j] += result[j];
     }
   });
 }
 
-// dw[K, RSC] = beta*dw + the sum over tiles of dy[rows, K]^T * cols[rows, RSC], in the groups of
-// Note [Convolution tiles]: group 0 adds into dw itself, the others into partials added after.
+// dw = beta*dw + the sum over the filter pieces of their partial gradients, in piece order
+// (Note [Convolution pieces]). The partials of pieces of the full size share a layout and are added
+// there, element by element in slices; the last piece's, when it differs, joins in OHWI.
 void conv2d_backward_filter_cpu(const float* x, const float* dy, const ConvShape& sh, float beta, float* dw) {
-  const int64_t pixels = pixels_per_image(sh), window = window_size(sh), filter = sh.K * window;
-  const int per_tile = images_per_tile(sh);
-  const int tiles = (sh.N + per_tile - 1) / per_tile;
-  const int groups = std::min(tiles, kFilterGroups);
-  // Group g sums tiles [g*tiles/groups, (g+1)*tiles/groups).
-  thread_local std::vector<float> partial_buffer;  // the calling thread's, lent to the workers
-  if (partial_buffer.size() < size_t((groups - 1) * filter)) partial_buffer.resize(size_t((groups - 1) * filter));
-  float* const partials = partial_buffer.data();
-  scale_by_beta(dw, filter, beta);
-  parallel_for(groups, [&](int64_t g) {
-    MatrixView grad_w(g == 0 ? dw : partials + (g - 1) * filter, sh.K, window);
-    if (g > 0) grad_w.setZero();
-    for (int64_t t = g * tiles / groups; t < (g + 1) * tiles / groups; ++t) {
-      const int first = int(t) * per_tile, count = std::min(per_tile, sh.N - first);
-      const ConstMatrixView grad_out(dy + first * pixels * sh.K, count * pixels, sh.K);
-      const ConstMatrixView cols(cols_of(x, sh, first, count), count * pixels, window);
-      grad_w.noalias() += grad_out.transpose() * cols;
-    }
+  const std::vector<Piece> pieces = pieces_of(sh.N, kFilterPieces);
+  const Primitive& full = primitive(sh, pieces.front().count, Pass::backward_filter);
+  const Primitive& last = primitive(sh, pieces.back().count, Pass::backward_filter);
+  const size_t partial_floats = std::max(full.filter_layout.get_size(), last.filter_layout.get_size()) / sizeof(float);
+  float* partials = scratch(kFilterPartials, pieces.size() * partial_floats * sizeof(float));
+  parallel_for(int64_t(pieces.size()), [&](int64_t i) {
+    const Piece piece = pieces[i];
+    const Primitive& p = piece.count == pieces.front().count ? full : last;
+    execute(p, {{DNNL_ARG_SRC, wrap(activations(piece.count, sh.C, sh.H, sh.W), x + piece.first * image_floats(sh.C, sh.H, sh.W))},
+                {DNNL_ARG_DIFF_DST, wrap(activations(piece.count, sh.K, sh.P(), sh.Q()),
+                                         dy + piece.first * image_floats(sh.K, sh.P(), sh.Q()))},
+                {DNNL_ARG_DIFF_WEIGHTS, wrap(p.filter_layout, partials + i * partial_floats)}});
   });
-  // dw += partial 1, partial 2, ... in that order for every element, in slices of the filter.
+  // Pieces [0, same) have the full piece's layout: partial 0 += partial 1, partial 2, ... in order.
+  const bool last_differs = pieces.back().count != pieces.front().count && last.filter_layout != full.filter_layout;
+  const int64_t same = int64_t(pieces.size()) - (last_differs ? 1 : 0);
+  const int64_t floats = int64_t(full.filter_layout.get_size() / sizeof(float));
   constexpr int64_t kSlice = 4096;
-  parallel_for((filter + kSlice - 1) / kSlice, [&](int64_t slice) {
-    const int64_t begin = slice * kSlice, end = std::min(filter, begin + kSlice);
-    for (int g = 1; g < groups; ++g) {
-      const float* partial = partials + (g - 1) * filter;
-      for (int64_t i = begin; i < end; ++i) dw[i] += partial[i];
-    }
+  parallel_for((floats + kSlice - 1) / kSlice, [&](int64_t slice) {
+    const int64_t begin = slice * kSlice, end = std::min(floats, begin + kSlice);
+    for (int64_t g = 1; g < same; ++g)
+      for (int64_t j = begin; j < end; ++j) partials[j] += partials[g * partial_floats + j];
   });
+  reorder(full.filter_layout, partials, filter(sh, Tag::ohwi), dw, beta);
+  if (last_differs) reorder(last.filter_layout, partials + (same * partial_floats), filter(sh, Tag::ohwi), dw, 1.0f);
 }
 
 }  // namespace cutrain

@@ -1,11 +1,13 @@
-// conv2d_cpu.h: the CPU reference convolution (cuDNN is the GPU one), NHWC activations and
+// conv2d_cpu.h: the CPU convolution (cuDNN is the GPU one), NHWC activations and
 // OHWI ("KRSC") filters, the layout cuDNN uses for NHWC.
 //
 //   y[n,p,q,o] = sum_{r,s,i} x[n, p*stride - pad + r, q*stride - pad + s, i] * w[o,r,s,i]
 //
-// By im2col: each output pixel's receptive field becomes a row of cols[N*P*Q, R*S*I] (zeros
-// where the window leaves the image), so y = cols * w^T, dw (+)= dy^T * cols, and
-// dcols = dy * w, scattered back (col2im) into dx. The matrix products use Eigen.
+// As matrices (im2col): each output pixel's receptive field is a row of cols[N*P*Q, R*S*I] (zeros
+// where the window leaves the image), so y = cols * w^T, dw = dy^T * cols, and dx is dcols = dy * w
+// scattered back (col2im) onto the pixels the windows read. oneDNN's convolution primitives compute
+// these without forming cols; the float64 step of tests/resnet18_fp64.cpp, which spells the sums
+// out, is the oracle they are tested against.
 // Gradient conventions follow cuDNN's alpha/beta: dx and dw are scaled by beta before adding
 // (beta = 0 overwrites, beta = 1 accumulates, as a residual branch's input gradient needs).
 #pragma once

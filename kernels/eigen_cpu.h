@@ -1,5 +1,6 @@
-// eigen_cpu.h: what the CPU matrix products (conv2d_cpu.cpp, linear_cpu.cpp) share: row-major
-// Eigen views of our buffers, and cuDNN/cuBLAS's beta convention for outputs that may accumulate.
+// eigen_cpu.h: row-major Eigen views of our buffers for the CPU classifier's matrix products
+// (linear_cpu.cpp), and cuDNN/cuBLAS's beta convention for outputs that may accumulate, which the CPU
+// convolution (conv2d_cpu.cpp) follows too.
 #pragma once
 
 // Eigen's own threads would split a product by the thread count, and with it the order of its

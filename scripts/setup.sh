@@ -28,7 +28,8 @@ packages=(
   catch2                        # tests (Catch2 v2)
   libstb-dev                    # image decoding and writing
   libgloo-dev                   # CPU collectives
-  libeigen3-dev                 # CPU reference matrix products
+  libeigen3-dev                 # the CPU classifier's matrix products
+  libdnnl-dev                   # oneDNN: the CPU convolutions
   libboost-context-dev          # the CUDA emulation's fibers (kernels/emu/block.cpp)
   libcli11-dev                  # command line
   nlohmann-json3-dev            # metrics and checkpoint headers

@@ -1,5 +1,5 @@
 // The CPU kernels on one thread and on several give the same bits (Note [Fixed work split]): the
-// convolution's three passes, with shapes of several tiles and filter-gradient groups, batch norm's
+// convolution's three passes, with shapes of several pieces and filter-gradient partials, batch norm's
 // training forward and backward with every fusion, and SGD over segments of several blocks.
 #include <catch2/catch.hpp>
 
@@ -38,8 +38,9 @@ std::pair<std::vector<float>, std::vector<float>> on_one_and_many(int threads,
 }  // namespace
 
 TEST_CASE("CPU threads: a convolution's three passes give the same bits on 1 and on 3 threads", "[kernels]") {
-  // Each shape is several tiles (Note [Convolution tiles]): 6 tiles of 7 images for the 3x3 ones, 10 of
-  // 4 and 3 of 16 for the 1x1 ones, so the filter gradient sums several groups of more than one tile.
+  // Each shape is several pieces (Note [Convolution pieces]): 40 images are 13 pieces of 3 and a last
+  // of 1 for the forward and the data gradient, and 4 of 10 for the filter gradient, whose partials
+  // are summed.
   const ConvShape shape = GENERATE(ConvShape{40, 8, 8, 64, 32, 3, 3, 1, 1}, ConvShape{40, 16, 16, 64, 16, 3, 3, 2, 1},
                                    ConvShape{40, 32, 32, 64, 16, 1, 1, 1, 0}, ConvShape{40, 32, 32, 64, 16, 1, 1, 2, 0});
   CAPTURE(shape.H, shape.C, shape.K, shape.R, shape.stride);
@@ -70,7 +71,7 @@ TEST_CASE("CPU threads: a convolution's three passes give the same bits on 1 and
 
 TEST_CASE("CPU threads: batch norm's training forward and backward give the same bits on 1 and on 3 threads",
           "[kernels]") {
-  // 1,000 rows are 4 blocks of rows, 40 channels 3 blocks of channels (batchnorm.cpp).
+  // 1,000 rows of 40 channels are 32 blocks of sums in 3 pieces of rows (batchnorm.cpp).
   const BatchNormFusion fusion = GENERATE(BatchNormFusion{false, false}, BatchNormFusion{true, false},
                                           BatchNormFusion{true, true});
   const BatchNormShape shape{1000, 40, fusion};

@@ -3,7 +3,8 @@
 # on machines that have them only there, inside Python's nvidia-* wheels.
 
 find_package(Threads REQUIRED)
-find_package(Eigen3 3.3 REQUIRED NO_MODULE)  # Eigen3::Eigen (CPU reference matrix products)
+find_package(Eigen3 3.3 REQUIRED NO_MODULE)  # Eigen3::Eigen (the CPU classifier's matrix products)
+include(${CMAKE_CURRENT_LIST_DIR}/onednn.cmake)  # cutrain::dnnl (the CPU convolutions)
 find_package(OpenMP REQUIRED COMPONENTS CXX)  # OpenMP::OpenMP_CXX (the CPU kernels' threads, kernels/cpu_threads.h)
 find_package(CLI11 REQUIRED)                 # CLI11::CLI11
 find_package(nlohmann_json 3 REQUIRED)       # nlohmann_json::nlohmann_json
