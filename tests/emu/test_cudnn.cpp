@@ -64,7 +64,8 @@ std::vector<double> naive(Pass pass, const ConvShape& s, const std::vector<float
 
 // Every element within what rounding to T allows of alpha * exact + beta * prior: fp32's
 // summation order, or bf16's half unit in the last place (round to nearest even; truncation
-// would be off by up to a whole unit).
+// would be off by up to a whole unit). The absolute 1e-4 is for elements near zero, where the
+// rounding of the sum's large terms (oneDNN adds them in its own order) exceeds any share of the result.
 template <typename T>
 void require_close(const std::vector<float>& got, const std::vector<double>& exact, float alpha, float beta,
                    const std::vector<float>& prior) {
@@ -73,7 +74,7 @@ void require_close(const std::vector<float>& got, const std::vector<double>& exa
   int wrong = 0;
   for (size_t i = 0; i < got.size(); ++i) {
     const double want = alpha * exact[i] + (beta != 0 ? beta * double(prior[i]) : 0.0);
-    if (!(std::abs(got[i] - want) <= relative * std::abs(want) * 1.001 + 1e-5)) ++wrong;
+    if (!(std::abs(got[i] - want) <= relative * std::abs(want) * 1.001 + 1e-4)) ++wrong;
   }
   CHECK(wrong == 0);
 }
