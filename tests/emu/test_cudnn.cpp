@@ -37,11 +37,18 @@ constexpr cudnnDataType_t cudnn_type() {
 // Each pass visits the same (output pixel, filter tap) pairs and accumulates where it writes.
 enum class Pass { forward, backward_data, backward_filter };
 
-std::vector<double> naive(Pass pass, const ConvShape& s, const std::vector<float>& x, const std::vector<float>& w,
-                          const std::vector<float>& dy) {
-  std::vector<double> out(pass == Pass::forward         ? size_t(s.N) * s.P() * s.Q() * s.K
-                          : pass == Pass::backward_data ? size_t(s.N) * s.H * s.W * s.C
-                                                        : size_t(s.K) * s.R * s.S * s.C);
+// Beside each sum, `magnitude` holds the sum of its terms' absolute values, which bounds the
+// rounding error of adding the terms in any order (Note [Summation error] below).
+struct Exact {
+  std::vector<double> value, magnitude;
+};
+
+Exact naive(Pass pass, const ConvShape& s, const std::vector<float>& x, const std::vector<float>& w,
+            const std::vector<float>& dy) {
+  const size_t size = pass == Pass::forward         ? size_t(s.N) * s.P() * s.Q() * s.K
+                      : pass == Pass::backward_data ? size_t(s.N) * s.H * s.W * s.C
+                                                    : size_t(s.K) * s.R * s.S * s.C;
+  Exact out{std::vector<double>(size), std::vector<double>(size)};
   for (int n = 0; n < s.N; ++n)
     for (int p = 0; p < s.P(); ++p)
       for (int q = 0; q < s.Q(); ++q)
@@ -54,27 +61,38 @@ std::vector<double> naive(Pass pass, const ConvShape& s, const std::vector<float
                 const size_t xi = ((size_t(n) * s.H + h) * s.W + v) * s.C + c;
                 const size_t wi = ((size_t(k) * s.R + r) * s.S + t) * s.C + c;
                 const size_t yi = ((size_t(n) * s.P() + p) * s.Q() + q) * s.K + k;
-                if (pass == Pass::forward) out[yi] += double(x[xi]) * w[wi];
-                if (pass == Pass::backward_data) out[xi] += double(dy[yi]) * w[wi];
-                if (pass == Pass::backward_filter) out[wi] += double(dy[yi]) * x[xi];
+                const size_t at = pass == Pass::forward ? yi : pass == Pass::backward_data ? xi : wi;
+                const double term = pass == Pass::forward         ? double(x[xi]) * w[wi]
+                                    : pass == Pass::backward_data ? double(dy[yi]) * w[wi]
+                                                                  : double(dy[yi]) * x[xi];
+                out.value[at] += term;
+                out.magnitude[at] += std::abs(term);
               }
             }
   return out;
 }
 
-// Every element within what rounding to T allows of alpha * exact + beta * prior: fp32's
-// summation order, or bf16's half unit in the last place (round to nearest even; truncation
-// would be off by up to a whole unit). The absolute 1e-4 is for elements near zero, where the
-// rounding of the sum's large terms (oneDNN adds them in its own order) exceeds any share of the result.
+// Note [Summation error]
+// A float sum of n terms, added in any order, is within (n - 1) * 2^-24 of the sum of the terms'
+// absolute values from the exact sum (Higham, "Accuracy and Stability of Numerical Algorithms",
+// section 4.2), and blocked, vectorised sums such as oneDNN's stay far inside that. Near zero,
+// where large terms cancel, this is the error that rounding allows; a share of the result is not.
+//
+// Every element must be within what rounding allows of alpha * exact + beta * prior: 2^-17 of the
+// terms' magnitude (128 float units; these sums have up to 196 terms), and a half unit in the last
+// place of the result, which in bf16 is 1/256 (round to nearest even; truncation would be off by up
+// to a whole unit). A wrong tap or a missed term is off by a whole product, most of them over 0.01.
 template <typename T>
-void require_close(const std::vector<float>& got, const std::vector<double>& exact, float alpha, float beta,
+void require_close(const std::vector<float>& got, const Exact& exact, float alpha, float beta,
                    const std::vector<float>& prior) {
-  REQUIRE(got.size() == exact.size());
-  const double relative = std::is_same_v<T, float> ? 1e-5 : 1.0 / 256;
+  REQUIRE(got.size() == exact.value.size());
+  const double rounding = std::is_same_v<T, float> ? 0x1p-24 : 1.0 / 256;
   int wrong = 0;
   for (size_t i = 0; i < got.size(); ++i) {
-    const double want = alpha * exact[i] + (beta != 0 ? beta * double(prior[i]) : 0.0);
-    if (!(std::abs(got[i] - want) <= relative * std::abs(want) * 1.001 + 1e-4)) ++wrong;
+    const double from_prior = beta != 0 ? beta * double(prior[i]) : 0.0;
+    const double want = alpha * exact.value[i] + from_prior;
+    const double summation = 0x1p-17 * (alpha * exact.magnitude[i] + std::abs(from_prior));
+    if (!(std::abs(got[i] - want) <= rounding * std::abs(want) * 1.001 + summation)) ++wrong;
   }
   CHECK(wrong == 0);
 }
@@ -185,9 +203,9 @@ TEMPLATE_TEST_CASE("emulated cuDNN: the three convolutions equal naive loops, wi
       DeviceBuffer<unsigned char> ws(std::max<size_t>(ws_bytes, 1));
       const void* a = pass == Pass::backward_data ? w_d.get() : x_d.get();
       const void* b = pass == Pass::forward ? w_d.get() : dy_d.get();
-      const std::vector<double> exact = naive(pass, s, x, w, dy);
+      const Exact exact = naive(pass, s, x, w, dy);
       // beta = 0 overwrites: the output starts as NaN (DeviceBuffer's poison) and must not be read.
-      DeviceBuffer<TestType> out(exact.size());
+      DeviceBuffer<TestType> out(exact.value.size());
       REQUIRE(c.run(pass, algo, 1.0f, a, b, 0.0f, out.get(), ws.get(), ws_bytes) == CUDNN_STATUS_SUCCESS);
       const std::vector<float> first = test::download(out);
       require_close<TestType>(first, exact, 1.0f, 0.0f, first);
@@ -220,7 +238,7 @@ TEST_CASE("emulated cuDNN: NCHW tensors and KCRS filters are read and written in
   REQUIRE(c.run(Pass::forward, CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM, 1.0f, x_d.get(), w_d.get(), 0.0f, y_d.get(),
                 nullptr, 0) == CUDNN_STATUS_SUCCESS);
   const std::vector<float> y_nchw = y_d.copy_to_host();
-  const std::vector<double> exact = naive(Pass::forward, s, x, w, {});
+  const Exact exact = naive(Pass::forward, s, x, w, {});
   std::vector<float> y(y_nchw.size());
   for (int n = 0; n < s.N; ++n)
     for (int p = 0; p < s.P(); ++p)
