@@ -15,6 +15,15 @@
 // primitive (two sizes at most: the full piece and the last), and the filter gradient's partials
 // are reordered back into OHWI at the end, which also applies beta. The activations stay NHWC,
 // which oneDNN reads and writes directly.
+//
+// Note [Strided 1x1 filter gradients]
+// A 1x1 convolution of stride s without padding reads only every s-th pixel of every s-th row, so
+// its filter gradient is that of a stride-1 convolution of those pixels alone: the filter gradient
+// gathers them into a dense NHWC copy and computes that. oneDNN would gather them itself (its 1x1
+// kernels' "reduce to unit stride"), but in oneDNN 2.6 that path of the filter gradient writes past
+// its scratch memory when C is below the kernel's channel block (8 with AVX2, 16 with AVX-512;
+// oneDNN issue 6035): it corrupted the heap in the downsample shortcuts of narrow models, on
+// machines where oneDNN chose those kernels.
 #include "kernels/conv2d_cpu.h"
 
 #include <oneapi/dnnl/dnnl.hpp>
@@ -131,12 +140,12 @@ const Primitive& primitive(const ConvShape& s, int images, Pass pass) {
 // `which` tells a thread's buffers apart.
 // They are aligned to Eigen's widest vector (64 bytes with AVX-512), as oneDNN's kernels prefer.
 float* scratch(int which, size_t bytes) {
-  thread_local std::vector<float, Eigen::aligned_allocator<float>> buffers[4];
+  thread_local std::vector<float, Eigen::aligned_allocator<float>> buffers[5];
   auto& b = buffers[which];
   if (b.size() * sizeof(float) < bytes) b.resize((bytes + sizeof(float) - 1) / sizeof(float));
   return b.data();
 }
-enum Scratch { kPrimitiveScratch, kPieceOutput, kFilterLayouts, kFilterPartials };
+enum Scratch { kPrimitiveScratch, kPieceOutput, kFilterLayouts, kFilterPartials, kStridedPixels };
 
 memory wrap(const memory::desc& desc, const float* data) {
   return memory(desc, cpu_engine(), const_cast<float*>(data));  // oneDNN only reads its inputs
@@ -231,10 +240,12 @@ void conv2d_backward_data_cpu(const float* dy, const float* w, const ConvShape& 
   });
 }
 
+namespace {
+
 // dw = beta*dw + the sum over the filter pieces of their partial gradients, in piece order
 // (Note [Convolution pieces]). The partials of pieces of the full size share a layout and are added
 // there, element by element in slices; the last piece's, when it differs, joins in OHWI.
-void conv2d_backward_filter_cpu(const float* x, const float* dy, const ConvShape& sh, float beta, float* dw) {
+void filter_gradient(const float* x, const float* dy, const ConvShape& sh, float beta, float* dw) {
   const std::vector<Piece> pieces = pieces_of(sh.N, kFilterPieces);
   const Primitive& full = primitive(sh, pieces.front().count, Pass::backward_filter);
   const Primitive& last = primitive(sh, pieces.back().count, Pass::backward_filter);
@@ -260,6 +271,21 @@ void conv2d_backward_filter_cpu(const float* x, const float* dy, const ConvShape
   });
   reorder(full.filter_layout, partials, filter(sh, Tag::ohwi), dw, beta);
   if (last_differs) reorder(last.filter_layout, partials + (same * partial_floats), filter(sh, Tag::ohwi), dw, 1.0f);
+}
+
+}  // namespace
+
+void conv2d_backward_filter_cpu(const float* x, const float* dy, const ConvShape& sh, float beta, float* dw) {
+  if (sh.R != 1 || sh.S != 1 || sh.stride == 1 || sh.pad != 0) return filter_gradient(x, dy, sh, beta, dw);
+  // Note [Strided 1x1 filter gradients]: the pixels that the filter reads, row by row.
+  const ConvShape unit{sh.N, sh.P(), sh.Q(), sh.C, sh.K, 1, 1, 1, 0};
+  float* pixels = scratch(kStridedPixels, size_t(sh.N) * unit.H * unit.W * sh.C * sizeof(float));
+  parallel_for(int64_t(sh.N) * unit.H, [&](int64_t row) {
+    const int64_t n = row / unit.H, p = row % unit.H;
+    for (int64_t q = 0; q < unit.W; ++q)
+      std::copy_n(x + ((n * sh.H + p * sh.stride) * sh.W + q * sh.stride) * sh.C, sh.C, pixels + (row * unit.W + q) * sh.C);
+  });
+  filter_gradient(pixels, dy, unit, beta, dw);
 }
 
 }  // namespace cutrain

@@ -84,6 +84,7 @@ TEST_CASE("conv2d CPU: forward by definition, gradients by finite differences, b
                                    ConvShape{2, 5, 6, 3, 4, 3, 3, 2, 1},   // 3x3 downsampling
                                    ConvShape{2, 5, 6, 3, 4, 1, 1, 1, 0},   // pointwise: no im2col
                                    ConvShape{2, 5, 6, 3, 4, 1, 1, 2, 0},   // the shortcut's 1x1/2
+                                   ConvShape{2, 8, 8, 4, 8, 1, 1, 2, 0},   // a narrow model's (Note [Strided 1x1 filter gradients])
                                    ConvShape{2, 6, 5, 2, 3, 3, 3, 1, 0},   // unpadded
                                    ConvShape{1, 9, 9, 3, 2, 7, 7, 2, 3});  // the imagenet stem
   INFO("N " << shape.N << " H " << shape.H << " W " << shape.W << " C " << shape.C << " K " << shape.K << " R "
