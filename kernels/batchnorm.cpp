@@ -17,7 +17,14 @@
 
 namespace cutrain {
 
-int64_t bn_mask_bytes(const BatchNormShape& shape) { return shape.rows * ((shape.channels + 7) / 8); }
+namespace {
+
+// The bytes that hold `bits` bits of the ReLU mask (kernels/batchnorm.h), such as a row's C.
+int mask_bytes(int bits) { return (bits + 7) / 8; }
+
+}  // namespace
+
+int64_t bn_mask_bytes(const BatchNormShape& shape) { return shape.rows * mask_bytes(shape.channels); }
 
 namespace {
 
@@ -102,7 +109,7 @@ void dz_row(const float* dy_row, const uint8_t* mask_row, int C, Fusion fusion, 
   const auto chunk = [&](int first, int count) {
     uint32_t word = 0;
     if (fusion().relu)
-      for (int j = 0; j < (count + 7) / 8; ++j) word |= uint32_t(mask_row[first / 8 + j]) << (8 * j);
+      for (int j = 0; j < mask_bytes(count); ++j) word |= uint32_t(mask_row[first / 8 + j]) << (8 * j);
     for (int k = 0; k < count; ++k) dz[first + k] = bn_dz(dy_row[first + k], (word >> k) & 1, fusion);
   };
   for (int first = 0; first < C / 32 * 32; first += 32) chunk(first, 32);
@@ -114,7 +121,7 @@ void dz_row(const float* dy_row, const uint8_t* mask_row, int C, Fusion fusion, 
 void apply(const BatchNormShape& shape, const BatchNormForward<float>& f, const float* mean, const float* invstd) {
   const int64_t M = shape.rows;
   const int C = shape.channels;
-  const int mask_row_bytes = (C + 7) / 8;
+  const int mask_row_bytes = mask_bytes(C);
   std::vector<float> scale(C);
   for (int c = 0; c < C; ++c) scale[c] = bn_scale(f.gamma[c], invstd[c]);
   with_constant_fusion(shape.fusion, [&](auto fusion) {
@@ -140,7 +147,7 @@ void backward_sums(const BatchNormShape& shape, const BatchNormBackward<float>& 
   const int C = shape.channels;
   with_constant_fusion(shape.fusion, [&](auto fusion) {
     channel_sums(M, C, 2, [&](int64_t m, float* part, float* dz) {
-      dz_row(b.dy + m * C, fusion().relu ? b.relu_mask + m * ((C + 7) / 8) : nullptr, C, fusion, dz);
+      dz_row(b.dy + m * C, fusion().relu ? b.relu_mask + m * mask_bytes(C) : nullptr, C, fusion, dz);
       for (int c = 0; c < C; ++c) {
         part[c] += dz[c];
         part[C + c] += dz[c] * (b.x[m * C + c] - b.mean[c]);
@@ -210,7 +217,7 @@ void bn_backward_apply_cpu(const BatchNormShape& shape, const BatchNormBackward<
     for_row_pieces(shape.rows, C, [&](int64_t begin, int64_t end) {
       std::vector<float> dz(C);
       for (int64_t m = begin; m < end; ++m) {
-        dz_row(b.dy + m * C, fusion().relu ? b.relu_mask + m * ((C + 7) / 8) : nullptr, C, fusion, dz.data());
+        dz_row(b.dy + m * C, fusion().relu ? b.relu_mask + m * mask_bytes(C) : nullptr, C, fusion, dz.data());
         for (int c = 0; c < C; ++c) b.dx[m * C + c] = bn_backward_dx(dz[c], b.x[m * C + c], b.mean[c], k[c]);
       }
     });
