@@ -1,5 +1,7 @@
 #include "app/resnet_layers.h"
 
+#include "kernels/conv2d_cpu.h"
+
 namespace cutrain {
 
 namespace {
@@ -27,7 +29,7 @@ std::vector<LayerSpec> resnet18_layers(const ResNetConfig& c) {
   };
   auto conv = [&](std::string name, int input, int out_channels, int kernel, int stride, int pad) {
     const std::vector<int>& x = output_of(input);
-    const int side = (x[1] + 2 * pad - kernel) / stride + 1;
+    const int side = ConvShape{n, x[1], x[2], x[3], out_channels, kernel, kernel, stride, pad}.P();
     LayerSpec layer = spec(std::move(name), LayerKind::conv, input);
     layer.in_channels = x[3];
     layer.kernel = kernel, layer.stride = stride, layer.pad = pad;
@@ -51,7 +53,8 @@ std::vector<LayerSpec> resnet18_layers(const ResNetConfig& c) {
     LayerSpec pool = spec("maxpool", LayerKind::maxpool, x);
     pool.kernel = 3, pool.stride = 2, pool.pad = 1;
     const std::vector<int>& in = output_of(x);
-    const int side = (in[1] + 2 * pool.pad - pool.kernel) / pool.stride + 1;
+    // The pool's window slides as a convolution's does.
+    const int side = ConvShape{n, in[1], in[2], in[3], in[3], pool.kernel, pool.kernel, pool.stride, pool.pad}.P();
     pool.output = {n, side, side, in[3]};
     x = add(std::move(pool));
   }
