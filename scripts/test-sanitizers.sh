@@ -32,7 +32,7 @@ long_trainings+='a new run in a folder that holds|SIGHUP to cutrun stops the job
 long_trainings+='a finished run resumed with the same|a torn last metrics record|cutrun --max-restarts survives|'
 long_trainings+='a run with --save-every-steps also saves|step lines come after the first step|'
 long_trainings+='without --device, a machine with no GPU warns|SIGINT to cutrun during a step longer|'
-long_trainings+='a rank blocked writing to a full pipe)'
+long_trainings+='a rank blocked writing to a full pipe|train --threads 1 and --threads 3)'
 
 # build FOLDER SANITIZERS: configures and builds cutrain_tests (and what it runs) with them. Built
 # for speed: clang (twice as quick as GCC here, and a second compiler's view of the code), no
