@@ -5,7 +5,9 @@
 // formats an image folder holds, PNG, JPEG and BMP, told apart by their first bytes (its GIF, PSD,
 // PIC, PNM, TGA and HDR decoders are never reached, whatever a file is named), no JPEG whose
 // Huffman table declares more than 256 codes (2.27 writes past the table; 2.28 refuses it too),
-// and no PNG with a chunk longer than the file (2.27 allocates what the chunk declares first).
+// no JPEG scan that decodes with a Huffman table the file never defined (2.27 reads the table's
+// uninitialised memory), and no PNG with a chunk longer than the file (2.27 allocates what the
+// chunk declares first).
 #pragma once
 
 #include <cstddef>

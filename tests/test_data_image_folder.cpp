@@ -3,6 +3,8 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
+
 #include <stb_image_write.h>
 
 #include "data/image_folder.h"
@@ -105,7 +107,8 @@ TEST_CASE("an image without pixels or with more than the limit is refused before
   CHECK_THROWS_WITH(load_dataset(dir.path().string(), true), Catch::EndsWith("a/1.bmp: the image is 0x0: it has no pixels"));
 }
 
-TEST_CASE("stb_image sees only PNG, JPEG and BMP files, and no JPEG Huffman table of over 256 codes", "[data]") {
+TEST_CASE("stb_image sees only PNG, JPEG and BMP files, and no JPEG Huffman table of over 256 codes or left undefined",
+          "[data]") {
   std::vector<uint8_t> out(32 * 32 * 3);
   auto decode = [&](const std::vector<uint8_t>& bytes, const std::string& name) {
     decode_image(bytes.data(), bytes.size(), name, 32, 32, kDefaultMaxImagePixels, out.data());
@@ -128,10 +131,24 @@ TEST_CASE("stb_image sees only PNG, JPEG and BMP files, and no JPEG Huffman tabl
     static_cast<std::vector<uint8_t>*>(to)->insert(static_cast<std::vector<uint8_t>*>(to)->end(), bytes, bytes + size);
   };
   REQUIRE(stbi_write_jpg_to_func(append, &written, 8, 8, 3, std::vector<uint8_t>(8 * 8 * 3, 200).data(), 90));
+  const std::vector<uint8_t> dht = {0xFF, 0xC4};
   const std::vector<uint8_t> comment = {0xFF, 0xFE, 0, 6, 0xFF, 0xC4, 0xFF, 0xFF};  // holds a DHT marker's bytes
   written.insert(written.begin() + 2, comment.begin(), comment.end());
   CHECK_NOTHROW(decode(written, "cat.jpg"));
   CHECK(int(out[0]) == Approx(200).margin(2));
+  // The writer's one table segment holds DC 0, AC 0, DC 1 and AC 1. With AC 0's class byte made DC,
+  // as the fuzzer did (tests/fuzz/crashes/image_file/), the scan decodes with an AC 0 that no segment
+  // defines, which stb_image 2.27 would read from uninitialised memory.
+  const auto after_comment = written.begin() + 2 + int64_t(comment.size());
+  const size_t segment = size_t(std::search(after_comment, written.end(), dht.begin(), dht.end()) - written.begin());
+  REQUIRE(segment < written.size());
+  size_t dc0_codes = 0;
+  for (size_t i = 1; i <= 16; ++i) dc0_codes += written[segment + 4 + i];
+  uint8_t& ac0_class = written[segment + 4 + 17 + dc0_codes];
+  REQUIRE(int(ac0_class) == 0x10);
+  ac0_class = 0x00;
+  CHECK_THROWS_WITH(decode(written, "cat.jpg"), "cat.jpg: cannot decode image: corrupt JPEG: a scan decodes with "
+                                                "Huffman table AC 0, which no table segment before it defines");
 }
 
 TEST_CASE("image folder bad inputs give one-line errors naming the file or folder", "[data]") {
