@@ -18,8 +18,8 @@ namespace cutrain::test {
 // index fails with one number; a check on the two byte vectors would make Catch print each of
 // their bytes, which for a full-width model's tensors takes minutes.
 inline int64_t first_difference(const std::vector<uint8_t>& a, const std::vector<uint8_t>& b) {
-  if (a == b) return -1;
-  return std::mismatch(a.begin(), a.begin() + int64_t(std::min(a.size(), b.size())), b.begin()).first - a.begin();
+  const auto [in_a, in_b] = std::mismatch(a.begin(), a.end(), b.begin(), b.end());
+  return in_a == a.end() && in_b == b.end() ? -1 : in_a - a.begin();
 }
 
 // Every tensor of two safetensors files, byte for byte.
