@@ -5,6 +5,12 @@
 #include <cstdio>
 
 namespace cutrain {
+namespace {
+
+// "13.0" for CUDA's integer version 13000.
+std::string cuda_version(int version) { return std::to_string(version / 1000) + "." + std::to_string(version % 1000 / 10); }
+
+}  // namespace
 
 const std::string& cuda_unavailable_reason() {
   static const std::string reason = [] {
@@ -12,6 +18,15 @@ const std::string& cuda_unavailable_reason() {
     cudaError_t err = cudaGetDeviceCount(&count);
     if (err != cudaSuccess) {
       cudaGetLastError();  // clear the sticky error so later queries start clean
+      // The runtime says "driver version is insufficient" when there is no driver at all; the
+      // driver's own version, 0 without one, tells the two cases apart.
+      int driver = 0, runtime = 0;
+      cudaDriverGetVersion(&driver);
+      cudaRuntimeGetVersion(&runtime);
+      if (driver == 0) return std::string("no CUDA device: no NVIDIA driver was found on this machine");
+      if (err == cudaErrorInsufficientDriver)
+        return "no CUDA device: the NVIDIA driver supports CUDA " + cuda_version(driver) + ", and this build needs CUDA " +
+               cuda_version(runtime) + " (a newer driver)";
       return "no CUDA device: " + std::string(cudaGetErrorString(err));
     }
     if (count == 0) return std::string("no CUDA device: the driver reports zero devices");

@@ -1,9 +1,9 @@
 // device.h: is there a usable CUDA device? Asked once per process, answered in one plain line.
 //
-// On a machine without a GPU or driver, cudaGetDeviceCount fails ("CUDA driver version is
-// insufficient for CUDA runtime version"); cutrain reports that as
-//   "no CUDA device: CUDA driver version is insufficient for CUDA runtime version"
-// and the CPU path carries on. Nothing here throws.
+// On a machine without a GPU or driver, cudaGetDeviceCount fails, and cutrain reports why in one
+// line that names the cause: "no CUDA device: no NVIDIA driver was found on this machine", or the
+// driver's and the build's CUDA versions when the driver is too old. The CPU path carries on.
+// Nothing here throws.
 #pragma once
 
 #include <string>
