@@ -22,6 +22,7 @@ bool AccuracyTracker::due(int epoch, bool epoch_end, int64_t step) const {
 
 bool AccuracyTracker::record(double accuracy, int64_t step, const RunClock& clock) {
   final_ = accuracy;
+  final_step_ = step;
   best_ = std::max(best_.value_or(accuracy), accuracy);
   if (!target_ || reached_ || accuracy < *target_) return false;
   reached_ = TargetReached{accuracy, clock.training_s(), clock.paused_s(Pause::evaluation), step,

@@ -44,6 +44,8 @@ class AccuracyTracker {
 
   std::optional<double> best() const { return best_; }
   std::optional<double> final() const { return final_; }
+  // The global step after which the final test accuracy was measured; 0 before any evaluation.
+  int64_t final_step() const { return final_step_; }
   std::optional<double> target() const { return target_; }
   const std::optional<TargetReached>& reached() const { return reached_; }
   // "time to 94.00% test accuracy: 812.3 s of training, 17.00 epochs (3315 steps); evaluations
@@ -56,6 +58,7 @@ class AccuracyTracker {
   std::optional<double> target_;
   int64_t steps_per_epoch_;
   std::optional<double> best_, final_;
+  int64_t final_step_ = 0;
   std::optional<TargetReached> reached_;
 };
 

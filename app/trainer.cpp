@@ -756,13 +756,24 @@ int Trainer::run() {
   s.stem = opt_.stem;
   s.batch_size = opt_.batch_size;
   log_->summary(s);
-  char accuracy[64] = "";
-  if (s.final_test_acc)
-    std::snprintf(accuracy, sizeof accuracy, ", final test accuracy %.2f%% (best %.2f%%)", 100 * *s.final_test_acc,
-                  100 * *s.best_test_acc);
-  log_->print("done in %.1f s (training %.1f s, evaluation %.1f s): %.0f images/s after warm-up%s%s", wall,
-              s.training_time_s, s.eval_time_s, s.mean_images_per_s, accuracy,
-              device_ == Device::cuda ? ("; CUDA graphs " + graph_->status()).c_str() : "");
+  // The final accuracy names the step it was measured after: a run stopped mid-epoch reports the
+  // evaluation before the stop, not one of its last step.
+  char accuracy[128] = "";
+  if (s.final_test_acc) {
+    const int64_t step = accuracy_->final_step();
+    std::snprintf(accuracy, sizeof accuracy, ", final test accuracy %.2f%% (after step %lld, epoch %lld; best %.2f%%)",
+                  100 * *s.final_test_acc, static_cast<long long>(step),
+                  static_cast<long long>((step + steps_per_epoch_ - 1) / steps_per_epoch_), 100 * *s.best_test_acc);
+  }
+  // A run with no logged window after warm-up has no speed to report, and says why instead of 0.
+  char speed[96];
+  if (warm_seconds_ > 0)
+    std::snprintf(speed, sizeof speed, "%.0f images/s after warm-up", s.mean_images_per_s);
+  else
+    std::snprintf(speed, sizeof speed, "images/s not measured: the run ended within its warm-up (steps up to %lld)",
+                  static_cast<long long>(warm_until_));
+  log_->print("done in %.1f s (training %.1f s, evaluation %.1f s): %s%s%s", wall, s.training_time_s, s.eval_time_s,
+              speed, accuracy, device_ == Device::cuda ? ("; CUDA graphs " + graph_->status()).c_str() : "");
   if (accuracy_->target()) log_->print("%s", accuracy_->summary_line(state_.epoch).c_str());
   if (last_eval && (stop == StopReason::none || stop == StopReason::target)) print_class_accuracy(*last_eval);
   log_->finish();  // a metrics file that could not take every record fails the run here

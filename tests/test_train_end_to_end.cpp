@@ -95,6 +95,23 @@ TEST_CASE("training learns, and --target-accuracy stops it at the first evaluati
   CHECK(s["time_to_target_s"].get<double>() == Approx(last["training_time_s"].get<double>()).margin(0.01));
   CHECK(s["final_test_acc"] == last["test_acc"]);
   CHECK(r.output.find("time to 50.00% test accuracy: ") != std::string::npos);
+  // The closing line names the step, and its epoch, that the final accuracy was measured after.
+  const int64_t step = last["global_step"].get<int64_t>();
+  CHECK(r.output.find("final test accuracy ") != std::string::npos);
+  CHECK(r.output.find("(after step " + std::to_string(step) + ", epoch " + std::to_string((step + 63) / 64) +
+                      "; best ") != std::string::npos);
+}
+
+// A run whose every logged step falls in its warm-up (the first --log-every steps) has no speed to
+// report: the closing line says so instead of "0 images/s".
+TEST_CASE("a run that ends within its warm-up reports no images/s figure, and says why", "[train]") {
+  TempDir dir;
+  const std::string data = make_data(dir, 64, 32);
+  auto r = cutrain::test::run(train_command(data, {"--epochs", "1", "--eval-every", "0"}));
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  CHECK(r.output.find("images/s not measured: the run ended within its warm-up (steps up to 2)") != std::string::npos);
+  CHECK(r.output.find("images/s after warm-up") == std::string::npos);
 }
 
 // The clock of images/s and time to accuracy (app/run_clock.h), with evaluation made heavier than
