@@ -18,8 +18,9 @@ namespace cutrain {
 namespace {
 
 void print_metadata(const std::string& path) {
+  const auto metadata = read_safetensors_metadata(path);  // read first: a file it refuses prints no header
   std::printf("%s:\n", path.c_str());
-  for (const auto& [key, value] : read_safetensors_metadata(path))
+  for (const auto& [key, value] : metadata)
     std::printf("  %s: %s\n", key.c_str(), value.c_str());
 }
 

@@ -936,6 +936,16 @@ TEST_CASE("a checkpoint says what made it: inspect prints it, eval takes its dat
   for (const std::string& line : lines)
     CHECK_THAT(shown.output, Catch::Contains(line));
 
+  // A file it refuses gets its one line and nothing on standard output (before, the path's header
+  // came first).
+  const std::string pth = dir / "model.pth";
+  std::ofstream(pth) << "PK\x03\x04 a zip, as torch.save writes";
+  auto refused = cutrain::test::run({cutrain::test::binary("cutrain"), "inspect", pth});
+  INFO(refused.output);
+  CHECK(refused.exit_code != 0);
+  CHECK_THAT(refused.output, Catch::StartsWith("cutrain: error: " + pth + ": a PyTorch file"));
+  CHECK(std::count(refused.output.begin(), refused.output.end(), '\n') == 1);
+
   // Without --data, eval tests on the data the checkpoint was trained on, not the synthetic default.
   auto evaluated = cutrain::test::run({cutrain::test::binary("cutrain"), "eval", "--checkpoint", checkpoint});
   INFO(evaluated.output);
