@@ -629,9 +629,15 @@ int Trainer::run() {
     log_->print("wrote the first step's loss and gradients to %s", opt_.dump_first_step.c_str());
     return 0;
   }
-  if (opt_.max_steps > 0 && state_.global_step >= opt_.max_steps) {  // every rank resumed the same state
+  // Every rank resumed the same state, so every rank returns here alike.
+  if (opt_.max_steps > 0 && state_.global_step >= opt_.max_steps) {
     log_->print("cutrain: nothing to do: the run is at step %lld, and --max-steps is %lld",
                 static_cast<long long>(state_.global_step), static_cast<long long>(opt_.max_steps));
+    return 0;
+  }
+  if (state_.global_step >= int64_t(opt_.epochs) * steps_per_epoch_) {
+    log_->print("cutrain: nothing left to train: the run is at step %lld, the end of its %s; a larger --epochs "
+                "trains on", static_cast<long long>(state_.global_step), counted(opt_.epochs, "epoch").c_str());
     return 0;
   }
   broadcast_state();

@@ -454,6 +454,21 @@ TEST_CASE("a finished run resumed with the same --max-steps does nothing and say
   CHECK(std::filesystem::exists(save + "/checkpoint-00000003.safetensors"));
 }
 
+TEST_CASE("a finished run resumed says that nothing is left to train, and exits 0", "[train]") {
+  TempDir dir;
+  const std::string data = make_data(dir, 64, 16);  // 2 batches of 32 per epoch
+  const std::string save = dir / "ckpt";
+  const std::vector<std::string> flags = {"--epochs", "1", "--eval-every", "0", "--save", save, "--resume", "auto"};
+  REQUIRE(cutrain::test::run(train_command(data, flags)).exit_code == 0);
+  // Before, the rerun announced "warming up: step 3 of 2" and a speed of 0 images/s.
+  auto r = cutrain::test::run(train_command(data, flags));
+  INFO(r.output);
+  CHECK(r.exit_code == 0);
+  CHECK_THAT(r.output, Catch::EndsWith("cutrain: nothing left to train: the run is at step 2, the end of its 1 "
+                                       "epoch; a larger --epochs trains on\n"));
+  CHECK_THAT(r.output, !Catch::Contains("warming up"));
+}
+
 TEST_CASE("a read-only --save is refused before training, and a prune that fails is a warning", "[train]") {
   TempDir dir;
   const std::string data = make_data(dir, 64, 16);  // 2 batches of 32 per epoch
