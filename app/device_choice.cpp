@@ -21,6 +21,11 @@ DType resolve_precision(const std::string& flag, Device device) {
   return dtype;
 }
 
+void refuse_gpu_flags_on_cpu(const std::vector<std::string>& given, Device device) {
+  if (device == Device::cpu && !given.empty())
+    throw std::runtime_error(given.front() + ": needs a GPU (this run is on the CPU)");
+}
+
 int cuda_device_for_rank(const DistEnv& env, int visible) {
   if (env.from_slurm && visible >= 1 && visible < env.local_world_size) return 0;
   if (env.local_rank < visible) return env.local_rank;

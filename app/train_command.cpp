@@ -114,7 +114,11 @@ void add_train_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--dump-first-step", o.dump_first_step,
                   "Write the loss and gradients of the first batch (in file order, normalised only) and exit");
 
-  cmd->callback([opts, &exit_code] { exit_code = run_training(*opts); });
+  cmd->callback([cmd, opts, &exit_code] {
+    for (const char* flag : kGpuOnlyFlags)
+      if (cmd->count(flag) > 0) opts->gpu_flags_given.push_back(flag);
+    exit_code = run_training(*opts);
+  });
 }
 
 }  // namespace cutrain

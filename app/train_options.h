@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "data/image_folder.h"
 
@@ -13,6 +14,11 @@ namespace cutrain {
 // The largest --epochs and --batch-size, and so what a checkpoint's training state may say.
 inline constexpr int kMaxEpochs = 100000;
 inline constexpr int kMaxBatchSize = 1 << 20;
+
+// The flags that only a GPU run reads. Given to a run on the CPU, each is refused in one line,
+// as --precision bf16 is, rather than ignored.
+inline constexpr const char* kGpuOnlyFlags[] = {"--batchnorm", "--streams", "--cuda-graphs", "--cudnn-benchmark",
+                                                "--deterministic", "--profile-steps"};
 
 struct TrainOptions {
   // data
@@ -51,6 +57,7 @@ struct TrainOptions {
   std::string batchnorm = "cooperative";  // the GPU's batch norm: cooperative | split | cudnn (nn/context.h)
   int collective_timeout_s = 600;    // a collective waiting longer for the other ranks fails
   std::string profile_steps;         // "A:B": those steps between cudaProfilerStart and Stop (app/profiler.h)
+  std::vector<std::string> gpu_flags_given;  // which of kGpuOnlyFlags the command line set
   // evaluation, logging, checkpoints
   int eval_every = 1;                // epochs; 0: never
   int64_t eval_every_steps = 0;      // steps, instead of eval_every; 0: by epochs

@@ -159,6 +159,7 @@ Trainer::Trainer(const TrainOptions& options)
                 }),
       profiler_(options.profile_steps.empty() ? StepRange{} : parse_step_range(options.profile_steps),
                 device_ == Device::cuda) {
+  refuse_gpu_flags_on_cpu(opt_.gpu_flags_given, device_);
   log_ = std::make_unique<RunLog>(env_.is_main(), opt_.metrics, opt_.tensorboard);
   state_.run_id = new_run_id();  // a resume takes the checkpoint's instead
   state_.seed = opt_.seed;

@@ -324,6 +324,12 @@ TEST_CASE("bad input to train: one line naming what is wrong, non-zero exit", "[
       {data, {"--local_rank=3"}, "LOCAL_RANK=3 is not below LOCAL_WORLD_SIZE=1"},  // the flag reaches LOCAL_RANK
       {images, {"--max-image-pixels", "1000"}, "00000.png: the image is 32x32, more than 1000 pixels"},
       {data, {"--metrics", fifo}, "--metrics " + fifo + ": a FIFO that no process reads"},
+      // The GPU's own flags on the CPU: refused as --precision bf16 is, not ignored.
+      {data, {"--batchnorm", "cudnn"}, "cutrain: error: --batchnorm: needs a GPU (this run is on the CPU)"},
+      {data, {"--streams", "1"}, "cutrain: error: --streams: needs a GPU (this run is on the CPU)"},
+      {data, {"--cuda-graphs", "off"}, "cutrain: error: --cuda-graphs: needs a GPU (this run is on the CPU)"},
+      {data, {"--cudnn-benchmark"}, "cutrain: error: --cudnn-benchmark: needs a GPU (this run is on the CPU)"},
+      {data, {"--deterministic"}, "cutrain: error: --deterministic: needs a GPU (this run is on the CPU)"},
   };
   for (const Case& c : cases) {
     auto r = cutrain::test::run(train_command(c.data, c.extra));
