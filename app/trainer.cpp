@@ -317,9 +317,13 @@ nlohmann::json Trainer::run_record() const {
       {"nesterov", opt_.nesterov}, {"weight_decay", opt_.weight_decay}, {"label_smoothing", opt_.label_smoothing},
       {"stem", stem_name(c.stem)}, {"width", c.width}, {"num_classes", c.num_classes}, {"seed", opt_.seed},
       {"tta", opt_.tta}, {"eval_every", opt_.eval_every}, {"eval_every_steps", opt_.eval_every_steps},
-      {"sync_bn", opt_.sync_bn}, {"cuda_graphs", opt_.cuda_graphs}, {"batchnorm", opt_.batchnorm},
-      {"streams", opt_.streams}, {"cpu_threads", cpu_threads()}, {"workers", opt_.workers},
+      {"sync_bn", opt_.sync_bn}, {"cpu_threads", cpu_threads()}, {"workers", opt_.workers},
       {"save", opt_.save}, {"resume", opt_.resume}};
+  // The GPU's settings are recorded as they applied: a CPU run has none of them.
+  const bool gpu = device_ == Device::cuda;
+  settings["cuda_graphs"] = gpu ? nlohmann::json(opt_.cuda_graphs) : nlohmann::json(nullptr);
+  settings["batchnorm"] = gpu ? opt_.batchnorm : "cpu";
+  settings["streams"] = gpu ? nlohmann::json(opt_.streams) : nlohmann::json(nullptr);
   nlohmann::json record(describe_run(data_, opt_.seed));
   record["settings"] = settings;
   return record;

@@ -575,6 +575,10 @@ TEST_CASE("metrics begin with the run, time every record and hold the test loss,
   CHECK(settings["max_steps"] == 12);
   CHECK(settings["lr"] == 0.05);
   CHECK(settings["width"] == 8);
+  // The GPU's settings as they applied: none on the CPU (before, the defaults "on" and "cooperative").
+  CHECK(settings["cuda_graphs"].is_null());
+  CHECK(settings["batchnorm"] == "cpu");
+  CHECK(settings["streams"].is_null());
   double last_time = before - 1;
   for (const nlohmann::json& record : records) {
     INFO(record.dump());
