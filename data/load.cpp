@@ -22,15 +22,26 @@ static std::string cifar10_dir(const std::string& dir) {
   return !looks_like_cifar10(dir) && looks_like_cifar10(inner) ? inner : dir;
 }
 
+// Why `path`, which is not a folder, cannot be --data: what it is instead, and what to give.
+static std::string not_a_folder(const std::string& path) {
+  if (!fs::exists(path)) return path + ": no such folder";
+  if (!fs::is_regular_file(path)) return path + ": not a folder (--data names the folder that holds the data)";
+  if (path.ends_with(".tar.gz") || path.ends_with(".tgz"))
+    return path + ": an archive, not a folder; unpack it first, e.g. scripts/prepare-cifar10.sh " + path + " datasets/";
+  const std::string parent = fs::path(path).parent_path().string();
+  return path + ": a file, not a folder; --data names the folder that holds it (" + (parent.empty() ? "." : parent) +
+         ")";
+}
+
 DataFormat detect_data_format(const std::string& dir) {
-  if (!fs::is_directory(dir)) throw std::runtime_error(dir + ": no such folder");
+  if (!fs::is_directory(dir)) throw std::runtime_error(not_a_folder(dir));
   if (looks_like_cifar10(cifar10_dir(dir))) return DataFormat::cifar10;
   if (looks_like_image_folder(dir)) return DataFormat::image_folder;
   for (const std::string& folder : {dir, (fs::path(dir) / "cifar-10-batches-py").string()}) {
     if (fs::exists(fs::path(folder) / "data_batch_1") && fs::exists(fs::path(folder) / "batches.meta"))
       throw std::runtime_error(folder +
                                ": CIFAR-10's Python version (pickled batches); cutrain reads the binary version, "
-                               "cifar-10-batches-bin (scripts/prepare-cifar10.sh downloads it)");
+                               "cifar-10-batches-bin: scripts/prepare-cifar10.sh unpacks its archive, cifar-10-binary.tar.gz");
   }
   throw std::runtime_error(dir + ": not a dataset; it must hold either CIFAR-10's data_batch_1.bin .. "
                            "data_batch_5.bin and test_batch.bin, or train/<class>/*.png and test/<class>/*.png");

@@ -118,6 +118,18 @@ TEST_CASE("CIFAR-10 bad inputs give one-line errors naming the file", "[data]") 
                       Catch::Contains(empty.path().string() + ": not a dataset") && Catch::Contains("data_batch_1.bin"));
     CHECK_THROWS_WITH(load_dataset(empty / "nope", true), Catch::Contains("nope: no such folder"));
   }
+  SECTION("a file where the folder should be: the archive, or one of the folder's files") {
+    TempDir download;
+    const std::string archive = download / "cifar-10-binary.tar.gz", batch = download / "data_batch_1.bin";
+    write_bytes(archive, {0x1f, 0x8b});
+    write_bytes(batch, {0});
+    CHECK_THROWS_WITH(load_dataset(archive, true),
+                      Catch::Equals(archive + ": an archive, not a folder; unpack it first, e.g. "
+                                              "scripts/prepare-cifar10.sh " + archive + " datasets/"));
+    CHECK_THROWS_WITH(load_dataset(batch, true),
+                      Catch::Equals(batch + ": a file, not a folder; --data names the folder that holds it (" +
+                                    download.path().string() + ")"));
+  }
   SECTION("CIFAR-10's Python version, or the folder above it") {
     TempDir download;
     const std::string python = download / "cifar-10-batches-py";
@@ -126,7 +138,8 @@ TEST_CASE("CIFAR-10 bad inputs give one-line errors naming the file", "[data]") 
     for (const std::string& given : {python, download.path().string()})
       CHECK_THROWS_WITH(load_dataset(given, true),
                         Catch::StartsWith(python + ": CIFAR-10's Python version (pickled batches); cutrain reads the "
-                                                   "binary version, cifar-10-batches-bin"));
+                                                   "binary version, cifar-10-batches-bin: "
+                                                   "scripts/prepare-cifar10.sh unpacks its archive"));
   }
   SECTION("a class-name file that is there but cannot be read") {
     std::filesystem::create_directory(dir / "batches.meta.txt");
