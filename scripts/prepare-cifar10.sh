@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Checks the CIFAR-10 binary archive against its published MD5 and unpacks it.
 #
-#   scripts/prepare-cifar10.sh cifar-10-binary.tar.gz data/
-#   # -> data/cifar-10-batches-bin/{data_batch_1..5.bin, test_batch.bin, batches.meta.txt}
+#   scripts/prepare-cifar10.sh cifar-10-binary.tar.gz datasets/
+#   # -> datasets/cifar-10-batches-bin/{data_batch_1..5.bin, test_batch.bin, batches.meta.txt}
 #
 # The archive is https://www.cs.toronto.edu/~kriz/cifar-10-binary.tar.gz (162 MiB); this script
 # downloads nothing, so it works on machines without a network once the file is there.
