@@ -296,6 +296,9 @@ def check(args):
             fail(f"--local-ranks-filter {args.local_ranks_filter}: local ranks go 0..{args.nproc_per_node - 1}")
     args.shown = shown
     program = args.program if os.sep in args.program else shutil.which(args.program)
+    beside = os.path.join(os.path.dirname(os.path.realpath(__file__)), args.program)
+    if program is None and os.sep not in args.program and os.path.isfile(beside):
+        program = args.program = beside  # cutrun and cutrain are built and installed side by side
     if program is None or not os.path.isfile(program):
         fail(f"program '{args.program}' not found")
     if not os.access(program, os.X_OK):
