@@ -101,10 +101,7 @@ def main():
             runs.update(read_file(path, label))
     except ValueError as e:
         cli.fail(PROG, str(e))
-    try:
-        import matplotlib  # noqa: F401
-    except ImportError as e:
-        cli.fail(PROG, f"matplotlib not importable ({e}); install python3-matplotlib or use /usr/bin/python3")
+    cli.use_python_with("matplotlib", PROG)
     import matplotlib.pyplot as plt
     fig = figure(runs)
     fig.savefig(args.output, dpi=100)

@@ -53,4 +53,11 @@ PY
 echo "not json" >"$scratch/bad.jsonl"
 one_line_error "plot_metrics.py on a bad file" 1 "$py" "$repo/scripts/plot_metrics.py" "$scratch/bad.jsonl" -o "$scratch/d.png"
 one_line_error "plot_metrics.py --labels count" 2 "$py" "$repo/scripts/plot_metrics.py" "$scratch/a.jsonl" --labels x,y
+# Started by an interpreter without matplotlib (as pyenv's or conda's python3, first on PATH, can be), it re-runs
+# itself under one that has it: here the same /usr/bin/python3 without its site packages (-S).
+if [ -x /usr/bin/python3 ] && /usr/bin/python3 -c "import matplotlib" 2>/dev/null; then
+  env -u PYTHON /usr/bin/python3 -S "$repo/scripts/plot_metrics.py" "$scratch/a.jsonl" -o "$scratch/e.png" \
+    >"$scratch/e.out" 2>&1 || fail "plot_metrics.py under python3 -S: $(cat "$scratch/e.out")"
+  [ -s "$scratch/e.png" ] || fail "plot_metrics.py under python3 -S drew nothing"
+fi
 echo "ok: a PNG of $(stat -c %s "$scratch/c.png") bytes"
