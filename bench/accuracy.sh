@@ -91,6 +91,7 @@ if sys.argv[1] == "cuda" and not torch.cuda.is_available():
 print("cuda" if torch.cuda.is_available() and sys.argv[1] != "cpu" else "cpu")
 EOF
 )"
+[[ "$found" != *"torch not importable"* ]] || die "$(tail -n 1 <<<"$found") ($PYTHON): $torch_help"
 [[ "$found" =~ ^(cpu|cuda)$ ]] || die "$(tail -n 1 <<<"$found") ($PYTHON)"
 device="$found"
 [ "$precision" = fp32 ] || [ "$device" = cuda ] || bad_usage "--precision bf16 needs a GPU"

@@ -130,6 +130,7 @@ if torch.cuda.device_count() < int(sys.argv[1]):
     sys.exit(f"--nproc {sys.argv[1]} but torch sees {torch.cuda.device_count()} CUDA devices")
 EOF
 )"
+[[ "$reason" != *"torch not importable"* ]] || die "$(tail -n 1 <<<"$reason") ($PYTHON): $torch_help"
 [ -z "$reason" ] || die "$(tail -n 1 <<<"$reason") ($PYTHON)"
 # torch.compile came in torch 2.0 (Debian 12's torch is 1.13), and its CPU backend compiles C++ kernels.
 no_compile=""

@@ -15,3 +15,6 @@ default_python() {
   elif [ -x "$cutrain_venv/bin/python" ]; then echo "$cutrain_venv/bin/python"
   else echo python3; fi
 }
+
+# What a bench script says, in its one line, when its interpreter lacks the PyTorch side.
+torch_help="scripts/setup.sh --with-tests installs the project's PyTorch, or PYTHON= names an interpreter that has it"

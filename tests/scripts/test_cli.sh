@@ -42,6 +42,19 @@ else
   one_line_error "pytorch_reference.py --device cuda" 1 python3 "$repo/bench/pytorch_reference.py" --data x --device cuda
   grep -qE "no CUDA device|torch not importable" "$scratch/stderr" || fail "pytorch_reference.py: $(cat "$scratch/stderr")"
 fi
+# An interpreter without torch (python3 without its site packages): each bench script says how to get it, in
+# one line, before it runs anything, and cpu_step.sh --cutrain-only prints cutrain's column alone.
+printf '#!/bin/sh\nexec python3 -S "$@"\n' >"$scratch/bare-python"
+chmod +x "$scratch/bare-python"
+printf '#!/bin/sh\necho "  12.5 ms/step"\n' >"$scratch/bin/cutrain"
+for script in compare.sh accuracy.sh cpu_step.sh; do
+  PYTHON="$scratch/bare-python" one_line_error "$script without torch" 1 bash "$repo/bench/$script" --bin "$scratch/bin"
+  grep -q "torch not importable: .*scripts/setup.sh --with-tests installs the project's PyTorch" "$scratch/stderr" ||
+    fail "$script without torch: $(cat "$scratch/stderr")"
+done
+PYTHON="$scratch/bare-python" bash "$repo/bench/cpu_step.sh" --bin "$scratch/bin" --cutrain-only --rounds 1 --threads 1 \
+  >"$scratch/cutrain-only" 2>&1 || fail "cpu_step.sh --cutrain-only: $(cat "$scratch/cutrain-only")"
+grep -qE '^batch 32, width 64 +1 +12.5 +- +-$' "$scratch/cutrain-only" || fail "cpu_step.sh --cutrain-only: $(cat "$scratch/cutrain-only")"
 one_line_error "compare.sh --bin (nothing there)" 1 bash "$repo/bench/compare.sh" --bin "$scratch/nothing"
 one_line_error "accuracy.sh --bin (nothing there)" 1 bash "$repo/bench/accuracy.sh" --bin "$scratch/nothing"
 prepare=(bash "$repo/scripts/prepare-cifar10.sh")
