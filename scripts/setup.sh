@@ -52,8 +52,16 @@ if ((${#missing[@]})); then
   echo "setup: installing ${missing[*]}"
   sudo_cmd=""
   [ "$(id -u)" -eq 0 ] || sudo_cmd="sudo"
-  $sudo_cmd apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  # Another apt (an unattended upgrade, a second terminal) may hold its lock: apt waits for it, up to
+  # 10 minutes, and says whose it is, instead of failing at once.
+  wait_for_lock=(-o DPkg::Lock::Timeout=600)
+  probe="$($sudo_cmd apt-get -o DPkg::Lock::Timeout=0 check 2>&1 || true)"
+  if [[ "$probe" == *"Could not get lock"* ]]; then
+    echo "setup: another process holds apt's lock; waiting for it (up to 10 minutes)"
+  fi
+  $sudo_cmd apt-get "${wait_for_lock[@]}" update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get "${wait_for_lock[@]}" install -y -qq --no-install-recommends \
+    "${missing[@]}" >/dev/null
 fi
 
 if ! command -v nvcc >/dev/null && [ ! -x /usr/local/cuda/bin/nvcc ]; then
