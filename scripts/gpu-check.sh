@@ -7,8 +7,10 @@
 # It runs binaries built elsewhere: a GPU machine lacks what the build needs (Eigen, CLI11, nlohmann-json,
 # Gloo, stb, Catch2), so this script never builds. Make them where the build works, for the GPU's
 # architecture, and copy the folder over:
-#   scripts/build.sh -DCMAKE_CUDA_ARCHITECTURES=90 && scripts/package-prebuilt.sh     # writes .gpu/
-# --prebuilt DIR: the binaries in DIR/bin, libraries in DIR/lib (default: .gpu beside this script's folder).
+#   scripts/build.sh -DCMAKE_CUDA_ARCHITECTURES=90 -DCUTRAIN_CPU_ARCH=x86-64-v3 && scripts/package-prebuilt.sh
+# (which writes .gpu/: see it for what the package holds, and how it checks itself).
+# --prebuilt DIR: the binaries in DIR/bin, libraries in DIR/lib (default: .gpu beside this script's folder);
+# what package-prebuilt.sh compressed (DIR/lib/NAME.gz) is unpacked beside it first.
 # --out DIR: where everything goes (default $OUT if set, else ./gpu-check-out). --budget: seconds (default 460).
 # --emulated: the rehearsal of the first GPU run on a machine without one: every step below against the
 # emulated build (scripts/build.sh --emulated, binaries in build-emulated/bin), on the emulated GPU of
@@ -88,11 +90,10 @@ fi
 # ---- the binaries: --prebuilt DIR, or .gpu; never a build here
 if [ -z "$prebuilt" ]; then
   [ -x "$repo/.gpu/bin/cutrain" ] ||
-    die "no binaries in $repo/.gpu: build them where the build works (scripts/build.sh -DCMAKE_CUDA_ARCHITECTURES=90 && scripts/package-prebuilt.sh), copy .gpu/ here, and run again (or pass --prebuilt DIR)"
+    die "no binaries in $repo/.gpu: build them where the build works (scripts/build.sh -DCMAKE_CUDA_ARCHITECTURES=90 -DCUTRAIN_CPU_ARCH=x86-64-v3 && scripts/package-prebuilt.sh), copy .gpu/ here, and run again (or pass --prebuilt DIR)"
   prebuilt="$repo/.gpu"
 fi
 [ -x "$prebuilt/bin/cutrain" ] || die "$prebuilt/bin/cutrain: not found (make it with scripts/package-prebuilt.sh)"
-[ -x "$prebuilt/bin/cutrain_tests" ] || die "$prebuilt/bin/cutrain_tests: not found (make it with scripts/package-prebuilt.sh)"
 prebuilt="$(cd "$prebuilt" && pwd)"
 
 mkdir -p "$out"
@@ -220,9 +221,18 @@ result_of() {
 # (scripts/gpu_libraries.sh, Note [One set of CUDA libraries]), found through the Python that the comparison uses
 source "$repo/scripts/python_env.sh"
 source "$repo/scripts/gpu_libraries.sh"
+unpack_prebuilt "$prebuilt" || die "$prebuilt: cannot unpack its compressed files"
+[ -x "$prebuilt/bin/cutrain_tests" ] || die "$prebuilt/bin/cutrain_tests: not found (make it with scripts/package-prebuilt.sh)"
 python="$(default_python)"
 gpu_library_path "$prebuilt" "$python"
 libpath="$library_path"
+# The C++ runtime that the build was linked against (package-prebuilt.sh's lib/cxx), only where the machine's own
+# is older than the binaries need: it needs a newer glibc than they do.
+if [ -d "$prebuilt/lib/cxx" ] &&
+   LD_LIBRARY_PATH="$libpath" ldd "$prebuilt/bin/cutrain" 2>&1 | grep -qE "version .(GLIBCXX|CXXABI|GCC)_[0-9.]+. not found|lib(stdc\+\+|gcc_s)\.so.* not found"; then
+  libpath="$libpath:$prebuilt/lib/cxx"
+  say "gpu-check: the machine's libstdc++ or libgcc_s is older than the binaries need: the package's lib/cxx is on the path"
+fi
 say "gpu-check: run-time library path ($library_set of $python): $libpath"
 missing="$(LD_LIBRARY_PATH="$libpath" ldd "$prebuilt/bin/cutrain" 2>&1 | awk '/not found/ { print $1 }' | tr '\n' ' ')" ||
   true

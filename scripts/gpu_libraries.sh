@@ -16,6 +16,16 @@ for root in nvidia.__path__:
     print("\n".join(sorted(glob.glob(os.path.join(root, "*", "lib")))))' 2>/dev/null || true
 }
 
+# unpack_prebuilt PREBUILT: the files that scripts/package-prebuilt.sh compressed (NAME.gz, oneDNN's library),
+# unpacked beside them, once.
+unpack_prebuilt() {
+  local f
+  for f in "$1"/bin/*.gz "$1"/lib/*.gz; do
+    [ -f "$f" ] || continue
+    [ "${f%.gz}" -nt "$f" ] || gzip -dkf "$f" || return 1
+  done
+}
+
 # gpu_library_path PREBUILT PYTHON: sets `library_path`, the LD_LIBRARY_PATH for PREBUILT's binaries:
 # PREBUILT/lib, then the wheels' folders when they hold all of Note [One set of CUDA libraries]'s libraries,
 # else the toolkit's, then the container driver's folder where there is one; and `library_set`, "wheels" or

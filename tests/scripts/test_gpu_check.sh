@@ -63,6 +63,9 @@ echo "{\"runs\": {\"torch-eager-bf16-cl\": {\"images_per_s\": 32000, \"ms_per_st
                \"torch-compile-bf16-cl\": {\"images_per_s\": 60000, \"ms_per_step\": 4.27}}}" >"$out/results.json"
 echo "cutrain-bf16 run" >"$out/runs/cutrain-bf16.r1.log"'
 
+# The package's compressed library (scripts/package-prebuilt.sh), which the run unpacks beside it.
+echo "a library" | gzip >"$copy/.gpu/lib/libdnnl.so.2.gz"
+
 # ---- a run with everything there: one row per step, the table last, the failures named
 status=0
 bash "$copy/scripts/gpu-check.sh" --out "$scratch/out" >"$scratch/stdout" 2>"$scratch/stderr" || status=$?
@@ -105,6 +108,7 @@ files="$(find "$scratch/out" -type f | wc -l)"
 tar -tzf "$scratch/out/logs.tar.gz" >"$scratch/listing"; grep -q "logs/gpu-tests/crashes.log" "$scratch/listing" || fail "no log of the crashed test: $(cat "$scratch/listing")"
 grep -q "logs/runs/cutrain-bf16.r1.log" "$scratch/listing" || fail "no comparison runs in the logs: $(cat "$scratch/listing")"
 [ ! -e "$scratch/cmake-ran" ] || fail "gpu-check.sh ran cmake"
+[ "$(cat "$copy/.gpu/lib/libdnnl.so.2")" = "a library" ] || fail "lib/libdnnl.so.2.gz not unpacked"
 
 # ---- with the plan package-prebuilt.sh wrote: its prediction beside the measured step
 echo "plan: 274 graph nodes, 80 memsets, 3.30 GB moved by custom kernels, 143.2 GFLOP in convolutions, estimated 3.52 ms/step" \
