@@ -27,6 +27,10 @@
 # Steps, most telling first, each under `timeout` and all within the budget (a step gets at most what is left,
 # less 20 s kept for the summary; none when under 10 s). The limits are worst cases, reasoned for an H200
 # with a cold start (CUDA context, cuDNN's libraries loaded from disk: about 10 s per process):
+#   preflight    before anything runs: the driver (nvidia-smi) against what the build's CUDA runtime needs
+#                (libcudart.so.13: 580 or newer), refused in one line below it; the Python that holds the
+#                nvidia/cu13 wheels, of $PYTHON, the project's environment, python3, python,
+#                $CONDA_PREFIX/bin/python and /opt/conda/bin/python (scripts/gpu_libraries.sh)
 #   versions     nvidia-smi, `cutrain info` (versions as loaded), the libraries ldd resolves, torch's,
 #                the Python packages' versions beside those the tests used (scripts/setup.sh)           60 s
 #   [gpu] NAME   each [gpu] test in its own process, so a crash costs one test; the float64 parity
@@ -72,29 +76,52 @@ while (($#)); do
 done
 [ -z "$emulated" ] || [ -z "$prebuilt" ] || bad_usage "--emulated runs build-emulated/bin: no --prebuilt with it"
 
-# ---- a GPU, or a one-line reason; or the emulated one
+# ---- the binaries: --prebuilt DIR, or .gpu; never a build here
 if [ -n "$emulated" ]; then
-  gpu="emulated GPU (kernels/emu, on the CPU: the timings below mean nothing), -, -"
-  gpu_name="emulated GPU" driver="none"
   [ -x "$repo/build-emulated/bin/cutrain" ] ||
     die "no emulated build in $repo/build-emulated: make it with scripts/build.sh --emulated"
   prebuilt="$repo/build-emulated"
-else
-  command -v nvidia-smi >/dev/null || die "no CUDA device: nvidia-smi not found"
-  gpu="$(nvidia-smi --query-gpu=name,compute_cap,driver_version --format=csv,noheader 2>&1 | head -n 1)" ||
-    die "no CUDA device: nvidia-smi: $gpu"
-  [[ "$gpu" == *,*,* ]] || die "no CUDA device: nvidia-smi: $gpu"
-  gpu_name="$(cut -d, -f1 <<<"$gpu" | xargs)" driver="$(cut -d, -f3 <<<"$gpu" | xargs)"
-fi
-
-# ---- the binaries: --prebuilt DIR, or .gpu; never a build here
-if [ -z "$prebuilt" ]; then
+elif [ -z "$prebuilt" ]; then
   [ -x "$repo/.gpu/bin/cutrain" ] ||
     die "no binaries in $repo/.gpu: build them where the build works (scripts/build.sh -DCMAKE_CUDA_ARCHITECTURES=90 -DCUTRAIN_CPU_ARCH=x86-64-v3 && scripts/package-prebuilt.sh), copy .gpu/ here, and run again (or pass --prebuilt DIR)"
   prebuilt="$repo/.gpu"
 fi
 [ -x "$prebuilt/bin/cutrain" ] || die "$prebuilt/bin/cutrain: not found (make it with scripts/package-prebuilt.sh)"
 prebuilt="$(cd "$prebuilt" && pwd)"
+
+# ---- the preflight, before anything runs: a GPU and a driver new enough for the build's CUDA runtime, and
+# the Python whose nvidia-* wheels hold the CUDA libraries (scripts/gpu_libraries.sh); a one-line refusal else.
+# A driver runs the CUDA runtime of its own release and older ones: libcudart.so.13 needs release 580 (CUDA
+# 13.0's minimum driver), libcudart.so.12 release 525.
+cudart="$(grep -aoE -m1 'libcudart\.so\.[0-9]+' "$prebuilt/bin/cutrain" | head -n 1)" || true
+case "$cudart" in
+  libcudart.so.13) driver_needed=580 ;;
+  libcudart.so.12) driver_needed=525 ;;
+  *) driver_needed="" ;;
+esac
+if [ -n "$emulated" ]; then
+  gpu="emulated GPU (kernels/emu, on the CPU: the timings below mean nothing), -, -"
+  gpu_name="emulated GPU" driver="none"
+  preflight_driver="none to check: the emulated device needs no driver and nvidia-smi is not run (on a GPU: the build's libcudart.so.13 needs driver 580 or newer)"
+else
+  command -v nvidia-smi >/dev/null || die "no CUDA device: nvidia-smi not found"
+  gpu="$(nvidia-smi --query-gpu=name,compute_cap,driver_version --format=csv,noheader 2>&1 | head -n 1)" ||
+    die "no CUDA device: nvidia-smi: $gpu"
+  [[ "$gpu" == *,*,* ]] || die "no CUDA device: nvidia-smi: $gpu"
+  gpu_name="$(cut -d, -f1 <<<"$gpu" | xargs)" driver="$(cut -d, -f3 <<<"$gpu" | xargs)"
+  [[ "$driver" =~ ^[0-9]+ ]] || die "nvidia-smi gives no driver version: '$driver'"
+  if [ -z "$driver_needed" ]; then
+    preflight_driver="driver $driver; not checked: $prebuilt/bin/cutrain names no CUDA runtime this script knows (${cudart:-none found})"
+  elif ((${driver%%.*} < driver_needed)); then
+    die "driver $driver is older than the build needs: $cudart needs driver $driver_needed or newer"
+  else
+    preflight_driver="driver $driver, at least the $driver_needed that $cudart needs"
+  fi
+fi
+source "$repo/scripts/python_env.sh"
+source "$repo/scripts/gpu_libraries.sh"
+gpu_python
+export PYTHON="$python"  # bench/compare.sh's PyTorch side runs the same interpreter
 
 mkdir -p "$out"
 out="$(cd "$out" && pwd)"
@@ -217,13 +244,16 @@ result_of() {
   esac
 }
 
-# ---- run-time libraries: DIR/lib and one set of CUDA libraries, the wheels' or the toolkit's
-# (scripts/gpu_libraries.sh, Note [One set of CUDA libraries]), found through the Python that the comparison uses
-source "$repo/scripts/python_env.sh"
-source "$repo/scripts/gpu_libraries.sh"
+# ---- the preflight's rows
+if [ -n "$emulated" ]; then record "preflight: driver" n/a - "$preflight_driver"
+else record "preflight: driver" ok - "$preflight_driver"; fi
+record "preflight: python" ok - "$python_choice"
+
 unpack_prebuilt "$prebuilt" || die "$prebuilt: cannot unpack its compressed files"
 [ -x "$prebuilt/bin/cutrain_tests" ] || die "$prebuilt/bin/cutrain_tests: not found (make it with scripts/package-prebuilt.sh)"
-python="$(default_python)"
+
+# ---- run-time libraries: DIR/lib and one set of CUDA libraries, the wheels' or the toolkit's
+# (scripts/gpu_libraries.sh, Note [One set of CUDA libraries]), found through the Python that the comparison uses
 gpu_library_path "$prebuilt" "$python"
 libpath="$library_path"
 # The C++ runtime that the build was linked against (package-prebuilt.sh's lib/cxx), only where the machine's own

@@ -26,6 +26,36 @@ unpack_prebuilt() {
   done
 }
 
+# gpu_python: sets `python` to the first interpreter whose packages hold the CUDA 13 wheels (a folder nvidia/cu13:
+# cudart and cuBLAS, beside which the cuDNN and NCCL wheels install), of $PYTHON where set, the project's
+# environment (scripts/python_env.sh), python3, python, $CONDA_PREFIX/bin/python and /opt/conda/bin/python, and
+# `python_choice` to one line saying which and what the others lacked. With none, `python` is default_python's,
+# whose libraries gpu_library_path then finds wanting (the toolkit's instead).
+gpu_python() {
+  local candidates=() py tried=()
+  [ -z "${PYTHON:-}" ] || candidates+=("$PYTHON")
+  candidates+=("$cutrain_venv/bin/python" python3 python)
+  [ -z "${CONDA_PREFIX:-}" ] || candidates+=("$CONDA_PREFIX/bin/python")
+  candidates+=(/opt/conda/bin/python)
+  for py in "${candidates[@]}"; do
+    if ! command -v "$py" >/dev/null 2>&1; then
+      [ "$py" != "$cutrain_venv/bin/python" ] || continue  # (no project environment: not worth a word)
+      tried+=("$py: not found"); continue
+    fi
+    if "$py" -c '
+import os, sys, nvidia
+sys.exit(0 if any(os.path.isdir(os.path.join(root, "cu13")) for root in nvidia.__path__) else 1)' 2>/dev/null; then
+      python="$(command -v "$py")"
+      python_choice="$python, which holds nvidia/cu13"
+      ((${#tried[@]} == 0)) || python_choice+=" (before it, $(printf '%s; ' "${tried[@]}" | sed 's/; $//'))"
+      return
+    fi
+    tried+=("$py: no nvidia/cu13")
+  done
+  python="$(default_python)"
+  python_choice="$python: none holds nvidia/cu13 ($(printf '%s; ' "${tried[@]}" | sed 's/; $//')), so the CUDA libraries are the toolkit's"
+}
+
 # gpu_library_path PREBUILT PYTHON: sets `library_path`, the LD_LIBRARY_PATH for PREBUILT's binaries:
 # PREBUILT/lib, then the wheels' folders when they hold all of Note [One set of CUDA libraries]'s libraries,
 # else the toolkit's, then the container driver's folder where there is one; and `library_set`, "wheels" or

@@ -1,8 +1,10 @@
 # scripts/gpu-check.sh without a GPU, against stand-ins: nvidia-smi, the prebuilt cutrain and cutrain_tests,
-# and bench/compare.sh are small scripts in a copy of the repository, so the whole run takes a second or two.
-# Without binaries it says in one line what to do and never runs cmake; with them, every step gets its row
-# (a failing, a crashing and a GPU-less [gpu] test too, each in a process of its own, names with ',' and a
-# leading '-' found), the table comes last and names what did not pass, and --out holds at most 8 files.
+# the Pythons, and bench/compare.sh are small scripts in a copy of the repository, so the whole run takes a second
+# or two. Without binaries it says in one line what to do and never runs cmake; below the driver that the build's
+# CUDA runtime needs it refuses in one line naming both; it takes the Python that holds nvidia/cu13 and says which;
+# with everything there, every step gets its row (a failing, a crashing and a GPU-less [gpu] test too, each in a
+# process of its own, names with ',' and a leading '-' found), the table comes last and names what did not pass,
+# and --out holds at most 8 files.
 source "$(dirname "$0")/common.sh"
 copy="$scratch/repo"
 mkdir -p "$copy/scripts" "$copy/bench" "$scratch/path"
@@ -11,8 +13,18 @@ cp "$repo/scripts/gpu-check.sh" "$repo/scripts/cli.sh" "$repo/scripts/plot_metri
 cp "$repo/bench/speed_targets.py" "$repo/bench/cli.py" "$copy/bench/"
 stub() { printf '#!/usr/bin/env bash\n%s\n' "$2" >"$1"; chmod +x "$1"; }
 stub "$scratch/path/cmake" "echo ran >>'$scratch/cmake-ran'"
-stub "$scratch/path/nvidia-smi" 'echo "NVIDIA H200, 9.0, 570.86.15"'
-export PATH="$scratch/path:$PATH"
+stub "$scratch/path/nvidia-smi" 'echo "NVIDIA H200, 9.0, ${FAKE_DRIVER:-580.65.06}"'
+# The Pythons: python3 and python without nvidia/cu13 (a regular package nvidia hides the installed one), and
+# conda's with it; no project environment.
+real_python="$(command -v python3)"
+mkdir -p "$scratch/hide/nvidia" "$scratch/wheels/nvidia/cu13/lib" "$scratch/conda/bin"
+touch "$scratch/hide/nvidia/__init__.py"
+for py in python3 python; do
+  stub "$scratch/path/$py" "PYTHONPATH='$scratch/hide'\${PYTHONPATH:+:\$PYTHONPATH} exec '$real_python' \"\$@\""
+done
+stub "$scratch/conda/bin/python" "PYTHONPATH='$scratch/wheels'\${PYTHONPATH:+:\$PYTHONPATH} exec '$real_python' \"\$@\""
+export PATH="$scratch/path:$PATH" CONDA_PREFIX="$scratch/conda" CUTRAIN_CACHE_DIR="$scratch/cache"
+unset PYTHON
 
 # ---- no binaries: one line, status 1, no cmake
 one_line_error "no .gpu" 1 bash "$copy/scripts/gpu-check.sh" --out "$scratch/out0"
@@ -22,6 +34,7 @@ grep -q "package-prebuilt.sh" "$scratch/stderr" || fail "no .gpu: the line does 
 # ---- stand-ins for the prebuilt binaries and the comparison
 mkdir -p "$copy/.gpu/bin" "$copy/.gpu/lib"
 stub "$copy/.gpu/bin/cutrain" '
+# (as the real binary, it names libcudart.so.13)
 case "$1" in
   info) echo "cuDNN 9.19.0, cuBLAS 13.1.0, NCCL 2.28.9, CUDA runtime 13.0, driver CUDA 13.0 (as loaded)"
         echo "cuda:0 NVIDIA H200 (sm_90, 139.8 GiB)" ;;
@@ -66,6 +79,12 @@ echo "cutrain-bf16 run" >"$out/runs/cutrain-bf16.r1.log"'
 # The package's compressed library (scripts/package-prebuilt.sh), which the run unpacks beside it.
 echo "a library" | gzip >"$copy/.gpu/lib/libdnnl.so.2.gz"
 
+# ---- a driver older than the build's CUDA runtime needs: one line naming both, before anything runs
+FAKE_DRIVER=570.86.15 one_line_error "driver 570" 1 bash "$copy/scripts/gpu-check.sh" --out "$scratch/out-driver"
+grep -q "driver 570.86.15 is older than the build needs: libcudart.so.13 needs driver 580 or newer" "$scratch/stderr" ||
+  fail "driver 570: $(cat "$scratch/stderr")"
+[ ! -e "$scratch/out-driver/summary.txt" ] && [ ! -e "$copy/.gpu/lib/libdnnl.so.2" ] || fail "driver 570: something ran"
+
 # ---- a run with everything there: one row per step, the table last, the failures named
 status=0
 bash "$copy/scripts/gpu-check.sh" --out "$scratch/out" >"$scratch/stdout" 2>"$scratch/stderr" || status=$?
@@ -74,6 +93,8 @@ summary="$scratch/out/summary.txt"
 [ -f "$summary" ] || fail "no summary.txt"
 expect_row() { grep -qE "$1" "$summary" || fail "no row /$1/ in: $(cat "$summary")"; }
 expect_row '^versions +ok .*cuDNN 9\.19\.0, cuBLAS 13\.1\.0, NCCL 2\.28\.9'
+expect_row '^preflight: driver +ok .*driver 580\.65\.06, at least the 580 that libcudart\.so\.13 needs'
+expect_row "^preflight: python +ok .*$scratch/conda/bin/python, which holds nvidia/cu13 \\(before it, python3: no nvidia/cu13; python: no nvidia/cu13\\)"
 expect_row '^\[gpu\] passes, with a comma \[x\] +ok .*All tests passed'
 expect_row '^\[gpu\] --leading dash +ok '
 expect_row '^\[gpu\] fails +FAILED .*exit 1'
