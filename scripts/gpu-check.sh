@@ -33,8 +33,9 @@
 #                $CONDA_PREFIX/bin/python and /opt/conda/bin/python (scripts/gpu_libraries.sh)
 #   versions     nvidia-smi, `cutrain info` (versions as loaded), the libraries ldd resolves, torch's,
 #                the Python packages' versions beside those the tests used (scripts/setup.sh)           60 s
-#   [gpu] NAME   each [gpu] test in its own process, so a crash costs one test; the float64 parity
-#                step is the slowest (about 20 s of CPU), 150 s each and 240 s for them all
+#   [gpu] NAME   every [gpu] test in one process, then, after a crash or a hang, each one it did not reach
+#                in its own (150 s each); the float64 parity step is the slowest (about 20 s of CPU);
+#                240 s for them all, and a row says how many ran
 #   train        one short training (100 bf16 steps on synthetic data): the loss curve, test accuracy   120 s
 #   bench-step   fp32 and bf16, eager and graph: ms/step at batch 256 (about 60 steps each)          60 s each
 #   matrix       `bench-step --matrix`: each batch norm x 1 and 2 streams x eager and graph, bf16    240 s
@@ -297,27 +298,90 @@ if step versions 60 bash -c versions; then
   while IFS= read -r line; do notes+=("$line"); done < <(grep -E '^(loaded from|torch|python)' "$step_out" || true)
 fi
 
-# ---- each [gpu] test in a process of its own: a crash or a hang costs that test only
+# ---- the [gpu] tests: all in one process first, which makes the CUDA context and loads the libraries once (about
+# 10 s a process on a cold H200, so that one process a test did not fit their 240 s); the XML reporter's lines
+# come as each test ends. Where that process crashes or hangs, the test it was in gets the crash's row, and each
+# test it had not reached runs in a process of its own in the time left, so a crash costs one test. A row says
+# how many ran, and how.
 list="$logs/gpu-tests/list.txt"
 tag="[gpu]"
 [ -z "$emulated" ] || tag="[emu]"  # tests/gpu.h: the [gpu] tests are [emu] in the emulated build
+# suite_results XML: one line per test in Catch2's XML report, "VERDICT<tab>SECONDS<tab>NAME<tab>RESULT":
+# VERDICT ok, FAILED, SKIPPED (no CUDA device), FATAL (Catch2 caught a signal) or UNFINISHED (no end: killed).
+suite_results() {
+  awk '
+    function unescape(s) {
+      gsub(/&quot;/, "\"", s); gsub(/&apos;/, "\047", s); gsub(/&lt;/, "<", s); gsub(/&gt;/, ">", s); gsub(/&amp;/, "\\&", s)
+      return s
+    }
+    function attr(line, key,   v) {
+      if (!match(line, key "=\"[^\"]*\"")) return ""
+      v = substr(line, RSTART + length(key) + 2, RLENGTH - length(key) - 3)
+      return unescape(v)
+    }
+    /^ *<TestCase / { name = attr($0, "name"); open = 1; fail_at = ""; fatal = ""; skipped = ""; secs = "-"; success = ""; next }
+    !open { next }
+    /<Expression success="false"/ && fail_at == "" { fail_at = attr($0, "filename") ":" attr($0, "line"); sub(/.*\/tests\//, "tests/", fail_at) }
+    /<FatalErrorCondition/ { getline fatal; gsub(/^ +| +$/, "", fatal) }
+    /^ *SKIPPED: / && skipped == "" { skipped = $0; sub(/^ */, "", skipped) }
+    /<OverallResult / { success = attr($0, "success"); d = attr($0, "durationInSeconds"); if (d != "") secs = sprintf("%.0fs", d) }
+    /^ *<\/TestCase>/ {
+      open = 0
+      if (fatal != "") print "FATAL\t" secs "\t" name "\t" fatal
+      else if (success != "true") print "FAILED\t" secs "\t" name "\t" (fail_at == "" ? "failed" : "failed at " fail_at)
+      else if (skipped ~ /^SKIPPED: no CUDA device/) print "SKIPPED\t" secs "\t" name "\t" substr(skipped, 1, 90)
+      else if (skipped != "") print "ok\t" secs "\t" name "\tpassed; skipped: " substr(skipped, 10, 80)
+      else print "ok\t" secs "\t" name "\tpassed"
+    }
+    END { if (open) print "UNFINISHED\t-\t" name "\t-" }' "$1"
+}
 # Catch2 exits with the number of tests it lists: a list is good when the binary ran (no signal)
 # and named at least one test.
 listed=0
 "$bin/cutrain_tests" --list-test-names-only "${tests:-$tag}" >"$list" 2>&1 || listed=$?
 if ((listed > 0 && listed < 128)) && [ -s "$list" ]; then
   tests_end=$((SECONDS + 240))
+  limit=$((budget - SECONDS - 20))
+  ((limit <= 240)) || limit=240
+  suite_xml="$logs/gpu-tests/all-in-one-process.xml"
+  status=0
+  echo "== [gpu] tests in one process (limit $limit s): $bin/cutrain_tests ${tests:-$tag} -r xml -d yes" >>"$log"
+  if ((limit >= 10)); then
+    timeout --kill-after=10 "$limit" "$bin/cutrain_tests" "${tests:-$tag}" -r xml -d yes >"$suite_xml" 2>&1 || status=$?
+  fi
+  cat "$suite_xml" >>"$log" 2>/dev/null || true
+  declare -A ran=()
+  one_process=0
+  while IFS=$'\t' read -r verdict secs name result; do
+    ran["$name"]=1 one_process=$((one_process + 1))
+    case "$verdict" in
+      FATAL) verdict="SIG$((status - 128))" result="crashed (signal $((status - 128))), in the one process: $result"
+             ((status > 128)) || verdict=FAILED ;;
+      UNFINISHED) if ((status == 124 || status == 137)); then verdict=TIMEOUT result="killed after $limit s, in the one process"
+                  elif ((status > 128)); then verdict="SIG$((status - 128))" result="crashed (signal $((status - 128))), in the one process"
+                  else verdict=FAILED result="the one process ended inside it (exit $status)"; fi ;;
+    esac
+    record "[gpu] $name" "$verdict" "$secs" "$result"
+  done < <(suite_results "$suite_xml")
+  # What the one process did not reach: a process each, in what is left of the 240 s.
+  own_process=0
   while IFS= read -r name; do
-    [ -n "$name" ] || continue
+    [ -n "$name" ] && [ -z "${ran[$name]:-}" ] || continue
     # Catch2's test spec: ',' '[' ']' '\' escaped; a leading '-' would read as a flag, so '*' matches it.
     spec="$(sed 's/[][\,]/\\&/g' <<<"$name")"
     [[ "$spec" != -* ]] || spec="*${spec:1}"
     limit=$((tests_end - SECONDS))
     ((limit <= 150)) || limit=150
     if ((limit < 10)); then record "[gpu] $name" SKIPPED - "out of the [gpu] tests' 240 s"; continue; fi
+    own_process=$((own_process + 1))
     step "[gpu] $name" "$limit" "$bin/cutrain_tests" "$spec" || true
-    while IFS= read -r line; do notes+=("$line"); done < <(grep -E 'closest call' "$step_out" | cut -c1-160 || true)
   done <"$list"
+  how="$one_process in one process (exit $status)"
+  ((own_process == 0)) || how+=", then $own_process in a process each"
+  record "[gpu] tests: how many ran" n/a "$((240 - tests_end + SECONDS))s" \
+    "$((one_process + own_process)) of $(grep -c . "$list") ran: $how"
+  while IFS= read -r line; do notes+=("$line"); done < <(cat "$suite_xml" "$logs"/gpu-tests/*.log 2>/dev/null |
+    grep -E 'closest call' | sed 's/^ *//' | cut -c1-160 || true)
 else
   record "[gpu] tests" FAILED - "cutrain_tests --list-test-names-only (exit $listed): $(tail -n 1 "$list" | cut -c1-70)"
 fi

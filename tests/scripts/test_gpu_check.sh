@@ -2,9 +2,9 @@
 # the Pythons, and bench/compare.sh are small scripts in a copy of the repository, so the whole run takes a second
 # or two. Without binaries it says in one line what to do and never runs cmake; below the driver that the build's
 # CUDA runtime needs it refuses in one line naming both; it takes the Python that holds nvidia/cu13 and says which;
-# with everything there, every step gets its row (a failing, a crashing and a GPU-less [gpu] test too, each in a
-# process of its own, names with ',' and a leading '-' found), the table comes last and names what did not pass,
-# and --out holds at most 8 files.
+# with everything there, every step gets its row (a failing, a crashing and a GPU-less [gpu] test too: all in one
+# process, then what the crash left in a process each, names with ',' and a leading '-' found, and a row says how
+# many ran), the table comes last and names what did not pass, and --out holds at most 8 files.
 source "$(dirname "$0")/common.sh"
 copy="$scratch/repo"
 mkdir -p "$copy/scripts" "$copy/bench" "$scratch/path"
@@ -60,6 +60,31 @@ stub "$copy/.gpu/bin/cutrain_tests" '
 case "$1" in
   --list-test-names-only) printf "%s\n" "passes, with a comma [x]" "--leading dash" "fails" "crashes" "no gpu"
                           exit 5 ;;  # as Catch2 does: the number of tests listed
+  "[gpu]")  # all in one process, as Catch2 XML reporter writes it: a crash is caught, reported, and raised again
+    [ "$2 $3 $4 $5" = "-r xml -d yes" ] || exit 3
+    echo "<Catch name=\"cutrain_tests\" filters=\"[gpu]\">"
+    echo "    <TestCase name=\"passes, with a comma [x]\" tags=\"[gpu]\" filename=\"/r/tests/x.cpp\" line=\"1\">"
+    echo "      <OverallResult success=\"true\" durationInSeconds=\"2.4\">"
+    echo "        <StdOut>"
+    echo "fp32 against float64: closest call: conv1.weight gradient: error 0.01 of bound 0.1"
+    echo "        </StdOut>"
+    echo "      </OverallResult>"
+    echo "    </TestCase>"
+    echo "    <TestCase name=\"--leading dash\" tags=\"[gpu]\" filename=\"/r/tests/x.cpp\" line=\"5\">"
+    echo "      <OverallResult success=\"true\" durationInSeconds=\"0.1\"/>"
+    echo "    </TestCase>"
+    echo "    <TestCase name=\"fails\" tags=\"[gpu]\" filename=\"/r/tests/x.cpp\" line=\"9\">"
+    echo "      <Expression success=\"false\" type=\"REQUIRE\" filename=\"/r/tests/x.cpp\" line=\"12\">"
+    echo "      </Expression>"
+    echo "      <OverallResult success=\"false\" durationInSeconds=\"0.2\"/>"
+    echo "    </TestCase>"
+    echo "    <TestCase name=\"crashes\" tags=\"[gpu]\" filename=\"/r/tests/x.cpp\" line=\"20\">"
+    echo "      <FatalErrorCondition filename=\"/r/tests/x.cpp\" line=\"21\">"
+    echo "        SIGSEGV - Segmentation violation signal"
+    echo "      </FatalErrorCondition>"
+    echo "      <OverallResult success=\"false\"/>"
+    echo "    </TestCase>"
+    kill -SEGV $$ ;;
   "passes\, with a comma \[x\]") echo "fp32 against float64: closest call: conv1.weight gradient: error 0.01 of bound 0.1"
                                   echo "All tests passed (3 assertions in 1 test case)" ;;
   "*-leading dash") echo "All tests passed (1 assertion in 1 test case)" ;;
@@ -95,11 +120,12 @@ expect_row() { grep -qE "$1" "$summary" || fail "no row /$1/ in: $(cat "$summary
 expect_row '^versions +ok .*cuDNN 9\.19\.0, cuBLAS 13\.1\.0, NCCL 2\.28\.9'
 expect_row '^preflight: driver +ok .*driver 580\.65\.06, at least the 580 that libcudart\.so\.13 needs'
 expect_row "^preflight: python +ok .*$scratch/conda/bin/python, which holds nvidia/cu13 \\(before it, python3: no nvidia/cu13; python: no nvidia/cu13\\)"
-expect_row '^\[gpu\] passes, with a comma \[x\] +ok .*All tests passed'
+expect_row '^\[gpu\] passes, with a comma \[x\] +ok +2s +passed'
 expect_row '^\[gpu\] --leading dash +ok '
-expect_row '^\[gpu\] fails +FAILED .*exit 1'
-expect_row '^\[gpu\] crashes +SIG11 '
+expect_row '^\[gpu\] fails +FAILED .*failed at tests/x\.cpp:12'
+expect_row '^\[gpu\] crashes +SIG11 .*in the one process: SIGSEGV'
 expect_row '^\[gpu\] no gpu +SKIPPED .*no CUDA device'
+expect_row '^\[gpu\] tests: how many ran +n/a .*5 of 5 ran: 4 in one process \(exit 139\), then 1 in a process each'
 expect_row '^train +ok .*loss 3\.000 \(step 10\) -> 1\.000 \(step 30\), test accuracy 41\.2% after 2 epochs; 51234 images/s'
 expect_row '^train loss by step: 10: 3\.000, 20: 2\.000, 30: 1\.000'
 expect_row '^bench-step bf16 graph +ok .*4\.00 ms/step'
@@ -126,7 +152,7 @@ expect_row '^did not pass \(3\): \[gpu\] fails;\[gpu\] crashes;\[gpu\] no gpu$'
 grep -q "3 step(s) did not pass" "$scratch/stderr" || fail "stderr: $(cat "$scratch/stderr")"
 files="$(find "$scratch/out" -type f | wc -l)"
 ((files <= 8)) || fail "$files files in --out (the device machines return 8)"
-tar -tzf "$scratch/out/logs.tar.gz" >"$scratch/listing"; grep -q "logs/gpu-tests/crashes.log" "$scratch/listing" || fail "no log of the crashed test: $(cat "$scratch/listing")"
+tar -tzf "$scratch/out/logs.tar.gz" >"$scratch/listing"; grep -q "logs/gpu-tests/all-in-one-process.xml" "$scratch/listing" || fail "no log of the one process: $(cat "$scratch/listing")"
 grep -q "logs/runs/cutrain-bf16.r1.log" "$scratch/listing" || fail "no comparison runs in the logs: $(cat "$scratch/listing")"
 [ ! -e "$scratch/cmake-ran" ] || fail "gpu-check.sh ran cmake"
 [ "$(cat "$copy/.gpu/lib/libdnnl.so.2")" = "a library" ] || fail "lib/libdnnl.so.2.gz not unpacked"

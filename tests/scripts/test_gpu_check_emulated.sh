@@ -11,8 +11,11 @@ summary="$scratch/out/summary.txt"
 [ "$status" = 0 ] || fail "exit status $status: $(cat "$summary")"
 expect_row() { grep -qE "$1" "$summary" || fail "no row /$1/ in: $(cat "$summary")"; }
 expect_row '^gpu-check summary: emulated GPU'
+expect_row '^preflight: driver +n/a .*none to check: the emulated device needs no driver and nvidia-smi is not run'
+expect_row '^preflight: python +ok '
 expect_row '^versions +ok '
-expect_row '^\[gpu\] a CUDA device is visible +ok .*All tests passed'
+expect_row '^\[gpu\] a CUDA device is visible +ok .*passed'
+expect_row '^\[gpu\] tests: how many ran +n/a .*2 of 2 ran: 2 in one process \(exit 0\)$'
 expect_row '^train +ok .*test accuracy'
 for row in "fp32 eager" "fp32 graph" "bf16 eager" "bf16 graph"; do expect_row "^bench-step $row +ok .*ms/step"; done
 expect_row '^matrix +ok .*fastest .*ms/step'
