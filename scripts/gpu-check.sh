@@ -37,8 +37,11 @@
 #                in its own (150 s each); the float64 parity step is the slowest (about 20 s of CPU);
 #                240 s for them all, and a row says how many ran
 #   train        one short training (100 bf16 steps on synthetic data): the loss curve, test accuracy   120 s
-#   bench-step   fp32 and bf16, eager and graph: ms/step at batch 256 (about 60 steps each)          60 s each
+#   bench-step   fp32 and bf16, eager and graph, and bf16 graph with --cudnn-benchmark (as PyTorch's side):
+#                ms/step at batch 256 (about 60 steps each)                                          60 s each
 #   matrix       `bench-step --matrix`: each batch norm x 1 and 2 streams x eager and graph, bf16    240 s
+#   choices      which batch norm and streams win: the emulated plan's estimates on 1 and 2 ranks
+#                (package-prebuilt.sh's plan.txt), beside the matrix's rows                            30 s
 #   layers       `bench-step --layers`: each layer's forward and backward alone, and batch norm by
 #                shape with each implementation (10 passes after 3 warm-up; about 30 s)             60 s
 #   plan         `cutrain bench-step --plan`'s predicted ms/step next to the measured one, when the
@@ -49,7 +52,7 @@
 # Nothing stops at a failure; the summary table (step, status, seconds, result) comes last, names every step
 # that did not pass, and is rewritten into --out after every step, so even a run cut short leaves it.
 # --out receives 8 files (the device machines return at most 8): gpu-check.log (everything), summary.txt,
-# tables.txt (the speed tables in full: the matrix, the best configuration against PyTorch, each layer,
+# tables.txt (the speed tables in full: the matrix, the choices, the best configuration against PyTorch, each layer,
 # batch norm by shape), logs.tar.gz (each step's and each test's own log, the comparison's runs and parity
 # files), train.jsonl, results.json, compare.png and curves.png (the last three from the comparison).
 set -euo pipefail
@@ -154,7 +157,7 @@ write_summary() {
 # they have run.
 write_tables() {
   local name
-  for name in targets matrix layers; do
+  for name in targets matrix choices layers; do
     [ -f "$work/$name.txt" ] || continue
     printf '==== %s\n' "$name"
     cat "$work/$name.txt"
@@ -238,6 +241,7 @@ result_of() {
     train) train_result | tail -n 1 ;;
     bench-step*) grep -E 'ms/step' "$step_out" | tail -n 1 | sed 's/^ *//' | cut -c1-100 ;;
     matrix) grep -E '^matrix: ' "$step_out" | tail -n 1 | cut -c1-100 ;;
+    choices) grep -E '^  1 rank, .*, graph: ' "$step_out" | sed -E 's/^  1 rank, .*, graph: +/1 rank, graph: /; s/ \(.*//' ;;
     layers) grep -E '^layers: ' "$step_out" | tail -n 1 | sed 's/^layers: //' | cut -c1-100 ;;
     targets) echo "table below" ;;
     plan) plan_result ;;
@@ -409,18 +413,23 @@ if step train 120 "$bin/cutrain" train --device cuda "${train_size[@]}" --epochs
   notes+=("$(train_result | head -n 1)")
 fi
 
-# ---- the step's speed: fp32 and bf16, eager and replayed from a CUDA graph
+# ---- the step's speed: fp32 and bf16, eager and replayed from a CUDA graph; then bf16 graph again with
+# cuDNN's algorithms measured (--cudnn-benchmark), as the comparison's PyTorch chooses its own
+# (torch.backends.cudnn.benchmark = True), so that both sides choose alike; measured afresh, into a cache folder
+# of the work folder's (nothing from an earlier run, nothing left in ~/.cache)
+bench_size=(--batch-size 256)
+[ -z "$emulated" ] || bench_size=(--batch-size 8 --width 8 --steps 2 --warmup 1)
 for precision in fp32 bf16; do
   for mode in eager graph; do
     graph_flag=()
     [ "$mode" = eager ] || graph_flag=(--cuda-graph)
-    bench_size=(--batch-size 256)
-    [ -z "$emulated" ] || bench_size=(--batch-size 8 --width 8 --steps 2 --warmup 1)
     step "bench-step $precision $mode" 60 "$bin/cutrain" bench-step --device cuda --stem cifar --precision "$precision" \
       "${bench_size[@]}" "${graph_flag[@]}" || true
   done
 done
 measured_bf16="$(sed -nE 's/^ *([0-9.]+) ms\/step.*/\1/p' "$step_out" 2>/dev/null | tail -n 1)" || true  # bf16, graph
+step "bench-step bf16 graph --cudnn-benchmark" 60 env CUTRAIN_CACHE_DIR="$work/cache" "$bin/cutrain" bench-step --device cuda --stem cifar --precision bf16 \
+  "${bench_size[@]}" --cuda-graph --cudnn-benchmark || true
 
 # keep_table NAME REGEX: the last step's output goes into tables.txt as NAME, and its lines that match REGEX
 # under the summary's table.
@@ -437,6 +446,41 @@ matrix_size=(--batch-size 256 --steps 20 --warmup 5)
 [ -z "$emulated" ] || matrix_size=(--batch-size 4 --width 4 --steps 1 --warmup 1)
 if step matrix 240 "$bin/cutrain" bench-step --matrix --device cuda --stem cifar --precision bf16 "${matrix_size[@]}"; then
   keep_table matrix '^(bench-step --matrix|  )'
+fi
+
+# ---- which batch norm (cooperative or split) and which streams win, on one rank and on two: the emulated plan's
+# estimates (scripts/plan_choices.sh says what they cannot tell), beside the matrix's measured rows. bench-step
+# times one GPU without a communicator, so two ranks are not measured here. The default stays cooperative on two
+# streams until a GPU's rows say otherwise.
+choice_row() {  # choice_row LABEL "BATCHNORM STREAMS: MS"...: one line, the fastest first
+  local label="$1"; shift
+  if (($# == 0)); then printf '  %-34s %s\n' "$label:" "no figures"; return; fi
+  printf '  %-34s %s\n' "$label:" "$(printf '%s\n' "$@" | sort -t: -k2 -g | awk -F': ' '
+    { text = text (NR > 1 ? ", " : "") $1 " stream(s) " $2; ms[NR] = $2; name[NR] = $1 }
+    END { print "fastest " (NR > 1 && ms[1] == ms[2] ? name[1] " and " name[2] " alike" : name[1]) " (" text ")" }')"
+}
+choices() {
+  local plan_lines ranks mode figures
+  echo "which batch norm and streams win, bf16 (ms/step; the default stays cooperative, 2 streams):"
+  if [ -n "$emulated" ]; then plan_lines="$(plan_choices "$bin/cutrain")"
+  else plan_lines="$(grep '^plan choice: ' "$prebuilt/plan.txt" 2>/dev/null || true)"; fi
+  for ranks in 1 2; do
+    mapfile -t figures < <(sed -nE "s/^plan choice: $ranks rank\(s\), ([a-z]+), ([12]) stream\(s\): estimated ([0-9.]+) ms.*/\1 \2: \3/p" <<<"$plan_lines")
+    choice_row "$ranks rank(s), emulated plan" "${figures[@]}"
+  done
+  echo "    (the plan weighs the batch norms by their bytes, but credits no overlap of two streams, nor the cooperative"
+  echo "    kernel's hold on the whole GPU, nor a running all-reduce: the streams are not its to choose; scripts/plan_choices.sh)"
+  for mode in eager graph; do
+    mapfile -t figures < <(sed -nE "s/^  (cooperative|split) +([12]) +$mode +([0-9.]+) .*/\1 \2: \3/p" "$work/matrix.txt" 2>/dev/null)
+    choice_row "1 rank, $gpu_name, $mode" "${figures[@]}"
+  done
+  echo "  2 ranks, $gpu_name: not measured (bench-step times one GPU, without a communicator)"
+}
+source "$repo/scripts/plan_choices.sh"
+export -f choices choice_row plan_choices
+export emulated work gpu_name
+if step choices 30 bash -c choices; then
+  keep_table choices '^  [12] rank|^which batch norm'
 fi
 
 # ---- where the time goes (bench-step --layers): each layer's forward and backward alone, eager on one

@@ -25,6 +25,7 @@
 set -euo pipefail
 
 source "$(dirname "$0")/cli.sh"
+source "$(dirname "$0")/plan_choices.sh"
 usage() { echo "usage: scripts/package-prebuilt.sh [--bin DIR] [--out DIR] [--emulated-bin DIR] [--allow-avx512]"; header_help; }
 
 bin="build/bin" out=".gpu" emulated_bin="build-emulated/bin" allow_avx512=""
@@ -96,11 +97,13 @@ for f in "$out"/lib/* "$out"/bin/*; do
 done
 
 # The step's inventory, which only the emulated device records (bench-step --plan), for gpu-check.sh to
-# set beside the measured step: from the emulated build (--emulated-bin) when there is one.
+# set beside the measured step, and the plan's estimate of each batch norm and stream choice (plan_choices.sh):
+# from the emulated build (--emulated-bin) when there is one.
 rm -f "$out/plan.txt"
 if [ -x "$emulated_bin/cutrain" ]; then
   "$emulated_bin/cutrain" bench-step --plan --stem cifar --precision bf16 --batch-size 256 >"$out/plan.txt" ||
     die "$emulated_bin/cutrain bench-step --plan failed"
+  plan_choices "$emulated_bin/cutrain" >>"$out/plan.txt" || die "$emulated_bin/cutrain bench-step --plan failed"
 else
   echo "package-prebuilt.sh: no $emulated_bin/cutrain, so no plan.txt (scripts/build.sh --emulated makes one)"
 fi

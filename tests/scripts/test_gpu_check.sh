@@ -9,7 +9,7 @@ source "$(dirname "$0")/common.sh"
 copy="$scratch/repo"
 mkdir -p "$copy/scripts" "$copy/bench" "$scratch/path"
 cp "$repo/scripts/gpu-check.sh" "$repo/scripts/cli.sh" "$repo/scripts/plot_metrics.py" "$repo/scripts/python_env.sh" \
-  "$repo/scripts/gpu_libraries.sh" "$repo/scripts/setup.sh" "$copy/scripts/"
+  "$repo/scripts/gpu_libraries.sh" "$repo/scripts/plan_choices.sh" "$repo/scripts/setup.sh" "$copy/scripts/"
 cp "$repo/bench/speed_targets.py" "$repo/bench/cli.py" "$copy/bench/"
 stub() { printf '#!/usr/bin/env bash\n%s\n' "$2" >"$1"; chmod +x "$1"; }
 stub "$scratch/path/cmake" "echo ran >>'$scratch/cmake-ran'"
@@ -44,6 +44,7 @@ case "$1" in
          echo "{\"kind\": \"summary\", \"mean_images_per_s\": 51234.5}" >>"$metrics" ;;
   bench-step)
     if [ "$2" = --matrix ]; then
+      echo "  cooperative        2  graph      3.90      3.70      3.90      65641      23.0        -"
       echo "  split              2  graph      3.80      3.70      3.90      67368      23.6        -"
       echo "matrix: fastest split, 2 streams, graph, 3.80 ms/step"; exit 0
     fi
@@ -129,6 +130,7 @@ expect_row '^\[gpu\] tests: how many ran +n/a .*5 of 5 ran: 4 in one process \(e
 expect_row '^train +ok .*loss 3\.000 \(step 10\) -> 1\.000 \(step 30\), test accuracy 41\.2% after 2 epochs; 51234 images/s'
 expect_row '^train loss by step: 10: 3\.000, 20: 2\.000, 30: 1\.000'
 expect_row '^bench-step bf16 graph +ok .*4\.00 ms/step'
+expect_row '^bench-step bf16 graph --cudnn-benchmark +ok .*4\.00 ms/step'
 expect_row '^matrix +ok .*fastest split, 2 streams, graph, 3\.80 ms/step'
 expect_row '^  split +2 +graph +3\.80'
 expect_row '^plan +n/a .*plan\.txt \(package-prebuilt\.sh writes it from an emulated build\); measured 4\.00 ms/step'
@@ -160,7 +162,17 @@ grep -q "logs/runs/cutrain-bf16.r1.log" "$scratch/listing" || fail "no compariso
 # ---- with the plan package-prebuilt.sh wrote: its prediction beside the measured step
 echo "plan: 274 graph nodes, 80 memsets, 3.30 GB moved by custom kernels, 143.2 GFLOP in convolutions, estimated 3.52 ms/step" \
   >"$copy/.gpu/plan.txt"
+printf 'plan choice: %s rank(s), %s, %s stream(s): estimated %s ms/step\n' 1 cooperative 2 1.46 1 split 2 1.61 \
+  2 cooperative 1 1.47 2 cooperative 2 1.47 >>"$copy/.gpu/plan.txt"
 bash "$copy/scripts/gpu-check.sh" --prebuilt "$copy/.gpu" --out "$scratch/out2" >/dev/null 2>&1 || true
 grep -qE '^plan +ok +[0-9]+s +predicted 3\.52 ms/step, measured 4\.00 ms/step' "$scratch/out2/summary.txt" ||
   fail "no plan row: $(cat "$scratch/out2/summary.txt")"
+# which batch norm and streams win: the plan's choices from plan.txt, and the matrix's rows
+for line in '^choices +ok +[0-9]+s +1 rank, graph: fastest split 2$' \
+    '^  1 rank\(s\), emulated plan: +fastest cooperative 2 \(cooperative 2 stream\(s\) 1\.46, split 2 stream\(s\) 1\.61\)$' \
+    '^  2 rank\(s\), emulated plan: +fastest cooperative 1 and cooperative 2 alike ' \
+    '^  1 rank, NVIDIA H200, graph: +fastest split 2 \(split 2 stream\(s\) 3\.80, cooperative 2 stream\(s\) 3\.90\)$' \
+    '^  2 ranks, NVIDIA H200: not measured'; do
+  grep -qE "$line" "$scratch/out2/summary.txt" || fail "no row /$line/ in: $(cat "$scratch/out2/summary.txt")"
+done
 echo "ok"

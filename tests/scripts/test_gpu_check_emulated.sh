@@ -18,7 +18,10 @@ expect_row '^\[gpu\] a CUDA device is visible +ok .*passed'
 expect_row '^\[gpu\] tests: how many ran +n/a .*2 of 2 ran: 2 in one process \(exit 0\)$'
 expect_row '^train +ok .*test accuracy'
 for row in "fp32 eager" "fp32 graph" "bf16 eager" "bf16 graph"; do expect_row "^bench-step $row +ok .*ms/step"; done
+expect_row '^bench-step bf16 graph --cudnn-benchmark +ok .*ms/step'
 expect_row '^matrix +ok .*fastest .*ms/step'
+expect_row '^choices +ok +[0-9]+s +1 rank, graph: fastest '
+expect_row '^  2 rank\(s\), emulated plan: +fastest cooperative 1 and cooperative 2 alike \(cooperative 1 stream\(s\) [0-9.]+, '
 expect_row '^layers +ok .*forward .* ms per step layer by layer'
 expect_row '^  two streams against one'
 expect_row '^batch norm in all .*cooperative .*split .*cudnn'
@@ -28,7 +31,7 @@ expect_row '^targets +ok .*table below'
 expect_row "^  torch-eager-bf16-cl .*>= 2.0x +\\?$"  # no PyTorch figures without the real GPU
 tables="$scratch/out/tables.txt"
 [ -f "$tables" ] || fail "no tables.txt beside the summary"
-for heading in targets matrix layers; do grep -qx "==== $heading" "$tables" || fail "no $heading table in tables.txt"; done
+for heading in targets matrix choices layers; do grep -qx "==== $heading" "$tables" || fail "no $heading table in tables.txt"; done
 grep -q '^  layer4.1.bn2 ' "$tables" || fail "tables.txt: the per-layer table is cut short"
 grep -q '^batch norm by shape' "$tables" || fail "tables.txt: no table of batch norm by shape"
 [ "$(tail -n 1 "$scratch/stdout")" = "$(tail -n 1 "$summary")" ] || fail "the table is not the last thing printed"
