@@ -2,6 +2,11 @@
 # Configures and builds cutrain into build/ (binaries in build/bin). Extra arguments go to CMake's
 # configure step, e.g. scripts/build.sh -DCMAKE_CUDA_ARCHITECTURES=90
 #
+# Note [A build for the GPU machine]: a build for a named GPU architecture (-DCMAKE_CUDA_ARCHITECTURES=...)
+# is taken for a build that scripts/package-prebuilt.sh packs for another machine, whose CPU may lack this
+# one's AVX-512 (SIGILL): its CPU code is built for x86-64-v3, AVX2 and FMA, which every x86-64 server since
+# 2015 has (CUTRAIN_CPU_ARCH, kernels/CMakeLists.txt), unless the arguments name a CUTRAIN_CPU_ARCH.
+#
 #   scripts/build.sh --emulated   the whole program against the CUDA emulation, into
 #                                 build-emulated/ (no GPU or CUDA toolkit needed): `--device cuda`
 #                                 then trains on an emulated GPU (Note [Emulated build])
@@ -13,6 +18,10 @@ if [[ ${1:-} == --emulated ]]; then
   shift
   build=build-emulated
   options=(-DCUTRAIN_EMULATED=ON)
+fi
+if [[ " $* " == *" -DCMAKE_CUDA_ARCHITECTURES="* && " $* " != *" -DCUTRAIN_CPU_ARCH="* ]]; then
+  options+=(-DCUTRAIN_CPU_ARCH=x86-64-v3)
+  echo "build: a build for a named GPU architecture: its CPU code is for x86-64-v3 (Note [A build for the GPU machine])"
 fi
 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release "${options[@]}" "$@" >"$build-configure.log" 2>&1 || {
   cat "$build-configure.log" >&2

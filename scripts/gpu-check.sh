@@ -7,7 +7,7 @@
 # It runs binaries built elsewhere: a GPU machine lacks what the build needs (Eigen, CLI11, nlohmann-json,
 # Gloo, stb, Catch2), so this script never builds. Make them where the build works, for the GPU's
 # architecture, and copy the folder over:
-#   scripts/build.sh -DCMAKE_CUDA_ARCHITECTURES=90 -DCUTRAIN_CPU_ARCH=x86-64-v3 && scripts/package-prebuilt.sh
+#   scripts/build.sh -DCMAKE_CUDA_ARCHITECTURES=90 && scripts/package-prebuilt.sh
 # (which writes .gpu/: see it for what the package holds, and how it checks itself).
 # --prebuilt DIR: the binaries in DIR/bin, libraries in DIR/lib (default: .gpu beside this script's folder);
 # what package-prebuilt.sh compressed (DIR/lib/NAME.gz) is unpacked beside it first.
@@ -87,7 +87,7 @@ if [ -n "$emulated" ]; then
   prebuilt="$repo/build-emulated"
 elif [ -z "$prebuilt" ]; then
   [ -x "$repo/.gpu/bin/cutrain" ] ||
-    die "no binaries in $repo/.gpu: build them where the build works (scripts/build.sh -DCMAKE_CUDA_ARCHITECTURES=90 -DCUTRAIN_CPU_ARCH=x86-64-v3 && scripts/package-prebuilt.sh), copy .gpu/ here, and run again (or pass --prebuilt DIR)"
+    die "no binaries in $repo/.gpu: build them where the build works (scripts/build.sh -DCMAKE_CUDA_ARCHITECTURES=90 && scripts/package-prebuilt.sh), copy .gpu/ here, and run again (or pass --prebuilt DIR)"
   prebuilt="$repo/.gpu"
 fi
 [ -x "$prebuilt/bin/cutrain" ] || die "$prebuilt/bin/cutrain: not found (make it with scripts/package-prebuilt.sh)"

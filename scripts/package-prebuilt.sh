@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Packs a build made here for a GPU machine that cannot build it (no Debian packages there):
 #
-#   scripts/build.sh -DCMAKE_CUDA_ARCHITECTURES=90 -DCUTRAIN_CPU_ARCH=x86-64-v3
+#   scripts/build.sh -DCMAKE_CUDA_ARCHITECTURES=90
 #   scripts/package-prebuilt.sh [--bin build/bin] [--out .gpu] [--emulated-bin build-emulated/bin] [--allow-avx512]
 #   then, there: scripts/gpu-check.sh --prebuilt .gpu
 #
@@ -19,8 +19,8 @@
 # The package's check, last: every binary finds every library it loads in OUT/lib or among those left to the
 # GPU machine, OUT/lib holds libstdc++ and libgcc_s, and no binary holds an AVX-512 instruction (a zmm or mask
 # register, or an xmm/ymm register above 15: EVEX encodings), which a GPU machine's CPU may lack (SIGILL): the
-# build must be configured with -DCUTRAIN_CPU_ARCH=x86-64-v3 (AVX2 and FMA, every x86-64 server since 2015), or
-# "auto" picks x86-64-v4 on a machine with AVX-512. --allow-avx512 keeps such a build for a GPU machine that is
+# build for a named GPU architecture is for x86-64-v3 (Note [A build for the GPU machine], scripts/build.sh),
+# where a plain build picks x86-64-v4 on a machine with AVX-512. --allow-avx512 keeps such a build for a GPU machine that is
 # known to have AVX-512. oneDNN's library holds AVX-512 code too, chosen at run time by the CPU it finds.
 set -euo pipefail
 
