@@ -205,6 +205,8 @@ void run_bench_step(const BenchStepOptions& o) {
 
 // Every batch-norm implementation x one and two streams x eager and graph, one row each; then the
 // fastest. The plan's estimate needs a build that can plan (the emulated one), else it shows "-".
+// An implementation that cuDNN refuses (Note [cuDNN's batch norm types]) gets one line in place of its
+// rows, and the others go on: cuDNN's own comes last.
 void run_matrix(const BenchStepOptions& o) {
   if (o.device == "cpu") throw std::runtime_error("--matrix: measures the GPU's choices; needs --device cuda");
   if (!o.profile_steps.empty()) throw std::runtime_error("--matrix: not with --profile-steps");
@@ -212,16 +214,27 @@ void run_matrix(const BenchStepOptions& o) {
   double peak_tflops = 0, best_ms = 0;
   std::string best;
   std::map<std::string, double> ms_of;  // "<batch norm> <streams> <graph>" -> the median ms/step
+  std::vector<const char*> measured;    // the batch norms that cuDNN took
   for (const char* batchnorm : {"cooperative", "split", "cudnn"}) {
+    bool refused = false;
     for (int streams : {2, 1}) {
       double planned_ms = -1;
       for (bool graph : {false, true}) {
+        if (refused) break;
         BenchStepOptions variant = o;
         variant.device = "cuda";
         variant.batchnorm = batchnorm;
         variant.streams = streams;
         variant.cuda_graph = graph;
-        const Measurement m = measure(variant);
+        Measurement m;
+        try {
+          m = measure(variant);
+        } catch (const CudnnError& e) {
+          std::printf("  %s: not supported here: %s\n", batchnorm, cudnnGetErrorString(e.status));
+          std::fflush(stdout);
+          refused = true;
+          break;
+        }
         const ResNetConfig& c = m.config;
         if (!header) {
           peak_tflops = peak_for(o, precision_name(m.dtype)).tflops;
@@ -257,9 +270,11 @@ void run_matrix(const BenchStepOptions& o) {
         }
       }
     }
+    if (!refused) measured.push_back(batchnorm);
   }
+  if (measured.empty()) throw std::runtime_error("--matrix: cuDNN refused every row");
   std::printf("  two streams against one (median ms/step; a positive figure is the time two streams save):\n");
-  for (const char* batchnorm : {"cooperative", "split", "cudnn"}) {
+  for (const char* batchnorm : measured) {
     std::printf("    %-12s", batchnorm);
     for (const char* mode : {"eager", "graph"}) {
       const double two = ms_of[std::string(batchnorm) + " 2 " + mode], one = ms_of[std::string(batchnorm) + " 1 " + mode];

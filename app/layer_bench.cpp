@@ -1,12 +1,15 @@
 #include "app/layer_bench.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <map>
 #include <random>
 #include <stdexcept>
+#include <utility>
 
 #include "app/counted.h"
 #include "app/interval_times.h"
+#include "kernels/check.h"
 #include "kernels/device.h"
 #include "kernels/nvtx_range.h"
 #include "kernels/recording.h"
@@ -316,7 +319,8 @@ void print_layer_table(const LayerBenchOptions& o, const std::string& batchnorm,
 
 // Batch norm by shape and fused operation, in order of first appearance: each implementation's
 // median forward and backward over every pass of every layer of that shape.
-void print_batchnorm_shapes(const LayerBenchOptions& o, const std::vector<CallTimes>& times) {
+// `times`: each implementation that cuDNN took, by name.
+void print_batchnorm_shapes(const LayerBenchOptions& o, const std::vector<std::pair<const char*, CallTimes>>& times) {
   const std::vector<LayerSpec> specs = resnet18_layers(o.config);
   std::vector<std::string> keys;
   std::map<std::string, std::vector<size_t>> layers_of;  // "shape op" -> the layers of that key
@@ -332,11 +336,11 @@ void print_batchnorm_shapes(const LayerBenchOptions& o, const std::vector<CallTi
               counted(o.passes, "timed pass").c_str(), o.warmup,
               kEmulatedDevice ? "; EMULATED DEVICE: the times mean nothing" : "");
   std::printf("  %-16s %-12s %6s", "", "", "");
-  for (const char* name : kBatchNorms) std::printf("  %19s", name);
+  for (const auto& [name, t] : times) std::printf("  %19s", name);
   std::printf("\n  %-16s %-12s %6s", "shape", "op", "layers");
-  for (size_t n = 0; n < std::size(kBatchNorms); ++n) std::printf("  %9s %9s", "fwd ms", "bwd ms");
+  for (size_t n = 0; n < times.size(); ++n) std::printf("  %9s %9s", "fwd ms", "bwd ms");
   std::printf("  %s\n", "fastest");
-  std::vector<double> totals(std::size(kBatchNorms), 0.0);
+  std::vector<double> totals(times.size(), 0.0);
   for (const std::string& key : keys) {
     const std::vector<size_t>& layers = layers_of[key];
     const size_t space = key.find(' ');
@@ -346,36 +350,43 @@ void print_batchnorm_shapes(const LayerBenchOptions& o, const std::vector<CallTi
     for (size_t n = 0; n < times.size(); ++n) {
       std::vector<double> forward, backward;
       for (size_t i : layers) {
-        forward.insert(forward.end(), times[n].forward[i].begin(), times[n].forward[i].end());
-        backward.insert(backward.end(), times[n].backward[i].begin(), times[n].backward[i].end());
+        const CallTimes& t = times[n].second;
+        forward.insert(forward.end(), t.forward[i].begin(), t.forward[i].end());
+        backward.insert(backward.end(), t.backward[i].begin(), t.backward[i].end());
       }
       const double fwd = median(forward), bwd = median(backward);
       std::printf("  %9.3f %9.3f", fwd, bwd);
       totals[n] += double(layers.size()) * (fwd + bwd);
       if (n == 0 || fwd + bwd < fastest_ms) fastest = n, fastest_ms = fwd + bwd;
     }
-    std::printf("  %s\n", kBatchNorms[fastest]);
+    std::printf("  %s\n", times[fastest].first);
   }
   std::printf("batch norm in all (every layer's forward and backward):");
   for (size_t n = 0; n < totals.size(); ++n)
-    std::printf("%s %s %.3f ms", n ? "," : "", kBatchNorms[n], totals[n]);
+    std::printf("%s %s %.3f ms", n ? "," : "", times[n].first, totals[n]);
   std::printf("\n");
 }
 
 }  // namespace
 
+// An implementation that cuDNN refuses (Note [cuDNN's batch norm types]) gets one line, and the others go on.
 void run_layer_bench(const LayerBenchOptions& o) {
-  std::vector<CallTimes> times;
-  std::string shown;
+  if (std::find(std::begin(kBatchNorms), std::end(kBatchNorms), o.batchnorm) == std::end(kBatchNorms))
+    throw std::runtime_error("--batchnorm " + o.batchnorm + ": expected cooperative, split or cudnn");
+  std::vector<std::pair<const char*, CallTimes>> times;
   for (const char* batchnorm : kBatchNorms) {
-    times.push_back(time_layers(o, batchnorm));
+    try {
+      times.emplace_back(batchnorm, time_layers(o, batchnorm));
+    } catch (const CudnnError& e) {
+      std::printf("%s: not supported here: %s\n", batchnorm, cudnnGetErrorString(e.status));
+      continue;
+    }
     if (batchnorm != o.batchnorm) continue;
     std::unique_ptr<PlannedCalls> plan;
     if (can_plan_steps()) plan = std::make_unique<PlannedCalls>(plan_layers(o, batchnorm));
-    print_layer_table(o, batchnorm, times.back(), plan.get());
-    shown = batchnorm;
+    print_layer_table(o, batchnorm, times.back().second, plan.get());
   }
-  if (shown.empty()) throw std::runtime_error("--batchnorm " + o.batchnorm + ": expected cooperative, split or cudnn");
+  if (times.empty()) throw std::runtime_error("--layers: cuDNN refused every batch norm");
   std::printf("\n");
   print_batchnorm_shapes(o, times);
 }

@@ -308,8 +308,10 @@ cudnnStatus_t algo_workspace(Pass pass, int algo, const Problem& p, size_t* byte
 // not_supported (CUDNN_STATUS_NOT_SUPPORTED) or execution_failed (CUDNN_STATUS_EXECUTION_FAILED).
 // A failing call enqueues nothing, as a real cuDNN call that fails at launch. cudnnFind* reports
 // the failure in that algorithm's result, since it runs each algorithm; the _v7 heuristics do not,
-// since they run nothing. The variable is read at every call, so a test may set and clear it.
-// A malformed value ends the program with one line saying what is wrong.
+// since they run nothing. The pass `batchnorm` (with algo=any) makes the batch-norm Ex calls and
+// their size queries fail alike, as a cuDNN that does not take the configuration (Note [cuDNN's
+// batch norm types]) refuses it when the model is built. The variable is read at every call, so a
+// test may set and clear it. A malformed value ends the program with one line saying what is wrong.
 [[noreturn]] void refuse_fault_spec(const std::string& entry, const char* what) {
   std::fprintf(stderr, "CUTRAIN_EMU_CUDNN_FAIL: '%s': %s (expected pass:algo=N:status, such as "
                "backward_data:algo=1:not_supported)\n", entry.c_str(), what);
@@ -335,14 +337,16 @@ Fault parse_fault(const std::string& entry) {
   } else {
     refuse_fault_spec(entry, "the status is not_supported or execution_failed");
   }
-  if (std::find(std::begin(kPassNames), std::end(kPassNames), fault.pass) == std::end(kPassNames))
-    refuse_fault_spec(entry, "the pass is forward, backward_data or backward_filter");
+  if (fault.pass != "batchnorm" &&
+      std::find(std::begin(kPassNames), std::end(kPassNames), fault.pass) == std::end(kPassNames))
+    refuse_fault_spec(entry, "the pass is forward, backward_data, backward_filter or batchnorm");
   if (fault.algo != "any" && (fault.algo.empty() || fault.algo.find_first_not_of("0123456789") != std::string::npos))
     refuse_fault_spec(entry, "the algorithm is a number or any");
   return fault;
 }
 
-cudnnStatus_t injected_fault(Pass pass, int algo) {
+// `algo`: the algorithm's number, or "any" for batch norm, which has none.
+cudnnStatus_t injected_fault(const std::string& pass, const std::string& algo) {
   const char* spec = std::getenv("CUTRAIN_EMU_CUDNN_FAIL");
   if (!spec || !*spec) return CUDNN_STATUS_SUCCESS;
   const std::string all = spec;
@@ -350,7 +354,7 @@ cudnnStatus_t injected_fault(Pass pass, int algo) {
     const size_t end = std::min(all.find(',', begin), all.size());
     const Fault fault = parse_fault(all.substr(begin, end - begin));
     begin = end + 1;
-    if (fault.pass == kPassNames[int(pass)] && (fault.algo == "any" || fault.algo == std::to_string(algo)))
+    if (fault.pass == pass && (fault.algo == "any" || fault.algo == algo))
       return fail(fault.status, std::string("injected by CUTRAIN_EMU_CUDNN_FAIL=") + spec);
   }
   return CUDNN_STATUS_SUCCESS;
@@ -365,7 +369,8 @@ void describe_algo(Pass pass, int algo, const Problem& p, bool measured, Perf* p
   perf->algo = decltype(perf->algo)(algo);
   size_t bytes = 0;
   perf->status = algo_workspace(pass, algo, p, &bytes);
-  if (perf->status == CUDNN_STATUS_SUCCESS && measured) perf->status = injected_fault(pass, algo);
+  if (perf->status == CUDNN_STATUS_SUCCESS && measured)
+    perf->status = injected_fault(kPassNames[int(pass)], std::to_string(algo));
   perf->memory = perf->status == CUDNN_STATUS_SUCCESS ? bytes : 0;
   // A predicted time in ms: the pass's multiply-adds at an emulated 1 TFLOP/s, plus a cost for
   // the workspace's traffic, so that lists rank some algorithms above others reproducibly.
@@ -527,7 +532,8 @@ cudnnStatus_t convolve(cudnnHandle_t handle, Pass pass, const void* alpha, const
   if (needed > 0 || (workspace && workspace_bytes > 0))
     if (cudnnStatus_t s = check_device(workspace, workspace_bytes, "the workspace"); s != CUDNN_STATUS_SUCCESS)
       return s;
-  if (cudnnStatus_t s = injected_fault(pass, algo); s != CUDNN_STATUS_SUCCESS) return s;
+  if (cudnnStatus_t s = injected_fault(kPassNames[int(pass)], std::to_string(algo)); s != CUDNN_STATUS_SUCCESS)
+    return s;
 
   const float alpha_value = *static_cast<const float*>(alpha), beta_value = *static_cast<const float*>(beta);
   if (record_instead(convolution_record(pass, p, a, b, out, beta_value, handle->stream))) return CUDNN_STATUS_SUCCESS;
@@ -596,6 +602,7 @@ cudnnStatus_t make_batchnorm(cudnnBatchNormMode_t mode, cudnnBatchNormOps_t ops,
     return fail(CUDNN_STATUS_BAD_PARAM, "invalid batch norm ops");
   if (mode != CUDNN_BATCHNORM_SPATIAL_PERSISTENT)
     return fail(CUDNN_STATUS_NOT_SUPPORTED, "the emulation computes CUDNN_BATCHNORM_SPATIAL_PERSISTENT only");
+  if (cudnnStatus_t s = injected_fault("batchnorm", "any"); s != CUDNN_STATUS_SUCCESS) return s;
   const auto same = [](const Dims4& a, const Dims4& b) {
     return a.format == b.format && a.type == b.type && a.n == b.n && a.c == b.c && a.h == b.h && a.w == b.w;
   };
