@@ -140,7 +140,8 @@ Measurement measure(const BenchStepOptions& o) {
     CUDA_CHECK(cudaStreamBeginCapture(ctx.main_stream(), cudaStreamCaptureModeThreadLocal));
     step();
     CUDA_CHECK(cudaStreamEndCapture(ctx.main_stream(), &graph));
-    CUDA_CHECK(cudaGraphInstantiate(&graph_exec, graph, 0));
+    // (Note [Graph node priorities], app/step_graph.h.)
+    CUDA_CHECK(cudaGraphInstantiate(&graph_exec, graph, cudaGraphInstantiateFlagUseNodePriority));
     CUDA_CHECK(cudaGraphDestroy(graph));
   }
   auto run = [&] {

@@ -29,7 +29,7 @@ class CudaGraphCapture final : public GraphCapture {
     if (exec_) cudaGraphExecDestroy(exec_);
     exec_ = nullptr;
     if (failure.empty()) {
-      const cudaError_t made = cudaGraphInstantiate(&exec_, graph, 0);
+      const cudaError_t made = cudaGraphInstantiate(&exec_, graph, cudaGraphInstantiateFlagUseNodePriority);
       if (made != cudaSuccess) failure = std::string("cudaGraphInstantiate: ") + cudaGetErrorString(made);
     }
     if (graph) cudaGraphDestroy(graph);

@@ -19,6 +19,13 @@
 // any failed, all fall back to eager steps, with no collective captured. If all succeeded, the
 // real capture follows. Should that one still fail (in NCCL's own capture), run() throws, since
 // no rank can tell whether the others' collectives are still in step.
+//
+// Note [Graph node priorities]
+// A graph launches its nodes at the priority of the stream it is launched on, unless it was
+// instantiated with cudaGraphInstantiateFlagUseNodePriority: then each kernel node keeps the
+// priority of the stream it was captured from. The communicator's stream has the greatest priority
+// (dist/nccl_communicator.h), so that a bucket's all-reduce starts as soon as its gradients are
+// ready; without the flag, the replay would lose that.
 #pragma once
 
 #include <cuda_runtime.h>

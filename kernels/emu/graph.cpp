@@ -95,8 +95,8 @@ cudaError_t cudaStreamIsCapturing(cudaStream_t stream, cudaStreamCaptureStatus* 
   return cudaSuccess;
 }
 
-cudaError_t cudaGraphInstantiate(cudaGraphExec_t* exec, cudaGraph_t graph, unsigned long long) {
-  if (!graph) return fail(cudaErrorInvalidValue);
+cudaError_t cudaGraphInstantiate(cudaGraphExec_t* exec, cudaGraph_t graph, unsigned long long flags) {
+  if (!graph || (flags & ~0xfull)) return fail(cudaErrorInvalidValue);
   auto nodes = std::make_shared<std::vector<cutrain::emu::GraphNode>>();
   for (const auto& n : graph->nodes) nodes->push_back(n->node);
   *exec = new CUgraphExec_st{std::move(nodes)};
