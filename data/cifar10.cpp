@@ -25,18 +25,48 @@ bool looks_like_cifar10(const std::string& dir) {
   return false;
 }
 
+// A batch file's size, checked against whole records before anything is read: a file cut short, or
+// a sparse one of 30 GB, is refused at once rather than read whole (std::bad_alloc).
+static size_t checked_record_bytes(uintmax_t size, const std::string& source) {
+  if (size == 0)  // "a multiple of 3073 bytes", but no batch of CIFAR-10's is empty
+    throw std::runtime_error(source + ": empty (0 bytes); a CIFAR-10 batch file holds records of 3073 bytes "
+                             "(was a download or a copy cut short?)");
+  if (size % kCifarRecordBytes != 0)
+    throw std::runtime_error(source + ": size " + std::to_string(size) + " is not a multiple of the 3073-byte record");
+  return size_t(size);
+}
+
+// What stands at `path` where a batch file should be, for the line that refuses it.
+static std::string what_is_there(const fs::path& path) {
+  std::error_code ec;
+  const fs::file_status link = fs::symlink_status(path, ec), target = fs::status(path, ec);
+  if (!fs::exists(link)) return "missing";
+  if (!fs::exists(target)) return "a link to nothing (" + fs::read_symlink(path, ec).string() + ")";
+  if (fs::is_directory(target)) return "a folder, not a file";
+  if (fs::is_fifo(target)) return "a FIFO (a named pipe), not a file";
+  if (fs::is_character_file(target) || fs::is_block_file(target)) return "a device, not a file";
+  if (fs::is_socket(target)) return "a socket, not a file";
+  return "not a regular file";
+}
+
 static std::vector<uint8_t> read_file(const fs::path& path) {
+  const size_t size = checked_record_bytes(fs::file_size(path), path.string());
   std::ifstream in(path, std::ios::binary);
   if (!in) throw std::runtime_error(path.string() + ": cannot open");
-  std::vector<uint8_t> bytes(fs::file_size(path));
+  std::vector<uint8_t> bytes;
+  try {
+    bytes.resize(size);
+  } catch (const std::bad_alloc&) {
+    throw std::runtime_error(path.string() + ": " + std::to_string(size / kCifarRecordBytes) +
+                             " records, more than this process can hold in memory");
+  }
   in.read(reinterpret_cast<char*>(bytes.data()), std::streamsize(bytes.size()));
   if (!in) throw std::runtime_error(path.string() + ": read failed");
   return bytes;
 }
 
 void append_cifar10_records(const uint8_t* bytes, size_t size, const std::string& source, Dataset& dataset) {
-  if (size % kCifarRecordBytes != 0)
-    throw std::runtime_error(source + ": size " + std::to_string(size) + " is not a multiple of the 3073-byte record");
+  checked_record_bytes(size, source);
   const size_t records = size / kCifarRecordBytes;
   const size_t first = dataset.size();
   dataset.labels.resize(first + records);
@@ -82,12 +112,9 @@ Dataset load_cifar10(const std::string& dir, bool train) {
   for (const auto& name : cifar10_files(train)) {
     const fs::path path = root / name;
     if (!fs::is_regular_file(path))
-      throw std::runtime_error(path.string() + ": missing; a CIFAR-10 folder holds data_batch_1.bin .. "
+      throw std::runtime_error(path.string() + ": " + what_is_there(path) + "; a CIFAR-10 folder holds data_batch_1.bin .. "
                                "data_batch_5.bin and test_batch.bin (the binary version, cifar-10-binary.tar.gz)");
     const std::vector<uint8_t> bytes = read_file(path);
-    if (bytes.empty())  // "a multiple of 3073 bytes", but no batch of CIFAR-10's is empty
-      throw std::runtime_error(path.string() + ": empty (0 bytes); a CIFAR-10 batch file holds records of 3073 bytes "
-                               "(was a download or a copy cut short?)");
     append_cifar10_records(bytes.data(), bytes.size(), path.string(), dataset);
   }
   const fs::path meta = root / "batches.meta.txt";

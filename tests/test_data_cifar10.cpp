@@ -1,6 +1,8 @@
 // CIFAR-10 binary files: parsing (planar records to HWC), the writer round trip, every bad input.
 #include <catch2/catch.hpp>
 
+#include <sys/stat.h>
+
 #include "data/cifar10.h"
 #include "data/load.h"
 #include "tests/test_data_util.h"
@@ -90,6 +92,29 @@ TEST_CASE("CIFAR-10 bad inputs give one-line errors naming the file", "[data]") 
     write_bytes(dir / "test_batch.bin", bytes);
     CHECK_THROWS_WITH(load_cifar10(dir.path().string(), false),
                       Catch::Contains("test_batch.bin: size 3072 is not a multiple of the 3073-byte record"));
+  }
+  SECTION("what stands where a batch file should be: a folder, a FIFO, a device, a link to nothing") {
+    std::filesystem::remove(dir / "data_batch_2.bin");
+    std::filesystem::create_directory(dir / "data_batch_2.bin");
+    CHECK_THROWS_WITH(load_cifar10(dir.path().string(), true),
+                      Catch::StartsWith((dir / "data_batch_2.bin") + ": a folder, not a file; a CIFAR-10 folder holds"));
+    std::filesystem::remove(dir / "data_batch_2.bin");
+    REQUIRE(::mkfifo((dir / "data_batch_2.bin").c_str(), 0600) == 0);  // read whole, it would block for ever
+    CHECK_THROWS_WITH(load_cifar10(dir.path().string(), true),
+                      Catch::StartsWith((dir / "data_batch_2.bin") + ": a FIFO (a named pipe), not a file;"));
+    std::filesystem::remove(dir / "data_batch_2.bin");
+    std::filesystem::create_symlink("/dev/zero", dir / "data_batch_2.bin");
+    CHECK_THROWS_WITH(load_cifar10(dir.path().string(), true),
+                      Catch::StartsWith((dir / "data_batch_2.bin") + ": a device, not a file;"));
+    std::filesystem::remove(dir / "data_batch_2.bin");
+    std::filesystem::create_symlink(dir / "gone.bin", dir / "data_batch_2.bin");
+    CHECK_THROWS_WITH(load_cifar10(dir.path().string(), true),
+                      Catch::StartsWith((dir / "data_batch_2.bin") + ": a link to nothing (" + (dir / "gone.bin") + ");"));
+  }
+  SECTION("a sparse file of 30 GB is refused by its size, not read whole") {
+    std::filesystem::resize_file(dir / "test_batch.bin", 30ull << 30);  // not a multiple of 3073
+    CHECK_THROWS_WITH(load_cifar10(dir.path().string(), false),
+                      Catch::EndsWith("test_batch.bin: size 32212254720 is not a multiple of the 3073-byte record"));
   }
   SECTION("a label of 10 or more, with the record's index") {
     auto bytes = record(3, 0);
