@@ -49,7 +49,7 @@ void add_bench_data_command(CLI::App& app, int& exit_code) {
     std::string dtype = "f32";
   };
   auto o = std::make_shared<Options>();
-  cmd->add_option("--data", o->data, "Dataset folder; default: 50,000 synthetic images made in memory");
+  add_data_option(cmd, o->data, "Dataset folder; default: 50,000 synthetic images made in memory");
   add_number(cmd, "--threads", o->threads, "Loader worker threads", 1, 256)->capture_default_str();
   add_number(cmd, "--batch-size", o->batch_size, "Images per batch", 1, 1 << 20)->capture_default_str();
   add_number(cmd, "--epochs", o->epochs, "Epochs to time", 1, 1000)->capture_default_str();

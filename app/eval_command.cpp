@@ -89,7 +89,7 @@ void add_eval_command(CLI::App& app, int& exit_code) {
   auto* cmd = app.add_subcommand("eval", "Test accuracy of a checkpoint, overall and per class");
   auto o = std::make_shared<EvalOptions>();
   cmd->add_option("--checkpoint", o->checkpoint, "Model weights (safetensors, torchvision names)")->required();
-  cmd->add_option("--data", o->data,
+  add_data_option(cmd, o->data,
                   "CIFAR-10 binary folder or image folder (default: the data the checkpoint was trained on, when "
                   "it names a folder that is there, else the synthetic dataset)");
   cmd->add_option("--device", o->device, "auto, cuda or cpu")->capture_default_str()

@@ -104,6 +104,15 @@ inline CLI::Option* add_switch(CLI::App* cmd, const std::string& names, bool& va
   return cmd->add_flag(names, value, help)->check(CLI::Validator(on_or_off, ""));
 }
 
+// --data, for every command that reads a dataset: a folder, never empty, since an empty value is most
+// often an unset variable (--data "$DATA"), which must not fall back to the synthetic data in silence.
+inline CLI::Option* add_data_option(CLI::App* cmd, std::string& value, const std::string& help) {
+  auto named = [](const std::string& text) -> std::string {
+    return text.empty() ? "--data \"\": an empty folder name (an unset variable?)" : "";
+  };
+  return cmd->add_option("--data", value, help)->check(CLI::Validator(named, ""));
+}
+
 // --batchnorm, for train and bench-step: which of the GPU's batch norm implementations runs
 // (nn/context.h's BatchNormImplementation, read with parse_batchnorm).
 inline CLI::Option* add_batchnorm_option(CLI::App* cmd, std::string& value) {

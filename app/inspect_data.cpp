@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "app/commands.h"
+#include "app/flags.h"
 #include "data/load.h"
 
 namespace cutrain {
@@ -30,7 +31,7 @@ static void print_channel_stats(const Dataset& train) {
 void add_inspect_data_command(CLI::App& app, int& exit_code) {
   auto* cmd = app.add_subcommand("inspect-data", "Validate a dataset and print its counts and channel statistics");
   auto dir = std::make_shared<std::string>();
-  cmd->add_option("--data", *dir, "Dataset folder (CIFAR-10 binary or train/ and test/ image folders)")->required();
+  add_data_option(cmd, *dir, "Dataset folder (CIFAR-10 binary or train/ and test/ image folders)")->required();
   cmd->callback([dir, &exit_code] {
     const char* format = detect_data_format(*dir) == DataFormat::cifar10 ? "CIFAR-10 binary" : "image folder";
     Dataset train = load_dataset(*dir, true);

@@ -18,7 +18,7 @@ void add_train_command(CLI::App& app, int& exit_code) {
   auto opts = std::make_shared<TrainOptions>();
   TrainOptions& o = *opts;
 
-  cmd->add_option("--data", o.data, "CIFAR-10 binary folder or image folder (default: synthetic CIFAR-format data)");
+  add_data_option(cmd, o.data, "CIFAR-10 binary folder or image folder (default: synthetic CIFAR-format data)");
   add_number(cmd, "--synthetic-train", o.synthetic_train, "Training images of the synthetic default",
              kMinSyntheticTrainImages, kMaxSyntheticImages)->capture_default_str();
   add_number(cmd, "--synthetic-test", o.synthetic_test, "Test images of the synthetic default", 1,

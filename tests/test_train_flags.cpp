@@ -131,6 +131,9 @@ TEST_CASE("a usage error is one line starting with cutrain:, names the option or
       {{"train", "--nesterov=2"}, "2 is not one of true/false, on/off, yes/no, 1/0 (see cutrain train --help)"},
       {{"train", "--batchnorm", "fast"},
        "--batchnorm: fast not in {cooperative,split,cudnn} (see cutrain train --help)"},
+      {{"train", "--data", ""}, "--data \"\": an empty folder name (an unset variable?) (see cutrain train --help)"},
+      {{"eval", "--checkpoint", "x", "--data", ""},
+       "--data \"\": an empty folder name (an unset variable?) (see cutrain eval --help)"},
       {{"bench-step", "--batchnorm", "Split"},
        "--batchnorm: Split not in {cooperative,split,cudnn} (see cutrain bench-step --help)"},
   };
