@@ -221,17 +221,25 @@ std::string model_path_for(const std::string& optim_path) {
 
 }  // namespace
 
+// A checkpoint that would not load is not written, and nothing is pruned for it (Note [Checkpoints
+// that load]): the run stops, naming the newest checkpoint, which loads.
 std::string CheckpointFolder::save(const ResNet18& model, const SGD& sgd, const TrainingState& state) const {
   const std::string model_path = path_for(state.global_step, false);
   CheckpointMetadata metadata = model_metadata(model, state);
   metadata.insert(description_.begin(), description_.end());  // keeps the model's own keys
-  save_model(model_path, model, metadata);
   try {
-    save_momentum(path_for(state.global_step, true), model, sgd, state.to_metadata());
-  } catch (...) {
-    std::error_code ignored;  // half a checkpoint is none: do not leave the model file alone
-    fs::remove(model_path, ignored);
-    throw;
+    save_model(model_path, model, metadata);
+    try {
+      save_momentum(path_for(state.global_step, true), model, sgd, state.to_metadata());
+    } catch (...) {
+      std::error_code ignored;  // half a checkpoint is none: do not leave the model file alone
+      fs::remove(model_path, ignored);
+      throw;
+    }
+  } catch (const UnfitCheckpoint& e) {
+    const std::vector<std::string> saved = complete_checkpoints();
+    throw UnfitCheckpoint(std::string(e.what()) + "; stopping; last good checkpoint: " +
+                          (saved.empty() ? std::string("none") : saved.front()));
   }
   prune();
   return model_path;

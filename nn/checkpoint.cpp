@@ -106,8 +106,7 @@ void refuse_momentum_file(const std::string& path, const SafeTensorsFile& file) 
                                     "file of the same name without .optim");
 }
 
-void check_against(const std::string& path, const SafeTensorsFile& file,
-                   const std::map<std::string, Expected>& expected) {
+std::string problems_with(const SafeTensorsFile& file, const std::map<std::string, Expected>& expected) {
   constexpr int kListed = 8;
   struct List {
     std::string text;
@@ -144,7 +143,21 @@ void check_against(const std::string& path, const SafeTensorsFile& file,
   if (wrong.count) append(wrong.str());
   if (nonfinite.count) append("NaN or infinite values in " + nonfinite.str());
   if (nonpositive.count) append("running variances that are zero or negative in " + nonpositive.str());
-  if (!problems.empty()) throw std::runtime_error(path + ": " + problems);
+  return problems;
+}
+
+// What a load refuses.
+void check_against(const std::string& path, const SafeTensorsFile& file,
+                   const std::map<std::string, Expected>& expected) {
+  if (const std::string problems = problems_with(file, expected); !problems.empty())
+    throw std::runtime_error(path + ": " + problems);
+}
+
+// A save writes nothing that check_against would refuse (Note [Checkpoints that load]).
+void check_before_writing(const std::string& path, const SafeTensorsFile& file,
+                          const std::map<std::string, Expected>& expected) {
+  if (const std::string problems = problems_with(file, expected); !problems.empty())
+    throw UnfitCheckpoint(path + ": not written: " + problems);
 }
 
 std::map<std::string, Expected> expected_parameters(const ParameterSet& params, const std::string& prefix) {
@@ -161,6 +174,14 @@ std::vector<std::string> num_batches_tracked_names(const ParameterSet& params) {
       names.push_back(b.name.substr(0, b.name.size() - kRunningMean.size()) + ".num_batches_tracked");
   }
   return names;
+}
+
+// The model's state_dict as a file of it must hold: parameters, buffers and counters.
+std::map<std::string, Expected> expected_state_dict(const ParameterSet& params) {
+  std::map<std::string, Expected> expected = expected_parameters(params, "");
+  for (const BufferEntry& b : params.buffers()) expected[b.name] = {"F32", {b.numel}};
+  for (const std::string& name : num_batches_tracked_names(params)) expected[name] = {"I64", {}};
+  return expected;
 }
 
 // torchvision's resnet18 state_dict for this stem, width and classes, name by name: computed,
@@ -240,18 +261,16 @@ void save_model(const std::string& path, const ResNet18& model, const Checkpoint
     std::memcpy(t.data.data(), &model.num_batches_tracked, sizeof(int64_t));
     file.tensors[name] = std::move(t);
   }
+  check_before_writing(path, file, expected_state_dict(params));
   write_safetensors(path, file);
 }
 
 CheckpointMetadata load_model(const std::string& path, ResNet18& model) {
   ParameterSet& params = model.params();
   SafeTensorsFile file = read_safetensors(path);
-  std::map<std::string, Expected> expected = expected_parameters(params, "");
-  for (const BufferEntry& b : params.buffers()) expected[b.name] = {"F32", {b.numel}};
   const std::vector<std::string> counters = num_batches_tracked_names(params);
-  for (const std::string& name : counters) expected[name] = {"I64", {}};
   refuse_momentum_file(path, file);
-  check_against(path, file, expected);
+  check_against(path, file, expected_state_dict(params));
 
   model.context().synchronize();
   std::vector<float> values(size_t(params.numel()));
@@ -274,6 +293,7 @@ void save_momentum(const std::string& path, const ResNet18& model, const SGD& sg
   SafeTensorsFile file;
   file.metadata = metadata;
   add_parameter_tensors(model.params(), read_floats(sgd.momentum()), kMomentumPrefix, file);
+  check_before_writing(path, file, expected_parameters(model.params(), kMomentumPrefix));
   write_safetensors(path, file);
 }
 

@@ -15,6 +15,7 @@
 #pragma once
 
 #include <map>
+#include <stdexcept>
 #include <string>
 
 namespace cutrain {
@@ -25,6 +26,15 @@ struct ResNetConfig;
 struct SafeTensorsFile;
 
 using CheckpointMetadata = std::map<std::string, std::string>;
+
+// Note [Checkpoints that load]
+// save_model and save_momentum check what they would write as the loads check it: a tensor that
+// holds NaN or infinities, or a running variance that is not positive, is refused with an
+// UnfitCheckpoint naming the tensors, and nothing is written. So a diverging run never writes a
+// checkpoint that its own loader refuses, and never prunes a good one for it (app/checkpoints.h).
+struct UnfitCheckpoint : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
 
 void save_model(const std::string& path, const ResNet18& model, const CheckpointMetadata& metadata = {});
 // Returns the file's metadata. Synchronises the device; refreshes the bf16 copy in bf16 mode.

@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 
@@ -223,4 +224,55 @@ TEST_CASE("a run goes on from the middle of an epoch only with the same seed, wo
   CHECK(s.world_size == 2);
   CHECK(s.batch_size == 64);
   CHECK(s.seed == 9);
+}
+
+TEST_CASE("a checkpoint that would not load is not written, nothing is pruned for it, and the line names one that loads",
+          "[train]") {
+  // Note [Checkpoints that load]: a diverging run (--lr 20, say) had written NaN weights or an
+  // overflowed running variance, and pruned its good checkpoints for them.
+  test::TempDir dir;
+  Context ctx({});
+  ResNet18 model(ctx, test::tiny_resnet());
+  SGD sgd(ctx, model.params(), SgdConfig{});
+  CheckpointFolder folder(dir.path().string(), 2, [](const std::string&) {});
+  TrainingState state = state_at(1, 0, 1, 4);
+  state.run_id = "0123456789abcdef";
+  std::string last_good;
+  for (int64_t step : {1, 2}) {
+    state.global_step = step;
+    last_good = folder.save(model, sgd, state);
+  }
+  const std::vector<std::string> before = names_in(dir.path().string());
+  auto unfit_save = [&](const char* what) {
+    state.global_step += 1;
+    INFO(what);
+    try {
+      folder.save(model, sgd, state);
+      FAIL("written");
+    } catch (const UnfitCheckpoint& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+
+  std::vector<float> buffers = read_floats(model.params().buffer_values());
+  const BufferEntry& running_var = model.params().buffers()[1];  // bn1's, after its mean
+  REQUIRE(running_var.name == "bn1.running_var");
+  buffers[size_t(running_var.offset)] = INFINITY;  // the overflow that a finite loss hides
+  copy_from_host(buffers.data(), model.params().buffer_values());
+  CHECK(unfit_save("an overflowed running variance") ==
+        (dir / "checkpoint-00000003.safetensors") +
+            ": not written: NaN or infinite values in bn1.running_var (1); stopping; last good checkpoint: " + last_good);
+  CHECK(names_in(dir.path().string()) == before);
+  buffers[size_t(running_var.offset)] = 1.0f;
+  copy_from_host(buffers.data(), model.params().buffer_values());
+
+  std::vector<float> momentum = read_floats(sgd.momentum());
+  momentum[0] = std::nanf("");
+  copy_from_host(momentum.data(), sgd.momentum());
+  CHECK_THAT(unfit_save("a NaN momentum"),
+             Catch::StartsWith((dir / "checkpoint-00000004.optim.safetensors") + ": not written: NaN or infinite values in momentum_buffer.") &&
+                 Catch::EndsWith("; stopping; last good checkpoint: " + last_good));
+  CHECK(names_in(dir.path().string()) == before);  // the model file written before it is gone again
+  CHECK_NOTHROW(load_checkpoint(last_good, model, sgd));
 }
