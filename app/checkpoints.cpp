@@ -273,6 +273,23 @@ void CheckpointFolder::claim_for_new_run(bool start_afresh) const {
                        "earlier run in " + dir_);
 }
 
+void CheckpointFolder::claim_for_resume(const std::string& path, const std::string& run_id) const {
+  const std::vector<std::string> held = complete_checkpoints();
+  if (held.empty()) return;
+  std::string held_run = "unknown";
+  try {
+    const CheckpointMetadata newest = read_safetensors_metadata(optim_path_for(held.front()));
+    const auto it = newest.find("run_id");
+    held_run = it == newest.end() ? std::string() : it->second;  // none before run ids, as in run_id
+  } catch (const std::runtime_error&) {
+  }
+  if (held_run == run_id) return;
+  const auto named = [](const std::string& id) { return id.empty() ? std::string("none") : id; };
+  throw std::runtime_error("--resume " + path + ": a checkpoint of run " + named(run_id) + ", but --save " + dir_ +
+                           " holds another run's checkpoints (run " + named(held_run) + ", the newest " + held.front() +
+                           "): choose another --save folder, or go on with that run with --resume auto");
+}
+
 // The optim file first: a model file alone is half a checkpoint, which nobody resumes from. A file
 // that cannot be removed (a shared sticky folder: EPERM) is said, and left; the run goes on.
 void CheckpointFolder::remove_checkpoint(const std::string& model_path) const {

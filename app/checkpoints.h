@@ -101,6 +101,10 @@ class CheckpointFolder {
   // For a run that starts afresh here: throws, naming the choices, if the folder holds
   // checkpoints, unless `start_afresh` (--new-run), which removes them and says so.
   void claim_for_new_run(bool start_afresh) const;
+  // For a run resumed from `path`, a checkpoint of run `run_id`: throws, naming the choices, if the
+  // folder holds another run's checkpoints (one run per folder: its pruning would delete them, or
+  // they its own).
+  void claim_for_resume(const std::string& path, const std::string& run_id) const;
 
  private:
   std::string path_for(int64_t step, bool optim) const;

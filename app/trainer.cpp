@@ -362,11 +362,14 @@ void Trainer::restore() {
     log_->resumed(state_.epoch + 1, state_.global_step, path);
     resumed_from_ = path;
   };
-  if (opt_.resume != "auto") return resume_from(opt_.resume);
+  if (opt_.resume != "auto") {
+    resume_from(opt_.resume);
+    if (checkpoints_) checkpoints_->claim_for_resume(opt_.resume, state_.run_id);
+    return;
+  }
   if (!checkpoints_) throw std::runtime_error("--resume auto: needs --save DIR to look for checkpoints in");
   std::map<std::string, int> skipped;  // why, and how many for that reason
-  auto say_skipped = [&](const char* outcome) {
-    if (skipped.empty()) return;
+  auto skipped_text = [&] {
     std::string why;
     int total = 0;
     for (const auto& [reason, count] : skipped) {
@@ -374,9 +377,9 @@ void Trainer::restore() {
       total += count;
     }
     const ResNetConfig& c = model_->config();
-    log_->print("cutrain: warning: --resume auto: skipped %s in %s (%s; this run's model: width %d, %s stem, %d "
-                "classes): %s", counted(total, "checkpoint").c_str(), opt_.save.c_str(), why.c_str(), c.width,
-                stem_name(c.stem), c.num_classes, outcome);
+    return "--resume auto: skipped " + counted(total, "checkpoint") + " in " + opt_.save + " (" + why +
+           "; this run's model: width " + std::to_string(c.width) + ", " + stem_name(c.stem) + " stem, " +
+           std::to_string(c.num_classes) + " classes)";
   };
   for (const std::string& path : checkpoints_->complete_checkpoints()) {
     try {
@@ -387,9 +390,13 @@ void Trainer::restore() {
       ++skipped[why_skipped(path, e.what(), model_->config())];
       continue;
     }
-    return say_skipped("went on from the newest that fits");
+    if (!skipped.empty()) log_->print("cutrain: warning: %s: went on from the newest that fits", skipped_text().c_str());
+    return;
   }
-  if (!skipped.empty()) return say_skipped("starting from scratch");
+  // One run per folder: its pruning would delete the other run's checkpoints, or they this run's.
+  if (!skipped.empty())
+    throw std::runtime_error(skipped_text() + ": none fits this run; choose another --save folder, or leave out "
+                             "--resume and add --new-run to delete them and start afresh there");
   log_->print("no checkpoint in %s yet: starting from scratch", opt_.save.c_str());
 }
 

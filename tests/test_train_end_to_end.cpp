@@ -937,7 +937,7 @@ TEST_CASE("rank 0 on a full disk is named by cutrun, not the rank whose collecti
                                       "stopping the other ranks|failed first, and exited with code 1: )(.|\n)*"));
 }
 
-TEST_CASE("a checkpoint says what made it: inspect prints it, eval takes its data, --resume auto skips in one line",
+TEST_CASE("a checkpoint says what made it: inspect prints it, eval takes its data, a resume of another run is refused in one line",
           "[train]") {
   TempDir dir;
   const std::string data = make_data(dir, 256, 16);
@@ -977,16 +977,42 @@ TEST_CASE("a checkpoint says what made it: inspect prints it, eval takes its dat
   CHECK(evaluated.exit_code == 0);
   CHECK_THAT(evaluated.output, Catch::StartsWith("evaluating " + checkpoint + " on 16 test images of " + data));
 
-  // A wider model next to it: one line says what was found and what was chosen (600 characters of
-  // tensor shapes per file, before).
+  // A wider model resumed in its folder: one line says what was found, and it is refused, since
+  // one folder holds one run (before, it started from scratch there, and its pruning deleted the
+  // other run's checkpoints, or they its own; 600 characters of tensor shapes per file before that).
+  const auto held = [&] {
+    std::vector<std::string> names;
+    for (const auto& entry : std::filesystem::directory_iterator(save)) names.push_back(entry.path().string());
+    std::sort(names.begin(), names.end());
+    return names;
+  };
+  const std::vector<std::string> before = held();
   auto wider = cutrain::test::run(train_command(data, {"--epochs", "1", "--eval-every", "0", "--width", "16",
                                                        "--save", save, "--resume", "auto", "--max-steps", "1"}));
   INFO(wider.output);
-  CHECK(wider.exit_code == 0);
-  CHECK_THAT(wider.output, Catch::StartsWith("cutrain: warning: --resume auto: skipped 1 checkpoint in " + save +
+  CHECK(wider.exit_code == 1);
+  CHECK_THAT(wider.output, Catch::EndsWith("cutrain: error: --resume auto: skipped 1 checkpoint in " + save +
                                            " (1 a model of width 8; this run's model: width 16, cifar stem, 10 "
-                                           "classes): starting from scratch\n"));
+                                           "classes): none fits this run; choose another --save folder, or leave "
+                                           "out --resume and add --new-run to delete them and start afresh there\n"));
   CHECK_THAT(wider.output, !Catch::Contains("has shape"));
+  CHECK(held() == before);
+
+  // Another run's checkpoint, resumed into this folder: refused alike.
+  const std::string elsewhere = dir / "elsewhere";
+  auto other = cutrain::test::run(train_command(data, {"--epochs", "1", "--eval-every", "0", "--save", elsewhere,
+                                                       "--max-steps", "1"}));
+  REQUIRE(other.exit_code == 0);
+  const std::string foreign = elsewhere + "/checkpoint-00000001.safetensors";
+  auto into = cutrain::test::run(train_command(data, {"--epochs", "1", "--eval-every", "0", "--save", save,
+                                                      "--resume", foreign, "--max-steps", "2"}));
+  INFO(into.output);
+  CHECK(into.exit_code == 1);
+  CHECK_THAT(into.output, Catch::Contains("cutrain: error: --resume " + foreign + ": a checkpoint of run ") &&
+                              Catch::Contains(", but --save " + save + " holds another run's checkpoints (run ") &&
+                              Catch::EndsWith("): choose another --save folder, or go on with that run with "
+                                              "--resume auto\n"));
+  CHECK(held() == before);
 }
 
 TEST_CASE("ranks started through a wrapper stop, saving, when cutrun is killed with SIGKILL", "[train]") {
