@@ -80,6 +80,16 @@ while (($#)); do
 done
 [ -z "$emulated" ] || [ -z "$prebuilt" ] || bad_usage "--emulated runs build-emulated/bin: no --prebuilt with it"
 
+# ---- a GPU first, since a machine without one (the build machine) needs to hear that before anything else
+if [ -z "$emulated" ]; then
+  command -v nvidia-smi >/dev/null || die "no CUDA device: nvidia-smi not found"
+  gpu="$(nvidia-smi --query-gpu=name,compute_cap,driver_version --format=csv,noheader 2>&1 | head -n 1)" ||
+    die "no CUDA device: nvidia-smi: $gpu"
+  [[ "$gpu" == *,*,* ]] || die "no CUDA device: nvidia-smi: $gpu"
+  gpu_name="$(cut -d, -f1 <<<"$gpu" | xargs)" driver="$(cut -d, -f3 <<<"$gpu" | xargs)"
+  [[ "$driver" =~ ^[0-9]+ ]] || die "nvidia-smi gives no driver version: '$driver'"
+fi
+
 # ---- the binaries: --prebuilt DIR, or .gpu; never a build here
 if [ -n "$emulated" ]; then
   [ -x "$repo/build-emulated/bin/cutrain" ] ||
@@ -93,7 +103,7 @@ fi
 [ -x "$prebuilt/bin/cutrain" ] || die "$prebuilt/bin/cutrain: not found (make it with scripts/package-prebuilt.sh)"
 prebuilt="$(cd "$prebuilt" && pwd)"
 
-# ---- the preflight, before anything runs: a GPU and a driver new enough for the build's CUDA runtime, and
+# ---- the preflight, before anything runs: a driver new enough for the build's CUDA runtime, and
 # the Python whose nvidia-* wheels hold the CUDA libraries (scripts/gpu_libraries.sh); a one-line refusal else.
 # A driver runs the CUDA runtime of its own release and older ones: libcudart.so.13 needs release 580 (CUDA
 # 13.0's minimum driver), libcudart.so.12 release 525.
@@ -107,20 +117,12 @@ if [ -n "$emulated" ]; then
   gpu="emulated GPU (kernels/emu, on the CPU: the timings below mean nothing), -, -"
   gpu_name="emulated GPU" driver="none"
   preflight_driver="none to check: the emulated device needs no driver and nvidia-smi is not run (on a GPU: the build's libcudart.so.13 needs driver 580 or newer)"
+elif [ -z "$driver_needed" ]; then
+  preflight_driver="driver $driver; not checked: $prebuilt/bin/cutrain names no CUDA runtime this script knows (${cudart:-none found})"
+elif ((${driver%%.*} < driver_needed)); then
+  die "driver $driver is older than the build needs: $cudart needs driver $driver_needed or newer"
 else
-  command -v nvidia-smi >/dev/null || die "no CUDA device: nvidia-smi not found"
-  gpu="$(nvidia-smi --query-gpu=name,compute_cap,driver_version --format=csv,noheader 2>&1 | head -n 1)" ||
-    die "no CUDA device: nvidia-smi: $gpu"
-  [[ "$gpu" == *,*,* ]] || die "no CUDA device: nvidia-smi: $gpu"
-  gpu_name="$(cut -d, -f1 <<<"$gpu" | xargs)" driver="$(cut -d, -f3 <<<"$gpu" | xargs)"
-  [[ "$driver" =~ ^[0-9]+ ]] || die "nvidia-smi gives no driver version: '$driver'"
-  if [ -z "$driver_needed" ]; then
-    preflight_driver="driver $driver; not checked: $prebuilt/bin/cutrain names no CUDA runtime this script knows (${cudart:-none found})"
-  elif ((${driver%%.*} < driver_needed)); then
-    die "driver $driver is older than the build needs: $cudart needs driver $driver_needed or newer"
-  else
-    preflight_driver="driver $driver, at least the $driver_needed that $cudart needs"
-  fi
+  preflight_driver="driver $driver, at least the $driver_needed that $cudart needs"
 fi
 source "$repo/scripts/python_env.sh"
 source "$repo/scripts/gpu_libraries.sh"
