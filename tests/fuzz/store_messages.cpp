@@ -67,7 +67,10 @@ void store_messages(const uint8_t* data, size_t size) {
     now += std::chrono::milliseconds(100 * (data[at] >> 2));
     const size_t n = std::min<size_t>(data[at + 1], size - at - 2);
     at += 2;
-    if (c.dropped) c = Client{next_connection++};
+    if (c.dropped) {
+      c = Client{};
+      c.connection = next_connection++;
+    }
     c.input.append(reinterpret_cast<const char*>(data + at), n);
     at += n;
     serve(store, c, now);
