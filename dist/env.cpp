@@ -161,8 +161,10 @@ DistEnv dist_env_from(const Variables& variables) {
   if (env.group_rank >= env.group_world_size)
     throw std::runtime_error(std::string(slurm ? "SLURM_NODEID=" : "GROUP_RANK=") + std::to_string(env.group_rank) +
                              " is not below the number of nodes, " + std::to_string(env.group_world_size));
-  if (env.master_port > 65535)
-    throw std::runtime_error("MASTER_PORT=" + std::to_string(env.master_port) + " is not a port");
+  // Port 0 would let rank 0's store bind a port of the kernel's choosing, which no other rank can know, so that
+  // they wait out the rendezvous; cutrun's --master-port refuses it the same way.
+  if (env.master_port < 1 || env.master_port > 65535)
+    throw std::runtime_error("MASTER_PORT=" + std::to_string(env.master_port) + " is not a port (1..65535)");
   return env;
 }
 
