@@ -18,6 +18,22 @@ bool shutdown_requested();
 // Which signal asked for the shutdown (0 if none), for the closing message.
 int shutdown_signal();
 
+// Note [A signal to one rank]
+// A signal from the launcher (this process's parent: cutrun, torchrun's agent, Slurm's step
+// daemon), from the kernel (a terminal's ^C, which reaches every process of the job), or one that
+// request_shutdown stands in for, is the job's stop: every rank saves, as above, and exits with 0.
+// A signal that only some ranks had from anyone else (a user's `kill` of one rank's pid) stops
+// the job as well, and rank 0 still saves, but for the ranks that had it the stop is a failure:
+// they say so and exit with 128 + signal, so that the launcher names them and restarts the job
+// within --max-restarts, and a scheduler does not take an unfinished run for a finished one. The
+// other ranks say which rank stopped them. (Where every rank had one, from anyone, it is the job's
+// stop too: a signal to the job's process group.)
+//
+// Whether the signal came from the launcher or the kernel (see Note [A signal to one rank]).
+bool shutdown_from_job();
+// The pid that sent the signal, or 0 for the kernel and request_shutdown.
+int shutdown_sender();
+
 // Asks for the shutdown as `sig` would, from any thread, without a signal (the launcher is gone).
 void request_shutdown(int sig);
 

@@ -95,6 +95,8 @@ class Trainer {
   bool line_overdue() const;
   void warn_of_cpu_fallback(double seconds_per_step) const;
   bool stop_agreed(bool local_stop);
+  bool signal_stop_agreed();
+  int report_signal_stop(const std::string& checkpoint) const;
   std::optional<EvalResult> evaluate_if_due(int epoch, bool epoch_end, StopReason& stop);
   std::string save_checkpoint();
   nlohmann::json run_record() const;
@@ -124,6 +126,9 @@ class Trainer {
   LrSchedule schedule_;
   TrainingState state_;
   std::string resumed_from_;  // the checkpoint restore() took, if any
+  // Once the ranks agreed to stop for a signal, what each rank had: 2 * signal + 1 where it was the
+  // job's (Note [A signal to one rank]), 0 where none.
+  std::vector<int> stop_signals_;
   int64_t steps_per_epoch_ = 0;
   int64_t memory_baseline_ = 0;
   int64_t peak_memory_ = 0;
@@ -481,6 +486,40 @@ bool Trainer::stop_agreed(bool local_stop) {
   return votes > 0;
 }
 
+// stop_agreed for a signal; when the ranks stop, each learns which ranks had which signal.
+bool Trainer::signal_stop_agreed() {
+  if (!stop_agreed(shutdown_requested())) return false;
+  const int mine = shutdown_signal() == 0 ? 0 : 2 * shutdown_signal() + (shutdown_from_job() ? 1 : 0);
+  std::vector<double> had(size_t(env_.world_size), 0.0);
+  had[size_t(env_.rank)] = mine;
+  if (comm_ && env_.is_distributed()) comm_->all_reduce_host(had.data(), had.size(), ReduceOp::sum);
+  stop_signals_.assign(had.begin(), had.end());
+  return true;
+}
+
+// The line of a stop for a signal, and the exit status (Note [A signal to one rank]).
+int Trainer::report_signal_stop(const std::string& checkpoint) const {
+  const auto step = static_cast<long long>(state_.global_step);
+  const bool every_rank = std::count(stop_signals_.begin(), stop_signals_.end(), 0) == 0;
+  const auto alone = [&](int had) { return had != 0 && had % 2 == 0 && !every_rank; };  // not the job's
+  const int mine = stop_signals_[size_t(env_.rank)];
+  if (alone(mine)) {
+    log_->print("cutrain: stopped by signal %d after step %lld, which pid %d sent to this rank alone, not to the "
+                "job: a failure of this rank; checkpoint: %s", mine / 2, step, shutdown_sender(), checkpoint.c_str());
+    return 128 + mine / 2;
+  }
+  const auto failed = std::find_if(stop_signals_.begin(), stop_signals_.end(), alone);
+  if (mine == 0 && failed != stop_signals_.end()) {
+    log_->print("cutrain: stopped after step %lld, since rank %d was stopped by signal %d alone (a failure of that "
+                "rank); checkpoint: %s", step, int(failed - stop_signals_.begin()), *failed / 2, checkpoint.c_str());
+    return 0;
+  }
+  // This rank's signal, or the first rank's that had one (the job's, which has not reached this one yet).
+  const int had = mine != 0 ? mine : *std::find_if(stop_signals_.begin(), stop_signals_.end(), [](int h) { return h; });
+  log_->print("cutrain: stopped by signal %d after step %lld; checkpoint: %s", had / 2, step, checkpoint.c_str());
+  return 0;
+}
+
 // Reads the steps since the last log line, checks them, prints and records them.
 void Trainer::log_window(int epoch, int64_t batch) {
   const MetricsWindow w = metrics_->flush();
@@ -566,7 +605,7 @@ std::optional<EvalResult> Trainer::evaluate_if_due(int epoch, bool epoch_end, St
       last_progress = SteadyClock::now();
     }
     progress_.mark();
-    return stop_agreed(shutdown_requested());
+    return signal_stop_agreed();
   });
   const double seconds = seconds_since(start);
   clock_.resume();
@@ -702,7 +741,7 @@ int Trainer::run() {
           (b + 1) % opt_.log_every == 0 || b + 1 == steps_per_epoch_ || at_limit || state_.global_step == first_step_;
       if (agreed_line || line_overdue()) log_window(epoch, b + 1);
       if (agreed_line || device_ == Device::cpu) {
-        if (stop_agreed(shutdown_requested())) stop = StopReason::signal;
+        if (signal_stop_agreed()) stop = StopReason::signal;
       }
       if (at_limit && stop == StopReason::none) stop = StopReason::max_steps;
       if (stop == StopReason::none && b + 1 < steps_per_epoch_) {
@@ -742,9 +781,8 @@ int Trainer::run() {
   }
   if (stop != StopReason::none && state_.batch != 0) saved = save_checkpoint();
   const char* checkpoint = saved.empty() ? "none (no --save)" : saved.c_str();
-  if (stop == StopReason::signal)  // mid-epoch, or on an epoch's last step
-    log_->print("cutrain: stopped by signal %d after step %lld; checkpoint: %s", shutdown_signal(),
-                static_cast<long long>(state_.global_step), checkpoint);
+  int status = 0;
+  if (stop == StopReason::signal) status = report_signal_stop(checkpoint);  // mid-epoch, or on an epoch's last step
   if (stop == StopReason::max_steps)
     log_->print("cutrain: stopped at --max-steps %lld, in epoch %d of %d; checkpoint: %s",
                 static_cast<long long>(opt_.max_steps), state_.batch == 0 ? state_.epoch : state_.epoch + 1,
@@ -795,7 +833,7 @@ int Trainer::run() {
   if (accuracy_->target()) log_->print("%s", accuracy_->summary_line(state_.epoch).c_str());
   if (last_eval && (stop == StopReason::none || stop == StopReason::target)) print_class_accuracy(*last_eval);
   log_->finish();  // a metrics file that could not take every record fails the run here
-  return 0;
+  return status;
 }
 
 }  // namespace

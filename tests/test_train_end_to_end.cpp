@@ -675,6 +675,41 @@ TEST_CASE("cutrun --max-restarts survives 3 random kills and ends bit-identical 
   require_identical(straight + last + ".optim.safetensors", faulty + last + ".optim.safetensors");
 }
 
+// Note [A signal to one rank]: before, SIGTERM to rank 1 alone stopped the job with exit 0 and no
+// restart ("[rank0]: cutrain: stopped by signal 0"), so a scheduler took the unfinished run for a
+// finished one.
+TEST_CASE("SIGTERM to one rank alone is that rank's failure: cutrun restarts, and the run ends as one without it",
+          "[train]") {
+  TempDir dir;
+  const std::string data = make_data(dir, 256, 16);  // 2 ranks: 4 batches of 32 per epoch each
+  const std::string straight = dir / "straight", stopped = dir / "stopped";
+  auto job = [&](const std::string& save) {
+    std::vector<std::string> argv = {cutrain::test::binary("cutrun"), "--standalone", "--nproc-per-node", "2",
+                                     "--max-restarts", "1", "--restart-delay", "0"};
+    const auto train = train_command(data, {"--epochs", "5", "--eval-every", "0", "--log-every", "1", "--workers",
+                                            "1", "--save", save, "--resume", "auto"});
+    argv.insert(argv.end(), train.begin(), train.end());
+    return argv;
+  };
+  REQUIRE(cutrain::test::run(job(straight)).exit_code == 0);
+  Process p(job(stopped));
+  REQUIRE(p.read_until("[rank0]: == step: [  3/", 1, 60));
+  const std::map<int, pid_t> ranks = cutrain::test::ranks_of(p.pid());
+  REQUIRE(ranks.size() == 2);
+  ::kill(ranks.at(1), SIGTERM);
+  auto r = p.finish();
+  INFO(r.output);
+  CHECK(r.exit_code == 0);
+  CHECK_THAT(r.output, Catch::Contains("cutrun: restart 1 of 1 in 0 s, after rank 1 exited with code 143"));
+  CHECK_THAT(r.output, Catch::Contains("[rank0]: cutrain: stopped after step ") &&
+                           Catch::Contains(", since rank 1 was stopped by signal 15 alone (a failure of that rank); "
+                                           "checkpoint: " + stopped + "/checkpoint-"));
+  CHECK_THAT(r.output, Catch::Contains("[rank0]: resumed from " + stopped + "/checkpoint-"));
+  const std::string last = "/checkpoint-00000020";
+  require_identical(straight + last + ".safetensors", stopped + last + ".safetensors");
+  require_identical(straight + last + ".optim.safetensors", stopped + last + ".optim.safetensors");
+}
+
 TEST_CASE("eval prints the accuracy of a checkpoint, overall and per class, and a corrupt file in one line", "[train]") {
   TempDir dir;
   const std::string data = make_data(dir, 256, 64);
