@@ -80,9 +80,10 @@ class Process {
     if (output_fd_ >= 0) ::close(output_fd_);
   }
 
-  // Reads output until it contains `text` `times` times or `seconds` pass; returns whether it did.
+  // Reads output until it contains `text` `times` times, or until `seconds` pass from this call (a deadline of
+  // last resort, generous so that a loaded machine does not trip it); returns whether it did.
   bool read_until(const std::string& text, size_t times = 1, int seconds = 20) {
-    auto deadline = start_ + std::chrono::seconds(seconds);
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
     for (;;) {
       if (count(text) >= times) return true;
       if (!read_some(deadline)) return false;
@@ -107,13 +108,14 @@ class Process {
     return r;
   }
 
- private:
+  // How many times `text` is in the output read so far.
   size_t count(const std::string& text) const {
     size_t n = 0;
     for (size_t at = output_.find(text); at != std::string::npos; at = output_.find(text, at + 1)) ++n;
     return n;
   }
 
+ private:
   // One chunk of output; false at the end of output or at the deadline.
   bool read_some(std::chrono::steady_clock::time_point deadline) {
     auto now = std::chrono::steady_clock::now();
