@@ -1,7 +1,10 @@
 #include "app/device_choice.h"
 
+#include <algorithm>
+#include <iterator>
 #include <stdexcept>
 
+#include "app/train_options.h"
 #include "kernels/device.h"
 #include "nn/context.h"
 
@@ -22,8 +25,10 @@ DType resolve_precision(const std::string& flag, Device device) {
 }
 
 void refuse_gpu_flags_on_cpu(const std::vector<std::string>& given, Device device) {
-  if (device == Device::cpu && !given.empty())
-    throw std::runtime_error(given.front() + ": needs a GPU (this run is on the CPU)");
+  if (device != Device::cpu) return;
+  for (const std::string& flag : given)
+    if (std::find(std::begin(kGpuOnlyFlags), std::end(kGpuOnlyFlags), flag) != std::end(kGpuOnlyFlags))
+      throw std::runtime_error(flag + ": needs a GPU (this run is on the CPU)");
 }
 
 int cuda_device_for_rank(const DistEnv& env, int visible) {

@@ -13,7 +13,8 @@ namespace cutrain {
 
 Device resolve_device(const std::string& flag);                   // "auto" | "cuda" | "cpu"
 DType resolve_precision(const std::string& flag, Device device);  // "" | "fp32" | "bf16"
-// Throws one line for the first of the GPU-only flags `given` when the run is on the CPU.
+// Throws one line for the first of the flags `given` (those the command line set) that only a GPU run reads
+// (kGpuOnlyFlags), when the run is on the CPU.
 void refuse_gpu_flags_on_cpu(const std::vector<std::string>& given, Device device);
 
 // This rank's CUDA device among the `visible` ones: LOCAL_RANK, as under torchrun. Under srun,

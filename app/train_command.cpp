@@ -102,6 +102,10 @@ void add_train_command(CLI::App& app, int& exit_code) {
                   "train/images_per_s, test/accuracy)");
   cmd->add_option("--save", o.save, "Folder for checkpoints (written by rank 0)");
   cmd->add_option("--resume", o.resume, "Checkpoint to resume from, or 'auto': the newest valid one in --save");
+  add_switch(cmd, "--inexact-resume", o.inexact_resume,
+             "Resume onto other data (--data, --synthetic-*) in the middle of an epoch, which is refused else: "
+             "a resume takes the run's recipe from its checkpoint, and flags given again win")
+      ->needs("--resume");
   add_switch(cmd, "--new-run", o.new_run,
              "Start afresh in a --save folder that holds another run's checkpoints, deleting them first")
       ->excludes("--resume");
@@ -115,8 +119,8 @@ void add_train_command(CLI::App& app, int& exit_code) {
                   "Write the loss and gradients of the first batch (in file order, normalised only) and exit");
 
   cmd->callback([cmd, opts, &exit_code] {
-    for (const char* flag : kGpuOnlyFlags)
-      if (cmd->count(flag) > 0) opts->gpu_flags_given.push_back(flag);
+    for (const CLI::Option* option : cmd->get_options())
+      if (option->count() > 0) opts->flags_given.push_back(option->get_name());
     exit_code = run_training(*opts);
   });
 }

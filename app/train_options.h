@@ -57,7 +57,6 @@ struct TrainOptions {
   std::string batchnorm = "cooperative";  // the GPU's batch norm: cooperative | split | cudnn (nn/context.h)
   int collective_timeout_s = 600;    // a collective waiting longer for the other ranks fails
   std::string profile_steps;         // "A:B": those steps between cudaProfilerStart and Stop (app/profiler.h)
-  std::vector<std::string> gpu_flags_given;  // which of kGpuOnlyFlags the command line set
   // evaluation, logging, checkpoints
   int eval_every = 1;                // epochs; 0: never
   int64_t eval_every_steps = 0;      // steps, instead of eval_every; 0: by epochs
@@ -69,11 +68,13 @@ struct TrainOptions {
   std::string tensorboard;           // folder for TensorBoard's event files (app/tensorboard_writer.h)
   std::string save;                  // checkpoint folder
   std::string resume;                // checkpoint path or "auto"
+  bool inexact_resume = false;       // resume onto other data in the middle of an epoch (app/recipe.h)
   bool new_run = false;              // start afresh in a --save folder that holds another run
   int keep_last = 3;
   int64_t save_every_steps = 0;      // also save every K steps inside an epoch; 0: at epoch ends only
   std::string init_from;             // start from these model weights (safetensors)
   std::string dump_first_step;       // write the fixed first batch's loss and gradients, then exit
+  std::vector<std::string> flags_given;  // the flags that the command line set, by their long names
 };
 
 }  // namespace cutrain

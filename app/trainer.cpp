@@ -26,6 +26,7 @@
 #include "app/failure_record.h"
 #include "app/first_step.h"
 #include "app/profiler.h"
+#include "app/recipe.h"
 #include "app/resume_agreement.h"
 #include "app/run_description.h"
 #include "app/run_clock.h"
@@ -164,7 +165,7 @@ Trainer::Trainer(const TrainOptions& options)
                 }),
       profiler_(options.profile_steps.empty() ? StepRange{} : parse_step_range(options.profile_steps),
                 device_ == Device::cuda) {
-  refuse_gpu_flags_on_cpu(opt_.gpu_flags_given, device_);
+  refuse_gpu_flags_on_cpu(opt_.flags_given, device_);
   log_ = std::make_unique<RunLog>(env_.is_main(), opt_.metrics, opt_.tensorboard);
   state_.run_id = new_run_id();  // a resume takes the checkpoint's instead
   state_.seed = opt_.seed;
@@ -303,7 +304,9 @@ void Trainer::build_model() {
     CheckpointFolder::Report report;  // rank 0 writes the folder, and tidies it
     if (env_.is_main()) report = [this](const std::string& line) { log_->print("%s", line.c_str()); };
     checkpoints_.emplace(opt_.save, opt_.keep_last, report);
-    checkpoints_->describe(describe_run(data_, opt_.seed));
+    CheckpointMetadata description = describe_run(data_, opt_.seed);
+    description[kRecipeKey] = recipe_json(opt_);  // Note [A resume keeps the recipe]
+    checkpoints_->describe(std::move(description));
     if (env_.is_main() && opt_.resume.empty()) checkpoints_->claim_for_new_run(opt_.new_run);
   }
   log_->started(run_record());
@@ -838,8 +841,14 @@ int Trainer::run() {
 
 }  // namespace
 
-int run_training(const TrainOptions& options) {
-  Trainer trainer(options);
+int run_training(const TrainOptions& given) {
+  // Note [A resume keeps the recipe]: before anything is built, so that the model, the data and the precision
+  // are the run's.
+  const ResumedOptions resumed = resume_recipe(given);
+  if (dist_env_from_environment().is_main())
+    for (const std::string& line : resumed.lines) std::printf("%s\n", line.c_str());
+  std::fflush(stdout);
+  Trainer trainer(resumed.options);
   try {
     return trainer.run();
   } catch (const std::exception& e) {
