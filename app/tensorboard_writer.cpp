@@ -10,28 +10,14 @@
 #include <stdexcept>
 #include <system_error>
 
+#include "kernels/crc32c.h"
+
 namespace cutrain {
 namespace {
 
-// CRC-32C (Castagnoli, reflected polynomial 0x82f63b78), a byte at a time from a table.
-uint32_t crc32c(const std::string& bytes) {
-  static const std::array<uint32_t, 256> table = [] {
-    std::array<uint32_t, 256> t{};
-    for (uint32_t i = 0; i < 256; ++i) {
-      uint32_t c = i;
-      for (int k = 0; k < 8; ++k) c = (c & 1) ? (c >> 1) ^ 0x82f63b78u : c >> 1;
-      t[i] = c;
-    }
-    return t;
-  }();
-  uint32_t crc = 0xffffffffu;
-  for (unsigned char b : bytes) crc = table[(crc ^ b) & 0xff] ^ (crc >> 8);
-  return crc ^ 0xffffffffu;
-}
-
 // The masked CRC of Note [TensorBoard's event file]: a CRC of data that holds CRCs stays telling.
 uint32_t masked_crc32c(const std::string& bytes) {
-  const uint32_t crc = crc32c(bytes);
+  const uint32_t crc = crc32c(bytes.data(), bytes.size());
   return ((crc >> 15) | (crc << 17)) + 0xa282ead8u;
 }
 
