@@ -1,7 +1,8 @@
-// `cutrain inspect CHECKPOINT`: what a checkpoint holds, read from its own metadata alone (no
-// tensor is loaded): the model's shape, where its run stood, and what the run recorded of itself
-// (app/checkpoints.h describe(): the command, the version, the data, the classes, the
-// normalisation, the seed). The optim file beside a model file adds the training state.
+// `cutrain inspect CHECKPOINT`: what a checkpoint holds, from its own metadata: the model's shape,
+// where its run stood, and what the run recorded of itself (app/checkpoints.h describe(): the
+// command, the version, the data, the classes, the normalisation, the seed). The optim file beside
+// a model file adds the training state. Each file is read whole, so that its tensors are checked
+// against their checksums (Note [Tensor checksums]), and the last line of each says how that went.
 //
 //   $ cutrain inspect runs/checkpoint-00000196.safetensors
 //   runs/checkpoint-00000196.safetensors:
@@ -18,10 +19,12 @@ namespace cutrain {
 namespace {
 
 void print_metadata(const std::string& path) {
-  const auto metadata = read_safetensors_metadata(path);  // read first: a file it refuses prints no header
+  const SafeTensorsFile file = read_safetensors(path);  // read first: a file it refuses prints no header
   std::printf("%s:\n", path.c_str());
-  for (const auto& [key, value] : metadata)
+  for (const auto& [key, value] : file.metadata)
     std::printf("  %s: %s\n", key.c_str(), value.c_str());
+  std::printf("  checksums: %s\n", file.verified ? "every tensor matches its CRC-32C"
+                                                  : "none recorded, so the tensors are not verified");
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 #include "nn/checkpoint.h"
 
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <stdexcept>
 
@@ -265,9 +266,17 @@ void save_model(const std::string& path, const ResNet18& model, const Checkpoint
   write_safetensors(path, file);
 }
 
+// Note [Tensor checksums]: a file that records none loads, and says so.
+void say_if_unverified(const SafeTensorsFile& file, const std::string& path) {
+  if (!file.verified)
+    std::fprintf(stderr, "cutrain: note: %s records no checksums (torchvision's side and cutrain before them write "
+                 "none): its tensors load unverified\n", path.c_str());
+}
+
 CheckpointMetadata load_model(const std::string& path, ResNet18& model) {
   ParameterSet& params = model.params();
   SafeTensorsFile file = read_safetensors(path);
+  say_if_unverified(file, path);
   const std::vector<std::string> counters = num_batches_tracked_names(params);
   refuse_momentum_file(path, file);
   check_against(path, file, expected_state_dict(params));
@@ -307,6 +316,7 @@ void save_gradients(const std::string& path, const ResNet18& model, float loss) 
 
 CheckpointMetadata load_momentum(const std::string& path, const ResNet18& model, SGD& sgd) {
   SafeTensorsFile file = read_safetensors(path);
+  say_if_unverified(file, path);
   check_against(path, file, expected_parameters(model.params(), kMomentumPrefix));
   model.context().synchronize();
   std::vector<float> momentum(size_t(model.params().numel()));

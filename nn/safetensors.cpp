@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -13,6 +14,8 @@
 #include <tuple>
 
 #include <nlohmann/json.hpp>
+
+#include "kernels/crc32c.h"
 
 namespace cutrain {
 
@@ -58,14 +61,25 @@ int create_exclusive(const std::string& path) {
 
 }  // namespace
 
+// A tensor's checksum as recorded: eight lowercase hex digits.
+std::string checksum_text(const SafeTensor& t) {
+  char text[9];
+  std::snprintf(text, sizeof text, "%08x", crc32c(t.data.data(), t.data.size()));
+  return text;
+}
+
 void write_safetensors(const std::string& path, const SafeTensorsFile& file) {
   nlohmann::json header = nlohmann::json::object();
+  nlohmann::json checksums = nlohmann::json::object();
   uint64_t offset = 0;
   for (const auto& [name, t] : file.tensors) {
     header[name] = {{"dtype", t.dtype}, {"shape", t.shape}, {"data_offsets", {offset, offset + t.data.size()}}};
     offset += t.data.size();
+    checksums[name] = checksum_text(t);
   }
-  if (!file.metadata.empty()) header["__metadata__"] = file.metadata;
+  std::map<std::string, std::string> metadata = file.metadata;
+  metadata[kTensorChecksumsKey] = checksums.dump();  // Note [Tensor checksums]
+  header["__metadata__"] = metadata;
   std::string text = header.dump();
   text.append((8 - text.size() % 8) % 8, ' ');  // the data starts 8-byte aligned, as Python writes it
   uint64_t length = text.size();
@@ -203,6 +217,26 @@ std::map<std::string, std::string> metadata_of(const nlohmann::json& header, con
   return metadata;
 }
 
+// Note [Tensor checksums]: every tensor against the checksums that `metadata` records, if it records any.
+bool verify_checksums(const std::map<std::string, SafeTensor>& tensors,
+                      const std::map<std::string, std::string>& metadata, const std::string& path) {
+  const auto recorded = metadata.find(kTensorChecksumsKey);
+  if (recorded == metadata.end()) return false;
+  const nlohmann::json checksums = nlohmann::json::parse(recorded->second, nullptr, /*allow_exceptions=*/false);
+  if (!checksums.is_object() || checksums.size() != tensors.size())
+    fail(path, std::string("__metadata__ ") + kTensorChecksumsKey + " is not one checksum for each tensor");
+  for (const auto& [name, t] : tensors) {
+    const auto it = checksums.find(name);
+    if (it == checksums.end() || !it->is_string())
+      fail(path, std::string("__metadata__ ") + kTensorChecksumsKey + " has no checksum for tensor " + name);
+    const std::string read = checksum_text(t);
+    if (it->get<std::string>() != read)
+      fail(path, "tensor " + name + ": its bytes do not match their checksum (CRC-32C " + it->get<std::string>() +
+                     " written, " + read + " read): the file changed after it was written");
+  }
+  return true;
+}
+
 // A folder opens as a stream, and its first read fails with a message about basic_filebuf.
 void refuse_folder(const std::string& path) {
   if (std::filesystem::is_directory(path)) fail(path, "a folder, not a safetensors file");
@@ -241,7 +275,9 @@ std::map<std::string, std::string> read_safetensors_metadata(const std::string& 
   if (!in) fail(path, "read error");
   const nlohmann::json header = parse_header(path, text.data(), text.data() + text.size());
   if (!header.is_object()) fail(path, "header is not a JSON object");
-  return metadata_of(header, path);
+  std::map<std::string, std::string> metadata = metadata_of(header, path);
+  metadata.erase(kTensorChecksumsKey);  // Note [Tensor checksums]: the tensors' business, checked when they are read
+  return metadata;
 }
 
 SafeTensorsFile parse_safetensors(const std::vector<uint8_t>& bytes, const std::string& path) {
@@ -258,6 +294,8 @@ SafeTensorsFile parse_safetensors(const std::vector<uint8_t>& bytes, const std::
     file.tensors[name] = parse_entry(path, name, entry, bytes, 8 + length, spans);
   }
   check_tiling(path, std::move(spans), bytes.size() - 8 - length);
+  file.verified = verify_checksums(file.tensors, file.metadata, path);
+  file.metadata.erase(kTensorChecksumsKey);
   return file;
 }
 
