@@ -89,7 +89,7 @@ std::string describe_numbered(const std::string& noun, const std::vector<int>& n
 }
 
 // "node 1 not heard from" when no rank of some node has arrived yet; "" when every node has.
-std::string silent_nodes(TcpStore& store, const DistEnv& env) {
+std::string silent_nodes(Store& store, const DistEnv& env) {
   if (env.group_world_size <= 1) return "";
   std::vector<std::string> missing = store.wait_for(numbered_keys(kNodeKey, env.group_world_size), milliseconds(0));
   if (missing.empty()) return "";
@@ -100,7 +100,7 @@ std::string silent_nodes(TcpStore& store, const DistEnv& env) {
 
 std::string describe_ranks(const std::vector<int>& ranks) { return describe_numbered("rank", ranks); }
 
-std::unique_ptr<TcpStore> rendezvous(const DistEnv& env, const RendezvousReport& report) {
+std::unique_ptr<Store> rendezvous(const DistEnv& env, const RendezvousReport& report) {
   Progress progress(env.rdzv_timeout, report ? report : stderr_report(env));
   const std::string master = env.master_addr + ":" + std::to_string(env.master_port);
   const std::string me = "rank " + std::to_string(env.rank) + " (node " + std::to_string(env.group_rank) + ")";

@@ -1,6 +1,6 @@
 // rendezvous.h: every rank meets every other at rank 0's store before anything else happens.
 //
-//   std::unique_ptr<TcpStore> store = rendezvous(env);  // connect, join, wait for every rank
+//   std::unique_ptr<Store> store = rendezvous(env);  // connect, join, wait for every rank
 //
 // One deadline covers the whole meeting: env.rdzv_timeout (CUTRAIN_RDZV_TIMEOUT, which cutrun's
 // --rdzv-timeout sets; 5 min by default), also the store's timeout afterwards. While it waits,
@@ -34,7 +34,7 @@ namespace cutrain {
 // Where the waiting lines go. The default prints them on stderr, from local rank 0 only.
 using RendezvousReport = std::function<void(const std::string& line)>;
 
-std::unique_ptr<TcpStore> rendezvous(const DistEnv& env, const RendezvousReport& report = {});
+std::unique_ptr<Store> rendezvous(const DistEnv& env, const RendezvousReport& report = {});
 
 // "rank 5", "ranks 2, 3", "ranks 8-15, 24": the ranks, in order, runs of three or more as ranges.
 std::string describe_ranks(const std::vector<int>& ranks);
