@@ -5,6 +5,7 @@
 #include <stdexcept>
 
 #include "dist/socket.h"
+#include "dist/torch_store.h"
 
 namespace cutrain {
 namespace {
@@ -104,9 +105,17 @@ std::unique_ptr<Store> rendezvous(const DistEnv& env, const RendezvousReport& re
   Progress progress(env.rdzv_timeout, report ? report : stderr_report(env));
   const std::string master = env.master_addr + ":" + std::to_string(env.master_port);
   const std::string me = "rank " + std::to_string(env.rank) + " (node " + std::to_string(env.group_rank) + ")";
-  auto store = std::make_unique<TcpStore>(env, env.rdzv_timeout, [&](const std::string& reason) {
-    if (progress.due()) progress.say(me + " cannot reach rank 0's store at " + master + " yet (" + reason + ")");
-  });
+  const std::string whose = env.use_agent_store ? "torchrun's agent's store" : "rank 0's store";
+  auto on_retry = [&](const std::string& reason) {
+    if (progress.due()) progress.say(me + " cannot reach " + whose + " at " + master + " yet (" + reason + ")");
+  };
+  std::unique_ptr<Store> store;
+  if (env.use_agent_store)  // Note [torchrun's store] in dist/torch_store.h
+    store = std::make_unique<TorchStore>(env.master_addr, env.master_port,
+                                         "cutrain/restart_" + std::to_string(env.restart_count) + "/",
+                                         env.rdzv_timeout, on_retry);
+  else
+    store = std::make_unique<TcpStore>(env, env.rdzv_timeout, on_retry);
   store->set(kRankKey + std::to_string(env.rank), {});
   store->set(kNodeKey + std::to_string(env.group_rank), {});
 
@@ -115,7 +124,7 @@ std::unique_ptr<Store> rendezvous(const DistEnv& env, const RendezvousReport& re
   std::string absent;  // the ranks missing at the last look
   // Rank 0 gave up (or died) first: say what it was waiting for, not that a socket closed.
   auto store_closed = [&] {
-    return RendezvousFailed("rendezvous: rank 0's store closed while " + absent + of_world +
+    return RendezvousFailed("rendezvous: " + whose + " closed while " + absent + of_world +
                             " had not arrived (store at " + store->address() + ")");
   };
   try {

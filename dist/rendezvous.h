@@ -17,6 +17,9 @@
 // A rank whose rank 0 gave up first says so, with what rank 0 was still waiting for. A rank the
 // store refuses (another run id, another world size) fails at once, naming why.
 //
+// Under torchrun (TORCHELASTIC_USE_AGENT_STORE=True) the ranks meet at the agent's TCPStore at
+// MASTER_ADDR:MASTER_PORT instead (dist/torch_store.h, Note [torchrun's store]), rank 0 a client too.
+//
 // Each rank sets "rendezvous/rank/<rank>" and "rendezvous/node/<node>"; the node keys are how a
 // waiting rank tells a node that never came from a node that came short of some ranks.
 #pragma once
