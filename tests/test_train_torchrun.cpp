@@ -1,0 +1,54 @@
+// [train]: `cutrain train` under PyTorch's own launcher, torchrun (`python -m torch.distributed.run`
+// of the project's torch 2.11), which the ranks join through its agent's TCPStore (Note
+// [torchrun's store] in dist/torch_store.h).
+#include <catch2/catch.hpp>
+
+#include <string>
+#include <vector>
+
+#include "tests/checkpoint_compare.h"
+#include "tests/process.h"
+#include "tests/torch_python.h"
+
+namespace {
+
+using cutrain::test::Process;
+using cutrain::test::TempDir;
+
+// The command: two CPU ranks, a width-4 model, 4 steps of 8 images each.
+std::vector<std::string> train_flags(const std::string& save) {
+  return {cutrain::test::binary("cutrain"), "train", "--device", "cpu", "--width", "4", "--batch-size", "8",
+          "--synthetic-train", "64", "--synthetic-test", "16", "--epochs", "1", "--workers", "1", "--threads", "1",
+          "--eval-every", "0", "--save", save};
+}
+
+std::vector<std::string> torchrun(const std::string& python, const std::vector<std::string>& command) {
+  std::vector<std::string> argv = {python, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
+                                   "--no-python"};
+  argv.insert(argv.end(), command.begin(), command.end());
+  return argv;
+}
+
+}  // namespace
+
+TEST_CASE("torchrun --no-python trains two ranks to the checkpoint cutrun's run saves, bit for bit", "[train]") {
+  std::string python;
+  CUTRAIN_REQUIRE_TORCH(python);
+  TempDir dir;
+  const std::string under_torchrun = (dir.path() / "torchrun").string(), under_cutrun = (dir.path() / "cutrun").string();
+  const Process::Result torch = cutrain::test::run(torchrun(python, train_flags(under_torchrun)));
+  INFO(torch.output);
+  REQUIRE(torch.exit_code == 0);
+  CHECK(torch.output.find("world size 2") != std::string::npos);
+
+  std::vector<std::string> cutrun = {cutrain::test::binary("cutrun"), "--standalone", "--nproc-per-node", "2"};
+  const std::vector<std::string> flags = train_flags(under_cutrun);
+  cutrun.insert(cutrun.end(), flags.begin(), flags.end());
+  const Process::Result ours = cutrain::test::run(cutrun);
+  INFO(ours.output);
+  REQUIRE(ours.exit_code == 0);
+  for (const char* file : {"/checkpoint-00000004.safetensors", "/checkpoint-00000004.optim.safetensors"}) {
+    INFO(file);
+    cutrain::test::require_identical(under_torchrun + file, under_cutrun + file);
+  }
+}
