@@ -52,3 +52,19 @@ TEST_CASE("torchrun --no-python trains two ranks to the checkpoint cutrun's run 
     cutrain::test::require_identical(under_torchrun + file, under_cutrun + file);
   }
 }
+
+TEST_CASE("a rank that fails under torchrun shows cutrain's error line in torchrun's summary", "[train]") {
+  std::string python;
+  CUTRAIN_REQUIRE_TORCH(python);
+  TempDir dir;
+  std::vector<std::string> command = train_flags((dir.path() / "save").string());
+  command.insert(command.end(), {"--data", (dir.path() / "nowhere").string()});
+  const Process::Result r = cutrain::test::run(torchrun(python, command));
+  INFO(r.output);
+  CHECK(r.exit_code == 1);
+  // TORCHELASTIC_ERROR_FILE's record (app/failure_record.h), where torchrun said "error_file: <N/A>".
+  const std::string line = "cutrain: error: " + (dir.path() / "nowhere").string() + ": no such folder";
+  CHECK(r.output.find("Root Cause (first observed failure)") != std::string::npos);
+  CHECK(r.output.find("traceback : " + line) != std::string::npos);
+  CHECK(r.output.find("<N/A>") == std::string::npos);
+}
