@@ -30,8 +30,10 @@ std::runtime_error system_error(const std::string& what) {
   return std::runtime_error(what + ": " + std::strerror(errno));
 }
 
+// Rounded up, so that a poll() for it never ends before the deadline: a wait that the caller
+// times (dist/rendezvous.cpp) must not look cut short.
 int milliseconds_until(Clock::time_point deadline) {
-  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+  auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now()).count();
   return int(std::clamp<long long>(left, 0, 1 << 30));
 }
 

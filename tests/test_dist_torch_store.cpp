@@ -6,9 +6,11 @@
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <cstring>
+#include <functional>
 #include <string>
 #include <thread>
 
+#include "dist/rendezvous.h"
 #include "dist/socket.h"
 #include "dist/store_server.h"
 #include "dist/torch_store.h"
@@ -24,7 +26,7 @@ using namespace std::chrono_literals;
 // Two TCPStore servers, libuv's and the classic one, each with a key set through a PrefixStore as
 // PyTorch's workers set theirs. Each then waits for cutrain's key and says what it read.
 const char* kServers = R"(
-import sys
+import threading
 import torch.distributed as dist
 servers = [dist.TCPStore("127.0.0.1", 0, is_master=True, use_libuv=libuv, wait_for_workers=False)
            for libuv in (True, False)]
@@ -34,7 +36,16 @@ for name, s in zip(("libuv", "classic"), servers):
     p = dist.PrefixStore("cutrain/restart_0", s)
     p.wait(["from_cutrain"])
     print(name, "read", p.get("from_cutrain").decode(), "count", p.add("count", 0), flush=True)
-sys.stdin.read()
+threading.Event().wait()  # until the test kills it
+)";
+
+// torchrun's agent's store, as far as the workers see it.
+const char* kAgentStore = R"(
+import threading
+import torch.distributed as dist
+store = dist.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False)
+print("port", store.port, flush=True)
+threading.Event().wait()
 )";
 
 // A one-connection server thread that answers what `answer` says to the bytes it reads.
@@ -149,4 +160,30 @@ TEST_CASE("TorchStore says in one line what answered when the server is not PyTo
     TorchStore store("127.0.0.1", leaves.port(), "p/", 5s);
     CHECK_THROWS_WITH(store.wait({"k"}), Catch::Contains("the connection closed"));
   }
+}
+
+TEST_CASE("under torchrun a restarted group meets under its own prefix, never counting an older group's ranks",
+          "[dist]") {
+  std::string python;
+  CUTRAIN_REQUIRE_TORCH(python);
+  Process agent({python, "-c", kAgentStore});
+  REQUIRE(agent.read_until("\n", 1, 60));
+  int port = 0;
+  REQUIRE(std::sscanf(agent.output().c_str(), "port %d", &port) == 1);
+  {
+    // The first group's rank 1 arrived before the group failed.
+    TorchStore first("127.0.0.1", port, "cutrain/restart_0/", 10s);
+    first.set("rendezvous/rank/1", {});
+    first.set("rendezvous/node/0", {});
+  }
+  cutrain::DistEnv env;  // rank 0 of 2, on one node, as torchrun starts it
+  env.world_size = env.local_world_size = 2;
+  env.master_port = port;
+  env.use_agent_store = true;
+  env.rdzv_timeout = 500ms;
+  env.restart_count = 1;
+  CHECK_THROWS_WITH(cutrain::rendezvous(env, [](const std::string&) {}),
+                    Catch::StartsWith("rendezvous: rank 1 of 2 did not arrive within 500 ms"));
+  env.restart_count = 0;  // the first group's keys, where rank 1 is
+  CHECK_NOTHROW(cutrain::rendezvous(env, [](const std::string&) {}));
 }
