@@ -30,11 +30,7 @@ enum Command : uint8_t {
 constexpr uint8_t kReady = 0, kNotReady = 1;
 constexpr uint8_t kStopWaiting = 0, kWaitCanceled = 1;
 
-// A wait is answered at once when it is cancelled; this much is allowed for that answer.
-constexpr auto kCancelGrace = std::chrono::seconds(10);
-
-// What a protocol reply is called in messages, and what the handshake failures say the store
-// should have been.
+// The protocol this client speaks, as the lines about a store that does not speak it name it.
 constexpr const char* kProtocol = "PyTorch's TCPStore protocol (validation 0x3C85F7CE, then PING), as torch 2.11 speaks it";
 
 template <typename T>
@@ -130,6 +126,9 @@ void TorchStore::handshake() {
 }
 
 void TorchStore::send(const std::string& request) {
+  if (broken_)
+    throw std::runtime_error("store at " + address_ + ": the connection was given up at an earlier reply that " +
+                             "did not come or was not " + kProtocol);
   if (request.size() > kMaxFrameBytes)
     throw std::runtime_error("store at " + address_ + ": a request of " + std::to_string(request.size()) +
                              " bytes is over the limit of " + std::to_string(kMaxFrameBytes));
@@ -144,9 +143,11 @@ std::string TorchStore::receive(size_t count, const char* command) {
   try {
     return receive_exact(socket_, count, deadline_after(Clock::now(), timeout_), "the store at " + address_);
   } catch (const ConnectionClosed&) {
+    broken_ = true;
     throw ConnectionClosed("store at " + address_ + ": the connection closed before the reply to " + command +
                            " (did torchrun's agent exit?)");
   } catch (const NoReply&) {
+    broken_ = true;
     throw std::runtime_error("store at " + address_ + ": no reply to " + command + " within " + describe(timeout_));
   }
 }
@@ -154,10 +155,14 @@ std::string TorchStore::receive(size_t count, const char* command) {
 std::string TorchStore::receive_value(const char* command) {
   const uint64_t length = decode<uint64_t>(receive(sizeof(uint64_t), command));
   if (length > kMaxFrameBytes)
-    throw std::runtime_error("store at " + address_ + " answered " + command + " with a value of " +
-                             std::to_string(length) + " bytes, over the limit of " + std::to_string(kMaxFrameBytes) +
-                             ": not " + kProtocol);
+    throw garbled(std::string(command) + " with a value of " + std::to_string(length) + " bytes, over the limit of " +
+                  std::to_string(kMaxFrameBytes));
   return receive(size_t(length), command);
+}
+
+std::runtime_error TorchStore::garbled(const std::string& answer) {
+  broken_ = true;
+  return std::runtime_error("store at " + address_ + " answered " + answer + ": not " + kProtocol);
 }
 
 uint8_t TorchStore::receive_byte(const char* command) { return uint8_t(receive(1, command)[0]); }
@@ -208,9 +213,10 @@ bool TorchStore::wait_prefixed(const std::vector<std::string>& keys, std::chrono
     const std::string reply =
         receive_exact(socket_, 1, deadline_after(Clock::now(), timeout), "the store at " + address_);
     if (uint8_t(reply[0]) != kStopWaiting)
-      throw std::runtime_error("store at " + address_ + " answered WAIT with " + hex(reply) + ": not " + kProtocol);
+      throw garbled("WAIT with " + hex(reply));
     return true;
   } catch (const ConnectionClosed&) {
+    broken_ = true;
     throw ConnectionClosed("store at " + address_ + ": the connection closed during a wait (did torchrun's agent exit?)");
   } catch (const NoReply&) {
   }
@@ -220,8 +226,7 @@ bool TorchStore::wait_prefixed(const std::vector<std::string>& keys, std::chrono
   const bool ended = answer == kStopWaiting;
   if (ended) answer = receive_byte("CANCEL_WAIT");
   if (answer != kWaitCanceled)
-    throw std::runtime_error("store at " + address_ + " answered CANCEL_WAIT with " + hex(std::string(1, char(answer))) +
-                             ": not " + kProtocol);
+    throw garbled("CANCEL_WAIT with " + hex(std::string(1, char(answer))));
   return ended;
 }
 
@@ -229,8 +234,7 @@ bool TorchStore::check_prefixed(const std::vector<std::string>& keys) {
   send(keys_request(kCheck, keys));
   const uint8_t answer = receive_byte("CHECK");
   if (answer != kReady && answer != kNotReady)
-    throw std::runtime_error("store at " + address_ + " answered CHECK with " + hex(std::string(1, char(answer))) +
-                             ": not " + kProtocol);
+    throw garbled("CHECK with " + hex(std::string(1, char(answer))));
   return answer == kReady;
 }
 

@@ -80,11 +80,15 @@ class TorchStore : public Store {
   std::string receive(size_t count, const char* command);
   std::string receive_value(const char* command);
   uint8_t receive_byte(const char* command);
+  // The error for a reply that is not one ("GET with a value of ... bytes"); the connection is
+  // given up, as after a reply that never came, since what follows on it cannot be read.
+  std::runtime_error garbled(const std::string& answer);
 
   std::string prefix_;
   std::string address_;
   std::chrono::milliseconds timeout_;
   int socket_ = -1;
+  bool broken_ = false;  // a reply was lost or garbled: no request is sent any more
   std::mutex mutex_;  // one request at a time on the connection
 };
 

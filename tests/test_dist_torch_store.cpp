@@ -154,6 +154,8 @@ TEST_CASE("TorchStore says in one line what answered when the server is not PyTo
     TorchStore store("127.0.0.1", huge.port(), "p/", 5s);
     CHECK_THROWS_WITH(store.get("k"), Catch::Contains("answered GET with a value of 1099511627776 bytes, over the "
                                                       "limit of 1048576"));
+    // What follows on the connection cannot be read: it is given up.
+    CHECK_THROWS_WITH(store.add("n", 1), Catch::Contains("the connection was given up at an earlier reply"));
   }
   SECTION("a store that closes during a wait") {
     FakeServer leaves([](int fd) { cutrain::send_all(fd, read_handshake(fd)); });
