@@ -3,6 +3,8 @@
 // [torchrun's store] in dist/torch_store.h).
 #include <catch2/catch.hpp>
 
+#include <csignal>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -67,4 +69,40 @@ TEST_CASE("a rank that fails under torchrun shows cutrain's error line in torchr
   CHECK(r.output.find("Root Cause (first observed failure)") != std::string::npos);
   CHECK(r.output.find("traceback : " + line) != std::string::npos);
   CHECK(r.output.find("<N/A>") == std::string::npos);
+}
+
+TEST_CASE("torchrun --max-restarts 1: after a rank is killed, the restarted group resumes and ends bit-identical",
+          "[train]") {
+  std::string python;
+  CUTRAIN_REQUIRE_TORCH(python);
+  TempDir dir;
+  const std::string straight = (dir.path() / "straight").string(), faulty = (dir.path() / "faulty").string();
+  // 120 steps of 4 per epoch, each saved: long enough that the kill comes well before the end.
+  auto flags = [](const std::string& save) {
+    std::vector<std::string> command = train_flags(save);
+    command.insert(command.end(), {"--epochs", "30", "--log-every", "1", "--resume", "auto", "--save-every-steps", "1"});
+    return command;
+  };
+  std::vector<std::string> cutrun = {cutrain::test::binary("cutrun"), "--standalone", "--nproc-per-node", "2"};
+  const std::vector<std::string> uninterrupted = flags(straight);
+  cutrun.insert(cutrun.end(), uninterrupted.begin(), uninterrupted.end());
+  REQUIRE(cutrain::test::run(cutrun).exit_code == 0);
+
+  std::vector<std::string> launcher = torchrun(python, flags(faulty));
+  launcher.insert(launcher.begin() + 3, {"--max-restarts", "1"});
+  Process p(launcher);
+  REQUIRE(p.read_until("== step", 5, 60));
+  const std::map<int, pid_t> ranks = cutrain::test::ranks_of(p.pid());
+  REQUIRE(ranks.size() == 2);
+  ::kill(ranks.at(1), SIGKILL);
+  const Process::Result r = p.finish();
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  // The second group met at the agent's store under cutrain/restart_1/ and resumed from a checkpoint.
+  CHECK(r.output.find("world size 2") != r.output.rfind("world size 2"));
+  CHECK(r.output.find("resum") != std::string::npos);
+  for (const char* file : {"/checkpoint-00000120.safetensors", "/checkpoint-00000120.optim.safetensors"}) {
+    INFO(file);
+    cutrain::test::require_identical(straight + file, faulty + file);
+  }
 }
