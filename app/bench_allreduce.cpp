@@ -114,7 +114,7 @@ int run_bench(const BenchOptions& o) {
     CUDA_CHECK(cudaSetDevice(cuda_device_for_rank(env, visible)));
     CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   }
-  std::unique_ptr<TcpStore> store = rendezvous(env);
+  std::unique_ptr<Store> store = rendezvous(env);
   auto comm = make_communicator(env, *store, {.use_cuda = on_gpu, .compute_stream = stream});
   MessageBuffer buffer(size_t(o.max_bytes / sizeof(float)), on_gpu ? Device::cuda : Device::cpu);
 

@@ -6,6 +6,12 @@
 // its communicator: a peer that fails because this rank went away fails later, even when it exits
 // sooner (a rank on a full disk may take longer to exit than the rank whose collective it broke).
 // cutrun names the rank whose failure came first. Without the variable this does nothing.
+//
+// torchrun gives every worker TORCHELASTIC_ERROR_FILE, where it reads the JSON record of
+// torch/distributed/elastic/multiprocessing/errors/error_handler.py:
+//   {"message": {"message": "cutrain: error: ...", "extraInfo": {"py_callstack": "cutrain: error: ...",
+//                                                                "timestamp": "<Unix time in s>"}}}
+// so that its summary of a failed job shows cutrain's error line, not "error_file: <N/A>".
 #pragma once
 
 #include <string>

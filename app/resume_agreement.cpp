@@ -4,7 +4,7 @@
 #include <stdexcept>
 #include <vector>
 
-#include "dist/store.h"
+#include "dist/store_interface.h"
 
 namespace cutrain {
 
@@ -14,7 +14,7 @@ uint64_t fnv1a(const void* data, size_t bytes, uint64_t hash) {
   return hash;
 }
 
-void check_ranks_hold_alike(TcpStore& store, int rank, int world_size, const std::string& held,
+void check_ranks_hold_alike(Store& store, int rank, int world_size, const std::string& held,
                             const std::string& from) {
   const std::string said = held + "\n" + from;
   store.set("resume/" + std::to_string(rank), std::vector<char>(said.begin(), said.end()));

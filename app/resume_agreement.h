@@ -13,13 +13,13 @@
 
 namespace cutrain {
 
-class TcpStore;
+class Store;
 
 // Publishes this rank's `held` (what is compared: the step, the position, the seed, the run and a
 // digest) and `from` (the checkpoint it came from: said, not compared, since node-local folders
 // may be mounted at different places), reads every rank's, and throws std::runtime_error naming
 // which ranks hold what when they differ.
-void check_ranks_hold_alike(TcpStore& store, int rank, int world_size, const std::string& held,
+void check_ranks_hold_alike(Store& store, int rank, int world_size, const std::string& held,
                             const std::string& from);
 
 // A 64-bit FNV-1a digest of `bytes` bytes, going on from `hash` (kFnvStart for the first bytes).

@@ -42,7 +42,7 @@
 #include "dist/interface.h"
 #include "dist/progress_report.h"
 #include "dist/rendezvous.h"
-#include "dist/store.h"
+#include "dist/store_interface.h"
 #include "kernels/check.h"
 #include "kernels/cpu_threads.h"
 #include "kernels/device.h"
@@ -112,7 +112,7 @@ class Trainer {
   StepProfiler profiler_;    // --profile-steps
   Datasets data_;
   std::unique_ptr<Context> ctx_;
-  std::unique_ptr<TcpStore> store_;
+  std::unique_ptr<Store> store_;
   std::unique_ptr<Communicator> comm_;
   std::unique_ptr<ResNet18> model_;
   std::unique_ptr<TrainStep> step_;

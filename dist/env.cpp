@@ -148,6 +148,12 @@ DistEnv dist_env_from(const Variables& variables) {
   env.store_bind = vars.string("CUTRAIN_STORE_BIND", "");
   env.rdzv_timeout = vars.seconds("CUTRAIN_RDZV_TIMEOUT", env.rdzv_timeout);
   env.restart_count = vars.integer("TORCHELASTIC_RESTART_COUNT", 0);
+  // torchrun writes str(True) and its workers compare with it; "1" and "0" are read too.
+  const std::string agent_store = vars.string("TORCHELASTIC_USE_AGENT_STORE", "False");
+  if (agent_store != "True" && agent_store != "1" && agent_store != "False" && agent_store != "0")
+    throw std::runtime_error("environment variable TORCHELASTIC_USE_AGENT_STORE='" + agent_store +
+                             "' is neither True nor False");
+  env.use_agent_store = agent_store == "True" || agent_store == "1";
 
   const char* source = slurm ? "SLURM_NTASKS" : "WORLD_SIZE";
   if (env.world_size < 1) throw std::runtime_error(std::string(source) + "=0: a job needs at least one process");

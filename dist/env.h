@@ -4,7 +4,9 @@
 // plus CUTRAIN_RUN_ID, the launcher's id for this run (keeps two runs on one port apart),
 // CUTRAIN_STORE_BIND, where rank 0's store listens when not at MASTER_ADDR, and
 // CUTRAIN_RDZV_TIMEOUT, the seconds the rendezvous may take (cutrun --rdzv-timeout), and torchrun's
-// TORCHELASTIC_RESTART_COUNT, how often the launcher has restarted this node's ranks (0 at the first start).
+// TORCHELASTIC_RESTART_COUNT, how often the launcher has restarted this node's ranks (0 at the first start),
+// and TORCHELASTIC_USE_AGENT_STORE, "True" where torchrun's agent serves the store at MASTER_ADDR:MASTER_PORT
+// (Note [torchrun's store] in dist/torch_store.h).
 // With none of them set, the process is a world of one. `--local_rank N` on the command line
 // (torch.distributed.launch's old way) overrides LOCAL_RANK.
 //
@@ -40,6 +42,7 @@ struct DistEnv {
   std::string store_bind;  // empty: MASTER_ADDR
   std::chrono::milliseconds rdzv_timeout = std::chrono::minutes(5);
   int restart_count = 0;  // Note [A newer group ends an older one] in dist/store_state.h
+  bool use_agent_store = false;  // join torchrun's agent's TCPStore instead of serving one at rank 0
   bool from_slurm = false;  // the place came from SLURM_PROCID and its kin
 
   bool is_distributed() const { return world_size > 1; }

@@ -18,11 +18,11 @@
 namespace cutrain {
 namespace {
 
-// Gloo's view of our TcpStore: the same keys under "gloo/<name>/", and our timeout where Gloo
+// Gloo's view of our store: the same keys under "gloo/<name>/", and our timeout where Gloo
 // would use its own.
 class GlooStore final : public gloo::rendezvous::Store {
  public:
-  GlooStore(TcpStore& store, const std::string& name) : store_(store), prefix_("gloo/" + name + "/") {}
+  GlooStore(cutrain::Store& store, const std::string& name) : store_(store), prefix_("gloo/" + name + "/") {}
 
   void set(const std::string& key, const std::vector<char>& data) override { store_.set(prefix_ + key, data); }
   std::vector<char> get(const std::string& key) override { return store_.get(prefix_ + key); }
@@ -36,7 +36,7 @@ class GlooStore final : public gloo::rendezvous::Store {
   }
 
  private:
-  TcpStore& store_;
+  cutrain::Store& store_;
   std::string prefix_;
 };
 
@@ -71,7 +71,7 @@ const char* task_name(int kind) {
 
 }  // namespace
 
-GlooCommunicator::GlooCommunicator(const DistEnv& env, TcpStore& store, const CommunicatorOptions& options)
+GlooCommunicator::GlooCommunicator(const DistEnv& env, Store& store, const CommunicatorOptions& options)
     : rank_(env.rank), world_size_(env.world_size) {
   // Gloo's TCP pairs write with writev, not send with MSG_NOSIGNAL, so a write to a peer that has
   // exited raises SIGPIPE, whose default action ends this rank without a word (cutrun then reports

@@ -5,7 +5,7 @@
 // backward; wait_async() waits until the queue is empty. The blocking calls enqueue and wait too,
 // so every collective runs in issue order, the same on every rank, each with the next tag.
 //
-// Gloo finds its peers through our TcpStore (an adapter to gloo::rendezvous::Store) and connects a
+// Gloo finds its peers through our store (an adapter to gloo::rendezvous::Store) and connects a
 // full mesh of TCP pairs.
 #pragma once
 
@@ -26,7 +26,7 @@ namespace cutrain {
 
 class GlooCommunicator final : public Communicator {
  public:
-  GlooCommunicator(const DistEnv& env, TcpStore& store, const CommunicatorOptions& options);
+  GlooCommunicator(const DistEnv& env, Store& store, const CommunicatorOptions& options);
   ~GlooCommunicator() override;
 
   int rank() const override { return rank_; }

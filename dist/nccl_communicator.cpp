@@ -25,7 +25,7 @@ int64_t now_ns() {
 ncclRedOp_t nccl_op(ReduceOp op) { return op == ReduceOp::average ? ncclAvg : ncclSum; }
 
 // ncclUniqueId travels through the store as its raw bytes.
-ncclUniqueId exchange_unique_id(const DistEnv& env, TcpStore& store, const std::string& name) {
+ncclUniqueId exchange_unique_id(const DistEnv& env, Store& store, const std::string& name) {
   const std::string key = "nccl/" + name + "/unique_id";
   ncclUniqueId id{};
   if (env.rank == 0) {
@@ -43,7 +43,7 @@ ncclUniqueId exchange_unique_id(const DistEnv& env, TcpStore& store, const std::
 
 }  // namespace
 
-NcclCommunicator::NcclCommunicator(const DistEnv& env, TcpStore& store, const CommunicatorOptions& options)
+NcclCommunicator::NcclCommunicator(const DistEnv& env, Store& store, const CommunicatorOptions& options)
     : rank_(env.rank), world_size_(env.world_size), timeout_(options.timeout), compute_stream_(options.compute_stream) {
   try {
     CUDA_CHECK(cudaGetDevice(&device_));

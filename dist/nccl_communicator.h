@@ -38,7 +38,7 @@ namespace cutrain {
 class NcclCommunicator final : public Communicator {
  public:
   // The caller has chosen the device (cudaSetDevice(LOCAL_RANK)).
-  NcclCommunicator(const DistEnv& env, TcpStore& store, const CommunicatorOptions& options);
+  NcclCommunicator(const DistEnv& env, Store& store, const CommunicatorOptions& options);
   ~NcclCommunicator() override;
 
   int rank() const override { return rank_; }

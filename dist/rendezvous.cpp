@@ -5,6 +5,7 @@
 #include <stdexcept>
 
 #include "dist/socket.h"
+#include "dist/torch_store.h"
 
 namespace cutrain {
 namespace {
@@ -89,7 +90,7 @@ std::string describe_numbered(const std::string& noun, const std::vector<int>& n
 }
 
 // "node 1 not heard from" when no rank of some node has arrived yet; "" when every node has.
-std::string silent_nodes(TcpStore& store, const DistEnv& env) {
+std::string silent_nodes(Store& store, const DistEnv& env) {
   if (env.group_world_size <= 1) return "";
   std::vector<std::string> missing = store.wait_for(numbered_keys(kNodeKey, env.group_world_size), milliseconds(0));
   if (missing.empty()) return "";
@@ -100,13 +101,21 @@ std::string silent_nodes(TcpStore& store, const DistEnv& env) {
 
 std::string describe_ranks(const std::vector<int>& ranks) { return describe_numbered("rank", ranks); }
 
-std::unique_ptr<TcpStore> rendezvous(const DistEnv& env, const RendezvousReport& report) {
+std::unique_ptr<Store> rendezvous(const DistEnv& env, const RendezvousReport& report) {
   Progress progress(env.rdzv_timeout, report ? report : stderr_report(env));
   const std::string master = env.master_addr + ":" + std::to_string(env.master_port);
   const std::string me = "rank " + std::to_string(env.rank) + " (node " + std::to_string(env.group_rank) + ")";
-  auto store = std::make_unique<TcpStore>(env, env.rdzv_timeout, [&](const std::string& reason) {
-    if (progress.due()) progress.say(me + " cannot reach rank 0's store at " + master + " yet (" + reason + ")");
-  });
+  const std::string whose = env.use_agent_store ? "torchrun's agent's store" : "rank 0's store";
+  auto on_retry = [&](const std::string& reason) {
+    if (progress.due()) progress.say(me + " cannot reach " + whose + " at " + master + " yet (" + reason + ")");
+  };
+  std::unique_ptr<Store> store;
+  if (env.use_agent_store)  // Note [torchrun's store] in dist/torch_store.h
+    store = std::make_unique<TorchStore>(env.master_addr, env.master_port,
+                                         "cutrain/restart_" + std::to_string(env.restart_count) + "/",
+                                         env.rdzv_timeout, on_retry);
+  else
+    store = std::make_unique<TcpStore>(env, env.rdzv_timeout, on_retry);
   store->set(kRankKey + std::to_string(env.rank), {});
   store->set(kNodeKey + std::to_string(env.group_rank), {});
 
@@ -115,7 +124,7 @@ std::unique_ptr<TcpStore> rendezvous(const DistEnv& env, const RendezvousReport&
   std::string absent;  // the ranks missing at the last look
   // Rank 0 gave up (or died) first: say what it was waiting for, not that a socket closed.
   auto store_closed = [&] {
-    return RendezvousFailed("rendezvous: rank 0's store closed while " + absent + of_world +
+    return RendezvousFailed("rendezvous: " + whose + " closed while " + absent + of_world +
                             " had not arrived (store at " + store->address() + ")");
   };
   try {

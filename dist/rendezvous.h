@@ -1,6 +1,6 @@
 // rendezvous.h: every rank meets every other at rank 0's store before anything else happens.
 //
-//   std::unique_ptr<TcpStore> store = rendezvous(env);  // connect, join, wait for every rank
+//   std::unique_ptr<Store> store = rendezvous(env);  // connect, join, wait for every rank
 //
 // One deadline covers the whole meeting: env.rdzv_timeout (CUTRAIN_RDZV_TIMEOUT, which cutrun's
 // --rdzv-timeout sets; 5 min by default), also the store's timeout afterwards. While it waits,
@@ -16,6 +16,9 @@
 //   rendezvous: ranks 2, 3 of 4 did not arrive within 60 s (node 1 not heard from; store at ...)
 // A rank whose rank 0 gave up first says so, with what rank 0 was still waiting for. A rank the
 // store refuses (another run id, another world size) fails at once, naming why.
+//
+// Under torchrun (TORCHELASTIC_USE_AGENT_STORE=True) the ranks meet at the agent's TCPStore at
+// MASTER_ADDR:MASTER_PORT instead (dist/torch_store.h, Note [torchrun's store]), rank 0 a client too.
 //
 // Each rank sets "rendezvous/rank/<rank>" and "rendezvous/node/<node>"; the node keys are how a
 // waiting rank tells a node that never came from a node that came short of some ranks.
@@ -34,7 +37,7 @@ namespace cutrain {
 // Where the waiting lines go. The default prints them on stderr, from local rank 0 only.
 using RendezvousReport = std::function<void(const std::string& line)>;
 
-std::unique_ptr<TcpStore> rendezvous(const DistEnv& env, const RendezvousReport& report = {});
+std::unique_ptr<Store> rendezvous(const DistEnv& env, const RendezvousReport& report = {});
 
 // "rank 5", "ranks 2, 3", "ranks 8-15, 24": the ranks, in order, runs of three or more as ranges.
 std::string describe_ranks(const std::vector<int>& ranks);

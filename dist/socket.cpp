@@ -30,8 +30,10 @@ std::runtime_error system_error(const std::string& what) {
   return std::runtime_error(what + ": " + std::strerror(errno));
 }
 
+// Rounded up, so that a poll() for it never ends before the deadline: a wait that the caller
+// times (dist/rendezvous.cpp) must not look cut short.
 int milliseconds_until(Clock::time_point deadline) {
-  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+  auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now()).count();
   return int(std::clamp<long long>(left, 0, 1 << 30));
 }
 
@@ -194,21 +196,39 @@ void send_all(int fd, const std::string& bytes) {
   }
 }
 
-Fields receive_frame(int fd, Clock::time_point deadline, const std::string& peer) {
-  std::string buffer;
+namespace {
+
+// Receives what has arrived, at most `capacity` bytes, waiting for the first until `deadline`.
+// Throws on timeout or a closed connection, naming `peer`.
+size_t receive_some(int fd, char* into, size_t capacity, Clock::time_point deadline, const std::string& peer) {
   for (;;) {
-    if (auto fields = pop_frame(buffer)) return *fields;
     pollfd p{fd, POLLIN, 0};
     int ready = ::poll(&p, 1, milliseconds_until(deadline));
     if (ready < 0 && errno == EINTR) continue;
     if (ready < 0) throw system_error("store: poll");
-    if (ready == 0) throw std::runtime_error("store: no reply from " + peer + " in time");
-    char chunk[4096];
-    ssize_t n = ::recv(fd, chunk, sizeof chunk, 0);
+    if (ready == 0) throw NoReply("store: no reply from " + peer + " in time");
+    ssize_t n = ::recv(fd, into, capacity, 0);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) throw ConnectionClosed("store: connection to " + peer + " closed (did rank 0 exit?)");
-    buffer.append(chunk, size_t(n));
+    return size_t(n);
   }
+}
+
+}  // namespace
+
+Fields receive_frame(int fd, Clock::time_point deadline, const std::string& peer) {
+  std::string buffer;
+  for (;;) {
+    if (auto fields = pop_frame(buffer)) return *fields;
+    char chunk[4096];
+    buffer.append(chunk, receive_some(fd, chunk, sizeof chunk, deadline, peer));
+  }
+}
+
+std::string receive_exact(int fd, size_t count, Clock::time_point deadline, const std::string& peer) {
+  std::string bytes(count, '\0');
+  for (size_t got = 0; got < count;) got += receive_some(fd, bytes.data() + got, count - got, deadline, peer);
+  return bytes;
 }
 
 std::string describe(std::chrono::milliseconds duration) {

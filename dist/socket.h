@@ -38,9 +38,14 @@ int connect_tcp(const std::string& host, int port, std::chrono::milliseconds tim
 // loopback); dist/interface.h finds the interface's name. Sends nothing.
 std::string local_address_toward(const std::string& host, int port);
 
-// What send_all() and receive_frame() throw when the other end closed the connection (or reset it),
+// What send_all(), receive_frame() and receive_exact() throw when the other end closed the connection (or reset it),
 // as opposed to a timeout or a failing socket.
 struct ConnectionClosed : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// What receive_frame() and receive_exact() throw when their deadline passed first.
+struct NoReply : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
@@ -48,6 +53,10 @@ void send_all(int fd, const std::string& bytes);
 
 // Reads one frame, waiting until `deadline`. Throws on timeout or a closed connection, naming `peer`.
 Fields receive_frame(int fd, Clock::time_point deadline, const std::string& peer);
+
+// Reads exactly `count` bytes, waiting until `deadline`; throws as receive_frame() does. The caller
+// bounds `count` (a length the other side sent is checked before it is read).
+std::string receive_exact(int fd, size_t count, Clock::time_point deadline, const std::string& peer);
 
 // "30 s", "1.5 s", "250 ms": a duration for messages.
 std::string describe(std::chrono::milliseconds duration);

@@ -116,8 +116,6 @@ void TcpStore::set(const std::string& key, const std::vector<char>& value) {
   request("set", {key, std::string(value.begin(), value.end())}, timeout_);
 }
 
-std::vector<char> TcpStore::get(const std::string& key) { return get(key, timeout_); }
-
 std::vector<char> TcpStore::get(const std::string& key, std::chrono::milliseconds timeout) {
   Fields reply = request("get", {std::to_string(timeout.count()), key}, timeout);
   if (reply[0] == "closed")
@@ -137,15 +135,6 @@ std::vector<std::string> TcpStore::wait_for(const std::vector<std::string>& keys
   args.insert(args.end(), keys.begin(), keys.end());
   Fields reply = request("wait", args, timeout);
   return Fields(reply.begin() + 1, reply.end());
-}
-
-void TcpStore::wait(const std::vector<std::string>& keys) {
-  std::vector<std::string> missing = wait_for(keys, timeout_);
-  if (missing.empty()) return;
-  std::string names;
-  for (const std::string& key : missing) names += (names.empty() ? "'" : ", '") + key + "'";
-  throw std::runtime_error("store: " + names + (missing.size() == 1 ? " was" : " were") + " not set within " +
-                           describe(timeout_));
 }
 
 }  // namespace cutrain

@@ -37,12 +37,13 @@
 
 #include "dist/env.h"
 #include "dist/socket.h"
+#include "dist/store_interface.h"
 
 namespace cutrain {
 
 class StoreServer;  // dist/store_server.h: rank 0's thread
 
-class TcpStore {
+class TcpStore : public Store {
  public:
   static constexpr std::chrono::milliseconds kDefaultTimeout = std::chrono::minutes(5);
 
@@ -59,27 +60,15 @@ class TcpStore {
   TcpStore(const TcpStore&) = delete;
   TcpStore& operator=(const TcpStore&) = delete;
 
-  void set(const std::string& key, const std::vector<char>& value);
+  void set(const std::string& key, const std::vector<char>& value) override;
+  using Store::get;
+  std::vector<char> get(const std::string& key, std::chrono::milliseconds timeout) override;
+  int64_t add(const std::string& key, int64_t delta) override;
+  // Also returns early, with the keys still missing, when rank 0's store closed.
+  std::vector<std::string> wait_for(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) override;
 
-  // The value of `key`, waiting until some rank sets it; after `timeout` throws
-  // "store: key 'nccl/id' was not set within 30 s".
-  std::vector<char> get(const std::string& key);
-  std::vector<char> get(const std::string& key, std::chrono::milliseconds timeout);
-
-  // Adds `delta` to the integer at `key` (0 when missing) and returns the new value. The value is
-  // kept as decimal text, so get() of the key reads "3".
-  int64_t add(const std::string& key, int64_t delta);
-
-  // Waits until every key exists; returns the keys still missing when `timeout` passed, or when
-  // rank 0's store closed first (empty when all arrived in time).
-  std::vector<std::string> wait_for(const std::vector<std::string>& keys, std::chrono::milliseconds timeout);
-
-  // wait_for() with the store's timeout that throws naming the missing keys.
-  void wait(const std::vector<std::string>& keys);
-
-  std::chrono::milliseconds timeout() const { return timeout_; }
-  // "127.0.0.1:29500" or "[::1]:29500": where the server listens, for messages.
-  const std::string& address() const { return address_; }
+  std::chrono::milliseconds timeout() const override { return timeout_; }
+  const std::string& address() const override { return address_; }
   // The server's port: MASTER_PORT, or the free port chosen when that was 0 (or the world is one).
   int port() const { return port_; }
 

@@ -90,6 +90,9 @@ class Process {
     }
   }
 
+  // The output read so far.
+  const std::string& output() const { return output_; }
+
   void signal(int signum) { ::kill(pid_, signum); }
   pid_t pid() const { return pid_; }
 

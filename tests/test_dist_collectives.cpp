@@ -56,7 +56,7 @@ struct Rank {
   DistEnv env;
   bool on_gpu;
   cudaStream_t stream = nullptr;
-  std::unique_ptr<TcpStore> store;
+  std::unique_ptr<Store> store;
   std::unique_ptr<Communicator> comm;
 };
 

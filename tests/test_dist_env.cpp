@@ -103,6 +103,17 @@ TEST_CASE("torchrun's variables win over Slurm's", "[dist]") {
   CHECK(chosen.run_id == "mine");
 }
 
+TEST_CASE("TORCHELASTIC_USE_AGENT_STORE=True, which torchrun 2.x sets, joins the agent's store", "[dist]") {
+  const Variables torchrun = {{"RANK", "1"}, {"WORLD_SIZE", "2"}, {"MASTER_PORT", "36095"},
+                              {"TORCHELASTIC_RESTART_COUNT", "3"}};
+  CHECK(!dist_env_from(torchrun).use_agent_store);
+  for (const char* yes : {"True", "1"}) CHECK(dist_env_from(with(torchrun, {{"TORCHELASTIC_USE_AGENT_STORE", yes}})).use_agent_store);
+  for (const char* no : {"False", "0", ""}) CHECK(!dist_env_from(with(torchrun, {{"TORCHELASTIC_USE_AGENT_STORE", no}})).use_agent_store);
+  CHECK(dist_env_from(torchrun).restart_count == 3);
+  CHECK_THROWS_WITH(dist_env_from(with(torchrun, {{"TORCHELASTIC_USE_AGENT_STORE", "yes"}})),
+                    "environment variable TORCHELASTIC_USE_AGENT_STORE='yes' is neither True nor False");
+}
+
 TEST_CASE("no launcher and no Slurm: a world of one", "[dist]") {
   const DistEnv env = dist_env_from({{"SLURM_JOB_ID", "7"}, {"SLURM_NNODES", "2"}});  // salloc's shell: no task
   CHECK(!env.from_slurm);

@@ -49,12 +49,12 @@ void ignore(const std::string&) {}
 
 TEST_CASE("rendezvous returns once every rank has arrived, whoever starts first", "[dist]") {
   const int port = cutrain::test::free_port();
-  std::vector<std::future<std::unique_ptr<cutrain::TcpStore>>> others;
+  std::vector<std::future<std::unique_ptr<cutrain::Store>>> others;
   for (int r = 1; r < 3; ++r)  // before rank 0 serves the store: they retry until it does
     others.push_back(std::async(std::launch::async, [=] { return rendezvous(rank_env(r, 3, 1, port, 5s), ignore); }));
   std::this_thread::sleep_for(200ms);
   Lines lines;
-  std::unique_ptr<cutrain::TcpStore> store;  // rank 0's store lives on after the meeting
+  std::unique_ptr<cutrain::Store> store;  // rank 0's store lives on after the meeting
   CHECK_NOTHROW(store = rendezvous(rank_env(0, 3, 1, port, 5s), lines.report()));
   for (auto& o : others) CHECK_NOTHROW(o.get());
   CHECK(lines.all.empty());  // nothing to say when nobody is late

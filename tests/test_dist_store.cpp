@@ -162,7 +162,7 @@ TEST_CASE("the store and the rendezvous work over IPv6", "[dist]") {
     env->rdzv_timeout = 5s;
   }
   auto other = std::async(std::launch::async, [&] { return cutrain::rendezvous(rank1); });
-  std::unique_ptr<TcpStore> server;
+  std::unique_ptr<cutrain::Store> server;
   CHECK_NOTHROW(server = cutrain::rendezvous(rank0));
   REQUIRE(server);
   CHECK(server->address() == "[::1]:" + std::to_string(port));
