@@ -4,7 +4,6 @@
 // value makes its rank, and so cutrun, fail.
 #include <catch2/catch.hpp>
 #include <cstdlib>
-#include <iostream>
 
 #include "dist/buckets.h"
 #include "dist/communicator.h"
@@ -210,14 +209,8 @@ TEST_CASE("NCCL collectives and bucketed all-reduces, world of one", "[dist]" CU
   check_bucketed_all_reduce(rank);
 }
 
-TEST_CASE("NCCL collectives and bucketed all-reduces across 2 GPUs", "[dist]" CUTRAIN_GPU_TAG) {
-  CUTRAIN_REQUIRE_GPU();
-  int devices = 0;
-  CUDA_CHECK(cudaGetDeviceCount(&devices));
-  if (devices < 2) {
-    std::cout << "SKIPPED: NCCL across processes needs 2 GPUs, this machine has " << devices << "\n";
-    return;
-  }
+TEST_CASE("NCCL collectives and bucketed all-reduces across 2 GPUs", "[dist][multi-gpu]" CUTRAIN_GPU_TAG) {
+  CUTRAIN_REQUIRE_GPUS(2);
   check_workers_passed(2, "[.dist-worker-nccl]");
 }
 

@@ -201,8 +201,8 @@ TEST_CASE("train --collective-timeout: the others give up on a stopped rank afte
 }
 
 TEST_CASE("GPU ranks: a killed one, a stopped one and a collective that hangs in a graph replay each end the job",
-          "[dist]" CUTRAIN_GPU_TAG) {
-  CUTRAIN_REQUIRE_GPU();
+          "[dist][multi-gpu]" CUTRAIN_GPU_TAG) {
+  CUTRAIN_REQUIRE_GPUS(2);
   Fault killed = inject(2, 1, SIGKILL, {"--grace-period", "60"}, {}, "cuda");
   CHECK(killed.result.exit_code == 128 + SIGKILL);
   CHECK_THAT(killed.result.output, Catch::Contains("cutrun: rank 1 (local rank 1, pid " + std::to_string(killed.victim) +

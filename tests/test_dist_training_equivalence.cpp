@@ -72,8 +72,8 @@ TEST_CASE("sync-bn: 2 and 3 ranks take the same steps as one process with the gl
 }
 
 TEST_CASE("GPU ranks over NCCL take one GPU's steps with --sync-bn, and the CPU ranks' steps over Gloo without it",
-          "[dist]" CUTRAIN_GPU_TAG) {
-  CUTRAIN_REQUIRE_GPU();
+          "[dist][multi-gpu]" CUTRAIN_GPU_TAG) {
+  CUTRAIN_REQUIRE_GPUS(2);
   TempDir dir;
   const std::string data = equivalence_data(dir);
   const int steps = 3;

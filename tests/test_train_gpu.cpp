@@ -112,7 +112,10 @@ TEST_CASE("GPU steps replayed from a graph equal eager ones, under every stream 
   CUTRAIN_REQUIRE_GPU();
   TempDir dir;
   const std::string data = small_dataset(dir);
-  const std::vector<std::string> steps = {"--device", "cuda", "--epochs", "1", "--max-steps", "3", "--eval-every", "0"};
+  // Bits are compared: only deterministic cuDNN algorithms (real cuDNN 9's backward-data ALGO_0 and
+  // backward-filter ALGO_0 and ALGO_3 add with atomics, in another order each call).
+  const std::vector<std::string> steps = {"--device", "cuda", "--epochs", "1", "--max-steps", "3", "--eval-every", "0",
+                                          "--deterministic"};
   train_small(dir, data, "eager", steps, {"--cuda-graphs", "off"}, {"CUTRAIN_EMU_STREAM_SEED=1"});
   for (const char* seed : {"2", "3"}) {
     INFO("schedule seed " << seed);
@@ -127,9 +130,9 @@ TEST_CASE("GPU training resumes exactly, and evaluation on the GPU agrees with t
   TempDir dir;
   const std::string data = small_dataset(dir);
   // One epoch of 4 steps with its evaluation and checkpoint, then 2 steps more; the same run stopped
-  // after 3 steps, mid-epoch, and resumed.
+  // after 3 steps, mid-epoch, and resumed. Bits are compared: only deterministic cuDNN algorithms.
   const std::vector<std::string> run = {"--device", "cuda", "--precision", "fp32", "--epochs", "2",
-                                        "--eval-every", "1", "--lr-schedule", "onecycle"};
+                                        "--eval-every", "1", "--lr-schedule", "onecycle", "--deterministic"};
   train_small(dir, data, "straight", run, {"--max-steps", "6"});
   train_small(dir, data, "halves", run, {"--max-steps", "3"});
   train_small(dir, data, "halves", run, {"--max-steps", "6", "--resume", "auto"});

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "kernels/emu/block.h"
+#include "kernels/emu/environment.h"
 #include "kernels/emu/stream_scheduler.h"
 #include "kernels/recording.h"
 
@@ -307,11 +308,16 @@ const char* cudaGetErrorString(cudaError_t error) {
 // The device a host thread works with, as CUDA keeps one per thread.
 namespace {
 thread_local int current_device = 0;
-bool valid_device(int device) { return device >= 0 && device < cutrain::emu::kDevices; }
+bool valid_device(int device) { return device >= 0 && device < cutrain::emu::device_count(); }
 }  // namespace
 
+int cutrain::emu::device_count() {
+  static const int count = int(integer_from_environment("CUTRAIN_EMU_DEVICES", 2, 1, 8));
+  return count;
+}
+
 cudaError_t cudaGetDeviceCount(int* count) {
-  *count = cutrain::emu::kDevices;
+  *count = cutrain::emu::device_count();
   return cudaSuccess;
 }
 

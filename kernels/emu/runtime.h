@@ -320,10 +320,12 @@ inline constexpr EmulatedDevice kDevice{};
 inline constexpr EmulatedDevice kRecordOnlyDevice{.multiprocessors = 132};
 // kRecordOnlyDevice while this thread's device is record-only, else kDevice.
 const EmulatedDevice& emulated_device();
-// The emulated machine has two such devices, so that two ranks under cutrun each have one, as on a
-// machine with two GPUs. A process works with one (cudaSetDevice), whichever it is: each process
-// is its own emulated device memory.
-inline constexpr int kDevices = 2;
+// The emulated machine's number of such devices: CUTRAIN_EMU_DEVICES, from 1 to 8, read once (a bad
+// value ends the program in one line); 2 when unset, so that two ranks under cutrun each have one,
+// as on a machine with two GPUs. CUTRAIN_EMU_DEVICES=1 is the one-GPU machine of the first real
+// run, where a second rank finds no device of its own. A process works with one (cudaSetDevice),
+// whichever it is: each process is its own emulated device memory.
+int device_count();
 
 // The blocks of `threads` threads and that much dynamic shared memory that fit one multiprocessor
 // at once (cudaOccupancyMaxActiveBlocksPerMultiprocessor); 0 when none does.

@@ -6,11 +6,13 @@
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
+#include <limits>
 #include <mutex>
 #include <random>
 #include <string>
 
 #include "kernels/emu/block.h"
+#include "kernels/emu/environment.h"
 
 namespace cutrain::emu {
 
@@ -21,18 +23,6 @@ constexpr size_t kMaxPending = 1024;
 constexpr auto kIdle = std::chrono::milliseconds(1);
 // How long it rests when every Op that may run is an enqueue_until that is not done yet.
 constexpr auto kPollPause = std::chrono::microseconds(100);
-
-uint64_t seed_from_environment() {
-  const char* text = std::getenv("CUTRAIN_EMU_STREAM_SEED");
-  if (!text || !*text) return 0;
-  char* end = nullptr;
-  const unsigned long long seed = std::strtoull(text, &end, 10);
-  if (*end != '\0') {
-    std::fprintf(stderr, "CUTRAIN_EMU_STREAM_SEED='%s': expected a non-negative integer\n", text);
-    std::exit(2);
-  }
-  return seed;
-}
 
 // Set by a replay's step that finished a node though not its graph: the device made progress.
 bool replay_progressed = false;  // the device thread's
@@ -49,7 +39,8 @@ struct Device {
   int waiters = 0;                   // host threads in wait_until
   bool nudged = false;               // a query asked the device to run
   std::chrono::steady_clock::time_point last_enqueue;
-  std::mt19937_64 random{seed_from_environment()};
+  std::mt19937_64 random{
+      integer_from_environment("CUTRAIN_EMU_STREAM_SEED", 0, 0, std::numeric_limits<uint64_t>::max())};
   bool started = false, stopping = false;
   std::thread thread;
   std::thread::id thread_id;
