@@ -128,7 +128,7 @@ TEST_CASE("Checkpoints hold torchvision's state_dict: names, OIHW layout, dtypes
 }
 
 // Note [Tensor checksums]: before, 13 of 13 random bit flips in tensor data loaded without a word.
-TEST_CASE("A flipped bit in a tensor is refused at load, naming the tensor; a file without checksums loads, "
+TEST_CASE("A flipped bit in a tensor is refused at load, naming the tensor, and a file without checksums loads, "
           "unverified", "[nn]") {
   SavedModel saved;
   const std::vector<char> bytes = read_bytes(saved.path);
