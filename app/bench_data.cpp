@@ -1,7 +1,9 @@
 // `cutrain bench-data`: how fast the CPU input pipeline turns a dataset into augmented batches.
 // Prints the loader's throughput with T worker threads, and the augmentation alone on one core.
 //
-// Note [Loader threads and free cores]: T threads are only T times one thread's speed when T cores
+// Note [Loader threads and free cores]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// T threads are only T times one thread's speed when T cores
 // are free for them. Beside the workers, this thread takes the batches, and on a shared machine
 // other processes take cores too: on two cores that others were using, 2 threads measured 418k
 // images/s against 1 thread's 444k. So the loader's line also says how many cores the process got

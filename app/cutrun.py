@@ -615,7 +615,9 @@ def run_job(args):
     received = []  # the signal that asked cutrun to stop, if one did, and when: (signum, monotonic time)
     watching = []  # the ProgressWatch of the group that runs now, if any
 
-    # Note [A stop that saves]: a rank acts on a stop only between steps (or evaluation batches),
+    # Note [A stop that saves]
+    # ~~~~~~~~~~~~~~~~~~~~~~~~
+    # A rank acts on a stop only between steps (or evaluation batches),
     # and then writes a checkpoint; a CPU step can take longer than the grace period. So a stop
     # that cutrun passes on (SIGINT, SIGTERM, SIGHUP, SIGUSR1) waits the grace period plus twice the
     # longest gap between such points that any rank has reported in its heartbeats: one to reach the
@@ -751,7 +753,9 @@ def run_job(args):
         code = first_failure.process.returncode
         return first_failure, code if code > 0 else 128 - code
 
-    # Note [Restarts on several nodes]: each node's cutrun restarts its own ranks. A rank that fails
+    # Note [Restarts on several nodes]
+    # ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+    # Each node's cutrun restarts its own ranks. A rank that fails
     # on one node breaks the collectives of every other rank, which then fail too, so every node's
     # cutrun restarts its group, once per failure, and the new groups meet at rank 0's new store
     # (a rank that comes before it retries until --rdzv-timeout). With one --save folder that every

@@ -2,7 +2,9 @@
 // schedule and its length, the optimizer, the precision, the seed), which each checkpoint records and a resume
 // takes back.
 //
-// Note [A resume keeps the recipe]: a resume goes on with the recipe of the run it resumes, flag by flag,
+// Note [A resume keeps the recipe]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// A resume goes on with the recipe of the run it resumes, flag by flag,
 // unless the command line gives a flag again, as torchvision's reference script does with the `args` that it
 // stores in its checkpoints. A flag given with another value than the run's is taken, and one line names the
 // difference. Other data in the middle of an epoch is refused, since the position there counts batches of the

@@ -19,6 +19,7 @@ bool shutdown_requested();
 int shutdown_signal();
 
 // Note [A signal to one rank]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~
 // A signal from the launcher (this process's parent: cutrun, torchrun's agent, Slurm's step
 // daemon), from the kernel (a terminal's ^C, which reaches every process of the job), or one that
 // request_shutdown stands in for, is the job's stop: every rank saves, as above, and exits with 0.

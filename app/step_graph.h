@@ -21,6 +21,7 @@
 // no rank can tell whether the others' collectives are still in step.
 //
 // Note [Graph node priorities]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~
 // A graph launches its nodes at the priority of the stream it is launched on, unless it was
 // instantiated with cudaGraphInstantiateFlagUseNodePriority: then each kernel node keeps the
 // priority of the stream it was captured from. The communicator's stream has the greatest priority

@@ -3,7 +3,9 @@
 // record, so TensorBoard shows the same numbers: train/loss, train/accuracy, train/lr and
 // train/images_per_s at each logged step, test/accuracy and test/loss at each evaluation.
 //
-// Note [TensorBoard's event file]: a file named events.out.tfevents.<seconds>.<host>.<pid> holds
+// Note [TensorBoard's event file]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// A file named events.out.tfevents.<seconds>.<host>.<pid> holds
 // records, each
 //   uint64 length | uint32 masked CRC-32C of those 8 bytes | `length` bytes | uint32 masked CRC-32C of them
 // (little-endian; masked: ((crc >> 15) | (crc << 17)) + 0xa282ead8), and each record is a serialized

@@ -3,6 +3,7 @@
 // one call per stage, read top to bottom.
 //
 // Note [The step]
+// ~~~~~~~~~~~~~~~
 // The batch is already in the model's input. Then, on every rank at once:
 //   1. lr:        this step's learning rate, computed on the device from its step counter.
 //   2. buffers:   with several ranks and without --sync-bn, batch norm's running statistics are

@@ -5,7 +5,9 @@
 // "<rank> <step> <longest_ms> <quiet_ms>" every period. Without those variables (another launcher,
 // a single process) this does nothing.
 //
-// Note [A heartbeat means progress]: a heartbeat alone says only that a thread is alive. The
+// Note [A heartbeat means progress]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// A heartbeat alone says only that a thread is alive. The
 // training thread may be blocked all the while (writing to a full pipe, say), so each heartbeat
 // also says how long the training thread has gone without a mark: `quiet_ms`. It is 0 before the
 // first mark, and while a collective of this process is in flight (a WaitingOnPeers exists): then

@@ -121,7 +121,9 @@ class ServeLoop {
     }
   }
 
-  // Note [Room for ranks]: a stranger who can reach the store but lacks the run id must not be able
+  // Note [Room for ranks]
+  // ~~~~~~~~~~~~~~~~~~~~~
+  // A stranger who can reach the store but lacks the run id must not be able
   // to keep a rank from joining. Joined connections are never closed to make room, and before
   // anyone is chosen, every join that has arrived is read, so a rank whose join is in the socket
   // counts as joined. Unjoined connections are bounded per source address (world size: no node

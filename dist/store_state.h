@@ -26,7 +26,9 @@
 
 namespace cutrain {
 
-// Note [A newer group ends an older one]: on several nodes, each node's cutrun restarts its own
+// Note [A newer group ends an older one]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// On several nodes, each node's cutrun restarts its own
 // ranks (Note [Restarts on several nodes] in app/cutrun.py), and tells each rank how often it has
 // (TORCHELASTIC_RESTART_COUNT), which the rank sends in its join. A rank of restart r' that reaches
 // the store of a group of restart r < r' shows that a node has restarted its ranks: the group of

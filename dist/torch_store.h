@@ -5,6 +5,7 @@
 //                                         // as "rendezvous/rank/1"
 //
 // Note [torchrun's store]
+// ~~~~~~~~~~~~~~~~~~~~~~~
 // torchrun 2.x sets TORCHELASTIC_USE_AGENT_STORE=True: its agent serves a TCPStore at
 // MASTER_ADDR:MASTER_PORT, and the workers are to join it as clients (a worker that listened there
 // itself would find the port in use). cutrain's ranks then all meet there, rank 0 included, instead

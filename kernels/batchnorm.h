@@ -23,6 +23,7 @@
 // step re-reads only what did not fit.
 //
 // Note [Split batch norm]
+// ~~~~~~~~~~~~~~~~~~~~~~~
 // A cooperative grid starts only when all of its blocks fit on the device at once, so it waits for
 // whatever another stream is running (a weight-gradient convolution, NCCL) and then holds every
 // multiprocessor. A plan of BatchNormLaunch::split runs each cooperative pass as ordinary

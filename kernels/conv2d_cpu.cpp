@@ -2,6 +2,7 @@
 // pieces of whole images on the threads of kernels/cpu_threads.h.
 //
 // Note [Convolution pieces]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~
 // The batch is cut into at most kPieces pieces of whole images (ceil(N / kPieces) images each,
 // the last maybe fewer), and each piece is one oneDNN call on one thread: its forward writes the
 // piece's images of y, its data gradient the piece's images of dx. The filter gradient is a sum
@@ -17,6 +18,7 @@
 // which oneDNN reads and writes directly.
 //
 // Note [Strided 1x1 filter gradients]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
 // A 1x1 convolution of stride s without padding reads only every s-th pixel of every s-th row, so
 // its filter gradient is that of a stride-1 convolution of those pixels alone: the filter gradient
 // gathers them into a dense NHWC copy and computes that. oneDNN would gather them itself (its 1x1

@@ -2,6 +2,7 @@
 // captured in a CUDA graph.
 //
 // Note [Cooperative launches]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~
 // A cooperative grid starts only when all of its blocks fit on the device at once, and a block may
 // have more than 48 KiB of dynamic shared memory only up to the limit that its kernel was given
 // with cudaFuncSetAttribute. A graph's kernel node is checked against that limit when the graph is

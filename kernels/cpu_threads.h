@@ -2,6 +2,7 @@
 // SGD), and the rule that keeps their results independent of how many there are.
 //
 // Note [Fixed work split]
+// ~~~~~~~~~~~~~~~~~~~~~~~
 // Every parallel loop of the CPU path cuts its work into pieces whose bounds depend on the shapes
 // alone, never on the number of threads; the threads only choose which pieces they do. A piece
 // that sums does so in a fixed order, and sums over pieces are combined in piece order, so one
@@ -14,6 +15,7 @@
 // cores that the others need.
 //
 // Note [Libraries inside a piece]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
 // oneDNN, which computes the convolutions (kernels/conv2d_cpu.cpp), runs on OpenMP's threads too: a
 // call takes as many as OpenMP's thread count for the calling thread (omp_get_max_threads), and
 // oneDNN fits its plan, and with it the order of its sums, to that count when a primitive is made.

@@ -28,6 +28,7 @@ struct SafeTensorsFile;
 using CheckpointMetadata = std::map<std::string, std::string>;
 
 // Note [Checkpoints that load]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~
 // save_model and save_momentum check what they would write as the loads check it: a tensor that
 // holds NaN or infinities, or a running variance that is not positive, is refused with an
 // UnfitCheckpoint naming the tensors, and nothing is written. So a diverging run never writes a

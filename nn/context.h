@@ -5,6 +5,7 @@
 // Context per process and device.
 //
 // Note [Side stream]
+// ~~~~~~~~~~~~~~~~~~
 // A GPU context has two streams. Everything runs on the main stream except three kinds of work,
 // which run on the side stream at the same time as the main stream's work:
 //   - the weight gradient of every convolution but the stem's, while the main stream computes its

@@ -59,6 +59,7 @@ struct ConvDescriptors {
 ConvAlgorithms choose_conv_algorithms(const Context& ctx, const ConvDescriptors& d, const ConvShape& shape);
 
 // Note [Algorithm fallback]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~
 // cuDNN's heuristics, and even its measurements, can name an algorithm that then fails when it
 // runs for a shape, with CUDNN_STATUS_NOT_SUPPORTED or CUDNN_STATUS_EXECUTION_FAILED (beta = 1 on
 // backward-data and strict-FMA fp32 in NHWC are known cases). The first step is eager and runs

@@ -4,6 +4,7 @@
 // fused ReLU (CUDNN_BATCHNORM_OPS_BN_ACTIVATION) and add+ReLU (..._BN_ADD_ACTIVATION).
 //
 // Note [cuDNN's batch norm types]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
 // cuDNN 9's header (cudnn_ops.h, cudnnBatchNormalizationForwardTraining) says the statistics'
 // descriptor is float whenever x is not double, so bf16 activations with fp32 gamma, beta, running
 // and saved statistics is the configuration it describes, and the one asked for here: x, z, y and

@@ -11,7 +11,9 @@
 // the data without gaps or overlaps, no key twice in an object, no tensor without a name) and
 // throws std::runtime_error("<path>: <what is wrong>") in one line; a corrupt file never crashes.
 //
-// Note [Tensor checksums]: the writer records the CRC-32C (kernels/crc32c.h) of each tensor's bytes in the
+// Note [Tensor checksums]
+// ~~~~~~~~~~~~~~~~~~~~~~~
+// The writer records the CRC-32C (kernels/crc32c.h) of each tensor's bytes in the
 // metadata key "tensor_crc32c", a JSON object of eight hex digits by tensor name, and the reader checks every
 // tensor against it, refusing a file whose bytes changed after it was written (a flipped bit, a torn copy)
 // in one line naming the tensor. The header itself is checked by its parse. A file without the key

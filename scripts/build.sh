@@ -2,7 +2,9 @@
 # Configures and builds cutrain into build/ (binaries in build/bin). Extra arguments go to CMake's
 # configure step, e.g. scripts/build.sh -DCMAKE_CUDA_ARCHITECTURES=90
 #
-# Note [A build for the GPU machine]: a build for a named GPU architecture (-DCMAKE_CUDA_ARCHITECTURES=...)
+# Note [A build for the GPU machine]
+# ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+# A build for a named GPU architecture (-DCMAKE_CUDA_ARCHITECTURES=...)
 # is taken for a build that scripts/package-prebuilt.sh packs for another machine, whose CPU may lack this
 # one's AVX-512 (SIGILL): its CPU code is built for x86-64-v3, AVX2 and FMA, which every x86-64 server since
 # 2015 has (CUTRAIN_CPU_ARCH, kernels/CMakeLists.txt), unless the arguments name a CUTRAIN_CPU_ARCH.
@@ -27,7 +29,9 @@ cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release "${options[@]}" "$@" >"$build-
   cat "$build-configure.log" >&2
   exit 1
 }
-# Note [A build that says it is alive]: on a busy machine one file can take most of a minute (nvcc
+# Note [A build that says it is alive]
+# ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+# On a busy machine one file can take most of a minute (nvcc
 # compiling for two architectures), and CMake says nothing until the next one starts: after 20 s
 # without a line, a line says the build goes on, so that nobody takes it for stuck.
 cmake --build "$build" -j "$(nproc)" 2>&1 | {

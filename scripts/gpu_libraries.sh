@@ -1,7 +1,9 @@
 # gpu_libraries.sh (sourced by gpu-check.sh, and by tests/scripts/test_wheel_libraries.sh, which rehearses it):
 # the one set of CUDA libraries that the prebuilt binaries load, and the versions of the Python side.
 #
-# Note [One set of CUDA libraries]: the CUDA runtime, cuBLAS, cuDNN and NCCL come either all from Python's
+# Note [One set of CUDA libraries]
+# ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+# The CUDA runtime, cuBLAS, cuDNN and NCCL come either all from Python's
 # nvidia-* wheels (CUDA 13's put cudart and cuBLAS in nvidia/cu13/lib, cuDNN and NCCL in nvidia/cudnn/lib and
 # nvidia/nccl/lib: the libraries torch itself loads) or, where the wheels lack any of them, all from the CUDA
 # toolkit, never a mix of the two, so that cuBLAS is never loaded beside another version's cudart. cuDNN's

@@ -9,7 +9,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# Note [The GPU machine's Python]: the Python side of the comparison, at the versions of the GPU machine
+# Note [The GPU machine's Python]
+# ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+# The Python side of the comparison, at the versions of the GPU machine
 # where it is measured (Python 3.12 there). This is the one place that names them; gpu-check.sh prints
 # them beside those it finds there. torch's wheel from PyPI is its CUDA 13 build and brings the
 # nvidia-* wheels that machine has (nvidia-cudnn-cu13, nvidia-nccl-cu13, nvidia-cublas,

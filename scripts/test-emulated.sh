@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds the whole program against the emulated GPU (Note [Emulated build] in docs/how-it-works.md)
+# Builds the whole program against the emulated GPU (Note [Emulated build] in CMakeLists.txt)
 # into build-emulated/ and runs its tests: the [gpu] tests, tagged [emu] there, which train on the
 # emulated device, run two ranks over the emulated NCCL and rehearse scripts/gpu-check.sh. Needs
 # neither a GPU nor the CUDA toolkit; as root it builds with the toolkit hidden (a mount namespace

@@ -302,7 +302,8 @@ cudnnStatus_t algo_workspace(Pass pass, int algo, const Problem& p, size_t* byte
   return CUDNN_STATUS_SUCCESS;
 }
 
-// ---- Note [Emulated cuDNN faults] ----
+// Note [Emulated cuDNN faults]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~
 // CUTRAIN_EMU_CUDNN_FAIL="pass:algo=N:status[,...]" makes the convolutions of `pass` (forward,
 // backward_data, backward_filter) with algorithm N (or any, with algo=any) fail with `status`:
 // not_supported (CUDNN_STATUS_NOT_SUPPORTED) or execution_failed (CUDNN_STATUS_EXECUTION_FAILED).

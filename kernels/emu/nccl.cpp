@@ -14,7 +14,9 @@
 //   slot[nranks][kChunkBytes]  each rank's contribution to the current chunk
 // Memory is bounded: a collective of any size moves through the slots one chunk at a time.
 //
-// Note [Chunks]: each collective takes the next run of chunk numbers (counted from 1) when it
+// Note [Chunks]
+// ~~~~~~~~~~~~~
+// Each collective takes the next run of chunk numbers (counted from 1) when it
 // starts, which is the same run on every rank (Note [Matching collectives]).
 // Rank r moves chunk c on in two phases:
 //   post:   once every rank has consumed chunk c - 1 (so r's slot is free), r writes its part of
@@ -25,20 +27,26 @@
 // is read. Several collectives may be in flight: a later one's first chunk waits, by the same
 // rule, for the earlier ones' last.
 //
-// Note [Matching collectives]: NCCL matches the collectives of one communicator across ranks in
+// Note [Matching collectives]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// NCCL matches the collectives of one communicator across ranks in
 // the order the ranks issue them. The emulation matches them in the order they start to run,
 // which is the same where they run on one stream (cutrain's communication stream) or in an order
 // that events fix; it has to, because a graph's replay issues nothing. Collectives that disagree
 // in kind, type, op, root or count fail the communicator with ncclInvalidUsage.
 //
-// Note [Reduction order]: every rank reduces chunk c from the same slots in rank order 0, 1, ...,
+// Note [Reduction order]
+// ~~~~~~~~~~~~~~~~~~~~~~
+// Every rank reduces chunk c from the same slots in rank order 0, 1, ...,
 // n - 1, in the same code, so every rank gets the same bits: for a sum
 // ((x_0 + x_1) + x_2) + ..., accumulated in float for ncclFloat and ncclBfloat16 and in double for
 // ncclDouble; an average is that sum divided by n (as the Gloo communicator computes it); bf16 is
 // rounded once, at the end. A real GPU's ring or tree reduces in another order (and rounds bf16 at
 // each step), so bits may differ from it, but never between ranks.
 //
-// Note [Peers that die]: each rank's pid and start time (from /proc) are in the mapping. While a
+// Note [Peers that die]
+// ~~~~~~~~~~~~~~~~~~~~~
+// Each rank's pid and start time (from /proc) are in the mapping. While a
 // rank waits for a peer, and when ncclCommGetAsyncError is asked, it looks at the peer at most
 // every kLookEvery: a peer whose process is gone, a zombie, or another process of the same pid
 // has died, and the communicator fails with ncclRemoteError naming it. So does one that marked

@@ -117,7 +117,7 @@ std::function<bool()> kernel_step(const KernelLaunch& k) {
 // Set while a RunWhileRecording is alive on this thread.
 thread_local bool run_while_recording = false;
 
-// Note [Record-only device].
+// The device records and runs nothing while a recorder plans (Note [Record-only device]).
 bool record_only() { return recording() && !run_while_recording; }
 
 }  // namespace
@@ -517,7 +517,9 @@ cudaError_t cudaMemGetInfo(size_t* free, size_t* total) {
 
 namespace {
 
-// Note [Copy synchronisation], after the CUDA Runtime API's "API synchronization behavior": where
+// Note [Copy synchronisation]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// After the CUDA Runtime API's "API synchronization behavior": where
 // a copy's host side lies decides when the call returns.
 //   cudaMemcpyAsync: from pageable memory to the device, the source is staged (copied) at the
 //   call, which returns at once; from pinned memory the copy reads the host buffer when it runs;

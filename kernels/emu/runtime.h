@@ -306,7 +306,9 @@ struct EmulatedDevice {
   size_t reserved_shared_per_block = 1024;     // the runtime's own, per block
 };
 inline constexpr EmulatedDevice kDevice{};
-// Note [Record-only device]. While a recorder that plans is installed on the calling thread
+// Note [Record-only device]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~
+// While a recorder that plans is installed on the calling thread
 // (kernels/recording.h), the emulated device records what the thread
 // enqueues and runs none of it, as PyTorch's meta device stands in for a real one: launches,
 // memsets, copies, cuDNN and cuBLAS calls, and waits between streams are written down after the

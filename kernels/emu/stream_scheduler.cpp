@@ -202,7 +202,9 @@ std::shared_ptr<Op> enqueue_op(std::unique_lock<std::mutex>&, CUstream_st* s, st
   auto op = std::make_shared<Op>();
   op->name = std::move(name);
   op->step = std::move(step);
-  // Note [Legacy stream]: an Op on the legacy stream follows all earlier work of the blocking
+  // Note [Legacy stream]
+  // ~~~~~~~~~~~~~~~~~~~~
+  // An Op on the legacy stream follows all earlier work of the blocking
   // streams, and an Op on a blocking stream follows all earlier work of the legacy stream.
   // Non-blocking streams (cudaStreamNonBlocking) are not ordered against it at all.
   if (s == &d.legacy) {
@@ -322,7 +324,9 @@ cudaError_t wait_in_capture(CUstream_st* s, cudaEvent_t event) {
   return cudaSuccess;
 }
 
-// Note [Capture rules], after the CUDA C++ Programming Guide's "Prohibited and Unhandled
+// Note [Capture rules]
+// ~~~~~~~~~~~~~~~~~~~~
+// After the CUDA C++ Programming Guide's "Prohibited and Unhandled
 // Operations" of stream capture and cudaStreamBeginCapture's modes:
 //   - a stream being captured may not be synchronised or queried (its work is not scheduled);
 //   - the legacy stream may not be used (enqueued on, synchronised, queried) while a blocking

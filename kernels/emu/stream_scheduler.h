@@ -2,7 +2,9 @@
 // stream capture records it instead. Internal to runtime.cpp, graph.cpp and stream_scheduler.cpp;
 // runtime.h states the behaviour the programs see.
 //
-// Note [Deferred work]: every operation enqueued on a stream (a kernel, an asynchronous copy or
+// Note [Deferred work]
+// ~~~~~~~~~~~~~~~~~~~~
+// Every operation enqueued on a stream (a kernel, an asynchronous copy or
 // memset, an event's record or wait, a library's work through enqueue or enqueue_until, a graph
 // launch) becomes an Op in its stream's queue. One device thread per process runs the Ops. It
 // starts running when the host waits for the device (a synchronising call), when the host has

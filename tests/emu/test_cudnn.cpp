@@ -73,6 +73,7 @@ Exact naive(Pass pass, const ConvShape& s, const std::vector<float>& x, const st
 }
 
 // Note [Summation error]
+// ~~~~~~~~~~~~~~~~~~~~~~
 // A float sum of n terms, added in any order, is within (n - 1) * 2^-24 of the sum of the terms'
 // absolute values from the exact sum (Higham, "Accuracy and Stability of Numerical Algorithms",
 // section 4.2), and blocked, vectorised sums such as oneDNN's stay far inside that. Near zero,
