@@ -25,8 +25,9 @@ void run_with_fallback(const Context& ctx, cudaStream_t stream, const ConvDescri
     cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
     CUDA_CHECK(cudaStreamIsCapturing(stream, &capture));
     std::optional<ConvAlgorithm<Algo>> next;
-    if ((status == CUDNN_STATUS_NOT_SUPPORTED || status == CUDNN_STATUS_EXECUTION_FAILED) &&
-        capture == cudaStreamCaptureStatusNone)
+    const bool replaceable = status == CUDNN_STATUS_NOT_SUPPORTED || status == CUDNN_STATUS_EXECUTION_FAILED ||
+                             status == CUDNN_STATUS_BAD_PARAM;
+    if (replaceable && capture == cudaStreamCaptureStatusNone)
       next = replace_failed_algorithm(ctx, d, shape, algorithm, status, workspace_bytes);
     if (!next) check_failed(call, __FILE__, __LINE__, cudnnGetErrorString(status));
     algorithm = *next;

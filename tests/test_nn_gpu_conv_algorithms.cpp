@@ -97,6 +97,11 @@ TEST_CASE("a cuDNN algorithm that fails when it runs is replaced, once per shape
     return output.substr(at, output.find(')', at) - at);
   };
   CHECK(last_loss(faulty.output) == last_loss(clean.output));
+  // CUDNN_STATUS_BAD_PARAM from one algorithm is replaced the same way.
+  const auto bad_param = bench_step(dir.path().string(), run, "backward_data:algo=0:bad_param");
+  INFO(bad_param.output);
+  CHECK(bad_param.exit_code == 0);
+  CHECK(count(bad_param.output, "(CUDNN_STATUS_BAD_PARAM (emulated cuDNN: injected by CUTRAIN_EMU_CUDNN_FAIL") == 10);
   // With every algorithm failing there is nothing to fall back on: one error.
   const auto hopeless = bench_step(dir.path().string(), run, "backward_data:algo=any:not_supported");
   CHECK(hopeless.exit_code == 1);

@@ -306,7 +306,8 @@ cudnnStatus_t algo_workspace(Pass pass, int algo, const Problem& p, size_t* byte
 // ~~~~~~~~~~~~~~~~~~~~~~~~~~~~
 // CUTRAIN_EMU_CUDNN_FAIL="pass:algo=N:status[,...]" makes the convolutions of `pass` (forward,
 // backward_data, backward_filter) with algorithm N (or any, with algo=any) fail with `status`:
-// not_supported (CUDNN_STATUS_NOT_SUPPORTED) or execution_failed (CUDNN_STATUS_EXECUTION_FAILED).
+// not_supported (CUDNN_STATUS_NOT_SUPPORTED), execution_failed (CUDNN_STATUS_EXECUTION_FAILED) or
+// bad_param (CUDNN_STATUS_BAD_PARAM).
 // A failing call enqueues nothing, as a real cuDNN call that fails at launch. cudnnFind* reports
 // the failure in that algorithm's result, since it runs each algorithm; the _v7 heuristics do not,
 // since they run nothing. The pass `batchnorm` (with algo=any) makes the batch-norm Ex calls and
@@ -335,8 +336,10 @@ Fault parse_fault(const std::string& entry) {
     fault.status = CUDNN_STATUS_NOT_SUPPORTED;
   } else if (status == "execution_failed") {
     fault.status = CUDNN_STATUS_EXECUTION_FAILED;
+  } else if (status == "bad_param") {
+    fault.status = CUDNN_STATUS_BAD_PARAM;
   } else {
-    refuse_fault_spec(entry, "the status is not_supported or execution_failed");
+    refuse_fault_spec(entry, "the status is not_supported, execution_failed or bad_param");
   }
   if (fault.pass != "batchnorm" &&
       std::find(std::begin(kPassNames), std::end(kPassNames), fault.pass) == std::end(kPassNames))

@@ -243,6 +243,7 @@ const char* cudaGetErrorName(cudaError_t error) {
     CUTRAIN_EMU_NAME(cudaErrorInvalidConfiguration)
     CUTRAIN_EMU_NAME(cudaErrorInvalidDevicePointer)
     CUTRAIN_EMU_NAME(cudaErrorInvalidMemcpyDirection)
+    CUTRAIN_EMU_NAME(cudaErrorInsufficientDriver)
     CUTRAIN_EMU_NAME(cudaErrorInvalidDevice)
     CUTRAIN_EMU_NAME(cudaErrorInvalidResourceHandle)
     CUTRAIN_EMU_NAME(cudaErrorIllegalState)
@@ -272,6 +273,7 @@ const char* cudaGetErrorString(cudaError_t error) {
     case cudaErrorInvalidConfiguration: return "invalid configuration argument";
     case cudaErrorInvalidDevicePointer: return "invalid device pointer";
     case cudaErrorInvalidMemcpyDirection: return "invalid copy direction for memcpy";
+    case cudaErrorInsufficientDriver: return "CUDA driver version is insufficient for CUDA runtime version";
     case cudaErrorInvalidDevice: return "invalid device ordinal";
     case cudaErrorInvalidResourceHandle: return "invalid resource handle";
     case cudaErrorIllegalState: return "the operation cannot be performed in the present state";
