@@ -62,10 +62,10 @@ ConvAlgorithms choose_conv_algorithms(const Context& ctx, const ConvDescriptors&
 // ~~~~~~~~~~~~~~~~~~~~~~~~~
 // cuDNN's heuristics, and even its measurements, can name an algorithm that then fails when it
 // runs for a shape, with CUDNN_STATUS_NOT_SUPPORTED or CUDNN_STATUS_EXECUTION_FAILED (beta = 1 on
-// backward-data and strict-FMA fp32 in NHWC are known cases), and even CUDNN_STATUS_BAD_PARAM. The
+// backward-data and strict-FMA fp32 in NHWC are known cases), or with CUDNN_STATUS_BAD_PARAM. The
 // three are treated alike: a descriptor that is really wrong fails every algorithm, and so still
-// ends in an error. The first step is eager and runs
-// every convolution before anything is captured, so such a failure shows there. The layer then
+// ends in an error. The first step is eager and runs every convolution before anything is
+// captured, so such a failure shows there. The layer then
 // asks for a replacement: the next usable algorithm in cuDNN's ranking that fits the workspace
 // already planned, or in the end the one every cuDNN supports for the pass. The replacement is
 // said in one line and kept for every convolution of that shape in the process. A failure during
