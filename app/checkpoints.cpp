@@ -18,6 +18,7 @@
 #include <stdexcept>
 
 #include "app/train_options.h"
+#include "dist/env.h"
 #include "nn/resnet.h"
 #include "nn/safetensors.h"
 #include "nn/sgd.h"
@@ -116,14 +117,13 @@ std::string new_run_id() {
 
 TrainingState TrainingState::from_metadata(const CheckpointMetadata& metadata, const std::string& path) {
   constexpr int64_t kMaxSteps = int64_t(1) << 50;
-  constexpr int kMaxWorldSize = 1 << 20;
   TrainingState s;
   if (auto it = metadata.find("run_id"); it != metadata.end()) s.run_id = it->second;  // none before run ids
   s.epoch = metadata_number<int>(metadata, "epoch", path, 0, kMaxEpochs);
   s.batch = metadata_number<int64_t>(metadata, "batch", path, 0, kMaxSteps);
   s.global_step = metadata_number<int64_t>(metadata, "global_step", path, 0, kMaxSteps);
   s.seed = metadata_number<uint64_t>(metadata, "seed", path, 0, UINT64_MAX);
-  s.world_size = metadata_number<int>(metadata, "world_size", path, 1, kMaxWorldSize);
+  s.world_size = metadata_number<int>(metadata, "world_size", path, 1, kMaxWorldSize);  // Note [The largest world]
   s.batch_size = metadata_number<int>(metadata, "batch_size", path, 1, kMaxBatchSize);
   return s;
 }

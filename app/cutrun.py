@@ -65,7 +65,7 @@ USAGE_ERROR = 2
 VERSION = "@CUTRAIN_VERSION@"
 COMMIT = "@CUTRAIN_GIT_COMMIT@"
 MAX_NPROC_PER_NODE = 1024
-MAX_WORLD_SIZE = 1_000_000  # as dist/env.cpp
+MAX_WORLD_SIZE = 4096  # Note [The largest world] in dist/env.h
 MAX_SECONDS = 86400
 
 

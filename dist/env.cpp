@@ -157,6 +157,9 @@ DistEnv dist_env_from(const Variables& variables) {
 
   const char* source = slurm ? "SLURM_NTASKS" : "WORLD_SIZE";
   if (env.world_size < 1) throw std::runtime_error(std::string(source) + "=0: a job needs at least one process");
+  if (env.world_size > kMaxWorldSize)  // Note [The largest world] in dist/env.h
+    throw std::runtime_error(std::string(source) + "=" + std::to_string(env.world_size) + ": a job has at most " +
+                             std::to_string(kMaxWorldSize) + " processes");
   if (env.rank >= env.world_size)
     throw std::runtime_error(std::string(slurm ? "SLURM_PROCID=" : "RANK=") + std::to_string(env.rank) +
                              " is not below " + source + "=" + std::to_string(env.world_size));

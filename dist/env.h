@@ -49,6 +49,23 @@ struct DistEnv {
   bool is_main() const { return rank == 0; }
 };
 
+// Note [The largest world]
+// ~~~~~~~~~~~~~~~~~~~~~~~~
+// A job has at most kMaxWorldSize processes, and the environment, cutrun's flags and a checkpoint's
+// metadata are all refused above it in one line. The bound comes from what the store carries in one
+// message, which is at most kMaxFrameBytes (1 MiB, dist/store_protocol.h) for cutrain's store and for
+// TorchStore alike. Two messages grow with the world:
+//   - the rendezvous' wait names every rank's key: about 26 bytes a rank, or 44 under torchrun's key
+//     prefix, so 180 KB at 4,096 ranks;
+//   - Gloo's full mesh has each rank publish one address per peer in one value: 136 bytes a peer, so
+//     557 KB at 4,096 ranks, and over the limit from about 7,700 ranks on.
+// 4,096 leaves each at least half of the limit. It is also far above what the job can use: CIFAR-10's
+// 50,000 training images give each of 4,096 ranks about 12 images an epoch. Rank 0 holds one store
+// connection per rank, and on the CPU every rank holds one Gloo connection per peer, so the processes
+// need `ulimit -n` above the world size; the rendezvous raises the soft limit as far as the hard one
+// allows (dist/rendezvous.h).
+inline constexpr int kMaxWorldSize = 4096;
+
 // Environment variables by name; an unset variable is absent.
 using Variables = std::map<std::string, std::string>;
 

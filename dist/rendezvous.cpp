@@ -4,6 +4,8 @@
 #include <cstdio>
 #include <stdexcept>
 
+#include <sys/resource.h>
+
 #include "dist/socket.h"
 #include "dist/torch_store.h"
 
@@ -97,6 +99,24 @@ std::string silent_nodes(Store& store, const DistEnv& env) {
   return describe_numbered("node", key_numbers(missing, kNodeKey)) + " not heard from";
 }
 
+// Raises this process's soft limit on open files towards what a world of env.world_size needs (Note
+// [The largest world] in dist/env.h): one store connection per rank at rank 0, one Gloo connection per
+// peer on the CPU, and room for the rest. Rank 0 refuses a hard limit below its store's need in one
+// line; another rank takes what the hard limit allows, since over NCCL it needs few connections.
+void make_room_for_connections(const DistEnv& env) {
+  const rlim_t world = rlim_t(env.world_size);
+  const rlim_t wanted = (env.is_main() ? 2 : 1) * world + 256;
+  rlimit limit{};
+  if (::getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur >= wanted) return;
+  const bool capped = limit.rlim_max != RLIM_INFINITY && limit.rlim_max < wanted;
+  if (capped && env.is_main() && limit.rlim_max < world + 256)
+    throw std::runtime_error("rank 0's store needs " + std::to_string(world + 256) + " open files for a world of " +
+                             std::to_string(world) + ", and the hard limit is " + std::to_string(limit.rlim_max) +
+                             ": raise it (ulimit -Hn, or nofile in limits.conf)");
+  limit.rlim_cur = capped ? limit.rlim_max : wanted;
+  ::setrlimit(RLIMIT_NOFILE, &limit);  // cannot fail: the soft limit stays within the hard one
+}
+
 }  // namespace
 
 std::string describe_ranks(const std::vector<int>& ranks) { return describe_numbered("rank", ranks); }
@@ -109,6 +129,7 @@ std::unique_ptr<Store> rendezvous(const DistEnv& env, const RendezvousReport& re
   auto on_retry = [&](const std::string& reason) {
     if (progress.due()) progress.say(me + " cannot reach " + whose + " at " + master + " yet (" + reason + ")");
   };
+  make_room_for_connections(env);
   std::unique_ptr<Store> store;
   if (env.use_agent_store)  // Note [torchrun's store] in dist/torch_store.h
     store = std::make_unique<TorchStore>(env.master_addr, env.master_port,

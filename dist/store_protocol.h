@@ -28,8 +28,9 @@ namespace cutrain {
 using Fields = std::vector<std::string>;
 using Clock = std::chrono::steady_clock;
 
-// No frame may be longer than this. The largest value the job stores is a few KiB (Gloo's
-// addresses, NCCL's unique id), so a longer frame is not one of ours.
+// No frame may be longer than this. The job's largest messages grow with the world size, and
+// kMaxWorldSize keeps them within half of it (Note [The largest world] in dist/env.h), so a longer
+// frame is not one of ours.
 constexpr size_t kMaxFrameBytes = size_t(1) << 20;
 
 // Bytes that break the protocol: a frame too long or malformed, a request that is not one.

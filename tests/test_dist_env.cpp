@@ -138,6 +138,11 @@ TEST_CASE("bad job variables are one line naming the variable", "[dist]") {
                     "environment variable CUTRAIN_RDZV_TIMEOUT='soon' is not a number of seconds above 0");
   CHECK_THROWS_WITH(dist_env_from({{"WORLD_SIZE", "4"}, {"LOCAL_WORLD_SIZE", "2"}, {"GROUP_RANK", "2"}}),
                     "GROUP_RANK=2 is not below the number of nodes, 2");
+  // Note [The largest world] in dist/env.h.
+  CHECK(dist_env_from({{"RANK", "4095"}, {"WORLD_SIZE", "4096"}}).world_size == cutrain::kMaxWorldSize);
+  CHECK_THROWS_WITH(dist_env_from({{"WORLD_SIZE", "4097"}}), "WORLD_SIZE=4097: a job has at most 4096 processes");
+  CHECK_THROWS_WITH(dist_env_from(with(slurm_task(), {{"SLURM_NTASKS", "1000000"}})),
+                    "SLURM_NTASKS=1000000: a job has at most 4096 processes");
   CHECK_THROWS_WITH(dist_env_from({{"MASTER_PORT", "0"}}), "MASTER_PORT=0 is not a port (1..65535)");
   CHECK_THROWS_WITH(dist_env_from({{"MASTER_PORT", "65536"}}), "MASTER_PORT=65536 is not a port (1..65535)");
   // Before, strtol took a leading space or sign.

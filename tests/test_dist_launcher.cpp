@@ -230,8 +230,8 @@ TEST_CASE("cutrun bounds every number it is given, in one line and without a tra
       {{"--nproc-per-node", "999999999999999999999999"}, "--nproc-per-node 999999999999999999999999: not a whole "
                                                          "number"},
       {{"--nproc-per-node", "0x10"}, "--nproc-per-node 0x10: not a whole number"},
-      {{"--nnodes", "1000001"}, "--nnodes 1000001: must be 1..1000000"},
-      {{"--nproc-per-node", "8", "--nnodes", "200000"}, "--nnodes 200000: must be 1..125000"},
+      {{"--nnodes", "4097"}, "--nnodes 4097: must be 1..4096 (at most 4096 processes in all)"},
+      {{"--nproc-per-node", "8", "--nnodes", "513"}, "--nnodes 513: must be 1..512"},
       {{"--master-port", "1_000"}, "--master-port 1_000: not a whole number"},
       {{"--grace-period", "inf"}, "--grace-period inf: not a number of seconds"},
       {{"--grace-period", "nan"}, "--grace-period nan: not a number of seconds"},

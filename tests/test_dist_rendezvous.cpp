@@ -6,6 +6,8 @@
 #include <mutex>
 #include <thread>
 
+#include <gloo/transport/tcp/address.h>
+
 #include "dist/rendezvous.h"
 #include "tests/network.h"
 
@@ -88,6 +90,22 @@ TEST_CASE("rendezvous names a missing rank of a node that did come, without blam
                     "rendezvous: rank 3 of 4 did not arrive within 1 s (store at 127.0.0.1:" + std::to_string(port) +
                         ")");
   for (auto& o : others) CHECK_THROWS(o.get());
+}
+
+TEST_CASE("at the largest world the rendezvous' wait and Gloo's addresses fit in one store message", "[dist]") {
+  // Note [The largest world] in dist/env.h: rank 0 alone, waiting for every other rank's key in one
+  // message, ends by naming them, and the value that Gloo's full mesh has each rank publish, one address
+  // per peer, goes through the store.
+  const int world = cutrain::kMaxWorldSize;
+  const int port = cutrain::test::free_port();
+  CHECK_THROWS_WITH(rendezvous(rank_env(0, 1, world, port, 1s), ignore),
+                    "rendezvous: ranks 1-" + std::to_string(world - 1) + " of " + std::to_string(world) +
+                        " did not arrive within 1 s (store at 127.0.0.1:" + std::to_string(port) + ")");
+  DistEnv env = rank_env(0, 1, 1, cutrain::test::free_port(), 5s);
+  cutrain::TcpStore one(env, 5s);
+  const std::vector<char> addresses(size_t(world - 1) * gloo::transport::tcp::Address().bytes().size(), 'a');
+  one.set("gloo/0", addresses);
+  CHECK(one.get("gloo/0") == addresses);
 }
 
 TEST_CASE("a rank that cannot reach rank 0's store says so while it retries", "[dist]") {
