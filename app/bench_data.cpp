@@ -3,13 +3,12 @@
 //
 // Note [Loader threads and free cores]
 // ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
-// T threads are only T times one thread's speed when T cores
-// are free for them. Beside the workers, this thread takes the batches, and on a shared machine
-// other processes take cores too: on two cores that others were using, 2 threads measured 418k
-// images/s against 1 thread's 444k. So the loader's line also says how many cores the process got
-// while it ran (its CPU time over the wall time) and the images/s per core it got; the machine's
-// load average before the run says how busy the machine already was. Equal images/s per core at
-// 1 and 2 threads mean that the threads scale, and the cores did not.
+// T threads are only T times one thread's speed when T cores are free for them. Beside the
+// workers, this thread takes the batches, and on a shared machine other processes take cores too
+// (bench/README.md, "The input pipeline", has a measurement). So the loader's line also says how
+// many cores the process got while it ran (its CPU time over the wall time) and the images/s per
+// core it got; the machine's load average before the run says how busy the machine already was.
+// Equal images/s per core at 1 and 2 threads mean that the threads scale, and the cores did not.
 #include <sys/resource.h>
 
 #include <algorithm>

@@ -571,8 +571,6 @@ void Trainer::log_window(int epoch, int64_t batch) {
 // The main rank alone prints a line by time. It needs no other rank, so it needs no agreement
 // either. The line comes at the step after which one more step like the last would pass
 // --log-every-seconds, so that no gap between lines exceeds it while the steps keep their pace.
-// Waiting until it had passed left gaps of up to a step more: the full-width model's 12.4 s steps
-// on a CPU made 37 s gaps under the default 30 s.
 bool Trainer::line_overdue() const {
   return env_.is_main() && opt_.log_every_seconds > 0 &&
          seconds_since(last_line_) + last_step_s_ >= opt_.log_every_seconds;

@@ -16,8 +16,8 @@ import sys
 SOURCE_SUFFIXES = (".h", ".cpp", ".cu", ".cuh", ".py", ".sh", ".txt", ".cmake", ".md")
 # Folders that hold no project text: build outputs, Debian's and third parties' code, git's own.
 SKIPPED_FOLDERS = re.compile(r"^(build.*|third_party|\..*|__pycache__)$")
-# This file shows the convention itself, with a placeholder name.
-SKIPPED_FILES = {"check_notes.py"}
+# These files show the convention itself, with a placeholder name.
+SKIPPED_FILES = {"check_notes.py", "CONTRIBUTING.md"}
 
 DEFINITION = re.compile(r"^[ \t]*(?://|#) Note \[([^\]\n]+)\][ \t]*\n[ \t]*(?://|#) ~+[ \t]*$", re.M)
 CITATION = re.compile(r"Note\s+\[([^\]]{1,100})\]")
