@@ -161,13 +161,13 @@ void RunLog::step(const StepRecord& r) {
   if (progress_bar_) {
     constexpr int width = 30;
     const int filled = r.step * width / r.steps_per_epoch;
-    std::printf("\r[%d] %s%s %*d/%d | loss %.3f | acc %6.2f%% | %.0f img/s | eta %s", r.epoch,
+    std::printf("\r[%d] %s%s %*d/%d | loss %.3f | train acc %6.2f%% | %.0f img/s | eta %s", r.epoch,
                 std::string(filled, '#').c_str(), std::string(width - filled, '.').c_str(), 4, r.step,
                 r.steps_per_epoch, r.loss, 100 * r.acc, r.images_per_s, clock_text(r.eta_s).c_str());
     std::fflush(stdout);
     bar_open_ = true;
   } else {
-    std::printf("== step: [%3d/%d] [%d/%d] | loss: %.3f | acc: %.3f%% | %.0f img/s | %.1f ms/step | lr: %.4g | "
+    std::printf("== step: [%3d/%d] [%d/%d] | loss: %.3f | train acc: %.3f%% | %.0f img/s | %.1f ms/step | lr: %.4g | "
                 "elapsed: %s | eta: %s\n",
                 r.step, r.steps_per_epoch, r.epoch, r.epochs, r.loss, 100 * r.acc, r.images_per_s, r.ms_per_step, r.lr,
                 clock_text(r.elapsed_s).c_str(), clock_text(r.eta_s).c_str());

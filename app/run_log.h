@@ -2,7 +2,7 @@
 //
 // Console, in the reference recipe's shape plus throughput, the learning rate, the time since
 // training began and an estimate of the time its remaining steps take (torchvision's "eta"):
-//   == step: [ 25/196] [1/20] | loss: 2.101 | acc: 23.456% | 12345 img/s | 20.7 ms/step | lr: 0.002 |
+//   == step: [ 25/196] [1/20] | loss: 2.101 | train acc: 23.456% | 12345 img/s | 20.7 ms/step | lr: 0.002 |
 //      elapsed: 0:00:04 | eta: 0:01:20                                         (one line)
 // or, when standard output is a terminal, one progress bar line per epoch redrawn in place. A
 // long evaluation shows its progress the same way: a line, or a bar in place.

@@ -397,7 +397,7 @@ def train(model, env, args, train_set, test_set):
                 step_seconds = warm_seconds * images_per_step / warm_images if warm_images else seconds / steps
                 eta = step_seconds * (total_steps - global_step)
                 env.print(f"== step: [{step:>3}/{steps_per_epoch}] [{epoch}/{epochs}] | loss: {mean_loss:.3f} "
-                          f"| acc: {100 * acc:.3f}% | {rate:.0f} img/s | {ms:.1f} ms/step | lr: {lr:.4g} "
+                          f"| train acc: {100 * acc:.3f}% | {rate:.0f} img/s | {ms:.1f} ms/step | lr: {lr:.4g} "
                           f"| elapsed: {clock_text(elapsed)} | eta: {clock_text(eta)}")  # cutrain's shape
                 metrics.write(kind="step", epoch=epoch, step=step, steps_per_epoch=steps_per_epoch,
                               global_step=global_step, loss=mean_loss, acc=acc, lr=lr, images_per_s=rate,

@@ -815,7 +815,7 @@ TEST_CASE("step lines come after the first step and by time too, with the lr, el
                                        "steps or 0.3 s\n== step: [  1/64] [1/1] | loss: "));
   // The shape of every line: the seed's fields, then the learning rate, the time and the ETA.
   CHECK_THAT(r.output, Catch::Matches(
-      "(.|\n)*\n== step: \\[ 64/64\\] \\[1/1\\] \\| loss: [0-9.]+ \\| acc: [0-9.]+% \\| [0-9]+ img/s \\| "
+      "(.|\n)*\n== step: \\[ 64/64\\] \\[1/1\\] \\| loss: [0-9.]+ \\| train acc: [0-9.]+% \\| [0-9]+ img/s \\| "
       "[0-9.]+ ms/step \\| lr: 0.05 \\| elapsed: 0:00:[0-9]{2} \\| eta: 0:00:00\n(.|\n)*"));
   const std::vector<nlohmann::json> steps = read_metrics(metrics, "step");
   REQUIRE(steps.size() >= 3);  // step 1, the last, and some by time in between

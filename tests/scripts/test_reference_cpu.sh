@@ -17,7 +17,7 @@ write_cifar "$scratch/d" data_batch_1.bin:40 data_batch_2.bin:40 data_batch_3.bi
   fail "to a target: $(tail -n 3 "$scratch/out3.txt")"
 grep -q "^target 100.00% test accuracy not reached in 2 epochs (best " "$scratch/out3.txt" ||
   fail "no line about the unreached target: $(tail -n 2 "$scratch/out3.txt")"
-grep -qE '^== step: \[  2/6\] \[1/2\] \| loss: [0-9.]+ \| acc: [0-9.]+% \| [0-9]+ img/s \| [0-9.]+ ms/step \| lr: [0-9.e-]+ \| elapsed: [0-9]+:[0-9]{2}:[0-9]{2} \| eta: [0-9]+:[0-9]{2}:[0-9]{2}$' "$scratch/out.txt" ||
+grep -qE '^== step: \[  2/6\] \[1/2\] \| loss: [0-9.]+ \| train acc: [0-9.]+% \| [0-9]+ img/s \| [0-9.]+ ms/step \| lr: [0-9.e-]+ \| elapsed: [0-9]+:[0-9]{2}:[0-9]{2} \| eta: [0-9]+:[0-9]{2}:[0-9]{2}$' "$scratch/out.txt" ||
   fail "step line shape: $(grep -m1 '== step' "$scratch/out.txt")"
 "${ref[@]}" --data "$scratch/d" --epochs 1 --max-steps 2 --data-on-gpu --amp bf16 --channels-last \
   --metrics "$scratch/g.jsonl" >"$scratch/out2.txt" 2>&1 || fail "resident data, bf16: $(tail -n 3 "$scratch/out2.txt")"
