@@ -191,7 +191,7 @@ void RunLog::epoch(const EpochRecord& r) {
   if (r.test_acc)
     std::snprintf(test, sizeof test, " | test acc: %.2f%% | test loss: %.3f", 100 * *r.test_acc,
                   r.test_loss.value_or(0));
-  print("== epoch %d/%d | loss: %.3f | acc: %.3f%%%s | %.1f s | %.0f img/s", r.epoch, r.epochs, r.loss,
+  print("== epoch %d/%d | loss: %.3f | train acc: %.3f%%%s | %.1f s | %.0f img/s", r.epoch, r.epochs, r.loss,
         100 * r.acc, test, r.epoch_time_s, r.images_per_s);
   write_json(nlohmann::json{{"kind", "epoch"}, {"epoch", r.epoch}, {"global_step", r.global_step},
                             {"loss", r.loss}, {"acc", r.acc}, {"lr", r.lr}, {"images_per_s", r.images_per_s},

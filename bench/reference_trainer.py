@@ -423,7 +423,7 @@ def train(model, env, args, train_set, test_set):
             record["test_acc"] = accuracy
             test = f" | test acc: {100 * accuracy:.2f}%"
         record["peak_memory_bytes"] = peak_memory(device)
-        env.print(f"== epoch {epoch}/{epochs} | loss: {record['loss']:.3f} | acc: {100 * record['acc']:.3f}%{test} "
+        env.print(f"== epoch {epoch}/{epochs} | loss: {record['loss']:.3f} | train acc: {100 * record['acc']:.3f}%{test} "
                   f"| {epoch_time:.1f} s | {record['images_per_s']:.0f} img/s")
         metrics.write(**record)
         if tracker.reached:

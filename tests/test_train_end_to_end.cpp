@@ -817,6 +817,8 @@ TEST_CASE("step lines come after the first step and by time too, with the lr, el
   CHECK_THAT(r.output, Catch::Matches(
       "(.|\n)*\n== step: \\[ 64/64\\] \\[1/1\\] \\| loss: [0-9.]+ \\| train acc: [0-9.]+% \\| [0-9]+ img/s \\| "
       "[0-9.]+ ms/step \\| lr: 0.05 \\| elapsed: 0:00:[0-9]{2} \\| eta: 0:00:00\n(.|\n)*"));
+  CHECK_THAT(r.output, Catch::Matches("(.|\n)*\n== epoch 1/1 \\| loss: [0-9.]+ \\| train acc: [0-9.]+% \\| test acc: "
+                                      "[0-9.]+% \\| test loss: [0-9.]+ \\| [0-9.]+ s \\| [0-9]+ img/s\n(.|\n)*"));
   const std::vector<nlohmann::json> steps = read_metrics(metrics, "step");
   REQUIRE(steps.size() >= 3);  // step 1, the last, and some by time in between
   CHECK(steps.front()["global_step"] == 1);

@@ -19,6 +19,8 @@ grep -q "^target 100.00% test accuracy not reached in 2 epochs (best " "$scratch
   fail "no line about the unreached target: $(tail -n 2 "$scratch/out3.txt")"
 grep -qE '^== step: \[  2/6\] \[1/2\] \| loss: [0-9.]+ \| train acc: [0-9.]+% \| [0-9]+ img/s \| [0-9.]+ ms/step \| lr: [0-9.e-]+ \| elapsed: [0-9]+:[0-9]{2}:[0-9]{2} \| eta: [0-9]+:[0-9]{2}:[0-9]{2}$' "$scratch/out.txt" ||
   fail "step line shape: $(grep -m1 '== step' "$scratch/out.txt")"
+grep -qE '^== epoch 1/2 \| loss: [0-9.]+ \| train acc: [0-9.]+% \| test acc: [0-9.]+% \| [0-9.]+ s \| [0-9]+ img/s$' "$scratch/out.txt" ||
+  fail "epoch line shape: $(grep -m1 '== epoch' "$scratch/out.txt")"
 "${ref[@]}" --data "$scratch/d" --epochs 1 --max-steps 2 --data-on-gpu --amp bf16 --channels-last \
   --metrics "$scratch/g.jsonl" >"$scratch/out2.txt" 2>&1 || fail "resident data, bf16: $(tail -n 3 "$scratch/out2.txt")"
 "$py" - "$scratch/m.jsonl" "$scratch/g.jsonl" "$scratch/t.jsonl" <<'PY'
