@@ -1,5 +1,7 @@
 #include "app/run_clock.h"
 
+#include <cmath>
+
 namespace cutrain {
 
 double RunClock::since(Clock::time_point t) const { return std::chrono::duration<double>(Clock::now() - t).count(); }
@@ -32,5 +34,12 @@ double RunClock::training_s() const {
 }
 
 double RunClock::step_s() const { return training_s() - paused_s(Pause::epoch_start); }
+
+void RecentPace::add(int64_t steps, double seconds) {
+  constexpr double kHorizonS = 20;  // Note [A recent ETA]
+  const double keep = std::exp(-seconds / kHorizonS);
+  steps_ = steps_ * keep + double(steps);
+  seconds_ = seconds_ * keep + seconds;
+}
 
 }  // namespace cutrain

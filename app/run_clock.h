@@ -12,6 +12,7 @@
 
 #include <array>
 #include <chrono>
+#include <cstdint>
 
 namespace cutrain {
 
@@ -38,6 +39,23 @@ class RunClock {
   bool paused_ = false;
   Pause reason_ = Pause::evaluation;
   std::array<double, 3> paused_s_{};  // per Pause, finished pauses
+};
+
+// Note [A recent ETA]
+// ~~~~~~~~~~~~~~~~~~~
+// The step line's ETA is the remaining steps at the pace of the last 20 s or so, not of the
+// whole run, so that it follows a machine whose load changes. Each logged window's steps and
+// seconds are added to sums that decay by exp(-t / 20 s) over the time t of the windows after it,
+// and the pace is their ratio: a window from a minute ago weighs e^-3 of one just ended.
+class RecentPace {
+ public:
+  // A logged window of `steps` steps that took `seconds` of step time.
+  void add(int64_t steps, double seconds);
+  // Seconds a step; 0 before any window.
+  double seconds_per_step() const { return steps_ > 0 ? seconds_ / steps_ : 0; }
+
+ private:
+  double steps_ = 0, seconds_ = 0;
 };
 
 }  // namespace cutrain

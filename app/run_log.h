@@ -50,7 +50,7 @@ struct StepRecord {
   double images_per_s;     // all ranks together
   double ms_per_step;
   double elapsed_s;        // since training began, evaluations included
-  double eta_s;            // what the remaining steps take at the measured speed
+  double eta_s;            // what the remaining steps take at the recent pace (Note [A recent ETA])
 };
 
 struct EpochRecord {

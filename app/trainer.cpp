@@ -148,6 +148,7 @@ class Trainer {
   double window_start_s_ = 0;
   int64_t warm_steps_ = 0;   // in the logged windows after warm-up
   double warm_seconds_ = 0;
+  RecentPace recent_pace_;  // of the same windows, for the ETA
   double epoch_loss_sum_ = 0;
   int64_t epoch_correct_ = 0, epoch_images_ = 0, epoch_steps_ = 0;
 };
@@ -540,6 +541,7 @@ void Trainer::log_window(int epoch, int64_t batch) {
   if (first_step > warm_until_) {  // warm-up (start-up, graph capture) is left out
     warm_steps_ += w.steps;
     warm_seconds_ += seconds;
+    recent_pace_.add(w.steps, seconds);
   }
   peak_memory_ = std::max(peak_memory_, memory_in_use(device_) - memory_baseline_);
   epoch_loss_sum_ += w.mean_loss * w.steps;
@@ -558,8 +560,9 @@ void Trainer::log_window(int epoch, int64_t batch) {
   r.lr = schedule_.at(state_.global_step - 1);  // the last step's, as the device computed it
   r.images_per_s = images / seconds;
   r.ms_per_step = 1000 * seconds / w.steps;
-  // The remaining steps at the speed after warm-up, or at this window's before there is one.
-  const double seconds_per_step = warm_steps_ > 0 ? warm_seconds_ / double(warm_steps_) : seconds / w.steps;
+  // The remaining steps at the recent pace after warm-up (Note [A recent ETA] in app/run_clock.h), or
+  // at this window's before there is one.
+  const double seconds_per_step = warm_steps_ > 0 ? recent_pace_.seconds_per_step() : seconds / w.steps;
   r.elapsed_s = seconds_since(training_start_);
   r.eta_s = seconds_per_step * double(last_step_ - state_.global_step);
   log_->step(r);
