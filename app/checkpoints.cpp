@@ -31,6 +31,19 @@ constexpr const char* kPrefix = "checkpoint-";
 constexpr const char* kModelSuffix = ".safetensors";
 constexpr const char* kOptimSuffix = ".optim.safetensors";
 constexpr const char* kTemporaryInfix = ".tmp.";  // nn/safetensors.h's atomic write: <file>.tmp.<pid>
+// Note [The last and the best checkpoint] in app/checkpoints.h.
+constexpr const char* kLastLink = "checkpoint-last.safetensors";
+constexpr const char* kBestLink = "checkpoint-best.safetensors";
+constexpr const char* kTestAccuracyKey = "test_acc";
+
+// The file that `path` names: a link's target, read relative to the link's folder.
+std::string through_link(const std::string& path) {
+  std::error_code ec;
+  if (!fs::is_symlink(path, ec)) return path;
+  const fs::path target = fs::read_symlink(path, ec);
+  if (ec) return path;
+  return target.is_absolute() ? target.string() : (fs::path(path).parent_path() / target).string();
+}
 constexpr size_t kStepDigits = 8;                 // at least; path_for pads to it
 
 bool all_digits(const std::string& s) {
@@ -210,7 +223,37 @@ std::string CheckpointFolder::path_for(int64_t step, bool optim) const {
 }
 
 std::string optim_path_for(const std::string& model_path) {
-  return model_path.substr(0, model_path.size() - std::strlen(kModelSuffix)) + kOptimSuffix;
+  const std::string model = through_link(model_path);
+  return model.substr(0, model.size() - std::strlen(kModelSuffix)) + kOptimSuffix;
+}
+
+// Points DIR/name at `model_path`, a model file of DIR, atomically: a new link is made under a
+// temporary name and renamed over the old one. A file of the user's by that name is left alone.
+void CheckpointFolder::link(const char* name, const std::string& model_path) const {
+  const fs::path dir(dir_), at = dir / name, temporary = dir / (std::string(".") + name + ".link");
+  std::error_code ec;
+  if (fs::exists(fs::symlink_status(at, ec)) && !fs::is_symlink(fs::symlink_status(at, ec))) {
+    if (report_) report_("cutrain: warning: checkpoints: " + at.string() + " is a file, not cutrain's link: it stays");
+    return;
+  }
+  fs::remove(temporary, ec);
+  fs::create_symlink(fs::path(model_path).filename(), temporary, ec);
+  if (!ec) fs::rename(temporary, at, ec);
+  if (ec) throw std::runtime_error("--save " + dir_ + ": cannot link " + name + " to " + model_path + " (" +
+                                   ec.message() + ")");
+}
+
+// Whether a checkpoint of test accuracy `accuracy` is better than the one the best link names: one
+// that the link names no longer, or names without an accuracy, counts as none.
+bool CheckpointFolder::beats_best(double accuracy) const {
+  const std::string best = (fs::path(dir_) / kBestLink).string();
+  try {
+    const CheckpointMetadata m = read_safetensors_metadata(best);
+    const auto it = m.find(kTestAccuracyKey);
+    return it == m.end() || accuracy > std::stod(it->second);
+  } catch (const std::exception&) {
+    return true;
+  }
 }
 
 namespace {
@@ -223,9 +266,15 @@ std::string model_path_for(const std::string& optim_path) {
 
 // A checkpoint that would not load is not written, and nothing is pruned for it (Note [Checkpoints
 // that load]): the run stops, naming the newest checkpoint, which loads.
-std::string CheckpointFolder::save(const ResNet18& model, const SGD& sgd, const TrainingState& state) const {
+std::string CheckpointFolder::save(const ResNet18& model, const SGD& sgd, const TrainingState& state,
+                                   std::optional<double> test_accuracy) const {
   const std::string model_path = path_for(state.global_step, false);
   CheckpointMetadata metadata = model_metadata(model, state);
+  if (test_accuracy) {
+    char text[32];
+    std::snprintf(text, sizeof text, "%.6f", *test_accuracy);
+    metadata[kTestAccuracyKey] = text;
+  }
   metadata.insert(description_.begin(), description_.end());  // keeps the model's own keys
   try {
     save_model(model_path, model, metadata);
@@ -241,6 +290,8 @@ std::string CheckpointFolder::save(const ResNet18& model, const SGD& sgd, const 
     throw UnfitCheckpoint(std::string(e.what()) + "; stopping; last good checkpoint: " +
                           (saved.empty() ? std::string("none") : saved.front()));
   }
+  link(kLastLink, model_path);
+  if (test_accuracy && beats_best(*test_accuracy)) link(kBestLink, model_path);
   prune();
   return model_path;
 }
@@ -269,6 +320,11 @@ void CheckpointFolder::claim_for_new_run(bool start_afresh) const {
                              "): go on with it with --resume auto, choose another --save folder, or add --new-run "
                              "to delete them and start afresh there");
   for (const std::string& path : old) remove_checkpoint(path);
+  for (const char* name : {kLastLink, kBestLink}) {
+    const fs::path at = fs::path(dir_) / name;
+    std::error_code ec;
+    if (fs::is_symlink(at, ec)) fs::remove(at, ec);
+  }
   if (report_) report_("checkpoints: --new-run: removed the " + std::to_string(old.size()) + " checkpoint(s) of the "
                        "earlier run in " + dir_);
 }
@@ -302,7 +358,9 @@ void CheckpointFolder::remove_checkpoint(const std::string& model_path) const {
 
 void CheckpointFolder::prune() const {
   const std::vector<std::string> all = complete_checkpoints();
-  for (size_t i = size_t(keep_last_); i < all.size(); ++i) remove_checkpoint(all[i]);
+  const fs::path best = fs::path(through_link((fs::path(dir_) / kBestLink).string())).filename();
+  for (size_t i = size_t(keep_last_); i < all.size(); ++i)
+    if (fs::path(all[i]).filename() != best) remove_checkpoint(all[i]);
   if (report_) remove_leftovers();
 }
 
@@ -334,7 +392,9 @@ void CheckpointFolder::remove_leftovers() const {
           dir_ + ": " + list);
 }
 
-TrainingState load_checkpoint(const std::string& model_path, ResNet18& model, SGD& sgd) {
+TrainingState load_checkpoint(const std::string& link_or_model_path, ResNet18& model, SGD& sgd) {
+  // Once: the writer may point a link elsewhere between two reads of it.
+  const std::string model_path = through_link(link_or_model_path);
   const CheckpointMetadata model_file = read_safetensors_metadata(model_path);
   const std::string optim = optim_path_for(model_path);
   const TrainingState state = TrainingState::from_metadata(read_safetensors_metadata(optim), optim);

@@ -18,6 +18,21 @@
 // two files of a checkpoint are bound to each other: both record the run's id and the step, and
 // loading refuses a pair that differs (two runs' halves, a file copied from elsewhere).
 //
+// Note [The last and the best checkpoint]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// Beside the numbered checkpoints, the writer keeps the two names that users look for, as
+// Lightning's last.ckpt and best checkpoint do:
+//   DIR/checkpoint-last.safetensors  the newest complete checkpoint
+//   DIR/checkpoint-best.safetensors  of the best test accuracy so far, among the checkpoints taken
+//                                    right after an evaluation (with evaluation on)
+// Each is a symbolic link to a numbered model file, relative, so that the folder can move. A link is
+// made under a temporary name and renamed over the old one, so a reader sees the old target or the
+// new, never none; the pair of files needs no second link, since the optim file goes with the link's
+// target (optim_path_for). `cutrain eval`, `cutrain inspect` and `--resume PATH` take either name.
+// Pruning keeps best's target beyond --keep-last; last's is the newest, which it keeps anyway. The
+// model file records its test accuracy ("test_acc"), so that a resumed run goes on comparing with the
+// best so far. A user's own file by either name is left alone, and said.
+//
 // A folder holds one run. A run that starts afresh (no --resume) in a folder that already holds
 // checkpoints is refused, since its checkpoints and the old ones would be pruned and resumed as
 // one run; --new-run deletes the old ones first (claim_for_new_run).
@@ -88,9 +103,11 @@ class CheckpointFolder {
   CheckpointFolder(const CheckpointFolder&) = delete;
   CheckpointFolder& operator=(const CheckpointFolder&) = delete;
 
-  // Writes the checkpoint after `state.global_step` steps and prunes old ones; returns the model
-  // file's path.
-  std::string save(const ResNet18& model, const SGD& sgd, const TrainingState& state) const;
+  // Writes the checkpoint after `state.global_step` steps, with the test accuracy measured right
+  // after that step if there was one, points the last and best links at it (Note [The last and the
+  // best checkpoint]), and prunes old ones; returns the model file's path.
+  std::string save(const ResNet18& model, const SGD& sgd, const TrainingState& state,
+                   std::optional<double> test_accuracy = std::nullopt) const;
   // What every model file saved from now on also records about the run (its keys never replace
   // the model's shape or the binding to the optim file).
   void describe(CheckpointMetadata description) { description_ = std::move(description); }
@@ -111,6 +128,8 @@ class CheckpointFolder {
   void prune() const;
   void remove_checkpoint(const std::string& model_path) const;
   void remove_leftovers() const;
+  void link(const char* name, const std::string& model_path) const;
+  bool beats_best(double accuracy) const;
   void lock();
 
   std::string dir_;
@@ -120,11 +139,11 @@ class CheckpointFolder {
   int lock_fd_ = -1;  // the writer's, held until it is destroyed
 };
 
-// The optim file that goes with a model checkpoint file.
+// The optim file that goes with a model checkpoint file, or with the target of a link to one.
 std::string optim_path_for(const std::string& model_path);
 
-// Loads model and momentum from `model_path` (and its optim file) and returns the state there.
-// Throws naming both files when they record different runs or steps.
-TrainingState load_checkpoint(const std::string& model_path, ResNet18& model, SGD& sgd);
+// Loads model and momentum from `link_or_model_path` (and its optim file) and returns the state
+// there. Throws naming both files when they record different runs or steps.
+TrainingState load_checkpoint(const std::string& link_or_model_path, ResNet18& model, SGD& sgd);
 
 }  // namespace cutrain

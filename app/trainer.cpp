@@ -631,7 +631,11 @@ std::string Trainer::save_checkpoint() {
     throw std::logic_error("the device counted " + std::to_string(counted) + " steps, the trainer " +
                            std::to_string(state_.global_step));
   clock_.pause(Pause::checkpoint);
-  std::string path = checkpoints_->save(*model_, step_->sgd(), state_);
+  // The test accuracy measured right after this step, if any, for the best link (Note [The last and
+  // the best checkpoint] in app/checkpoints.h).
+  const bool evaluated = state_.global_step > 0 && accuracy_->final_step() == state_.global_step;
+  std::string path =
+      checkpoints_->save(*model_, step_->sgd(), state_, evaluated ? accuracy_->final() : std::nullopt);
   clock_.resume();
   progress_.mark();
   log_->print("checkpoint after step %lld: %s (its optimizer state beside it, .optim.safetensors)",

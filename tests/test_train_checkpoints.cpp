@@ -48,6 +48,14 @@ TrainingState state_at(int epoch, int64_t batch, int world_size, int batch_size,
   return s;
 }
 
+// The state after global step `step` of a run of `run_id`, at an epoch's end.
+TrainingState at_step(int64_t step, std::string run_id = "") {
+  TrainingState s = state_at(1, 0, 1, 4);
+  s.global_step = step;
+  s.run_id = std::move(run_id);
+  return s;
+}
+
 std::string resume_error(const TrainingState& saved, const TrainingState& run, int64_t steps_per_epoch) {
   try {
     resume_state(saved, run, steps_per_epoch, "c.safetensors");
@@ -96,7 +104,8 @@ TEST_CASE("the writer removes what interrupted saves left, and says so in one li
                                                 "checkpoint-00000008.safetensors",
                                                 "checkpoint-00000016.optim.safetensors.tmp." + alive,
                                                 "checkpoint-00000100.optim.safetensors",
-                                                "checkpoint-00000100.safetensors", "notes.txt"});
+                                                "checkpoint-00000100.safetensors", "checkpoint-last.safetensors",
+                                                "notes.txt"});
   REQUIRE(said.size() == 1);
   CHECK_THAT(said[0], Catch::Contains("removed 1 file(s)") && Catch::Contains("(writer " + std::to_string(::getpid())));
 }
@@ -107,11 +116,6 @@ TEST_CASE("the folder touches only its own file names and takes the newest by th
   Context ctx({});
   ResNet18 model(ctx, test::tiny_resnet());
   SGD sgd(ctx, model.params(), SgdConfig{});
-  auto at_step = [](int64_t step) {
-    TrainingState s = state_at(1, 0, 1, 4);
-    s.global_step = step;
-    return s;
-  };
   std::string four, eight;
   {
     CheckpointFolder writer(d, 2, [](const std::string&) {});
@@ -134,7 +138,7 @@ TEST_CASE("the folder touches only its own file names and takes the newest by th
                                                 "checkpoint-00000008.safetensors",
                                                 "checkpoint-00000012.optim.safetensors", "checkpoint-00000012.safetensors",
                                                 "checkpoint-best.safetensors", "checkpoint-final.optim.safetensors",
-                                                "checkpoint-final.safetensors"});
+                                                "checkpoint-final.safetensors", "checkpoint-last.safetensors"});
   CHECK(reopened.complete_checkpoints().front() == twelve);
 }
 
@@ -275,4 +279,60 @@ TEST_CASE("a checkpoint that would not load is not written, nothing is pruned fo
                  Catch::EndsWith("; stopping; last good checkpoint: " + last_good));
   CHECK(names_in(dir.path().string()) == before);  // the model file written before it is gone again
   CHECK_NOTHROW(load_checkpoint(last_good, model, sgd));
+}
+
+TEST_CASE("checkpoint-last names the newest checkpoint and checkpoint-best the most accurate, which pruning keeps",
+          "[train]") {
+  // Note [The last and the best checkpoint] in app/checkpoints.h.
+  test::TempDir dir;
+  const std::string d = dir.path().string();
+  Context ctx({});
+  ResNet18 model(ctx, test::tiny_resnet());
+  SGD sgd(ctx, model.params(), SgdConfig{});
+  const std::string last = dir / "checkpoint-last.safetensors", best = dir / "checkpoint-best.safetensors";
+  std::string two, three;
+  {
+    CheckpointFolder writer(d, 1, [](const std::string& line) { FAIL("nothing to say, but: " << line); });
+    writer.save(model, sgd, at_step(1, "one-run"), 0.5);
+    two = writer.save(model, sgd, at_step(2, "one-run"), 0.9);
+    three = writer.save(model, sgd, at_step(3, "one-run"), 0.7);
+    writer.save(model, sgd, at_step(4, "one-run"));  // no evaluation right before it
+    CHECK(writer.complete_checkpoints().front() == dir / "checkpoint-00000004.safetensors");  // links are not counted
+  }
+  CHECK(names_in(d) == std::vector<std::string>{".cutrain.lock", "checkpoint-00000002.optim.safetensors",
+                                                "checkpoint-00000002.safetensors",
+                                                "checkpoint-00000004.optim.safetensors", "checkpoint-00000004.safetensors",
+                                                "checkpoint-best.safetensors", "checkpoint-last.safetensors"});
+  CHECK(fs::read_symlink(last) == "checkpoint-00000004.safetensors");  // relative: the folder may move
+  CHECK(fs::read_symlink(best) == "checkpoint-00000002.safetensors");
+  CHECK(optim_path_for(best) == optim_path_for(two));
+  CHECK(load_checkpoint(best, model, sgd).global_step == 2);
+  CHECK(load_checkpoint(last, model, sgd).global_step == 4);
+
+  // A resumed run compares with the accuracy the best file records; once it is beaten, its file goes.
+  CheckpointFolder resumed(d, 1, [](const std::string& line) { FAIL("nothing to say, but: " << line); });
+  resumed.save(model, sgd, at_step(5, "one-run"), 0.8);
+  CHECK(fs::read_symlink(best) == "checkpoint-00000002.safetensors");
+  resumed.save(model, sgd, at_step(6, "one-run"), 0.95);
+  CHECK(fs::read_symlink(best) == "checkpoint-00000006.safetensors");
+  CHECK(!fs::exists(two));
+  CHECK(!fs::exists(three));
+}
+
+TEST_CASE("a user's own file named checkpoint-last or checkpoint-best is left alone, and said", "[train]") {
+  test::TempDir dir;
+  const std::string d = dir.path().string();
+  Context ctx({});
+  ResNet18 model(ctx, test::tiny_resnet());
+  SGD sgd(ctx, model.params(), SgdConfig{});
+  touch(dir / "checkpoint-last.safetensors");
+  std::vector<std::string> said;
+  CheckpointFolder writer(d, 3, [&](const std::string& line) { said.push_back(line); });
+  TrainingState s = state_at(1, 0, 1, 4);
+  writer.save(model, sgd, s, 0.5);
+  CHECK(!fs::is_symlink(dir / "checkpoint-last.safetensors"));
+  CHECK(fs::read_symlink(dir / "checkpoint-best.safetensors") == "checkpoint-00000100.safetensors");
+  REQUIRE(said.size() == 1);
+  CHECK(said[0] == "cutrain: warning: checkpoints: " + dir / "checkpoint-last.safetensors" +
+                       " is a file, not cutrain's link: it stays");
 }

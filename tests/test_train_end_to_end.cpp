@@ -767,6 +767,35 @@ TEST_CASE("SIGTERM to one rank alone is that rank's failure: cutrun restarts, an
   require_identical(straight + last + ".optim.safetensors", stopped + last + ".optim.safetensors");
 }
 
+TEST_CASE("eval takes checkpoint-best and a resume checkpoint-last, the links a run keeps in its --save folder",
+          "[train]") {
+  // Note [The last and the best checkpoint] in app/checkpoints.h.
+  TempDir dir;
+  const std::string data = make_data(dir, 256, 64);
+  const std::string save = dir / "ckpt";
+  auto trained = cutrain::test::run(
+      train_command(data, {"--epochs", "2", "--save", save, "--eval-every", "1", "--lr-schedule", "cosine"}));
+  INFO(trained.output);
+  REQUIRE(trained.exit_code == 0);
+  CHECK(std::filesystem::read_symlink(save + "/checkpoint-last.safetensors") == "checkpoint-00000016.safetensors");
+  const std::string best = save + "/checkpoint-best.safetensors";
+  REQUIRE(std::filesystem::is_symlink(best));
+  auto evaluated = cutrain::test::run({cutrain::test::binary("cutrain"), "eval", "--data", data, "--checkpoint", best});
+  INFO(evaluated.output);
+  CHECK(evaluated.exit_code == 0);
+  CHECK_THAT(evaluated.output, Catch::Contains("test accuracy: "));
+  auto resumed = cutrain::test::run(train_command(
+      data, {"--epochs", "3", "--save", save, "--eval-every", "0", "--resume", save + "/checkpoint-last.safetensors"}));
+  INFO(resumed.output);
+  CHECK(resumed.exit_code == 0);
+  CHECK_THAT(resumed.output, Catch::Contains("step 17 of 24"));
+  // The recipe came through the link too: the optim file is the link target's (optim_path_for).
+  CHECK_THAT(resumed.output, Catch::Contains("resuming with the recipe of " + save +
+                                             "/checkpoint-last.safetensors:") &&
+                                 Catch::Contains("--lr-schedule cosine"));
+  CHECK(std::filesystem::read_symlink(save + "/checkpoint-last.safetensors") == "checkpoint-00000024.safetensors");
+}
+
 TEST_CASE("eval prints the accuracy of a checkpoint, overall and per class, and a corrupt file in one line", "[train]") {
   TempDir dir;
   const std::string data = make_data(dir, 256, 64);
