@@ -13,6 +13,7 @@ Everything a careful PyTorch user would do, and nothing cutrain-specific:
 """
 import copy
 import json
+import math
 import os
 import time
 
@@ -324,6 +325,7 @@ def train(model, env, args, train_set, test_set):
     images_per_step = args.batch_size * env.world
     tracker = AccuracyTracker(args.eval_every, args.eval_every_steps, epochs, args.target_accuracy, steps_per_epoch)
     global_step = warm_images = warm_seconds = 0
+    pace_steps = pace_seconds = 0.0  # cutrain's RecentPace (Note [A recent ETA] in app/run_clock.h)
     warm = False  # the first logged interval is the warm-up, as in cutrain
     wall_start = time.perf_counter()
     clock = RunClock()
@@ -390,11 +392,13 @@ def train(model, env, args, train_set, test_set):
                 if warm:
                     warm_images += images_per_step * steps
                     warm_seconds += seconds
+                    keep = math.exp(-seconds / 20)
+                    pace_steps, pace_seconds = pace_steps * keep + steps, pace_seconds * keep + seconds
                 warm = True
                 # cutrain's elapsed time (since training began, evaluations included) and ETA (the remaining
-                # steps at the speed after warm-up, or at this interval's before there is one)
+                # steps at the recent pace after warm-up, or at this interval's before there is one)
                 elapsed = time.perf_counter() - wall_start
-                step_seconds = warm_seconds * images_per_step / warm_images if warm_images else seconds / steps
+                step_seconds = pace_seconds / pace_steps if pace_steps else seconds / steps
                 eta = step_seconds * (total_steps - global_step)
                 env.print(f"== step: [{step:>3}/{steps_per_epoch}] [{epoch}/{epochs}] | loss: {mean_loss:.3f} "
                           f"| train acc: {100 * acc:.3f}% | {rate:.0f} img/s | {ms:.1f} ms/step | lr: {lr:.4g} "
