@@ -1,9 +1,10 @@
 // run_log.h: what rank 0 tells the user and writes for plots. Other ranks hold a silent RunLog.
 //
-// Console, in the reference recipe's shape plus throughput, the learning rate, the time since
-// training began and an estimate of the time its remaining steps take (torchvision's "eta"):
-//   == step: [ 25/196] [1/20] | loss: 2.101 | train acc: 23.456% | 12345 img/s | 20.7 ms/step | lr: 0.002 |
-//      elapsed: 0:00:04 | eta: 0:01:20                                         (one line)
+// Console, in the reference recipe's shape plus throughput, the time spent waiting for batches and
+// the peak memory (torchvision's "data" and "max mem"), the learning rate, the time since training
+// began and an estimate of the time its remaining steps take (torchvision's "eta"):
+//   == step: [ 25/196] [1/20] | loss: 2.101 | train acc: 23.456% | 12345 img/s | 20.7 ms/step |
+//      data: 0.1 ms/step | max mem: 812 MiB | lr: 0.002 | elapsed: 0:00:04 | eta: 0:01:20  (one line)
 // or, when standard output is a terminal, one progress bar line per epoch redrawn in place. A
 // long evaluation shows its progress the same way: a line, or a bar in place.
 // Metrics (--metrics FILE): JSON lines, appended to. Each process's first record says what it was
@@ -49,6 +50,8 @@ struct StepRecord {
   double loss, acc, lr;    // loss and accuracy averaged over the steps since the last record
   double images_per_s;     // all ranks together
   double ms_per_step;
+  double data_ms_per_step;  // waiting for the batch (torchvision's "data"): the loader's, on the host
+  int64_t peak_memory_bytes;  // so far: the device's memory on a GPU, the resident set on the CPU
   double elapsed_s;        // since training began, evaluations included
   double eta_s;            // what the remaining steps take at the recent pace (Note [A recent ETA])
 };

@@ -146,6 +146,7 @@ class Trainer {
   int64_t last_step_ = 0;    // where the run ends: the epochs' steps, or --max-steps
   int64_t warm_until_ = 0;
   double window_start_s_ = 0;
+  double window_data_s_ = 0;  // waiting for batches since the last line
   int64_t warm_steps_ = 0;   // in the logged windows after warm-up
   double warm_seconds_ = 0;
   RecentPace recent_pace_;  // of the same windows, for the ETA
@@ -560,6 +561,9 @@ void Trainer::log_window(int epoch, int64_t batch) {
   r.lr = schedule_.at(state_.global_step - 1);  // the last step's, as the device computed it
   r.images_per_s = images / seconds;
   r.ms_per_step = 1000 * seconds / w.steps;
+  r.data_ms_per_step = 1000 * window_data_s_ / w.steps;
+  window_data_s_ = 0;
+  r.peak_memory_bytes = peak_memory_;
   // The remaining steps at the recent pace after warm-up (Note [A recent ETA] in app/run_clock.h), or
   // at this window's before there is one.
   const double seconds_per_step = warm_steps_ > 0 ? recent_pace_.seconds_per_step() : seconds / w.steps;
@@ -730,7 +734,9 @@ int Trainer::run() {
       profiler_.before_step(state_.global_step);
       {
         NvtxRange range("data");
+        const SteadyClock::time_point asked = SteadyClock::now();
         feed_->load(b);
+        window_data_s_ += seconds_since(asked);
       }
       clock_.resume();
       train_step();

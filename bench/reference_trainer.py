@@ -15,6 +15,7 @@ import copy
 import json
 import math
 import os
+import resource
 import time
 
 import numpy as np
@@ -362,7 +363,9 @@ def train(model, env, args, train_set, test_set):
         epoch_start = clock.training_s()
         clock.pause(EPOCH_START)  # until the epoch's first batch is in
         interval_start, interval_first_step = clock.step_s(), 0
+        data_seconds, asked = 0.0, time.perf_counter()  # waiting for batches since the last line, as cutrain
         for x, y in batches():
+            data_seconds += time.perf_counter() - asked
             clock.resume()
             x = x.contiguous(memory_format=memory_format)
             lr = lr_schedule.lr_at(args.lr_schedule, args.lr, schedule_steps, warmup_steps, global_step)
@@ -400,16 +403,20 @@ def train(model, env, args, train_set, test_set):
                 elapsed = time.perf_counter() - wall_start
                 step_seconds = pace_seconds / pace_steps if pace_steps else seconds / steps
                 eta = step_seconds * (total_steps - global_step)
+                data_ms, peak = data_seconds * 1000 / steps, peak_memory(device)
                 env.print(f"== step: [{step:>3}/{steps_per_epoch}] [{epoch}/{epochs}] | loss: {mean_loss:.3f} "
-                          f"| train acc: {100 * acc:.3f}% | {rate:.0f} img/s | {ms:.1f} ms/step | lr: {lr:.4g} "
+                          f"| train acc: {100 * acc:.3f}% | {rate:.0f} img/s | {ms:.1f} ms/step "
+                          f"| data: {data_ms:.1f} ms/step | max mem: {peak / 2**20:.0f} MiB | lr: {lr:.4g} "
                           f"| elapsed: {clock_text(elapsed)} | eta: {clock_text(eta)}")  # cutrain's shape
                 metrics.write(kind="step", epoch=epoch, step=step, steps_per_epoch=steps_per_epoch,
                               global_step=global_step, loss=mean_loss, acc=acc, lr=lr, images_per_s=rate,
-                              ms_per_step=ms, elapsed_s=elapsed, eta_s=eta)
-                interval_start, interval_first_step = clock.step_s(), step
+                              ms_per_step=ms, data_ms_per_step=data_ms, peak_memory_bytes=peak, elapsed_s=elapsed,
+                              eta_s=eta)
+                interval_start, interval_first_step, data_seconds = clock.step_s(), step, 0.0
             if last:
                 break
             evaluate_if_due(epoch, False)
+            asked = time.perf_counter()
             if tracker.reached:
                 break
         if tracker.reached:
@@ -476,5 +483,8 @@ def print_banner(env, args, model, sizes, steps_per_epoch, total_steps):
 
 
 def peak_memory(device):
-    """Bytes the caching allocator took from the GPU at most (what the process held, like cudaMalloc totals)."""
-    return torch.cuda.max_memory_reserved(device) if device.type == "cuda" else None
+    """Bytes the caching allocator took from the GPU at most (what the process held, like cudaMalloc totals), or
+    on the CPU the process's peak resident set, as cutrain reports."""
+    if device.type == "cuda":
+        return torch.cuda.max_memory_reserved(device)
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024

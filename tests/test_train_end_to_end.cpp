@@ -845,13 +845,16 @@ TEST_CASE("step lines come after the first step and by time too, with the lr, el
   // The shape of every line: the seed's fields, then the learning rate, the time and the ETA.
   CHECK_THAT(r.output, Catch::Matches(
       "(.|\n)*\n== step: \\[ 64/64\\] \\[1/1\\] \\| loss: [0-9.]+ \\| train acc: [0-9.]+% \\| [0-9]+ img/s \\| "
-      "[0-9.]+ ms/step \\| lr: 0.05 \\| elapsed: 0:00:[0-9]{2} \\| eta: 0:00:00\n(.|\n)*"));
+      "[0-9.]+ ms/step \\| data: [0-9.]+ ms/step \\| max mem: [1-9][0-9]* MiB \\| lr: 0.05 \\| elapsed: 0:00:[0-9]{2} \\| "
+      "eta: 0:00:00\n(.|\n)*"));
   CHECK_THAT(r.output, Catch::Matches("(.|\n)*\n== epoch 1/1 \\| loss: [0-9.]+ \\| train acc: [0-9.]+% \\| test acc: "
                                       "[0-9.]+% \\| test loss: [0-9.]+ \\| [0-9.]+ s \\| [0-9]+ img/s\n(.|\n)*"));
   const std::vector<nlohmann::json> steps = read_metrics(metrics, "step");
   REQUIRE(steps.size() >= 3);  // step 1, the last, and some by time in between
   CHECK(steps.front()["global_step"] == 1);
   CHECK(steps.back()["global_step"] == 64);
+  CHECK(steps.back()["data_ms_per_step"].get<double>() >= 0);
+  CHECK(steps.back()["peak_memory_bytes"].get<int64_t>() > 0);  // the resident set, on the CPU
   CHECK(steps.back()["eta_s"] == 0.0);
   CHECK(steps[1]["global_step"].get<int>() < 64);
   CHECK(steps[1]["eta_s"].get<double>() > 0);

@@ -17,7 +17,7 @@ write_cifar "$scratch/d" data_batch_1.bin:40 data_batch_2.bin:40 data_batch_3.bi
   fail "to a target: $(tail -n 3 "$scratch/out3.txt")"
 grep -q "^target 100.00% test accuracy not reached in 2 epochs (best " "$scratch/out3.txt" ||
   fail "no line about the unreached target: $(tail -n 2 "$scratch/out3.txt")"
-grep -qE '^== step: \[  2/6\] \[1/2\] \| loss: [0-9.]+ \| train acc: [0-9.]+% \| [0-9]+ img/s \| [0-9.]+ ms/step \| lr: [0-9.e-]+ \| elapsed: [0-9]+:[0-9]{2}:[0-9]{2} \| eta: [0-9]+:[0-9]{2}:[0-9]{2}$' "$scratch/out.txt" ||
+grep -qE '^== step: \[  2/6\] \[1/2\] \| loss: [0-9.]+ \| train acc: [0-9.]+% \| [0-9]+ img/s \| [0-9.]+ ms/step \| data: [0-9.]+ ms/step \| max mem: [1-9][0-9]* MiB \| lr: [0-9.e-]+ \| elapsed: [0-9]+:[0-9]{2}:[0-9]{2} \| eta: [0-9]+:[0-9]{2}:[0-9]{2}$' "$scratch/out.txt" ||
   fail "step line shape: $(grep -m1 '== step' "$scratch/out.txt")"
 grep -qE '^== epoch 1/2 \| loss: [0-9.]+ \| train acc: [0-9.]+% \| test acc: [0-9.]+% \| [0-9.]+ s \| [0-9]+ img/s$' "$scratch/out.txt" ||
   fail "epoch line shape: $(grep -m1 '== epoch' "$scratch/out.txt")"
@@ -33,13 +33,15 @@ epochs = [r for r in records if r["kind"] == "epoch"]
 # 96 images, batch 16: 6 steps per epoch; 7 steps in all: epoch 2 stops after one step.
 assert [r["global_step"] for r in steps] == [2, 4, 6, 7], steps
 assert set(steps[0]) == {"kind", "epoch", "step", "steps_per_epoch", "global_step", "loss", "acc", "lr",
-                         "images_per_s", "ms_per_step", "elapsed_s", "eta_s", "time"}, steps[0]
+                         "images_per_s", "ms_per_step", "data_ms_per_step", "peak_memory_bytes", "elapsed_s", "eta_s",
+                         "time"}, steps[0]
 assert all(a["time"] <= b["time"] for a, b in zip(records, records[1:])), records
 assert steps[-1]["eta_s"] == 0 and 0 < steps[0]["elapsed_s"] <= steps[-1]["elapsed_s"], steps
 assert steps[0]["steps_per_epoch"] == 6 and 0 <= steps[0]["acc"] <= 1
 # cutrain's cosine schedule over --epochs (12 steps), warm-up 0.5 epochs (3 steps), even though it stops at 7
 for r in steps:
     assert abs(r["lr"] - lr_schedule.lr_at("cosine", 0.002, 12, 3, r["global_step"] - 1)) < 1e-12, r
+    assert r["data_ms_per_step"] >= 0 and r["peak_memory_bytes"] > 0, r  # cutrain's fields: the resident set here
 assert [e["epoch"] for e in epochs] == [1, 2] and all("test_acc" in e and "epoch_time_s" in e for e in epochs)
 # a step line is its interval's mean, as cutrain's: epoch 1's three intervals of 2 steps average to the epoch's loss
 assert abs(sum(r["loss"] for r in steps[:3]) / 3 - epochs[0]["loss"]) < 1e-5, (steps, epochs)
