@@ -31,6 +31,7 @@ constexpr const char* kPrefix = "checkpoint-";
 constexpr const char* kModelSuffix = ".safetensors";
 constexpr const char* kOptimSuffix = ".optim.safetensors";
 constexpr const char* kTemporaryInfix = ".tmp.";  // nn/safetensors.h's atomic write: <file>.tmp.<pid>
+constexpr size_t kStepDigits = 8;                 // at least; path_for pads to it
 // Note [The last and the best checkpoint] in app/checkpoints.h.
 constexpr const char* kLastLink = "checkpoint-last.safetensors";
 constexpr const char* kBestLink = "checkpoint-best.safetensors";
@@ -44,7 +45,6 @@ std::string through_link(const std::string& path) {
   if (ec) return path;
   return target.is_absolute() ? target.string() : (fs::path(path).parent_path() / target).string();
 }
-constexpr size_t kStepDigits = 8;                 // at least; path_for pads to it
 
 bool all_digits(const std::string& s) {
   return !s.empty() && std::all_of(s.begin(), s.end(), [](unsigned char c) { return std::isdigit(c); });
@@ -232,7 +232,8 @@ std::string optim_path_for(const std::string& model_path) {
 void CheckpointFolder::link(const char* name, const std::string& model_path) const {
   const fs::path dir(dir_), at = dir / name, temporary = dir / (std::string(".") + name + ".link");
   std::error_code ec;
-  if (fs::exists(fs::symlink_status(at, ec)) && !fs::is_symlink(fs::symlink_status(at, ec))) {
+  const fs::file_status there = fs::symlink_status(at, ec);
+  if (fs::exists(there) && !fs::is_symlink(there)) {
     if (report_) report_("cutrain: warning: checkpoints: " + at.string() + " is a file, not cutrain's link: it stays");
     return;
   }
