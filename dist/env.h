@@ -63,7 +63,7 @@ struct DistEnv {
 // 50,000 training images give each of 4,096 ranks about 12 images an epoch. Rank 0 holds one store
 // connection per rank, and on the CPU every rank holds one Gloo connection per peer, so the processes
 // need `ulimit -n` above the world size; the rendezvous raises the soft limit as far as the hard one
-// allows (dist/rendezvous.h).
+// allows (make_room_for_connections in dist/rendezvous.cpp).
 inline constexpr int kMaxWorldSize = 4096;
 
 // Environment variables by name; an unset variable is absent.
