@@ -50,7 +50,7 @@ wait_for() {
 }
 
 # causes LOG: why each restart of that node's log came, one word a restart: killed (this node's rank was
-# killed), gloo, join or store (the rank's last error line), or "unexplained:<the restart's line>".
+# killed), gloo, join or store (the rank's last error line), or "unexplained: <the restart's line>".
 causes() {
   awk '/^\[rank[0-9]+\]: cutrain: / { last = $0 }
        /^cutrun: restart [0-9]+ of / {
@@ -58,7 +58,7 @@ causes() {
          else if (last ~ /Connection (closed|reset) by peer/) print "gloo"
          else if (last ~ /a node restarted its ranks, so this group is over/) print "join"
          else if (last ~ /store.* closed/) print "store"
-         else { gsub(/ /, "_"); print "unexplained:" $0 }
+         else print "unexplained: " $0
          last = "" }' "$1"
 }
 
@@ -91,13 +91,13 @@ for trial in $(seq 1 "$trials"); do
   done
   for n in 0 1; do
     wait "${pids[$n]}" || fail "trial $trial: node $n failed: $(tail -n 5 "$scratch/job.$trial.$n.log")"
-    for cause in $(causes "$scratch/job.$trial.$n.log"); do
+    while IFS= read -r cause; do
       restarts=$((restarts + 1))
       case "$cause" in
         killed | gloo | join | store) declare "$cause=$((${!cause} + 1))" ;;
-        *) cause="${cause#unexplained:}" && fail "trial $trial: node $n restarted for no reason its log gives: ${cause//_/ }" ;;
+        *) fail "trial $trial: node $n restarted for no reason its log gives: ${cause#unexplained: }" ;;
       esac
-    done
+    done < <(causes "$scratch/job.$trial.$n.log")
   done
   same_tensors "$scratch/straight/$last.safetensors" "$scratch/two.$trial/$last.safetensors" &&
     same_tensors "$scratch/straight/$last.optim.safetensors" "$scratch/two.$trial/$last.optim.safetensors" &&
