@@ -22,7 +22,8 @@ frozen), or whose heartbeats say it has made no progress that long while waiting
 (blocked), is named, killed, and the job stopped the same way. SIGINT and SIGTERM sent to cutrun are
 passed on to every rank, and SIGHUP and SIGUSR1 stop them as SIGTERM does; such a stop waits for
 the ranks to finish their step and save before it kills what is left, naming it (Note [A stop
-that saves]). Signals within a second of the first are the same stop; a later one kills every
+that saves]); cutrun then exits 0 when every rank saved and exited 0, and 128 + the signal's number
+otherwise. Signals within a second of the first are the same stop; a later one kills every
 rank at once. Should cutrun itself die, even by SIGKILL, the kernel kills every rank with it.
 
 Under srun (SLURM_PROCID set), --nnodes, --node-rank and --master-addr default to Slurm's
@@ -777,7 +778,10 @@ def run_job(args):
             break
     if failed is not None:
         return code
-    if received:
+    # A stop that the user asked of the whole job succeeded when every rank saved and exited 0: the
+    # job exits 0, as a rank stopped alone does, so that a `set -e` script goes on. A rank that had to
+    # be killed, or died of the signal (before the rendezvous, say), makes it 128 + the signal.
+    if received and any(r.process.returncode != 0 for r in ranks):
         return 128 + received[0][0]
     return 0
 
