@@ -4,7 +4,7 @@
 // Device-side only: included by .cu files, never by the CPU twins.
 //
 // A .cu file compiles two ways: by nvcc for the GPU, and by the host compiler against the CUDA
-// emulation of kernels/emu (see docs/how-it-works.md), which runs the same kernels on the CPU.
+// emulation of kernels/emu (see docs/emulated-gpu.md), which runs the same kernels on the CPU.
 // The two differ only where __CUDACC__ is tested below (and in <cooperative_groups.h>, whose
 // this_grid().sync() the emulation provides).
 #pragma once

@@ -16,7 +16,7 @@
 // With one process, SGD reads each gradient where backward wrote it, which in bf16 mode is
 // cuDNN's bf16 filter gradient or the padded stem's gradient, and widens it as it reads it. With
 // several ranks it reads the fp32 buffer, where ParameterSet::gather_grads put the gradients so
-// that the all-reduce averages them in fp32, as DDP does. Sections 7 and 8 of
+// that the all-reduce averages them in fp32, as DDP does. Sections 6 and 7 of
 // docs/how-it-works.md say why.
 #pragma once
 

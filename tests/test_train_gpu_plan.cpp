@@ -1,7 +1,7 @@
 // `cutrain bench-step --plan`, recorded by the emulated device (Note [Record-only device] in
 // kernels/emu/runtime.h): the step's inventory scales as the arithmetic says it must with batch,
 // width and world size; its streams fork and join as Note [Side stream] and Note [The step] put
-// them; its figures for the full-size step are the ones docs/how-it-works.md quotes;
+// them; its figures for the full-size step are the ones docs/emulated-gpu.md quotes;
 // and the binary's last line is the one scripts/gpu-check.sh reads. tests/test_nn_gpu_plan.cpp
 // holds it against a captured graph. The GPU build has no recording device
 // (tests/test_train_step_plan.cpp).
@@ -226,7 +226,7 @@ TEST_CASE("bench-step --plan prints the line scripts read, without a GPU", CUTRA
 }
 
 // The figures of the full-size step (batch 256, width 64), as the planning recorder of kernels/ and
-// nn/ gave them before the emulated device recorded the step, and as docs/how-it-works.md quotes
+// nn/ gave them before the emulated device recorded the step, and as docs/emulated-gpu.md quotes
 // the first. Batch norm's rows hold the record-only device to an H200 (its launches keep as many
 // rows in shared memory as an H200's 132 multiprocessors hold).
 TEST_CASE("bench-step --plan keeps its figures for the full-size step", CUTRAIN_GPU_TAG) {

@@ -1,6 +1,6 @@
 // vector_types.h: CUDA's small vector types for the emulation (kernels/emu), with the alignment
 // the device gives them: a float4, int4 or uint4 is one 16-byte load or store, so it must sit on a
-// 16-byte boundary (the emulated build checks every such access, see docs/how-it-works.md).
+// 16-byte boundary (the emulated build checks every such access, see docs/emulated-gpu.md).
 // Also dim3, the launch's shape, whose missing sizes default to 1.
 #pragma once
 
