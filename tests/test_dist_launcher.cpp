@@ -152,8 +152,24 @@ TEST_CASE("SIGTERM to cutrun reaches every rank", "[dist]") {
   auto r = p.finish();
   CHECK_THAT(r.output, Catch::Contains("[rank0]: rank 0 got TERM"));
   CHECK_THAT(r.output, Catch::Contains("[rank1]: rank 1 got TERM"));
-  CHECK(r.exit_code == 128 + SIGTERM);
+  CHECK(r.exit_code == 0);  // every rank stopped cleanly on the signal asked of the job
   CHECK(r.seconds < 20);  // the ranks ended on SIGTERM, not on the SIGKILL after the grace period
+}
+
+TEST_CASE("SIGTERM to cutrun with a rank that ignores it ends in that rank's kill, and exit status 128 + SIGTERM",
+          "[dist]") {
+  Process p({kCutrun, "--nproc-per-node", "2", "--grace-period", "0.5", "python3", "-c",
+             "import os, signal, sys\n"
+             "signal.signal(signal.SIGTERM, signal.SIG_IGN if os.environ['RANK'] == '1' else lambda *_: sys.exit(0))\n"
+             "print('ready', flush=True)\n"
+             "while True:\n"
+             "    signal.pause()\n"});
+  REQUIRE(p.read_until("ready", 2));
+  p.signal(SIGTERM);
+  auto r = p.finish();
+  INFO(r.output);
+  CHECK_THAT(r.output, Catch::Contains("rank 1 (local rank 1, pid"));
+  CHECK(r.exit_code == 128 + SIGTERM);  // a stop that had to kill is no clean stop
 }
 
 namespace {
