@@ -167,9 +167,11 @@ void RunLog::step(const StepRecord& r) {
     std::fflush(stdout);
     bar_open_ = true;
   } else {
-    std::printf("== step: [%3d/%d] [%d/%d] | loss: %.3f | train acc: %.3f%% | %.0f img/s | %.1f ms/step | data: "
+    char mfu[32] = "";
+    if (r.mfu) std::snprintf(mfu, sizeof mfu, " | mfu: %.1f%%", 100 * *r.mfu);
+    std::printf("== step: [%3d/%d] [%d/%d] | loss: %.3f | train acc: %.3f%% | %.0f img/s%s | %.1f ms/step | data: "
                 "%.1f ms/step | max mem: %.0f MiB | lr: %.4g | elapsed: %s | eta: %s\n",
-                r.step, r.steps_per_epoch, r.epoch, r.epochs, r.loss, 100 * r.acc, r.images_per_s, r.ms_per_step,
+                r.step, r.steps_per_epoch, r.epoch, r.epochs, r.loss, 100 * r.acc, r.images_per_s, mfu, r.ms_per_step,
                 r.data_ms_per_step, double(r.peak_memory_bytes) / (1 << 20), r.lr, clock_text(r.elapsed_s).c_str(),
                 clock_text(r.eta_s).c_str());
     std::fflush(stdout);
@@ -178,7 +180,8 @@ void RunLog::step(const StepRecord& r) {
                             {"steps_per_epoch", r.steps_per_epoch}, {"global_step", r.global_step},
                             {"loss", r.loss}, {"acc", r.acc}, {"lr", r.lr}, {"images_per_s", r.images_per_s},
                             {"ms_per_step", r.ms_per_step}, {"data_ms_per_step", r.data_ms_per_step},
-                            {"peak_memory_bytes", r.peak_memory_bytes}, {"elapsed_s", r.elapsed_s}, {"eta_s", r.eta_s}});
+                            {"peak_memory_bytes", r.peak_memory_bytes}, {"mfu", optional_number(r.mfu)},
+                            {"elapsed_s", r.elapsed_s}, {"eta_s", r.eta_s}});
   if (tensorboard_) {
     tensorboard_->scalar("train/loss", r.global_step, r.loss);
     tensorboard_->scalar("train/accuracy", r.global_step, r.acc);

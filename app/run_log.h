@@ -52,6 +52,9 @@ struct StepRecord {
   double ms_per_step;
   double data_ms_per_step;  // waiting for the batch (torchvision's "data"): the loader's, on the host
   int64_t peak_memory_bytes;  // so far: the device's memory on a GPU, the resident set on the CPU
+  // Model FLOPs utilisation: the model's FLOPs per second over the GPU's peak, as llm.c and PaLM count it
+  // (the model's products alone, nothing recomputed). None on the CPU or a GPU whose peak is not known.
+  std::optional<double> mfu;
   double elapsed_s;        // since training began, evaluations included
   double eta_s;            // what the remaining steps take at the recent pace (Note [A recent ETA])
 };

@@ -74,6 +74,9 @@ void add_train_command(CLI::App& app, int& exit_code) {
       ->capture_default_str();
   cmd->add_option("--cuda-graphs", o.cuda_graphs, "Replay each training step as a CUDA graph: on or off")
       ->capture_default_str()->check(CLI::IsMember({"on", "off"}));
+  add_number(cmd, "--gpu-tflops", o.gpu_tflops,
+             "The GPU's peak TFLOP/s in the precision trained, for the step line's MFU (default 0: the peak of an "
+             "H200, H100 or A100 known by name; no MFU on another GPU)", 0.0, 1e6);
   cmd->add_option("--profile-steps", o.profile_steps,
                   "A:B: run steps A to B (0-based) between cudaProfilerStart and cudaProfilerStop, for "
                   "nsys profile --capture-range=cudaProfilerApi (NVTX ranges name the parts of each step)");

@@ -27,6 +27,7 @@
 #include "app/first_step.h"
 #include "app/profiler.h"
 #include "app/recipe.h"
+#include "app/resnet_layers.h"
 #include "app/resume_agreement.h"
 #include "app/run_description.h"
 #include "app/run_clock.h"
@@ -133,6 +134,8 @@ class Trainer {
   int64_t steps_per_epoch_ = 0;
   int64_t memory_baseline_ = 0;
   int64_t peak_memory_ = 0;
+  double peak_flops_per_s_ = 0;  // the GPU's, for the MFU: --gpu-tflops or its known peak; 0: none shown
+  double flops_per_step_ = 0;    // the model's in one step of this rank (app/resnet_layers.h)
   std::vector<std::string> rank_devices_;  // rank 0: where each rank runs, for the banner
 
   // Throughput bookkeeping, on the step clock: the window since the last log line, and the run
@@ -293,6 +296,12 @@ void Trainer::build_model() {
   accuracy_ = std::make_unique<AccuracyTracker>(EvalSchedule{opt_.eval_every, opt_.eval_every_steps, opt_.epochs},
                                                 target, steps_per_epoch_);
   metrics_ = std::make_unique<StepMetrics>(*ctx_, opt_.log_every);
+  if (ctx_->on_gpu()) {  // the step line's MFU, where the GPU's peak is known
+    const double tflops = opt_.gpu_tflops > 0 ? opt_.gpu_tflops
+                                              : cuda_peak_tflops(ctx_->options.cuda_device, dtype_ == DType::bf16);
+    peak_flops_per_s_ = tflops * 1e12;
+    flops_per_step_ = step_flops(mc);
+  }
   std::function<bool(bool)> all_captured;
   if (comm_ && env_.is_distributed()) all_captured = [this](bool ok) { return !stop_agreed(!ok); };
   std::unique_ptr<GraphCapture> capture;
@@ -564,6 +573,7 @@ void Trainer::log_window(int epoch, int64_t batch) {
   r.data_ms_per_step = 1000 * window_data_s_ / w.steps;
   window_data_s_ = 0;
   r.peak_memory_bytes = peak_memory_;
+  if (peak_flops_per_s_ > 0) r.mfu = flops_per_step_ * w.steps / seconds / peak_flops_per_s_;
   // The remaining steps at the recent pace after warm-up (Note [A recent ETA] in app/run_clock.h), or
   // at this window's before there is one.
   const double seconds_per_step = warm_steps_ > 0 ? recent_pace_.seconds_per_step() : seconds / w.steps;

@@ -43,4 +43,28 @@ std::string cuda_device_description(int device) {
   return std::string(prop.name) + " (sm_" + std::to_string(prop.major) + std::to_string(prop.minor) + ", " + memory + ")";
 }
 
+// The datasheets give bf16 with structured sparsity; the dense figure is half of it. An H200 has an
+// H100 SXM's compute. The first entry whose words the name holds wins, so the PCIe and NVL forms
+// come before the plain "H100".
+double peak_tflops_of(const std::string& gpu_name, bool bf16) {
+  struct Peak {
+    const char* words[2];
+    double bf16, fp32;
+  };
+  static constexpr Peak kPeaks[] = {
+      {{"H200", ""}, 989.0, 67.0},      {{"H100", "PCIe"}, 756.0, 51.0}, {{"H100", "NVL"}, 835.0, 60.0},
+      {{"H100", ""}, 989.0, 67.0},      {{"A100", ""}, 312.0, 19.5},
+  };
+  for (const Peak& p : kPeaks)
+    if (gpu_name.find(p.words[0]) != std::string::npos && gpu_name.find(p.words[1]) != std::string::npos)
+      return bf16 ? p.bf16 : p.fp32;
+  return 0;
+}
+
+double cuda_peak_tflops(int device, bool bf16) {
+  cudaDeviceProp prop{};
+  if (cudaGetDeviceProperties(&prop, device) != cudaSuccess) return 0;
+  return peak_tflops_of(prop.name, bf16);
+}
+
 }  // namespace cutrain

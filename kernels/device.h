@@ -18,4 +18,10 @@ inline bool cuda_available() { return cuda_unavailable_reason().empty(); }
 // "NVIDIA H200 (sm_90, 139.8 GiB)" for the given device; assumes cuda_available().
 std::string cuda_device_description(int device);
 
+// The dense peak TFLOP/s of a data-center GPU known by its name (cudaDeviceProp::name): on the
+// tensor cores in bf16, or on the fp32 cores, since TF32 is off in fp32. 0 for a GPU not known.
+double peak_tflops_of(const std::string& gpu_name, bool bf16);
+// The same for the given device; assumes cuda_available().
+double cuda_peak_tflops(int device, bool bf16);
+
 }  // namespace cutrain

@@ -41,6 +41,16 @@ TEST_CASE("the device probe answers in one line either way", "[nn]") {
   CHECK(&why == &cutrain::cuda_unavailable_reason());  // asked once, cached
 }
 
+TEST_CASE("a GPU's peak is known by its name, with the PCIe and NVL forms of an H100 told apart", "[nn]") {
+  CHECK(cutrain::peak_tflops_of("NVIDIA H200", true) == 989.0);
+  CHECK(cutrain::peak_tflops_of("NVIDIA H100 80GB HBM3", true) == 989.0);
+  CHECK(cutrain::peak_tflops_of("NVIDIA H100 80GB HBM3", false) == 67.0);
+  CHECK(cutrain::peak_tflops_of("NVIDIA H100 PCIe", true) == 756.0);
+  CHECK(cutrain::peak_tflops_of("NVIDIA H100 NVL", true) == 835.0);
+  CHECK(cutrain::peak_tflops_of("NVIDIA A100-SXM4-80GB", true) == 312.0);
+  CHECK(cutrain::peak_tflops_of("NVIDIA GeForce RTX 4090", true) == 0.0);  // not known: no MFU
+}
+
 TEST_CASE("a CUDA device is visible", CUTRAIN_GPU_TAG) {
   CUTRAIN_REQUIRE_GPU();
   int count = 0;

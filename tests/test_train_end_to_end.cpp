@@ -21,6 +21,7 @@
 #include "kernels/device.h"
 #include "nn/safetensors.h"
 #include "tests/checkpoint_compare.h"
+#include "tests/metrics_file.h"
 #include "tests/mount.h"
 #include "tests/network.h"
 #include "tests/process.h"
@@ -28,6 +29,7 @@
 namespace {
 
 using cutrain::test::Process;
+using cutrain::test::read_metrics;
 using cutrain::test::TempDir;
 using cutrain::test::require_identical;
 
@@ -47,16 +49,6 @@ std::vector<std::string> train_command(const std::string& data, std::vector<std:
                                    "--width", "8", "--batch-size", "32", "--workers", "2", "--lr", "0.05"};
   argv.insert(argv.end(), extra.begin(), extra.end());
   return argv;
-}
-
-std::vector<nlohmann::json> read_metrics(const std::string& path, const std::string& kind) {
-  std::vector<nlohmann::json> lines;
-  std::ifstream in(path);
-  for (std::string line; std::getline(in, line);) {
-    auto j = nlohmann::json::parse(line);
-    if (j["kind"] == kind) lines.push_back(j);
-  }
-  return lines;
 }
 
 }  // namespace
@@ -330,6 +322,7 @@ TEST_CASE("bad input to train: one line naming what is wrong, non-zero exit", "[
       {data, {"--cuda-graphs", "off"}, "cutrain: error: --cuda-graphs: needs a GPU (this run is on the CPU)"},
       {data, {"--cudnn-benchmark"}, "cutrain: error: --cudnn-benchmark: needs a GPU (this run is on the CPU)"},
       {data, {"--deterministic"}, "cutrain: error: --deterministic: needs a GPU (this run is on the CPU)"},
+      {data, {"--gpu-tflops", "989"}, "cutrain: error: --gpu-tflops: needs a GPU (this run is on the CPU)"},
   };
   for (const Case& c : cases) {
     auto r = cutrain::test::run(train_command(c.data, c.extra));
@@ -855,6 +848,7 @@ TEST_CASE("step lines come after the first step and by time too, with the lr, el
   CHECK(steps.back()["global_step"] == 64);
   CHECK(steps.back()["data_ms_per_step"].get<double>() >= 0);
   CHECK(steps.back()["peak_memory_bytes"].get<int64_t>() > 0);  // the resident set, on the CPU
+  CHECK(steps.back()["mfu"].is_null());                           // a GPU's share of its peak
   CHECK(steps.back()["eta_s"] == 0.0);
   CHECK(steps[1]["global_step"].get<int>() < 64);
   CHECK(steps[1]["eta_s"].get<double>() > 0);

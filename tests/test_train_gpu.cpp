@@ -9,26 +9,45 @@
 #include <string>
 #include <vector>
 
+#include "app/resnet_layers.h"
 #include "data/load.h"
 #include "data/synthetic.h"
 #include "tests/checkpoint_compare.h"
 #include "tests/gpu.h"
+#include "tests/metrics_file.h"
 #include "tests/process.h"
 
-TEST_CASE("One GPU trains without a communicator, replays its step and counts each step once", CUTRAIN_GPU_TAG) {
+TEST_CASE("One GPU trains without a communicator, replays its step, counts each step once and reports its MFU",
+          CUTRAIN_GPU_TAG) {
   CUTRAIN_REQUIRE_GPU();
   cutrain::test::TempDir dir;
   const std::string save = (dir.path() / "ckpt").string();
+  const std::string metrics = (dir.path() / "m.jsonl").string();
+  // The emulated GPU's peak is not known by its name, so --gpu-tflops gives one.
   auto r = cutrain::test::run({"/usr/bin/env", "NCCL_DEBUG=INFO", cutrain::test::binary("cutrain"), "train",
                                "--device", "cuda", "--synthetic-train", "1024", "--synthetic-test", "256", "--width",
                                "8", "--batch-size", "32", "--epochs", "1", "--max-steps", "6", "--log-every", "2",
-                               "--eval-every", "0", "--lr-schedule", "onecycle", "--save", save});
+                               "--eval-every", "0", "--lr-schedule", "onecycle", "--save", save, "--metrics", metrics,
+                               "--gpu-tflops", "0.5"});
   INFO(r.output);
   REQUIRE(r.exit_code == 0);
   CHECK(r.output.find("gradients: straight to SGD") != std::string::npos);
   CHECK(r.output.find("NCCL INFO") == std::string::npos);
   CHECK(r.output.find("; CUDA graphs on") != std::string::npos);
   CHECK(cutrain::test::batches_tracked(save + "/checkpoint-00000006.safetensors", "layer2.0.bn1") == 6);
+  // The MFU: the model's FLOPs in one step at the line's ms per step, over the peak given.
+  cutrain::ResNetConfig model;
+  model.width = 8;
+  model.batch_size = 32;
+  const double flops = cutrain::step_flops(model);
+  int lines = 0;
+  for (const nlohmann::json& step : cutrain::test::read_metrics(metrics, "step")) {
+    const double expected = flops / (step["ms_per_step"].get<double>() * 1e-3) / 0.5e12;
+    CHECK(step["mfu"].get<double>() == Approx(expected).epsilon(1e-9));
+    ++lines;
+  }
+  CHECK(lines == 4);  // after steps 1, 2, 4 and 6
+  CHECK(r.output.find(" img/s | mfu: ") != std::string::npos);
 }
 
 // The GPU program against the CPU oracle, and against itself: eager against graph replays, one
