@@ -44,9 +44,12 @@ inline int64_t batches_tracked(const std::string& path, const std::string& bn) {
 }
 
 // How far model `a` is from model `b`: the largest |a - b| of any float, and the norm of a - b over
-// the norm of b, both over every fp32 tensor; the integer tensors (num_batches_tracked) must agree.
+// the norm of b, both over every fp32 tensor, and that norm for the tensor where it is largest; the
+// integer tensors (num_batches_tracked) must agree.
 struct ModelDifference {
   double max_abs = 0, relative = 0;
+  double worst_tensor_relative = 0;
+  std::string worst_tensor;
 };
 
 inline ModelDifference model_difference(const std::string& a, const std::string& b) {
@@ -63,14 +66,21 @@ inline ModelDifference model_difference(const std::string& a, const std::string&
       CHECK(first_difference(other.data, t.data) == -1);
       continue;
     }
+    double tensor_diff_sq = 0, tensor_norm_sq = 0;
     for (size_t i = 0; i < t.data.size() / 4; ++i) {
       float x = 0, y = 0;
       std::memcpy(&x, other.data.data() + 4 * i, 4);
       std::memcpy(&y, t.data.data() + 4 * i, 4);
       const double e = double(x) - y;
       d.max_abs = std::max(d.max_abs, std::abs(e));
-      diff_sq += e * e;
-      norm_sq += double(y) * y;
+      tensor_diff_sq += e * e;
+      tensor_norm_sq += double(y) * y;
+    }
+    diff_sq += tensor_diff_sq;
+    norm_sq += tensor_norm_sq;
+    if (tensor_norm_sq > 0 && std::sqrt(tensor_diff_sq / tensor_norm_sq) > d.worst_tensor_relative) {
+      d.worst_tensor_relative = std::sqrt(tensor_diff_sq / tensor_norm_sq);
+      d.worst_tensor = name;
     }
   }
   d.relative = std::sqrt(diff_sq / norm_sq);

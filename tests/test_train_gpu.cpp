@@ -105,19 +105,28 @@ TEST_CASE("GPU training equals the CPU's: fp32 within the fp32 bound, bf16 withi
   train_small(dir, data, "bf16", run, {"--device", "cuda", "--precision", "bf16", "--max-steps", "3"}, same_kernels);
   // fp32, after one step: the weights, and the momentum buffers, which hold that step's gradients.
   // The convolutions and products add in other orders than the CPU's and batch norm merges its
-  // statistics in a fixed tree, so the results differ in their last bits; the same bounds as
-  // sync-bn's equivalence test. (On the emulated device, the largest differences: 1.2e-7 in the
-  // weights, 8.5e-7 in the momentum buffers.) Rounding may still send a ReLU input within it of zero the other way, and batch norm
-  // spreads that one change over its channel's whole gradient: on the emulated device, 1.1e-3 in
-  // the momentum buffers after one step with SSE4.1's kernels, and 1.5e-3 in the weights after
-  // three steps with AVX2's. So fp32 is compared after one step, on AVX2's kernels.
+  // statistics in a fixed tree, so the results differ in their last bits. (On the emulated device,
+  // the largest differences: 1.2e-7 in the weights, 8.5e-7 in the momentum buffers.)
+  //
+  // Note [A flipped ReLU]
+  // ~~~~~~~~~~~~~~~~~~~~~
+  // Rounding in another order may send one ReLU input that lies within it of zero to the other side.
+  // Its gradient then passes where it was stopped, or the other way round, batch norm's backward
+  // spreads that over its channel, and every layer before it sees the change. On the emulated device
+  // with SSE4.1's kernels, one flip in layer2.1.bn1 moved the momentum buffers of every earlier layer
+  // by up to 1.1e-3, 3.5e-3 of a tensor's norm at most, and 1.7e-3 of the whole model's. Real cuDNN
+  // adds in orders of its own, so a flip can happen on any GPU. Every tensor is therefore held within
+  // 6e-3 of its norm, which a flip stays inside and a kernel that is wrong by 1% does not, and the
+  // tight bounds that hold without a flip are shown beside it.
   for (const char* kind : {".safetensors", ".optim.safetensors"}) {
     INFO(kind);
     const auto fp32 = cutrain::test::model_difference(checkpoint(dir, "fp32", 1, kind), checkpoint(dir, "cpu", 1, kind));
-    CHECK(fp32.max_abs <= 1e-4);
-    CHECK(fp32.relative <= 5e-5);
+    INFO("the tensor furthest from the CPU's: " << fp32.worst_tensor);
+    CHECK(fp32.worst_tensor_relative <= 6e-3);
+    CHECK(fp32.max_abs <= 5e-3);
     WARN("GPU against CPU after 1 step, " << kind << ": fp32 largest difference " << fp32.max_abs << ", relative "
-                                          << fp32.relative);
+                                          << fp32.relative << " (without a flipped ReLU, within 1e-4 and 5e-5), "
+                                          << fp32.worst_tensor_relative << " in " << fp32.worst_tensor);
   }
   // bf16, after three steps: activations rounded to 8 bits of mantissa (about 4e-3 relative) move the
   // running statistics most, since they are averages of the rounded activations themselves. (On the
