@@ -225,6 +225,7 @@ TEST_CASE("ResNet-18 built layer by layer computes ResNet18's training step", CU
   ContextOptions options;
   options.device = Device::cuda;
   options.streams = 1;
+  options.deterministic = true;  // the losses are compared bit for bit (Note [Emulated atomics])
   Context ctx(options);
   ResNetConfig config;
   config.width = 8;

@@ -15,6 +15,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <numeric>
+#include <random>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -22,6 +24,7 @@
 #include "kernels/batchnorm.h"
 #include "kernels/conv2d_cpu.h"
 #include "kernels/emu/bf16.h"
+#include "kernels/emu/environment.h"
 #include "kernels/emu/refusal.h"
 #include "kernels/emu/runtime.h"
 #include "kernels/recording.h"
@@ -435,8 +438,74 @@ struct Operands {
   void* out;      // forward: y; backward data: dx; backward filter: dw
 };
 
-// Computes one pass on NHWC fp32 copies (the CPU twins), into `out` with alpha and beta.
-void compute(Pass pass, const Problem& p, const Operands& o, float alpha, float beta) {
+// Note [Emulated atomics]
+// ~~~~~~~~~~~~~~~~~~~~~~~
+// Real cuDNN's backward-data ALGO_0 and backward-filter ALGO_0 and ALGO_3 add their partial sums
+// with atomics, so their results differ in the last bits from one call to the next (they report
+// CUDNN_NON_DETERMINISTIC; cuDNN's API reference, "cudnnConvolutionBackwardData" and
+// "cudnnConvolutionBackwardFilter", and "Reproducibility (Determinism)" in its developer guide).
+// The emulation computes such a call as kAtomicPartials partial sums, over the batch for the filter
+// gradient and over the output channels for the data gradient, and adds them in an order drawn
+// afresh for each call from CUTRAIN_EMU_STREAM_SEED and a count of the calls. A test that compares
+// bits without --deterministic therefore fails here as it would on a GPU.
+constexpr int kAtomicPartials = 4;
+
+// The order in which this call adds its partial sums: a permutation of 0..count-1.
+std::vector<int> atomic_order(int count) {
+  static std::atomic<uint64_t> calls{0};
+  static const uint64_t seed =
+      emu::integer_from_environment("CUTRAIN_EMU_STREAM_SEED", 0, 0, std::numeric_limits<uint64_t>::max());
+  std::mt19937_64 random(seed ^ (calls.fetch_add(1) * 0x9e3779b97f4a7c15ull));
+  std::vector<int> order(size_t(count), 0);
+  std::iota(order.begin(), order.end(), 0);
+  std::shuffle(order.begin(), order.end(), random);
+  return order;
+}
+
+// The sum of `partials`, added in the order given.
+std::vector<float> add_in_order(const std::vector<std::vector<float>>& partials, const std::vector<int>& order) {
+  std::vector<float> sum = partials[size_t(order[0])];
+  for (size_t i = 1; i < order.size(); ++i) {
+    const std::vector<float>& next = partials[size_t(order[i])];
+    for (size_t j = 0; j < sum.size(); ++j) sum[j] += next[j];
+  }
+  return sum;
+}
+
+// The filter gradient as the sum of the images' parts in kAtomicPartials slices of the batch.
+std::vector<float> backward_filter_atomic(const ConvShape& s, const float* x, const float* dy) {
+  const int slices = std::min(kAtomicPartials, s.N);
+  std::vector<std::vector<float>> partials(size_t(slices), std::vector<float>(size_t(s.K) * s.R * s.S * s.C));
+  for (int i = 0; i < slices; ++i) {
+    const int first = s.N * i / slices, last = s.N * (i + 1) / slices;
+    ConvShape slice = s;
+    slice.N = last - first;
+    conv2d_backward_filter_cpu(x + size_t(first) * s.H * s.W * s.C, dy + size_t(first) * s.P() * s.Q() * s.K, slice,
+                               0.0f, partials[size_t(i)].data());
+  }
+  return add_in_order(partials, atomic_order(slices));
+}
+
+// The data gradient as the sum of the parts of kAtomicPartials slices of the output channels.
+std::vector<float> backward_data_atomic(const ConvShape& s, const float* dy, const float* w) {
+  const int slices = std::min(kAtomicPartials, s.K);
+  const size_t pixels = size_t(s.N) * s.P() * s.Q(), filter = size_t(s.R) * s.S * s.C;
+  std::vector<std::vector<float>> partials(size_t(slices), std::vector<float>(size_t(s.N) * s.H * s.W * s.C));
+  for (int i = 0; i < slices; ++i) {
+    const int first = s.K * i / slices, last = s.K * (i + 1) / slices;
+    ConvShape slice = s;
+    slice.K = last - first;
+    std::vector<float> dy_slice(pixels * size_t(slice.K));
+    for (size_t q = 0; q < pixels; ++q)
+      std::copy_n(dy + q * s.K + first, slice.K, dy_slice.data() + q * size_t(slice.K));
+    conv2d_backward_data_cpu(dy_slice.data(), w + size_t(first) * filter, slice, 0.0f, partials[size_t(i)].data());
+  }
+  return add_in_order(partials, atomic_order(slices));
+}
+
+// Computes one pass on NHWC fp32 copies (the CPU twins), into `out` with alpha and beta; a
+// non-deterministic algorithm adds its partial sums in an order of its own (Note [Emulated atomics]).
+void compute(Pass pass, const Problem& p, const Operands& o, float alpha, float beta, bool atomic) {
   const ConvShape& s = p.shape;
   std::vector<float> result;
   switch (pass) {
@@ -447,14 +516,22 @@ void compute(Pass pass, const Problem& p, const Operands& o, float alpha, float 
       break;
     }
     case Pass::backward_data: {
-      result.resize(elements(p.x));
-      conv2d_backward_data_cpu(to_nhwc(p.y, o.b).data(), to_nhwc(p.w, o.a).data(), s, 0.0f, result.data());
+      if (atomic) {
+        result = backward_data_atomic(s, to_nhwc(p.y, o.b).data(), to_nhwc(p.w, o.a).data());
+      } else {
+        result.resize(elements(p.x));
+        conv2d_backward_data_cpu(to_nhwc(p.y, o.b).data(), to_nhwc(p.w, o.a).data(), s, 0.0f, result.data());
+      }
       blend(p.x, result, alpha, beta, o.out);
       break;
     }
     case Pass::backward_filter: {
-      result.resize(elements(p.w));
-      conv2d_backward_filter_cpu(to_nhwc(p.x, o.a).data(), to_nhwc(p.y, o.b).data(), s, 0.0f, result.data());
+      if (atomic) {
+        result = backward_filter_atomic(s, to_nhwc(p.x, o.a).data(), to_nhwc(p.y, o.b).data());
+      } else {
+        result.resize(elements(p.w));
+        conv2d_backward_filter_cpu(to_nhwc(p.x, o.a).data(), to_nhwc(p.y, o.b).data(), s, 0.0f, result.data());
+      }
       blend(p.w, result, alpha, beta, o.out);
       break;
     }
@@ -551,7 +628,7 @@ cudnnStatus_t convolve(cudnnHandle_t handle, Pass pass, const void* alpha, const
       std::vector<float> nan(elements(out), std::numeric_limits<float>::quiet_NaN());
       blend(out, nan, 1.0f, 0.0f, o.out);
     } else {
-      compute(pass, p, o, alpha_value, beta_value);
+      compute(pass, p, o, alpha_value, beta_value, !traits(pass).algos[algo].deterministic);
     }
   });
   if (queued != cudaSuccess) return fail(CUDNN_STATUS_EXECUTION_FAILED, "the handle's stream does not take work");

@@ -217,6 +217,44 @@ TEMPLATE_TEST_CASE("emulated cuDNN: the three convolutions equal naive loops, wi
   }
 }
 
+TEST_CASE("emulated cuDNN: the non-deterministic algorithms add in another order each call, the others never",
+          "[emu]") {
+  // Note [Emulated atomics]: backward-data ALGO_0 and backward-filter ALGO_0 and ALGO_3 give other
+  // bits from call to call, close to the naive loops all the same; ALGO_1 gives the same bits always.
+  std::mt19937 rng(7);
+  const ConvShape s{8, 6, 6, 8, 16, 3, 3, 1, 1};
+  Convolution c(s, CUDNN_DATA_FLOAT);
+  const auto x = test::random_vector(size_t(s.N) * s.H * s.W * s.C, rng);
+  const auto w = test::random_vector(size_t(s.K) * s.R * s.S * s.C, rng);
+  const auto dy = test::random_vector(size_t(s.N) * s.P() * s.Q() * s.K, rng);
+  DeviceBuffer<float> x_d(x), w_d(w), dy_d(dy);
+  struct Case {
+    Pass pass;
+    int algo;
+    bool deterministic;
+  };
+  for (const Case& k : {Case{Pass::backward_data, CUDNN_CONVOLUTION_BWD_DATA_ALGO_0, false},
+                        Case{Pass::backward_data, CUDNN_CONVOLUTION_BWD_DATA_ALGO_1, true},
+                        Case{Pass::backward_filter, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_0, false},
+                        Case{Pass::backward_filter, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_3, false},
+                        Case{Pass::backward_filter, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1, true}}) {
+    CAPTURE(int(k.pass), k.algo);
+    const size_t ws_bytes = c.workspace(k.pass, k.algo);
+    DeviceBuffer<unsigned char> ws(std::max<size_t>(ws_bytes, 1));
+    const void* a = k.pass == Pass::backward_data ? w_d.get() : x_d.get();
+    const Exact exact = naive(k.pass, s, x, w, dy);
+    DeviceBuffer<float> out(exact.value.size());
+    std::vector<std::vector<float>> results;
+    for (int call = 0; call < 6; ++call) {
+      REQUIRE(c.run(k.pass, k.algo, 1.0f, a, dy_d.get(), 0.0f, out.get(), ws.get(), ws_bytes) == CUDNN_STATUS_SUCCESS);
+      results.push_back(test::download(out));
+      require_close<float>(results.back(), exact, 1.0f, 0.0f, results.back());
+    }
+    const bool all_same = std::all_of(results.begin(), results.end(), [&](const auto& r) { return r == results[0]; });
+    CHECK(all_same == k.deterministic);
+  }
+}
+
 TEST_CASE("emulated cuDNN: NCHW tensors and KCRS filters are read and written in their layout", "[emu]") {
   std::mt19937 rng(2024);
   const ConvShape s{2, 7, 6, 3, 5, 3, 3, 2, 1};
