@@ -42,7 +42,7 @@ int run_eval(const EvalOptions& o) {
   const SafeTensorsFile file = read_safetensors(o.checkpoint);
   ResNetConfig mc = resnet_config_of(file, o.checkpoint);
   // Without --data, the data the checkpoint was trained on, when it names a folder that is still
-  // there (app/checkpoints.h describe()); a bare eval once tested on the synthetic default instead.
+  // there (app/checkpoint_folder.h describe()); a bare eval once tested on the synthetic default instead.
   std::string data_dir = o.data;
   if (const auto trained_on = file.metadata.find("data");
       data_dir.empty() && trained_on != file.metadata.end() && std::filesystem::is_directory(trained_on->second))

@@ -1,5 +1,5 @@
 // `cutrain inspect CHECKPOINT`: what a checkpoint holds, from its own metadata: the model's shape,
-// where its run stood, and what the run recorded of itself (app/checkpoints.h describe(): the
+// where its run stood, and what the run recorded of itself (app/checkpoint_folder.h describe(): the
 // command, the version, the data, the classes, the normalisation, the seed). The optim file beside
 // a model file adds the training state. Each file is read whole, so that its tensors are checked
 // against their checksums (Note [Tensor checksums]), and the last line of each says how that went.

@@ -6,7 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "app/checkpoints.h"
+#include "app/checkpoint_folder.h"
 #include "nn/safetensors.h"
 
 namespace cutrain {

@@ -1,4 +1,4 @@
-// run_description.h: what each checkpoint records of the run that wrote it (app/checkpoints.h
+// run_description.h: what each checkpoint records of the run that wrote it (app/checkpoint_folder.h
 // describe()), so that a file says where it came from: `cutrain inspect` prints it, and
 // `cutrain eval` takes its default data from it.
 #pragma once

@@ -18,7 +18,7 @@
 
 #include "app/accuracy_tracker.h"
 #include "app/batch_feed.h"
-#include "app/checkpoints.h"
+#include "app/checkpoint_folder.h"
 #include "app/counted.h"
 #include "app/datasets.h"
 #include "app/device_choice.h"
@@ -40,7 +40,7 @@
 #include "data/sampler.h"
 #include "dist/communicator.h"
 #include "dist/env.h"
-#include "dist/interface.h"
+#include "dist/network_interface.h"
 #include "dist/progress_report.h"
 #include "dist/rendezvous.h"
 #include "dist/store_interface.h"
@@ -646,7 +646,7 @@ std::string Trainer::save_checkpoint() {
                            std::to_string(state_.global_step));
   clock_.pause(Pause::checkpoint);
   // The test accuracy measured right after this step, if any, for the best link (Note [The last and
-  // the best checkpoint] in app/checkpoints.h).
+  // the best checkpoint] in app/checkpoint_folder.h).
   const bool evaluated = state_.global_step > 0 && accuracy_->final_step() == state_.global_step;
   std::string path =
       checkpoints_->save(*model_, step_->sgd(), state_, evaluated ? accuracy_->final() : std::nullopt);

@@ -16,7 +16,7 @@ In your own code:
 
 A cutrain checkpoint is torchvision's state_dict under its own names, shapes and dtypes (float32 tensors,
 num_batches_tracked int64, convolution weights OIHW), in a safetensors file whose metadata says
-{"format": "cutrain resnet18", "stem", "num_classes", "width"} (app/checkpoints.cpp). The model it fits is
+{"format": "cutrain resnet18", "stem", "num_classes", "width"} (app/checkpoint_folder.cpp). The model it fits is
 torchvision.models.resnet18(num_classes=K), with two edits for the cifar stem, the default (conv1 3x3 with
 stride 1 and padding 1, and no max-pool):
 
@@ -35,7 +35,7 @@ import cli  # noqa: E402  (this folder's modules, found through the line above; 
              # or torch, are imported where used, so that --help and a bad flag answer without them)
 
 PROG = "torchvision_interop.py"
-FORMAT = "cutrain resnet18"  # the metadata's "format", app/checkpoints.cpp's model_metadata
+FORMAT = "cutrain resnet18"  # the metadata's "format", app/checkpoint_folder.cpp's model_metadata
 
 
 def transform():

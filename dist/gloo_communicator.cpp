@@ -11,7 +11,7 @@
 #include <csignal>
 #include <stdexcept>
 
-#include "dist/interface.h"
+#include "dist/network_interface.h"
 #include "dist/progress_report.h"
 #include "dist/socket.h"
 
@@ -40,7 +40,7 @@ class GlooStore final : public gloo::rendezvous::Store {
   std::string prefix_;
 };
 
-// Where this rank's Gloo listens (dist/interface.h): GLOO_SOCKET_IFNAME's interface, or the one
+// Where this rank's Gloo listens (dist/network_interface.h): GLOO_SOCKET_IFNAME's interface, or the one
 // that routes to MASTER_ADDR.
 gloo::transport::tcp::attr device_attr(const DistEnv& env) {
   gloo::transport::tcp::attr attr;

@@ -6,7 +6,7 @@
 #include <optional>
 #include <stdexcept>
 
-#include "dist/interface.h"
+#include "dist/network_interface.h"
 #include "dist/nccl_check.h"
 #include "dist/progress_report.h"
 #include "dist/socket.h"

@@ -35,7 +35,7 @@ int connect_tcp(const std::string& host, int port, std::chrono::milliseconds tim
                 const ConnectRetry& on_retry = {});
 
 // The IP address of this machine's interface that routes to host:port ("127.0.0.1" or "::1" for
-// loopback); dist/interface.h finds the interface's name. Sends nothing.
+// loopback); dist/network_interface.h finds the interface's name. Sends nothing.
 std::string local_address_toward(const std::string& host, int port);
 
 // What send_all(), receive_frame() and receive_exact() throw when the other end closed the connection (or reset it),

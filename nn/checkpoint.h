@@ -32,7 +32,7 @@ using CheckpointMetadata = std::map<std::string, std::string>;
 // save_model and save_momentum check what they would write as the loads check it: a tensor that
 // holds NaN or infinities, or a running variance that is not positive, is refused with an
 // UnfitCheckpoint naming the tensors, and nothing is written. So a diverging run never writes a
-// checkpoint that its own loader refuses, and never prunes a good one for it (app/checkpoints.h).
+// checkpoint that its own loader refuses, and never prunes a good one for it (app/checkpoint_folder.h).
 struct UnfitCheckpoint : std::runtime_error {
   using std::runtime_error::runtime_error;
 };

@@ -13,7 +13,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "app/checkpoints.h"
+#include "app/checkpoint_folder.h"
 #include "app/version.h"
 #include "data/load.h"
 #include "data/synthetic.h"
@@ -762,7 +762,7 @@ TEST_CASE("SIGTERM to one rank alone is that rank's failure: cutrun restarts, an
 
 TEST_CASE("eval takes checkpoint-best and a resume checkpoint-last, the links a run keeps in its --save folder",
           "[train]") {
-  // Note [The last and the best checkpoint] in app/checkpoints.h.
+  // Note [The last and the best checkpoint] in app/checkpoint_folder.h.
   TempDir dir;
   const std::string data = make_data(dir, 256, 64);
   const std::string save = dir / "ckpt";

@@ -5,7 +5,7 @@
 #include <cstdlib>
 #include <optional>
 
-#include "dist/interface.h"
+#include "dist/network_interface.h"
 
 using cutrain::DistEnv;
 

@@ -1,4 +1,4 @@
-// interface.h: which network interface a rank's collectives use, and with which address.
+// network_interface.h: which network interface a rank's collectives use, and with which address.
 //
 // The store only needs MASTER_ADDR. The collectives connect every rank to every other, so each
 // rank must advertise an address its peers can reach. The rule, for Gloo and NCCL alike:

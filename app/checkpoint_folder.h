@@ -1,4 +1,4 @@
-// checkpoints.h: the checkpoint folder of a run (--save DIR), written by rank 0 alone.
+// checkpoint_folder.h: the checkpoint folder of a run (--save DIR), written by rank 0 alone.
 //
 // A checkpoint is two safetensors files named by the optimizer step it was taken after:
 //   DIR/checkpoint-00000196.safetensors        the model (torchvision's state_dict, nn/checkpoint.h)

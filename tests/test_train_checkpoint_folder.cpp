@@ -1,4 +1,4 @@
-// The checkpoint folder of a run (app/checkpoints.h): what interrupted saves leave is removed by
+// The checkpoint folder of a run (app/checkpoint_folder.h): what interrupted saves leave is removed by
 // the writer and said in one line; a checkpoint's training state is range-checked, and a run
 // goes on from the middle of an epoch only when it splits the data the same way.
 #include <catch2/catch.hpp>
@@ -10,7 +10,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "app/checkpoints.h"
+#include "app/checkpoint_folder.h"
 #include "nn/sgd.h"
 #include "tests/nn_fixtures.h"
 #include "tests/temp_dir.h"
@@ -283,7 +283,7 @@ TEST_CASE("a checkpoint that would not load is not written, nothing is pruned fo
 
 TEST_CASE("checkpoint-last names the newest checkpoint and checkpoint-best the most accurate, which pruning keeps",
           "[train]") {
-  // Note [The last and the best checkpoint] in app/checkpoints.h.
+  // Note [The last and the best checkpoint] in app/checkpoint_folder.h.
   test::TempDir dir;
   const std::string d = dir.path().string();
   Context ctx({});

@@ -1,4 +1,4 @@
-#include "dist/interface.h"
+#include "dist/network_interface.h"
 
 #include <arpa/inet.h>
 #include <ifaddrs.h>

@@ -1,4 +1,4 @@
-#include "app/checkpoints.h"
+#include "app/checkpoint_folder.h"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -32,7 +32,7 @@ constexpr const char* kModelSuffix = ".safetensors";
 constexpr const char* kOptimSuffix = ".optim.safetensors";
 constexpr const char* kTemporaryInfix = ".tmp.";  // nn/safetensors.h's atomic write: <file>.tmp.<pid>
 constexpr size_t kStepDigits = 8;                 // at least; path_for pads to it
-// Note [The last and the best checkpoint] in app/checkpoints.h.
+// Note [The last and the best checkpoint] in app/checkpoint_folder.h.
 constexpr const char* kLastLink = "checkpoint-last.safetensors";
 constexpr const char* kBestLink = "checkpoint-best.safetensors";
 constexpr const char* kTestAccuracyKey = "test_acc";
