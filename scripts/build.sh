@@ -12,14 +12,21 @@
 #   scripts/build.sh --emulated   the whole program against the CUDA emulation, into
 #                                 build-emulated/ (no GPU or CUDA toolkit needed): `--device cuda`
 #                                 then trains on an emulated GPU (Note [Emulated build])
+#   scripts/build.sh --target T   only target T and what it needs (the quickstart: cutrain, whose
+#                                 build also writes cutrun beside it); after --emulated when both
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=build
 options=()
+targets=()
 if [[ ${1:-} == --emulated ]]; then
   shift
   build=build-emulated
   options=(-DCUTRAIN_EMULATED=ON)
+fi
+if [[ ${1:-} == --target ]]; then
+  targets=(--target "${2:?build: --target needs the name of a target}")
+  shift 2
 fi
 if [[ " $* " == *" -DCMAKE_CUDA_ARCHITECTURES="* && " $* " != *" -DCUTRAIN_CPU_ARCH="* ]]; then
   options+=(-DCUTRAIN_CPU_ARCH=x86-64-v3)
@@ -34,7 +41,7 @@ cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release "${options[@]}" "$@" >"$build-
 # On a busy machine one file can take most of a minute (nvcc
 # compiling for two architectures), and CMake says nothing until the next one starts: after 20 s
 # without a line, a line says the build goes on, so that nobody takes it for stuck.
-cmake --build "$build" -j "$(nproc)" 2>&1 | {
+cmake --build "$build" -j "$(nproc)" ${targets[@]+"${targets[@]}"} 2>&1 | {
   quiet=0
   while true; do
     if IFS= read -r -t 20 line; then

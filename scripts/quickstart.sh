@@ -7,17 +7,27 @@
 # first build, which takes about three) and visibly learns: a narrower network (width 16), a tenth
 # of the data, five epochs with a one-cycle learning rate.
 # Extra arguments go to `cutrain train`, e.g. scripts/quickstart.sh --data path/to/cifar-10-batches-bin
+# It builds only the trainer (the tests are scripts/test.sh's), and ends with the commands that
+# evaluate the run, plot it and resume it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
-scripts/build.sh
+scripts/build.sh --target cutrain
 mkdir -p runs
 # Each run of the quickstart is a new one in runs/quickstart, unless it is told to --resume.
 case " $* " in *" --resume"*) ;; *) set -- --new-run "$@" ;; esac
 if build/bin/cutrain info | grep -q '^cuda:'; then
-  exec build/bin/cutrain train --metrics runs/quickstart.jsonl --save runs/quickstart "$@"
+  build/bin/cutrain train --metrics runs/quickstart.jsonl --save runs/quickstart "$@"
+else
+  echo "quickstart: no GPU on this machine, so a CPU-sized run (width 16, 5000 images, 5 epochs)"
+  build/bin/cutrain train --device cpu --width 16 --synthetic-train 5000 --synthetic-test 1000 \
+    --epochs 5 --batch-size 64 --lr 0.05 --lr-schedule onecycle --log-every 10 \
+    --metrics runs/quickstart.jsonl --save runs/quickstart "$@"
 fi
-echo "quickstart: no GPU on this machine, so a CPU-sized run (width 16, 5000 images, 5 epochs)"
-exec build/bin/cutrain train --device cpu --width 16 --synthetic-train 5000 --synthetic-test 1000 \
-  --epochs 5 --batch-size 64 --lr 0.05 --lr-schedule onecycle --log-every 10 \
-  --metrics runs/quickstart.jsonl --save runs/quickstart "$@"
+# After a finished run, or one stopped by Ctrl-C (which saves and exits 0).
+cat <<'NEXT'
+quickstart: what next:
+  build/bin/cutrain eval --checkpoint runs/quickstart/checkpoint-last.safetensors   # its test accuracy, per class
+  scripts/plot_metrics.py runs/quickstart.jsonl -o runs/quickstart.png              # its curves
+  scripts/quickstart.sh --resume auto                                               # go on after a stop
+NEXT
