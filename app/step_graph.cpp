@@ -60,7 +60,7 @@ std::unique_ptr<GraphCapture> cuda_graph_capture(cudaStream_t stream, std::funct
 StepGraph::StepGraph(std::unique_ptr<GraphCapture> capture, int warmup, std::function<bool(bool ok)> agree)
     : capture_(std::move(capture)), warmup_(warmup), agree_(std::move(agree)) {}
 
-void StepGraph::run(const Step& step) {
+void StepGraph::replay(const Step& step) {
   if (replaying_) return capture_->launch();
   if (!capture_ || !failure_.empty() || calls_++ < warmup_) return step(true);
   if (agree_) {  // with several ranks, decide before any collective is captured

@@ -8,7 +8,7 @@
 // The step's host code runs whenever the step function runs, which is on eager calls, while
 // capturing, and while rehearsing (below), so on one call it may run twice or not at all.
 // Bookkeeping that must count steps, such as batch norm's num_batches_tracked, belongs after
-// run(), once.
+// replay(), once.
 //
 // If capturing fails, the reason is printed once and every later step runs eagerly. The call
 // that failed runs its step eagerly too, so the device sees each step once. With several ranks
@@ -17,7 +17,7 @@
 // capture with its collectives left out (the step is called with collectives = false, captured
 // and thrown away), and then all agree (agree(ok) is true when every rank's rehearsal was). If
 // any failed, all fall back to eager steps, with no collective captured. If all succeeded, the
-// real capture follows. Should that one still fail (in NCCL's own capture), run() throws, since
+// real capture follows. Should that one still fail (in NCCL's own capture), replay() throws, since
 // no rank can tell whether the others' collectives are still in step.
 //
 // Note [Graph node priorities]
@@ -58,8 +58,9 @@ class StepGraph {
   // A null capture turns graphs off. Every rank calls agree(ok) after its rehearsal.
   explicit StepGraph(std::unique_ptr<GraphCapture> capture, int warmup = 1, std::function<bool(bool ok)> agree = {});
 
-  // Runs (or replays) one step.
-  void run(const Step& step);
+  // One step: run eagerly during the warm-up, then captured once, then replayed from the graph.
+  // (Trainer::train_step calls it; TrainStep::run is the step itself.)
+  void replay(const Step& step);
 
   // "on", "off", or "off (capture failed: ...)".
   std::string status() const;

@@ -487,7 +487,7 @@ void Trainer::print_banner() const {
 // One step on the batch already in the model's input, which is Note [The step], captured or
 // replayed. Nothing here waits for the device.
 void Trainer::train_step() {
-  graph_->run([this](bool collectives) { step_->run(collectives ? Collectives::with : Collectives::without); });
+  graph_->replay([this](bool collectives) { step_->run(collectives ? Collectives::with : Collectives::without); });
   ++model_->num_batches_tracked;  // here, once per step, since a replayed step runs no host code
   metrics_->record(model_->loss(), model_->correct());
 }

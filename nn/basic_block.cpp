@@ -2,28 +2,28 @@
 
 namespace cutrain {
 
-BasicBlock::BasicBlock(ModelResources& model, const std::string& name, Activation& x, int out_channels, int stride)
-    : model_(model), x_(x) {
+BasicBlock::BasicBlock(ModelResources& resources, const std::string& name, Activation& x, int out_channels, int stride)
+    : resources_(resources), x_(x) {
   const int in_channels = int(x.value.dim(3));
   Activation* shortcut = &x;
   if (stride != 1 || in_channels != out_channels) {
     downsample_conv_ =
-        std::make_unique<Conv2d>(model, name + ".downsample.0", x, in_channels, out_channels, 1, stride, 0);
-    downsample_bn_ = std::make_unique<BatchNorm2d>(model, name + ".downsample.1", downsample_conv_->y, /*relu=*/false);
+        std::make_unique<Conv2d>(resources, name + ".downsample.0", x, in_channels, out_channels, 1, stride, 0);
+    downsample_bn_ = std::make_unique<BatchNorm2d>(resources, name + ".downsample.1", downsample_conv_->y, /*relu=*/false);
     shortcut = &downsample_bn_->y;
   }
-  conv1_ = std::make_unique<Conv2d>(model, name + ".conv1", x, in_channels, out_channels, 3, stride, 1);
-  bn1_ = std::make_unique<BatchNorm2d>(model, name + ".bn1", conv1_->y, /*relu=*/true);
-  conv2_ = std::make_unique<Conv2d>(model, name + ".conv2", bn1_->y, out_channels, out_channels, 3, 1, 1);
-  bn2_ = std::make_unique<BatchNorm2d>(model, name + ".bn2", conv2_->y, /*relu=*/true, shortcut);
+  conv1_ = std::make_unique<Conv2d>(resources, name + ".conv1", x, in_channels, out_channels, 3, stride, 1);
+  bn1_ = std::make_unique<BatchNorm2d>(resources, name + ".bn1", conv1_->y, /*relu=*/true);
+  conv2_ = std::make_unique<Conv2d>(resources, name + ".conv2", bn1_->y, out_channels, out_channels, 3, 1, 1);
+  bn2_ = std::make_unique<BatchNorm2d>(resources, name + ".bn2", conv2_->y, /*relu=*/true, shortcut);
 }
 
 // The downsample convolution reads only x and writes only its own output, so it runs on the side
 // stream while conv1, bn1 and conv2 run on the main stream, and is joined before its batch norm
 // (see Note [Side stream]). Under SyncBatchNorm it stays on the main stream.
 void BasicBlock::forward(bool train, Collectives collectives) {
-  Context& ctx = model_.ctx;
-  const bool on_side_stream = downsample_conv_ && !model_.sync_batchnorm.enabled();
+  Context& ctx = resources_.ctx;
+  const bool on_side_stream = downsample_conv_ && !resources_.sync_batchnorm.enabled();
   if (downsample_conv_) {
     if (on_side_stream) ctx.fork();
     downsample_conv_->forward(on_side_stream ? ctx.side_stream() : ctx.main_stream());

@@ -26,7 +26,7 @@ namespace cutrain {
 class BasicBlock {
  public:
   // name: "layer2.0"; x: [N,H,W,in_channels]
-  BasicBlock(ModelResources& model, const std::string& name, Activation& x, int out_channels, int stride);
+  BasicBlock(ModelResources& resources, const std::string& name, Activation& x, int out_channels, int stride);
 
   // `collectives` says whether SyncBatchNorm all-reduces in this step.
   void forward(bool train, Collectives collectives);
@@ -35,7 +35,7 @@ class BasicBlock {
   Activation& y() { return bn2_->y; }
 
  private:
-  ModelResources& model_;
+  ModelResources& resources_;
   Activation& x_;
   std::unique_ptr<Conv2d> downsample_conv_;     // downsample.0 (null: identity shortcut)
   std::unique_ptr<BatchNorm2d> downsample_bn_;  // downsample.1

@@ -26,38 +26,38 @@ BatchNorm2d::GpuPlans BatchNorm2d::plan_gpu(const BatchNormShape& shape, size_t 
           plan(BatchNormPass::forward_apply), plan(BatchNormPass::backward_sums), plan(BatchNormPass::backward_apply)};
 }
 
-BatchNorm2d::BatchNorm2d(ModelResources& model, const std::string& name, Activation& x, bool relu, Activation* residual)
-    : weight(model.params.add(name + ".weight", {x.value.dim(-1)}, false, Init::ones, 0)),
-      bias(model.params.add(name + ".bias", {x.value.dim(-1)}, false, Init::zeros, 0)),
-      running_mean(model.params.add_buffer(name + ".running_mean", x.value.dim(-1), 0.0f)),
-      running_var(model.params.add_buffer(name + ".running_var", x.value.dim(-1), 1.0f)),
-      y(model.plan.activation(model.act_dtype(), x.value.shape)),
+BatchNorm2d::BatchNorm2d(ModelResources& resources, const std::string& name, Activation& x, bool relu, Activation* residual)
+    : weight(resources.params.add(name + ".weight", {x.value.dim(-1)}, false, Init::ones, 0)),
+      bias(resources.params.add(name + ".bias", {x.value.dim(-1)}, false, Init::zeros, 0)),
+      running_mean(resources.params.add_buffer(name + ".running_mean", x.value.dim(-1), 0.0f)),
+      running_var(resources.params.add_buffer(name + ".running_var", x.value.dim(-1), 1.0f)),
+      y(resources.plan.activation(resources.act_dtype(), x.value.shape)),
       name_(name),
-      model_(model),
+      resources_(resources),
       x_(x),
       residual_(residual),
       shape_{x.value.numel() / x.value.dim(-1), int(x.value.dim(-1)), BatchNormFusion{relu, residual != nullptr}},
-      plans_(model.ctx.on_gpu() ? plan_gpu(shape_, dtype_size(model.act_dtype()),
-                                         model.ctx.options.batchnorm == BatchNormImplementation::split
+      plans_(resources.ctx.on_gpu() ? plan_gpu(shape_, dtype_size(resources.act_dtype()),
+                                         resources.ctx.options.batchnorm == BatchNormImplementation::split
                                              ? BatchNormLaunch::split
                                              : BatchNormLaunch::cooperative)
                               : GpuPlans{}),
-      mean_(model.plan.tensor(DType::f32, {shape_.channels})),
-      invstd_(model.plan.tensor(DType::f32, {shape_.channels})),
-      relu_mask_(model.plan.tensor(DType::u8, {relu ? bn_mask_bytes(shape_) : 0})),
-      sync_stats_(model.plan.tensor(DType::f32, {4 * shape_.channels})),
-      partials_(model.plan.tensor(DType::f32, {model.ctx.on_gpu() ? plans_.partial_floats() : 0})) {
-  model.plan.reads(x);
-  if (residual) model.plan.reads(*residual);
-  if (model.ctx.on_gpu() && model.ctx.options.batchnorm == BatchNormImplementation::cudnn)
-    cudnn_ = std::make_unique<CudnnBatchNorm>(model, x.value, shape_.fusion, kEps);
+      mean_(resources.plan.tensor(DType::f32, {shape_.channels})),
+      invstd_(resources.plan.tensor(DType::f32, {shape_.channels})),
+      relu_mask_(resources.plan.tensor(DType::u8, {relu ? bn_mask_bytes(shape_) : 0})),
+      sync_stats_(resources.plan.tensor(DType::f32, {4 * shape_.channels})),
+      partials_(resources.plan.tensor(DType::f32, {resources.ctx.on_gpu() ? plans_.partial_floats() : 0})) {
+  resources.plan.reads(x);
+  if (residual) resources.plan.reads(*residual);
+  if (resources.ctx.on_gpu() && resources.ctx.options.batchnorm == BatchNormImplementation::cudnn)
+    cudnn_ = std::make_unique<CudnnBatchNorm>(resources, x.value, shape_.fusion, kEps);
 }
 
 BatchNorm2d::~BatchNorm2d() = default;
 
 // Rows over all ranks that take part in the statistics.
 double BatchNorm2d::count() const {
-  return double(shape_.rows) * (synced() ? model_.sync_batchnorm.world_size : 1);
+  return double(shape_.rows) * (synced() ? resources_.sync_batchnorm.world_size : 1);
 }
 
 template <typename T>
@@ -105,7 +105,7 @@ void BatchNorm2d::forward(bool train, Collectives collectives) {
   }
   const int C = shape_.channels;
   const BatchNormRankStats stats = BatchNormRankStats::in(sync_stats_.as<float>(), C);
-  if (!model_.ctx.on_gpu()) {
+  if (!resources_.ctx.on_gpu()) {
     const BatchNormForward<float> f = forward_tensors<float>();
     if (!train) {
       bn_forward_eval_cpu(shape_, f);
@@ -120,8 +120,8 @@ void BatchNorm2d::forward(bool train, Collectives collectives) {
     }
     return;
   }
-  cudaStream_t stream = model_.ctx.main_stream();
-  dispatch_activation(model_.act_dtype(), [&](auto zero) {
+  cudaStream_t stream = resources_.ctx.main_stream();
+  dispatch_activation(resources_.act_dtype(), [&](auto zero) {
     using T = decltype(zero);
     const BatchNormForward<T> f = forward_tensors<T>();
     if (!train) {
@@ -146,7 +146,7 @@ void BatchNorm2d::forward(bool train, Collectives collectives) {
 void BatchNorm2d::backward(Collectives collectives) {
   const int C = shape_.channels;
   float* sums = sync_stats_.as<float>();
-  if (!model_.ctx.on_gpu()) {
+  if (!resources_.ctx.on_gpu()) {
     const BatchNormBackward<float> b = backward_tensors<float>();
     if (!synced()) {
       bn_backward_cpu(shape_, b);
@@ -156,8 +156,8 @@ void BatchNorm2d::backward(Collectives collectives) {
       bn_backward_apply_cpu(shape_, b, sums, count());
     }
   } else {
-    cudaStream_t stream = model_.ctx.main_stream();
-    dispatch_activation(model_.act_dtype(), [&](auto zero) {
+    cudaStream_t stream = resources_.ctx.main_stream();
+    dispatch_activation(resources_.act_dtype(), [&](auto zero) {
       using T = decltype(zero);
       const BatchNormBackward<T> b = backward_tensors<T>();
       if (cudnn_ && !synced()) {
@@ -173,12 +173,12 @@ void BatchNorm2d::backward(Collectives collectives) {
   }
   // The gradients are reported only now, because the kernels above read dgamma and dbeta, which
   // the all-reduce averages in place.
-  model_.params.grad_done(weight);
-  model_.params.grad_done(bias);
+  resources_.params.grad_done(weight);
+  resources_.params.grad_done(bias);
 }
 
 void BatchNorm2d::reduce_across_ranks(float* data, int count, Collectives collectives) const {
-  if (collectives == Collectives::with) model_.sync_batchnorm.all_reduce_sum(data, size_t(count));
+  if (collectives == Collectives::with) resources_.sync_batchnorm.all_reduce_sum(data, size_t(count));
 }
 
 }  // namespace cutrain

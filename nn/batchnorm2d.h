@@ -14,7 +14,7 @@
 //
 // On the GPU a training forward and a backward are one launch each, on the main stream. With
 // --batchnorm split they are two (Note [Split batch norm] in kernels/batchnorm.h), and with
-// --batchnorm cudnn they are cuDNN's own calls. SyncBatchNorm (model.sync_batchnorm) takes the
+// --batchnorm cudnn they are cuDNN's own calls. SyncBatchNorm (resources.sync_batchnorm) takes the
 // staged kernels instead and all-reduces between them, unless the step runs without collectives.
 #pragma once
 
@@ -32,7 +32,7 @@ class BatchNorm2d {
   static constexpr float kEps = 1e-5f;
   static constexpr float kMomentum = 0.1f;
 
-  BatchNorm2d(ModelResources& model, const std::string& name, Activation& x, bool relu, Activation* residual = nullptr);
+  BatchNorm2d(ModelResources& resources, const std::string& name, Activation& x, bool relu, Activation* residual = nullptr);
   ~BatchNorm2d();
 
   void forward(bool train, Collectives collectives);
@@ -57,7 +57,7 @@ class BatchNorm2d {
   static GpuPlans plan_gpu(const BatchNormShape& shape, size_t element_bytes, BatchNormLaunch launch);
 
   double count() const;
-  bool synced() const { return model_.sync_batchnorm.enabled(); }
+  bool synced() const { return resources_.sync_batchnorm.enabled(); }
   void reduce_across_ranks(float* data, int count, Collectives collectives) const;
   template <typename T>
   BatchNormForward<T> forward_tensors() const;
@@ -65,7 +65,7 @@ class BatchNorm2d {
   BatchNormBackward<T> backward_tensors() const;
 
   std::string name_;
-  ModelResources& model_;
+  ModelResources& resources_;
   Activation& x_;
   Activation* residual_;
   BatchNormShape shape_;

@@ -66,41 +66,41 @@ struct Conv2d::Gpu {
   }
 };
 
-Conv2d::Conv2d(ModelResources& model, const std::string& name, Activation& x, int in_channels, int out_channels,
+Conv2d::Conv2d(ModelResources& resources, const std::string& name, Activation& x, int in_channels, int out_channels,
                int kernel, int stride, int pad)
-    : weight(model.params.add(name + ".weight", {out_channels, in_channels, kernel, kernel}, /*ohwi=*/true,
+    : weight(resources.params.add(name + ".weight", {out_channels, in_channels, kernel, kernel}, /*ohwi=*/true,
                             Init::normal, std::sqrt(2.0f / float(out_channels * kernel * kernel)))),
-      y(model.plan.activation(model.act_dtype(),
+      y(resources.plan.activation(resources.act_dtype(),
                             {x.value.dim(0),
                              (x.value.dim(1) + 2 * pad - kernel) / stride + 1,
                              (x.value.dim(2) + 2 * pad - kernel) / stride + 1, out_channels})),
-      model_(model),
+      resources_(resources),
       x_(x),
       shape_{int(x.value.dim(0)), int(x.value.dim(1)), int(x.value.dim(2)), int(x.value.dim(3)),
              out_channels, kernel, kernel, stride, pad},
       in_channels_(in_channels) {
-  model.plan.reads(x);
+  resources.plan.reads(x);
   if (shape_.C < in_channels) throw std::logic_error(name + ": input has fewer channels than the filter");
-  if (!model.ctx.on_gpu()) {
+  if (!resources.ctx.on_gpu()) {
     if (shape_.C != in_channels) throw std::logic_error(name + ": padded input channels are a GPU layout");
     return;
   }
   gpu_ = std::make_unique<Gpu>();
-  gpu_->describe(shape_, model.act_dtype());
-  gpu_->algos = choose_conv_algorithms(model.ctx, gpu_->desc, shape_);
-  model.plan.reserve_workspace(gpu_->algos.workspace());
+  gpu_->describe(shape_, resources.act_dtype());
+  gpu_->algos = choose_conv_algorithms(resources.ctx, gpu_->desc, shape_);
+  resources.plan.reserve_workspace(gpu_->algos.workspace());
   // The copies cuDNN works on, which SGD reads and writes in place.
   const std::vector<int64_t> filter_shape = {shape_.K, shape_.R, shape_.S, shape_.C};
   const bool padded = shape_.C != in_channels;
   if (padded) {
-    gpu_->filter = &model.plan.tensor(model.act_dtype(), filter_shape);
-    weight.device_value = gpu_->filter;
-    weight.device_cols = in_channels;
-    weight.device_pitch = shape_.C;
+    gpu_->filter = &resources.plan.tensor(resources.act_dtype(), filter_shape);
+    weight.layer_value = gpu_->filter;
+    weight.layer_cols = in_channels;
+    weight.layer_pitch = shape_.C;
   }
-  if (padded || model.act_dtype() == DType::bf16) {
-    gpu_->dw = &model.plan.tensor(model.act_dtype(), filter_shape);
-    weight.device_grad = gpu_->dw;
+  if (padded || resources.act_dtype() == DType::bf16) {
+    gpu_->dw = &resources.plan.tensor(resources.act_dtype(), filter_shape);
+    weight.layer_grad = gpu_->dw;
   }
 }
 
@@ -108,7 +108,7 @@ Conv2d::~Conv2d() = default;
 
 // The filter cuDNN reads: the parameter's copy (or itself), or the padded stem filter.
 const void* Conv2d::filter_data() const {
-  return gpu_->filter ? gpu_->filter->data : weight.value_in(model_.act_dtype());
+  return gpu_->filter ? gpu_->filter->data : weight.value_in(resources_.act_dtype());
 }
 
 void Conv2d::forward(cudaStream_t stream) {
@@ -116,15 +116,15 @@ void Conv2d::forward(cudaStream_t stream) {
     conv2d_forward_cpu(x_.value.as<float>(), weight.value.as<float>(), shape_, y.value.as<float>());
     return;
   }
-  const Context& ctx = model_.ctx;
+  const Context& ctx = resources_.ctx;
   const float one = 1.0f, zero = 0.0f;
   const ConvDescriptors& d = gpu_->desc;
   const cudnnHandle_t cudnn = ctx.cudnn(stream);
-  void* workspace = model_.plan.workspace(stream == ctx.side_stream());
-  run_with_fallback(ctx, stream, d, shape_, model_.plan.workspace_bytes(), "cudnnConvolutionForward",
+  void* workspace = resources_.plan.workspace(stream == ctx.side_stream());
+  run_with_fallback(ctx, stream, d, shape_, resources_.plan.workspace_bytes(), "cudnnConvolutionForward",
                     gpu_->algos.forward, [&](cudnnConvolutionFwdAlgo_t algo) {
                       return cudnnConvolutionForward(cudnn, &one, d.x, x_.value.data, d.w, filter_data(), d.conv,
-                                                     algo, workspace, model_.plan.workspace_bytes(), &zero, d.y,
+                                                     algo, workspace, resources_.plan.workspace_bytes(), &zero, d.y,
                                                      y.value.data);
                     });
 }
@@ -139,10 +139,10 @@ void Conv2d::backward(float dx_beta) {
     conv2d_backward_filter_cpu(x_.value.as<float>(), y.grad.as<float>(), shape_, 0.0f, weight.grad.as<float>());
     if (has_dx)
       conv2d_backward_data_cpu(y.grad.as<float>(), weight.value.as<float>(), shape_, dx_beta, x_.grad.as<float>());
-    model_.params.grad_done(weight);
+    resources_.params.grad_done(weight);
     return;
   }
-  Context& ctx = model_.ctx;
+  Context& ctx = resources_.ctx;
   if (has_dx) {
     ctx.fork();
     backward_filter(ctx.side_stream());
@@ -151,36 +151,36 @@ void Conv2d::backward(float dx_beta) {
   } else {
     backward_filter(ctx.main_stream());
   }
-  model_.params.grad_done(weight);
+  resources_.params.grad_done(weight);
 }
 
 // dW goes where SGD reads it, into the fp32 gradient or a copy in the activation dtype (for bf16
 // and the padded stem).
 void Conv2d::backward_filter(cudaStream_t stream) {
-  const Context& ctx = model_.ctx;
+  const Context& ctx = resources_.ctx;
   const float one = 1.0f, zero = 0.0f;
   const ConvDescriptors& d = gpu_->desc;
   void* dw = gpu_->dw ? gpu_->dw->data : weight.grad.data;
   const cudnnHandle_t cudnn = ctx.cudnn(stream);
-  void* workspace = model_.plan.workspace(stream == ctx.side_stream());
-  run_with_fallback(ctx, stream, d, shape_, model_.plan.workspace_bytes(), "cudnnConvolutionBackwardFilter",
+  void* workspace = resources_.plan.workspace(stream == ctx.side_stream());
+  run_with_fallback(ctx, stream, d, shape_, resources_.plan.workspace_bytes(), "cudnnConvolutionBackwardFilter",
                     gpu_->algos.backward_filter, [&](cudnnConvolutionBwdFilterAlgo_t algo) {
                       return cudnnConvolutionBackwardFilter(cudnn, &one, d.x, x_.value.data, d.y, y.grad.data,
-                                                            d.conv, algo, workspace, model_.plan.workspace_bytes(),
+                                                            d.conv, algo, workspace, resources_.plan.workspace_bytes(),
                                                             &zero, d.w, dw);
                     });
 }
 
 void Conv2d::backward_data(float dx_beta, cudaStream_t stream) {
-  const Context& ctx = model_.ctx;
+  const Context& ctx = resources_.ctx;
   const float one = 1.0f;
   const ConvDescriptors& d = gpu_->desc;
   const cudnnHandle_t cudnn = ctx.cudnn(stream);
-  void* workspace = model_.plan.workspace(stream == ctx.side_stream());
-  run_with_fallback(ctx, stream, d, shape_, model_.plan.workspace_bytes(), "cudnnConvolutionBackwardData",
+  void* workspace = resources_.plan.workspace(stream == ctx.side_stream());
+  run_with_fallback(ctx, stream, d, shape_, resources_.plan.workspace_bytes(), "cudnnConvolutionBackwardData",
                     gpu_->algos.backward_data, [&](cudnnConvolutionBwdDataAlgo_t algo) {
                       return cudnnConvolutionBackwardData(cudnn, &one, d.w, filter_data(), d.y, y.grad.data, d.conv,
-                                                          algo, workspace, model_.plan.workspace_bytes(), &dx_beta,
+                                                          algo, workspace, resources_.plan.workspace_bytes(), &dx_beta,
                                                           d.x, x_.grad.data);
                     });
 }

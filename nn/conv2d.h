@@ -34,7 +34,7 @@ namespace cutrain {
 class Conv2d {
  public:
   // x is [N,H,W,C_in], where C_in may exceed in_channels by channels of zeros (the padded stem).
-  Conv2d(ModelResources& model, const std::string& name, Activation& x, int in_channels, int out_channels, int kernel,
+  Conv2d(ModelResources& resources, const std::string& name, Activation& x, int in_channels, int out_channels, int kernel,
          int stride, int pad);
   ~Conv2d();
 
@@ -53,7 +53,7 @@ class Conv2d {
   void backward_data(float dx_beta, cudaStream_t stream);
 
   struct Gpu;  // cuDNN descriptors, algorithms, the padded filter and the gradient copy
-  ModelResources& model_;
+  ModelResources& resources_;
   Activation& x_;
   ConvShape shape_;   // with the padded channel count C of x
   int in_channels_;   // channels of the parameter (C unless padded)

@@ -10,7 +10,7 @@ namespace cutrain {
 
 class CrossEntropyLoss {
  public:
-  CrossEntropyLoss(ModelResources& model, Activation& logits, float label_smoothing);
+  CrossEntropyLoss(ModelResources& resources, Activation& logits, float label_smoothing);
 
   void forward();  // loss, correct, and logits.grad
 
@@ -19,7 +19,7 @@ class CrossEntropyLoss {
   Tensor& correct;  // [1] int32
 
  private:
-  ModelResources& model_;
+  ModelResources& resources_;
   Activation& logits_;
   float label_smoothing_;
 };

@@ -23,8 +23,8 @@ constexpr cudnnBatchNormMode_t kMode = CUDNN_BATCHNORM_SPATIAL_PERSISTENT;
 
 }  // namespace
 
-CudnnBatchNorm::CudnnBatchNorm(ModelResources& model, const Tensor& x, BatchNormFusion fusion, float eps)
-    : model_(model),
+CudnnBatchNorm::CudnnBatchNorm(ModelResources& resources, const Tensor& x, BatchNormFusion fusion, float eps)
+    : resources_(resources),
       fusion_(fusion),
       eps_(eps),
       ops_(ops_of(fusion)) {
@@ -40,7 +40,7 @@ CudnnBatchNorm::CudnnBatchNorm(ModelResources& model, const Tensor& x, BatchNorm
   CUDNN_CHECK(cudnnSetActivationDescriptor(relu_, CUDNN_ACTIVATION_RELU, CUDNN_NOT_PROPAGATE_NAN, 0.0));
   cudnnActivationDescriptor_t activation = fusion.relu ? relu_ : nullptr;
   cudnnTensorDescriptor_t z = fusion.residual ? x_desc_ : nullptr;
-  const cudnnHandle_t handle = model.ctx.cudnn(model.ctx.main_stream());
+  const cudnnHandle_t handle = resources.ctx.cudnn(resources.ctx.main_stream());
   size_t forward = 0, backward = 0;
   CUDNN_CHECK(cudnnGetBatchNormalizationForwardTrainingExWorkspaceSize(handle, kMode, ops_, x_desc_, z, x_desc_,
                                                                        stats_desc_, activation, &forward));
@@ -48,8 +48,8 @@ CudnnBatchNorm::CudnnBatchNorm(ModelResources& model, const Tensor& x, BatchNorm
                                                                 x_desc_, stats_desc_, activation, &backward));
   CUDNN_CHECK(cudnnGetBatchNormalizationTrainingExReserveSpaceSize(handle, kMode, ops_, activation, x_desc_,
                                                                    &reserve_bytes));
-  model.plan.reserve_workspace(std::max(forward, backward));
-  reserve_ = &model.plan.tensor(DType::u8, {int64_t(reserve_bytes)});
+  resources.plan.reserve_workspace(std::max(forward, backward));
+  reserve_ = &resources.plan.tensor(DType::u8, {int64_t(reserve_bytes)});
 }
 
 CudnnBatchNorm::~CudnnBatchNorm() {
@@ -60,26 +60,26 @@ CudnnBatchNorm::~CudnnBatchNorm() {
 
 template <typename T>
 void CudnnBatchNorm::forward_train(const BatchNormForward<T>& f) {
-  const Context& ctx = model_.ctx;
+  const Context& ctx = resources_.ctx;
   const cudaStream_t stream = ctx.main_stream();  // batch norm runs on the main stream
   const float one = 1.0f, zero = 0.0f;
   CUDNN_CHECK(cudnnBatchNormalizationForwardTrainingEx(
       ctx.cudnn(stream), kMode, ops_, &one, &zero, x_desc_, f.x, fusion_.residual ? x_desc_ : nullptr, f.residual,
       x_desc_, f.y, stats_desc_, f.gamma, f.beta, double(f.momentum), f.running_mean, f.running_var, double(f.eps),
-      f.mean, f.invstd, fusion_.relu ? relu_ : nullptr, model_.plan.workspace(/*side_stream=*/false),
-      model_.plan.workspace_bytes(), reserve_->data, size_t(reserve_->numel())));
+      f.mean, f.invstd, fusion_.relu ? relu_ : nullptr, resources_.plan.workspace(/*side_stream=*/false),
+      resources_.plan.workspace_bytes(), reserve_->data, size_t(reserve_->numel())));
 }
 
 template <typename T>
 void CudnnBatchNorm::backward(const BatchNormBackward<T>& b, const T* y, const float* beta) {
-  const Context& ctx = model_.ctx;
+  const Context& ctx = resources_.ctx;
   const cudaStream_t stream = ctx.main_stream();  // batch norm runs on the main stream
   const float one = 1.0f, zero = 0.0f;
   CUDNN_CHECK(cudnnBatchNormalizationBackwardEx(
       ctx.cudnn(stream), kMode, ops_, &one, &zero, &one, &zero, x_desc_, b.x, x_desc_, y, x_desc_, b.dy,
       fusion_.residual ? x_desc_ : nullptr, b.d_residual, x_desc_, b.dx, stats_desc_, b.gamma, beta, b.dgamma, b.dbeta,
-      double(eps_), b.mean, b.invstd, fusion_.relu ? relu_ : nullptr, model_.plan.workspace(/*side_stream=*/false),
-      model_.plan.workspace_bytes(), reserve_->data, size_t(reserve_->numel())));
+      double(eps_), b.mean, b.invstd, fusion_.relu ? relu_ : nullptr, resources_.plan.workspace(/*side_stream=*/false),
+      resources_.plan.workspace_bytes(), reserve_->data, size_t(reserve_->numel())));
 }
 
 template void CudnnBatchNorm::forward_train<float>(const BatchNormForward<float>&);

@@ -32,7 +32,7 @@ class CudnnBatchNorm {
  public:
   // Describes x [N, H, W, C] to cuDNN and plans the workspace and the reserve space. The
   // forward's momentum and eps come with its tensors (BatchNormForward).
-  CudnnBatchNorm(ModelResources& model, const Tensor& x, BatchNormFusion fusion, float eps);
+  CudnnBatchNorm(ModelResources& resources, const Tensor& x, BatchNormFusion fusion, float eps);
   ~CudnnBatchNorm();
   CudnnBatchNorm(const CudnnBatchNorm&) = delete;
   CudnnBatchNorm& operator=(const CudnnBatchNorm&) = delete;
@@ -44,7 +44,7 @@ class CudnnBatchNorm {
   void backward(const BatchNormBackward<T>& b, const T* y, const float* beta);
 
  private:
-  ModelResources& model_;
+  ModelResources& resources_;
   BatchNormFusion fusion_;
   float eps_;  // the forward's, which the backward must repeat
   cudnnBatchNormOps_t ops_;

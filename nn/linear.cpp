@@ -8,21 +8,21 @@
 
 namespace cutrain {
 
-Linear::Linear(ModelResources& model, const std::string& name, Activation& x, int out_features)
-    : weight(model.params.add(name + ".weight", {out_features, x.value.dim(1)}, false, Init::uniform,
+Linear::Linear(ModelResources& resources, const std::string& name, Activation& x, int out_features)
+    : weight(resources.params.add(name + ".weight", {out_features, x.value.dim(1)}, false, Init::uniform,
                             1.0f / std::sqrt(float(x.value.dim(1))))),
-      bias(model.params.add(name + ".bias", {out_features}, false, Init::uniform,
+      bias(resources.params.add(name + ".bias", {out_features}, false, Init::uniform,
                           1.0f / std::sqrt(float(x.value.dim(1))))),
-      y(model.plan.activation(DType::f32, {x.value.dim(0), out_features})),
-      model_(model),
+      y(resources.plan.activation(DType::f32, {x.value.dim(0), out_features})),
+      resources_(resources),
       x_(x),
       n_(int(x.value.dim(0))),
       in_(int(x.value.dim(1))),
       out_(out_features) {
-  model.plan.reads(x);
-  if (!model.ctx.on_gpu()) return;
-  ones_ = &model.plan.constant({n_}, 1.0f);
-  if (model.act_dtype() == DType::bf16) dy_bf16_ = &model.plan.tensor(DType::bf16, {n_, out_});
+  resources.plan.reads(x);
+  if (!resources.ctx.on_gpu()) return;
+  ones_ = &resources.plan.constant({n_}, 1.0f);
+  if (resources.act_dtype() == DType::bf16) dy_bf16_ = &resources.plan.tensor(DType::bf16, {n_, out_});
 }
 
 // cuBLAS is column-major: a row-major [R, C] matrix is a column-major [C, R] one with leading
@@ -39,12 +39,12 @@ cublasComputeType_t compute_type(const Context& ctx) {
 }  // namespace
 
 void Linear::forward() {
-  if (!model_.ctx.on_gpu()) {
+  if (!resources_.ctx.on_gpu()) {
     linear_forward_cpu(x_.value.as<float>(), weight.value.as<float>(), bias.value.as<float>(), n_, in_, out_,
                        y.value.as<float>());
     return;
   }
-  const Context& ctx = model_.ctx;
+  const Context& ctx = resources_.ctx;
   const float one = 1.0f, zero = 0.0f;
   // y^T[O,N] = b[O,1] ones[1,N]   (the bias in every column)
   CUBLAS_CHECK(cublasSgemm(ctx.cublas, CUBLAS_OP_N, CUBLAS_OP_N, out_, n_, 1, &one, bias.value.as<float>(), out_,
@@ -57,19 +57,19 @@ void Linear::forward() {
 }
 
 void Linear::backward() {
-  if (!model_.ctx.on_gpu()) {
+  if (!resources_.ctx.on_gpu()) {
     linear_backward_cpu(x_.value.as<float>(), weight.value.as<float>(), y.grad.as<float>(), n_, in_, out_, 0.0f,
                         x_.grad.as<float>(), weight.grad.as<float>(), bias.grad.as<float>());
   } else {
     backward_gpu();
   }
   // Only now: dx above reads the weight, which SGD may update once the gradient is reported.
-  model_.params.grad_done(weight);
-  model_.params.grad_done(bias);
+  resources_.params.grad_done(weight);
+  resources_.params.grad_done(bias);
 }
 
 void Linear::backward_gpu() {
-  const Context& ctx = model_.ctx;
+  const Context& ctx = resources_.ctx;
   const cudaStream_t stream = ctx.main_stream();  // cuBLAS is bound to it
   const float one = 1.0f, zero = 0.0f;
   const cudaDataType_t t = cuda_dtype(ctx.dtype());

@@ -15,7 +15,7 @@ namespace cutrain {
 
 class Linear {
  public:
-  Linear(ModelResources& model, const std::string& name, Activation& x, int out_features);
+  Linear(ModelResources& resources, const std::string& name, Activation& x, int out_features);
 
   void forward();
   void backward();
@@ -27,7 +27,7 @@ class Linear {
  private:
   void backward_gpu();
 
-  ModelResources& model_;
+  ModelResources& resources_;
   Activation& x_;
   int n_, in_, out_;
   Tensor* ones_ = nullptr;     // GPU: [N] fp32 ones (the bias broadcast and db as products)

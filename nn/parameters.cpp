@@ -101,10 +101,10 @@ void ParameterSet::allocate(Device device, DType dtype, uint64_t seed) {
 namespace {
 
 // The copy of `p` between the fp32 flat buffer (`flat`) and a layer's copy (`copy`), as rows of
-// its device_cols in device_pitch (one row when contiguous); `to_copy` says which way.
+// its layer_cols in layer_pitch (one row when contiguous); `to_copy` says which way.
 RowsCopy rows_copy(const Parameter& p, const void* flat, const void* copy, bool to_copy) {
-  const int64_t cols = p.device_cols ? p.device_cols : p.numel;
-  const int64_t pitch = p.device_cols ? p.device_pitch : p.numel;
+  const int64_t cols = p.layer_cols ? p.layer_cols : p.numel;
+  const int64_t pitch = p.layer_cols ? p.layer_pitch : p.numel;
   RowsCopy c;
   c.rows = p.numel / cols;
   c.cols = cols;
@@ -119,10 +119,10 @@ RowsCopy rows_copy(const Parameter& p, const void* flat, const void* copy, bool 
 
 void ParameterSet::plan_device_copies() {
   for (const Parameter* p : layout_) {
-    const void* value_copy = p->device_value ? p->device_value->data : (dtype_ == DType::bf16 ? p->value_bf16.data : nullptr);
+    const void* value_copy = p->layer_value ? p->layer_value->data : (dtype_ == DType::bf16 ? p->value_bf16.data : nullptr);
     if (value_copy) weight_copies_.push_back(rows_copy(*p, p->value.data, value_copy, /*to_copy=*/true));
-    if (p->device_grad) {
-      grad_gathers_.push_back(rows_copy(*p, p->grad.data, p->device_grad->data, /*to_copy=*/false));
+    if (p->layer_grad) {
+      grad_gathers_.push_back(rows_copy(*p, p->grad.data, p->layer_grad->data, /*to_copy=*/false));
       grad_gather_offsets_.push_back(p->offset);
     }
   }

@@ -71,12 +71,13 @@ struct Parameter {
   // in bf16 mode and the fp32 master otherwise.
   const void* value_in(DType dtype) const { return dtype == DType::bf16 ? value_bf16.data : value.data; }
 
-  // On the GPU, the layer sets these before allocation when the weights that forward reads and the
-  // gradient that backward writes are not value_in(dtype) and grad (as said above). Both hold rows
-  // of device_cols elements, device_pitch apart, or are contiguous when device_cols is 0.
-  const Tensor* device_value = nullptr;
-  const Tensor* device_grad = nullptr;
-  int64_t device_cols = 0, device_pitch = 0;
+  // The layer's own copies: on the GPU, the layer sets these before allocation when the weights
+  // that forward reads and the gradient that backward writes are not value_in(dtype) and grad (as
+  // said above), as a convolution's padded filter is not (nn/conv2d.h). Both hold rows
+  // of layer_cols elements, layer_pitch apart, or are contiguous when layer_cols is 0.
+  const Tensor* layer_value = nullptr;
+  const Tensor* layer_grad = nullptr;
+  int64_t layer_cols = 0, layer_pitch = 0;
 };
 
 struct BufferEntry {
@@ -115,7 +116,7 @@ class ParameterSet {
   // On the GPU, refreshes every copy of the weights that forward reads from the fp32 master, after
   // initialising or loading, in one launch.
   void sync_weight_copies(cudaStream_t stream) const;
-  // On the GPU, widens the gradients that backward wrote elsewhere (device_grad) for the
+  // On the GPU, widens the gradients that backward wrote elsewhere (layer_grad) for the
   // parameters in the flat span [begin, end) into the fp32 gradient buffer. This is one launch, or
   // none when there are no such gradients.
   void gather_grads(int64_t begin, int64_t end, cudaStream_t stream) const;

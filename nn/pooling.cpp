@@ -13,65 +13,65 @@ struct Nhwc {
 };
 }  // namespace
 
-MaxPool2d::MaxPool2d(ModelResources& model, Activation& x)
-    : y(model.plan.activation(model.act_dtype(), {x.value.dim(0), maxpool_out_size(int(x.value.dim(1))),
+MaxPool2d::MaxPool2d(ModelResources& resources, Activation& x)
+    : y(resources.plan.activation(resources.act_dtype(), {x.value.dim(0), maxpool_out_size(int(x.value.dim(1))),
                                               maxpool_out_size(int(x.value.dim(2))), x.value.dim(3)})),
-      model_(model),
+      resources_(resources),
       x_(x) {
-  model.plan.reads(x);
+  resources.plan.reads(x);
 }
 
 void MaxPool2d::forward() {
   Nhwc s(x_.value);
-  if (!model_.ctx.on_gpu()) {
+  if (!resources_.ctx.on_gpu()) {
     maxpool3x3s2_forward_cpu(x_.value.as<float>(), s.N, s.H, s.W, s.C, y.value.as<float>());
     return;
   }
-  dispatch_activation(model_.act_dtype(), [&](auto zero) {
+  dispatch_activation(resources_.act_dtype(), [&](auto zero) {
     using T = decltype(zero);
-    maxpool3x3s2_forward_cuda<T>(x_.value.as<T>(), s.N, s.H, s.W, s.C, y.value.as<T>(), model_.ctx.main_stream());
+    maxpool3x3s2_forward_cuda<T>(x_.value.as<T>(), s.N, s.H, s.W, s.C, y.value.as<T>(), resources_.ctx.main_stream());
   });
 }
 
 void MaxPool2d::backward() {
   Nhwc s(x_.value);
-  if (!model_.ctx.on_gpu()) {
+  if (!resources_.ctx.on_gpu()) {
     maxpool3x3s2_backward_cpu(x_.value.as<float>(), y.grad.as<float>(), s.N, s.H, s.W, s.C, x_.grad.as<float>());
     return;
   }
-  dispatch_activation(model_.act_dtype(), [&](auto zero) {
+  dispatch_activation(resources_.act_dtype(), [&](auto zero) {
     using T = decltype(zero);
     maxpool3x3s2_backward_cuda<T>(x_.value.as<T>(), y.grad.as<T>(), s.N, s.H, s.W, s.C, x_.grad.as<T>(),
-                                  model_.ctx.main_stream());
+                                  resources_.ctx.main_stream());
   });
 }
 
-GlobalAvgPool2d::GlobalAvgPool2d(ModelResources& model, Activation& x)
-    : y(model.plan.activation(model.act_dtype(), {x.value.dim(0), x.value.dim(3)})), model_(model), x_(x) {
-  model.plan.reads(x);
+GlobalAvgPool2d::GlobalAvgPool2d(ModelResources& resources, Activation& x)
+    : y(resources.plan.activation(resources.act_dtype(), {x.value.dim(0), x.value.dim(3)})), resources_(resources), x_(x) {
+  resources.plan.reads(x);
 }
 
 void GlobalAvgPool2d::forward() {
   Nhwc s(x_.value);
-  if (!model_.ctx.on_gpu()) {
+  if (!resources_.ctx.on_gpu()) {
     global_avgpool_forward_cpu(x_.value.as<float>(), s.N, s.H, s.W, s.C, y.value.as<float>());
     return;
   }
-  dispatch_activation(model_.act_dtype(), [&](auto zero) {
+  dispatch_activation(resources_.act_dtype(), [&](auto zero) {
     using T = decltype(zero);
-    global_avgpool_forward_cuda<T>(x_.value.as<T>(), s.N, s.H, s.W, s.C, y.value.as<T>(), model_.ctx.main_stream());
+    global_avgpool_forward_cuda<T>(x_.value.as<T>(), s.N, s.H, s.W, s.C, y.value.as<T>(), resources_.ctx.main_stream());
   });
 }
 
 void GlobalAvgPool2d::backward() {
   Nhwc s(x_.value);
-  if (!model_.ctx.on_gpu()) {
+  if (!resources_.ctx.on_gpu()) {
     global_avgpool_backward_cpu(y.grad.as<float>(), s.N, s.H, s.W, s.C, x_.grad.as<float>());
     return;
   }
-  dispatch_activation(model_.act_dtype(), [&](auto zero) {
+  dispatch_activation(resources_.act_dtype(), [&](auto zero) {
     using T = decltype(zero);
-    global_avgpool_backward_cuda<T>(y.grad.as<T>(), s.N, s.H, s.W, s.C, x_.grad.as<T>(), model_.ctx.main_stream());
+    global_avgpool_backward_cuda<T>(y.grad.as<T>(), s.N, s.H, s.W, s.C, x_.grad.as<T>(), resources_.ctx.main_stream());
   });
 }
 

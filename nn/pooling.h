@@ -9,25 +9,25 @@ namespace cutrain {
 
 class MaxPool2d {
  public:
-  MaxPool2d(ModelResources& model, Activation& x);
+  MaxPool2d(ModelResources& resources, Activation& x);
   void forward();
   void backward();
   Activation& y;  // [N, (H+1)/2 rounded as PyTorch, ..., C]
 
  private:
-  ModelResources& model_;
+  ModelResources& resources_;
   Activation& x_;
 };
 
 class GlobalAvgPool2d {
  public:
-  GlobalAvgPool2d(ModelResources& model, Activation& x);
+  GlobalAvgPool2d(ModelResources& resources, Activation& x);
   void forward();
   void backward();
   Activation& y;  // [N, C]
 
  private:
-  ModelResources& model_;
+  ModelResources& resources_;
   Activation& x_;
 };
 

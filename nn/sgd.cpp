@@ -14,7 +14,7 @@ bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0;
 
 // A layer's copy of p, in the activation dtype and laid out as the layer says.
 SgdArray device_array(const Parameter& p, const Tensor& t) {
-  return {t.data, t.dtype == DType::bf16, p.device_cols, p.device_pitch};
+  return {t.data, t.dtype == DType::bf16, p.layer_cols, p.layer_pitch};
 }
 
 // Parameter p's segment, with its gradient where `grads` says and the copy that forward reads.
@@ -23,9 +23,9 @@ SgdSegment segment_of(const Parameter& p, DType dtype, SGD::Grads grads) {
   s.offset = p.offset;
   s.numel = p.numel;
   s.grad = {p.grad.data};
-  if (grads == SGD::Grads::as_written && p.device_grad) s.grad = device_array(p, *p.device_grad);
-  if (p.device_value) {
-    s.copy = device_array(p, *p.device_value);
+  if (grads == SGD::Grads::as_written && p.layer_grad) s.grad = device_array(p, *p.layer_grad);
+  if (p.layer_value) {
+    s.copy = device_array(p, *p.layer_value);
   } else if (dtype == DType::bf16) {
     s.copy = {p.value_bf16.data, true};
   }

@@ -127,7 +127,7 @@ StepResult take_step(ResNet18& model, SGD& sgd, const std::function<void()>& ste
     poison(model.logits());
     poison(model.params().grads());
     for (const Parameter* p : model.params().in_layout_order())
-      if (p->device_grad) poison(*p->device_grad);  // where backward writes it (nn/parameters.h)
+      if (p->layer_grad) poison(*p->layer_grad);  // where backward writes it (nn/parameters.h)
   }
   if (step) {
     step();

@@ -67,7 +67,7 @@ using Events = std::vector<std::string>;
 TEST_CASE("StepGraph runs the warm-up eagerly, captures once, then replays", "[train]") {
   Record r;
   StepGraph graph(fake(r), /*warmup=*/1);
-  for (int i = 0; i < 4; ++i) graph.run(step_of(r));
+  for (int i = 0; i < 4; ++i) graph.replay(step_of(r));
   CHECK(r.events == Events{"eager", "captured", "collective captured", "launch", "launch", "launch"});
   CHECK(r.device_steps == 4);
   CHECK(graph.status() == "on");
@@ -76,7 +76,7 @@ TEST_CASE("StepGraph runs the warm-up eagerly, captures once, then replays", "[t
 TEST_CASE("StepGraph without a capture runs every step eagerly", "[train]") {
   Record r;
   StepGraph graph(nullptr);
-  for (int i = 0; i < 3; ++i) graph.run(step_of(r));
+  for (int i = 0; i < 3; ++i) graph.replay(step_of(r));
   CHECK(r.events == Events{"eager", "eager", "eager"});
   CHECK(graph.status() == "off");
 }
@@ -84,7 +84,7 @@ TEST_CASE("StepGraph without a capture runs every step eagerly", "[train]") {
 TEST_CASE("A failed capture on one rank runs that step eagerly, once on the device, and every later one", "[train]") {
   Record r;
   StepGraph graph(fake(r, {"cudaStreamEndCapture: operation not permitted when stream is capturing"}));
-  for (int i = 0; i < 4; ++i) graph.run(step_of(r));
+  for (int i = 0; i < 4; ++i) graph.replay(step_of(r));
   // The second call ran the step's host code twice (captured, then eager): a step counter
   // belongs after run(), as the trainer keeps num_batches_tracked.
   CHECK(r.events == Events{"eager", "captured", "collective captured", "eager", "eager", "eager"});
@@ -96,11 +96,11 @@ TEST_CASE("A step that throws while captured falls back like a failed capture", 
   Record r;
   StepGraph graph(fake(r), /*warmup=*/0);
   auto step = step_of(r);
-  graph.run([&](bool collectives) {
+  graph.replay([&](bool collectives) {
     step(collectives);
     if (r.capturing) throw std::runtime_error("cudaMalloc during capture");
   });
-  graph.run(step);
+  graph.replay(step);
   CHECK(r.events == Events{"captured", "collective captured", "eager", "eager"});
   CHECK(r.device_steps == 2);
   CHECK(graph.status() == "off (capture failed: cudaMalloc during capture)");
@@ -114,7 +114,7 @@ TEST_CASE("With several ranks the fallback is agreed before any collective is ca
     votes.push_back(ok);
     return false;
   });
-  for (int i = 0; i < 3; ++i) graph.run(step_of(r));
+  for (int i = 0; i < 3; ++i) graph.replay(step_of(r));
   CHECK(votes == std::vector<bool>{true});
   CHECK(r.events == Events{"eager", "rehearsal", "eager", "eager"});
   CHECK(r.device_steps == 3);
@@ -128,7 +128,7 @@ TEST_CASE("With several ranks a failed rehearsal votes no and falls back", "[tra
     votes.push_back(ok);
     return ok;
   });
-  for (int i = 0; i < 3; ++i) graph.run(step_of(r));
+  for (int i = 0; i < 3; ++i) graph.replay(step_of(r));
   CHECK(votes == std::vector<bool>{false});
   CHECK(r.events == Events{"eager", "rehearsal", "eager", "eager"});
   CHECK(graph.status() == "off (capture failed: cudaGraphInstantiate: out of memory)");
@@ -137,7 +137,7 @@ TEST_CASE("With several ranks a failed rehearsal votes no and falls back", "[tra
 TEST_CASE("With several ranks agreed, the step is captured with its collectives and replayed", "[train]") {
   Record r;
   StepGraph graph(fake(r), 1, [](bool ok) { return ok; });
-  for (int i = 0; i < 3; ++i) graph.run(step_of(r));
+  for (int i = 0; i < 3; ++i) graph.replay(step_of(r));
   CHECK(r.events == Events{"eager", "rehearsal", "captured", "collective captured", "launch", "launch"});
   CHECK(r.device_steps == 3);
 }
@@ -145,7 +145,7 @@ TEST_CASE("With several ranks agreed, the step is captured with its collectives 
 TEST_CASE("With several ranks a capture that fails after the rehearsals agreed stops the run", "[train]") {
   Record r;
   StepGraph graph(fake(r, {"", "NCCL: graph capture unsupported"}), 1, [](bool ok) { return ok; });
-  graph.run(step_of(r));
-  CHECK_THROWS_WITH(graph.run(step_of(r)), Catch::Contains("NCCL: graph capture unsupported") &&
+  graph.replay(step_of(r));
+  CHECK_THROWS_WITH(graph.replay(step_of(r)), Catch::Contains("NCCL: graph capture unsupported") &&
                                                Catch::Contains("collectives may be out of step"));
 }
