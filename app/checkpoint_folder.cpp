@@ -18,7 +18,7 @@
 #include <stdexcept>
 
 #include "app/train_options.h"
-#include "dist/env.h"
+#include "dist/launch/env.h"
 #include "nn/resnet.h"
 #include "nn/safetensors.h"
 #include "nn/sgd.h"

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "dist/env.h"
+#include "dist/launch/env.h"
 #include "nn/tensor.h"
 
 namespace cutrain {

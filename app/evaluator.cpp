@@ -6,7 +6,7 @@
 #include <numeric>
 #include <stdexcept>
 
-#include "dist/communicator.h"
+#include "dist/ddp/communicator.h"
 #include "kernels/check.h"
 #include "kernels/cross_entropy.h"
 #include "nn/resnet.h"

@@ -4,7 +4,7 @@
 #include <stdexcept>
 #include <vector>
 
-#include "dist/store_interface.h"
+#include "dist/launch/store_interface.h"
 
 namespace cutrain {
 

@@ -25,7 +25,7 @@
 // A graph launches its nodes at the priority of the stream it is launched on, unless it was
 // instantiated with cudaGraphInstantiateFlagUseNodePriority: then each kernel node keeps the
 // priority of the stream it was captured from. The communicator's stream has the greatest priority
-// (dist/nccl_communicator.h), so that a bucket's all-reduce starts as soon as its gradients are
+// (dist/ddp/nccl_communicator.h), so that a bucket's all-reduce starts as soon as its gradients are
 // ready; without the flag, the replay would lose that.
 #pragma once
 

@@ -7,7 +7,7 @@
 
 #include "app/counted.h"
 #include "app/train_step.h"
-#include "dist/communicator.h"
+#include "dist/ddp/communicator.h"
 #include "kernels/batchnorm.h"
 #include "kernels/check.h"
 #include "nn/context.h"
@@ -121,7 +121,7 @@ void print_streams(std::FILE* out, const Recorder& plan, const GpuPeak& peak, in
 
 // One rank of a planned world, whose peers are not there: its collectives are written down (not
 // run), on a communication stream of its own tied to the main stream with events, as
-// NcclCommunicator ties them (dist/nccl_communicator.h); the emulated device records the waits.
+// NcclCommunicator ties them (dist/ddp/nccl_communicator.h); the emulated device records the waits.
 class PlannedCommunicator final : public Communicator {
  public:
   PlannedCommunicator(Recorder& recorder, int world_size, cudaStream_t compute)

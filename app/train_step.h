@@ -33,8 +33,8 @@
 #include <memory>
 #include <vector>
 
-#include "dist/buckets.h"
-#include "dist/communicator.h"
+#include "dist/ddp/buckets.h"
+#include "dist/ddp/communicator.h"
 #include "nn/resnet.h"
 #include "nn/sgd.h"
 

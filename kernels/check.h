@@ -3,7 +3,7 @@
 //   CUDA_CHECK(cudaMalloc(&p, n));
 //   CUDNN_CHECK(cudnnConvolutionForward(...));
 //   CUBLAS_CHECK(cublasGemmEx(...));
-//   NCCL_CHECK(ncclAllReduce(...));          // dist/nccl_check.h, since only dist/ links NCCL
+//   NCCL_CHECK(ncclAllReduce(...));          // dist/ddp/nccl_check.h, since only dist/ links NCCL
 //
 // A failed call throws cutrain::CheckError (a CudnnError for cuDNN) whose message names the call,
 // the file and line, and the library's own error string, e.g.

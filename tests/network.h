@@ -12,7 +12,7 @@
 #include <iostream>
 #include <string>
 
-#include "dist/socket.h"
+#include "dist/launch/socket.h"
 
 namespace cutrain::test {
 

@@ -2,7 +2,7 @@
 // 0 and huge caps.
 #include <catch2/catch.hpp>
 
-#include "dist/buckets.h"
+#include "dist/ddp/buckets.h"
 
 using cutrain::Bucket;
 using cutrain::plan_buckets;

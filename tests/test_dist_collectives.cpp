@@ -5,10 +5,10 @@
 #include <catch2/catch.hpp>
 #include <cstdlib>
 
-#include "dist/buckets.h"
-#include "dist/communicator.h"
-#include "dist/env.h"
-#include "dist/rendezvous.h"
+#include "dist/ddp/buckets.h"
+#include "dist/ddp/communicator.h"
+#include "dist/launch/env.h"
+#include "dist/launch/rendezvous.h"
 #include "kernels/check.h"
 #include "tests/gpu.h"
 #include "tests/process.h"

@@ -3,8 +3,8 @@
 #include <catch2/catch.hpp>
 
 #include "app/device_choice.h"
-#include "dist/env.h"
-#include "dist/slurm.h"
+#include "dist/launch/env.h"
+#include "dist/launch/slurm.h"
 
 using cutrain::dist_env_from;
 using cutrain::DistEnv;
@@ -138,7 +138,7 @@ TEST_CASE("bad job variables are one line naming the variable", "[dist]") {
                     "environment variable CUTRAIN_RDZV_TIMEOUT='soon' is not a number of seconds above 0");
   CHECK_THROWS_WITH(dist_env_from({{"WORLD_SIZE", "4"}, {"LOCAL_WORLD_SIZE", "2"}, {"GROUP_RANK", "2"}}),
                     "GROUP_RANK=2 is not below the number of nodes, 2");
-  // Note [The largest world] in dist/env.h.
+  // Note [The largest world] in dist/launch/env.h.
   CHECK(dist_env_from({{"RANK", "4095"}, {"WORLD_SIZE", "4096"}}).world_size == cutrain::kMaxWorldSize);
   CHECK_THROWS_WITH(dist_env_from({{"WORLD_SIZE", "4097"}}), "WORLD_SIZE=4097: a job has at most 4096 processes");
   CHECK_THROWS_WITH(dist_env_from(with(slurm_task(), {{"SLURM_NTASKS", "1000000"}})),

@@ -14,9 +14,9 @@
 #include <regex>
 #include <sstream>
 
-#include "dist/communicator.h"
-#include "dist/progress_report.h"
-#include "dist/rendezvous.h"
+#include "dist/ddp/communicator.h"
+#include "dist/launch/progress_report.h"
+#include "dist/launch/rendezvous.h"
 #include "tests/gpu.h"
 #include "tests/network.h"
 #include "tests/process.h"

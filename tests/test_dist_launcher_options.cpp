@@ -1,6 +1,6 @@
 // cutrun's torchrun conveniences (--nproc-per-node gpu/cpu/auto, --max-restarts, --tee,
 // --rdzv-timeout, the list of torchrun flags it does not take) and cutrun under srun, one per node,
-// taking its place from Slurm's variables, with the same host lists as cutrain's dist/slurm.cpp.
+// taking its place from Slurm's variables, with the same host lists as cutrain's dist/launch/slurm.cpp.
 // The ranks are tiny shell programs.
 #include <sched.h>
 
@@ -8,7 +8,7 @@
 #include <filesystem>
 
 #include "app/version.h"
-#include "dist/slurm.h"
+#include "dist/launch/slurm.h"
 #include "tests/process.h"
 
 using cutrain::test::read_file;
@@ -150,7 +150,7 @@ TEST_CASE("cutrun under srun takes its node, the nodes and the master from Slurm
 }
 
 TEST_CASE("cutrun under srun finds the master as cutrain does", "[dist]") {
-  // cutrun (Python) and dist/slurm.cpp (C++) each expand host lists; here both meet the same lists.
+  // cutrun (Python) and dist/launch/slurm.cpp (C++) each expand host lists; here both meet the same lists.
   for (const std::string list : {"gpu[01-04,07],login2", "n[098-101]", "a[1-2]-b[1,3],c", "login2", "x[5]"}) {
     INFO(list);
     auto r = cutrun_with({"SLURM_PROCID=0", "SLURM_NTASKS=2", "SLURM_NNODES=2", "SLURM_NODEID=0",

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "dist/nccl_comm_handle.h"
+#include "dist/ddp/nccl_comm_handle.h"
 
 using namespace cutrain;
 

@@ -5,7 +5,7 @@
 #include <cstdlib>
 #include <optional>
 
-#include "dist/network_interface.h"
+#include "dist/launch/network_interface.h"
 
 using cutrain::DistEnv;
 

@@ -8,7 +8,7 @@
 
 #include <gloo/transport/tcp/address.h>
 
-#include "dist/rendezvous.h"
+#include "dist/launch/rendezvous.h"
 #include "tests/network.h"
 
 using cutrain::DistEnv;
@@ -93,7 +93,7 @@ TEST_CASE("rendezvous names a missing rank of a node that did come, without blam
 }
 
 TEST_CASE("at the largest world the rendezvous' wait and Gloo's addresses fit in one store message", "[dist]") {
-  // Note [The largest world] in dist/env.h: rank 0 alone, waiting for every other rank's key in one
+  // Note [The largest world] in dist/launch/env.h: rank 0 alone, waiting for every other rank's key in one
   // message, ends by naming them, and the value that Gloo's full mesh has each rank publish, one address
   // per peer, goes through the store.
   const int world = cutrain::kMaxWorldSize;

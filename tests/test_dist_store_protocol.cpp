@@ -1,11 +1,11 @@
-// The store's messages and rules as pure functions (dist/store_protocol.h, dist/store_state.h):
+// The store's messages and rules as pure functions (dist/launch/store_protocol.h, dist/launch/store_state.h):
 // frames cut at every byte, lengths and numbers that cannot be ours, the join-first rule, an add
 // that would overflow, a timeout too long for the clock. No sockets here: test_dist_store_server.cpp
 // has the same cases against a live server.
 #include <catch2/catch.hpp>
 
-#include "dist/store_protocol.h"
-#include "dist/store_state.h"
+#include "dist/launch/store_protocol.h"
+#include "dist/launch/store_state.h"
 
 using cutrain::Fields;
 using cutrain::kMaxFrameBytes;

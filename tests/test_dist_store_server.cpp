@@ -13,9 +13,9 @@
 #include <future>
 #include <thread>
 
-#include "dist/socket.h"
-#include "dist/store.h"
-#include "dist/store_server.h"
+#include "dist/launch/socket.h"
+#include "dist/launch/store.h"
+#include "dist/launch/store_server.h"
 
 using cutrain::Clock;
 using cutrain::DistEnv;

@@ -1,4 +1,4 @@
-// TorchStore (dist/torch_store.h) against the real TCPStore of torch 2.11, its libuv server and
+// TorchStore (dist/launch/torch_store.h) against the real TCPStore of torch 2.11, its libuv server and
 // the classic one, and against servers that do not speak its protocol.
 #include <sys/socket.h>
 #include <unistd.h>
@@ -10,10 +10,10 @@
 #include <string>
 #include <thread>
 
-#include "dist/rendezvous.h"
-#include "dist/socket.h"
-#include "dist/store_server.h"
-#include "dist/torch_store.h"
+#include "dist/launch/rendezvous.h"
+#include "dist/launch/socket.h"
+#include "dist/launch/store_server.h"
+#include "dist/launch/torch_store.h"
 #include "tests/process.h"
 #include "tests/torch_python.h"
 

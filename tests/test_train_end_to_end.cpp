@@ -17,7 +17,7 @@
 #include "app/version.h"
 #include "data/load.h"
 #include "data/synthetic.h"
-#include "dist/socket.h"
+#include "dist/launch/socket.h"
 #include "kernels/device.h"
 #include "nn/safetensors.h"
 #include "tests/checkpoint_compare.h"
@@ -943,7 +943,7 @@ TEST_CASE("signals that arrive together are one stop, which saves", "[train]") {
                            Catch::Contains("; checkpoint: " + save + "/checkpoint-"));
 }
 
-// Note [A stop that saves] (app/cutrun.py): a CPU step longer than --grace-period, and an evaluation
+// Note [A stop that saves] (dist/launch/cutrun.py): a CPU step longer than --grace-period, and an evaluation
 // longer than anything, both end in a checkpoint that a resume goes on from exactly.
 TEST_CASE("SIGINT to cutrun during a step longer than the grace period, or during an evaluation, saves and resumes "
           "exactly", "[train]") {

@@ -1,6 +1,6 @@
 // [train]: `cutrain train` under PyTorch's own launcher, torchrun (`python -m torch.distributed.run`
 // of the project's torch 2.11), which the ranks join through its agent's TCPStore (Note
-// [torchrun's store] in dist/torch_store.h).
+// [torchrun's store] in dist/launch/torch_store.h).
 #include <catch2/catch.hpp>
 
 #include <csignal>

@@ -1,4 +1,4 @@
-// Fuzz target: the store's message parser and rules (dist/store_protocol.h, dist/store_state.h),
+// Fuzz target: the store's message parser and rules (dist/launch/store_protocol.h, dist/launch/store_state.h),
 // driven the way the server drives them, without sockets. The input is what four clients send, in
 // chunks of [1 byte: client (low 2 bits) and seconds passed before it (the other 6, in 0.1 s)]
 // [1 byte: n] [n bytes]. A client the store drops connects again on its next chunk. Besides not
@@ -7,8 +7,8 @@
 #include <array>
 #include <stdexcept>
 
-#include "dist/store_protocol.h"
-#include "dist/store_state.h"
+#include "dist/launch/store_protocol.h"
+#include "dist/launch/store_state.h"
 #include "tests/fuzz/targets.h"
 
 namespace cutrain::fuzz {

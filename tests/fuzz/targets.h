@@ -18,7 +18,7 @@ void cifar10_records(const uint8_t* data, size_t size);
 void safetensors_file(const uint8_t* data, size_t size);
 // One image file, decoded and resized to 32 x 32 as the image folder reader does (data/image_folder.h).
 void image_file(const uint8_t* data, size_t size);
-// What clients send to the store: frames from a few connections into one store (dist/store_state.h).
+// What clients send to the store: frames from a few connections into one store (dist/launch/store_state.h).
 void store_messages(const uint8_t* data, size_t size);
 
 }  // namespace cutrain::fuzz

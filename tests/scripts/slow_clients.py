@@ -13,7 +13,7 @@ import sys
 import time
 
 host, port, source, count, seconds = sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4]), float(sys.argv[5])
-# The start of a join (dist/store_protocol.h) with a 32-character run id, as a rank would send it.
+# The start of a join (dist/launch/store_protocol.h) with a 32-character run id, as a rank would send it.
 first_bytes = struct.pack("<II", 4 + 4 + 4 + 32 + 4 + 1 + 4 + 1 + 4 + 1, 4) + b"join"
 selector = selectors.DefaultSelector()
 made = closed = 0

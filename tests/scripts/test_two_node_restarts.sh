@@ -6,7 +6,7 @@
 # optimizer hold the tensors of a run without faults, byte for byte. cutrun's own --restart-delay
 # (1 s) is used, with a --collective-timeout far longer (60 s): a rank whose Gloo send waits on a
 # peer that died is not told, and the other node's new rank ends rank 0's old group by joining its
-# store (Note [A newer group ends an older one] in dist/store_state.h). Should that fail, a kill
+# store (Note [A newer group ends an older one] in dist/launch/store_state.h). Should that fail, a kill
 # costs a minute, and the job its restarts or CTest's timeout.
 #   bash test_two_node_restarts.sh REPO_ROOT BIN_DIR [TRIALS]   # CI: 1 job; scripts/soak-restarts.sh: many
 # Prints, last, "two-node restarts: N jobs, F faults injected, R restarts (K of a killed rank, G after
