@@ -2,7 +2,7 @@
 // a CUDA event recorded on the stream, and the times are read once the device has run past the
 // last mark, so the host never waits between marks; on the CPU, where every call has finished
 // when it returns, each mark reads the clock. `bench-step` marks around each step, and
-// `bench-step --layers` around each layer's forward and backward (app/layer_bench.h).
+// `bench-step --layers` around each layer's forward and backward (app/bench/layer_bench.h).
 #pragma once
 
 #include <cuda_runtime.h>

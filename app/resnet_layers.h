@@ -1,6 +1,6 @@
 // resnet_layers.h: ResNet-18 (nn/resnet.h) as a list of its layers, in the order the model builds
 // them, each with what it reads, the shape of what it writes and the FLOPs of its products. The
-// list is what `bench-step --layers` builds and times one layer at a time (app/layer_bench.h), and
+// list is what `bench-step --layers` builds and times one layer at a time (app/bench/layer_bench.h), and
 // its FLOPs summed are what `bench-step --matrix` counts as the step's.
 //
 // The order is ResNet18's: the stem (conv1, bn1, the imagenet stem's maxpool), then each block's

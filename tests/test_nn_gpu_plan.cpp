@@ -25,7 +25,7 @@
 #include <iostream>
 #include <map>
 
-#include "app/step_plan.h"
+#include "app/bench/step_plan.h"
 #include "app/train_step.h"
 #include "kernels/batchnorm.h"
 #include "kernels/check.h"

@@ -1,4 +1,4 @@
-// `cutrain bench-step --layers` (app/layer_bench.h), on whatever device the build has: the
+// `cutrain bench-step --layers` (app/bench/layer_bench.h), on whatever device the build has: the
 // per-layer table names every layer of ResNet-18 once, in the order the model builds them, with
 // its output's shape; its FLOP columns add up to the step's FLOPs; the table of batch norm by
 // shape has every implementation for every shape; and the model built layer by layer computes
@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "app/layer_bench.h"
+#include "app/bench/layer_bench.h"
 #include "app/resnet_layers.h"
 #include "app/train_step.h"
 #include "nn/resnet.h"

@@ -15,7 +15,7 @@
 #include <regex>
 #include <string>
 
-#include "app/step_plan.h"
+#include "app/bench/step_plan.h"
 #include "nn/context.h"
 #include "nn/resnet.h"
 #include "tests/gpu.h"

@@ -1,4 +1,4 @@
-#include "app/layer_bench.h"
+#include "app/bench/layer_bench.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -198,7 +198,7 @@ CallTimes time_layers(const LayerBenchOptions& o, const std::string& batchnorm) 
 }
 
 // What the plan says of one call: the bytes its operations move, their FLOPs, and their estimated
-// time on the GPU of the options' peak (app/step_plan.h).
+// time on the GPU of the options' peak (app/bench/step_plan.h).
 struct Costs {
   double bytes = 0, flops = 0, seconds = 0;
 };
@@ -267,7 +267,7 @@ void print_layer_table(const LayerBenchOptions& o, const std::string& batchnorm,
               "step (the model's)\n",
               counted(o.passes, "timed pass").c_str(), o.warmup, step_flops(c) / 1e6);
   if (plan) {
-    std::printf("  roofline %%: the plan's time for the call at %.0f TFLOP/s and %.2f TB/s (app/step_plan.h) over "
+    std::printf("  roofline %%: the plan's time for the call at %.0f TFLOP/s and %.2f TB/s (app/bench/step_plan.h) over "
                 "the measured time\n",
                 o.peak.tflops, o.peak.tbps);
   } else {

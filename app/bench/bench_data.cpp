@@ -105,7 +105,7 @@ void add_bench_data_command(CLI::App& app, int& exit_code) {
                 counted(cores, "core").c_str(), loader_rate / cores_used, load_text);
     if (o->threads + 1 > cores)
       std::printf("  %s and the thread taking batches share %s with whatever else runs: past the free cores, more "
-                  "threads add no speed (Note [Loader threads and free cores] in app/bench_data.cpp)\n",
+                  "threads add no speed (Note [Loader threads and free cores] in app/bench/bench_data.cpp)\n",
                   counted(o->threads, "loader thread").c_str(), counted(cores, "core").c_str());
     std::printf("augment on one core: %.0f images/s\n", core_rate);
     exit_code = 0;

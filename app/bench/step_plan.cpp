@@ -1,4 +1,4 @@
-#include "app/step_plan.h"
+#include "app/bench/step_plan.h"
 
 #include <algorithm>
 #include <map>

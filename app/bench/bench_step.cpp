@@ -3,7 +3,7 @@
 // communication, no host synchronisation inside the timed steps. With --cuda-graph the step is
 // captured once as a CUDA graph and replayed, as a trainer with static shapes can do.
 // With --plan nothing runs: it prints what one step launches, as the emulated build's record-only
-// device sees it (app/step_plan.h); the GPU build says so in one line.
+// device sees it (app/bench/step_plan.h); the GPU build says so in one line.
 //
 // Each timed step is timed alone, by CUDA events on the main stream around it (on the CPU, by the
 // clock), and the figure reported is the median with the fastest and slowest beside it: one slow
@@ -15,7 +15,7 @@
 // then, for each implementation, whether two streams beat one.
 //
 // With --layers each layer's forward and backward is timed alone, and batch norm shape by shape
-// with every implementation (app/layer_bench.h).
+// with every implementation (app/bench/layer_bench.h).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -26,10 +26,10 @@
 #include "app/device_choice.h"
 #include "app/flags.h"
 #include "app/interval_times.h"
-#include "app/layer_bench.h"
+#include "app/bench/layer_bench.h"
 #include "app/profiler.h"
 #include "app/resnet_layers.h"
-#include "app/step_plan.h"
+#include "app/bench/step_plan.h"
 #include "app/train_step.h"
 #include "kernels/check.h"
 #include "kernels/cpu_threads.h"
@@ -286,7 +286,7 @@ void run_matrix(const BenchStepOptions& o) {
   std::printf("matrix: fastest %s, %.2f ms/step\n", best.c_str(), best_ms);
 }
 
-// Each layer alone, and batch norm by shape (app/layer_bench.h), at the step's size: batch 256 unless told.
+// Each layer alone, and batch norm by shape (app/bench/layer_bench.h), at the step's size: batch 256 unless told.
 void run_layers(const BenchStepOptions& o) {
   if (o.device == "cpu") throw std::runtime_error("--layers: times the GPU's layers; needs --device cuda");
   if (!o.profile_steps.empty()) throw std::runtime_error("--layers: not with --profile-steps");
