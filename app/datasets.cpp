@@ -4,7 +4,7 @@
 
 #include "data/load.h"
 #include "data/synthetic.h"
-#include "kernels/cache_dir.h"
+#include "kernels/base/cache_dir.h"
 
 namespace cutrain {
 namespace fs = std::filesystem;

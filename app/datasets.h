@@ -1,7 +1,7 @@
 // datasets.h: the train and test sets a run uses. With --data, they are read from that folder
 // (CIFAR-10 binary or image folder, data/load.h). Without it, the synthetic CIFAR-format dataset
 // (data/synthetic.h) is the default: made once and kept in cutrain's cache folder
-// (kernels/cache_dir.h) as CIFAR-10 binary files, so later runs, other ranks
+// (kernels/base/cache_dir.h) as CIFAR-10 binary files, so later runs, other ranks
 // and other tools (bench/, inspect-data) read the very same bytes. The cache folder's name holds
 // the generator's version, the difficulty and the sizes, so a copy made by an older generator
 // is never read for the current one.

@@ -5,7 +5,7 @@
 #include <stdexcept>
 
 #include "app/train_options.h"
-#include "kernels/device.h"
+#include "kernels/base/device.h"
 #include "nn/context.h"
 
 namespace cutrain {

@@ -7,7 +7,7 @@
 #include <stdexcept>
 
 #include "dist/ddp/communicator.h"
-#include "kernels/check.h"
+#include "kernels/base/check.h"
 #include "kernels/cross_entropy.h"
 #include "nn/resnet.h"
 

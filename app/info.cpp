@@ -9,8 +9,8 @@
 
 #include "app/commands.h"
 #include "app/version.h"
-#include "kernels/check.h"
-#include "kernels/device.h"
+#include "kernels/base/check.h"
+#include "kernels/base/device.h"
 
 namespace cutrain {
 namespace {

@@ -11,7 +11,7 @@
 #include <chrono>
 #include <vector>
 
-#include "kernels/check.h"
+#include "kernels/base/check.h"
 
 namespace cutrain {
 

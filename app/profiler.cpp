@@ -5,7 +5,7 @@
 #include <cstdio>
 #include <stdexcept>
 
-#include "kernels/check.h"
+#include "kernels/base/check.h"
 
 namespace cutrain {
 

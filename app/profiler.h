@@ -4,7 +4,7 @@
 //   nsys profile --capture-range=cudaProfilerApi --cuda-graph-trace=node cutrain train ... --profile-steps 100:104
 //
 // The steps are named inside by NVTX ranges (data, forward, backward, each bucket's all-reduce,
-// the optimizer: kernels/nvtx_range.h).
+// the optimizer: kernels/base/nvtx_range.h).
 #pragma once
 
 #include <cstdint>

@@ -5,7 +5,7 @@
 #include <stdexcept>
 #include <utility>
 
-#include "kernels/check.h"
+#include "kernels/base/check.h"
 
 namespace cutrain {
 namespace {

@@ -3,7 +3,7 @@
 #include <cmath>
 #include <stdexcept>
 
-#include "kernels/check.h"
+#include "kernels/base/check.h"
 #include "nn/context.h"
 
 namespace cutrain {

@@ -10,7 +10,7 @@
 #include <stdexcept>
 #include <system_error>
 
-#include "kernels/crc32c.h"
+#include "kernels/base/crc32c.h"
 
 namespace cutrain {
 namespace {

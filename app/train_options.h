@@ -28,7 +28,7 @@ struct TrainOptions {
   int synthetic_test = 10000;
   double synthetic_difficulty = 1;   // data/synthetic.h: 0 clean shapes .. 2
   int workers = 4;                   // loader threads (CPU loader)
-  int threads = 0;                   // the CPU kernels' threads (kernels/cpu_threads.h); 0: the node's cores / its processes
+  int threads = 0;                   // the CPU kernels' threads (kernels/base/cpu_threads.h); 0: the node's cores / its processes
   int64_t max_image_pixels = kDefaultMaxImagePixels;  // an image folder's largest image
   // model
   std::string stem = "cifar";        // cifar | imagenet
@@ -58,7 +58,7 @@ struct TrainOptions {
   std::string batchnorm = "cooperative";  // the GPU's batch norm: cooperative | split | cudnn (nn/context.h)
   int collective_timeout_s = 600;    // a collective waiting longer for the other ranks fails
   std::string profile_steps;         // "A:B": those steps between cudaProfilerStart and Stop (app/profiler.h)
-  double gpu_tflops = 0;             // the GPU's peak for the MFU; 0: its known one (kernels/device.h)
+  double gpu_tflops = 0;             // the GPU's peak for the MFU; 0: its known one (kernels/base/device.h)
   // evaluation, logging, checkpoints
   int eval_every = 1;                // epochs; 0: never
   int64_t eval_every_steps = 0;      // steps, instead of eval_every; 0: by epochs

@@ -3,7 +3,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "kernels/nvtx_range.h"
+#include "kernels/base/nvtx_range.h"
 #include "nn/context.h"
 
 namespace cutrain {

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "kernels/batchnorm.cuh"
-#include "kernels/cpu_threads.h"
+#include "kernels/base/cpu_threads.h"
 
 namespace cutrain {
 

@@ -48,7 +48,7 @@
 #include <type_traits>
 
 #include "kernels/batchnorm.cuh"
-#include "kernels/check.h"
+#include "kernels/base/check.h"
 #include "kernels/launch.cuh"
 #include "kernels/numeric.cuh"
 

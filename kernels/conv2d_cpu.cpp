@@ -1,5 +1,5 @@
 // conv2d_cpu.cpp: the CPU convolution of conv2d_cpu.h, on oneDNN's convolution primitives, in
-// pieces of whole images on the threads of kernels/cpu_threads.h.
+// pieces of whole images on the threads of kernels/base/cpu_threads.h.
 //
 // Note [Convolution pieces]
 // ~~~~~~~~~~~~~~~~~~~~~~~~~
@@ -39,7 +39,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "kernels/cpu_threads.h"
+#include "kernels/base/cpu_threads.h"
 #include "kernels/eigen_cpu.h"
 
 namespace cutrain {

@@ -5,7 +5,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "kernels/check.h"
+#include "kernels/base/check.h"
 
 namespace cutrain {
 

@@ -19,7 +19,7 @@
 #include <type_traits>
 #include <utility>
 
-#include "kernels/check.h"
+#include "kernels/base/check.h"
 #include "kernels/cooperative.h"
 #include "kernels/recording.h"
 

@@ -2,7 +2,7 @@
 // element math of pooling.cuh, one image per piece of parallel_for (cpu_threads.h).
 #include "kernels/pooling.h"
 
-#include "kernels/cpu_threads.h"
+#include "kernels/base/cpu_threads.h"
 #include "kernels/pooling.cuh"
 
 namespace cutrain {

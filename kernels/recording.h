@@ -46,7 +46,7 @@ struct RecordedOp {
   double flops = 0;
   cudaStream_t stream = nullptr;
   cudaStream_t waits_for = nullptr;
-  std::string phase;               // the innermost NVTX range it was enqueued in (kernels/nvtx_range.h)
+  std::string phase;               // the innermost NVTX range it was enqueued in (kernels/base/nvtx_range.h)
 };
 
 class Recorder {

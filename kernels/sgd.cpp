@@ -4,7 +4,7 @@
 
 #include <algorithm>
 
-#include "kernels/cpu_threads.h"
+#include "kernels/base/cpu_threads.h"
 #include "kernels/sgd.cuh"
 
 namespace cutrain {

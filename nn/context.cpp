@@ -2,8 +2,8 @@
 
 #include <stdexcept>
 
-#include "kernels/check.h"
-#include "kernels/device.h"
+#include "kernels/base/check.h"
+#include "kernels/base/device.h"
 
 namespace cutrain {
 

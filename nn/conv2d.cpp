@@ -4,7 +4,7 @@
 #include <optional>
 #include <stdexcept>
 
-#include "kernels/check.h"
+#include "kernels/base/check.h"
 #include "nn/conv_algorithms.h"
 
 namespace cutrain {

@@ -13,8 +13,8 @@
 #include <stdexcept>
 #include <vector>
 
-#include "kernels/cache_dir.h"
-#include "kernels/check.h"
+#include "kernels/base/cache_dir.h"
+#include "kernels/base/check.h"
 
 namespace cutrain {
 namespace {

@@ -8,7 +8,7 @@
 // (`--cudnn-benchmark`, PyTorch's torch.backends.cudnn.benchmark) every algorithm is measured
 // (cudnnFind*) and the fastest usable one kept; the winners go to a file on disk, keyed by the
 // GPU, the cuDNN version, the shape, the dtype, determinism and TF32, so that later runs start at
-// once. The file lives in cutrain's cache folder (kernels/cache_dir.h); one it cannot read is
+// once. The file lives in cutrain's cache folder (kernels/base/cache_dir.h); one it cannot read is
 // one warning and a new measurement, never a failure.
 //
 // Usable means: cuDNN ran it (or expects it to run), its workspace fits kMaxWorkspaceBytes, it
@@ -108,7 +108,7 @@ class ConvAlgorithmCache {
 std::string conv_algorithm_key(const std::string& gpu, size_t cudnn_version, const ConvShape& shape, DType dtype,
                                bool deterministic, bool tf32);
 
-// cudnn-conv-algorithms.txt in cutrain's cache folder (kernels/cache_dir.h).
+// cudnn-conv-algorithms.txt in cutrain's cache folder (kernels/base/cache_dir.h).
 std::string conv_algorithm_cache_path();
 
 }  // namespace cutrain

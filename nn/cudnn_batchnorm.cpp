@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <stdexcept>
 
-#include "kernels/check.h"
+#include "kernels/base/check.h"
 
 namespace cutrain {
 

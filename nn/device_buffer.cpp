@@ -9,7 +9,7 @@
 
 #include <cuda_runtime.h>
 
-#include "kernels/check.h"
+#include "kernels/base/check.h"
 
 namespace cutrain {
 

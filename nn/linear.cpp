@@ -3,7 +3,7 @@
 #include <cmath>
 
 #include "kernels/cast.h"
-#include "kernels/check.h"
+#include "kernels/base/check.h"
 #include "kernels/linear_cpu.h"
 
 namespace cutrain {

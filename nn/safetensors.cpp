@@ -15,7 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "kernels/crc32c.h"
+#include "kernels/base/crc32c.h"
 
 namespace cutrain {
 

@@ -13,7 +13,7 @@
 //
 // Note [Tensor checksums]
 // ~~~~~~~~~~~~~~~~~~~~~~~
-// The writer records the CRC-32C (kernels/crc32c.h) of each tensor's bytes in the
+// The writer records the CRC-32C (kernels/base/crc32c.h) of each tensor's bytes in the
 // metadata key "tensor_crc32c", a JSON object of eight hex digits by tensor name, and the reader checks every
 // tensor against it, refusing a file whose bytes changed after it was written (a flipped bit, a torn copy)
 // in one line naming the tensor. The header itself is checked by its parse. A file without the key

@@ -13,7 +13,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # The CPU kernels' OpenMP threads sleep when idle instead of spinning, here as in every CTest test
-# (tests/CMakeLists.txt): tests and builds share the cores (kernels/cpu_threads.h).
+# (tests/CMakeLists.txt): tests and builds share the cores (kernels/base/cpu_threads.h).
 export OMP_WAIT_POLICY="${OMP_WAIT_POLICY:-PASSIVE}"
 
 # part NAME COMMAND...: runs one part; a failure fails the whole run but stops nothing. Each part's

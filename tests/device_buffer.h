@@ -15,7 +15,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "kernels/check.h"
+#include "kernels/base/check.h"
 #include "kernels/numeric.cuh"
 
 namespace cutrain::test {

@@ -14,8 +14,8 @@
 #include <iostream>
 #include <string>
 
-#include "kernels/check.h"
-#include "kernels/device.h"
+#include "kernels/base/check.h"
+#include "kernels/base/device.h"
 
 #ifdef CUTRAIN_CUDA_EMULATION
 #define CUTRAIN_GPU_TAG "[emu]"

@@ -11,7 +11,7 @@
 
 #include <cuda_bf16.h>
 
-#include "kernels/check.h"
+#include "kernels/base/check.h"
 
 namespace cutrain::test {
 namespace {

@@ -2,8 +2,8 @@
 #include <catch2/catch.hpp>
 #include <dlfcn.h>
 
-#include "kernels/check.h"
-#include "kernels/device.h"
+#include "kernels/base/check.h"
+#include "kernels/base/device.h"
 #include "tests/gpu.h"
 
 TEST_CASE("CUDA_CHECK names the call, the file and the library's error", "[nn]") {

@@ -6,7 +6,7 @@
 #include "data/gpu_loader.h"
 #include "data/loader.h"
 #include "data/sampler.h"
-#include "kernels/check.h"
+#include "kernels/base/check.h"
 #include "tests/gpu.h"
 #include "tests/test_data_util.h"
 

@@ -2,7 +2,7 @@
 // alone, and checks its all-reduce before timing it.
 #include <catch2/catch.hpp>
 
-#include "kernels/device.h"
+#include "kernels/base/device.h"
 #include "tests/process.h"
 
 using cutrain::test::run;

@@ -9,7 +9,7 @@
 #include "dist/ddp/communicator.h"
 #include "dist/launch/env.h"
 #include "dist/launch/rendezvous.h"
-#include "kernels/check.h"
+#include "kernels/base/check.h"
 #include "tests/gpu.h"
 #include "tests/process.h"
 

@@ -10,7 +10,7 @@
 
 #include "kernels/batchnorm.h"
 #include "kernels/conv2d_cpu.h"
-#include "kernels/cpu_threads.h"
+#include "kernels/base/cpu_threads.h"
 #include "kernels/sgd.h"
 #include "tests/batchnorm_buffers.h"
 #include "tests/gradcheck.h"

@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "kernels/crc32c.h"
+#include "kernels/base/crc32c.h"
 
 namespace {
 

@@ -16,7 +16,7 @@
 
 #include "kernels/batchnorm.h"
 #include "kernels/cast.h"
-#include "kernels/check.h"
+#include "kernels/base/check.h"
 #include "kernels/copy_rows.h"
 #include "kernels/cross_entropy.h"
 #include "kernels/lr_schedule.h"

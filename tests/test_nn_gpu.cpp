@@ -11,7 +11,7 @@
 #include <iostream>
 
 #include "app/train_step.h"
-#include "kernels/check.h"
+#include "kernels/base/check.h"
 #include "tests/gpu.h"
 #include "tests/step_parity.h"
 

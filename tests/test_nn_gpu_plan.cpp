@@ -28,7 +28,7 @@
 #include "app/bench/step_plan.h"
 #include "app/train_step.h"
 #include "kernels/batchnorm.h"
-#include "kernels/check.h"
+#include "kernels/base/check.h"
 #include "tests/gpu.h"
 #include "tests/step_parity.h"
 

@@ -1,4 +1,4 @@
-// cutrain's cache folder (kernels/cache_dir.h): one rule for everything it keeps across runs,
+// cutrain's cache folder (kernels/base/cache_dir.h): one rule for everything it keeps across runs,
 // the synthetic dataset and cuDNN's measured algorithms alike.
 #include <catch2/catch.hpp>
 
@@ -8,7 +8,7 @@
 #include <string>
 
 #include "app/datasets.h"
-#include "kernels/cache_dir.h"
+#include "kernels/base/cache_dir.h"
 #include "nn/conv_algorithms.h"
 #include "tests/temp_dir.h"
 

@@ -18,7 +18,7 @@
 #include "data/load.h"
 #include "data/synthetic.h"
 #include "dist/launch/socket.h"
-#include "kernels/device.h"
+#include "kernels/base/device.h"
 #include "nn/safetensors.h"
 #include "tests/checkpoint_compare.h"
 #include "tests/metrics_file.h"

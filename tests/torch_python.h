@@ -1,7 +1,7 @@
 // torch_python.h: the project's Python with PyTorch 2.11 (scripts/setup.sh --with-tests), for the
 // tests that meet PyTorch's side of a protocol: its TCPStore, torchrun. As scripts/python_env.sh
 // says, that is $PYTHON where set, else the environment in cutrain's cache folder
-// (kernels/cache_dir.h). Without it, or without torch in it, a test prints "SKIPPED: <why>" and
+// (kernels/base/cache_dir.h). Without it, or without torch in it, a test prints "SKIPPED: <why>" and
 // returns, which CTest reports as skipped.
 //
 //   const std::string python = cutrain::test::torch_python();
@@ -14,7 +14,7 @@
 #include <iostream>
 #include <string>
 
-#include "kernels/cache_dir.h"
+#include "kernels/base/cache_dir.h"
 #include "tests/process.h"
 
 namespace cutrain::test {

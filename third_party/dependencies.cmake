@@ -5,7 +5,7 @@
 find_package(Threads REQUIRED)
 find_package(Eigen3 3.3 REQUIRED NO_MODULE)  # Eigen3::Eigen (the CPU classifier's matrix products)
 include(${CMAKE_CURRENT_LIST_DIR}/onednn.cmake)  # cutrain::dnnl (the CPU convolutions)
-find_package(OpenMP REQUIRED COMPONENTS CXX)  # OpenMP::OpenMP_CXX (the CPU kernels' threads, kernels/cpu_threads.h)
+find_package(OpenMP REQUIRED COMPONENTS CXX)  # OpenMP::OpenMP_CXX (the CPU kernels' threads, kernels/base/cpu_threads.h)
 find_package(CLI11 REQUIRED)                 # CLI11::CLI11
 find_package(nlohmann_json 3 REQUIRED)       # nlohmann_json::nlohmann_json
 find_package(Gloo REQUIRED)                  # gloo (CPU collectives)

@@ -21,8 +21,8 @@
 #include "dist/ddp/communicator.h"
 #include "dist/launch/env.h"
 #include "dist/launch/rendezvous.h"
-#include "kernels/check.h"
-#include "kernels/device.h"
+#include "kernels/base/check.h"
+#include "kernels/base/device.h"
 #include "nn/device_buffer.h"
 #include "nn/tensor.h"
 

@@ -31,9 +31,9 @@
 #include "app/resnet_layers.h"
 #include "app/bench/step_plan.h"
 #include "app/train_step.h"
-#include "kernels/check.h"
-#include "kernels/cpu_threads.h"
-#include "kernels/device.h"
+#include "kernels/base/check.h"
+#include "kernels/base/cpu_threads.h"
+#include "kernels/base/device.h"
 #include "nn/resnet.h"
 
 namespace cutrain {

@@ -9,9 +9,9 @@
 
 #include "app/counted.h"
 #include "app/interval_times.h"
-#include "kernels/check.h"
-#include "kernels/device.h"
-#include "kernels/nvtx_range.h"
+#include "kernels/base/check.h"
+#include "kernels/base/device.h"
+#include "kernels/base/nvtx_range.h"
 #include "kernels/recording.h"
 #include "nn/batchnorm2d.h"
 #include "nn/conv2d.h"

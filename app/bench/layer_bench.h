@@ -52,7 +52,7 @@ class LayerByLayerResNet {
   // One training step: each layer's training forward in order, then each layer's backward in
   // reverse order, then SGD over every parameter. `mark` is called before the first call and
   // after each of the 2 * layers().size() + 1 calls; each call is in an NVTX range named
-  // "<layer> forward", "<layer> backward" or "sgd" (kernels/nvtx_range.h), under which the
+  // "<layer> forward", "<layer> backward" or "sgd" (kernels/base/nvtx_range.h), under which the
   // emulated device files what it records.
   void step(const std::function<void()>& mark);
 

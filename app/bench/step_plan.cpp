@@ -9,7 +9,7 @@
 #include "app/train_step.h"
 #include "dist/ddp/communicator.h"
 #include "kernels/batchnorm.h"
-#include "kernels/check.h"
+#include "kernels/base/check.h"
 #include "nn/context.h"
 #include "nn/resnet.h"
 

@@ -1,4 +1,4 @@
-// nccl_check.h: NCCL_CHECK, the NCCL member of kernels/check.h's family of check macros.
+// nccl_check.h: NCCL_CHECK, the NCCL member of kernels/base/check.h's family of check macros.
 //
 //   NCCL_CHECK(ncclAllReduce(...));
 //
@@ -11,7 +11,7 @@
 
 #include <string>
 
-#include "kernels/check.h"
+#include "kernels/base/check.h"
 
 namespace cutrain {
 

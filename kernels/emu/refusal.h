@@ -2,7 +2,7 @@
 // keeps, per thread, the status and the reason of its last refusal; its status string then gives
 // the library's name of the status and, when it is the status of that refusal, the reason:
 //   "CUDNN_STATUS_BAD_PARAM (emulated cuDNN: the workspace is 100 bytes; ... needs 200)"
-// so that the product's check macro (kernels/check.h) prints what went wrong.
+// so that the product's check macro (kernels/base/check.h) prints what went wrong.
 #pragma once
 
 #include <string>

@@ -12,7 +12,7 @@
 #include <random>
 #include <vector>
 
-#include "kernels/check.h"
+#include "kernels/base/check.h"
 #include "tests/device_buffer.h"
 #include "tests/gradcheck.h"
 

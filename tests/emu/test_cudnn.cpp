@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "kernels/batchnorm.h"
-#include "kernels/check.h"
+#include "kernels/base/check.h"
 #include "kernels/conv2d_cpu.h"
 #include "tests/batchnorm_buffers.h"
 #include "tests/device_buffer.h"

@@ -17,7 +17,7 @@
 #include <thread>
 #include <vector>
 
-#include "kernels/check.h"
+#include "kernels/base/check.h"
 #include "tests/process.h"
 
 using namespace std::chrono_literals;

@@ -14,7 +14,7 @@
 #include <thread>
 #include <vector>
 
-#include "kernels/check.h"
+#include "kernels/base/check.h"
 #include "kernels/launch.cuh"
 #include "tests/device_buffer.h"
 

@@ -1,4 +1,4 @@
-#include "kernels/device.h"
+#include "kernels/base/device.h"
 
 #include <cuda_runtime.h>
 

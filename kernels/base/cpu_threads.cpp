@@ -1,5 +1,5 @@
 // cpu_threads.cpp: the thread count of cpu_threads.h.
-#include "kernels/cpu_threads.h"
+#include "kernels/base/cpu_threads.h"
 
 #include <algorithm>
 #include <atomic>

@@ -1,4 +1,4 @@
-#include "kernels/check.h"
+#include "kernels/base/check.h"
 
 namespace cutrain {
 

@@ -1,4 +1,4 @@
-#include "kernels/crc32c.h"
+#include "kernels/base/crc32c.h"
 
 #include <array>
 #include <cstring>

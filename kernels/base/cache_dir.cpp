@@ -1,4 +1,4 @@
-#include "kernels/cache_dir.h"
+#include "kernels/base/cache_dir.h"
 
 #include <cstdlib>
 
