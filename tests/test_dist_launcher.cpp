@@ -136,20 +136,30 @@ TEST_CASE("a program that sends no heartbeats is not judged by the stall watch",
   CHECK_THAT(r.output, Catch::Contains("[rank1]: finished"));
 }
 
-TEST_CASE("SIGTERM to cutrun reaches every rank", "[dist]") {
-  // Python rather than sh: dash can lose a signal that lands while it forks its next command.
-  Process p({kCutrun, "--nproc-per-node", "2", "--grace-period", "20", "python3", "-c",
+namespace {
+
+// Two Python ranks under cutrun that handle SIGTERM with `handler` (a Python expression; `stop` says
+// so and exits 0), and SIGTERM to cutrun once both are ready. Python rather than sh: dash can lose
+// a signal that lands while it forks its next command.
+Process::Result sigterm_to_cutrun(const std::string& grace_period, const std::string& handler) {
+  Process p({kCutrun, "--nproc-per-node", "2", "--grace-period", grace_period, "python3", "-c",
              "import os, signal, sys\n"
              "def stop(*_):\n"
              "    print('rank', os.environ['RANK'], 'got TERM', flush=True)\n"
              "    sys.exit(0)\n"
-             "signal.signal(signal.SIGTERM, stop)\n"
+             "signal.signal(signal.SIGTERM, " + handler + ")\n"
              "print('ready', flush=True)\n"
              "while True:\n"
              "    signal.pause()\n"});
   REQUIRE(p.read_until("ready", 2));
   p.signal(SIGTERM);
-  auto r = p.finish();
+  return p.finish();
+}
+
+}  // namespace
+
+TEST_CASE("SIGTERM to cutrun reaches every rank", "[dist]") {
+  auto r = sigterm_to_cutrun("20", "stop");
   CHECK_THAT(r.output, Catch::Contains("[rank0]: rank 0 got TERM"));
   CHECK_THAT(r.output, Catch::Contains("[rank1]: rank 1 got TERM"));
   CHECK(r.exit_code == 0);  // every rank stopped cleanly on the signal asked of the job
@@ -158,15 +168,7 @@ TEST_CASE("SIGTERM to cutrun reaches every rank", "[dist]") {
 
 TEST_CASE("SIGTERM to cutrun with a rank that ignores it ends in that rank's kill, and exit status 128 + SIGTERM",
           "[dist]") {
-  Process p({kCutrun, "--nproc-per-node", "2", "--grace-period", "0.5", "python3", "-c",
-             "import os, signal, sys\n"
-             "signal.signal(signal.SIGTERM, signal.SIG_IGN if os.environ['RANK'] == '1' else lambda *_: sys.exit(0))\n"
-             "print('ready', flush=True)\n"
-             "while True:\n"
-             "    signal.pause()\n"});
-  REQUIRE(p.read_until("ready", 2));
-  p.signal(SIGTERM);
-  auto r = p.finish();
+  auto r = sigterm_to_cutrun("0.5", "signal.SIG_IGN if os.environ['RANK'] == '1' else stop");
   INFO(r.output);
   CHECK_THAT(r.output, Catch::Contains("rank 1 (local rank 1, pid"));
   CHECK(r.exit_code == 128 + SIGTERM);  // a stop that had to kill is no clean stop
