@@ -12,8 +12,8 @@
 #include <type_traits>
 #include <vector>
 
-#include "kernels/batchnorm.cuh"
 #include "kernels/base/cpu_threads.h"
+#include "kernels/batchnorm.cuh"
 
 namespace cutrain {
 

@@ -47,8 +47,8 @@
 #include <string>
 #include <type_traits>
 
-#include "kernels/batchnorm.cuh"
 #include "kernels/base/check.h"
+#include "kernels/batchnorm.cuh"
 #include "kernels/launch.cuh"
 #include "kernels/numeric.cuh"
 

@@ -2,8 +2,8 @@
 
 #include <cmath>
 
-#include "kernels/cast.h"
 #include "kernels/base/check.h"
+#include "kernels/cast.h"
 #include "kernels/linear_cpu.h"
 
 namespace cutrain {

@@ -8,9 +8,9 @@
 #include <future>
 #include <thread>
 
+#include "dist/launch/rendezvous.h"
 #include "dist/launch/socket.h"
 #include "dist/launch/store.h"
-#include "dist/launch/rendezvous.h"
 #include "tests/network.h"
 #include "tests/process.h"
 

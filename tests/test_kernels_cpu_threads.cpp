@@ -8,9 +8,9 @@
 #include <random>
 #include <vector>
 
+#include "kernels/base/cpu_threads.h"
 #include "kernels/batchnorm.h"
 #include "kernels/conv2d_cpu.h"
-#include "kernels/base/cpu_threads.h"
 #include "kernels/sgd.h"
 #include "tests/batchnorm_buffers.h"
 #include "tests/gradcheck.h"

@@ -14,9 +14,9 @@
 #include <random>
 #include <vector>
 
+#include "kernels/base/check.h"
 #include "kernels/batchnorm.h"
 #include "kernels/cast.h"
-#include "kernels/base/check.h"
 #include "kernels/copy_rows.h"
 #include "kernels/cross_entropy.h"
 #include "kernels/lr_schedule.h"

@@ -27,8 +27,8 @@
 
 #include "app/bench/step_plan.h"
 #include "app/train_step.h"
-#include "kernels/batchnorm.h"
 #include "kernels/base/check.h"
+#include "kernels/batchnorm.h"
 #include "tests/gpu.h"
 #include "tests/step_parity.h"
 

@@ -21,15 +21,15 @@
 #include <cstdio>
 #include <map>
 
+#include "app/bench/layer_bench.h"
+#include "app/bench/step_plan.h"
 #include "app/commands.h"
 #include "app/counted.h"
 #include "app/device_choice.h"
 #include "app/flags.h"
 #include "app/interval_times.h"
-#include "app/bench/layer_bench.h"
 #include "app/profiler.h"
 #include "app/resnet_layers.h"
-#include "app/bench/step_plan.h"
 #include "app/train_step.h"
 #include "kernels/base/check.h"
 #include "kernels/base/cpu_threads.h"

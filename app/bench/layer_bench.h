@@ -25,8 +25,8 @@
 #include <string>
 #include <vector>
 
-#include "app/resnet_layers.h"
 #include "app/bench/step_plan.h"
+#include "app/resnet_layers.h"
 #include "nn/context.h"
 #include "nn/model_resources.h"
 #include "nn/sgd.h"

@@ -8,8 +8,8 @@
 #include "app/counted.h"
 #include "app/train_step.h"
 #include "dist/ddp/communicator.h"
-#include "kernels/batchnorm.h"
 #include "kernels/base/check.h"
+#include "kernels/batchnorm.h"
 #include "nn/context.h"
 #include "nn/resnet.h"
 

@@ -6,8 +6,8 @@
 #include <optional>
 #include <stdexcept>
 
-#include "dist/launch/network_interface.h"
 #include "dist/ddp/nccl_check.h"
+#include "dist/launch/network_interface.h"
 #include "dist/launch/progress_report.h"
 #include "dist/launch/socket.h"
 

@@ -15,8 +15,8 @@
 #include <string>
 #include <vector>
 
-#include "kernels/batchnorm.h"
 #include "kernels/base/check.h"
+#include "kernels/batchnorm.h"
 #include "kernels/conv2d_cpu.h"
 #include "tests/batchnorm_buffers.h"
 #include "tests/device_buffer.h"
