@@ -23,8 +23,11 @@ void check_ranks_hold_alike(Store& store, int rank, int world_size, const std::s
     std::vector<int> ranks;
   };
   std::vector<Group> groups;
+  std::vector<std::string> keys;
+  for (int r = 0; r < world_size; ++r) keys.push_back("resume/" + std::to_string(r));
+  const std::vector<std::vector<char>> said_by = store.get_all(keys);  // one request to torchrun's store
   for (int r = 0; r < world_size; ++r) {
-    const std::vector<char> text = store.get("resume/" + std::to_string(r));
+    const std::vector<char>& text = said_by[size_t(r)];
     const std::string theirs(text.begin(), text.end());
     const size_t cut = theirs.find('\n');
     const std::string what = theirs.substr(0, cut);

@@ -30,10 +30,10 @@ import threading
 import torch.distributed as dist
 servers = [dist.TCPStore("127.0.0.1", 0, is_master=True, use_libuv=libuv, wait_for_workers=False)
            for libuv in (True, False)]
-for s in servers: dist.PrefixStore("cutrain/restart_0", s).set("from_python", "hello")
+for s in servers: dist.PrefixStore("cutrain/group_0", s).set("from_python", "hello")
 print("ports", servers[0].port, servers[1].port, flush=True)
 for name, s in zip(("libuv", "classic"), servers):
-    p = dist.PrefixStore("cutrain/restart_0", s)
+    p = dist.PrefixStore("cutrain/group_0", s)
     p.wait(["from_cutrain"])
     print(name, "read", p.get("from_cutrain").decode(), "count", p.add("count", 0), flush=True)
 threading.Event().wait()  # until the test kills it
@@ -91,7 +91,7 @@ TEST_CASE("TorchStore speaks the TCPStore protocol of torch 2.11, to its libuv a
 
   for (const auto& [name, port] : {std::pair{"libuv", libuv_port}, std::pair{"classic", classic_port}}) {
     INFO(name << " server");
-    TorchStore store("127.0.0.1", port, "cutrain/restart_0/", 10s);
+    TorchStore store("127.0.0.1", port, "cutrain/group_0/", 10s);
     const std::vector<char> hello = store.get("from_python");
     CHECK(std::string(hello.begin(), hello.end()) == "hello");
     CHECK(store.add("count", 3) == 3);
@@ -105,6 +105,15 @@ TEST_CASE("TorchStore speaks the TCPStore protocol of torch 2.11, to its libuv a
     store.set("long", std::vector<char>(value.begin(), value.end()));
     const std::vector<char> back = store.get("long");
     CHECK(std::string(back.begin(), back.end()) == value);
+    // COMPARE_SET, as both servers answer it: a missing key with another expected value stays missing.
+    CHECK(store.compare_set("slot", "someone", "me") == "someone");
+    CHECK(store.wait_for({"slot"}, 0ms) == std::vector<std::string>{"slot"});
+    CHECK(store.compare_set("slot", "", "me") == "me");
+    CHECK(store.compare_set("slot", "", "other") == "me");
+    CHECK(store.compare_set("slot", "me", "next") == "next");
+    // MULTI_GET, in the order asked.
+    const std::vector<std::vector<char>> values = store.get_all({"slot", "from_python", "count"});
+    CHECK(values == std::vector<std::vector<char>>{{'n', 'e', 'x', 't'}, {'h', 'e', 'l', 'l', 'o'}, {'2'}});
     store.set("from_cutrain", {'h', 'i'});
     CHECK(servers.read_until(std::string(name) + " read hi count 2", 1, 30));
   }
@@ -164,7 +173,7 @@ TEST_CASE("TorchStore says in one line what answered when the server is not PyTo
   }
 }
 
-TEST_CASE("under torchrun a restarted group meets under its own prefix, never counting an older group's ranks",
+TEST_CASE("under torchrun a restarted group meets in a generation of its own, whatever each node's restart count",
           "[dist]") {
   std::string python;
   CUTRAIN_REQUIRE_TORCH(python);
@@ -172,20 +181,35 @@ TEST_CASE("under torchrun a restarted group meets under its own prefix, never co
   REQUIRE(agent.read_until("\n", 1, 60));
   int port = 0;
   REQUIRE(std::sscanf(agent.output().c_str(), "port %d", &port) == 1);
-  {
-    // The first group's rank 1 arrived before the group failed.
-    TorchStore first("127.0.0.1", port, "cutrain/restart_0/", 10s);
-    first.set("rendezvous/rank/1", {});
-    first.set("rendezvous/node/0", {});
-  }
-  cutrain::DistEnv env;  // rank 0 of 2, on one node, as torchrun starts it
-  env.world_size = env.local_world_size = 2;
-  env.master_port = port;
-  env.use_agent_store = true;
-  env.rdzv_timeout = 500ms;
-  env.restart_count = 1;
-  CHECK_THROWS_WITH(cutrain::rendezvous(env, [](const std::string&) {}),
-                    Catch::StartsWith("rendezvous: rank 1 of 2 did not arrive within 500 ms"));
-  env.restart_count = 0;  // the first group's keys, where rank 1 is
-  CHECK_NOTHROW(cutrain::rendezvous(env, [](const std::string&) {}));
+  // Ranks 0 and 1 of 2, each on a node of its own, started with the given restart counts; whether
+  // each met the other.
+  auto group = [&](std::vector<int> restart_counts) {
+    std::vector<std::thread> ranks;
+    std::vector<int> met(restart_counts.size(), 0);
+    for (size_t rank = 0; rank < restart_counts.size(); ++rank)
+      ranks.emplace_back([&, rank] {
+        cutrain::DistEnv env;
+        env.rank = env.group_rank = int(rank);
+        env.world_size = env.group_world_size = 2;
+        env.master_port = port;
+        env.use_agent_store = true;
+        env.rdzv_timeout = 2s;
+        env.restart_count = restart_counts[rank];
+        try {
+          cutrain::rendezvous(env, [](const std::string&) {});
+          met[rank] = 1;
+        } catch (const std::exception&) {
+        }
+      });
+    for (std::thread& t : ranks) t.join();
+    return met;
+  };
+  CHECK(group({0, 0}) == std::vector<int>{1, 1});  // generation 0
+  // Rank 1's node counted the restart, rank 0's (healthy, restarted for the new round) did not: under
+  // a prefix of the restart count, rank 0 would have met generation 0's rank 1 and rank 1 nobody.
+  CHECK(group({0, 1}) == std::vector<int>{1, 1});  // generation 1
+  // Rank 1 is killed before it claims generation 2, where rank 0 waits in vain; both nodes count the
+  // restart, and the successors meet in generation 3.
+  CHECK(group({2}) == std::vector<int>{0});
+  CHECK(group({3, 3}) == std::vector<int>{1, 1});
 }

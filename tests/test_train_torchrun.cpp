@@ -98,7 +98,7 @@ TEST_CASE("torchrun --max-restarts 1: after a rank is killed, the restarted grou
   const Process::Result r = p.finish();
   INFO(r.output);
   REQUIRE(r.exit_code == 0);
-  // The second group met at the agent's store under cutrain/restart_1/ and resumed from a checkpoint.
+  // The second group met at the agent's store under its own prefix (Note [A group's generation under torchrun]) and resumed from a checkpoint.
   CHECK(r.output.find("world size 2") != r.output.rfind("world size 2"));
   CHECK(r.output.find("resum") != std::string::npos);
   for (const char* file : {"/checkpoint-00000120.safetensors", "/checkpoint-00000120.optim.safetensors"}) {

@@ -2,9 +2,11 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <random>
 #include <stdexcept>
 
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include "dist/launch/socket.h"
 #include "dist/launch/torch_store.h"
@@ -117,6 +119,32 @@ void make_room_for_connections(const DistEnv& env) {
   ::setrlimit(RLIMIT_NOFILE, &limit);  // cannot fail: the soft limit stays within the hard one
 }
 
+// Note [A group's generation under torchrun]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// torchrun's agents count restarts each for its own node: an agent whose ranks failed counts one,
+// while an agent whose ranks were healthy restarts them for the new rendezvous round without counting
+// ("membership changes do not count as retries", torch/distributed/elastic/agent/server/api.py). So
+// TORCHELASTIC_RESTART_COUNT can differ between the nodes of one group, and a prefix made from it
+// alone would seat one node's ranks among an older group's keys. Instead every rank claims its slot
+// in a generation, "cutrain/claim/<g>/<rank>", with COMPARE_SET, from g = its restart count up: a slot
+// that an older process of the same rank holds answers with that process's token, and the rank tries
+// the next generation. A node's count never passes the group's generation, since every restart of any
+// node starts a new group, so the ranks of a group all stop at the first generation that no process of
+// their rank has claimed, and meet under "cutrain/group_<g>/". A rank killed before its claim (a
+// window of one round trip after its start) leaves its slot free; its successor starts past it when
+// its node counted every restart, as a prefix of the restart count would, and otherwise meets the
+// older group's keys, whose ranks are gone, so that the group fails and torchrun restarts it.
+int claim_generation(TorchStore& store, int rank, int from) {
+  char host[256] = {};
+  ::gethostname(host, sizeof host - 1);
+  // The host and pid name the process for a reader; the random part keeps two claims of one process apart.
+  const std::string token = std::string(host) + ":" + std::to_string(::getpid()) + ":" + std::to_string(std::random_device{}());
+  int generation = from;
+  while (store.compare_set("claim/" + std::to_string(generation) + "/" + std::to_string(rank), "", token) != token)
+    ++generation;
+  return generation;
+}
+
 }  // namespace
 
 std::string describe_ranks(const std::vector<int>& ranks) { return describe_numbered("rank", ranks); }
@@ -131,12 +159,15 @@ std::unique_ptr<Store> rendezvous(const DistEnv& env, const RendezvousReport& re
   };
   make_room_for_connections(env);
   std::unique_ptr<Store> store;
-  if (env.use_agent_store)  // Note [torchrun's store] in dist/launch/torch_store.h
-    store = std::make_unique<TorchStore>(env.master_addr, env.master_port,
-                                         "cutrain/restart_" + std::to_string(env.restart_count) + "/",
-                                         env.rdzv_timeout, on_retry);
-  else
+  if (env.use_agent_store) {  // Note [torchrun's store] in dist/launch/torch_store.h
+    auto torch_store = std::make_unique<TorchStore>(env.master_addr, env.master_port, "cutrain/", env.rdzv_timeout,
+                                                    on_retry);
+    const int generation = claim_generation(*torch_store, env.rank, env.restart_count);
+    torch_store->set_prefix("cutrain/group_" + std::to_string(generation) + "/");
+    store = std::move(torch_store);
+  } else {
     store = std::make_unique<TcpStore>(env, env.rdzv_timeout, on_retry);
+  }
   store->set(kRankKey + std::to_string(env.rank), {});
   store->set(kNodeKey + std::to_string(env.group_rank), {});
 

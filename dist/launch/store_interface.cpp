@@ -15,4 +15,11 @@ void Store::wait(const std::vector<std::string>& keys) {
                            describe(timeout()));
 }
 
+std::vector<std::vector<char>> Store::get_all(const std::vector<std::string>& keys) {
+  wait(keys);
+  std::vector<std::vector<char>> values;
+  for (const std::string& key : keys) values.push_back(get(key));
+  return values;
+}
+
 }  // namespace cutrain

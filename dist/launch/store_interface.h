@@ -23,6 +23,9 @@ class Store {
   std::vector<char> get(const std::string& key) { return get(key, timeout()); }
   virtual std::vector<char> get(const std::string& key, std::chrono::milliseconds timeout) = 0;
 
+  // The values of `keys`, in their order, once every one is set (waiting as wait() does).
+  virtual std::vector<std::vector<char>> get_all(const std::vector<std::string>& keys);
+
   // Adds `delta` to the integer at `key` (0 when missing) and returns the new value. The value is
   // kept as decimal text, so get() of the key reads "3".
   virtual int64_t add(const std::string& key, int64_t delta) = 0;

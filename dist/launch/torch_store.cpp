@@ -18,10 +18,12 @@ constexpr uint32_t kValidationMagic = 0x3C85F7CE;
 enum Command : uint8_t {
   kValidate = 0,
   kSet = 1,
+  kCompareSet = 2,
   kGet = 3,
   kAdd = 4,
   kCheck = 5,
   kWait = 6,
+  kMultiGet = 10,
   kCancelWait = 12,
   kPing = 13,
 };
@@ -193,6 +195,35 @@ int64_t TorchStore::add(const std::string& key, int64_t delta) {
   std::lock_guard<std::mutex> lock(mutex_);
   send(request);
   return decode<int64_t>(receive(sizeof(int64_t), "ADD"));
+}
+
+std::vector<std::vector<char>> TorchStore::get_all(const std::vector<std::string>& keys) {
+  wait(keys);  // MULTI_GET answers a missing key with an empty value
+  std::vector<std::string> prefixed;
+  for (const std::string& key : keys) prefixed.push_back(prefix_ + key);
+  std::lock_guard<std::mutex> lock(mutex_);
+  send(keys_request(kMultiGet, prefixed));
+  std::vector<std::vector<char>> values;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    const std::string value = receive_value("MULTI_GET");
+    values.emplace_back(value.begin(), value.end());
+  }
+  return values;
+}
+
+std::string TorchStore::compare_set(const std::string& key, const std::string& expected, const std::string& desired) {
+  std::string request(1, char(kCompareSet));
+  append_bytes(request, prefix_ + key);
+  append_bytes(request, expected);
+  append_bytes(request, desired);
+  std::lock_guard<std::mutex> lock(mutex_);
+  send(request);
+  return receive_value("COMPARE_SET");
+}
+
+void TorchStore::set_prefix(const std::string& prefix) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  prefix_ = "/" + prefix;
 }
 
 std::vector<std::string> TorchStore::wait_for(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) {

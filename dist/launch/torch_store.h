@@ -1,7 +1,7 @@
 // torch_store.h: a client of PyTorch's c10d TCPStore, the store that torchrun's agent serves.
 //
-//   TorchStore store("127.0.0.1", 29500, "cutrain/restart_0/", std::chrono::seconds(30));
-//   store.set("rendezvous/rank/1", {});  // what PrefixStore("cutrain/restart_0", store) reads
+//   TorchStore store("127.0.0.1", 29500, "cutrain/group_0/", std::chrono::seconds(30));
+//   store.set("rendezvous/rank/1", {});  // what PrefixStore("cutrain/group_0", store) reads
 //                                         // as "rendezvous/rank/1"
 //
 // Note [torchrun's store]
@@ -9,10 +9,11 @@
 // torchrun 2.x sets TORCHELASTIC_USE_AGENT_STORE=True: its agent serves a TCPStore at
 // MASTER_ADDR:MASTER_PORT, and the workers are to join it as clients (a worker that listened there
 // itself would find the port in use). cutrain's ranks then all meet there, rank 0 included, instead
-// of at rank 0's store (dist/launch/rendezvous.h). The agent's store lives as long as the agent, across
-// restarts of its workers, so every key is under the prefix "cutrain/restart_<N>/", N being
-// TORCHELASTIC_RESTART_COUNT, as PyTorch's own workers put theirs under a PrefixStore: a restarted
-// group never reads what an older group set (its ranks' arrival, its NCCL id). The agent's store
+// of at rank 0's store (dist/launch/rendezvous.h). The agent's store lives as long as the agent,
+// across restarts of its workers, so every group's keys are under a prefix of its own,
+// "cutrain/group_<g>/" (Note [A group's generation under torchrun] in dist/launch/rendezvous.cpp),
+// as PyTorch's own workers put theirs under a PrefixStore: a restarted group never reads what an
+// older group set (its ranks' arrival, its NCCL id). The agent's store
 // has neither a run id nor a join; the agent, which torchrun starts for the job, is the job's.
 //
 // The protocol, as torch/csrc/distributed/c10d/TCPStore.cpp and TCPStoreBackend.hpp define it and
@@ -20,14 +21,18 @@
 // command byte and its arguments, a reply is bare. Integers are in the machine's byte order
 // (little-endian, as on every machine PyTorch runs on); a key or a value is a uint64 length and
 // its bytes. PyTorch's clients send every key with a '/' in front (TCPStore's keyPrefix_), under
-// the prefixes of any PrefixStore ("cutrain/restart_0" + "/" + key): "/cutrain/restart_0/rendezvous/rank/1".
+// the prefixes of any PrefixStore ("cutrain/group_0" + "/" + key): "/cutrain/group_0/rendezvous/rank/1".
 //   VALIDATE (0)     u32 0x3C85F7CE             -> nothing (another number: closed or ignored)
 //   PING (13)        u32 nonce                  -> u32 the same nonce
 //   SET (1)          key, value                 -> nothing
+//   COMPARE_SET (2)  key, expected, desired     -> value: what the key holds after (desired where it held
+//                                                  expected, or was missing and expected is empty; a missing
+//                                                  key with another expected answers expected, and stays missing)
 //   GET (3)          key                        -> value (the key must exist: wait first)
 //   ADD (4)          key, i64 delta             -> i64 the sum (kept as decimal text)
 //   CHECK (5)        u64 n, n keys              -> u8 0 all exist | 1 not yet
 //   WAIT (6)         u64 n, n keys              -> u8 0 once all exist
+//   MULTI_GET (10)   u64 n, n keys              -> n values (every key must exist: wait first)
 //   CANCEL_WAIT (12)                            -> u8 1 (after the 0 of a wait that ended meanwhile)
 // A connection validates, then pings; a server that gets anything else first closes it. The
 // protocol has no version number: the magic number and the ping are all there is to check, and a
@@ -65,6 +70,14 @@ class TorchStore : public Store {
   using Store::get;
   std::vector<char> get(const std::string& key, std::chrono::milliseconds timeout) override;
   int64_t add(const std::string& key, int64_t delta) override;
+  // One WAIT and one MULTI_GET, where Store's get_all asks for each key in turn.
+  std::vector<std::vector<char>> get_all(const std::vector<std::string>& keys) override;
+  // COMPARE_SET: sets `key` to `desired` where it holds `expected` (where it is missing, for an empty
+  // `expected`), and returns what it holds then, so that the caller that sees its own `desired` knows it won.
+  std::string compare_set(const std::string& key, const std::string& expected, const std::string& desired);
+  // From now on every key is under `prefix` (Note [A group's generation under torchrun] in
+  // dist/launch/rendezvous.cpp).
+  void set_prefix(const std::string& prefix);
   std::vector<std::string> wait_for(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) override;
 
   std::chrono::milliseconds timeout() const override { return timeout_; }
