@@ -6,6 +6,11 @@
 #include <atomic>
 #include <csignal>
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+#include <vector>
 
 namespace cutrain {
 namespace {
@@ -41,16 +46,55 @@ void on_signal(int sig, siginfo_t* info, void*) {
   g_signal = sig;
 }
 
+// The number of the signal named `name` ("SIGUSR1", as Python's signal module names it), or 0.
+int signal_named(const std::string& name) {
+  if (name.rfind("SIG", 0) != 0) return 0;
+  for (int sig = 1; sig < NSIG; ++sig) {
+    const char* abbreviation = sigabbrev_np(sig);  // "USR1"
+    if (abbreviation && name.compare(3, std::string::npos, abbreviation) == 0) return sig;
+  }
+  return 0;
+}
+
+// Note [torchrun's signals to handle]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// torchrun's --signals-to-handle (default "SIGTERM,SIGINT,SIGHUP,SIGQUIT") sets
+// TORCHELASTIC_SIGNALS_TO_HANDLE, which its workers inherit. Its agent catches those signals and
+// passes the one it got to every worker, then waits 30 s before SIGKILL
+// (torch/distributed/elastic/multiprocessing/api.py). So a rank stops for each of them as for SIGTERM:
+// it finishes the step and rank 0 saves, where SIGQUIT's or SIGUSR1's default action ended it unsaved.
+std::vector<int> torchrun_signals() {
+  const char* names = std::getenv("TORCHELASTIC_SIGNALS_TO_HANDLE");
+  std::vector<int> signals;
+  if (names == nullptr) return signals;
+  const std::string list = names;
+  for (size_t at = 0; at <= list.size();) {
+    size_t end = list.find(',', at);
+    if (end == std::string::npos) end = list.size();
+    std::string name = list.substr(at, end - at);
+    name.erase(0, name.find_first_not_of(' '));
+    name.erase(name.find_last_not_of(' ') + 1);
+    const int sig = signal_named(name);
+    if (sig == 0 || sig == SIGKILL || sig == SIGSTOP)
+      throw std::runtime_error("TORCHELASTIC_SIGNALS_TO_HANDLE='" + list + "' names '" + name +
+                               "', which is not a signal that can be handled (torchrun's --signals-to-handle takes "
+                               "names such as SIGTERM,SIGUSR1)");
+    signals.push_back(sig);
+    at = end + 1;
+  }
+  return signals;
+}
+
 }  // namespace
 
 void install_shutdown_handlers() {
+  std::vector<int> signals = {SIGINT, SIGTERM, SIGHUP};  // SIGHUP: a closed terminal or session
+  for (int sig : torchrun_signals()) signals.push_back(sig);  // Note [torchrun's signals to handle]
   struct sigaction action {};
   action.sa_sigaction = on_signal;
   action.sa_flags = SA_SIGINFO;
   sigemptyset(&action.sa_mask);
-  sigaction(SIGINT, &action, nullptr);
-  sigaction(SIGTERM, &action, nullptr);
-  sigaction(SIGHUP, &action, nullptr);  // a closed terminal or session: stop as for SIGTERM, saving
+  for (int sig : signals) sigaction(sig, &action, nullptr);
 }
 
 void request_shutdown(int sig) {

@@ -10,6 +10,8 @@
 
 namespace cutrain {
 
+// Also for the signals that TORCHELASTIC_SIGNALS_TO_HANDLE names (Note [torchrun's signals to
+// handle] in app/shutdown.cpp); throws, naming it, for a name that is not a signal that can be handled.
 void install_shutdown_handlers();
 
 // True once one of them has arrived (async-signal-safe flag, read by the training loop).

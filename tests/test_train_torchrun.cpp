@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "nn/safetensors.h"
 #include "tests/checkpoint_compare.h"
 #include "tests/process.h"
 #include "tests/torch_python.h"
@@ -105,4 +106,30 @@ TEST_CASE("torchrun --max-restarts 1: after a rank is killed, the restarted grou
     INFO(file);
     cutrain::test::require_identical(straight + file, faulty + file);
   }
+}
+
+TEST_CASE("torchrun --signals-to-handle SIGUSR1: the signal to torchrun finishes the step and saves a checkpoint that loads",
+          "[train]") {
+  std::string python;
+  CUTRAIN_REQUIRE_TORCH(python);
+  TempDir dir;
+  const std::string save = (dir.path() / "ckpt").string();
+  std::vector<std::string> flags = train_flags(save);
+  flags.insert(flags.end(), {"--epochs", "1000", "--log-every", "1"});
+  std::vector<std::string> launcher = torchrun(python, flags);
+  // torchrun's agent catches the signals it is told to handle and passes them on to every rank
+  // (Note [torchrun's signals to handle] in app/shutdown.cpp). SIGUSR1's default action ends a process.
+  launcher.insert(launcher.begin() + 3, {"--signals-to-handle", "SIGUSR1"});
+  Process p(launcher);
+  REQUIRE(p.read_until("== step", 3, 60));
+  p.signal(SIGUSR1);
+  const Process::Result r = p.finish();
+  INFO(r.output);
+  CHECK(r.exit_code != 0);  // torchrun re-raises the signal it got, as for SIGTERM
+  const auto at = r.output.find("stopped by signal " + std::to_string(SIGUSR1) + " after step ");
+  REQUIRE(at != std::string::npos);
+  const auto path_at = r.output.find("checkpoint: ", at) + 12;
+  const std::string path = r.output.substr(path_at, r.output.find('\n', path_at) - path_at);
+  CHECK(path.rfind(save + "/checkpoint-", 0) == 0);
+  CHECK(cutrain::read_safetensors(path).tensors.count("fc.weight") == 1);
 }
