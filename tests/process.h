@@ -168,6 +168,18 @@ inline bool stat_of(const std::filesystem::path& proc_dir, char& state, pid_t& p
 
 }  // namespace detail
 
+// The CPU time that process `pid` has used so far, all its threads together, in clock ticks
+// (sysconf(_SC_CLK_TCK) a second), or -1 when there is no such process. Unlike the time on a clock, it
+// marks a point in the process's own work, wherever a loaded machine puts it.
+inline long long cpu_ticks(pid_t pid) {
+  const std::string stat = detail::read_text("/proc/" + std::to_string(pid) + "/stat");
+  std::istringstream after(stat.substr(std::min(stat.size(), stat.rfind(')') + 1)));
+  std::string skipped;  // state, ppid, pgrp, session, tty_nr, tpgid, flags, minflt, cminflt, majflt, cmajflt
+  for (int field = 0; field < 11; ++field) after >> skipped;
+  long long user = 0, system = 0;
+  return after >> user >> system ? user + system : -1;
+}
+
 // Whether process `pid` still runs; a zombie, dead but not yet reaped by its parent, does not.
 inline bool running(pid_t pid) {
   char state = 0;
@@ -202,5 +214,44 @@ inline std::map<int, pid_t> ranks_of(pid_t parent) {
   }
   return ranks;
 }
+
+// Note [Holding ranks still]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~
+// A test that saw ranks at work (a step line) and then looks them up to signal one races them: on a
+// loaded machine the ranks may have moved on by then, to the end of the job or into a restart, and a
+// rank found by the look-up may be gone before its signal. HeldRanks stops every rank of a cutrun with
+// SIGSTOP and waits until /proc shows each one stopped, so that the ranks it holds are the ones a test
+// acts on, where they were; at its end it continues them (SIGCONT). A rank that ended before it could be
+// stopped is not held, and a test that needs it fails there, naming the ranks it found.
+class HeldRanks {
+ public:
+  explicit HeldRanks(pid_t cutrun) {
+    for (const auto& [rank, pid] : ranks_of(cutrun)) {
+      ::kill(pid, SIGSTOP);
+      ranks_[rank] = pid;
+    }
+    // SIGSTOP takes effect at the rank's next scheduling, which a loaded machine may delay; a rank that
+    // ends meanwhile is a zombie or gone.
+    for (auto it = ranks_.begin(); it != ranks_.end();) {
+      char state = 0;
+      pid_t ppid = 0;
+      const std::string dir = "/proc/" + std::to_string(it->second);
+      while (detail::stat_of(dir, state, ppid) && state != 'T' && state != 'Z')
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      it = state == 'T' ? std::next(it) : ranks_.erase(it);
+    }
+  }
+  HeldRanks(const HeldRanks&) = delete;
+  HeldRanks& operator=(const HeldRanks&) = delete;
+  ~HeldRanks() {
+    for (const auto& [rank, pid] : ranks_) ::kill(pid, SIGCONT);
+  }
+
+  // The ranks held, by their RANK variable.
+  const std::map<int, pid_t>& ranks() const { return ranks_; }
+
+ private:
+  std::map<int, pid_t> ranks_;
+};
 
 }  // namespace cutrain::test

@@ -705,16 +705,28 @@ TEST_CASE("cutrun --max-restarts survives 3 random kills and ends bit-identical 
   INFO("random seed " << drawn);
   Process p(job(faulty, {"--max-restarts", "3", "--restart-delay", "0.1"}));
   for (int fault = 1; fault <= 3; ++fault) {
-    // Some steps into this attempt, a random rank dies at a random moment. The steps are counted from the
-    // attempt's first line, since the last attempt's lines can run ahead of any count kept across attempts, and a
-    // count that they already meet would look up the ranks during the restart, when there are none.
+    // Some steps into this attempt, a random rank dies at a random moment. The moment is counted in the victim's
+    // own CPU time from the attempt's first line: 2 to 13 ticks of 10 ms, about half a step to three (a step
+    // takes about 4 ticks here). Step lines and a clock counted it before, and a test process that a loaded
+    // machine kept waiting read them late while the job ran on: to its end, or into the restart, where the
+    // look-up found no ranks. CPU time moves only as the victim works. Then the ranks are held still (Note
+    // [Holding ranks still]), so that the victim dies where it was, beside a peer that is there.
     REQUIRE(p.read_until("[rank0]: warming up: step", size_t(fault), 60));
-    const size_t steps = p.count("[rank0]: == step") + 1 + random() % 3;
-    REQUIRE(p.read_until("[rank0]: == step", steps, 60));
-    std::this_thread::sleep_for(std::chrono::milliseconds(random() % 150));
-    const std::map<int, pid_t> ranks = cutrain::test::ranks_of(p.pid());
-    REQUIRE(ranks.size() == 2);
-    ::kill(ranks.at(int(random() % 2)), SIGKILL);
+    const int victim = int(random() % 2);
+    const pid_t victim_pid = cutrain::test::ranks_of(p.pid())[victim];
+    INFO("fault " << fault << ", rank " << victim << " (pid " << victim_pid << "), output so far:\n" << p.output());
+    REQUIRE(victim_pid > 0);
+    const long long at = cutrain::test::cpu_ticks(victim_pid) + 2 + (long long)(random() % 12);
+    for (long long ticks = 0; ticks >= 0 && ticks < at;) {
+      ticks = cutrain::test::cpu_ticks(victim_pid);
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    {
+      cutrain::test::HeldRanks held(p.pid());
+      REQUIRE(held.ranks().size() == 2);
+      REQUIRE(held.ranks().at(victim) == victim_pid);
+      ::kill(victim_pid, SIGKILL);
+    }
     REQUIRE(p.read_until(std::vector<std::string>{"", "restart 1 of 3", "restart 2 of 3", "restart 3 of 3"}[fault], 1, 60));
   }
   auto r = p.finish();
