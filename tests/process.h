@@ -180,6 +180,17 @@ inline long long cpu_ticks(pid_t pid) {
   return after >> user >> system ? user + system : -1;
 }
 
+// Waits until process `pid` has used `ticks` more CPU time than at the call (cpu_ticks), which marks a point
+// in its work however loaded the machine is; returns false when the process ended first.
+inline bool wait_cpu_ticks(pid_t pid, long long ticks) {
+  const long long start = cpu_ticks(pid);
+  for (long long now = start; now >= 0; now = cpu_ticks(pid)) {
+    if (now >= start + ticks) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return false;
+}
+
 // Whether process `pid` still runs; a zombie, dead but not yet reaped by its parent, does not.
 inline bool running(pid_t pid) {
   char state = 0;

@@ -716,11 +716,7 @@ TEST_CASE("cutrun --max-restarts survives 3 random kills and ends bit-identical 
     const pid_t victim_pid = cutrain::test::ranks_of(p.pid())[victim];
     INFO("fault " << fault << ", rank " << victim << " (pid " << victim_pid << "), output so far:\n" << p.output());
     REQUIRE(victim_pid > 0);
-    const long long at = cutrain::test::cpu_ticks(victim_pid) + 2 + (long long)(random() % 12);
-    for (long long ticks = 0; ticks >= 0 && ticks < at;) {
-      ticks = cutrain::test::cpu_ticks(victim_pid);
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    }
+    cutrain::test::wait_cpu_ticks(victim_pid, 2 + (long long)(random() % 12));
     {
       cutrain::test::HeldRanks held(p.pid());
       REQUIRE(held.ranks().size() == 2);
@@ -986,10 +982,13 @@ TEST_CASE("SIGINT to cutrun during a step longer than the grace period, or durin
       const std::string save = dir / "stopped";
       Process p(job(save, c.flags));
       REQUIRE(p.read_until(c.wait_for, 1, 120));
-      if (c.name == "during a step") std::this_thread::sleep_for(std::chrono::milliseconds(100));  // inside step 3
+      // Inside step 3: rank 0 has worked 20 ms of CPU time into it, of about 500. Before, a sleep of 100 ms
+      // stood for that, which on a loaded machine could end after step 4, the job's last.
+      if (c.name == "during a step") REQUIRE(cutrain::test::wait_cpu_ticks(cutrain::test::ranks_of(p.pid())[0], 2));
       p.signal(SIGINT);
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-      p.signal(SIGTERM);  // together with the first: the same stop
+      // SIGTERM once cutrun has taken the first (SIGINT's lower number would go first anyway): the same stop.
+      REQUIRE(p.read_until("cutrun: got SIGINT; passing it to every rank", 1, 60));
+      p.signal(SIGTERM);
       auto stopped = p.finish();
       INFO(stopped.output);
       CHECK(stopped.exit_code == 0);
