@@ -191,6 +191,24 @@ inline bool wait_cpu_ticks(pid_t pid, long long ticks) {
   return false;
 }
 
+// Waits until signal `signum`, sent to process `pid`, is no longer pending there, that is until a thread
+// took it (its handler began), or until `seconds` pass (a deadline of last resort); returns whether it was
+// taken. The kernel hands pending signals over lowest number first, so a test that sends a higher-numbered
+// signal first waits here before it sends the next.
+inline bool wait_taken(pid_t pid, int signum, int seconds = 60) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
+  const unsigned long long bit = 1ull << (signum - 1);
+  while (std::chrono::steady_clock::now() < deadline) {
+    std::istringstream status(detail::read_text("/proc/" + std::to_string(pid) + "/status"));
+    unsigned long long pending = 0;
+    for (std::string line; std::getline(status, line);)
+      if (line.rfind("SigPnd:", 0) == 0 || line.rfind("ShdPnd:", 0) == 0) pending |= std::stoull(line.substr(7), nullptr, 16);
+    if (!(pending & bit)) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return false;
+}
+
 // Whether process `pid` still runs; a zombie, dead but not yet reaped by its parent, does not.
 inline bool running(pid_t pid) {
   char state = 0;
