@@ -107,11 +107,16 @@ TEST_CASE("a rank exiting with code 3 makes cutrun stop the others and exit 3, n
 }
 
 // app/failure_record.h: rank 0 fails first (a full disk) but exits later; rank 1, whose collective
-// broke, exits sooner. Before, cutrun named rank 1 and exited with its code.
+// broke, exits sooner. Before, cutrun named rank 1 and exited with its code. The order is made by
+// events: rank 1 writes its record once rank 0's marker file exists, and rank 0 exits only when
+// cutrun stops it after rank 1's exit.
 TEST_CASE("the rank that failed first is named, whichever exits first, from the ranks' failure records", "[dist]") {
+  TempDir dir;
+  const std::string marker = (dir.path() / "rank0-failed").string();
   auto r = run(cutrun_sh({"--nproc-per-node", "2"},
                          "if [ $RANK = 0 ]; then echo \"$(date +%s%N) checkpoint: No space left on device\" > "
-                         "$CUTRAIN_ERROR_FILE; trap '' TERM; sleep 1; exit 4; fi; sleep 0.3; "
+                         "$CUTRAIN_ERROR_FILE; touch " + marker + "; trap 'kill $!; exit 4' TERM; sleep 60 & wait; fi; "
+                         "while [ ! -e " + marker + " ]; do sleep 0.01; done; "
                          "echo \"$(date +%s%N) rank 0 left\" > $CUTRAIN_ERROR_FILE; exit 5"));
   INFO(r.output);
   CHECK(r.exit_code == 4);

@@ -67,14 +67,18 @@ TEST_CASE("cutrun --nproc-per-node gpu starts one rank per visible GPU, and auto
 
 TEST_CASE("cutrun --max-restarts starts the group again after a failure, at most N times", "[dist]") {
   CHECK(run({kCutrun, "--max-restarts", "0", "/bin/true"}).exit_code == 0);
-  // Rank 1 fails a second after it starts, so that rank 0 has said "start" before cutrun stops it.
+  // Rank 1 fails once rank 0 of its attempt has said "start" (a marker file per restart), and rank 0
+  // would sleep for a minute unless cutrun stops it.
+  TempDir started;
+  const std::string marker = (started.path() / "started-").string() + "$TORCHELASTIC_RESTART_COUNT";
   auto restarts = run({kCutrun, "--nproc-per-node", "2", "--max_restarts", "2", "--restart-delay", "0", "/bin/sh",
-                       "-c", "echo start; [ $RANK = 1 ] && { sleep 1; exit 3; }; sleep 5"});
+                       "-c", "if [ $RANK = 0 ]; then echo start; touch " + marker + "; exec sleep 60; fi; "
+                             "while [ ! -e " + marker + " ]; do sleep 0.01; done; exit 3"});
   CHECK(restarts.exit_code == 3);
   CHECK(count(restarts.output, "[rank0]: start") == 3);
   CHECK_THAT(restarts.output, Catch::Contains("cutrun: restart 2 of 2 in 0 s, after rank 1 exited with code 3: "
                                               "starting every rank again, which resume as their flags say"));
-  CHECK(restarts.seconds < 10);  // each attempt stopped rank 0 at once
+  CHECK(restarts.seconds < 60);  // each attempt stopped rank 0, or the first alone would take a minute
   // On several nodes too (tests/scripts/test_two_node_restarts.sh runs two), where it was refused.
   auto nodes = run({kCutrun, "--nnodes", "2", "--node-rank", "1", "--rdzv-id", "r", "--max-restarts", "1", "/bin/true"});
   CHECK(nodes.exit_code == 0);

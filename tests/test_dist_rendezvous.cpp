@@ -52,12 +52,15 @@ void ignore(const std::string&) {}
 TEST_CASE("rendezvous returns once every rank has arrived, whoever starts first", "[dist]") {
   const int port = cutrain::test::free_port();
   std::vector<std::future<std::unique_ptr<cutrain::Store>>> others;
-  for (int r = 1; r < 3; ++r)  // before rank 0 serves the store: they retry until it does
-    others.push_back(std::async(std::launch::async, [=] { return rendezvous(rank_env(r, 3, 1, port, 5s), ignore); }));
+  // Ranks 1 and 2 start first, most likely before rank 0 serves the store, and retry until it does
+  // (either order passes). With a timeout of 60 s, rank 0 would say whom it waits for after 15 s
+  // (kReportEvery in dist/launch/rendezvous.cpp), which no loaded machine makes them late by.
+  for (int r = 1; r < 3; ++r)
+    others.push_back(std::async(std::launch::async, [=] { return rendezvous(rank_env(r, 3, 1, port, 60s), ignore); }));
   std::this_thread::sleep_for(200ms);
   Lines lines;
   std::unique_ptr<cutrain::Store> store;  // rank 0's store lives on after the meeting
-  CHECK_NOTHROW(store = rendezvous(rank_env(0, 3, 1, port, 5s), lines.report()));
+  CHECK_NOTHROW(store = rendezvous(rank_env(0, 3, 1, port, 60s), lines.report()));
   for (auto& o : others) CHECK_NOTHROW(o.get());
   CHECK(lines.all.empty());  // nothing to say when nobody is late
 }
