@@ -145,17 +145,18 @@ namespace {
 
 // Two Python ranks under cutrun that handle SIGTERM with `handler` (a Python expression; `stop` says
 // so and exits 0), and SIGTERM to cutrun once both are ready. Python rather than sh: dash can lose
-// a signal that lands while it forks its next command.
+// a signal that lands while it forks its next command. They sleep rather than pause(): a signal
+// that lands between Python's check for one and the pause() call would wait for another.
 Process::Result sigterm_to_cutrun(const std::string& grace_period, const std::string& handler) {
   Process p({kCutrun, "--nproc-per-node", "2", "--grace-period", grace_period, "python3", "-c",
-             "import os, signal, sys\n"
+             "import os, signal, sys, time\n"
              "def stop(*_):\n"
              "    print('rank', os.environ['RANK'], 'got TERM', flush=True)\n"
              "    sys.exit(0)\n"
              "signal.signal(signal.SIGTERM, " + handler + ")\n"
              "print('ready', flush=True)\n"
              "while True:\n"
-             "    signal.pause()\n"});
+             "    time.sleep(1)\n"});
   REQUIRE(p.read_until("ready", 2));
   p.signal(SIGTERM);
   return p.finish();

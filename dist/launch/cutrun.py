@@ -615,6 +615,7 @@ def run_job(args):
     stopping = threading.Event()
     received = []  # the signal that asked cutrun to stop, if one did, and when: (signum, monotonic time)
     watching = []  # the ProgressWatch of the group that runs now, if any
+    stop = {}  # the stop under way, once stop_all has begun one: its group of ranks and its signal
 
     # Note [A stop that saves]
     # ~~~~~~~~~~~~~~~~~~~~~~~~
@@ -631,7 +632,8 @@ def run_job(args):
         if stopping.is_set():
             return
         stopping.set()
-        group = list(ranks)  # these ranks alone: a restart starts others
+        group = list(ranks)  # these ranks alone, and any whose start it interrupted: a restart starts others
+        stop.update(group=group, signum=signum)
         for r in group:
             r.signal(signum)
         started = time.monotonic()
@@ -693,7 +695,13 @@ def run_job(args):
             for local_rank in range(args.nproc_per_node):
                 if stopping.is_set():
                     break  # told to stop while starting: start no more
-                ranks.append(Rank(args, local_rank, restart, console_lock, watch))
+                rank = Rank(args, local_rank, restart, console_lock, watch)
+                ranks.append(rank)
+                # A signal handled while this rank started (its output may already be read) stopped the
+                # ranks listed then: this one joins that stop, its signal and its kill after the wait.
+                if stopping.is_set() and rank not in stop["group"]:
+                    stop["group"].append(rank)
+                    rank.signal(stop["signum"])
         except LogError as e:
             stop_all(signal.SIGTERM)
             fail(str(e))
