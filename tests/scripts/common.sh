@@ -1,7 +1,10 @@
 # Shared by the script tests (sourced): arguments, a scratch folder, an interpreter that has what a test
 # needs, and the verdicts. Each test is `bash test_X.sh REPO_ROOT BIN_DIR`; "SKIPPED: why" makes CTest
 # count it as skipped.
-set -euo pipefail
+set -Eeuo pipefail
+# A command that fails where no test expected it ends the test under set -e, and says so: which line,
+# which command. (Such an end was silent, as a pid looked up while its rank restarted once was.)
+trap 'echo "FAIL: ${0##*/} line $LINENO: \"$BASH_COMMAND\" exited $?" >&2' ERR
 repo="$(cd "${1:?usage: $0 REPO_ROOT [BIN_DIR]}" && pwd)"
 bin="${2:-$repo/build/bin}"
 scratch="$(mktemp -d)"

@@ -31,12 +31,13 @@ last=checkpoint-00000040  # 64 images, 2 ranks of 8: 4 steps an epoch, of about 
 "$bin/cutrun" --standalone --nproc-per-node 2 "${train[@]}" --save "$scratch/straight" >"$scratch/straight.log" 2>&1 ||
   fail "the run without faults failed: $(tail -n 5 "$scratch/straight.log")"
 
-# rank_pid N: the cutrain process of node N, once there is one.
+# rank_pid N: the cutrain process of node N, or nothing while it has none (a restart starting it).
 rank_pid() {
   local pid
   for pid in $(ip netns pids "${ns[$1]}" 2>/dev/null); do
     [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = cutrain ] && { echo "$pid"; return; }
   done
+  return 0
 }
 
 # wait_for N PATTERN SECONDS: node N's log matches PATTERN (a fixed string) within SECONDS.
@@ -82,9 +83,14 @@ for trial in $(seq 1 "$trials"); do
     done
     sleep "0.0$((RANDOM % 10))"
     victim=$((RANDOM % 2))
-    pid="$(rank_pid "$victim")"
-    [ -n "$pid" ] || fail "trial $trial: no rank on node $victim to kill: $(tail -n 8 "$scratch/job.$trial.$victim.log")"
-    kill -KILL "$pid"
+    # Its rank, once it runs; one that ended between the look and the kill (on a loaded machine, the
+    # other node's restart can reach it first) is looked up again.
+    until=$((SECONDS + 30))
+    until pid="$(rank_pid "$victim")" && [ -n "$pid" ] && kill -KILL "$pid" 2>/dev/null; do
+      ((SECONDS < until)) ||
+        fail "trial $trial: no rank on node $victim to kill: $(tail -n 8 "$scratch/job.$trial.$victim.log")"
+      sleep 0.05
+    done
     faults=$((faults + 1))
     for n in 0 1; do wait_for "$n" "restart $fault of 3" 30; done
     steps=$(grep -c '^\[rank0\]: == step' "$scratch/job.$trial.0.log")
