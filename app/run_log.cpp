@@ -169,22 +169,24 @@ void RunLog::step(const StepRecord& r) {
   } else {
     char mfu[32] = "";
     if (r.mfu) std::snprintf(mfu, sizeof mfu, " | mfu: %.1f%%", 100 * *r.mfu);
-    std::printf("== step: [%3d/%d] [%d/%d] | loss: %.3f | train acc: %.3f%% | %.0f img/s%s | %.1f ms/step | data: "
-                "%.1f ms/step | max mem: %.0f MiB | lr: %.4g | elapsed: %s | eta: %s\n",
-                r.step, r.steps_per_epoch, r.epoch, r.epochs, r.loss, 100 * r.acc, r.images_per_s, mfu, r.ms_per_step,
-                r.data_ms_per_step, double(r.peak_memory_bytes) / (1 << 20), r.lr, clock_text(r.elapsed_s).c_str(),
-                clock_text(r.eta_s).c_str());
+    std::printf("== step: [%3d/%d] [%d/%d] | loss: %.3f | grad norm: %.3f | train acc: %.3f%% | %.0f img/s%s | %.1f "
+                "ms/step | data: %.1f ms/step | max mem: %.0f MiB | lr: %.4g | elapsed: %s | eta: %s\n",
+                r.step, r.steps_per_epoch, r.epoch, r.epochs, r.loss, r.grad_norm, 100 * r.acc, r.images_per_s, mfu,
+                r.ms_per_step, r.data_ms_per_step, double(r.peak_memory_bytes) / (1 << 20), r.lr,
+                clock_text(r.elapsed_s).c_str(), clock_text(r.eta_s).c_str());
     std::fflush(stdout);
   }
   write_json(nlohmann::json{{"kind", "step"}, {"epoch", r.epoch}, {"step", r.step},
                             {"steps_per_epoch", r.steps_per_epoch}, {"global_step", r.global_step},
-                            {"loss", r.loss}, {"acc", r.acc}, {"lr", r.lr}, {"images_per_s", r.images_per_s},
+                            {"loss", r.loss}, {"grad_norm", r.grad_norm}, {"acc", r.acc}, {"lr", r.lr},
+                            {"images_per_s", r.images_per_s},
                             {"ms_per_step", r.ms_per_step}, {"data_ms_per_step", r.data_ms_per_step},
                             {"peak_memory_bytes", r.peak_memory_bytes}, {"mfu", optional_number(r.mfu)},
                             {"elapsed_s", r.elapsed_s}, {"eta_s", r.eta_s}});
   if (tensorboard_) {
     tensorboard_->scalar("train/loss", r.global_step, r.loss);
     tensorboard_->scalar("train/accuracy", r.global_step, r.acc);
+    tensorboard_->scalar("train/grad_norm", r.global_step, r.grad_norm);
     tensorboard_->scalar("train/lr", r.global_step, r.lr);
     tensorboard_->scalar("train/images_per_s", r.global_step, r.images_per_s);
   }

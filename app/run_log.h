@@ -48,6 +48,7 @@ struct StepRecord {
   int epochs;
   int64_t global_step;     // optimizer steps since the start of training
   double loss, acc, lr;    // loss and accuracy averaged over the steps since the last record
+  double grad_norm;        // the last step's gradient norm (SGD::grad_norm), as llm.c prints it
   double images_per_s;     // all ranks together
   double ms_per_step;
   double data_ms_per_step;  // waiting for the batch (torchvision's "data"): the loader's, on the host

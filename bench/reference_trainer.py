@@ -392,6 +392,8 @@ def train(model, env, args, train_set, test_set):
                 seconds = clock.step_s() - interval_start
                 ms = seconds * 1000 / steps
                 rate = images_per_step * 1000 / ms
+                # the last step's gradient norm after DDP's average, clip_grad_norm_'s total norm, as cutrain's
+                grad_norm = torch.nn.utils.get_total_norm([p.grad for p in model.parameters()]).item()
                 if warm:
                     warm_images += images_per_step * steps
                     warm_seconds += seconds
@@ -405,13 +407,13 @@ def train(model, env, args, train_set, test_set):
                 eta = step_seconds * (total_steps - global_step)
                 data_ms, peak = data_seconds * 1000 / steps, peak_memory(device)
                 env.print(f"== step: [{step:>3}/{steps_per_epoch}] [{epoch}/{epochs}] | loss: {mean_loss:.3f} "
-                          f"| train acc: {100 * acc:.3f}% | {rate:.0f} img/s | {ms:.1f} ms/step "
+                          f"| grad norm: {grad_norm:.3f} | train acc: {100 * acc:.3f}% | {rate:.0f} img/s | {ms:.1f} ms/step "
                           f"| data: {data_ms:.1f} ms/step | max mem: {peak / 2**20:.0f} MiB | lr: {lr:.4g} "
                           f"| elapsed: {clock_text(elapsed)} | eta: {clock_text(eta)}")  # cutrain's shape
                 metrics.write(kind="step", epoch=epoch, step=step, steps_per_epoch=steps_per_epoch,
-                              global_step=global_step, loss=mean_loss, acc=acc, lr=lr, images_per_s=rate,
-                              ms_per_step=ms, data_ms_per_step=data_ms, peak_memory_bytes=peak, elapsed_s=elapsed,
-                              eta_s=eta)
+                              global_step=global_step, loss=mean_loss, grad_norm=grad_norm, acc=acc, lr=lr,
+                              images_per_s=rate, ms_per_step=ms, data_ms_per_step=data_ms, peak_memory_bytes=peak,
+                              elapsed_s=elapsed, eta_s=eta)
                 interval_start, interval_first_step, data_seconds = clock.step_s(), step, 0.0
             if last:
                 break

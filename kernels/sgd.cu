@@ -62,7 +62,37 @@ __global__ void sgd_update_kernel(float* param, float* momentum, const SgdSegmen
   }
 }
 
+// One block: each thread sums the squares of every blockDim.x-th element of every segment, then
+// the block adds the threads' sums in a tree.
+__global__ void sgd_grad_squares_kernel(const SgdSegment* segments, int count, double* squares) {
+  __shared__ double sums[kBlockThreads];
+  double sum = 0;
+  for (int k = 0; k < count; ++k) {
+    const SgdSegment s = segments[k];
+    for (int64_t i = threadIdx.x; i < s.numel; i += blockDim.x) {
+      const double g = sgd_load(s.grad, i);
+      sum += g * g;
+    }
+  }
+  sums[threadIdx.x] = sum;
+  __syncthreads();
+  for (int half = blockDim.x / 2; half > 0; half /= 2) {
+    if (threadIdx.x < half) sums[threadIdx.x] += sums[threadIdx.x + half];
+    __syncthreads();  // this level's sums written before the next level reads them
+  }
+  if (threadIdx.x == 0) *squares = sums[0];
+}
+
 }  // namespace
+
+void sgd_grad_squares_cuda(const SgdSegment* segments, const SgdSegment* device_segments, int count, double* squares,
+                           cudaStream_t stream) {
+  Traffic bytes{0, bytes_of<double>(1)};
+  for (int k = 0; k < count; ++k)
+    bytes.read += segments[k].numel * (segments[k].grad.bf16 ? 2 : 4) + bytes_of<SgdSegment>(1);
+  launch_kernel({"sgd_grad_squares_kernel", bytes}, sgd_grad_squares_kernel, dim3(1), kBlockThreads, 0, stream,
+                device_segments, count, squares);
+}
 
 void sgd_update_cuda(float* param, float* momentum, const SgdSegment* segments, const SgdSegment* device_segments,
                      int count, const float* lr, SgdConfig cfg, cudaStream_t stream) {

@@ -53,4 +53,16 @@ void sgd_update_cpu(float* param, float* momentum, const SgdSegment* segments, i
 void sgd_update_cuda(float* param, float* momentum, const SgdSegment* segments, const SgdSegment* device_segments,
                      int count, const float* lr, SgdConfig cfg, cudaStream_t stream);
 
+// The sum of the squares of the segments' gradients, as the update reads them, in double:
+//
+//   squares = sum over segments s, elements i of grad_s[i]^2
+//
+// Its square root is the gradient's 2-norm, torch.nn.utils.clip_grad_norm_'s total norm. The CUDA
+// launcher writes it to *squares with one block, so that the order of the additions, and the
+// result, never vary; the step line asks for it between steps, where 45 MB read by one block cost
+// about a millisecond.
+double sgd_grad_squares_cpu(const SgdSegment* segments, int count);
+void sgd_grad_squares_cuda(const SgdSegment* segments, const SgdSegment* device_segments, int count, double* squares,
+                           cudaStream_t stream);
+
 }  // namespace cutrain

@@ -3,6 +3,7 @@
 #include <cuda_bf16.h>
 
 #include <algorithm>
+#include <cmath>
 
 #include "nn/context.h"
 
@@ -43,7 +44,8 @@ SGD::SGD(Context& ctx, ParameterSet& params, SgdConfig config, LrSchedule schedu
       schedule_(schedule),
       momentum_(ctx.device(), params.numel() * sizeof(float)),
       step_(ctx.device(), sizeof(int64_t)),
-      lr_(ctx.device(), sizeof(float)) {
+      lr_(ctx.device(), sizeof(float)),
+      grad_squares_(ctx.device(), sizeof(double)) {
   for (const Parameter* p : params.in_layout_order()) segments_.push_back(segment_of(*p, ctx.dtype(), grads));
   device_segments_ = device_table(ctx.device(), segments_);
 }
@@ -83,6 +85,18 @@ void SGD::update(int64_t begin, int64_t end, cudaStream_t stream) {
   } else {
     sgd_update_cpu(param, buf, segments_.data() + first, int(last - first), lr, config_);
   }
+}
+
+double SGD::grad_norm(cudaStream_t stream) {
+  double squares = 0;
+  if (ctx_.on_gpu()) {
+    sgd_grad_squares_cuda(segments_.data(), static_cast<const SgdSegment*>(device_segments_.data()),
+                          int(segments_.size()), static_cast<double*>(grad_squares_.data()), stream);
+    copy_bytes_to_host(grad_squares_, &squares);
+  } else {
+    squares = sgd_grad_squares_cpu(segments_.data(), int(segments_.size()));
+  }
+  return std::sqrt(squares);
 }
 
 }  // namespace cutrain

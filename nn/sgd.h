@@ -47,6 +47,11 @@ class SGD {
   void begin_step(cudaStream_t stream);
   void update(int64_t begin, int64_t end, cudaStream_t stream);
 
+  // The 2-norm of the gradient that the last step's updates read, over every parameter: after the
+  // ranks' average and before weight decay, torch.nn.utils.clip_grad_norm_'s total norm. It waits
+  // for the device, so it belongs between steps, as at a log line.
+  double grad_norm(cudaStream_t stream);
+
   const SgdConfig& config() const { return config_; }
   // Momentum buffers, laid out like the parameters (checkpointing); zero until the first step.
   Tensor momentum() const;
@@ -59,6 +64,7 @@ class SGD {
   DeviceBuffer momentum_;
   DeviceBuffer step_;  // int64
   DeviceBuffer lr_;    // float
+  DeviceBuffer grad_squares_;  // double, written by grad_norm on the GPU
   std::vector<SgdSegment> segments_;  // one per parameter, in layout order
   DeviceBuffer device_segments_;
 };

@@ -62,7 +62,8 @@ int64_t stored_size(const TestParameter& p) { return p.cols ? p.numel / p.cols *
 
 }  // namespace
 
-TEST_CASE("SGD over segments matches the CPU reference: fp32 and bf16 gradients and copies, tails, pitches",
+TEST_CASE("SGD over segments, and its gradients' sum of squares, match the CPU reference: fp32 and bf16 "
+          "gradients and copies, tails, pitches",
           CUTRAIN_GPU_TAG) {
   CUTRAIN_REQUIRE_GPU();
   const bool nesterov = GENERATE(false, true);
@@ -139,6 +140,21 @@ TEST_CASE("SGD over segments matches the CPU reference: fp32 and bf16 gradients 
   }
   // Between the parameters (the flat buffers' padding) nothing moved.
   for (int64_t i = 5130 + 64; i < 5248; ++i) CHECK(result[size_t(i)] == param[size_t(i)]);
+  // The gradient's sum of squares over the parameters' elements alone (the stems' padding holds
+  // random values too): the CPU twin's and the device's, each added in its own fixed order.
+  double squares = 0;
+  for (size_t k = 0; k < params.size(); ++k) {
+    const std::vector<float> g = grads[k]->host_values();
+    for (int64_t i = 0; i < params[k].numel; ++i) {
+      const int64_t j = params[k].cols ? i / params[k].cols * params[k].pitch + i % params[k].cols : i;
+      squares += double(g[size_t(j)]) * g[size_t(j)];
+    }
+  }
+  CHECK(sgd_grad_squares_cpu(host_segments.data(), int(host_segments.size())) == Approx(squares).epsilon(1e-12));
+  DeviceBuffer<double> device_squares(1);
+  sgd_grad_squares_cuda(host_segments.data(), segment_table.get(), int(host_segments.size()), device_squares.get(),
+                        nullptr);
+  CHECK(device_squares.copy_to_host()[0] == Approx(squares).epsilon(1e-12));
 }
 
 TEST_CASE("the learning rate of every schedule, computed on the device from the step counter, is the host's",

@@ -2,6 +2,9 @@
 // (with the momentum buffer created from the first gradient), and against hand-computed numbers.
 #include <catch2/catch.hpp>
 
+#include <cuda_bf16.h>
+
+#include <cmath>
 #include <optional>
 #include <random>
 #include <vector>
@@ -85,4 +88,26 @@ TEST_CASE("SGD by hand: two steps with and without Nesterov", "[nn]") {
     CHECK(buf == Approx(1.134f).epsilon(1e-6));
     CHECK(param == Approx(0.8266f).epsilon(1e-6));
   }
+}
+
+TEST_CASE("the gradient's sum of squares is clip_grad_norm_'s total norm, squared, over a layer's rows alone",
+          "[nn]") {
+  // A contiguous fp32 gradient over several of the CPU's blocks, and a bf16 one held as rows of 3
+  // in a pitch of 8 (the stem's padded filter), whose padding holds values that must not count.
+  std::mt19937 rng(11);
+  const std::vector<float> dense = test::random_vector(40'000, rng);
+  std::vector<__nv_bfloat16> padded;
+  for (float g : test::random_vector(64 * 8, rng)) padded.push_back(__float2bfloat16(g));
+  SgdSegment segments[2];
+  segments[0].numel = int64_t(dense.size());
+  segments[0].grad = {const_cast<float*>(dense.data())};
+  segments[1].numel = 64 * 3;
+  segments[1].grad = {padded.data(), true, 3, 8};
+  // torch.nn.utils.clip_grad_norm_: the norm of the per-tensor norms.
+  double dense_squares = 0, padded_squares = 0;
+  for (float g : dense) dense_squares += double(g) * g;
+  for (int row = 0; row < 64; ++row)
+    for (int c = 0; c < 3; ++c) padded_squares += std::pow(double(__bfloat162float(padded[size_t(row * 8 + c)])), 2);
+  const double total_norm = std::hypot(std::sqrt(dense_squares), std::sqrt(padded_squares));
+  CHECK(std::sqrt(sgd_grad_squares_cpu(segments, 2)) == Approx(total_norm).epsilon(1e-12));
 }

@@ -846,7 +846,7 @@ TEST_CASE("step lines come after the first step and by time too, with the lr, el
   CHECK_THAT(r.output, Catch::Contains("warming up: step 1 of 64, whose line comes at once; then a line every 1000 "
                                        "steps or 0.3 s\n== step: [  1/64] [1/1] | loss: "));
   // The shape of every line: the seed's fields, then the learning rate, the time and the ETA.
-  CHECK_THAT(r.output, HasLines("== step: \\[ 64/64\\] \\[1/1\\] \\| loss: [0-9.]+ \\| train acc: "
+  CHECK_THAT(r.output, HasLines("== step: \\[ 64/64\\] \\[1/1\\] \\| loss: [0-9.]+ \\| grad norm: [0-9.]+ \\| train acc: "
                                 "[0-9.]+% \\| [0-9]+ img/s \\| [0-9.]+ ms/step \\| data: [0-9.]+ ms/step \\| max mem: "
                                 "[1-9][0-9]* MiB \\| lr: 0.05 \\| elapsed: 0:00:[0-9]{2} \\| eta: 0:00:00"));
   CHECK_THAT(r.output, HasLines("== epoch 1/1 \\| loss: [0-9.]+ \\| train acc: [0-9.]+% \\| test acc: [0-9.]+% \\| "
@@ -858,6 +858,7 @@ TEST_CASE("step lines come after the first step and by time too, with the lr, el
   CHECK(steps.back()["data_ms_per_step"].get<double>() >= 0);
   CHECK(steps.back()["peak_memory_bytes"].get<int64_t>() > 0);  // the resident set, on the CPU
   CHECK(steps.back()["mfu"].is_null());                           // a GPU's share of its peak
+  CHECK(steps.back()["grad_norm"].get<double>() > 0);
   CHECK(steps.back()["eta_s"] == 0.0);
   CHECK(steps[1]["global_step"].get<int>() < 64);
   CHECK(steps[1]["eta_s"].get<double>() > 0);

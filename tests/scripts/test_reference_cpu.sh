@@ -17,7 +17,7 @@ write_cifar "$scratch/d" data_batch_1.bin:40 data_batch_2.bin:40 data_batch_3.bi
   fail "to a target: $(tail -n 3 "$scratch/out3.txt")"
 grep -q "^target 100.00% test accuracy not reached in 2 epochs (best " "$scratch/out3.txt" ||
   fail "no line about the unreached target: $(tail -n 2 "$scratch/out3.txt")"
-grep -qE '^== step: \[  2/6\] \[1/2\] \| loss: [0-9.]+ \| train acc: [0-9.]+% \| [0-9]+ img/s \| [0-9.]+ ms/step \| data: [0-9.]+ ms/step \| max mem: [1-9][0-9]* MiB \| lr: [0-9.e-]+ \| elapsed: [0-9]+:[0-9]{2}:[0-9]{2} \| eta: [0-9]+:[0-9]{2}:[0-9]{2}$' "$scratch/out.txt" ||
+grep -qE '^== step: \[  2/6\] \[1/2\] \| loss: [0-9.]+ \| grad norm: [0-9.]+ \| train acc: [0-9.]+% \| [0-9]+ img/s \| [0-9.]+ ms/step \| data: [0-9.]+ ms/step \| max mem: [1-9][0-9]* MiB \| lr: [0-9.e-]+ \| elapsed: [0-9]+:[0-9]{2}:[0-9]{2} \| eta: [0-9]+:[0-9]{2}:[0-9]{2}$' "$scratch/out.txt" ||
   fail "step line shape: $(grep -m1 '== step' "$scratch/out.txt")"
 grep -qE '^== epoch 1/2 \| loss: [0-9.]+ \| train acc: [0-9.]+% \| test acc: [0-9.]+% \| [0-9.]+ s \| [0-9]+ img/s$' "$scratch/out.txt" ||
   fail "epoch line shape: $(grep -m1 '== epoch' "$scratch/out.txt")"
@@ -32,7 +32,7 @@ epochs = [r for r in records if r["kind"] == "epoch"]
 (summary,) = [r for r in records if r["kind"] == "summary"]
 # 96 images, batch 16: 6 steps per epoch; 7 steps in all: epoch 2 stops after one step.
 assert [r["global_step"] for r in steps] == [2, 4, 6, 7], steps
-assert set(steps[0]) == {"kind", "epoch", "step", "steps_per_epoch", "global_step", "loss", "acc", "lr",
+assert set(steps[0]) == {"kind", "epoch", "step", "steps_per_epoch", "global_step", "loss", "grad_norm", "acc", "lr",
                          "images_per_s", "ms_per_step", "data_ms_per_step", "peak_memory_bytes", "elapsed_s", "eta_s",
                          "time"}, steps[0]
 assert all(a["time"] <= b["time"] for a, b in zip(records, records[1:])), records
