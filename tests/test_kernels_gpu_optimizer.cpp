@@ -62,8 +62,8 @@ int64_t stored_size(const TestParameter& p) { return p.cols ? p.numel / p.cols *
 
 }  // namespace
 
-TEST_CASE("SGD over segments, and its gradients' sum of squares, match the CPU reference: fp32 and bf16 "
-          "gradients and copies, tails, pitches",
+TEST_CASE("SGD over segments and the gradients' sum of squares match the CPU reference with fp32 and bf16 "
+          "gradients and copies, tails and pitches",
           CUTRAIN_GPU_TAG) {
   CUTRAIN_REQUIRE_GPU();
   const bool nesterov = GENERATE(false, true);

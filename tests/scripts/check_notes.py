@@ -6,12 +6,18 @@
   sources, scripts and documents must be defined, and none twice.
 - Test names. No Catch2 TEST_CASE name holds a ';': CTest splits a test's name there, and the
   halves then match no test (tests/CMakeLists.txt runs them with -w NoTests, so that fails late).
+  And a name's first ': ' ends before its 70th character: Catch 2.13 indents the lines of a wrapped
+  name to it, and with the indent near its 79 columns it loops forever printing the name (as it does
+  for a skipped test), filling the memory of the CTest that reads it.
 
 Usage: check_notes.py REPO. Prints one line per fault and exits 1, or one "ok:" line.
 """
 import os
 import re
 import sys
+
+CATCH_WIDTH = 79     # the columns of Catch's console reporter, where it wraps a test name
+MAX_COLON_END = 70   # where a wrapped name's first ': ' must end by
 
 SOURCE_SUFFIXES = (".h", ".cpp", ".cu", ".cuh", ".py", ".sh", ".txt", ".cmake", ".md")
 # Folders that hold no project text: build outputs, Debian's and third parties' code, git's own.
@@ -63,6 +69,11 @@ def main(repo):
                 if ";" in name:
                     faults.append(f"{where}:{line_of(text, m.start())}: the test name \"{name}\" holds a ';', "
                                   "where CTest splits test names")
+                colon = name.find(": ")
+                if colon + 2 >= MAX_COLON_END and len(name) > CATCH_WIDTH:
+                    faults.append(f"{where}:{line_of(text, m.start())}: the test name \"{name}\" has its first "
+                                  f"': ' at character {colon + 1}, where Catch wraps it forever (keep it before "
+                                  f"{MAX_COLON_END - 2})")
     for name, at in citations:
         if name not in definitions:
             faults.append(f"{at}: Note [{name}] is cited but defined nowhere (define it as `// Note [{name}]` "
@@ -72,7 +83,7 @@ def main(repo):
     if faults:
         return 1
     print(f"ok: {len(definitions)} Notes, each defined once, {len(citations)} citations of them, "
-          f"and {test_names} test names without a ';'")
+          f"and {test_names} test names without a ';' or a late ': '")
     return 0
 
 
