@@ -1,7 +1,7 @@
 # `cutrain train --tensorboard DIR` read back by TensorBoard's own reader (tensorboard.backend.event_processing,
 # from the project's environment): every scalar at every step where the metrics JSONL has a record, with the
-# same values (stored as float32): train/loss, train/accuracy, train/lr and train/images_per_s at each logged
-# step, test/accuracy and test/loss at each evaluation. tests/test_train_tensorboard.cpp checks the records' bytes.
+# same values (stored as float32): train/loss, train/accuracy, train/grad_norm, train/lr and train/images_per_s at
+# each logged step, test/accuracy and test/loss at each evaluation. tests/test_train_tensorboard.cpp checks the records' bytes.
 source "$(dirname "$0")/common.sh"
 require_python "tensorboard.backend.event_processing.event_accumulator"
 [ -x "$bin/cutrain" ] || skip "no cutrain binary in $bin"
@@ -19,8 +19,8 @@ records = [json.loads(line) for line in open("m.jsonl")]
 expected = {}
 for r in records:
     if r["kind"] == "step":
-        for tag, key in [("train/loss", "loss"), ("train/accuracy", "acc"), ("train/lr", "lr"),
-                         ("train/images_per_s", "images_per_s")]:
+        for tag, key in [("train/loss", "loss"), ("train/accuracy", "acc"), ("train/grad_norm", "grad_norm"),
+                         ("train/lr", "lr"), ("train/images_per_s", "images_per_s")]:
             expected.setdefault(tag, []).append((r["global_step"], r[key]))
     elif r["kind"] == "eval":
         expected.setdefault("test/accuracy", []).append((r["global_step"], r["test_acc"]))
