@@ -59,8 +59,8 @@ void sgd_update_cuda(float* param, float* momentum, const SgdSegment* segments, 
 //
 // Its square root is the gradient's 2-norm, torch.nn.utils.clip_grad_norm_'s total norm. The CUDA
 // launcher writes it to *squares with one block, so that the order of the additions, and the
-// result, never vary; the step line asks for it between steps, where 45 MB read by one block cost
-// about a millisecond.
+// result, never vary. The step line asks for it between steps, so one block's read of the 45 MB of
+// gradients (a few milliseconds by estimate; only a GPU can time it) is never inside a step.
 double sgd_grad_squares_cpu(const SgdSegment* segments, int count);
 void sgd_grad_squares_cuda(const SgdSegment* segments, const SgdSegment* device_segments, int count, double* squares,
                            cudaStream_t stream);
