@@ -567,7 +567,8 @@ void Trainer::log_window(int epoch, int64_t batch) {
   r.global_step = state_.global_step;
   r.loss = w.mean_loss;
   r.acc = double(w.correct) / (double(w.steps) * opt_.batch_size);
-  r.grad_norm = step_->sgd().grad_norm(ctx_->main_stream());
+  // The main rank alone prints and records the step, so it alone waits for the norm's reduction.
+  r.grad_norm = env_.is_main() ? step_->sgd().grad_norm(ctx_->main_stream()) : 0.0;
   r.lr = schedule_.at(state_.global_step - 1);  // the last step's, as the device computed it
   r.images_per_s = images / seconds;
   r.ms_per_step = 1000 * seconds / w.steps;
