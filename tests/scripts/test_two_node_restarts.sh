@@ -75,22 +75,30 @@ for trial in $(seq 1 "$trials"); do
   done
   steps=0
   for fault in 1 2 3; do
-    # Some steps into this attempt, a random node's rank dies at a random moment.
+    # Some steps into this attempt, a random node's rank dies at a random moment. The job is held
+    # still from that moment until the kill: rank 0 is stopped, so no rank gets further, and on a
+    # loaded machine the job cannot finish its last steps while the test looks for the victim (it
+    # did, and the test found no rank to kill). Rank 0's pid is looked up first, so that the stop is
+    # one system call once the step is seen.
     steps=$((steps + 1 + RANDOM % 3))
-    until [ "$(grep -c '^\[rank0\]: == step' "$scratch/job.$trial.0.log" 2>/dev/null)" -ge "$steps" ]; do
+    held=""
+    until [ -n "$held" ] && [ "$(grep -c '^\[rank0\]: == step' "$scratch/job.$trial.0.log" 2>/dev/null)" -ge "$steps" ]; do
       kill -0 "${pids[0]}" 2>/dev/null || fail "trial $trial: node 0 ended early: $(tail -n 5 "$scratch/job.$trial.0.log")"
+      [ -n "$held" ] || held="$(rank_pid 0)"
       sleep 0.05
     done
     sleep "0.0$((RANDOM % 10))"
+    kill -STOP "$held" 2>/dev/null || held=""  # one that has ended is a rank of an earlier attempt
     victim=$((RANDOM % 2))
-    # Its rank, once it runs; one that ended between the look and the kill (on a loaded machine, the
-    # other node's restart can reach it first) is looked up again.
+    # Its rank, once it runs; one that ended between the look and the kill (the other node's
+    # restart can reach it first) is looked up again.
     until=$((SECONDS + 30))
     until pid="$(rank_pid "$victim")" && [ -n "$pid" ] && kill -KILL "$pid" 2>/dev/null; do
-      ((SECONDS < until)) ||
-        fail "trial $trial: no rank on node $victim to kill: $(tail -n 8 "$scratch/job.$trial.$victim.log")"
+      ((SECONDS < until)) || fail "trial $trial: no rank on node $victim to kill: node 0: $(tail -n 8 \
+        "$scratch/job.$trial.0.log"); node 1: $(tail -n 8 "$scratch/job.$trial.1.log")"
       sleep 0.05
     done
+    [ -z "$held" ] || kill -CONT "$held" 2>/dev/null || true
     faults=$((faults + 1))
     for n in 0 1; do wait_for "$n" "restart $fault of 3" 30; done
     steps=$(grep -c '^\[rank0\]: == step' "$scratch/job.$trial.0.log")
