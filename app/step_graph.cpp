@@ -12,8 +12,7 @@ namespace {
 
 class CudaGraphCapture final : public GraphCapture {
  public:
-  CudaGraphCapture(cudaStream_t stream, std::function<void()> after_launch)
-      : stream_(stream), after_launch_(std::move(after_launch)) {}
+  CudaGraphCapture(cudaStream_t stream, Communicator* comm) : stream_(stream), comm_(comm) {}
   ~CudaGraphCapture() override {
     if (exec_) cudaGraphExecDestroy(exec_);
   }
@@ -42,57 +41,63 @@ class CudaGraphCapture final : public GraphCapture {
 
   void launch() override {
     CUDA_CHECK(cudaGraphLaunch(exec_, stream_));
-    if (after_launch_) after_launch_();
+    if (comm_) comm_->watch_replay(stream_);
   }
 
  private:
   cudaStream_t stream_;
-  std::function<void()> after_launch_;
+  Communicator* comm_;
   cudaGraphExec_t exec_ = nullptr;
 };
 
 }  // namespace
 
-std::unique_ptr<GraphCapture> cuda_graph_capture(cudaStream_t stream, std::function<void()> after_launch) {
-  return std::make_unique<CudaGraphCapture>(stream, std::move(after_launch));
+std::unique_ptr<GraphCapture> cuda_graph_capture(cudaStream_t stream, Communicator* comm) {
+  return std::make_unique<CudaGraphCapture>(stream, comm);
 }
 
-StepGraph::StepGraph(std::unique_ptr<GraphCapture> capture, int warmup, std::function<bool(bool ok)> agree)
-    : capture_(std::move(capture)), warmup_(warmup), agree_(std::move(agree)) {}
+StepGraph::StepGraph(std::unique_ptr<GraphCapture> capture, int warmup, Communicator* ranks)
+    : capture_(std::move(capture)), warmup_(warmup), ranks_(ranks) {}
 
 void StepGraph::replay(const Step& step) {
   if (replaying_) return capture_->launch();
-  if (!capture_ || !failure_.empty() || calls_++ < warmup_) return step(true);
-  if (agree_) {  // with several ranks, decide before any collective is captured
-    std::string rehearsal = capture(step, /*collectives=*/false);
-    if (!agree_(rehearsal.empty()) && rehearsal.empty()) rehearsal = "another rank's capture failed";
+  if (!capture_ || !failure_.empty() || calls_++ < warmup_) return step(/*rehearsal=*/false);
+  if (ranks_) {  // with several ranks, decide before any collective is captured
+    std::string rehearsal = capture(step, /*rehearsal=*/true);
+    if (!every_rank_ok(rehearsal.empty()) && rehearsal.empty()) rehearsal = "another rank's capture failed";
     if (!rehearsal.empty()) {
       fall_back(rehearsal);
-      return step(true);
+      return step(/*rehearsal=*/false);
     }
   }
-  const std::string failure = capture(step, /*collectives=*/true);
+  const std::string failure = capture(step, /*rehearsal=*/false);
   if (failure.empty()) {
     replaying_ = true;
     return capture_->launch();
   }
-  if (agree_)
+  if (ranks_)
     throw std::runtime_error("CUDA graph capture failed after every rank's rehearsal succeeded (" + failure +
                              "); the ranks' collectives may be out of step: run with --cuda-graphs off");
   fall_back(failure);
-  step(true);
+  step(/*rehearsal=*/false);
 }
 
-std::string StepGraph::capture(const Step& step, bool collectives) {
+std::string StepGraph::capture(const Step& step, bool rehearsal) {
   capture_->begin();
   std::string failure;
   try {
-    step(collectives);
+    step(rehearsal);
   } catch (const std::exception& e) {
     failure = e.what();
   }
   const std::string ended = capture_->end();  // always, since the stream must leave capture mode
   return failure.empty() ? ended : failure;
+}
+
+bool StepGraph::every_rank_ok(bool ok) const {
+  double failed = ok ? 0.0 : 1.0;
+  ranks_->all_reduce_host(&failed, 1, ReduceOp::sum);
+  return failed == 0.0;
 }
 
 void StepGraph::fall_back(const std::string& why) {

@@ -12,11 +12,11 @@
 //
 // If capturing fails, the reason is printed once and every later step runs eagerly. The call
 // that failed runs its step eagerly too, so the device sees each step once. With several ranks
-// (`agree` given), a capture that fails after a collective was captured could leave the ranks'
+// (`ranks` given), a capture that fails after a collective was captured could leave the ranks'
 // collective sequences out of step, so the decision comes first. Every rank rehearses the
-// capture with its collectives left out (the step is called with collectives = false, captured
-// and thrown away), and then all agree (agree(ok) is true when every rank's rehearsal was). If
-// any failed, all fall back to eager steps, with no collective captured. If all succeeded, the
+// capture with its collectives left out (the step is called with rehearsal = true, captured and
+// thrown away), and then all agree, in one all-reduce over `ranks` of the rehearsals that
+// failed. If any failed, all fall back to eager steps, with no collective captured. If all succeeded, the
 // real capture follows. Should that one still fail (in NCCL's own capture), replay() throws, since
 // no rank can tell whether the others' collectives are still in step.
 //
@@ -35,6 +35,8 @@
 #include <memory>
 #include <string>
 
+#include "dist/ddp/communicator.h"
+
 namespace cutrain {
 
 // What StepGraph needs of CUDA's graph API on one stream; tests stand in for it without a GPU.
@@ -46,17 +48,17 @@ class GraphCapture {
                                   // "" or why it failed (the stream is then usable again)
   virtual void launch() = 0;      // enqueue the instantiated graph on the stream
 };
-// after_launch, if given, runs after each replay is enqueued. The trainer has the communicator
-// watch the replay's collectives there (Communicator::watch_replay).
-std::unique_ptr<GraphCapture> cuda_graph_capture(cudaStream_t stream, std::function<void()> after_launch = {});
+// `comm`, if given, watches each replay's collectives once it is enqueued (Communicator::watch_replay).
+std::unique_ptr<GraphCapture> cuda_graph_capture(cudaStream_t stream, Communicator* comm);
 
 class StepGraph {
  public:
-  // One training step; collectives = false leaves out every collective (a rehearsal).
-  using Step = std::function<void(bool collectives)>;
+  // One training step; a rehearsal leaves out every collective (TrainStep::rehearse).
+  using Step = std::function<void(bool rehearsal)>;
 
-  // A null capture turns graphs off. Every rank calls agree(ok) after its rehearsal.
-  explicit StepGraph(std::unique_ptr<GraphCapture> capture, int warmup = 1, std::function<bool(bool ok)> agree = {});
+  // A null capture turns graphs off. `ranks` is the communicator of a run of several ranks, else
+  // null; every rank then rehearses, and they agree through it.
+  explicit StepGraph(std::unique_ptr<GraphCapture> capture, int warmup = 1, Communicator* ranks = nullptr);
 
   // One step: run eagerly during the warm-up, then captured once, then replayed from the graph.
   // (Trainer::train_step calls it; TrainStep::run is the step itself.)
@@ -66,12 +68,13 @@ class StepGraph {
   std::string status() const;
 
  private:
-  std::string capture(const Step& step, bool collectives);  // "" or why it failed
+  std::string capture(const Step& step, bool rehearsal);  // "" or why it failed
   void fall_back(const std::string& why);
+  bool every_rank_ok(bool ok) const;
 
   std::unique_ptr<GraphCapture> capture_;
   int warmup_;
-  std::function<bool(bool)> agree_;
+  Communicator* ranks_;
   int calls_ = 0;
   bool replaying_ = false;
   std::string failure_;

@@ -1,6 +1,5 @@
 #include "app/train_step.h"
 
-#include <stdexcept>
 #include <string>
 
 #include "kernels/base/nvtx_range.h"
@@ -25,12 +24,20 @@ TrainStep::TrainStep(ResNet18& model, Communicator* comm, const TrainStepOptions
       broadcast_buffers_(comm && options.broadcast_buffers),
       sgd_(std::make_unique<SGD>(model.context(), model.params(), options.sgd, options.schedule,
                                  comm ? SGD::Grads::gathered : SGD::Grads::as_written)),
-      buckets_(plan_buckets(padded_sizes(model.params()), options.buckets)) {}
+      buckets_(plan_buckets(padded_sizes(model.params()), options.buckets)) {
+  if (comm && options.sync_batchnorm) {
+    model.set_sync_batchnorm({[this](float* data, size_t count) {
+                                if (collectives_) comm_->all_reduce(data, count, ReduceOp::sum);
+                              },
+                              comm->world_size()});
+  }
+}
 
 // Note [The step], stage by stage.
-void TrainStep::run(Collectives collectives) {
+void TrainStep::enqueue(bool collectives) {
   Context& ctx = model_.context();
-  const bool all_reduce = comm_ && collectives == Collectives::with;
+  collectives_ = collectives;
+  const bool all_reduce = comm_ && collectives;
   {
     NvtxRange range("optimizer");
     sgd_->begin_step(ctx.main_stream());
@@ -42,43 +49,49 @@ void TrainStep::run(Collectives collectives) {
   }
   {
     NvtxRange range("forward");
-    model_.forward(/*train=*/true, collectives);
+    model_.forward(/*train=*/true);
   }
   NvtxRange range("backward");
-  size_t next = 0;  // the first bucket not yet reduced and updated
-  const auto grads_ready = [&](int64_t ready_end) {
-    for (; next < buckets_.size() && buckets_[next].end <= ready_end; ++next)
-      reduce_then_update(buckets_[next], all_reduce);
-  };
-  model_.backward(grads_ready, collectives);
-  if (next != buckets_.size()) throw std::logic_error("backward did not report every gradient final");
-  if (all_reduce) {
-    comm_->wait_async();
-  } else {
-    ctx.join();
+  size_t next = 0;  // the first bucket not yet sent out
+  for (int layer = int(model_.layers().size()) - 1; layer >= 0; --layer) {
+    model_.backward_layer(layer);
+    for (; next < buckets_.size() && buckets_[next].end <= model_.grads_final_end(layer); ++next) {
+      if (all_reduce) {
+        reduce_then_update(buckets_[next]);
+      } else {
+        update(buckets_[next]);
+      }
+    }
   }
+  if (!all_reduce) return ctx.join();
+  comm_->wait_async();
+  if (ctx.on_gpu()) return;
+  NvtxRange optimizer("optimizer");
+  for (const Bucket& bucket : buckets_) sgd_->update(bucket.begin, bucket.end, nullptr);
 }
 
-// The bucket's gradients are final once the main stream's work so far is done.
-void TrainStep::reduce_then_update(const Bucket& bucket, bool all_reduce) {
+// The bucket's gradients are final once the main stream's work so far is done. The side stream
+// waits for that, then updates the parameters while backward goes on.
+void TrainStep::update(const Bucket& bucket) {
+  NvtxRange range("optimizer");
   Context& ctx = model_.context();
-  if (!all_reduce) {
-    // The side stream waits for that, then updates the parameters while backward goes on.
-    NvtxRange range("optimizer");
-    ctx.fork();
-    sgd_->update(bucket.begin, bucket.end, ctx.side_stream());
-    return;
-  }
-  // The all-reduce also starts after that work, and SGD follows it on the communicator's queue.
-  // The average is taken in fp32, as DDP's under autocast is, so the gradients are gathered first.
+  ctx.fork();
+  sgd_->update(bucket.begin, bucket.end, ctx.side_stream());
+}
+
+// The all-reduce also starts after that work, and on the GPU SGD follows it on the communicator's
+// stream. The average is taken in fp32, as DDP's under autocast is, so the gradients are gathered
+// first.
+void TrainStep::reduce_then_update(const Bucket& bucket) {
   NvtxRange range(("all-reduce bucket " + std::to_string(&bucket - buckets_.data())).c_str());
+  Context& ctx = model_.context();
   ParameterSet& params = model_.params();
   params.gather_grads(bucket.begin, bucket.end, ctx.main_stream());
   comm_->all_reduce_async(params.grads().as<float>() + bucket.begin, size_t(bucket.end - bucket.begin),
-                          ReduceOp::average, [this, &bucket](cudaStream_t queue) {
-                            NvtxRange range("optimizer");
-                            sgd_->update(bucket.begin, bucket.end, queue);
-                          });
+                          ReduceOp::average);
+  if (!ctx.on_gpu()) return;
+  NvtxRange optimizer("optimizer");
+  sgd_->update(bucket.begin, bucket.end, comm_->comm_stream());
 }
 
 }  // namespace cutrain

@@ -1,6 +1,7 @@
 // train_step.h: one training step of DDP's recipe, the one that `cutrain train`, `cutrain
 // bench-step` and the step's inventory (`bench-step --plan`) all run. TrainStep::run is the step,
-// one call per stage, read top to bottom.
+// one call per stage, read top to bottom, and it is the hub: the model, the communicator and the
+// optimizer do not call each other, and the step calls each of them directly.
 //
 // Note [The step]
 // ~~~~~~~~~~~~~~~
@@ -9,16 +10,19 @@
 //   2. buffers:   with several ranks and without --sync-bn, batch norm's running statistics are
 //                 broadcast from rank 0, as DDP's broadcast_buffers does.
 //   3. forward:   ResNet-18 and the softmax cross-entropy loss.
-//   4. backward:  gradients into the flat buffer, last layer first. Each time backward reports a
-//                 longer prefix of final gradients, every bucket that the prefix now holds goes
-//                 through reduce_then_update(), in bucket order, while backward goes on:
+//   4. backward:  gradients into the flat buffer, one layer at a time from the last
+//                 (Note [ResNet-18's layer table] in nn/resnet_layout.h). After each layer, every
+//                 bucket whose gradients are now all final goes out, in bucket order, while
+//                 backward goes on:
 //                   one rank:  SGD for the bucket's parameters, on the side stream;
 //                   several:   the bucket's gradients gathered into the fp32 buffer on the main
-//                              stream, then on the communicator's queue the bucket's all-reduce
+//                              stream, then on the communicator's stream the bucket's all-reduce
 //                              (an average over the ranks) and right behind it SGD for its
 //                              parameters.
-//   5. join:      the main stream waits for the side stream, or for the communicator's queue,
-//                 so that the next step sees every update.
+//   5. join:      the main stream waits for the side stream, or for the communicator's stream,
+//                 so that the next step sees every update. On the CPU, where Gloo's all-reduces
+//                 run on a thread of their own and have no stream to queue SGD behind, SGD runs
+//                 here, bucket by bucket, once the all-reduces are done.
 // Every rank issues the same collectives in the same order, which is what keeps the ranks'
 // queues in step. Everything is enqueued, and nothing allocates or waits for the device, so on
 // the GPU the trainer captures the step once as a CUDA graph and replays it.
@@ -45,6 +49,7 @@ struct TrainStepOptions {
   LrSchedule schedule;
   BucketOptions buckets;
   bool broadcast_buffers = false;  // stage 2, which runs with several ranks only
+  bool sync_batchnorm = false;     // SyncBatchNorm over the ranks, with several ranks only
 };
 
 class TrainStep {
@@ -52,22 +57,27 @@ class TrainStep {
   // comm is null for one process.
   TrainStep(ResNet18& model, Communicator* comm, const TrainStepOptions& options);
 
-  // Enqueues one step on the batch in the model's input. Without collectives, the step leaves
-  // out every collective and updates each bucket as with one rank (StepGraph's rehearsal of a
-  // capture).
-  void run(Collectives collectives = Collectives::with);
+  // Enqueues one step on the batch in the model's input.
+  void run() { enqueue(/*collectives=*/true); }
+  // Enqueues the same step without any collective, each bucket updated as with one rank: what
+  // StepGraph captures and throws away on several ranks, to learn whether a capture would succeed
+  // before any collective is captured (app/step_graph.h).
+  void rehearse() { enqueue(/*collectives=*/false); }
 
   SGD& sgd() { return *sgd_; }
   const std::vector<Bucket>& buckets() const { return buckets_; }
 
  private:
-  void reduce_then_update(const Bucket& bucket, bool all_reduce);
+  void enqueue(bool collectives);
+  void update(const Bucket& bucket);              // one rank, or a rehearsal
+  void reduce_then_update(const Bucket& bucket);  // several ranks
 
   ResNet18& model_;
   Communicator* comm_;
   bool broadcast_buffers_;
   std::unique_ptr<SGD> sgd_;
   std::vector<Bucket> buckets_;
+  bool collectives_ = true;  // whether the step being enqueued issues collectives (SyncBatchNorm's too)
 };
 
 }  // namespace cutrain

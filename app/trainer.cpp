@@ -27,7 +27,6 @@
 #include "app/first_step.h"
 #include "app/profiler.h"
 #include "app/recipe.h"
-#include "app/resnet_layers.h"
 #include "app/resume_agreement.h"
 #include "app/run_clock.h"
 #include "app/run_description.h"
@@ -135,7 +134,7 @@ class Trainer {
   int64_t memory_baseline_ = 0;
   int64_t peak_memory_ = 0;
   double peak_flops_per_s_ = 0;  // the GPU's, for the MFU: --gpu-tflops or its known peak; 0: none shown
-  double flops_per_step_ = 0;    // the model's in one step of this rank (app/resnet_layers.h)
+  double flops_per_step_ = 0;    // the model's in one step of this rank (nn/resnet_layout.h)
   std::vector<std::string> rank_devices_;  // rank 0: where each rank runs, for the banner
 
   // Throughput bookkeeping, on the step clock: the window since the last log line, and the run
@@ -276,11 +275,8 @@ void Trainer::build_model() {
   so.schedule = schedule_;
   so.buckets.bucket_cap_mb = opt_.bucket_cap_mb;
   so.broadcast_buffers = !opt_.sync_bn;
+  so.sync_batchnorm = opt_.sync_bn;
   step_ = std::make_unique<TrainStep>(*model_, comm_.get(), so);
-  if (comm_ && opt_.sync_bn) {
-    model_->set_sync_batchnorm(
-        {[this](float* data, size_t count) { comm_->all_reduce(data, count, ReduceOp::sum); }, env_.world_size});
-  }
 
   LoaderConfig lc;
   lc.batch_size = opt_.batch_size;
@@ -302,15 +298,12 @@ void Trainer::build_model() {
     peak_flops_per_s_ = tflops * 1e12;
     flops_per_step_ = step_flops(mc);
   }
-  std::function<bool(bool)> all_captured;
-  if (comm_ && env_.is_distributed()) all_captured = [this](bool ok) { return !stop_agreed(!ok); };
   std::unique_ptr<GraphCapture> capture;
   if (ctx_->on_gpu() && opt_.cuda_graphs == "on") {
-    capture = cuda_graph_capture(ctx_->main_stream(), [this] {
-      if (comm_) comm_->watch_replay(ctx_->main_stream());
-    });
+    capture = cuda_graph_capture(ctx_->main_stream(), comm_.get());
   }
-  graph_ = std::make_unique<StepGraph>(std::move(capture), /*warmup=*/1, all_captured);
+  graph_ = std::make_unique<StepGraph>(std::move(capture), /*warmup=*/1,
+                                       comm_ && env_.is_distributed() ? comm_.get() : nullptr);
   if (!opt_.save.empty()) {
     CheckpointFolder::Report report;  // rank 0 writes the folder, and tidies it
     if (env_.is_main()) report = [this](const std::string& line) { log_->print("%s", line.c_str()); };
@@ -487,7 +480,7 @@ void Trainer::print_banner() const {
 // One step on the batch already in the model's input, which is Note [The step], captured or
 // replayed. Nothing here waits for the device.
 void Trainer::train_step() {
-  graph_->replay([this](bool collectives) { step_->run(collectives ? Collectives::with : Collectives::without); });
+  graph_->replay([this](bool rehearsal) { rehearsal ? step_->rehearse() : step_->run(); });
   ++model_->num_batches_tracked;  // here, once per step, since a replayed step runs no host code
   metrics_->record(model_->loss(), model_->correct());
 }

@@ -97,7 +97,7 @@ BatchNormBackward<T> BatchNorm2d::backward_tensors() const {
 // Under SyncBatchNorm the forward is staged. Each rank computes its statistics, the sums are
 // all-reduced, each rank computes its share of m2 about the global mean, that is all-reduced too,
 // and then the apply stage runs.
-void BatchNorm2d::forward(bool train, Collectives collectives) {
+void BatchNorm2d::forward(bool train) {
   if (train && count() < 2) {  // PyTorch's rule too, since the unbiased variance needs two values
     throw std::runtime_error(name_ + ": batch norm in training needs more than one value per channel (batch " +
                              std::to_string(x_.value.dim(0)) + " x " + std::to_string(shape_.rows / x_.value.dim(0)) +
@@ -113,9 +113,9 @@ void BatchNorm2d::forward(bool train, Collectives collectives) {
       bn_forward_train_cpu(shape_, f);
     } else {
       bn_rank_statistics_cpu(shape_, f.x, stats);
-      reduce_across_ranks(stats.sum, C, collectives);
+      reduce_across_ranks(stats.sum, C);
       bn_rank_m2_cpu(shape_, stats, count());
-      reduce_across_ranks(stats.m2, C, collectives);
+      reduce_across_ranks(stats.m2, C);
       bn_forward_apply_cpu(shape_, f, stats, count());
     }
     return;
@@ -132,9 +132,9 @@ void BatchNorm2d::forward(bool train, Collectives collectives) {
       bn_forward_train_cuda<T>(plans_.forward_train, f, partials_.as<float>(), stream);
     } else {
       bn_rank_statistics_cuda<T>(plans_.rank_statistics, f.x, stats, partials_.as<float>(), stream);
-      reduce_across_ranks(stats.sum, C, collectives);
+      reduce_across_ranks(stats.sum, C);
       bn_rank_m2_cuda(plans_.rank_m2, stats, count(), stream);
-      reduce_across_ranks(stats.m2, C, collectives);
+      reduce_across_ranks(stats.m2, C);
       bn_forward_apply_cuda<T>(plans_.forward_apply, f, stats, count(), stream);
     }
   });
@@ -143,7 +143,7 @@ void BatchNorm2d::forward(bool train, Collectives collectives) {
 // dgamma and dbeta go straight into the gradient buffer as this rank's share (DDP averages them
 // later). Under SyncBatchNorm the apply stage needs the sums over all ranks, so the sums stage
 // also writes them to sync_stats_, which is all-reduced.
-void BatchNorm2d::backward(Collectives collectives) {
+void BatchNorm2d::backward() {
   const int C = shape_.channels;
   float* sums = sync_stats_.as<float>();
   if (!resources_.ctx.on_gpu()) {
@@ -152,7 +152,7 @@ void BatchNorm2d::backward(Collectives collectives) {
       bn_backward_cpu(shape_, b);
     } else {
       bn_backward_sums_cpu(shape_, b, sums);
-      reduce_across_ranks(sums, 2 * C, collectives);
+      reduce_across_ranks(sums, 2 * C);
       bn_backward_apply_cpu(shape_, b, sums, count());
     }
   } else {
@@ -166,19 +166,15 @@ void BatchNorm2d::backward(Collectives collectives) {
         bn_backward_cuda<T>(plans_.backward, b, partials_.as<float>(), stream);
       } else {
         bn_backward_sums_cuda<T>(plans_.backward_sums, b, sums, partials_.as<float>(), stream);
-        reduce_across_ranks(sums, 2 * C, collectives);
+        reduce_across_ranks(sums, 2 * C);
         bn_backward_apply_cuda<T>(plans_.backward_apply, b, sums, count(), stream);
       }
     });
   }
-  // The gradients are reported only now, because the kernels above read dgamma and dbeta, which
-  // the all-reduce averages in place.
-  resources_.params.grad_done(weight);
-  resources_.params.grad_done(bias);
 }
 
-void BatchNorm2d::reduce_across_ranks(float* data, int count, Collectives collectives) const {
-  if (collectives == Collectives::with) resources_.sync_batchnorm.all_reduce_sum(data, size_t(count));
+void BatchNorm2d::reduce_across_ranks(float* data, int count) const {
+  resources_.sync_batchnorm.all_reduce_sum(data, size_t(count));
 }
 
 }  // namespace cutrain

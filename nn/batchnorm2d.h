@@ -15,7 +15,7 @@
 // On the GPU a training forward and a backward are one launch each, on the main stream. With
 // --batchnorm split they are two (Note [Split batch norm] in kernels/batchnorm.h), and with
 // --batchnorm cudnn they are cuDNN's own calls. SyncBatchNorm (resources.sync_batchnorm) takes the
-// staged kernels instead and all-reduces between them, unless the step runs without collectives.
+// staged kernels instead and all-reduces between them.
 #pragma once
 
 #include <memory>
@@ -35,8 +35,8 @@ class BatchNorm2d {
   BatchNorm2d(ModelResources& resources, const std::string& name, Activation& x, bool relu, Activation* residual = nullptr);
   ~BatchNorm2d();
 
-  void forward(bool train, Collectives collectives);
-  void backward(Collectives collectives);
+  void forward(bool train);
+  void backward();
 
   Parameter& weight;  // gamma [C]
   Parameter& bias;    // beta [C]
@@ -58,7 +58,7 @@ class BatchNorm2d {
 
   double count() const;
   bool synced() const { return resources_.sync_batchnorm.enabled(); }
-  void reduce_across_ranks(float* data, int count, Collectives collectives) const;
+  void reduce_across_ranks(float* data, int count) const;
   template <typename T>
   BatchNormForward<T> forward_tensors() const;
   template <typename T>

@@ -29,9 +29,9 @@
 //
 // as PyTorch's `with torch.cuda.stream(side):` and wait_stream do. A fork or join is an event
 // recorded on one stream and waited for by the other, in an eager step as in a captured one,
-// where the events become the graph's edges. A layer that computes on the side stream joins it
-// before it reports its gradients, so that "final" keeps meaning "final once the main stream's
-// work so far is done". Batch norm runs on the main stream only, because each of its cooperative
+// where the events become the graph's edges. A layer's backward that computes on the side stream
+// joins it before it returns, so that a gradient's "final" keeps meaning "final once the main
+// stream's work so far is done". Batch norm runs on the main stream only, because each of its cooperative
 // grids wants every multiprocessor, so two must never run at once. cuBLAS runs on the main stream
 // only, and each stream has its own cuDNN handle and cuDNN workspace.
 //

@@ -130,8 +130,8 @@ void Conv2d::forward(cudaStream_t stream) {
 }
 
 // dW runs on the side stream while dX runs on the main one (Note [Side stream]). The side stream is
-// joined before the gradient is reported, and so also before any later layer can write over the
-// dy that dW reads (activation gradients share memory). The stem, with no dX, computes dW on the
+// joined before backward returns, so the gradient is final once the main stream's work so far is,
+// and no later layer can write over the dy that dW reads (activation gradients share memory). The stem, with no dX, computes dW on the
 // main stream.
 void Conv2d::backward(float dx_beta) {
   const bool has_dx = !x_.grad.shape.empty();
@@ -139,7 +139,6 @@ void Conv2d::backward(float dx_beta) {
     conv2d_backward_filter_cpu(x_.value.as<float>(), y.grad.as<float>(), shape_, 0.0f, weight.grad.as<float>());
     if (has_dx)
       conv2d_backward_data_cpu(y.grad.as<float>(), weight.value.as<float>(), shape_, dx_beta, x_.grad.as<float>());
-    resources_.params.grad_done(weight);
     return;
   }
   Context& ctx = resources_.ctx;
@@ -151,7 +150,6 @@ void Conv2d::backward(float dx_beta) {
   } else {
     backward_filter(ctx.main_stream());
   }
-  resources_.params.grad_done(weight);
 }
 
 // dW goes where SGD reads it, into the fp32 gradient or a copy in the activation dtype (for bf16

@@ -11,8 +11,7 @@
 // planned.
 //
 // Forward runs on the stream its caller passes. Backward computes dW on the side stream while dX
-// runs on the main one, and reports the gradient (grad_done) once both are done (Note [Side
-// stream]).
+// runs on the main one, and joins the two before it returns (Note [Side stream]).
 //
 // What cuDNN reads and writes is where SGD reads and writes it, so no kernel copies filters or
 // their gradients in a step. In bf16, cuDNN reads the parameter's bf16 copy and writes dW in

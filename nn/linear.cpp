@@ -63,9 +63,6 @@ void Linear::backward() {
   } else {
     backward_gpu();
   }
-  // Only now: dx above reads the weight, which SGD may update once the gradient is reported.
-  resources_.params.grad_done(weight);
-  resources_.params.grad_done(bias);
 }
 
 void Linear::backward_gpu() {

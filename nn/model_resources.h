@@ -14,14 +14,10 @@
 
 namespace cutrain {
 
-// Whether a step issues its collectives. A step without them enqueues all its other work just the
-// same: on several ranks, StepGraph rehearses a capture that way and throws the rehearsal away.
-enum class Collectives { with, without };
-
 // SyncBatchNorm: when set, batch norm sums its per-channel statistics (and in backward its
 // gradient sums) across ranks between its stages with this all-reduce-sum callback, enqueued on
-// the main stream. nn/ knows nothing of dist/, so the trainer supplies the callback. A step
-// without collectives takes the same staged kernels and skips the callback. Every rank must use
+// the main stream. nn/ knows nothing of dist/, so the training step supplies the callback
+// (app/train_step.h), which does nothing while the step rehearses a capture. Every rank must use
 // the same batch size, since the global count is the batch's rows times world_size.
 struct SyncBatchNorm {
   std::function<void(float* data, size_t count)> all_reduce_sum;

@@ -94,7 +94,6 @@ void ParameterSet::allocate(Device device, DType dtype, uint64_t seed) {
     std::fill_n(host_buffers.data() + b.offset, b.numel, b.initial);
   }
   copy_from_host(host_buffers.data(), buffer_values());
-  done_.assign(layout_.size(), 0);
   if (device == Device::cuda) plan_device_copies();
 }
 
@@ -168,26 +167,6 @@ void ParameterSet::gather_grads(int64_t begin, int64_t end, cudaStream_t stream)
     copy_rows_cuda<__nv_bfloat16, float>(host, device, int(last - first), stream);
   } else {
     copy_rows_cuda<float, float>(host, device, int(last - first), stream);
-  }
-}
-
-void ParameterSet::begin_backward(std::function<void(int64_t ready_end)> on_grads_ready) {
-  on_grads_ready_ = std::move(on_grads_ready);
-  std::fill(done_.begin(), done_.end(), 0);
-  ready_count_ = 0;
-}
-
-void ParameterSet::grad_done(const Parameter& p) {
-  // Parameters are few (62 in ResNet-18), so a linear search of the layout finds p's slot.
-  size_t index = 0;
-  while (index < layout_.size() && layout_[index] != &p) ++index;
-  if (index == layout_.size()) throw std::logic_error("grad_done: unknown parameter " + p.name);
-  done_[index] = 1;
-  size_t before = ready_count_;
-  while (ready_count_ < layout_.size() && done_[ready_count_]) ++ready_count_;
-  if (ready_count_ > before && on_grads_ready_) {
-    const Parameter& last = *layout_[ready_count_ - 1];
-    on_grads_ready_(last.offset + last.padded_numel);
   }
 }
 

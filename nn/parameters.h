@@ -21,11 +21,7 @@
 // weights change outside SGD.
 //
 // Gradients are written (=) and never accumulated, so nothing has to zero them between steps.
-// During backward each layer calls grad_done() for a parameter once its gradient is final and
-// backward no longer reads the parameter, so that an optimizer may update it. Whenever that
-// extends the prefix [0, ready_end) of such parameters, the on_grads_ready callback is called
-// with ready_end. On the GPU, final means final once the work enqueued so far on the main stream
-// has run (Note [Side stream]).
+// Which of them are final during backward is the model's to say (ResNet18::grads_final_end).
 //
 // Buffers (batch norm's running statistics) live in a second flat fp32 array, which is neither
 // reduced nor trained.
@@ -33,7 +29,6 @@
 
 #include <cstdint>
 #include <deque>
-#include <functional>
 #include <random>
 #include <string>
 #include <vector>
@@ -121,10 +116,6 @@ class ParameterSet {
   // none when there are no such gradients.
   void gather_grads(int64_t begin, int64_t end, cudaStream_t stream) const;
 
-  // The bookkeeping of backward, as the note above says.
-  void begin_backward(std::function<void(int64_t ready_end)> on_grads_ready);
-  void grad_done(const Parameter& p);
-
  private:
   void plan_device_copies();  // the GPU's copy lists of sync_weight_copies() and gather_grads()
 
@@ -141,11 +132,6 @@ class ParameterSet {
   std::vector<RowsCopy> weight_copies_, grad_gathers_;
   std::vector<int64_t> grad_gather_offsets_;
   DeviceBuffer device_weight_copies_, device_grad_gathers_;
-  // Readiness: done_[i] says whether layout_[i] is done, and ready_count_ is the length of the
-  // prefix in which all are done.
-  std::vector<char> done_;
-  size_t ready_count_ = 0;
-  std::function<void(int64_t)> on_grads_ready_;
 };
 
 }  // namespace cutrain

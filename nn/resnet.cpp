@@ -1,57 +1,70 @@
 #include "nn/resnet.h"
 
+#include <algorithm>
 #include <stdexcept>
 
 namespace cutrain {
 
-Stem parse_stem(const std::string& name) {
-  if (name == "cifar") return Stem::cifar;
-  if (name == "imagenet") return Stem::imagenet;
-  throw std::runtime_error("--stem " + name + ": expected cifar or imagenet");
-}
-
-const char* stem_name(Stem stem) { return stem == Stem::cifar ? "cifar" : "imagenet"; }
-
 namespace {
-constexpr int kImageChannels = 3;
 constexpr int kGpuInputChannels = 8;  // cuDNN's tensor-core kernels want channels in multiples of 8
 }  // namespace
 
 ResNet18::ResNet18(Context& ctx, const ResNetConfig& config)
     : config_(config),
+      layout_(resnet18_layout(config)),
       resources_(ctx),
       input_(resources_.plan.activation(ctx.dtype(),
-                                  {config.batch_size, config.image_size, config.image_size,
-                                   ctx.on_gpu() ? kGpuInputChannels : kImageChannels},
-                                  /*with_grad=*/false)) {
+                                        {config.batch_size, config.image_size, config.image_size,
+                                         ctx.on_gpu() ? kGpuInputChannels : kImageChannels},
+                                        /*with_grad=*/false)) {
   if (config.batch_size < 1 || config.width < 1 || config.num_classes < 1 || config.image_size < 1) {
     throw std::runtime_error("ResNet18: batch size, width, classes and image size must be positive");
   }
-  const int w = config.width;
-  if (config.stem == Stem::cifar) {
-    conv1_ = std::make_unique<Conv2d>(resources_, "conv1", input_, kImageChannels, w, 3, 1, 1);
-  } else {
-    conv1_ = std::make_unique<Conv2d>(resources_, "conv1", input_, kImageChannels, w, 7, 2, 3);
-  }
-  bn1_ = std::make_unique<BatchNorm2d>(resources_, "bn1", conv1_->y, /*relu=*/true);
-  Activation* x = &bn1_->y;
-  if (config.stem == Stem::imagenet) {
-    maxpool_ = std::make_unique<MaxPool2d>(resources_, *x);
-    x = &maxpool_->y;
-  }
-  const int widths[4] = {w, 2 * w, 4 * w, 8 * w};
-  for (int layer = 0; layer < 4; ++layer) {
-    for (int block = 0; block < 2; ++block) {
-      int stride = (layer > 0 && block == 0) ? 2 : 1;
-      std::string name = "layer" + std::to_string(layer + 1) + "." + std::to_string(block);
-      blocks_.push_back(std::make_unique<BasicBlock>(resources_, name, *x, widths[layer], stride));
-      x = &blocks_.back()->y();
+  std::vector<Activation*> outputs;  // each layer's, by table index
+  auto activation = [&](int index) -> Activation& { return index < 0 ? input_ : *outputs[size_t(index)]; };
+  for (const LayerSpec& spec : layout_.layers) {
+    Activation& x = activation(spec.input);
+    Layer& layer = built_.emplace_back();
+    switch (spec.kind) {
+      case LayerKind::conv:
+        layer.conv = std::make_unique<Conv2d>(resources_, spec.name, x, spec.in_channels, spec.output[3], spec.kernel,
+                                              spec.stride, spec.pad);
+        layer.parameters = {&layer.conv->weight};
+        outputs.push_back(&layer.conv->y);
+        break;
+      case LayerKind::batchnorm:
+        layer.batchnorm = std::make_unique<BatchNorm2d>(resources_, spec.name, x, spec.relu,
+                                                        spec.residual >= 0 ? &activation(spec.residual) : nullptr);
+        layer.parameters = {&layer.batchnorm->weight, &layer.batchnorm->bias};
+        outputs.push_back(&layer.batchnorm->y);
+        break;
+      case LayerKind::maxpool:
+        layer.maxpool = std::make_unique<MaxPool2d>(resources_, x);
+        outputs.push_back(&layer.maxpool->y);
+        break;
+      case LayerKind::avgpool:
+        layer.avgpool = std::make_unique<GlobalAvgPool2d>(resources_, x);
+        outputs.push_back(&layer.avgpool->y);
+        break;
+      case LayerKind::linear:
+        layer.linear = std::make_unique<Linear>(resources_, spec.name, x, spec.output[1]);
+        layer.parameters = {&layer.linear->weight, &layer.linear->bias};
+        outputs.push_back(&layer.linear->y);
+        break;
+      case LayerKind::loss:
+        layer.loss = std::make_unique<CrossEntropyLoss>(resources_, x, config.label_smoothing);
+        outputs.push_back(nullptr);
+        break;
     }
   }
-  avgpool_ = std::make_unique<GlobalAvgPool2d>(resources_, *x);
-  fc_ = std::make_unique<Linear>(resources_, "fc", avgpool_->y, config.num_classes);
-  loss_ = std::make_unique<CrossEntropyLoss>(resources_, fc_->y, config.label_smoothing);
   resources_.allocate(config.seed);
+  // Backward runs the table in reverse, and the layout is the reverse of the order of
+  // registration, so the layers from the last down to any one fill a prefix of the layout.
+  int64_t end = 0;
+  for (size_t i = built_.size(); i-- > 0;) {
+    for (const Parameter* p : built_[i].parameters) end = std::max(end, p->offset + p->padded_numel);
+    built_[i].grads_final_end = end;
+  }
   sync_weight_copies();
   ctx.synchronize();
 }
@@ -60,30 +73,56 @@ ResNet18::~ResNet18() = default;
 
 int ResNet18::input_channels() const { return int(input_.value.dim(3)); }
 const Tensor& ResNet18::input() const { return input_.value; }
-const Tensor& ResNet18::labels() const { return loss_->labels; }
-const Tensor& ResNet18::logits() const { return fc_->y.value; }
-const float* ResNet18::loss() const { return loss_->loss.as<float>(); }
-const int32_t* ResNet18::correct() const { return loss_->correct.as<int32_t>(); }
+const Tensor& ResNet18::labels() const { return built_.back().loss->labels; }
+const Tensor& ResNet18::logits() const { return built_[size_t(layout_.layers.back().input)].linear->y.value; }
+const float* ResNet18::loss() const { return built_.back().loss->loss.as<float>(); }
+const int32_t* ResNet18::correct() const { return built_.back().loss->correct.as<int32_t>(); }
 
-void ResNet18::forward(bool train, Collectives collectives) {
-  const cudaStream_t stream = resources_.ctx.main_stream();
-  conv1_->forward(stream);
-  bn1_->forward(train, collectives);
-  if (maxpool_) maxpool_->forward();
-  for (auto& block : blocks_) block->forward(train, collectives);
-  avgpool_->forward();
-  fc_->forward();
-  if (train) loss_->forward();
+// The downsamples run beside their blocks (Note [ResNet-18's layer table]), except under
+// SyncBatchNorm, whose all-reduces follow the main stream only.
+void ResNet18::forward(bool train) {
+  Context& ctx = resources_.ctx;
+  const bool beside_allowed = !resources_.sync_batchnorm.enabled();
+  for (int i : layout_.forward_order) {
+    const LayerSpec& spec = layout_.layers[size_t(i)];
+    const bool beside = spec.beside && beside_allowed;
+    if (beside) ctx.fork();
+    if (beside_allowed && spec.input >= 0 && layout_.layers[size_t(spec.input)].beside) ctx.join();
+    forward_layer(i, train, beside ? ctx.side_stream() : ctx.main_stream());
+  }
 }
 
-void ResNet18::backward(std::function<void(int64_t ready_end)> on_grads_ready, Collectives collectives) {
-  resources_.params.begin_backward(std::move(on_grads_ready));
-  fc_->backward();
-  avgpool_->backward();
-  for (auto it = blocks_.rbegin(); it != blocks_.rend(); ++it) (*it)->backward(collectives);
-  if (maxpool_) maxpool_->backward();
-  bn1_->backward(collectives);
-  conv1_->backward(0.0f);  // the weights only, since the image needs no gradient
+void ResNet18::forward_layer(int layer, bool train) { forward_layer(layer, train, resources_.ctx.main_stream()); }
+
+void ResNet18::forward_layer(int index, bool train, cudaStream_t stream) {
+  Layer& layer = built_[size_t(index)];
+  switch (layout_.layers[size_t(index)].kind) {
+    case LayerKind::conv: layer.conv->forward(stream); break;
+    case LayerKind::batchnorm: layer.batchnorm->forward(train); break;
+    case LayerKind::maxpool: layer.maxpool->forward(); break;
+    case LayerKind::avgpool: layer.avgpool->forward(); break;
+    case LayerKind::linear: layer.linear->forward(); break;
+    case LayerKind::loss:
+      if (train) layer.loss->forward();  // it also writes the logits' gradient
+      break;
+  }
+}
+
+void ResNet18::backward_layer(int index) {
+  const LayerSpec& spec = layout_.layers[size_t(index)];
+  Layer& layer = built_[size_t(index)];
+  switch (spec.kind) {
+    case LayerKind::conv: layer.conv->backward(spec.adds_input_grad ? 1.0f : 0.0f); break;
+    case LayerKind::batchnorm: layer.batchnorm->backward(); break;
+    case LayerKind::maxpool: layer.maxpool->backward(); break;
+    case LayerKind::avgpool: layer.avgpool->backward(); break;
+    case LayerKind::linear: layer.linear->backward(); break;
+    case LayerKind::loss: break;  // its forward wrote the logits' gradient
+  }
+}
+
+void ResNet18::backward() {
+  for (int i = int(built_.size()) - 1; i >= 0; --i) backward_layer(i);
 }
 
 void ResNet18::sync_weight_copies() {

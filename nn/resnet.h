@@ -1,7 +1,4 @@
-// resnet.h: ResNet-18 (torchvision's resnet18: BasicBlock x [2,2,2,2], widths w, 2w, 4w, 8w with
-// w = 64 by default) on NHWC activations, with two stems:
-//   cifar:    conv1 3x3 stride 1, no max-pool          (11,173,962 parameters at 10 classes)
-//   imagenet: conv1 7x7 stride 2 + max-pool 3x3/2      (11,689,512 at 1000 classes, torchvision's)
+// resnet.h: ResNet-18 on NHWC activations, built from its layer table (nn/resnet_layout.h).
 //
 // The model owns its memory for one batch size. That is the input [B,H,W,Cin] in the activation
 // dtype on its device, where Cin = input_channels() is 3 on the CPU and 8 on the GPU (the extra
@@ -9,44 +6,27 @@
 // gradient; and the flat parameter and gradient buffers.
 //
 // forward(true) computes the logits, the loss, the count of correct rows and the logits'
-// gradient. backward() then writes every gradient, and calls on_grads_ready each time a longer
-// prefix of the flat gradients is final. Neither allocates or waits on the host. The training
-// step built on them, with the optimizer and the all-reduce, is Note [The step] in
+// gradient. backward_layer(i), called for each layer from the last to the first, then writes the
+// gradients, and after it the gradients [0, grads_final_end(i)) of the flat buffer are final.
+// Neither allocates or waits on the host. The training step walks the layers itself, so that it
+// can all-reduce and update each bucket of gradients as soon as it is final: Note [The step] in
 // app/train_step.h. forward(false) evaluates with batch norm's running statistics and leaves only
 // the logits, which kernels/cross_entropy.h's count_correct counts.
 #pragma once
 
 #include <cstdint>
 #include <deque>
-#include <functional>
 #include <memory>
-#include <string>
 #include <vector>
 
-#include "nn/basic_block.h"
+#include "nn/batchnorm2d.h"
+#include "nn/conv2d.h"
 #include "nn/cross_entropy_loss.h"
 #include "nn/linear.h"
 #include "nn/pooling.h"
+#include "nn/resnet_layout.h"
 
 namespace cutrain {
-
-enum class Stem { cifar, imagenet };
-Stem parse_stem(const std::string& name);  // "cifar" / "imagenet", else throws naming the value
-const char* stem_name(Stem stem);
-
-// The widest model and the most classes cutrain builds: what a flag or a checkpoint may ask for.
-inline constexpr int kMaxResNetWidth = 1024;
-inline constexpr int kMaxResNetClasses = 100000;
-
-struct ResNetConfig {
-  Stem stem = Stem::cifar;
-  int num_classes = 10;
-  int width = 64;        // base width: channels of conv1 and layer1
-  int batch_size = 32;
-  int image_size = 32;   // square H = W of the input
-  float label_smoothing = 0;
-  uint64_t seed = 0;     // initial weights
-};
 
 class ResNet18 {
  public:
@@ -63,11 +43,22 @@ class ResNet18 {
   const Tensor& input() const;   // [B, H, W, input_channels()], activation dtype
   const Tensor& labels() const;  // [B] int32
 
-  // `collectives` says whether SyncBatchNorm all-reduces. A model without SyncBatchNorm issues no
-  // collectives either way.
-  void forward(bool train, Collectives collectives = Collectives::with);
-  void backward(std::function<void(int64_t ready_end)> on_grads_ready = {},
-                Collectives collectives = Collectives::with);
+  // The layer table, in the order the layers were built (Note [ResNet-18's layer table]).
+  const std::vector<LayerSpec>& layers() const { return layout_.layers; }
+
+  // Every layer in forward's order, on the main stream and, for the downsamples, the side stream.
+  void forward(bool train);
+  // One layer's backward. Backward runs the layers from the last to the first.
+  void backward_layer(int layer);
+  // Once backward_layer has run for every layer from the last down to `layer`, the flat gradients
+  // [0, grads_final_end(layer)) are final, and backward reads those parameters no more, so an
+  // optimizer may update them. On the GPU, final means final once the work enqueued so far on the
+  // main stream has run (Note [Side stream]).
+  int64_t grads_final_end(int layer) const { return built_[size_t(layer)].grads_final_end; }
+  // Every layer's backward, from the last to the first.
+  void backward();
+  // One layer's forward alone, on the main stream: what `bench-step --layers` times, in table order.
+  void forward_layer(int layer, bool train);
 
   const Tensor& logits() const;   // [B, num_classes] fp32
   const float* loss() const;      // training forward: mean loss (device memory on the GPU)
@@ -95,16 +86,24 @@ class ResNet18 {
   size_t planned_bytes() const { return resources_.plan.bytes(); }
 
  private:
+  // One layer of the table, built: the nn/ layer of its kind (the others null).
+  struct Layer {
+    std::unique_ptr<Conv2d> conv;
+    std::unique_ptr<BatchNorm2d> batchnorm;
+    std::unique_ptr<MaxPool2d> maxpool;
+    std::unique_ptr<GlobalAvgPool2d> avgpool;
+    std::unique_ptr<Linear> linear;
+    std::unique_ptr<CrossEntropyLoss> loss;
+    std::vector<const Parameter*> parameters;  // the ones it registered
+    int64_t grads_final_end = 0;
+  };
+  void forward_layer(int layer, bool train, cudaStream_t stream);
+
   ResNetConfig config_;
+  ResNetLayout layout_;
   ModelResources resources_;
   Activation& input_;
-  std::unique_ptr<Conv2d> conv1_;
-  std::unique_ptr<BatchNorm2d> bn1_;
-  std::unique_ptr<MaxPool2d> maxpool_;  // imagenet stem only
-  std::vector<std::unique_ptr<BasicBlock>> blocks_;
-  std::unique_ptr<GlobalAvgPool2d> avgpool_;
-  std::unique_ptr<Linear> fc_;
-  std::unique_ptr<CrossEntropyLoss> loss_;
+  std::vector<Layer> built_;  // by table index
 };
 
 }  // namespace cutrain

@@ -1,12 +1,20 @@
-#include "app/resnet_layers.h"
+#include "nn/resnet_layout.h"
+
+#include <stdexcept>
 
 #include "kernels/conv2d_cpu.h"
 
 namespace cutrain {
 
-namespace {
+Stem parse_stem(const std::string& name) {
+  if (name == "cifar") return Stem::cifar;
+  if (name == "imagenet") return Stem::imagenet;
+  throw std::runtime_error("--stem " + name + ": expected cifar or imagenet");
+}
 
-constexpr int kImageChannels = 3;
+const char* stem_name(Stem stem) { return stem == Stem::cifar ? "cifar" : "imagenet"; }
+
+namespace {
 
 LayerSpec spec(std::string name, LayerKind kind, int input) {
   LayerSpec layer;
@@ -18,13 +26,16 @@ LayerSpec spec(std::string name, LayerKind kind, int input) {
 
 }  // namespace
 
-std::vector<LayerSpec> resnet18_layers(const ResNetConfig& c) {
-  std::vector<LayerSpec> layers;
+ResNetLayout resnet18_layout(const ResNetConfig& c) {
+  ResNetLayout layout;
+  std::vector<LayerSpec>& layers = layout.layers;
+  std::vector<int>& forward_order = layout.forward_order;
   const int n = c.batch_size;
   const std::vector<int> image = {n, c.image_size, c.image_size, kImageChannels};
   auto output_of = [&](int index) -> const std::vector<int>& { return index < 0 ? image : layers[index].output; };
   auto add = [&](LayerSpec layer) {
     layers.push_back(std::move(layer));
+    forward_order.push_back(int(layers.size()) - 1);
     return int(layers.size()) - 1;
   };
   auto conv = [&](std::string name, int input, int out_channels, int kernel, int stride, int pad) {
@@ -65,12 +76,15 @@ std::vector<LayerSpec> resnet18_layers(const ResNetConfig& c) {
       const int stride = stage > 0 && block == 0 ? 2 : 1;
       int shortcut = x;
       if (stride != 1 || output_of(x)[3] != out) {
-        shortcut = conv(name + ".downsample.0", x, out, 1, stride, 0);
-        shortcut = batchnorm(name + ".downsample.1", shortcut, /*relu=*/false);
+        const int downsample = conv(name + ".downsample.0", x, out, 1, stride, 0);
+        layers[downsample].beside = true;
+        shortcut = batchnorm(name + ".downsample.1", downsample, /*relu=*/false);
+        forward_order.pop_back();  // its batch norm runs after conv2, below
       }
       int y = conv(name + ".conv1", x, out, 3, stride, 1);
       y = batchnorm(name + ".bn1", y, /*relu=*/true);
       y = conv(name + ".conv2", y, out, 3, 1, 1);
+      if (shortcut != x) forward_order.push_back(shortcut);
       x = batchnorm(name + ".bn2", y, /*relu=*/true, shortcut);
     }
   }
@@ -86,12 +100,18 @@ std::vector<LayerSpec> resnet18_layers(const ResNetConfig& c) {
   LayerSpec loss = spec("loss", LayerKind::loss, x);
   loss.output = {1};
   add(std::move(loss));
-  return layers;
+  for (size_t i = 0; i < layers.size(); ++i) {
+    if (layers[i].kind != LayerKind::conv || layers[i].input < 0) continue;  // the image needs no gradient
+    const int read = layers[i].input;
+    for (size_t j = i + 1; j < layers.size(); ++j)
+      if (layers[j].input == read || layers[j].residual == read) layers[i].adds_input_grad = true;
+  }
+  return layout;
 }
 
 double step_flops(const ResNetConfig& config) {
   double flops = 0;
-  for (const LayerSpec& layer : resnet18_layers(config)) flops += layer.forward_flops + layer.backward_flops;
+  for (const LayerSpec& layer : resnet18_layout(config).layers) flops += layer.forward_flops + layer.backward_flops;
   return flops;
 }
 

@@ -1,11 +1,25 @@
-// resnet_layers.h: ResNet-18 (nn/resnet.h) as a list of its layers, in the order the model builds
-// them, each with what it reads, the shape of what it writes and the FLOPs of its products. The
-// list is what `bench-step --layers` builds and times one layer at a time (app/bench/layer_bench.h), and
-// its FLOPs summed are what `bench-step --matrix` counts as the step's.
+// resnet_layout.h: ResNet-18 (torchvision's resnet18: BasicBlock x [2,2,2,2], widths w, 2w, 4w, 8w
+// with w = 64 by default), stated once, as a table of its layers. ResNet18 (nn/resnet.h) builds its
+// layers from the table, `bench-step --layers` times them one by one (app/bench/layer_bench.h), and
+// the table's FLOPs summed are the step's FLOPs. There are two stems:
+//   cifar:    conv1 3x3 stride 1, no max-pool          (11,173,962 parameters at 10 classes)
+//   imagenet: conv1 7x7 stride 2 + max-pool 3x3/2      (11,689,512 at 1000 classes, torchvision's)
 //
-// The order is ResNet18's: the stem (conv1, bn1, the imagenet stem's maxpool), then each block's
-// downsample (downsample.0, downsample.1) when it has one, conv1, bn1, conv2 and bn2, which adds
-// the shortcut before its ReLU; then avgpool, fc and the loss. Backward visits them in reverse.
+// Note [ResNet-18's layer table]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// The table lists the layers in the order they are built: the stem (conv1, bn1, the imagenet
+// stem's maxpool), then each block's downsample (downsample.0, downsample.1) when it has one,
+// conv1, bn1, conv2 and bn2, which adds the shortcut before its ReLU; then avgpool, fc and the
+// loss. Each layer registers its parameters as it is built, and the flat parameter buffer is laid
+// out in the reverse order (nn/parameters.h), which is the order backward runs the table in. So
+// after backward has run the layers from the last down to any one of them, their gradients fill a
+// prefix of the flat gradient buffer, which is what lets DDP's buckets go out during backward.
+//
+// Forward runs the table in its order too, with one change (forward_order): a block's downsample
+// runs beside the block's main path. Its convolution is marked `beside`: it runs on the side stream,
+// at the start of the block, while the main stream runs conv1, bn1 and conv2 (Note [Side stream] in
+// nn/context.h). Its batch norm runs after conv2, on the main stream, once that has joined the side
+// stream, and right before bn2, which adds its output.
 //
 // FLOPs count each multiply and each add of a product. A convolution's forward is
 // 2*N*P*Q*K*R*S*C, and its backward twice that (the data gradient and the filter gradient; the
@@ -15,12 +29,31 @@
 // SGD count none: they are bound by memory.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
-#include "nn/resnet.h"
-
 namespace cutrain {
+
+enum class Stem { cifar, imagenet };
+Stem parse_stem(const std::string& name);  // "cifar" / "imagenet", else throws naming the value
+const char* stem_name(Stem stem);
+
+inline constexpr int kImageChannels = 3;  // red, green and blue
+
+// The widest model and the most classes cutrain builds: what a flag or a checkpoint may ask for.
+inline constexpr int kMaxResNetWidth = 1024;
+inline constexpr int kMaxResNetClasses = 100000;
+
+struct ResNetConfig {
+  Stem stem = Stem::cifar;
+  int num_classes = 10;
+  int width = 64;        // base width: channels of conv1 and layer1
+  int batch_size = 32;
+  int image_size = 32;   // square H = W of the input
+  float label_smoothing = 0;
+  uint64_t seed = 0;     // initial weights
+};
 
 enum class LayerKind { conv, batchnorm, maxpool, avgpool, linear, loss };
 
@@ -32,14 +65,23 @@ struct LayerSpec {
   bool relu = false;         // batch norm: fused with the ReLU
   int in_channels = 0;       // a convolution's: the image's 3 for the stem
   int kernel = 0, stride = 1, pad = 0;  // a convolution's, and the max-pool's
+  // A convolution's backward adds its data gradient to its input's gradient (beta 1) rather than
+  // writing it, because a later layer reads the same input, and backward ran that layer first.
+  bool adds_input_grad = false;
+  bool beside = false;       // forward runs it on the side stream (Note [ResNet-18's layer table])
   std::vector<int> output;   // its output's shape: [N,H,W,C] NHWC, [N,C] after the pool, [1] the loss
   double forward_flops = 0;
   double backward_flops = 0;
 };
 
-std::vector<LayerSpec> resnet18_layers(const ResNetConfig& config);
+struct ResNetLayout {
+  std::vector<LayerSpec> layers;   // in the order they are built; backward runs it in reverse
+  std::vector<int> forward_order;  // the order forward runs them (Note [ResNet-18's layer table])
+};
 
-// The model's FLOPs in one training step: the sum over resnet18_layers of forward and backward.
+ResNetLayout resnet18_layout(const ResNetConfig& config);
+
+// The model's FLOPs in one training step: the sum over the table of forward and backward.
 double step_flops(const ResNetConfig& config);
 
 // "conv 3x3/2", "bn+add+relu", "maxpool 3x3/2", ...: what the layer computes, in a few characters.

@@ -310,25 +310,30 @@ class Fp64ResNet {
     return dx;
   }
 
+  // The shapes come from the layer table (nn/resnet_layout.h): the stem's convolution, whether a
+  // max-pool follows it, and each block's width, stride and downsample. The math is this file's.
   void forward(StepResult& r) {
-    const int width = config_.width;
-    const bool imagenet = config_.stem == Stem::imagenet;
-    stem_geometry_ = imagenet ? ConvGeometry{width, 7, 2, 3} : ConvGeometry{width, 3, 1, 1};
+    const std::vector<LayerSpec> layers = resnet18_layout(config_).layers;
+    auto find = [&](const std::string& name) {
+      return std::find_if(layers.begin(), layers.end(), [&](const LayerSpec& l) { return l.name == name; });
+    };
+    const LayerSpec& stem = *find("conv1");
+    maxpool_ = find("maxpool") != layers.end();
+    stem_geometry_ = ConvGeometry{stem.output[3], stem.kernel, stem.stride, stem.pad};
     stem_c_ = conv("conv1.weight", input_, stem_geometry_);
     stem_z_ = bn("bn1", stem_c_, stem_bn_);
     Act y = store_(relu(stem_z_));
-    if (imagenet) {
+    if (maxpool_) {
       stem_y_ = y;
       y = maxpool_forward(stem_y_, maxpool_argmax_);
     }
     blocks_.clear();
-    for (int layer = 0; layer < 4; ++layer)
-      for (int block = 0; block < 2; ++block) {
-        const int K = width << layer, stride = (layer > 0 && block == 0) ? 2 : 1;
-        blocks_.emplace_back("layer" + std::to_string(layer + 1) + "." + std::to_string(block), K, stride,
-                             stride != 1 || y.C != K);
-        y = block_forward(blocks_.back(), y);
-      }
+    for (const LayerSpec& layer : layers) {
+      if (!layer.name.starts_with("layer") || !layer.name.ends_with(".conv1")) continue;  // one per block
+      const std::string block = layer.name.substr(0, layer.name.size() - std::string(".conv1").size());
+      blocks_.emplace_back(block, layer.output[3], layer.stride, find(block + ".downsample.0") != layers.end());
+      y = block_forward(blocks_.back(), y);
+    }
     last_ = y;
     // Global average pool, then fc: logits = features W^T + b.
     const int N = y.N, F = y.C, classes = config_.num_classes;
@@ -389,7 +394,7 @@ class Fp64ResNet {
         for (int f = 0; f < F; ++f)
           dy.v[(size_t(n) * y.H * y.W + hw) * F + f] = store_(store_(dfeatures[size_t(n) * F + f]) / (y.H * y.W));
     for (auto it = blocks_.rbegin(); it != blocks_.rend(); ++it) dy = block_backward(*it, dy);
-    if (config_.stem == Stem::imagenet) dy = maxpool_backward(dy, stem_y_, maxpool_argmax_);
+    if (maxpool_) dy = maxpool_backward(dy, stem_y_, maxpool_argmax_);
     conv_back("conv1.weight", input_, bn_back("bn1", relu_backward(dy, stem_z_), stem_bn_), stem_geometry_, nullptr);
   }
 
@@ -400,6 +405,7 @@ class Fp64ResNet {
   Act input_;
   std::vector<int> labels_;
   ConvGeometry stem_geometry_{};
+  bool maxpool_ = false;  // the imagenet stem's
   Act stem_c_, stem_z_, stem_y_, last_;
   BatchNormCache stem_bn_;
   std::vector<size_t> maxpool_argmax_;

@@ -1,62 +1,47 @@
-// A whole BasicBlock against finite differences, on the CPU: the gradient of
-// L = sum_j r_j * y_j (r fixed and random) with respect to the block's input and every
-// parameter, for a block with a downsample (stride 2, 4 -> 8 channels) and an identity block.
+// Two of ResNet-18's blocks against finite differences, on the CPU: the gradient of the model's
+// loss with respect to every parameter of layer1.0 (an identity shortcut) and of layer2.0 (a
+// downsample, stride 2), as backward computes them walking the layer table back
+// (Note [ResNet-18's layer table] in nn/resnet_layout.h).
 //
-// The block is built from fp32 kernels, so the check budget is that of tests/gradcheck.h:
-// with h = 2e-3 each loss evaluation rounds to ~1e-6 of its size, ~1e-4 in the quotient; the
-// truncation error h^2/6 L''' is ~1e-6. ReLU kinks are the real hazard: a nudge of one input
-// moves every output through the batch statistics, and if one of the block's ~300 pre-activations
-// crosses zero within the step, the difference straddles a kink. Such coordinates show up as
-// one-sided differences that disagree; they are skipped, and at least 80% must remain.
+// The model computes in fp32, so the check budget is that of tests/gradcheck.h: with h = 2e-3
+// each loss evaluation rounds to ~1e-7 of its size, ~1e-4 in the quotient; the truncation error
+// h^2/6 L''' is ~1e-6. ReLU kinks are the real hazard: a nudge of one weight moves every output
+// through the batch statistics, and if a pre-activation crosses zero within the step, the
+// difference straddles a kink. Such coordinates show up as one-sided differences that disagree;
+// they are skipped, and at least 80% must remain.
 #include <catch2/catch.hpp>
 
 #include <cmath>
 #include <random>
+#include <string>
 #include <vector>
 
-#include "nn/basic_block.h"
+#include "nn/resnet.h"
 #include "tests/gradcheck.h"
+#include "tests/nn_fixtures.h"
 
 using namespace cutrain;
 
 namespace {
 
-struct BlockCase {
+struct ModelCase {
   Context ctx{ContextOptions{}};
-  ModelResources model{ctx};
-  Activation& x;
-  BasicBlock block;
-  std::vector<float> r;  // dL/dy
+  ResNet18 model{ctx, test::tiny_resnet()};
 
-  BlockCase(int in_channels, int out_channels, int stride)
-      : x(model.plan.activation(DType::f32, {2, 6, 6, in_channels})),
-        block(model, "layer", x, out_channels, stride) {
-    model.allocate(/*seed=*/11);
-    std::mt19937 rng(12);
-    std::vector<float> input = test::random_vector(size_t(x.value.numel()), rng);
-    std::copy(input.begin(), input.end(), x.value.as<float>());
-    r = test::random_vector(size_t(block.y().value.numel()), rng);
+  ModelCase() {
+    test::fill_random_batch(model, 12);
+    std::mt19937 rng(13);
     // Batch norm starts at gamma 1, beta 0: move them so their gradients are not special.
-    for (const Parameter* p : model.params.in_layout_order()) {
-      if (p->ohwi) continue;
+    for (const Parameter* p : model.params().in_layout_order()) {
+      if (p->ohwi || p->name.starts_with("fc.")) continue;
       std::vector<float> v = test::random_vector(size_t(p->numel), rng, 0.5f, 1.5f);
       std::copy(v.begin(), v.end(), p->value.as<float>());
     }
   }
 
   double loss() {
-    block.forward(true, Collectives::with);
-    const float* y = block.y().value.as<float>();
-    double sum = 0;
-    for (size_t j = 0; j < r.size(); ++j) sum += double(r[j]) * y[j];
-    return sum;
-  }
-
-  void backward() {
-    loss();
-    std::copy(r.begin(), r.end(), block.y().grad.as<float>());
-    model.params.begin_backward({});
-    block.backward(Collectives::with);
+    model.forward(/*train=*/true);
+    return *model.loss();
   }
 
   // Central differences of every coordinate of `data`, against analytic.
@@ -84,28 +69,31 @@ struct BlockCase {
     CHECK(checked >= 0.8 * n);
   }
 
-  void check_all() {
-    backward();
-    std::vector<float> dx(x.grad.as<float>(), x.grad.as<float>() + x.grad.numel());
-    std::vector<float> grads(model.params.grads().as<float>(), model.params.grads().as<float>() + model.params.numel());
-    check("x", x.value.as<float>(), x.value.numel(), dx);
-    for (const Parameter* p : model.params.in_layout_order()) {
+  // Every parameter whose name starts with `block`.
+  void check_block(const std::string& block) {
+    loss();
+    model.backward();
+    const float* g = model.params().grads().as<float>();
+    const std::vector<float> grads(g, g + model.params().numel());
+    int parameters = 0;
+    for (const Parameter* p : model.params().in_layout_order()) {
+      if (!p->name.starts_with(block + ".")) continue;
+      ++parameters;
       std::vector<float> analytic(grads.begin() + p->offset, grads.begin() + p->offset + p->numel);
       check(p->name.c_str(), p->value.as<float>(), p->numel, analytic);
     }
+    REQUIRE(parameters > 0);
   }
 };
 
 }  // namespace
 
-TEST_CASE("A BasicBlock with a downsample matches finite differences", "[nn]") {
-  BlockCase c(4, 8, 2);
-  REQUIRE(c.model.params.in_layout_order().size() == 9);  // conv1, bn1 (2), conv2, bn2 (2), downsample (3)
-  c.check_all();
+TEST_CASE("ResNet-18's block with a downsample matches finite differences", "[nn]") {
+  ModelCase c;
+  c.check_block("layer2.0");
 }
 
-TEST_CASE("A BasicBlock with an identity shortcut matches finite differences", "[nn]") {
-  BlockCase c(4, 4, 1);
-  REQUIRE(c.model.params.in_layout_order().size() == 6);
-  c.check_all();
+TEST_CASE("ResNet-18's block with an identity shortcut matches finite differences", "[nn]") {
+  ModelCase c;
+  c.check_block("layer1.0");
 }

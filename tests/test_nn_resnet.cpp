@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <set>
 
 #include "nn/resnet.h"
 #include "tests/nn_fixtures.h"
@@ -96,22 +97,25 @@ TEST_CASE("The flat buffers are laid out in backward order with torchvision's na
   CHECK(model.buffers().size() == 2 * 20);  // running_mean and running_var of 20 batch norms
 }
 
-TEST_CASE("on_grads_ready reports a growing prefix of final gradients that reaches the end", "[nn]") {
+TEST_CASE("backward walks the layers back over a growing prefix of final gradients that reaches the end",
+          "[nn]") {
   Context ctx({});
   ResNet18 model(ctx, test::tiny_resnet());
   test::fill_random_batch(model, 5);
   model.forward(true);
   std::vector<int64_t> ends;
-  std::vector<std::vector<float>> seen;  // the prefix as it was when announced
-  model.backward([&](int64_t ready_end) {
-    ends.push_back(ready_end);
+  std::vector<std::vector<float>> seen;  // the prefix as it was after each layer
+  for (int layer = int(model.layers().size()) - 1; layer >= 0; --layer) {
+    model.backward_layer(layer);
+    ends.push_back(model.grads_final_end(layer));
     const float* g = model.params().grads().as<float>();
-    seen.emplace_back(g, g + ready_end);
-  });
-  REQUIRE(!ends.empty());
-  for (size_t i = 1; i < ends.size(); ++i) CHECK(ends[i] > ends[i - 1]);
+    seen.emplace_back(g, g + ends.back());
+  }
+  for (size_t i = 1; i < ends.size(); ++i) CHECK(ends[i] >= ends[i - 1]);
+  // 0 after the loss and avgpool, then one end for fc and for each of 20 batch norms and 20 convolutions.
+  CHECK(std::set<int64_t>(ends.begin(), ends.end()).size() == 1 + 1 + 20 + 20);
   CHECK(ends.back() == model.params().numel());
-  // "Final" means later layers never touch an announced span again.
+  // "Final" means later layers never touch that span again.
   std::vector<float> final_grads = read_floats(model.params().grads());
   for (const auto& prefix : seen) {
     CHECK(std::equal(prefix.begin(), prefix.end(), final_grads.begin()));

@@ -9,9 +9,9 @@
 #include <string>
 #include <vector>
 
-#include "app/resnet_layers.h"
 #include "data/load.h"
 #include "data/synthetic.h"
+#include "nn/resnet_layout.h"
 #include "tests/checkpoint_compare.h"
 #include "tests/gpu.h"
 #include "tests/metrics_file.h"

@@ -1,8 +1,8 @@
 // `cutrain bench-step --layers` (app/bench/layer_bench.h), on whatever device the build has: the
 // per-layer table names every layer of ResNet-18 once, in the order the model builds them, with
 // its output's shape; its FLOP columns add up to the step's FLOPs; the table of batch norm by
-// shape has every implementation for every shape; and the model built layer by layer computes
-// the same step as ResNet18 itself. The times are not tested: only a GPU can give them.
+// shape has every implementation for every shape; and the bench's step, one layer at a time,
+// computes the trainer's step. The times are not tested: only a GPU can give them.
 #include <catch2/catch.hpp>
 
 #include <map>
@@ -12,7 +12,6 @@
 #include <vector>
 
 #include "app/bench/layer_bench.h"
-#include "app/resnet_layers.h"
 #include "app/train_step.h"
 #include "nn/resnet.h"
 #include "tests/gpu.h"
@@ -147,19 +146,6 @@ TEST_CASE("bench-step --layers lists every layer of ResNet-18 once, in the model
   }
 }
 
-TEST_CASE("the layer list names ResNet18's layers in the order the model builds them, with either stem",
-          CUTRAIN_GPU_TAG) {
-  CUTRAIN_REQUIRE_GPU();
-  for (Stem stem : {Stem::cifar, Stem::imagenet}) {
-    ResNetConfig config = bench_config();
-    config.stem = stem;
-    std::vector<std::string> listed;
-    for (const LayerSpec& layer : resnet18_layers(config)) listed.push_back(layer.name);
-    INFO(stem_name(stem));
-    CHECK(listed == resnet18_layer_names(config));
-  }
-}
-
 TEST_CASE("bench-step --layers: the FLOP columns add up to the step's FLOPs", CUTRAIN_GPU_TAG) {
   CUTRAIN_REQUIRE_GPU();
   const LayerOutput& o = layer_bench_output();
@@ -220,7 +206,7 @@ TEST_CASE("bench-step --layers times batch norm by shape with all three implemen
                                              "cudnn [0-9.]+ ms\n")));
 }
 
-TEST_CASE("ResNet-18 built layer by layer computes ResNet18's training step", CUTRAIN_GPU_TAG) {
+TEST_CASE("The bench's step, one layer at a time in table order, is the trainer's step", CUTRAIN_GPU_TAG) {
   CUTRAIN_REQUIRE_GPU();
   ContextOptions options;
   options.device = Device::cuda;
@@ -230,17 +216,16 @@ TEST_CASE("ResNet-18 built layer by layer computes ResNet18's training step", CU
   ResNetConfig config;
   config.width = 8;
   config.batch_size = 4;
-  ResNet18 model(ctx, config);
-  LayerByLayerResNet layers(ctx, config);
-  REQUIRE(layers.input().shape == model.input().shape);
+  ResNet18 model(ctx, config), layers(ctx, config);
   fill_synthetic_batch(model.input(), model.labels(), config.num_classes);
   fill_synthetic_batch(layers.input(), layers.labels(), config.num_classes);
   TrainStepOptions step_options;
-  step_options.schedule = LrSchedule{LrScheduleKind::constant, 0.01, 1, 0};  // as layer by layer
+  step_options.schedule = LrSchedule{LrScheduleKind::constant, 0.01, 1, 0};  // as the bench's
   TrainStep step(model, nullptr, step_options);
+  SGD sgd(ctx, layers.params(), SgdConfig{}, step_options.schedule, SGD::Grads::as_written);
   for (int i = 0; i < 2; ++i) {
     step.run();
-    layers.step([] {});
+    step_layer_by_layer(layers, sgd, [] {});
     float model_loss = 0, layers_loss = 0;
     copy_to_host(Tensor(const_cast<float*>(model.loss()), DType::f32, ctx.device(), {1}), &model_loss);
     copy_to_host(Tensor(const_cast<float*>(layers.loss()), DType::f32, ctx.device(), {1}), &layers_loss);

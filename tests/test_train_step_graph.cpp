@@ -45,16 +45,41 @@ class FakeCapture final : public GraphCapture {
 
 // A step with a collective in it, like the trainer's.
 StepGraph::Step step_of(Record& record) {
-  return [&record](bool collectives) {
+  return [&record](bool rehearsal) {
     if (!record.capturing) {
       record.events.push_back("eager");
       ++record.device_steps;
       return;
     }
-    record.events.push_back(collectives ? "captured" : "rehearsal");
-    if (collectives) record.events.push_back("collective captured");
+    record.events.push_back(rehearsal ? "rehearsal" : "captured");
+    if (!rehearsal) record.events.push_back("collective captured");
   };
 }
+
+// The other ranks of a run, as StepGraph's agreement sees them: all_reduce_host adds this rank's
+// vote (1 for a failed rehearsal) to theirs, and keeps each vote it saw.
+class FakeRanks final : public Communicator {
+ public:
+  explicit FakeRanks(double others_failed) : others_failed_(others_failed) {}
+  std::vector<bool> votes;  // true: this rank's rehearsal succeeded
+
+  int rank() const override { return 0; }
+  int world_size() const override { return 2; }
+  const char* backend() const override { return "fake"; }
+  void all_reduce_host(double* data, size_t count, ReduceOp) override {
+    REQUIRE(count == 1);
+    votes.push_back(data[0] == 0.0);
+    data[0] += others_failed_;
+  }
+  void all_reduce(float*, size_t, ReduceOp) override { FAIL("StepGraph issues no collective of its own"); }
+  void broadcast(float*, size_t, int) override { FAIL("StepGraph issues no collective of its own"); }
+  void barrier() override { FAIL("StepGraph issues no collective of its own"); }
+  void all_reduce_async(float*, size_t, ReduceOp) override { FAIL("StepGraph issues no collective of its own"); }
+  void wait_async() override {}
+
+ private:
+  double others_failed_;
+};
 
 std::unique_ptr<GraphCapture> fake(Record& record, std::deque<std::string> end_results = {}) {
   return std::make_unique<FakeCapture>(record, std::move(end_results));
@@ -96,8 +121,8 @@ TEST_CASE("A step that throws while captured falls back like a failed capture", 
   Record r;
   StepGraph graph(fake(r), /*warmup=*/0);
   auto step = step_of(r);
-  graph.replay([&](bool collectives) {
-    step(collectives);
+  graph.replay([&](bool rehearsal) {
+    step(rehearsal);
     if (r.capturing) throw std::runtime_error("cudaMalloc during capture");
   });
   graph.replay(step);
@@ -108,14 +133,11 @@ TEST_CASE("A step that throws while captured falls back like a failed capture", 
 
 TEST_CASE("With several ranks the fallback is agreed before any collective is captured", "[train]") {
   Record r;
-  std::vector<bool> votes;
   // This rank's rehearsal succeeds; another rank's failed, so the agreement is false.
-  StepGraph graph(fake(r), 1, [&](bool ok) {
-    votes.push_back(ok);
-    return false;
-  });
+  FakeRanks ranks(/*others_failed=*/1);
+  StepGraph graph(fake(r), 1, &ranks);
   for (int i = 0; i < 3; ++i) graph.replay(step_of(r));
-  CHECK(votes == std::vector<bool>{true});
+  CHECK(ranks.votes == std::vector<bool>{true});
   CHECK(r.events == Events{"eager", "rehearsal", "eager", "eager"});
   CHECK(r.device_steps == 3);
   CHECK(graph.status() == "off (capture failed: another rank's capture failed)");
@@ -123,20 +145,18 @@ TEST_CASE("With several ranks the fallback is agreed before any collective is ca
 
 TEST_CASE("With several ranks a failed rehearsal votes no and falls back", "[train]") {
   Record r;
-  std::vector<bool> votes;
-  StepGraph graph(fake(r, {"cudaGraphInstantiate: out of memory"}), 1, [&](bool ok) {
-    votes.push_back(ok);
-    return ok;
-  });
+  FakeRanks ranks(/*others_failed=*/0);
+  StepGraph graph(fake(r, {"cudaGraphInstantiate: out of memory"}), 1, &ranks);
   for (int i = 0; i < 3; ++i) graph.replay(step_of(r));
-  CHECK(votes == std::vector<bool>{false});
+  CHECK(ranks.votes == std::vector<bool>{false});
   CHECK(r.events == Events{"eager", "rehearsal", "eager", "eager"});
   CHECK(graph.status() == "off (capture failed: cudaGraphInstantiate: out of memory)");
 }
 
 TEST_CASE("With several ranks agreed, the step is captured with its collectives and replayed", "[train]") {
   Record r;
-  StepGraph graph(fake(r), 1, [](bool ok) { return ok; });
+  FakeRanks ranks(/*others_failed=*/0);
+  StepGraph graph(fake(r), 1, &ranks);
   for (int i = 0; i < 3; ++i) graph.replay(step_of(r));
   CHECK(r.events == Events{"eager", "rehearsal", "captured", "collective captured", "launch", "launch"});
   CHECK(r.device_steps == 3);
@@ -144,7 +164,8 @@ TEST_CASE("With several ranks agreed, the step is captured with its collectives 
 
 TEST_CASE("With several ranks a capture that fails after the rehearsals agreed stops the run", "[train]") {
   Record r;
-  StepGraph graph(fake(r, {"", "NCCL: graph capture unsupported"}), 1, [](bool ok) { return ok; });
+  FakeRanks ranks(/*others_failed=*/0);
+  StepGraph graph(fake(r, {"", "NCCL: graph capture unsupported"}), 1, &ranks);
   graph.replay(step_of(r));
   CHECK_THROWS_WITH(graph.replay(step_of(r)), Catch::Contains("NCCL: graph capture unsupported") &&
                                                Catch::Contains("collectives may be out of step"));

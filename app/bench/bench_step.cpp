@@ -29,7 +29,6 @@
 #include "app/flags.h"
 #include "app/interval_times.h"
 #include "app/profiler.h"
-#include "app/resnet_layers.h"
 #include "app/train_step.h"
 #include "kernels/base/check.h"
 #include "kernels/base/cpu_threads.h"

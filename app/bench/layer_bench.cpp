@@ -13,19 +13,10 @@
 #include "kernels/base/device.h"
 #include "kernels/base/nvtx_range.h"
 #include "kernels/recording.h"
-#include "nn/batchnorm2d.h"
-#include "nn/conv2d.h"
-#include "nn/cross_entropy_loss.h"
-#include "nn/linear.h"
-#include "nn/pooling.h"
 
 namespace cutrain {
 
 namespace {
-
-// As ResNet18 (nn/resnet.h): cuDNN's tensor-core kernels want the stem's input channels in
-// multiples of 8, so a GPU's image has 3 channels and 5 zeros.
-constexpr int kGpuInputChannels = 8;
 
 #ifdef CUTRAIN_CUDA_EMULATION
 constexpr bool kEmulatedDevice = true;
@@ -33,109 +24,24 @@ constexpr bool kEmulatedDevice = true;
 constexpr bool kEmulatedDevice = false;
 #endif
 
-// Whether a layer after `index` reads the same activation as input or residual: its backward runs
-// first and writes that activation's gradient, so a convolution's data gradient adds to it (the
-// memory plan's rule, nn/memory_plan.h).
-bool read_later(const std::vector<LayerSpec>& specs, size_t index) {
-  const int activation = specs[index].input;
-  for (size_t j = index + 1; j < specs.size(); ++j)
-    if (specs[j].input == activation || specs[j].residual == activation) return true;
-  return false;
-}
-
 }  // namespace
 
-LayerByLayerResNet::LayerByLayerResNet(Context& ctx, const ResNetConfig& config)
-    : config_(config),
-      specs_(resnet18_layers(config)),
-      resources_(ctx),
-      input_(resources_.plan.activation(ctx.dtype(),
-                                  {config.batch_size, config.image_size, config.image_size,
-                                   ctx.on_gpu() ? kGpuInputChannels : specs_.front().in_channels},
-                                  /*with_grad=*/false)) {
-  std::vector<Activation*> outputs;  // of each layer, by index
-  auto activation = [&](int index) -> Activation& { return index < 0 ? input_ : *outputs[size_t(index)]; };
-  const cudaStream_t stream = ctx.main_stream();
-  for (size_t i = 0; i < specs_.size(); ++i) {
-    const LayerSpec& spec = specs_[i];
-    Activation& x = activation(spec.input);
-    Layer layer;
-    switch (spec.kind) {
-      case LayerKind::conv: {
-        auto conv = std::make_shared<Conv2d>(resources_, spec.name, x, spec.in_channels, spec.output[3], spec.kernel,
-                                             spec.stride, spec.pad);
-        const float dx_beta = read_later(specs_, i) ? 1.0f : 0.0f;
-        layer = {[conv, stream] { conv->forward(stream); }, [conv, dx_beta] { conv->backward(dx_beta); }};
-        outputs.push_back(&conv->y);
-        break;
-      }
-      case LayerKind::batchnorm: {
-        Activation* residual = spec.residual >= 0 ? &activation(spec.residual) : nullptr;
-        auto bn = std::make_shared<BatchNorm2d>(resources_, spec.name, x, spec.relu, residual);
-        layer = {[bn] { bn->forward(/*train=*/true, Collectives::with); }, [bn] { bn->backward(Collectives::with); }};
-        outputs.push_back(&bn->y);
-        break;
-      }
-      case LayerKind::maxpool: {
-        auto pool = std::make_shared<MaxPool2d>(resources_, x);
-        layer = {[pool] { pool->forward(); }, [pool] { pool->backward(); }};
-        outputs.push_back(&pool->y);
-        break;
-      }
-      case LayerKind::avgpool: {
-        auto pool = std::make_shared<GlobalAvgPool2d>(resources_, x);
-        layer = {[pool] { pool->forward(); }, [pool] { pool->backward(); }};
-        outputs.push_back(&pool->y);
-        break;
-      }
-      case LayerKind::linear: {
-        auto fc = std::make_shared<Linear>(resources_, spec.name, x, spec.output[1]);
-        layer = {[fc] { fc->forward(); }, [fc] { fc->backward(); }};
-        outputs.push_back(&fc->y);
-        break;
-      }
-      case LayerKind::loss: {
-        // Its forward also writes the logits' gradient, so its backward has nothing to do.
-        auto loss = std::make_shared<CrossEntropyLoss>(resources_, x, config.label_smoothing);
-        layer = {[loss] { loss->forward(); }, [] {}};
-        labels_ = [loss]() -> const Tensor& { return loss->labels; };
-        loss_ = [loss] { return loss->loss.as<float>(); };
-        outputs.push_back(nullptr);
-        break;
-      }
-    }
-    layers_.push_back(std::move(layer));
-    forward_ranges_.push_back(spec.name + " forward");
-    backward_ranges_.push_back(spec.name + " backward");
-  }
-  resources_.allocate(config.seed);
-  if (ctx.on_gpu()) resources_.params.sync_weight_copies(stream);
-  sgd_ = std::make_unique<SGD>(ctx, resources_.params, SgdConfig{}, LrSchedule{LrScheduleKind::constant, 0.01, 1, 0},
-                               SGD::Grads::as_written);
-  ctx.synchronize();
-}
-
-LayerByLayerResNet::~LayerByLayerResNet() = default;
-
-const Tensor& LayerByLayerResNet::labels() const { return labels_(); }
-const float* LayerByLayerResNet::loss() const { return loss_(); }
-
-void LayerByLayerResNet::step(const std::function<void()>& mark) {
+void step_layer_by_layer(ResNet18& model, SGD& sgd, const std::function<void()>& mark) {
+  const std::vector<LayerSpec>& layers = model.layers();
   mark();
-  for (size_t i = 0; i < layers_.size(); ++i) {
-    NvtxRange range(forward_ranges_[i].c_str());
-    layers_[i].forward();
+  for (size_t i = 0; i < layers.size(); ++i) {
+    NvtxRange range((layers[i].name + " forward").c_str());
+    model.forward_layer(int(i), /*train=*/true);
     mark();
   }
-  resources_.params.begin_backward({});
-  for (size_t i = layers_.size(); i-- > 0;) {
-    NvtxRange range(backward_ranges_[i].c_str());
-    layers_[i].backward();
+  for (size_t i = layers.size(); i-- > 0;) {
+    NvtxRange range((layers[i].name + " backward").c_str());
+    model.backward_layer(int(i));
     mark();
   }
   NvtxRange range("sgd");
-  sgd_->begin_step(resources_.ctx.main_stream());
-  sgd_->update(0, resources_.params.numel(), resources_.ctx.main_stream());
+  sgd.begin_step(model.context().main_stream());
+  sgd.update(0, model.params().numel(), model.context().main_stream());
   mark();
 }
 
@@ -157,6 +63,12 @@ namespace {
 
 constexpr const char* kBatchNorms[] = {"cooperative", "split", "cudnn"};
 
+// The optimizer of the bench's step: plain SGD at a constant rate.
+SGD bench_sgd(ResNet18& model) {
+  return SGD(model.context(), model.params(), SgdConfig{}, LrSchedule{LrScheduleKind::constant, 0.01, 1, 0},
+             SGD::Grads::as_written);
+}
+
 // Milliseconds of each call of each timed step: [layer][pass], and SGD's [pass].
 struct CallTimes {
   std::vector<std::vector<double>> forward, backward;
@@ -168,15 +80,16 @@ CallTimes time_layers(const LayerBenchOptions& o, const std::string& batchnorm) 
   options.batchnorm = parse_batchnorm(batchnorm);
   options.streams = 1;
   Context ctx(options);
-  LayerByLayerResNet net(ctx, o.config);
-  fill_synthetic_batch(net.input(), net.labels(), o.config.num_classes);
-  for (int i = 0; i < o.warmup; ++i) net.step([] {});
+  ResNet18 model(ctx, o.config);
+  SGD sgd = bench_sgd(model);
+  fill_synthetic_batch(model.input(), model.labels(), o.config.num_classes);
+  for (int i = 0; i < o.warmup; ++i) step_layer_by_layer(model, sgd, [] {});
   ctx.synchronize();
-  const size_t layers = net.layers().size(), calls = 2 * layers + 1;
+  const size_t layers = model.layers().size(), calls = 2 * layers + 1;
   IntervalTimes times(ctx.on_gpu(), ctx.main_stream(), int(1 + calls * size_t(o.passes)));
   for (int pass = 0; pass < o.passes; ++pass) {
     bool first = true;
-    net.step([&] {
+    step_layer_by_layer(model, sgd, [&] {
       if (!first || pass == 0) times.mark();  // a later pass starts at the previous one's last mark
       first = false;
     });
@@ -217,9 +130,10 @@ PlannedCalls plan_layers(const LayerBenchOptions& o, const std::string& batchnor
   options.batchnorm = parse_batchnorm(batchnorm);
   options.streams = 1;
   Context ctx(options);
-  LayerByLayerResNet net(ctx, o.config);
+  ResNet18 model(ctx, o.config);
+  SGD sgd = bench_sgd(model);
   recorder.clear();  // what building the model enqueued is not the step's
-  net.step([] {});
+  step_layer_by_layer(model, sgd, [] {});
   std::map<std::string, std::vector<RecordedOp>> by_range;
   for (const RecordedOp& op : recorder.ops()) by_range[op.phase].push_back(op);
   auto costs = [&](const std::string& range) {
@@ -233,7 +147,7 @@ PlannedCalls plan_layers(const LayerBenchOptions& o, const std::string& batchnor
     return c;
   };
   PlannedCalls plan;
-  for (const LayerSpec& layer : net.layers()) {
+  for (const LayerSpec& layer : model.layers()) {
     plan.forward.push_back(costs(layer.name + " forward"));
     plan.backward.push_back(costs(layer.name + " backward"));
   }
@@ -258,7 +172,7 @@ std::string roofline(double ms, const Costs* planned, double flops, const GpuPea
 void print_layer_table(const LayerBenchOptions& o, const std::string& batchnorm, const CallTimes& t,
                        const PlannedCalls* plan) {
   const ResNetConfig& c = o.config;
-  const std::vector<LayerSpec> specs = resnet18_layers(c);
+  const std::vector<LayerSpec> specs = resnet18_layout(c).layers;
   std::printf("bench-step --layers: ResNet-18 %s stem, width %d, %s, batch %d, %dx%d images, batch norm %s, 1 stream, "
               "eager, on %s\n",
               stem_name(c.stem), c.width, o.context.dtype == DType::bf16 ? "bf16" : "fp32", c.batch_size,
@@ -321,7 +235,7 @@ void print_layer_table(const LayerBenchOptions& o, const std::string& batchnorm,
 // median forward and backward over every pass of every layer of that shape.
 // `times`: each implementation that cuDNN took, by name.
 void print_batchnorm_shapes(const LayerBenchOptions& o, const std::vector<std::pair<const char*, CallTimes>>& times) {
-  const std::vector<LayerSpec> specs = resnet18_layers(o.config);
+  const std::vector<LayerSpec> specs = resnet18_layout(o.config).layers;
   std::vector<std::string> keys;
   std::map<std::string, std::vector<size_t>> layers_of;  // "shape op" -> the layers of that key
   for (size_t i = 0; i < specs.size(); ++i) {

@@ -142,7 +142,7 @@ class PlannedCommunicator final : public Communicator {
   const char* backend() const override { return "nccl"; }
 
   void all_reduce(float* data, size_t count, ReduceOp op) override {
-    all_reduce_async(data, count, op, {});
+    all_reduce_async(data, count, op);
     wait_async();
   }
   void broadcast(float* data, size_t count, int root) override {
@@ -153,11 +153,9 @@ class PlannedCommunicator final : public Communicator {
   void all_reduce_host(double*, size_t, ReduceOp) override {
     throw std::logic_error("a planned step reduces no host values");
   }
-  void all_reduce_async(float* data, size_t count, ReduceOp op, AfterCollective then) override {
-    collective("ncclAllReduce", count);
-    if (then) then(comm_);
-  }
+  void all_reduce_async(float* data, size_t count, ReduceOp op) override { collective("ncclAllReduce", count); }
   void wait_async() override { wait(compute_, comm_, comm_done_); }
+  cudaStream_t comm_stream() const override { return comm_; }
 
  private:
   void collective(const char* name, size_t count) {

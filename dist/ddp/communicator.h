@@ -13,9 +13,9 @@
 //   given at construction: a collective starts after the work already enqueued there. The blocking
 //   calls (all_reduce, broadcast, barrier) also make later compute-stream work wait for the result
 //   (on the GPU without a host synchronisation; on the CPU by returning when done).
-//   all_reduce_async() does not: compute carries on, and wait_async() joins the two again. Its
-//   `then` enqueues work that needs the result right behind the collective, on the communicator's
-//   own queue, such as the optimizer for the bucket just averaged (Note [The step]).
+//   all_reduce_async() does not: compute carries on, and wait_async() joins the two again. On the
+//   GPU, work enqueued on comm_stream() right after an all_reduce_async runs right behind that
+//   collective, such as the optimizer for the bucket just averaged (Note [The step]).
 // - Buffers live where the backend computes: device memory for NCCL, host memory for Gloo.
 //   all_reduce_host() takes host numbers on both (metric counts at the end of an epoch).
 // - Averages are sums divided by the world size (ncclAvg on NCCL).
@@ -28,7 +28,6 @@
 
 #include <chrono>
 #include <cstddef>
-#include <functional>
 #include <memory>
 #include <string>
 
@@ -38,12 +37,6 @@
 namespace cutrain {
 
 enum class ReduceOp { sum, average };
-
-// Work enqueued behind a collective on the communicator's queue: called with the communication
-// stream (NCCL: on the calling thread, as the collective is enqueued, so what it enqueues on the
-// stream runs after the collective), or with nullptr on the communication thread once the
-// collective is done (Gloo).
-using AfterCollective = std::function<void(cudaStream_t stream)>;
 
 class Communicator {
  public:
@@ -64,13 +57,16 @@ class Communicator {
   virtual void all_reduce_host(double* data, size_t count, ReduceOp op) = 0;
 
   // In-place all-reduce that starts after the caller's work so far and does not hold up what the
-  // caller issues next; then `then`, if given, on the communicator's queue. `data` must not be
-  // touched until wait_async(). (The default argument is this declaration's: overrides take none.)
-  virtual void all_reduce_async(float* data, size_t count, ReduceOp op, AfterCollective then = {}) = 0;
-  // What the caller issues next waits for every all_reduce_async so far (GPU: the compute stream
-  // waits on the comm stream, no host sync; CPU: returns when the comm thread is idle). Rethrows
-  // a failure of any of them.
+  // caller issues next. `data` must not be touched until wait_async().
+  virtual void all_reduce_async(float* data, size_t count, ReduceOp op) = 0;
+  // What the caller issues next waits for every all_reduce_async so far, and for the work enqueued
+  // on comm_stream() (GPU: the compute stream waits on the comm stream, no host sync; CPU: returns
+  // when the comm thread is idle). Rethrows a failure of any of them.
   virtual void wait_async() = 0;
+  // NCCL: the stream the collectives run on, in issue order; work enqueued there runs after the
+  // collectives issued so far, without holding up the compute stream. Gloo: nullptr, since its
+  // collectives run on a thread.
+  virtual cudaStream_t comm_stream() const { return nullptr; }
   // Watches the collectives of work that was enqueued on `stream` outside this communicator's calls,
   // a CUDA graph's replay, as its own calls' are watched (NCCL: the watchdog's timeout then covers
   // everything enqueued on `stream` so far; Gloo has nothing on streams to watch).

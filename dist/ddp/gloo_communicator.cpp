@@ -113,12 +113,12 @@ void GlooCommunicator::wait_async() {
   if (error_) std::rethrow_exception(error_);
 }
 
-void GlooCommunicator::all_reduce_async(float* data, size_t count, ReduceOp op, AfterCollective then) {
-  enqueue({Task::all_reduce_float, data, count, op, 0, 0, std::move(then)});
+void GlooCommunicator::all_reduce_async(float* data, size_t count, ReduceOp op) {
+  enqueue({Task::all_reduce_float, data, count, op});
 }
 
 void GlooCommunicator::all_reduce(float* data, size_t count, ReduceOp op) {
-  all_reduce_async(data, count, op, {});
+  all_reduce_async(data, count, op);
   wait_async();
 }
 
@@ -161,7 +161,6 @@ void GlooCommunicator::run(const Task& task) {
       break;
     }
   }
-  if (task.then) task.then(nullptr);
 }
 
 void GlooCommunicator::work() {

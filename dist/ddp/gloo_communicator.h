@@ -37,7 +37,7 @@ class GlooCommunicator final : public Communicator {
   void broadcast(float* data, size_t count, int root) override;
   void barrier() override;
   void all_reduce_host(double* data, size_t count, ReduceOp op) override;
-  void all_reduce_async(float* data, size_t count, ReduceOp op, AfterCollective then) override;
+  void all_reduce_async(float* data, size_t count, ReduceOp op) override;
   void wait_async() override;
 
  private:
@@ -49,7 +49,6 @@ class GlooCommunicator final : public Communicator {
     ReduceOp op = ReduceOp::sum;
     int root = 0;
     uint32_t tag = 0;
-    AfterCollective then = {};  // run on the communication thread after the collective
   };
 
   void enqueue(Task task);

@@ -124,7 +124,6 @@ void NcclCommunicator::start_after_compute() {
 }
 
 void NcclCommunicator::mark_issued() {
-  CUDA_CHECK(cudaEventRecord(comm_done_, comm_stream_));
   cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
   CUDA_CHECK(cudaStreamIsCapturing(comm_stream_, &capture));
   if (capture != cudaStreamCaptureStatusNone) return;  // not watched, as the header says
@@ -139,19 +138,21 @@ void NcclCommunicator::watch_replay(cudaStream_t stream) {
   CUDA_CHECK(cudaEventRecord(watched_, stream));
 }
 
-void NcclCommunicator::compute_waits_for_comm() { CUDA_CHECK(cudaStreamWaitEvent(compute_stream_, comm_done_, 0)); }
+void NcclCommunicator::compute_waits_for_comm() {
+  CUDA_CHECK(cudaEventRecord(comm_done_, comm_stream_));
+  CUDA_CHECK(cudaStreamWaitEvent(compute_stream_, comm_done_, 0));
+}
 
-void NcclCommunicator::all_reduce_async(float* data, size_t count, ReduceOp op, AfterCollective then) {
+void NcclCommunicator::all_reduce_async(float* data, size_t count, ReduceOp op) {
   start_after_compute();
   settle(ncclAllReduce(data, data, count, ncclFloat, nccl_op(op), comm_, comm_stream_), "ncclAllReduce");
-  if (then) then(comm_stream_);
   mark_issued();
 }
 
 void NcclCommunicator::wait_async() { compute_waits_for_comm(); }
 
 void NcclCommunicator::all_reduce(float* data, size_t count, ReduceOp op) {
-  all_reduce_async(data, count, op, {});
+  all_reduce_async(data, count, op);
   compute_waits_for_comm();
 }
 

@@ -4,8 +4,9 @@
 // that they are scheduled as soon as their inputs are ready. Two events tie it to the caller's
 // compute stream. compute_ready_ is recorded on the compute stream, and the comm stream waits for
 // it before a collective, which therefore starts after the compute work issued before it.
-// comm_done_ is recorded on the comm stream after every collective, and the compute stream waits
-// for it where the caller needs the results (the blocking calls and wait_async()).
+// comm_done_ is recorded on the comm stream where the caller needs the results (the blocking calls
+// and wait_async()), and the compute stream waits for it: for every collective issued so far and
+// whatever the caller enqueued on comm_stream() after them.
 //
 // Nothing synchronises with the host except barrier() and all_reduce_host(), whose results are
 // on the host by nature, so the step's calls can be captured in a CUDA graph. The capture must be
@@ -49,8 +50,9 @@ class NcclCommunicator final : public Communicator {
   void broadcast(float* data, size_t count, int root) override;
   void barrier() override;
   void all_reduce_host(double* data, size_t count, ReduceOp op) override;
-  void all_reduce_async(float* data, size_t count, ReduceOp op, AfterCollective then) override;
+  void all_reduce_async(float* data, size_t count, ReduceOp op) override;
   void wait_async() override;
+  cudaStream_t comm_stream() const override { return comm_stream_; }
   void watch_replay(cudaStream_t stream) override;
 
  private:
@@ -59,8 +61,8 @@ class NcclCommunicator final : public Communicator {
   // more calls.
   void settle(ncclResult_t result, const char* call);
   void start_after_compute();  // the comm stream waits for the compute stream's work so far
-  void mark_issued();          // records comm_done_ after the collective just enqueued
-  void compute_waits_for_comm();
+  void mark_issued();          // has the watchdog watch the collective just enqueued
+  void compute_waits_for_comm();  // the compute stream waits for the comm stream's work so far
   void watch();  // the watchdog thread
   void release_cuda() noexcept;  // the stream, events and buffers, as far as they exist
 
@@ -73,7 +75,7 @@ class NcclCommunicator final : public Communicator {
   cudaStream_t comm_stream_ = nullptr;
   cudaEvent_t compute_ready_ = nullptr;
   cudaEvent_t comm_done_ = nullptr;
-  cudaEvent_t watched_ = nullptr;  // comm_done_ for the watchdog, never recorded into a capture
+  cudaEvent_t watched_ = nullptr;  // the watchdog's, after each collective; never recorded into a capture
   float* scratch_ = nullptr;       // barrier()'s one float
   double* host_values_ = nullptr;  // all_reduce_host()'s device copy
   size_t host_values_capacity_ = 0;
