@@ -585,7 +585,7 @@ Tiling tiling(const BatchNormPlan& plan) {
           plan.launch == BatchNormLaunch::split};
 }
 
-// What the launches of `plan` read and write, for the step's inventory (kernels/recording.h): the
+// What the launches of `plan` read and write, for the step's inventory (emu/recording.h): the
 // first, and a split plan's apply launch.
 Traffic plan_traffic(const BatchNormPlan& plan) {
   return {plan.bytes_read - plan.apply_bytes_read, plan.bytes_written - plan.apply_bytes_written};

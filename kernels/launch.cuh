@@ -4,7 +4,7 @@
 // Device-side only: included by .cu files, never by the CPU twins.
 //
 // A .cu file compiles two ways: by nvcc for the GPU, and by the host compiler against the CUDA
-// emulation of kernels/emu (see docs/emulated-gpu.md), which runs the same kernels on the CPU.
+// emulation of emu/ (see docs/emulated-gpu.md), which runs the same kernels on the CPU.
 // The two differ only where __CUDACC__ is tested below (and in <cooperative_groups.h>, whose
 // this_grid().sync() the emulation provides).
 #pragma once
@@ -21,10 +21,10 @@
 
 #include "kernels/base/check.h"
 #include "kernels/cooperative.h"
-#include "kernels/recording.h"
+#include "kernels/traffic.h"
 
 #ifndef __CUDACC__
-#include "kernels/emu/launch.h"
+#include "emu/launch.h"
 #endif
 
 namespace cutrain {
@@ -51,7 +51,7 @@ struct LaunchLabel {
 // a launch the device refuses (over 1024 threads per block, grid.y or grid.z over 65535, too much
 // shared memory, an empty grid) throws CheckError naming the kernel, its configuration and the
 // launch site. Without nvcc, the emulation runs the grid on the CPU, or writes it down for the
-// step's inventory (kernels/recording.h).
+// step's inventory (emu/recording.h).
 //
 //   launch_kernel({"cast_kernel", {n * 4, n * 2}}, cast_kernel<float, __nv_bfloat16>, grid_for(n), kBlockThreads,
 //                 0, stream, in, out, n);

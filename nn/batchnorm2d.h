@@ -47,7 +47,7 @@ class BatchNorm2d {
  private:
   // The launches that a GPU step can take, planned once for this GPU. The record-only emulated
   // device of `bench-step --plan` presents an H200 (Note [Record-only device] in
-  // kernels/emu/runtime.h).
+  // emu/runtime.h).
   struct GpuPlans {
     BatchNormPlan forward_train, forward_eval, backward;
     BatchNormPlan rank_statistics, rank_m2, forward_apply, backward_sums, backward_apply;  // SyncBatchNorm

@@ -114,7 +114,7 @@ case "$cudart" in
   *) driver_needed="" ;;
 esac
 if [ -n "$emulated" ]; then
-  gpu="emulated GPU (kernels/emu, on the CPU: the timings below mean nothing), -, -"
+  gpu="emulated GPU (emu/, on the CPU: the timings below mean nothing), -, -"
   gpu_name="emulated GPU" driver="none"
   preflight_driver="none to check: the emulated device needs no driver and nvidia-smi is not run (on a GPU: the build's libcudart.so.13 needs driver 580 or newer)"
 elif [ -z "$driver_needed" ]; then

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Breaks the CUDA kernels on purpose, one way at a time, and checks that the emulated tests catch
-# each break: the [emu] tests of tests/emu, in all three thread orders, under AddressSanitizer and
-# the alignment check. Every file it touches is put back, also when interrupted. Not run by CI
+# each break: the emulated device's and the kernels' tests (label `emu`), in all three thread
+# orders, under AddressSanitizer and the alignment check, in the build that scripts/test-sanitizers.sh
+# makes for them (build-emulated-asan/). Every file it touches is put back, also when interrupted. Not run by CI
 # (it rebuilds the emulated tests once per mutation: several minutes).
 #
 #   scripts/mutate-kernels.sh            # every mutation
@@ -27,13 +28,13 @@ mutations=(
   "sgd-pitch|kernels/sgd.cuh|i / a.cols * a.pitch + i % a.cols|i / a.cols * a.cols + i % a.cols"
   "lr-step-counter|kernels/lr_schedule.cu|  *step += 1;|  *step += 2;"
   "copy-rows-last-row|kernels/copy_rows.cu|LOOP(i, b.rows * b.cols)|LOOP(i, b.rows * b.cols - b.cols)"
-  "launch-unrecorded|kernels/launch.cuh|  r->add(std::move(op));|  (void)op;"
+  "launch-unrecorded|emu/launch.h|    if (record_instead(std::move(op))) return;|    (void)op;"
 )
 
-build=build-emu
-saved=$(mktemp -d)  # the originals of the files being mutated (all in kernels/)
+build=build-emulated-asan
+saved=$(mktemp -d)  # the originals of the files being mutated, by their paths from the repository's root
 restore() {
-  for f in "$saved"/*; do [ -e "$f" ] && cp "$f" "kernels/$(basename "$f")"; done
+  (cd "$saved" && find . -type f -print0) | while IFS= read -r -d '' f; do cp "$saved/$f" "$f"; done
   rm -rf "$saved"
 }
 trap restore EXIT
@@ -51,11 +52,12 @@ EOF
 }
 
 run_tests() {
-  cmake --build "$build" -j "$(nproc)" >"$build/mutation-build.log" 2>&1 || return 2
-  ctest --test-dir "$build" -j "$(nproc)" --output-on-failure >"$build/mutation-test.log" 2>&1
+  cmake --build "$build" -j "$(nproc)" --target cutrain_emu_tests cutrain_emu_nccl_tests >"$build/mutation-build.log" 2>&1 ||
+    return 2
+  ctest --test-dir "$build" -L '^emu$' -j "$(nproc)" --output-on-failure >"$build/mutation-test.log" 2>&1
 }
 
-cmake -S tests/emu -B "$build" >/dev/null
+scripts/test-sanitizers.sh --build-only emu >/dev/null
 echo "mutate-kernels: the unbroken kernels first"
 if ! run_tests; then
   echo "mutate-kernels: error: the tests fail before any mutation; see $build/mutation-test.log" >&2
@@ -66,7 +68,8 @@ survived=0
 for m in "${mutations[@]}"; do
   IFS='|' read -r name file old new <<<"$m"
   case "$name" in *"${1:-}"*) ;; *) continue ;; esac
-  cp "$file" "$saved/$(basename "$file")"
+  mkdir -p "$saved/$(dirname "$file")"
+  cp "$file" "$saved/$file"
   replace_once "$file" "$old" "$new"
   status=0
   run_tests || status=$?
@@ -85,10 +88,10 @@ for m in "${mutations[@]}"; do
       awk -F'|' '{ orders[$1] = orders[$1] (orders[$1] ? ", " : "") $2 }
                  END { for (t in orders) print "          " t " (" orders[t] ")" }' | sort
   fi
-  cp "$saved/$(basename "$file")" "$file"
-  rm "$saved/$(basename "$file")"
+  cp "$saved/$file" "$file"
+  rm "$saved/$file"
 done
 
 echo "mutate-kernels: rebuilding the unbroken kernels"
-cmake --build "$build" -j "$(nproc)" >/dev/null
+cmake --build "$build" -j "$(nproc)" --target cutrain_emu_tests cutrain_emu_nccl_tests >/dev/null
 exit $((survived > 0))

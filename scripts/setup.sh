@@ -32,7 +32,7 @@ packages=(
   libgloo-dev                   # CPU collectives
   libeigen3-dev                 # the CPU classifier's matrix products
   libdnnl-dev                   # oneDNN: the CPU convolutions
-  libboost-context-dev          # the CUDA emulation's fibers (kernels/emu/block.cpp)
+  libboost-context-dev          # the CUDA emulation's fibers (emu/block.cpp)
   libcli11-dev                  # command line
   nlohmann-json3-dev            # metrics and checkpoint headers
   python3 python3-numpy         # bench/ scripts and their tests

@@ -1,14 +1,13 @@
 #!/usr/bin/env bash
-# Builds the whole program against the emulated GPU (Note [Emulated build] in CMakeLists.txt)
-# into build-emulated/ and runs its tests: the [gpu] tests, tagged [emu] there, which train on the
-# emulated device, run two ranks over the emulated NCCL and rehearse scripts/gpu-check.sh. Needs
+# Builds the whole program against the emulated GPU (Note [Emulated build] in CMakeLists.txt) into
+# build-emulated/, as scripts/build.sh --emulated does (Note [One emulated build]), and runs its
+# tests: the program's [gpu] tests, tagged [emu] there (label `emulated`), which train on the
+# emulated device, run two ranks over the emulated NCCL and rehearse scripts/gpu-check.sh; and the
+# emulated device's own tests with the custom kernels', once per thread order (label `emu`). Needs
 # neither a GPU nor the CUDA toolkit; as root it builds with the toolkit hidden (a mount namespace
 # with an empty folder over it), which shows that. scripts/test.sh runs it.
 #
-#   scripts/test-emulated.sh [--build-only] [ctest arguments]
-#
-# Built with clang and one translation unit for several sources of a library, as the sanitized
-# builds are (scripts/test-sanitizers.sh): about twice as quick as GCC here.
+#   scripts/test-emulated.sh [--build-only] [ctest arguments]     e.g. -L '^emu$', or -R "batch norm"
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build_only=0
@@ -16,10 +15,7 @@ if [ "${1:-}" = --build-only ]; then
   build_only=1
   shift
 fi
-clang="$(command -v clang++-14 || command -v clang++ || true)"
-compiler=()
-[ -z "$clang" ] || compiler=(-DCMAKE_CXX_COMPILER="$clang")
-build=(scripts/build.sh --emulated "${compiler[@]}" -DCMAKE_UNITY_BUILD=ON)
+build=(scripts/build.sh --emulated)
 
 toolkit="$(readlink -f /usr/local/cuda 2>/dev/null || true)"
 if [ -n "$toolkit" ] && [ -d "$toolkit" ] && [ "$(id -u)" = 0 ] && unshare -m true 2>/dev/null; then

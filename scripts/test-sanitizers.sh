@@ -4,10 +4,13 @@
 #         but the [gpu] ones and the long trainings below, which the release build runs already;
 #   tsan  build-tsan/: ThreadSanitizer, the tests of the loader, the bucketed all-reduces and the store.
 # Every process that has a report (a cutrain a test starts, a rank under cutrun) writes it to
-# build-*/sanitizer-reports/, which are printed at the end. The CUDA kernels run under
-# AddressSanitizer in the emulation instead (scripts/test-emu.sh). scripts/test.sh runs this; alone:
+# build-*/sanitizer-reports/, which are printed at the end.
+#   emu   build-emulated-asan/: the emulated build (Note [Emulated build]) with AddressSanitizer and
+#         UBSan's alignment check, the emulated device's tests and the CUDA kernels' (label `emu`):
+#         where a GPU faults on an access out of bounds or misaligned, the kernel stops there.
+# scripts/test.sh runs this; alone:
 #
-#   scripts/test-sanitizers.sh [--build-only] [asan] [tsan]   (default: both; ctest arguments in CTEST_ARGS)
+#   scripts/test-sanitizers.sh [--build-only] [asan] [tsan] [emu]   (default: all; ctest arguments in CTEST_ARGS)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build_only=0
@@ -16,7 +19,7 @@ if [ "${1:-}" = --build-only ]; then
   shift
 fi
 parts=("$@")
-((${#parts[@]})) || parts=(asan tsan)
+((${#parts[@]})) || parts=(asan tsan emu)
 clang="$(command -v clang++-14 || command -v clang++ || true)"
 [ -n "$clang" ] || { echo "test-sanitizers: error: no clang++ (scripts/setup.sh --with-tests installs it)" >&2; exit 1; }
 
@@ -34,15 +37,20 @@ long_trainings+='a run with --save-every-steps also saves|step lines come after 
 long_trainings+='without --device, a machine with no GPU warns|SIGINT to cutrun during a step longer|'
 long_trainings+='a rank blocked writing to a full pipe|train --threads 1 and --threads 3)'
 
-# build FOLDER SANITIZERS: configures and builds cutrain_tests (and what it runs) with them. Built
-# for speed: clang (twice as quick as GCC here, and a second compiler's view of the code), no
-# optimization, line numbers only, and one translation unit for several sources of a library.
+# build FOLDER SANITIZERS OPTIMIZATION [CMAKE OPTIONS]: configures and builds the targets of the
+# array `targets` (and what they run) with them. Built for speed: clang (twice as quick as GCC here,
+# and a second compiler's view of the code), line numbers only, and one translation unit for
+# several sources of a library.
+targets=()
 build() {
-  mkdir -p "$1"
-  cmake -S . -B "$1" -DCUTRAIN_SANITIZE="$2" -DCMAKE_CXX_COMPILER="$clang" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-    -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="$3 -gline-tables-only" -DCMAKE_CUDA_FLAGS_RELWITHDEBINFO="-O1" \
-    -DCMAKE_UNITY_BUILD=ON >"$1/configure.log" 2>&1 || { cat "$1/configure.log" >&2; return 1; }
-  cmake --build "$1" -j "$(nproc)" --target cutrain_tests
+  local folder=$1 sanitizers=$2 optimization=$3
+  shift 3
+  mkdir -p "$folder"
+  cmake -S . -B "$folder" -DCUTRAIN_SANITIZE="$sanitizers" -DCMAKE_CXX_COMPILER="$clang" \
+    -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="$optimization -gline-tables-only" \
+    -DCMAKE_CUDA_FLAGS_RELWITHDEBINFO="-O1" -DCMAKE_UNITY_BUILD=ON "$@" >"$folder/configure.log" 2>&1 ||
+    { cat "$folder/configure.log" >&2; return 1; }
+  cmake --build "$folder" -j "$(nproc)" --target "${targets[@]}"
 }
 
 # check FOLDER CTEST_ARGS...: runs the tests (through the command in the array run_with, if any);
@@ -72,11 +80,17 @@ check() {
 status=0
 for part in "${parts[@]}"; do
   case "$part" in
-    asan) run_with=() && build build-asan address,undefined -O0 && check build-asan -E "$long_trainings" || status=1 ;;
+    asan) run_with=() targets=(cutrain_tests) && build build-asan address,undefined -O0 &&
+            check build-asan -E "$long_trainings" || status=1 ;;
     # setarch -R: clang 14's ThreadSanitizer cannot place its shadow memory when the kernel
     # randomizes addresses with more bits than it expects; without randomization it always can.
-    tsan) run_with=(setarch "$(uname -m)" -R) && build build-tsan thread -O1 && check build-tsan || status=1 ;;
-    *) echo "test-sanitizers: error: unknown part '$part' (usage: scripts/test-sanitizers.sh [asan] [tsan])" >&2; exit 2 ;;
+    tsan) run_with=(setarch "$(uname -m)" -R) targets=(cutrain_tests) && build build-tsan thread -O1 &&
+            check build-tsan || status=1 ;;
+    emu) run_with=() targets=(cutrain_emu_tests cutrain_emu_nccl_tests) &&
+           build build-emulated-asan address,alignment -O1 -DCUTRAIN_EMULATED=ON && check build-emulated-asan -L '^emu$' ||
+           status=1 ;;
+    *) echo "test-sanitizers: error: unknown part '$part' (usage: scripts/test-sanitizers.sh [asan] [tsan] [emu])" >&2
+       exit 2 ;;
   esac
 done
 exit "$status"

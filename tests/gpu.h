@@ -2,7 +2,7 @@
 // devices. Without them the test prints "SKIPPED: <why>" ("no CUDA device: ...", or how many
 // devices there are) and returns; CTest reports it as skipped.
 //
-// The kernel tests are also built against the CUDA emulation (kernels/emu, tests/emu), which
+// The kernel tests are also built against the CUDA emulation (emu/, tests/emu), which
 // always has a device (two unless CUTRAIN_EMU_DEVICES says otherwise): tagged with CUTRAIN_GPU_TAG, a test is [gpu] in the GPU build and
 // [emu] in the emulated one.
 #pragma once

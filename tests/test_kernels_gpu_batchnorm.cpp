@@ -22,7 +22,7 @@
 #include "tests/gradcheck.h"
 
 #ifdef CUTRAIN_CUDA_EMULATION
-#include "kernels/emu/block.h"
+#include "emu/block.h"
 #endif
 
 using namespace cutrain;

@@ -86,8 +86,14 @@ GpuPeak peak_for(const BenchStepOptions& o, const std::string& precision) {
 }
 
 void print_step_plan(const BenchStepOptions& o) {
+#ifdef CUTRAIN_CUDA_EMULATION
   const StepPlanConfig c = plan_config(o);
   print_plan(stdout, c, plan_step(c), peak_for(o, c.precision));
+#else
+  throw std::runtime_error(
+      "bench-step --plan: the step's inventory is recorded by the emulated device; build it with "
+      "scripts/build.sh --emulated and run build-emulated/bin/cutrain bench-step --plan");
+#endif
 }
 
 // One configuration's measured step.
@@ -249,12 +255,14 @@ void run_matrix(const BenchStepOptions& o) {
                       "fastest", "slowest", "images/s", "% of peak", "plan ms");
           header = true;
         }
-        if (planned_ms < 0 && can_plan_steps()) {
+#ifdef CUTRAIN_CUDA_EMULATION
+        if (planned_ms < 0) {
           StepPlanConfig plan = plan_config(variant);
           plan.precision = precision_name(m.dtype);
           plan.world_size = 1;  // the measured step has no communicator
           planned_ms = summarize(plan_step(plan).ops(), peak_for(o, plan.precision)).estimated_seconds * 1e3;
         }
+#endif
         const double ms = m.median_ms();
         const auto [fastest, slowest] = std::minmax_element(m.step_ms.begin(), m.step_ms.end());
         char plan_text[16] = "-";

@@ -12,7 +12,7 @@
 #include "kernels/base/check.h"
 #include "kernels/base/device.h"
 #include "kernels/base/nvtx_range.h"
-#include "kernels/recording.h"
+#include "emu/recording.h"
 
 namespace cutrain {
 
@@ -120,6 +120,7 @@ struct PlannedCalls {
   Costs sgd;
 };
 
+#ifdef CUTRAIN_CUDA_EMULATION
 // One step layer by layer on the record-only device (Note [Record-only device]), each call's
 // operations found by the NVTX range they were enqueued in.
 PlannedCalls plan_layers(const LayerBenchOptions& o, const std::string& batchnorm) {
@@ -154,6 +155,7 @@ PlannedCalls plan_layers(const LayerBenchOptions& o, const std::string& batchnor
   plan.sgd = costs("sgd");
   return plan;
 }
+#endif
 
 std::string format(const char* spec, double value) {
   char text[32];
@@ -297,7 +299,9 @@ void run_layer_bench(const LayerBenchOptions& o) {
     }
     if (batchnorm != o.batchnorm) continue;
     std::unique_ptr<PlannedCalls> plan;
-    if (can_plan_steps()) plan = std::make_unique<PlannedCalls>(plan_layers(o, batchnorm));
+#ifdef CUTRAIN_CUDA_EMULATION
+    plan = std::make_unique<PlannedCalls>(plan_layers(o, batchnorm));
+#endif
     print_layer_table(o, batchnorm, times.back().second, plan.get());
   }
   if (times.empty()) throw std::runtime_error("--layers: cuDNN refused every batch norm");

@@ -181,19 +181,7 @@ class PlannedCommunicator final : public Communicator {
 
 }  // namespace
 
-bool can_plan_steps() {
-#ifdef CUTRAIN_CUDA_EMULATION
-  return true;
-#else
-  return false;
-#endif
-}
-
 Recorder plan_step(const StepPlanConfig& c) {
-  if (!can_plan_steps())
-    throw std::runtime_error(
-        "bench-step --plan: the step's inventory is recorded by the emulated device; build it with "
-        "scripts/build.sh --emulated and run build-emulated/bin/cutrain bench-step --plan");
   Recorder recorder;
   RecordingScope scope(recorder);  // Note [Record-only device]
   ContextOptions options;

@@ -1,16 +1,16 @@
 // step_plan.h: `cutrain bench-step --plan`, the inventory of one training step without a GPU.
 //
 // The step's own code runs once on the record-only emulated device (Note [Record-only device] in
-// kernels/emu/runtime.h): the model is built and the step run as on any GPU, and the device writes
+// emu/runtime.h): the model is built and the step run as on any GPU, and the device writes
 // down every kernel, cuDNN and cuBLAS call, memset, copy and stream wait it is given, with what
-// each reads, writes and computes (kernels/recording.h), and runs none of it. The collectives of a
+// each reads, writes and computes (emu/recording.h), and runs none of it. The collectives of a
 // planned world are written down by the planned rank's communicator, whose peers are not there.
 // From that list come the figures: what a CUDA graph of the step holds, the bytes the custom
 // kernels move, the FLOPs of the convolutions, and a roofline estimate of the step's time on a GPU
 // given by its peak FLOP/s and memory bandwidth.
 //
-// Only the emulated build (scripts/build.sh --emulated) has that device. In the GPU build,
-// plan_step throws, saying so in one line, on a machine with a GPU or without one.
+// Only the emulated build (scripts/build.sh --emulated) has that device, and only it compiles
+// step_plan.cpp (app/CMakeLists.txt); the GPU build's `bench-step --plan` says so in one line.
 //
 // The estimate is a sum over the step's operations, one after the other, of
 //   max(FLOPs / peak, bytes / bandwidth, kMinOperationSeconds)
@@ -28,7 +28,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/recording.h"
+#include "emu/recording.h"
 
 namespace cutrain {
 
@@ -73,9 +73,6 @@ struct PlanSummary {
 // One step of `config` planned (the model built for it on the record-only device, then the step
 // run once): the recorder holds its ops, with the names of its streams ("main", "side", "comm").
 Recorder plan_step(const StepPlanConfig& config);
-// Whether this build can plan a step: only the emulated build has the record-only device. In the
-// GPU build plan_step throws, saying so in one line.
-bool can_plan_steps();
 PlanSummary summarize(const std::vector<RecordedOp>& ops, const GpuPeak& peak);
 
 // The inventory, one table per kind and one line per stream, and last the line scripts read:

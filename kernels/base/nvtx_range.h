@@ -8,7 +8,7 @@
 // beside it; for a step replayed from a CUDA graph, trace the graph's nodes
 // (`nsys profile --cuda-graph-trace=node`) or run with --cuda-graphs off. Without a profiler
 // attached a range costs a function call. On the emulated device the step's inventory listens
-// (kernels/recording.h): it files each operation under the innermost range open when it was enqueued.
+// (emu/recording.h): it files each operation under the innermost range open when it was enqueued.
 #pragma once
 
 #include <nvtx3/nvToolsExt.h>

@@ -1,5 +1,5 @@
 // The emulated tests' runner: Catch2's, plus --thread-order forward|reverse|shuffle[:SEED], the
-// order in which the CUDA emulation runs a block's threads between barriers (kernels/emu/block.h).
+// order in which the CUDA emulation runs a block's threads between barriers (emu/block.h).
 #define CATCH_CONFIG_RUNNER
 #include <catch2/catch.hpp>
 
@@ -7,7 +7,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "kernels/emu/block.h"
+#include "emu/block.h"
 
 int main(int argc, char* argv[]) {
   Catch::Session session;

@@ -1,4 +1,4 @@
-// The emulated cuBLAS (kernels/emu/cublas.cpp): GEMM with every pair of transposes, padded leading
+// The emulated cuBLAS (emu/cublas.cpp): GEMM with every pair of transposes, padded leading
 // dimensions, alpha and beta, fp32 and bf16 operands and outputs, against a naive column-major
 // loop; GEMV both ways with strides; AXPY; and the argument checks cuBLAS documents, with the
 // emulation's own of pointers outside device memory.

@@ -1,4 +1,4 @@
-// The emulated cuDNN (kernels/emu/cudnn.cpp): the three convolutions against naive loops for
+// The emulated cuDNN (emu/cudnn.cpp): the three convolutions against naive loops for
 // cutrain's shapes in fp32 and bf16 with alpha and beta, both layouts, the descriptor checks,
 // pointers and workspaces that do not fit, the algorithm lists, and the injected faults of
 // CUTRAIN_EMU_CUDNN_FAIL. Also batch norm's training calls against the CPU reference.

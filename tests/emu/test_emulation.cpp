@@ -1,4 +1,4 @@
-// The CUDA emulation itself (kernels/emu): launches that a GPU refuses fail the same way, barriers
+// The CUDA emulation itself (emu/): launches that a GPU refuses fail the same way, barriers
 // and warp collectives mean what they mean on the device, a collective that a lane never reaches
 // fails with the kernel's name, atomics, bf16 rounding, the runtime's checks of copies and
 // handles, and cooperative launches: the grid's barrier, the emulated device's occupancy and the

@@ -1,4 +1,4 @@
-// The emulated device's streams, events and graphs (kernels/emu/stream_scheduler.h, graph.cpp):
+// The emulated device's streams, events and graphs (emu/stream_scheduler.h, graph.cpp):
 // deferred work runs in the orders stream order and events allow, and only those; copies read
 // pinned memory when they run; the legacy stream waits for blocking streams only; capture
 // records nodes and edges that a replay honours; the calls CUDA forbids during a capture fail and

@@ -1,8 +1,0 @@
-// The emulation's <cuda_profiler_api.h> (kernels/emu): there is no profiler to start, so
-// cudaProfilerStart and cudaProfilerStop succeed and do nothing.
-#pragma once
-
-#include "kernels/emu/runtime.h"
-
-inline cudaError_t cudaProfilerStart() { return cudaSuccess; }
-inline cudaError_t cudaProfilerStop() { return cudaSuccess; }
