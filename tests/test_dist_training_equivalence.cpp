@@ -62,7 +62,7 @@ std::string equivalence_data(const TempDir& dir) {
 // main rank reads after the average, is within 1e-3 of the single process's (measured: 3e-5 after
 // one step, 3.1e-4 after three, the same for 2 and 3 ranks: SyncBatchNorm sums in another order).
 // On the GPU, where one process's batch norm and SyncBatchNorm are different kernels, a flipped ReLU
-// moves whole gradients by more (Note [A flipped ReLU] in tests/test_train_gpu.cpp): on the emulated
+// moves whole gradients by more (Note [A flipped ReLU] in tests/test_app_gpu.cpp): on the emulated
 // GPU, one process's norm was 1.1e-4 from 2 ranks' after one step and 1.7e-3 after three.
 void check_same_steps(const Trained& a, const Trained& b, double grad_norm_relative = 1e-3) {
   const cutrain::test::ModelDifference d = cutrain::test::model_difference(a.checkpoint, b.checkpoint);

@@ -77,7 +77,7 @@ struct BatchNormCase {
 
 }  // namespace
 
-TEST_CASE("batch norm training gradients match finite differences, every fusion", "[nn]") {
+TEST_CASE("batch norm training gradients match finite differences, every fusion", "[kernels]") {
   const auto [relu, residual] =
       GENERATE(table<bool, bool>({{false, false}, {true, false}, {false, true}, {true, true}}));
   INFO("relu " << relu << ", residual " << residual);
@@ -97,7 +97,7 @@ TEST_CASE("batch norm training gradients match finite differences, every fusion"
   if (residual) test::check_gradient("d_residual", bn.in.residual, g.d_residual, loss, 1e-3f, 2e-3);
 }
 
-TEST_CASE("batch norm's SyncBatchNorm stages over two ranks equal one rank over the whole batch", "[nn]") {
+TEST_CASE("batch norm's SyncBatchNorm stages over two ranks equal one rank over the whole batch", "[kernels]") {
   // Each rank computes its rows' statistics; the sum, then each rank's share of m2 about the
   // global mean, are added (all-reduced), and both ranks finalize with the total count. Rank 0
   // holds rows [0, 10), rank 1 rows [10, 24). The test plays the all-reduce.
@@ -172,7 +172,7 @@ TEST_CASE("batch norm's SyncBatchNorm stages over two ranks equal one rank over 
 
 // A layer without a ReLU (the downsample's) plans no mask, so a mask written anyway would land in
 // whatever tensor the plan placed next: the mask is written only under the ReLU fusion, as on the GPU.
-TEST_CASE("batch norm without a ReLU writes no mask in training or evaluation", "[nn]") {
+TEST_CASE("batch norm without a ReLU writes no mask in training or evaluation", "[kernels]") {
   std::mt19937 rng(7);
   const BatchNormCase bn(40, 12, BatchNormFusion{false, true}, rng);
   test::HostBatchNorm o(bn.shape, bn.in);
@@ -182,7 +182,7 @@ TEST_CASE("batch norm without a ReLU writes no mask in training or evaluation", 
   CHECK(o.mask == std::vector<uint8_t>(o.mask.size(), uint8_t(0xAB)));
 }
 
-TEST_CASE("batch norm statistics by hand: biased variance to normalise, unbiased running variance", "[nn]") {
+TEST_CASE("batch norm statistics by hand: biased variance to normalise, unbiased running variance", "[kernels]") {
   // Channel 0 holds 1, 2, 3, 4: mean 2.5, biased variance 1.25, unbiased 5/3.
   // Channel 1 holds -2, 0, 2, 4: mean 1, biased variance 5, unbiased 20/3.
   // With momentum 0.1 from running (0.5, 2) and (0, 1):
@@ -235,7 +235,7 @@ TEST_CASE("batch norm statistics by hand: biased variance to normalise, unbiased
   }
 }
 
-TEST_CASE("batch norm plans: one block per multiprocessor, rows kept while they fit, bytes counted", "[nn]") {
+TEST_CASE("batch norm plans: one block per multiprocessor, rows kept while they fit, bytes counted", "[kernels]") {
   // ResNet-18's four stages at batch 256 in bf16, on an H200: 132 blocks of 1024 threads with
   // 227 KiB of shared memory each.
   const BatchNormDevice h200 = kH200;
@@ -292,7 +292,7 @@ TEST_CASE("batch norm plans: one block per multiprocessor, rows kept while they 
   CHECK_THROWS(bn_plan(BatchNormPass::backward, BatchNormShape{0, 64, {}}, 2, h200));
 }
 
-TEST_CASE("batch norm split plans: the cooperative grid, nothing kept, x read again by an apply launch", "[nn]") {
+TEST_CASE("batch norm split plans: the cooperative grid, nothing kept, x read again by an apply launch", "[kernels]") {
   // Note [Split batch norm], for ResNet-18's first stage at batch 256 in bf16 on an H200.
   const BatchNormDevice h200 = kH200;
   const BatchNormShape shape{256 * 32 * 32, 64, BatchNormFusion{true, true}};

@@ -78,7 +78,7 @@ void check_convolution(const ConvShape& sh) {
 
 }  // namespace
 
-TEST_CASE("conv2d CPU: forward by definition, gradients by finite differences, beta 0 and 1", "[nn]") {
+TEST_CASE("conv2d CPU: forward by definition, gradients by finite differences, beta 0 and 1", "[kernels]") {
   //                         N  H  W  C  K  R  S  stride pad
   const ConvShape shape = GENERATE(ConvShape{2, 5, 6, 3, 4, 3, 3, 1, 1},   // ResNet's 3x3
                                    ConvShape{2, 5, 6, 3, 4, 3, 3, 2, 1},   // 3x3 downsampling
@@ -92,7 +92,7 @@ TEST_CASE("conv2d CPU: forward by definition, gradients by finite differences, b
   check_convolution(shape);
 }
 
-TEST_CASE("conv2d CPU cuts a batch into pieces, a last smaller one among them, correctly", "[nn]") {
+TEST_CASE("conv2d CPU cuts a batch into pieces, a last smaller one among them, correctly", "[kernels]") {
   // Note [Convolution pieces]: 10 images are 10 pieces of one for the forward and the data gradient,
   // and 3 + 3 + 3 + 1 for the filter gradient, whose last piece has a primitive of its own; 17 are 8
   // pieces of two and a last of one.

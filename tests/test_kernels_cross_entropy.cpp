@@ -31,7 +31,7 @@ double reference_loss(const std::vector<float>& logits, const std::vector<int32_
 
 }  // namespace
 
-TEST_CASE("softmax cross-entropy: loss by definition, gradient by finite differences", "[nn]") {
+TEST_CASE("softmax cross-entropy: loss by definition, gradient by finite differences", "[kernels]") {
   const float smoothing = GENERATE(0.0f, 0.1f);
   INFO("label smoothing " << smoothing);
   const int N = 6, K = 10;
@@ -64,7 +64,7 @@ TEST_CASE("softmax cross-entropy: loss by definition, gradient by finite differe
   test::check_gradient("dlogits", logits, dlogits, loss_of_logits, 1e-2f, 1e-4, logits.size());
 }
 
-TEST_CASE("count_correct adds to the totals and the per-class counts, and a bad label is named", "[nn]") {
+TEST_CASE("count_correct adds to the totals and the per-class counts, and a bad label is named", "[kernels]") {
   // Row argmaxes: 2, 0, 1 (the tie in row 1 goes to the lower index, 0).
   const std::vector<float> logits = {0, 1, 5, 4, 4, 1, -1, 2, 0};
   const std::vector<int32_t> labels = {2, 1, 1};

@@ -9,7 +9,7 @@
 
 using namespace cutrain;
 
-TEST_CASE("linear: forward by definition, gradients by finite differences, beta accumulates", "[nn]") {
+TEST_CASE("linear: forward by definition, gradients by finite differences, beta accumulates", "[kernels]") {
   const int N = 4, I = 7, O = 5;
   std::mt19937 rng(6);
   std::vector<float> x = test::random_vector(N * I, rng), w = test::random_vector(O * I, rng),

@@ -11,7 +11,7 @@
 
 using namespace cutrain;
 
-TEST_CASE("max pool 3x3/2 pad 1: forward by definition, backward by finite differences", "[nn]") {
+TEST_CASE("max pool 3x3/2 pad 1: forward by definition, backward by finite differences", "[kernels]") {
   const int size = GENERATE(5, 6, 7);  // odd and even edges
   const int N = 2, H = size, W = size + 1, C = 3, Ho = maxpool_out_size(H), Wo = maxpool_out_size(W);
   INFO("H " << H << ", W " << W);
@@ -46,7 +46,7 @@ TEST_CASE("max pool 3x3/2 pad 1: forward by definition, backward by finite diffe
   test::check_gradient("dx", x, dx, loss, 1e-2f, 1e-4, x.size());
 }
 
-TEST_CASE("max pool backward routes a tie to the first maximum of the window", "[nn]") {
+TEST_CASE("max pool backward routes a tie to the first maximum of the window", "[kernels]") {
   // A 2x2 image of equal values: the single output window (rows -1..1, columns -1..1) sees all
   // four, and PyTorch routes the gradient to the first in row-major order, (0, 0).
   const std::vector<float> x(4, 1.0f), dy = {5.0f};
@@ -56,7 +56,7 @@ TEST_CASE("max pool backward routes a tie to the first maximum of the window", "
   CHECK(dx == std::vector<float>{5, 0, 0, 0});
 }
 
-TEST_CASE("global average pool: forward by definition, backward by finite differences", "[nn]") {
+TEST_CASE("global average pool: forward by definition, backward by finite differences", "[kernels]") {
   const int N = 3, H = 4, W = 5, C = 6;
   std::mt19937 rng(4);
   std::vector<float> x = test::random_vector(size_t(N) * H * W * C, rng);

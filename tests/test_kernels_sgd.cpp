@@ -51,7 +51,7 @@ void sgd_step_cpu(float* param, const float* grad, float* buf, int64_t n, const 
 
 }  // namespace
 
-TEST_CASE("SGD matches PyTorch's algorithm over three steps", "[nn]") {
+TEST_CASE("SGD matches PyTorch's algorithm over three steps", "[kernels]") {
   const auto [momentum, weight_decay, nesterov] = GENERATE(table<float, float, bool>({
       {0.9f, 5e-4f, true}, {0.9f, 5e-4f, false}, {0.9f, 0.0f, true}, {0.0f, 1e-2f, false}, {0.5f, 1e-1f, true}}));
   const SgdConfig cfg{momentum, weight_decay, nesterov};
@@ -71,7 +71,7 @@ TEST_CASE("SGD matches PyTorch's algorithm over three steps", "[nn]") {
   CHECK(test::max_abs_difference(param, expected) <= 1e-6);
 }
 
-TEST_CASE("SGD by hand: two steps with and without Nesterov", "[nn]") {
+TEST_CASE("SGD by hand: two steps with and without Nesterov", "[kernels]") {
   // param 1, grad 0.5, lr 0.1, momentum 0.9, weight decay 0.1.
   //   plain:    g = 0.6,   buf = 0.6,   p = 1 - 0.06 = 0.94;
   //             g = 0.5 + 0.094 = 0.594, buf = 0.54 + 0.594 = 1.134, p = 0.94 - 0.1134 = 0.8266
@@ -91,7 +91,7 @@ TEST_CASE("SGD by hand: two steps with and without Nesterov", "[nn]") {
 }
 
 TEST_CASE("the gradient's sum of squares is clip_grad_norm_'s total norm, squared, over a layer's rows alone",
-          "[nn]") {
+          "[kernels]") {
   // A contiguous fp32 gradient over several of the CPU's blocks, and a bf16 one held as rows of 3
   // in a pitch of 8 (the stem's padded filter), whose padding holds values that must not count.
   std::mt19937 rng(11);

@@ -1,7 +1,7 @@
 # `cutrain train --tensorboard DIR` read back by TensorBoard's own reader (tensorboard.backend.event_processing,
 # from the project's environment): every scalar at every step where the metrics JSONL has a record, with the
 # same values (stored as float32): train/loss, train/accuracy, train/grad_norm, train/lr and train/images_per_s at
-# each logged step, test/accuracy and test/loss at each evaluation. tests/test_train_tensorboard.cpp checks the records' bytes.
+# each logged step, test/accuracy and test/loss at each evaluation. tests/test_app_tensorboard.cpp checks the records' bytes.
 source "$(dirname "$0")/common.sh"
 require_python "tensorboard.backend.event_processing.event_accumulator"
 [ -x "$bin/cutrain" ] || skip "no cutrain binary in $bin"
