@@ -4,7 +4,7 @@
 #include <cstdio>
 #include <stdexcept>
 
-#include "app/counted.h"
+#include "app/run_log.h"
 
 namespace cutrain {
 

@@ -11,10 +11,10 @@
 
 #include "app/commands.h"
 #include "app/datasets.h"
-#include "app/device_choice.h"
 #include "app/evaluator.h"
 #include "app/flags.h"
 #include "app/run_log.h"
+#include "app/run_start.h"
 #include "data/synthetic.h"
 #include "nn/checkpoint.h"
 #include "nn/context.h"

@@ -3,7 +3,7 @@
 #include <exception>
 
 #include "app/commands.h"
-#include "app/failure_record.h"
+#include "app/run_end.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"cutrain: data-parallel ResNet-18 training on CIFAR-10, in C++ and CUDA"};
@@ -17,7 +17,7 @@ int main(int argc, char** argv) {
     constexpr int kUsageError = 2;
     return app.exit(e) == 0 ? 0 : kUsageError;
   } catch (const std::exception& e) {
-    cutrain::record_failure(e.what());
+    cutrain::write_error_file(e.what());
     std::fprintf(stderr, "cutrain: error: %s\n", e.what());
     return 1;
   }

@@ -9,7 +9,7 @@
 // long evaluation shows its progress the same way: a line, or a bar in place.
 // Metrics (--metrics FILE): JSON lines, appended to. Each process's first record says what it was
 // started as ("kind": "run": the start time, the version and commit, what a checkpoint records of
-// the run (app/run_description.h) and the settings the trainer resolved); then one per logged step
+// the run (app/run_start.h describe_run) and the settings the trainer resolved); then one per logged step
 // ("kind": "step"), one per evaluation ("kind": "eval", with the test loss beside the accuracy), one
 // per epoch ("kind": "epoch"), one at the end ("kind": "summary"), and one where a run resumed
 // ("kind": "resume": the records after it repeat the steps since that checkpoint, and the last
@@ -102,6 +102,12 @@ struct SummaryRecord {
 
 // "0:04:07", "13:28:10": a duration in whole seconds as hours, minutes and seconds.
 std::string clock_text(double seconds);
+
+// A count with its noun, singular for one: counted(1, "step") is "1 step", counted(3, "step")
+// "3 steps". For every count the program prints in a sentence.
+inline std::string counted(long long n, const std::string& noun) {
+  return std::to_string(n) + " " + noun + (n == 1 ? "" : "s");
+}
 
 class RunLog {
  public:

@@ -19,19 +19,14 @@
 #include "app/accuracy_tracker.h"
 #include "app/batch_feed.h"
 #include "app/checkpoint_folder.h"
-#include "app/counted.h"
 #include "app/datasets.h"
-#include "app/device_choice.h"
 #include "app/evaluator.h"
-#include "app/failure_record.h"
-#include "app/first_step.h"
 #include "app/profiler.h"
 #include "app/recipe.h"
-#include "app/resume_agreement.h"
 #include "app/run_clock.h"
-#include "app/run_description.h"
+#include "app/run_end.h"
 #include "app/run_log.h"
-#include "app/shutdown.h"
+#include "app/run_start.h"
 #include "app/step_graph.h"
 #include "app/step_metrics.h"
 #include "app/train_step.h"
@@ -868,7 +863,7 @@ int run_training(const TrainOptions& given) {
   try {
     return trainer.run();
   } catch (const std::exception& e) {
-    record_failure(e.what());  // while the communicator still stands
+    write_error_file(e.what());  // while the communicator still stands
     throw;
   }
 }

@@ -49,7 +49,7 @@ inline std::string missing_gpus(int n) {
 
 // Returns from the test, printing "SKIPPED: <why>", unless the machine has `n` usable CUDA devices.
 // A test that starts n ranks with --device cuda needs n: each rank takes the device of its local
-// rank, and app/device_choice.cpp refuses one without its own (as on the one-GPU machine of the
+// rank, and app/run_start.cpp refuses one without its own (as on the one-GPU machine of the
 // first real run, which CUTRAIN_EMU_DEVICES=1 emulates).
 #define CUTRAIN_REQUIRE_GPUS(n)                                                \
   do {                                                                         \

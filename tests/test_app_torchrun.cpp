@@ -65,7 +65,7 @@ TEST_CASE("a rank that fails under torchrun shows cutrain's error line in torchr
   const Process::Result r = cutrain::test::run(torchrun(python, command));
   INFO(r.output);
   CHECK(r.exit_code == 1);
-  // TORCHELASTIC_ERROR_FILE's record (app/failure_record.h), where torchrun said "error_file: <N/A>".
+  // TORCHELASTIC_ERROR_FILE's record (app/run_end.h), where torchrun said "error_file: <N/A>".
   const std::string line = "cutrain: error: " + (dir.path() / "nowhere").string() + ": no such folder";
   CHECK(r.output.find("Root Cause (first observed failure)") != std::string::npos);
   CHECK(r.output.find("traceback : " + line) != std::string::npos);
@@ -118,7 +118,7 @@ TEST_CASE("torchrun --signals-to-handle SIGUSR1: the signal to torchrun finishes
   flags.insert(flags.end(), {"--epochs", "1000", "--log-every", "1"});
   std::vector<std::string> launcher = torchrun(python, flags);
   // torchrun's agent catches the signals it is told to handle and passes them on to every rank
-  // (Note [torchrun's signals to handle] in app/shutdown.cpp). SIGUSR1's default action ends a process.
+  // (Note [torchrun's signals to handle] in app/run_end.cpp). SIGUSR1's default action ends a process.
   launcher.insert(launcher.begin() + 3, {"--signals-to-handle", "SIGUSR1"});
   Process p(launcher);
   REQUIRE(p.read_until("== step", 3, 60));

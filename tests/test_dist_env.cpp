@@ -2,7 +2,7 @@
 // which win when both are there, Slurm's compressed host lists, and the one-line refusals.
 #include <catch2/catch.hpp>
 
-#include "app/device_choice.h"
+#include "app/run_start.h"
 #include "dist/launch/env.h"
 #include "dist/launch/slurm.h"
 

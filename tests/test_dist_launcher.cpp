@@ -108,7 +108,7 @@ TEST_CASE("a rank exiting with code 3 makes cutrun stop the others and exit 3, n
   CHECK(r.seconds < 30);  // not the 60 s the other ranks would sleep
 }
 
-// app/failure_record.h: rank 0 fails first (a full disk) but exits later; rank 1, whose collective
+// app/run_end.h: rank 0 fails first (a full disk) but exits later; rank 1, whose collective
 // broke, exits sooner. Before, cutrun named rank 1 and exited with its code. The order is made by
 // events: rank 1 writes its record once rank 0's marker file exists, and rank 0 exits only when
 // cutrun stops it after rank 1's exit.

@@ -16,8 +16,8 @@
 #include <vector>
 
 #include "app/commands.h"
-#include "app/device_choice.h"
 #include "app/flags.h"
+#include "app/run_start.h"
 #include "dist/ddp/communicator.h"
 #include "dist/launch/env.h"
 #include "dist/launch/rendezvous.h"

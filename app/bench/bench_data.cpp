@@ -18,8 +18,8 @@
 #include <thread>
 
 #include "app/commands.h"
-#include "app/counted.h"
 #include "app/flags.h"
+#include "app/run_log.h"
 #include "data/load.h"
 #include "data/loader.h"
 #include "data/sampler.h"

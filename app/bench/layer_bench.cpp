@@ -7,8 +7,8 @@
 #include <stdexcept>
 #include <utility>
 
-#include "app/counted.h"
 #include "app/interval_times.h"
+#include "app/run_log.h"
 #include "kernels/base/check.h"
 #include "kernels/base/device.h"
 #include "kernels/base/nvtx_range.h"

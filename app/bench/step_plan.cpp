@@ -5,7 +5,7 @@
 #include <memory>
 #include <stdexcept>
 
-#include "app/counted.h"
+#include "app/run_log.h"
 #include "app/train_step.h"
 #include "dist/ddp/communicator.h"
 #include "kernels/base/check.h"

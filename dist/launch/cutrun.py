@@ -343,7 +343,7 @@ def choose_run_id(args):
 
 def rank_environment(args, rank, local_rank, restart):
     env = dict(os.environ)
-    env["CUTRAIN_ERROR_FILE"] = os.path.join(args.error_dir, f"rank{rank}")  # app/failure_record.h
+    env["CUTRAIN_ERROR_FILE"] = os.path.join(args.error_dir, f"rank{rank}")  # app/run_end.h
     env.update(
         RANK=str(rank),
         LOCAL_RANK=str(local_rank),
@@ -568,7 +568,7 @@ class Rank:
 
 def first_failure_recorded(ranks, first_to_exit, error_dir):
     """Which rank failed first, with its message: the failed rank whose error file
-    (app/failure_record.h) holds the earliest time, when the first to exit wrote one too and it is
+    (app/run_end.h) holds the earliest time, when the first to exit wrote one too and it is
     later. A first to exit that wrote none (killed by a signal, a crash) gave no time to compare:
     it stays the one named. (None, None) when nothing says otherwise."""
     found = {}

@@ -1,9 +1,11 @@
-#include "app/shutdown.h"
+#include "app/run_end.h"
 
+#include <fcntl.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <csignal>
 #include <cstdint>
 #include <cstdlib>
@@ -11,6 +13,8 @@
 #include <stdexcept>
 #include <string>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 namespace cutrain {
 namespace {
@@ -85,6 +89,18 @@ std::vector<int> torchrun_signals() {
   return signals;
 }
 
+// Writes `text` to the file named by `variable`, unless it is unset or the file exists already:
+// a second failure (the one unwinding from the first) leaves the first's record. Best effort: the
+// launchers fall back to the order of exits, or to the exit status.
+void write_once(const char* variable, const std::string& text) {
+  const char* path = std::getenv(variable);
+  if (path == nullptr || *path == '\0') return;
+  const int fd = ::open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd < 0) return;
+  (void)!::write(fd, text.data(), text.size());
+  ::close(fd);
+}
+
 }  // namespace
 
 void install_shutdown_handlers() {
@@ -108,5 +124,21 @@ bool shutdown_requested() { return g_signal != 0; }
 int shutdown_signal() { return g_signal; }
 bool shutdown_from_job() { return g_from_job != 0; }
 int shutdown_sender() { return g_sender; }
+
+void write_error_file(const std::string& message) {
+  const auto now = std::chrono::system_clock::now().time_since_epoch();
+  const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(now).count();
+  write_once("CUTRAIN_ERROR_FILE", std::to_string(ns) + " " + message + "\n");
+  // torchrun's summary shows extraInfo.py_callstack where the record has one, else the message;
+  // cutrain has no Python stack, so both are its error line.
+  const std::string line = "cutrain: error: " + message;
+  const nlohmann::json record = {
+      {"message",
+       {{"message", line},
+        {"extraInfo",
+         {{"py_callstack", line},
+          {"timestamp", std::to_string(std::chrono::duration_cast<std::chrono::seconds>(now).count())}}}}}};
+  write_once("TORCHELASTIC_ERROR_FILE", record.dump());
+}
 
 }  // namespace cutrain
