@@ -20,7 +20,7 @@ bool AccuracyTracker::due(int epoch, bool epoch_end, int64_t step) const {
   return epoch_end && schedule_.every_epochs > 0 && (epoch % schedule_.every_epochs == 0 || last);
 }
 
-bool AccuracyTracker::record(double accuracy, int64_t step, const RunClock& clock) {
+bool AccuracyTracker::add_evaluation(double accuracy, int64_t step, const RunClock& clock) {
   final_ = accuracy;
   final_step_ = step;
   best_ = std::max(best_.value_or(accuracy), accuracy);

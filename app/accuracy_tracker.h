@@ -38,9 +38,9 @@ class AccuracyTracker {
   // Is an evaluation due after global step `step`, which falls in epoch `epoch` (1-based) and
   // ends it or not?
   bool due(int epoch, bool epoch_end, int64_t step) const;
-  // Records the test accuracy measured after global step `step`; true when it is the first to
-  // reach the target: the run stops.
-  bool record(double accuracy, int64_t step, const RunClock& clock);
+  // Takes the test accuracy measured after global step `step`; true when it is the first to reach
+  // the target: the run stops.
+  bool add_evaluation(double accuracy, int64_t step, const RunClock& clock);
 
   std::optional<double> best() const { return best_; }
   std::optional<double> final() const { return final_; }

@@ -16,8 +16,8 @@ StepMetrics::StepMetrics(Context& ctx, int capacity)
   }
 }
 
-void StepMetrics::record(const float* loss, const int32_t* correct) {
-  if (full()) throw std::logic_error("StepMetrics: flush() before recording more steps");
+void StepMetrics::add_step(const float* loss, const int32_t* correct) {
+  if (full()) throw std::logic_error("StepMetrics: flush() before adding more steps");
   if (ctx_.on_gpu()) {
     auto* losses = static_cast<float*>(device_losses_.data()) + pending_;
     auto* counts = static_cast<int32_t*>(device_correct_.data()) + pending_;

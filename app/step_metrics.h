@@ -28,9 +28,9 @@ class StepMetrics {
   StepMetrics(Context& ctx, int capacity);
 
   // After a step: remember its loss and correct count (pointers into the model's memory).
-  void record(const float* loss, const int32_t* correct);
+  void add_step(const float* loss, const int32_t* correct);
   bool full() const { return pending_ == capacity_; }
-  // Waits for the device (GPU), returns the steps recorded since the last flush and forgets them.
+  // Waits for the device (GPU), returns the steps added since the last flush and forgets them.
   MetricsWindow flush();
 
  private:

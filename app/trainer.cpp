@@ -477,7 +477,7 @@ void Trainer::print_banner() const {
 void Trainer::train_step() {
   graph_->replay([this](bool rehearsal) { rehearsal ? step_->rehearse() : step_->run(); });
   ++model_->num_batches_tracked;  // here, once per step, since a replayed step runs no host code
-  metrics_->record(model_->loss(), model_->correct());
+  metrics_->add_step(model_->loss(), model_->correct());
 }
 
 // All ranks stop together. Each says whether it wants to, and all learn if any does.
@@ -621,7 +621,7 @@ std::optional<EvalResult> Trainer::evaluate_if_due(int epoch, bool epoch_end, St
     stop = StopReason::signal;
     return std::nullopt;
   }
-  if (accuracy_->record(result.accuracy(), state_.global_step, clock_)) stop = StopReason::target;
+  if (accuracy_->add_evaluation(result.accuracy(), state_.global_step, clock_)) stop = StopReason::target;
   log_->evaluation(EvalRecord{epoch + 1, opt_.epochs, state_.global_step, epoch_end, result.accuracy(), result.loss,
                               seconds, clock_.training_s()});
   return result;

@@ -346,7 +346,7 @@ def train(model, env, args, train_set, test_set):
         accuracy = evaluate(model, test_x, test_y, env, amp, args.tta)
         seconds = time.perf_counter() - start
         clock.resume()
-        tracker.record(accuracy, global_step, clock)
+        tracker.add_evaluation(accuracy, global_step, clock)
         metrics.write(kind="eval", epoch=epoch, global_step=global_step, epoch_end=epoch_end, test_acc=accuracy,
                       eval_time_s=seconds, training_time_s=clock.training_s())
         if not epoch_end:

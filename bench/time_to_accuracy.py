@@ -60,7 +60,7 @@ class AccuracyTracker:
             return last or step % self.every_steps == 0
         return epoch_end and bool(self.every_epochs) and (epoch % self.every_epochs == 0 or last)
 
-    def record(self, accuracy, step, clock):
+    def add_evaluation(self, accuracy, step, clock):
         """True when this evaluation is the first to reach the target: the run stops."""
         self.final = accuracy
         self.best = accuracy if self.best is None else max(self.best, accuracy)

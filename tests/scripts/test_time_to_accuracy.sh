@@ -25,10 +25,10 @@ assert [e for e in range(1, 6) if by_epochs.due(e, True, 10 * e)] == [2, 4, 5]
 assert not by_epochs.due(2, False, 15)
 by_steps = AccuracyTracker(1, 30, 5, 0.9, 10)
 assert [s for s in range(1, 51) if by_steps.due((s - 1) // 10 + 1, s % 10 == 0, s)] == [30, 50]
-assert not by_steps.record(0.5, 30, clock) and not by_steps.record(0.95 - 0.1, 40, clock)
+assert not by_steps.add_evaluation(0.5, 30, clock) and not by_steps.add_evaluation(0.95 - 0.1, 40, clock)
 advance(1)
-assert by_steps.record(0.91, 45, clock)                # the first to reach 0.9
-assert not by_steps.record(0.99, 50, clock)            # later ones do not count again
+assert by_steps.add_evaluation(0.91, 45, clock)        # the first to reach 0.9
+assert not by_steps.add_evaluation(0.99, 50, clock)    # later ones do not count again
 assert by_steps.reached == dict(accuracy=0.91, training_s=17, evaluation_s=4, steps=45, epochs=4.5), by_steps.reached
 assert by_steps.best == 0.99 and by_steps.final == 0.99
 fields = by_steps.summary_fields()
@@ -36,7 +36,7 @@ assert fields == dict(target_acc=0.9, target_reached=True, time_to_target_s=17, 
 line = by_steps.summary_line(5)
 assert line == "time to 90.00% test accuracy: 17.0 s of training, 4.50 epochs (45 steps); evaluations took 4.0 s more", line
 missed = AccuracyTracker(1, 0, 3, 0.9, 10)
-missed.record(0.4, 10, clock)
+missed.add_evaluation(0.4, 10, clock)
 assert missed.summary_line(3) == "target 90.00% test accuracy not reached in 3 epochs (best 40.00%)"
 assert missed.summary_fields()["target_reached"] is False and AccuracyTracker(1, 0, 3, None, 10).summary_line(3) == ""
 try:
