@@ -61,7 +61,7 @@ class StepGraph {
   explicit StepGraph(std::unique_ptr<GraphCapture> capture, int warmup = 1, Communicator* ranks = nullptr);
 
   // One step: run eagerly during the warm-up, then captured once, then replayed from the graph.
-  // (Trainer::train_step calls it; TrainStep::run is the step itself.)
+  // (Trainer::run calls it once a batch; TrainStep::run is the step itself.)
   void replay(const Step& step);
 
   // "on", "off", or "off (capture failed: ...)".

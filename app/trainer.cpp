@@ -86,7 +86,6 @@ class Trainer {
   void broadcast_state();
   void gather_devices();
   void print_banner() const;
-  void train_step();
   void log_window(int epoch, int64_t batch);
   bool line_overdue() const;
   void warn_of_cpu_fallback(double seconds_per_step) const;
@@ -472,14 +471,6 @@ void Trainer::print_banner() const {
   }
 }
 
-// One step on the batch already in the model's input, which is Note [The step], captured or
-// replayed. Nothing here waits for the device.
-void Trainer::train_step() {
-  graph_->replay([this](bool rehearsal) { rehearsal ? step_->rehearse() : step_->run(); });
-  ++model_->num_batches_tracked;  // here, once per step, since a replayed step runs no host code
-  metrics_->add_step(model_->loss(), model_->correct());
-}
-
 // All ranks stop together. Each says whether it wants to, and all learn if any does.
 bool Trainer::stop_agreed(bool local_stop) {
   if (!comm_ || !env_.is_distributed()) return local_stop;
@@ -739,7 +730,11 @@ int Trainer::run() {
         window_data_s_ += seconds_since(asked);
       }
       clock_.resume();
-      train_step();
+      // One step on the batch just loaded, which is Note [The step], run eagerly, captured or
+      // replayed (app/step_graph.h). Nothing here waits for the device.
+      graph_->replay([this](bool rehearsal) { rehearsal ? step_->rehearse() : step_->run(); });
+      ++model_->num_batches_tracked;  // here, once per step, since a replayed step runs no host code
+      metrics_->add_step(model_->loss(), model_->correct());
       profiler_.after_step(state_.global_step);
       ++state_.global_step;
       last_step_s_ = seconds_since(last_step_end_);
