@@ -1,5 +1,5 @@
 // cast.h: fp32 -> bf16 conversion of a flat array (round to nearest even): the classifier's
-// gradient, which its two bf16 products read in bf16 mode (nn/linear.h).
+// gradient, which its two bf16 products read in bf16 mode (Linear, nn/pooling_linear_loss.h).
 #pragma once
 
 #include <cstdint>

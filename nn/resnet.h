@@ -21,9 +21,7 @@
 
 #include "nn/batchnorm2d.h"
 #include "nn/conv2d.h"
-#include "nn/cross_entropy_loss.h"
-#include "nn/linear.h"
-#include "nn/pooling.h"
+#include "nn/pooling_linear_loss.h"
 #include "nn/resnet_layout.h"
 
 namespace cutrain {

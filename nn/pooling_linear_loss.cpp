@@ -1,12 +1,85 @@
-#include "nn/linear.h"
+#include "nn/pooling_linear_loss.h"
 
 #include <cmath>
 
 #include "kernels/base/check.h"
 #include "kernels/cast.h"
+#include "kernels/cross_entropy.h"
 #include "kernels/linear_cpu.h"
+#include "kernels/pooling.h"
+#include "nn/dispatch.h"
 
 namespace cutrain {
+
+namespace {
+// The four numbers every pooling kernel takes, from an NHWC activation.
+struct Nhwc {
+  int N, H, W, C;
+  explicit Nhwc(const Tensor& t) : N(int(t.dim(0))), H(int(t.dim(1))), W(int(t.dim(2))), C(int(t.dim(3))) {}
+};
+}  // namespace
+
+MaxPool2d::MaxPool2d(ModelResources& resources, Activation& x)
+    : y(resources.plan.activation(resources.act_dtype(), {x.value.dim(0), maxpool_out_size(int(x.value.dim(1))),
+                                              maxpool_out_size(int(x.value.dim(2))), x.value.dim(3)})),
+      resources_(resources),
+      x_(x) {
+  resources.plan.reads(x);
+}
+
+void MaxPool2d::forward() {
+  Nhwc s(x_.value);
+  if (!resources_.ctx.on_gpu()) {
+    maxpool3x3s2_forward_cpu(x_.value.as<float>(), s.N, s.H, s.W, s.C, y.value.as<float>());
+    return;
+  }
+  dispatch_activation(resources_.act_dtype(), [&](auto zero) {
+    using T = decltype(zero);
+    maxpool3x3s2_forward_cuda<T>(x_.value.as<T>(), s.N, s.H, s.W, s.C, y.value.as<T>(), resources_.ctx.main_stream());
+  });
+}
+
+void MaxPool2d::backward() {
+  Nhwc s(x_.value);
+  if (!resources_.ctx.on_gpu()) {
+    maxpool3x3s2_backward_cpu(x_.value.as<float>(), y.grad.as<float>(), s.N, s.H, s.W, s.C, x_.grad.as<float>());
+    return;
+  }
+  dispatch_activation(resources_.act_dtype(), [&](auto zero) {
+    using T = decltype(zero);
+    maxpool3x3s2_backward_cuda<T>(x_.value.as<T>(), y.grad.as<T>(), s.N, s.H, s.W, s.C, x_.grad.as<T>(),
+                                  resources_.ctx.main_stream());
+  });
+}
+
+GlobalAvgPool2d::GlobalAvgPool2d(ModelResources& resources, Activation& x)
+    : y(resources.plan.activation(resources.act_dtype(), {x.value.dim(0), x.value.dim(3)})), resources_(resources), x_(x) {
+  resources.plan.reads(x);
+}
+
+void GlobalAvgPool2d::forward() {
+  Nhwc s(x_.value);
+  if (!resources_.ctx.on_gpu()) {
+    global_avgpool_forward_cpu(x_.value.as<float>(), s.N, s.H, s.W, s.C, y.value.as<float>());
+    return;
+  }
+  dispatch_activation(resources_.act_dtype(), [&](auto zero) {
+    using T = decltype(zero);
+    global_avgpool_forward_cuda<T>(x_.value.as<T>(), s.N, s.H, s.W, s.C, y.value.as<T>(), resources_.ctx.main_stream());
+  });
+}
+
+void GlobalAvgPool2d::backward() {
+  Nhwc s(x_.value);
+  if (!resources_.ctx.on_gpu()) {
+    global_avgpool_backward_cpu(y.grad.as<float>(), s.N, s.H, s.W, s.C, x_.grad.as<float>());
+    return;
+  }
+  dispatch_activation(resources_.act_dtype(), [&](auto zero) {
+    using T = decltype(zero);
+    global_avgpool_backward_cuda<T>(y.grad.as<T>(), s.N, s.H, s.W, s.C, x_.grad.as<T>(), resources_.ctx.main_stream());
+  });
+}
 
 Linear::Linear(ModelResources& resources, const std::string& name, Activation& x, int out_features)
     : weight(resources.params.add(name + ".weight", {out_features, x.value.dim(1)}, false, Init::uniform,
@@ -87,6 +160,28 @@ void Linear::backward_gpu() {
   const void* w = weight.value_in(ctx.dtype());
   CUBLAS_CHECK(cublasGemmEx(ctx.cublas, CUBLAS_OP_N, CUBLAS_OP_N, in_, n_, out_, &one, w, t, in_, dy, t, out_, &zero,
                             x_.grad.data, t, in_, compute_type(ctx), CUBLAS_GEMM_DEFAULT));
+}
+
+CrossEntropyLoss::CrossEntropyLoss(ModelResources& resources, Activation& logits, float label_smoothing)
+    : labels(resources.plan.tensor(DType::i32, {logits.value.dim(0)})),
+      loss(resources.plan.tensor(DType::f32, {1})),
+      correct(resources.plan.tensor(DType::i32, {1})),
+      resources_(resources),
+      logits_(logits),
+      label_smoothing_(label_smoothing) {
+  resources.plan.reads(logits);  // in forward: see nn/memory_plan.h
+}
+
+void CrossEntropyLoss::forward() {
+  const int N = int(logits_.value.dim(0)), K = int(logits_.value.dim(1));
+  if (!resources_.ctx.on_gpu()) {
+    softmax_cross_entropy_cpu(logits_.value.as<float>(), labels.as<int32_t>(), N, K, label_smoothing_,
+                              loss.as<float>(), logits_.grad.as<float>(), correct.as<int32_t>());
+  } else {
+    softmax_cross_entropy_cuda(logits_.value.as<float>(), labels.as<int32_t>(), N, K, label_smoothing_,
+                               loss.as<float>(), logits_.grad.as<float>(), correct.as<int32_t>(),
+                               resources_.ctx.main_stream());
+  }
 }
 
 }  // namespace cutrain
