@@ -59,21 +59,6 @@ void Context::make_lane(Lane& lane) {
   CUDNN_CHECK(cudnnSetStream(lane.cudnn, lane.stream));
 }
 
-cudnnHandle_t Context::cudnn(cudaStream_t stream) const {
-  if (stream == main_.stream) return main_.cudnn;
-  if (stream == side_.stream) return side_.cudnn;
-  throw std::logic_error("Context::cudnn: the stream is not one of the context's");
-}
-
-void Context::wait(const Lane& waiter, const Lane& lane) {
-  if (!on_gpu() || options.streams == 1) return;
-  CUDA_CHECK(cudaEventRecord(lane.done, lane.stream));
-  CUDA_CHECK(cudaStreamWaitEvent(waiter.stream, lane.done, 0));
-}
-
-void Context::fork() { wait(side_, main_); }
-void Context::join() { wait(main_, side_); }
-
 // Destroys what exists and ignores errors, since nothing can be done about them here.
 void Context::release() noexcept {
   if (cublas) cublasDestroy(cublas);

@@ -42,12 +42,14 @@
 // only its reference.
 #pragma once
 
+#include <stdexcept>
 #include <string>
 
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 #include <cudnn.h>
 
+#include "kernels/base/check.h"
 #include "nn/device_buffer.h"
 #include "nn/tensor.h"
 
@@ -92,11 +94,15 @@ class Context {
   cudaStream_t main_stream() const { return main_.stream; }
   cudaStream_t side_stream() const { return options.streams == 2 ? side_.stream : main_.stream; }
   // The cuDNN handle bound to `stream`, one of the two.
-  cudnnHandle_t cudnn(cudaStream_t stream) const;
+  cudnnHandle_t cudnn(cudaStream_t stream) const {
+    if (stream == main_.stream) return main_.cudnn;
+    if (stream == side_.stream) return side_.cudnn;
+    throw std::logic_error("Context::cudnn: the stream is not one of the context's");
+  }
   cublasHandle_t cublas = nullptr;  // bound to the main stream
 
-  void fork();  // the side stream waits for the main stream's work so far (a no-op on the CPU)
-  void join();  // the main stream waits for the side stream's work so far
+  void fork() { wait(side_, main_); }  // the side stream waits for the main stream's work so far
+  void join() { wait(main_, side_); }  // the main stream waits for the side stream's work so far
 
   // cuBLAS's workspace, given to it up front so that it never allocates while a CUDA graph is
   // being captured (32 MiB: NVIDIA's recommendation for Hopper).
@@ -113,8 +119,13 @@ class Context {
     cudaEvent_t done = nullptr;  // recorded on the stream when the other waits for it
   };
   void make_lane(Lane& lane);
-  // `waiter` waits for the work enqueued on `lane` so far.
-  void wait(const Lane& waiter, const Lane& lane);
+  // `waiter` waits for the work enqueued on `lane` so far: an event that `lane` records and
+  // `waiter` waits for. A no-op on the CPU, and with one stream.
+  void wait(const Lane& waiter, const Lane& lane) {
+    if (!on_gpu() || options.streams == 1) return;
+    CUDA_CHECK(cudaEventRecord(lane.done, lane.stream));
+    CUDA_CHECK(cudaStreamWaitEvent(waiter.stream, lane.done, 0));
+  }
   void release() noexcept;
 
   Lane main_, side_;
