@@ -13,6 +13,7 @@
 #include <optional>
 #include <stdexcept>
 #include <thread>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -28,7 +29,6 @@
 #include "app/run_log.h"
 #include "app/run_start.h"
 #include "app/step_graph.h"
-#include "app/step_metrics.h"
 #include "app/train_step.h"
 #include "app/version.h"
 #include "data/sampler.h"
@@ -45,6 +45,7 @@
 #include "kernels/lr_schedule.h"
 #include "nn/checkpoint.h"
 #include "nn/context.h"
+#include "nn/device_buffer.h"
 #include "nn/resnet.h"
 #include "nn/safetensors.h"
 
@@ -68,6 +69,87 @@ int64_t memory_in_use(Device device) {
   rusage usage{};
   getrusage(RUSAGE_SELF, &usage);
   return int64_t(usage.ru_maxrss) * 1024;
+}
+
+// Each step's loss and correct count, collected by StepMetrics without waiting on the device.
+//
+// On the GPU every step enqueues two 4-byte copies (loss, correct) into slots of a device ring;
+// the host reads the ring only when it logs, once per --log-every steps, which is the only point
+// where it waits for the device. On the CPU the values are read at once. Either way a window
+// reports the mean loss, the correct count and the first step whose loss was not finite.
+struct MetricsWindow {
+  int steps = 0;
+  double mean_loss = 0;
+  int64_t correct = 0;
+  int first_nonfinite = -1;  // index within the window, or -1
+  float nonfinite_value = 0;
+};
+
+class StepMetrics {
+ public:
+  StepMetrics(Context& ctx, int capacity);
+
+  // After a step: remember its loss and correct count (pointers into the model's memory).
+  void add_step(const float* loss, const int32_t* correct);
+  bool full() const { return pending_ == capacity_; }
+  // Waits for the device (GPU), returns the steps added since the last flush and forgets them.
+  MetricsWindow flush();
+
+ private:
+  Context& ctx_;
+  int capacity_;
+  int pending_ = 0;
+  DeviceBuffer device_losses_, device_correct_;  // GPU ring
+  std::vector<float> losses_;
+  std::vector<int32_t> correct_;
+};
+
+StepMetrics::StepMetrics(Context& ctx, int capacity)
+    : ctx_(ctx), capacity_(capacity), losses_(size_t(capacity)), correct_(size_t(capacity)) {
+  if (ctx.on_gpu()) {
+    device_losses_ = DeviceBuffer(Device::cuda, sizeof(float) * size_t(capacity));
+    device_correct_ = DeviceBuffer(Device::cuda, sizeof(int32_t) * size_t(capacity));
+  }
+}
+
+void StepMetrics::add_step(const float* loss, const int32_t* correct) {
+  if (full()) throw std::logic_error("StepMetrics: flush() before adding more steps");
+  if (ctx_.on_gpu()) {
+    auto* losses = static_cast<float*>(device_losses_.data()) + pending_;
+    auto* counts = static_cast<int32_t*>(device_correct_.data()) + pending_;
+    CUDA_CHECK(cudaMemcpyAsync(losses, loss, sizeof(float), cudaMemcpyDeviceToDevice, ctx_.main_stream()));
+    CUDA_CHECK(cudaMemcpyAsync(counts, correct, sizeof(int32_t), cudaMemcpyDeviceToDevice, ctx_.main_stream()));
+  } else {
+    losses_[size_t(pending_)] = *loss;
+    correct_[size_t(pending_)] = *correct;
+  }
+  ++pending_;
+}
+
+MetricsWindow StepMetrics::flush() {
+  MetricsWindow w;
+  w.steps = pending_;
+  if (pending_ == 0) return w;
+  if (ctx_.on_gpu()) {
+    CUDA_CHECK(cudaMemcpyAsync(losses_.data(), device_losses_.data(), sizeof(float) * size_t(pending_),
+                               cudaMemcpyDeviceToHost, ctx_.main_stream()));
+    CUDA_CHECK(cudaMemcpyAsync(correct_.data(), device_correct_.data(), sizeof(int32_t) * size_t(pending_),
+                               cudaMemcpyDeviceToHost, ctx_.main_stream()));
+    ctx_.synchronize();
+  }
+  double loss_sum = 0;
+  for (int i = 0; i < pending_; ++i) {
+    const float loss = losses_[size_t(i)];
+    if (!std::isfinite(loss) && w.first_nonfinite < 0) {
+      w.first_nonfinite = i;
+      w.nonfinite_value = loss;
+    }
+    loss_sum += loss;
+    w.correct += correct_[size_t(i)];
+  }
+  w.mean_loss = loss_sum / pending_;
+  pending_ = 0;
+  return w;
 }
 
 enum class StopReason { none, max_steps, signal, target };
