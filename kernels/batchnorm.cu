@@ -544,6 +544,45 @@ __global__ void bn_backward_apply_kernel(int64_t M, int C, BatchNormFusion fusio
   }
 }
 
+// y = act(y [+ residual]) in place, and the ReLU mask: the fused kernels' activation, after a
+// batch norm that did not fuse it.
+template <typename T, bool VECTOR>
+__global__ void bn_activation_kernel(int64_t M, int C, BatchNormFusion fusion, T* y, const T* residual,
+                                     uint8_t* relu_mask) {
+  const int c0 = thread_channel();
+  if (c0 >= C) return;
+  const GridRows rows;
+  for (int64_t m = rows.first; m < M; m += rows.stride) {
+    Group<T> ys = load_group<VECTOR>(y + m * C, c0, C);
+    Group<T> rs{};
+    if (fusion.residual) rs = load_group<VECTOR>(residual + m * C, c0, C);
+    unsigned bits = 0;
+    for (int v = 0; v < kGroup; ++v) {
+      const float z = fusion.residual ? to_float(ys[v]) + to_float(rs[v]) : to_float(ys[v]);
+      ys[v] = from_float<T>(bn_activation(z, fusion));
+      bits |= unsigned(z > 0.0f && c0 + v < C) << v;
+    }
+    store_group<VECTOR>(y + m * C, c0, C, ys);
+    if (fusion.relu) mask_byte(relu_mask, m, C, c0) = uint8_t(bits);
+  }
+}
+
+// dz = dy * act'(z), from the mask that bn_activation_kernel wrote.
+template <typename T, bool VECTOR>
+__global__ void bn_activation_backward_kernel(int64_t M, int C, BatchNormFusion fusion, const T* dy,
+                                              const uint8_t* relu_mask, T* dz) {
+  const int c0 = thread_channel();
+  if (c0 >= C) return;
+  const GridRows rows;
+  for (int64_t m = rows.first; m < M; m += rows.stride) {
+    float d[kGroup];
+    load_dz<VECTOR>(dy, relu_mask, m, C, c0, fusion, d);
+    Group<T> dzs;
+    for (int v = 0; v < kGroup; ++v) dzs[v] = from_float<T>(d[v]);
+    store_group<VECTOR>(dz + m * C, c0, C, dzs);
+  }
+}
+
 // ---- launching -----------------------------------------------------------------------------------
 
 bool cooperative(BatchNormPass pass) {
@@ -668,6 +707,14 @@ BatchNormPlan bn_plan(BatchNormPass pass, const BatchNormShape& shape, size_t el
       case BatchNormPass::forward_apply:
         plan.bytes_read = tensor + residual + 4 * channel_reads + 2 * per_channel;
         plan.bytes_written = tensor + mask + 4 * per_channel;
+        break;
+      case BatchNormPass::activation:
+        plan.bytes_read = tensor + residual;
+        plan.bytes_written = tensor + mask;
+        break;
+      case BatchNormPass::activation_backward:
+        plan.bytes_read = tensor + mask;
+        plan.bytes_written = tensor;
         break;
       default:  // backward_apply
         plan.bytes_read = 2 * tensor + mask + 5 * channel_reads;
@@ -897,6 +944,28 @@ void bn_backward_apply_cuda(const BatchNormPlan& plan, const BatchNormBackward<T
   });
 }
 
+template <typename T>
+void bn_activation_cuda(const BatchNormPlan& plan, T* y, const T* residual, uint8_t* relu_mask, cudaStream_t stream) {
+  check_pass(plan, BatchNormPass::activation, "bn_activation_cuda");
+  const BatchNormFusion fusion = plan.shape.fusion;
+  with_groups<T>(plan.shape.channels, {y, fusion.residual ? residual : nullptr}, [&](auto vector) {
+    launch_kernel({"bn_activation_kernel", plan_traffic(plan)}, bn_activation_kernel<T, decltype(vector)::value>,
+                  plan.grid, plan.block, 0, stream, plan.shape.rows, plan.shape.channels, fusion, y, residual,
+                  relu_mask);
+  });
+}
+
+template <typename T>
+void bn_activation_backward_cuda(const BatchNormPlan& plan, const T* dy, const uint8_t* relu_mask, T* dz,
+                                 cudaStream_t stream) {
+  check_pass(plan, BatchNormPass::activation_backward, "bn_activation_backward_cuda");
+  with_groups<T>(plan.shape.channels, {dy, dz}, [&](auto vector) {
+    launch_kernel({"bn_activation_backward_kernel", plan_traffic(plan)},
+                  bn_activation_backward_kernel<T, decltype(vector)::value>, plan.grid, plan.block, 0, stream,
+                  plan.shape.rows, plan.shape.channels, plan.shape.fusion, dy, relu_mask, dz);
+  });
+}
+
 #define CUTRAIN_INSTANTIATE_BATCHNORM(T)                                                                          \
   template void bn_forward_train_cuda<T>(const BatchNormPlan&, const BatchNormForward<T>&, float*, cudaStream_t);  \
   template void bn_forward_eval_cuda<T>(const BatchNormPlan&, const BatchNormForward<T>&, cudaStream_t);           \
@@ -908,7 +977,9 @@ void bn_backward_apply_cuda(const BatchNormPlan& plan, const BatchNormBackward<T
   template void bn_backward_sums_cuda<T>(const BatchNormPlan&, const BatchNormBackward<T>&, float*, float*,       \
                                          cudaStream_t);                                                            \
   template void bn_backward_apply_cuda<T>(const BatchNormPlan&, const BatchNormBackward<T>&, const float*, double, \
-                                          cudaStream_t);
+                                          cudaStream_t);                                                           \
+  template void bn_activation_cuda<T>(const BatchNormPlan&, T*, const T*, uint8_t*, cudaStream_t);                \
+  template void bn_activation_backward_cuda<T>(const BatchNormPlan&, const T*, const uint8_t*, T*, cudaStream_t);
 CUTRAIN_INSTANTIATE_BATCHNORM(float)
 CUTRAIN_INSTANTIATE_BATCHNORM(__nv_bfloat16)
 

@@ -151,6 +151,8 @@ enum class BatchNormPass {
   forward_apply,       //   bn_forward_apply_cuda
   backward_sums,       //   bn_backward_sums_cuda (cooperative)
   backward_apply,      //   bn_backward_apply_cuda
+  activation,          // a batch norm that did not fuse its activation: bn_activation_cuda
+  activation_backward,  //   bn_activation_backward_cuda
 };
 
 // One launch, planned once: its grid, what each block keeps in shared memory, the scratch it needs
@@ -212,5 +214,17 @@ void bn_backward_sums_cuda(const BatchNormPlan& plan, const BatchNormBackward<T>
 template <typename T>
 void bn_backward_apply_cuda(const BatchNormPlan& plan, const BatchNormBackward<T>& b, const float* sums,
                             double count, cudaStream_t stream);
+
+// The activation after a batch norm that did not fuse it (cuDNN's plain batch norm, under
+// --batchnorm cudnn where cuDNN refuses its fused ops: Note [cuDNN's batch norm types] in
+// nn/cudnn_batchnorm.h), elementwise with the fused kernels' formulas and mask:
+//   forward:  y = act(y [+ residual]) in place, and the ReLU mask of its argument;
+//   backward: dz = dy * mask, which may be the residual's gradient.
+// The plan's shape names the fusion (a ReLU, perhaps after the residual).
+template <typename T>
+void bn_activation_cuda(const BatchNormPlan& plan, T* y, const T* residual, uint8_t* relu_mask, cudaStream_t stream);
+template <typename T>
+void bn_activation_backward_cuda(const BatchNormPlan& plan, const T* dy, const uint8_t* relu_mask, T* dz,
+                                 cudaStream_t stream);
 
 }  // namespace cutrain

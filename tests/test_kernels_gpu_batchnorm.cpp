@@ -13,6 +13,7 @@
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <type_traits>
 #include <vector>
 
 #include "kernels/batchnorm.h"
@@ -430,6 +431,46 @@ TEMPLATE_TEST_CASE("batch norm CUDA SyncBatchNorm stages over two ranks equal th
   CHECK(test::relative_error(dbeta, cpu.dbeta) <= kStatisticsTolerance);
   CHECK(test::relative_error(joined(r0.on.dx.download(), r1.on.dx.download()), cpu.dx) <=
         test::parity_tolerance<T>());
+}
+
+TEMPLATE_TEST_CASE("batch norm CUDA activation after an unfused batch norm matches the fused CPU reference",
+                   CUTRAIN_GPU_TAG, float, __nv_bfloat16) {
+  // bn_activation_cuda on the CPU reference's plain batch norm, then bn_activation_backward_cuda,
+  // give the fused reference's y, mask and d_residual (dy behind its mask): bit for bit in fp32,
+  // where z is the same sum; in bf16 the plain output is rounded before the add, so y is within the
+  // parity tolerance, and its mask may differ where z is near zero.
+  CUTRAIN_REQUIRE_GPU();
+  using T = TestType;
+  std::mt19937 rng(23);
+  for (const int C : {10, 64}) {
+    for (const BatchNormFusion fusion : {BatchNormFusion{true, false}, BatchNormFusion{true, true}}) {
+      const Case<T> c(2 * 5 * 5, C, fusion, rng);
+      const test::HostBatchNorm fused = cpu_reference(c);
+      const BatchNormShape plain_shape{c.shape.rows, C, BatchNormFusion{}};
+      test::HostBatchNorm plain(plain_shape, c.in);
+      bn_forward_train_cpu(plain_shape, plain.forward());
+
+      test::Activations<T> y(plain.y, 0), residual(c.in.residual, 0), dy(c.in.dy, 0), dz(size_t(c.numel()), 0);
+      DeviceBuffer<uint8_t> mask(size_t(bn_mask_bytes(c.shape)));
+      bn_activation_cuda<T>(bn_plan(BatchNormPass::activation, c.shape, sizeof(T), BatchNormDevice{}), y.get(),
+                            residual.get(), mask.get(), nullptr);
+      bn_activation_backward_cuda<T>(bn_plan(BatchNormPass::activation_backward, c.shape, sizeof(T), BatchNormDevice{}),
+                                     dy.get(), mask.get(), dz.get(), nullptr);
+      const std::vector<uint8_t> bits = mask.copy_to_host();
+      std::vector<float> want_dz(c.in.dy);  // dy behind the mask that the forward wrote
+      for (int64_t m = 0; m < c.shape.rows; ++m)
+        for (int ch = 0; ch < C; ++ch)
+          if (!((bits[size_t(m * ((C + 7) / 8) + ch / 8)] >> (ch % 8)) & 1)) want_dz[size_t(m * C + ch)] = 0.0f;
+      CHECK(dz.download() == want_dz);
+      if constexpr (std::is_same_v<T, float>) {
+        CHECK(y.download() == fused.y);
+        CHECK(bits == fused.mask);
+        if (fusion.residual) CHECK(want_dz == fused.d_residual);
+      } else {
+        CHECK(test::relative_error(y.download(), fused.y) <= test::parity_tolerance<T>());
+      }
+    }
+  }
 }
 
 TEST_CASE("batch norm CUDA fails at launch when its plan's grid does not fit the device at once", CUTRAIN_GPU_TAG) {
