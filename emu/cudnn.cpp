@@ -665,9 +665,9 @@ cudnnStatus_t workspace_size(cudnnHandle_t handle, Pass pass, const cudnnTensorS
 // ---- batch norm: one problem, checked as the calls take it ----
 
 // A training batch norm as cutrain calls it: x, y (and z) NHWC of one type, the statistics float
-// 1xCx1x1, CUDNN_BATCHNORM_SPATIAL_PERSISTENT, and with a fused op a ReLU. What the real library
-// takes beyond that (whether its persistent NHWC kernels take bf16 with the fused ops, say) only a
-// GPU can tell; the emulation refuses the rest with CUDNN_STATUS_NOT_SUPPORTED.
+// 1xCx1x1, CUDNN_BATCHNORM_SPATIAL_PERSISTENT, and with a fused op a ReLU. The fused ops are refused
+// where cuDNN documents them unsupported (below), and the rest the emulation does not compute with
+// CUDNN_STATUS_NOT_SUPPORTED too.
 struct BatchNormProblem {
   Dims4 x;
   cutrain::BatchNormShape shape;
@@ -692,6 +692,15 @@ cudnnStatus_t make_batchnorm(cudnnBatchNormMode_t mode, cudnnBatchNormOps_t ops,
   if (stats->type != CUDNN_DATA_FLOAT || stats->n != 1 || stats->c != x->c || stats->h != 1 || stats->w != 1)
     return fail(CUDNN_STATUS_BAD_PARAM, "the statistics' descriptor is not float 1x" + std::to_string(x->c) + "x1x1");
   const bool relu = ops != CUDNN_BATCHNORM_OPS_BN, add = ops == CUDNN_BATCHNORM_OPS_BN_ADD_ACTIVATION;
+  // cuDNN 8.9.2's API reference, cudnnBatchNormalizationForwardTrainingEx (the backward and the
+  // size queries take the same bnOps): bnOps is the "mode of operation for the fast NHWC kernel",
+  // which runs when "all tensors, namely, x, y, dz, dy, dx must be NHWC-fully packed and must be of
+  // the type CUDNN_DATA_HALF" (with C a multiple of 4 for BN_ADD_ACTIVATION), at
+  // https://docs.nvidia.com/deeplearning/cudnn/archives/cudnn-892/api/index.html#cudnnBatchNormalizationForwardTrainingEx
+  // Since the emulation computes no half (computed_type), it refuses every fused op.
+  if (relu && x->type != CUDNN_DATA_HALF)
+    return fail(CUDNN_STATUS_NOT_SUPPORTED, "the fused batch norm ops take CUDNN_DATA_HALF only (cuDNN's API reference, "
+                                            "cudnnBatchNormalizationForwardTrainingEx)");
   if (relu && (!activation || !activation->set || activation->mode != CUDNN_ACTIVATION_RELU))
     return fail(CUDNN_STATUS_NOT_SUPPORTED, "the fused ops need a ReLU activation descriptor");
   if (add && (!z || !z->set || !same(*x, *z))) return fail(CUDNN_STATUS_BAD_PARAM, "z is not described as x");

@@ -493,13 +493,13 @@ TEST_CASE("emulated cuDNN: a handle takes only a live stream", "[emu]") {
   CUDNN_CHECK(cudnnDestroy(handle));
 }
 
-TEST_CASE("emulated cuDNN: batch norm with add and ReLU is the CPU reference's, and refuses what it does not compute",
-          "[emu]") {
+TEST_CASE("emulated cuDNN: batch norm is the CPU reference's, and refuses what it does not compute", "[emu]") {
   // cudnnBatchNormalizationForwardTrainingEx and BackwardEx as nn/cudnn_batchnorm.h calls them:
-  // NHWC, CUDNN_BATCHNORM_SPATIAL_PERSISTENT, float statistics of 1xCx1x1, the ReLU mask in the
-  // reserve space from the forward to the backward.
+  // NHWC, CUDNN_BATCHNORM_SPATIAL_PERSISTENT, float statistics of 1xCx1x1, the reserve space from
+  // the forward to the backward. The fused ops take half only (Note [cuDNN's batch norm types]),
+  // which the emulation does not compute, so it computes plain batch norm.
   const int N = 2, H = 3, W = 5, C = 16;
-  const BatchNormShape shape{N * H * W, C, BatchNormFusion{true, true}};
+  const BatchNormShape shape{N * H * W, C, BatchNormFusion{}};
   const int64_t n = shape.rows * C;
   std::mt19937 rng(41);
   test::BatchNormInputs in{test::random_vector(n, rng),        test::random_vector(n, rng),
@@ -512,10 +512,12 @@ TEST_CASE("emulated cuDNN: batch norm with add and ReLU is the CPU reference's, 
 
   cudnnHandle_t handle = nullptr;
   CUDNN_CHECK(cudnnCreate(&handle));
-  cudnnTensorDescriptor_t xd = nullptr, sd = nullptr, wrong = nullptr;
+  cudnnTensorDescriptor_t xd = nullptr, bf16 = nullptr, sd = nullptr, wrong = nullptr;
   cudnnActivationDescriptor_t relu = nullptr;
   CUDNN_CHECK(cudnnCreateTensorDescriptor(&xd));
   CUDNN_CHECK(cudnnSetTensor4dDescriptor(xd, CUDNN_TENSOR_NHWC, CUDNN_DATA_FLOAT, N, C, H, W));
+  CUDNN_CHECK(cudnnCreateTensorDescriptor(&bf16));
+  CUDNN_CHECK(cudnnSetTensor4dDescriptor(bf16, CUDNN_TENSOR_NHWC, CUDNN_DATA_BFLOAT16, N, C, H, W));
   CUDNN_CHECK(cudnnCreateTensorDescriptor(&sd));
   CUDNN_CHECK(cudnnSetTensor4dDescriptor(sd, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, 1, C, 1, 1));
   CUDNN_CHECK(cudnnCreateTensorDescriptor(&wrong));
@@ -523,49 +525,62 @@ TEST_CASE("emulated cuDNN: batch norm with add and ReLU is the CPU reference's, 
   CUDNN_CHECK(cudnnCreateActivationDescriptor(&relu));
   CUDNN_CHECK(cudnnSetActivationDescriptor(relu, CUDNN_ACTIVATION_RELU, CUDNN_NOT_PROPAGATE_NAN, 0.0));
   const cudnnBatchNormMode_t mode = CUDNN_BATCHNORM_SPATIAL_PERSISTENT;
-  const cudnnBatchNormOps_t ops = CUDNN_BATCHNORM_OPS_BN_ADD_ACTIVATION;
-  size_t reserve_bytes = 0, workspace_bytes = 1;
-  CUDNN_CHECK(cudnnGetBatchNormalizationTrainingExReserveSpaceSize(handle, mode, ops, relu, xd, &reserve_bytes));
-  CHECK(reserve_bytes == cpu.mask.size());
-  CUDNN_CHECK(cudnnGetBatchNormalizationForwardTrainingExWorkspaceSize(handle, mode, ops, xd, xd, xd, sd, relu,
-                                                                       &workspace_bytes));
+  const cudnnBatchNormOps_t ops = CUDNN_BATCHNORM_OPS_BN;
+  size_t reserve_bytes = 1, workspace_bytes = 1;
+  // The fused ops on fp32 and bf16, refused in each size query and call with cuDNN's status.
+  for (cudnnTensorDescriptor_t d : {xd, bf16}) {
+    for (cudnnBatchNormOps_t fused : {CUDNN_BATCHNORM_OPS_BN_ACTIVATION, CUDNN_BATCHNORM_OPS_BN_ADD_ACTIVATION}) {
+      cudnnTensorDescriptor_t z = fused == CUDNN_BATCHNORM_OPS_BN_ADD_ACTIVATION ? d : nullptr;
+      CHECK(cudnnGetBatchNormalizationForwardTrainingExWorkspaceSize(handle, mode, fused, d, z, d, sd, relu,
+                                                                     &workspace_bytes) == CUDNN_STATUS_NOT_SUPPORTED);
+      CHECK_THAT(cudnnGetErrorString(CUDNN_STATUS_NOT_SUPPORTED), Catch::Contains("CUDNN_DATA_HALF only"));
+      CHECK(cudnnGetBatchNormalizationBackwardExWorkspaceSize(handle, mode, fused, d, d, d, z, d, sd, relu,
+                                                              &workspace_bytes) == CUDNN_STATUS_NOT_SUPPORTED);
+      CHECK(cudnnGetBatchNormalizationTrainingExReserveSpaceSize(handle, mode, fused, relu, d, &reserve_bytes) ==
+            CUDNN_STATUS_NOT_SUPPORTED);
+    }
+    CUDNN_CHECK(cudnnGetBatchNormalizationForwardTrainingExWorkspaceSize(handle, mode, ops, d, nullptr, d, sd, nullptr,
+                                                                         &workspace_bytes));
+  }
+  CUDNN_CHECK(cudnnGetBatchNormalizationTrainingExReserveSpaceSize(handle, mode, ops, nullptr, xd, &reserve_bytes));
+  CHECK(reserve_bytes == 0);
   // What the emulation does not compute, or what does not fit, refused with the reason.
-  CHECK(cudnnGetBatchNormalizationForwardTrainingExWorkspaceSize(handle, CUDNN_BATCHNORM_SPATIAL, ops, xd, xd, xd, sd,
-                                                                 relu, &workspace_bytes) == CUDNN_STATUS_NOT_SUPPORTED);
+  CHECK(cudnnGetBatchNormalizationForwardTrainingExWorkspaceSize(handle, CUDNN_BATCHNORM_SPATIAL, ops, xd, nullptr, xd,
+                                                                 sd, nullptr, &workspace_bytes) ==
+        CUDNN_STATUS_NOT_SUPPORTED);
   CHECK_THAT(cudnnGetErrorString(CUDNN_STATUS_NOT_SUPPORTED), Catch::Contains("CUDNN_BATCHNORM_SPATIAL_PERSISTENT"));
-  CHECK(cudnnGetBatchNormalizationForwardTrainingExWorkspaceSize(handle, mode, ops, xd, xd, xd, sd, nullptr,
-                                                                 &workspace_bytes) == CUDNN_STATUS_NOT_SUPPORTED);
-  CHECK(cudnnGetBatchNormalizationForwardTrainingExWorkspaceSize(handle, mode, ops, xd, xd, xd, wrong, relu,
+  CHECK(cudnnGetBatchNormalizationForwardTrainingExWorkspaceSize(handle, mode, ops, xd, nullptr, xd, wrong, nullptr,
                                                                  &workspace_bytes) == CUDNN_STATUS_BAD_PARAM);
   CHECK_THAT(cudnnGetErrorString(CUDNN_STATUS_BAD_PARAM), Catch::Contains("not float 1x16x1x1"));
 
   test::BatchNormBuffers<float> on(shape, in);
-  DeviceBuffer<uint8_t> reserve(reserve_bytes);
   const BatchNormForward<float> f = on.forward();
   const BatchNormBackward<float> b = on.backward();
   const float one = 1.0f, zero = 0.0f;
-  const auto forward = [&](size_t bytes) {
-    return cudnnBatchNormalizationForwardTrainingEx(handle, mode, ops, &one, &zero, xd, f.x, xd, f.residual, xd, f.y,
+  const auto forward = [&](cudnnBatchNormOps_t o) {
+    return cudnnBatchNormalizationForwardTrainingEx(handle, mode, o, &one, &zero, xd, f.x, nullptr, nullptr, xd, f.y,
                                                     sd, f.gamma, f.beta, 0.1, f.running_mean, f.running_var, 1e-5,
-                                                    f.mean, f.invstd, relu, nullptr, 0, reserve.get(), bytes);
+                                                    f.mean, f.invstd, o == ops ? nullptr : relu, nullptr, 0, nullptr,
+                                                    0);
   };
-  CHECK(forward(reserve_bytes - 1) == CUDNN_STATUS_BAD_PARAM);  // a reserve space too small
-  CUDNN_CHECK(forward(reserve_bytes));
+  CHECK(forward(CUDNN_BATCHNORM_OPS_BN_ACTIVATION) == CUDNN_STATUS_NOT_SUPPORTED);
+  CUDNN_CHECK(forward(ops));
+  CHECK(cudnnBatchNormalizationBackwardEx(handle, mode, CUDNN_BATCHNORM_OPS_BN_ACTIVATION, &one, &zero, &one, &zero,
+                                          xd, b.x, xd, f.y, xd, b.dy, nullptr, nullptr, xd, b.dx, sd, b.gamma, f.beta,
+                                          b.dgamma, b.dbeta, 1e-5, b.mean, b.invstd, relu, nullptr, 0, nullptr,
+                                          0) == CUDNN_STATUS_NOT_SUPPORTED);
   CUDNN_CHECK(cudnnBatchNormalizationBackwardEx(handle, mode, ops, &one, &zero, &one, &zero, xd, b.x, xd, f.y, xd,
-                                                b.dy, xd, b.d_residual, xd, b.dx, sd, b.gamma, f.beta, b.dgamma,
-                                                b.dbeta, 1e-5, b.mean, b.invstd, relu, nullptr, 0, reserve.get(),
-                                                reserve_bytes));
+                                                b.dy, nullptr, nullptr, xd, b.dx, sd, b.gamma, f.beta, b.dgamma,
+                                                b.dbeta, 1e-5, b.mean, b.invstd, nullptr, nullptr, 0, nullptr, 0));
   CHECK(on.y.download() == cpu.y);
   CHECK(test::download(on.mean) == cpu.mean);
   CHECK(test::download(on.invstd) == cpu.invstd);
   CHECK(test::download(on.running_mean) == cpu.running_mean);
   CHECK(test::download(on.running_var) == cpu.running_var);
-  CHECK(reserve.copy_to_host() == cpu.mask);
   CHECK(on.dx.download() == cpu.dx);
-  CHECK(on.d_residual.download() == cpu.d_residual);
   CHECK(test::download(on.dgamma) == cpu.dgamma);
   CHECK(test::download(on.dbeta) == cpu.dbeta);
   CUDNN_CHECK(cudnnDestroyActivationDescriptor(relu));
-  for (cudnnTensorDescriptor_t d : {xd, sd, wrong}) CUDNN_CHECK(cudnnDestroyTensorDescriptor(d));
+  for (cudnnTensorDescriptor_t d : {xd, bf16, sd, wrong}) CUDNN_CHECK(cudnnDestroyTensorDescriptor(d));
   CUDNN_CHECK(cudnnDestroy(handle));
 }
