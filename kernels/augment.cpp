@@ -77,9 +77,8 @@ static void gather_augment(const uint8_t* images, const int32_t* labels, const i
   }
 }
 
-void gather_augment_cpu(const uint8_t* images, const int32_t* labels, const int64_t* indices, int count,
-                        int64_t epoch, const AugmentParams& p, PixelType type, void* out_images,
-                        int32_t* out_labels) {
+void gather_augment_cpu(const uint8_t* images, const int32_t* labels, const int64_t* indices, int count, int64_t epoch,
+                        const AugmentParams& p, PixelType type, void* out_images, int32_t* out_labels) {
   if (type == PixelType::f32)
     gather_augment(images, labels, indices, count, epoch, p, static_cast<float*>(out_images), out_labels);
   else

@@ -12,8 +12,8 @@ namespace cutrain {
 
 template <typename T>
 __global__ void gather_augment_kernel(const uint8_t* __restrict__ images, const int32_t* __restrict__ labels,
-                                      const int64_t* __restrict__ indices, int count, int64_t epoch,
-                                      AugmentParams p, T* __restrict__ out_images, int32_t* __restrict__ out_labels) {
+                                      const int64_t* __restrict__ indices, int count, int64_t epoch, AugmentParams p,
+                                      T* __restrict__ out_images, int32_t* __restrict__ out_labels) {
   const int pixels = p.height * p.width;
   const int64_t pixel = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (pixel >= int64_t(count) * pixels) return;
@@ -40,9 +40,9 @@ static void launch(const uint8_t* images, const int32_t* labels, const int64_t* 
                 labels, indices, count, epoch, p, out_images, out_labels);
 }
 
-void gather_augment_cuda(const uint8_t* images, const int32_t* labels, const int64_t* indices, int count,
-                         int64_t epoch, const AugmentParams& p, PixelType type, void* out_images,
-                         int32_t* out_labels, cudaStream_t stream) {
+void gather_augment_cuda(const uint8_t* images, const int32_t* labels, const int64_t* indices, int count, int64_t epoch,
+                         const AugmentParams& p, PixelType type, void* out_images, int32_t* out_labels,
+                         cudaStream_t stream) {
   if (type == PixelType::f32)
     launch(images, labels, indices, count, epoch, p, static_cast<float*>(out_images), out_labels, stream);
   else

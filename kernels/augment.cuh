@@ -36,8 +36,8 @@ struct AugmentParams {
   int pad = 4;                  // zero padding around the image before the random crop
   bool flip = true;             // random horizontal flip with p = 0.5
   uint64_t seed = 0;
-  float mean255[3] = {};        // 255 * mean_c
-  float inv_std255[3] = {};     // 1 / (255 * std_c)
+  float mean255[3] = {};     // 255 * mean_c
+  float inv_std255[3] = {};  // 1 / (255 * std_c)
 };
 
 // Where one sample's window sits: source pixel = output pixel shifted by (dy, dx), after mirroring.
@@ -78,8 +78,8 @@ CUTRAIN_HOST_DEVICE inline float normalize(const AugmentParams& p, int v, int c)
 }
 
 // One output value out[y][x][c] of the formula above; `image` is the uint8 H x W x 3 source.
-CUTRAIN_HOST_DEVICE inline float augment_pixel(const uint8_t* image, const AugmentParams& p, CropFlip cf,
-                                               int y, int x, int c) {
+CUTRAIN_HOST_DEVICE inline float augment_pixel(const uint8_t* image, const AugmentParams& p, CropFlip cf, int y, int x,
+                                               int c) {
   if (c >= 3) return 0.0f;
   const int source = source_pixel(p, cf, y, x);
   return normalize(p, source < 0 ? 0 : image[source * 3 + c], c);

@@ -25,7 +25,7 @@ size_t pixel_type_size(PixelType type);
 
 // The user-facing knobs; make_augment_params turns them into the kernel's precomputed form.
 struct AugmentConfig {
-  bool train = true;  // false: normalise only (evaluation)
+  bool train = true;    // false: normalise only (evaluation)
   bool mirror = false;  // with train = false: mirror every image (test-time augmentation's second view)
   uint64_t seed = 0;
   int pad = 4;
@@ -37,14 +37,13 @@ struct AugmentConfig {
 // Throws std::invalid_argument for out_channels < 3, pad < 0 or std <= 0.
 AugmentParams make_augment_params(const AugmentConfig& config, int height, int width, int out_channels);
 
-void gather_augment_cpu(const uint8_t* images, const int32_t* labels, const int64_t* indices, int count,
-                        int64_t epoch, const AugmentParams& p, PixelType type, void* out_images,
-                        int32_t* out_labels);
+void gather_augment_cpu(const uint8_t* images, const int32_t* labels, const int64_t* indices, int count, int64_t epoch,
+                        const AugmentParams& p, PixelType type, void* out_images, int32_t* out_labels);
 
 // Device pointers throughout; one kernel on `stream`, no allocation, no synchronisation, so it
 // can be captured in a CUDA graph.
-void gather_augment_cuda(const uint8_t* images, const int32_t* labels, const int64_t* indices, int count,
-                         int64_t epoch, const AugmentParams& p, PixelType type, void* out_images,
-                         int32_t* out_labels, cudaStream_t stream);
+void gather_augment_cuda(const uint8_t* images, const int32_t* labels, const int64_t* indices, int count, int64_t epoch,
+                         const AugmentParams& p, PixelType type, void* out_images, int32_t* out_labels,
+                         cudaStream_t stream);
 
 }  // namespace cutrain

@@ -50,10 +50,14 @@ void for_row_pieces(int64_t M, int C, F&& f) {
 template <typename F>
 void with_constant_fusion(BatchNormFusion fusion, F&& f) {
   using std::integral_constant;
-  if (fusion.relu && fusion.residual) f(integral_constant<BatchNormFusion, BatchNormFusion{true, true}>{});
-  else if (fusion.relu) f(integral_constant<BatchNormFusion, BatchNormFusion{true, false}>{});
-  else if (fusion.residual) f(integral_constant<BatchNormFusion, BatchNormFusion{false, true}>{});
-  else f(integral_constant<BatchNormFusion, BatchNormFusion{false, false}>{});
+  if (fusion.relu && fusion.residual)
+    f(integral_constant<BatchNormFusion, BatchNormFusion{true, true}>{});
+  else if (fusion.relu)
+    f(integral_constant<BatchNormFusion, BatchNormFusion{true, false}>{});
+  else if (fusion.residual)
+    f(integral_constant<BatchNormFusion, BatchNormFusion{false, true}>{});
+  else
+    f(integral_constant<BatchNormFusion, BatchNormFusion{false, false}>{});
 }
 
 // sums[t*C + c] over every row of `terms` per-channel quantities: add_row(m, part, scratch) adds
@@ -77,17 +81,23 @@ void channel_sums(int64_t M, int C, int terms, AddRow&& add_row, std::vector<dou
 // mean[c] and m2[c] = sum_m (x[m,c] - mean[c])^2 of every channel: the mean first, then the
 // squared deviations about it.
 void channel_statistics(const float* x, int64_t M, int C, std::vector<double>& mean, std::vector<double>& m2) {
-  channel_sums(M, C, 1, [&](int64_t m, float* part, float*) {
-    for (int c = 0; c < C; ++c) part[c] += x[m * C + c];
-  }, mean);
+  channel_sums(
+      M, C, 1,
+      [&](int64_t m, float* part, float*) {
+        for (int c = 0; c < C; ++c) part[c] += x[m * C + c];
+      },
+      mean);
   for (double& sum : mean) sum /= double(M);
   const std::vector<float> mean_fp32(mean.begin(), mean.end());
-  channel_sums(M, C, 1, [&](int64_t m, float* part, float*) {
-    for (int c = 0; c < C; ++c) {
-      const float d = x[m * C + c] - mean_fp32[c];
-      part[c] += d * d;
-    }
-  }, m2);
+  channel_sums(
+      M, C, 1,
+      [&](int64_t m, float* part, float*) {
+        for (int c = 0; c < C; ++c) {
+          const float d = x[m * C + c] - mean_fp32[c];
+          part[c] += d * d;
+        }
+      },
+      m2);
 }
 
 // The mask bytes of one row from its pre-activations z: bit k of a byte is [z > 0] of its k-th
@@ -130,8 +140,8 @@ void apply(const BatchNormShape& shape, const BatchNormForward<float>& f, const 
       for (int64_t m = begin; m < end; ++m) {
         for (int c = 0; c < C; ++c) {
           const int64_t i = m * C + c;
-          z[c] = bn_preactivation(f.x[i], fusion().residual ? f.residual[i] : 0.0f, mean[c], scale[c], f.beta[c],
-                                  fusion);
+          z[c] =
+              bn_preactivation(f.x[i], fusion().residual ? f.residual[i] : 0.0f, mean[c], scale[c], f.beta[c], fusion);
           f.y[i] = bn_activation(z[c], fusion);
         }
         if (fusion().relu && f.relu_mask) pack_mask_row(z.data(), C, f.relu_mask + m * mask_row_bytes);
@@ -146,14 +156,17 @@ void backward_sums(const BatchNormShape& shape, const BatchNormBackward<float>& 
   const int64_t M = shape.rows;
   const int C = shape.channels;
   with_constant_fusion(shape.fusion, [&](auto fusion) {
-    channel_sums(M, C, 2, [&](int64_t m, float* part, float* dz) {
-      dz_row(b.dy + m * C, fusion().relu ? b.relu_mask + m * mask_bytes(C) : nullptr, C, fusion, dz);
-      for (int c = 0; c < C; ++c) {
-        part[c] += dz[c];
-        part[C + c] += dz[c] * (b.x[m * C + c] - b.mean[c]);
-      }
-      if (fusion().residual) std::copy(dz, dz + C, b.d_residual + m * C);
-    }, sums);
+    channel_sums(
+        M, C, 2,
+        [&](int64_t m, float* part, float* dz) {
+          dz_row(b.dy + m * C, fusion().relu ? b.relu_mask + m * mask_bytes(C) : nullptr, C, fusion, dz);
+          for (int c = 0; c < C; ++c) {
+            part[c] += dz[c];
+            part[C + c] += dz[c] * (b.x[m * C + c] - b.mean[c]);
+          }
+          if (fusion().residual) std::copy(dz, dz + C, b.d_residual + m * C);
+        },
+        sums);
   });
 }
 
@@ -212,7 +225,8 @@ void bn_backward_apply_cpu(const BatchNormShape& shape, const BatchNormBackward<
                            double count) {
   const int C = shape.channels;
   std::vector<BackwardChannel> k(C);
-  for (int c = 0; c < C; ++c) k[c] = bn_backward_channel(b.gamma[c], b.invstd[c], sums[c], sums[C + c], float(1.0 / count));
+  for (int c = 0; c < C; ++c)
+    k[c] = bn_backward_channel(b.gamma[c], b.invstd[c], sums[c], sums[C + c], float(1.0 / count));
   with_constant_fusion(shape.fusion, [&](auto fusion) {
     for_row_pieces(shape.rows, C, [&](int64_t begin, int64_t end) {
       std::vector<float> dz(C);

@@ -56,8 +56,8 @@ namespace cutrain {
 
 namespace {
 
-constexpr int kGroup = 8;               // channels per thread: one byte of the ReLU mask
-constexpr int kMaxGroupsAcross = 8;     // groups across a block: 64 channels, 128 or 256 bytes of a row
+constexpr int kGroup = 8;            // channels per thread: one byte of the ReLU mask
+constexpr int kMaxGroupsAcross = 8;  // groups across a block: 64 channels, 128 or 256 bytes of a row
 constexpr int kElementwiseThreads = 256;
 constexpr int kElementwiseRowsPerThread = 8;
 
@@ -212,7 +212,8 @@ __device__ void merge_chunks(const Stat* partials, int chunks, int C, Stat* scra
   const int share = ceil_div(C, blocks), first = std::min(C, b * share), end = std::min(C, first + share);
   for (int c0 = first; c0 < end; c0 += block_threads()) {
     const int width = std::min(block_threads(), end - c0), slices = block_threads() / width;
-    merge_chunk_slices(partials, chunks, C, c0, width, slices, [=](int) { return slices; }, scratch);
+    merge_chunk_slices(
+        partials, chunks, C, c0, width, slices, [=](int) { return slices; }, scratch);
     if (block_thread() < width) finish(c0 + block_thread(), scratch[block_thread()]);
     __syncthreads();  // before the next round reuses scratch
   }
@@ -245,8 +246,9 @@ __device__ void merge_chunks_in_last_block(const Stat* partials, int chunks, int
   const int round = std::max(1, capacity / chunks);
   for (int c0 = 0; c0 < C; c0 += round) {
     const int width = std::min(round, C - c0);
-    merge_chunk_slices(partials, chunks, C, c0, width, chunks,
-                       [=](int c) { return cooperative_slices(c, C, blocks, threads); }, scratch);
+    merge_chunk_slices(
+        partials, chunks, C, c0, width, chunks, [=](int c) { return cooperative_slices(c, C, blocks, threads); },
+        scratch);
     for (int j = block_thread(); j < width; j += threads) finish(c0 + j, scratch[j]);
     __syncthreads();  // before the next round reuses scratch
   }
@@ -306,8 +308,8 @@ __device__ Group<T>* cache_memory(float4* shared, const Tiling& t) {
 //   y = act((x - mean)*gamma*invstd + beta [+ residual]),  mask = [pre-activation > 0]
 template <typename T, bool VECTOR>
 __global__ void __launch_bounds__(1024, 1)
-    bn_forward_train_kernel(Tiling t, BatchNormForward<T> f, BatchNormRankStats s, Welford* partials,
-                            unsigned* ticket, bool statistics_only) {
+    bn_forward_train_kernel(Tiling t, BatchNormForward<T> f, BatchNormRankStats s, Welford* partials, unsigned* ticket,
+                            bool statistics_only) {
   CUTRAIN_DYNAMIC_SHARED(float4, shared);
   Welford* scratch = scratch_memory<Welford>(shared);
   Group<T>* cache = cache_memory<T>(shared, t);
@@ -458,21 +460,22 @@ __global__ void __launch_bounds__(1024, 1)
 // This thread's rows under an elementwise grid: every (gridDim.y * blockDim.y)-th from its first.
 struct GridRows {
   int64_t first, stride;
-  __device__ GridRows() : first(int64_t(blockIdx.y) * blockDim.y + threadIdx.y), stride(int64_t(gridDim.y) * blockDim.y) {}
+  __device__ GridRows()
+      : first(int64_t(blockIdx.y) * blockDim.y + threadIdx.y), stride(int64_t(gridDim.y) * blockDim.y) {}
 };
 
 // Where bn_apply_kernel takes its statistics from.
 enum class ApplyStatistics {
-  running,     // eval: the running statistics
-  rank_sums,   // SyncBatchNorm: the all-reduced sums in s, from which it also writes mean, invstd
-               // and the running statistics (the first row of threads)
-  batch,       // a split training forward: the mean and invstd that its first launch wrote
+  running,    // eval: the running statistics
+  rank_sums,  // SyncBatchNorm: the all-reduced sums in s, from which it also writes mean, invstd
+              // and the running statistics (the first row of threads)
+  batch,      // a split training forward: the mean and invstd that its first launch wrote
 };
 
 // y = act(z) with each channel's statistics, and in training the ReLU mask.
 template <typename T, bool VECTOR>
-__global__ void bn_apply_kernel(int64_t M, int C, BatchNormFusion fusion, BatchNormForward<T> f,
-                                BatchNormRankStats s, double count, ApplyStatistics from) {
+__global__ void bn_apply_kernel(int64_t M, int C, BatchNormFusion fusion, BatchNormForward<T> f, BatchNormRankStats s,
+                                double count, ApplyStatistics from) {
   const int c0 = thread_channel();
   if (c0 >= C) return;
   const bool train = from != ApplyStatistics::running;
@@ -539,7 +542,8 @@ __global__ void bn_backward_apply_kernel(int64_t M, int C, BatchNormFusion fusio
     float dz[kGroup];
     load_dz<VECTOR>(b.dy, b.relu_mask, m, C, c0, fusion, dz);
     Group<T> dxs;
-    for (int v = 0; v < kGroup; ++v) dxs[v] = from_float<T>(bn_backward_dx(dz[v], to_float(xs[v]), mean[v], coefficients[v]));
+    for (int v = 0; v < kGroup; ++v)
+      dxs[v] = from_float<T>(bn_backward_dx(dz[v], to_float(xs[v]), mean[v], coefficients[v]));
     store_group<VECTOR>(b.dx + m * C, c0, C, dxs);
   }
 }
@@ -619,8 +623,12 @@ size_t scratch_bytes(BatchNormPass pass, dim3 block) {
 }
 
 Tiling tiling(const BatchNormPlan& plan) {
-  return {plan.shape.rows,     plan.shape.channels, plan.shape.fusion,
-          plan.rows_per_block, plan.cached_rows,    int(scratch_bytes(plan.pass, plan.block)),
+  return {plan.shape.rows,
+          plan.shape.channels,
+          plan.shape.fusion,
+          plan.rows_per_block,
+          plan.cached_rows,
+          int(scratch_bytes(plan.pass, plan.block)),
           plan.launch == BatchNormLaunch::split};
 }
 
@@ -671,7 +679,8 @@ BatchNormPlan bn_plan(BatchNormPass pass, const BatchNormShape& shape, size_t el
   const int64_t M = shape.rows;
   const int C = shape.channels;
   if (M < 1 || C < 1) throw std::invalid_argument("batch norm plan: no rows or no channels");
-  if (element_bytes != 2 && element_bytes != 4) throw std::invalid_argument("batch norm plan: elements of 2 or 4 bytes");
+  if (element_bytes != 2 && element_bytes != 4)
+    throw std::invalid_argument("batch norm plan: elements of 2 or 4 bytes");
   BatchNormPlan plan{};
   plan.pass = pass;
   plan.shape = shape;
@@ -730,8 +739,7 @@ BatchNormPlan bn_plan(BatchNormPass pass, const BatchNormShape& shape, size_t el
   const int columns = ceil_div(groups, across);
   if (columns > device.blocks)
     throw std::invalid_argument("batch norm plan: " + std::to_string(C) + " channels need " + std::to_string(columns) +
-                                " blocks side by side, the device holds " + std::to_string(device.blocks) +
-                                " at once");
+                                " blocks side by side, the device holds " + std::to_string(device.blocks) + " at once");
   plan.block = dim3(across, threads / across);
   int chunks = std::clamp(ceil_div(M, plan.block.y), 1, device.blocks / columns);
   plan.rows_per_block = ceil_div(M, chunks);
@@ -778,7 +786,7 @@ BatchNormPlan bn_plan(BatchNormPass pass, const BatchNormShape& shape, size_t el
         forward ? tensor + residual + 4 * apply_channel_reads : 2 * tensor + mask + 5 * apply_channel_reads;
     plan.apply_bytes_written = tensor + (forward ? mask : 0);
     plan.bytes_read = plan.apply_bytes_read + (forward ? tensor + partials + 2 * per_channel
-                                                        : 2 * tensor + mask + partials + channel_reads + per_channel);
+                                                       : 2 * tensor + mask + partials + channel_reads + per_channel);
     plan.bytes_written = plan.apply_bytes_written + partials + (forward ? 4 * per_channel : residual + 2 * per_channel);
     return plan;
   }
@@ -810,11 +818,10 @@ template <typename T>
 void prepare_merging(const BatchNormPlan& plan) {
   const bool forward = forward_pass(plan.pass);
   const char* name = forward ? "bn_forward_train_kernel" : "bn_backward_kernel";
-  const void* kernels[] = {
-      forward ? reinterpret_cast<const void*>(bn_forward_train_kernel<T, false>)
-              : reinterpret_cast<const void*>(bn_backward_kernel<T, false>),
-      forward ? reinterpret_cast<const void*>(bn_forward_train_kernel<T, true>)
-              : reinterpret_cast<const void*>(bn_backward_kernel<T, true>)};
+  const void* kernels[] = {forward ? reinterpret_cast<const void*>(bn_forward_train_kernel<T, false>)
+                                   : reinterpret_cast<const void*>(bn_backward_kernel<T, false>),
+                           forward ? reinterpret_cast<const void*>(bn_forward_train_kernel<T, true>)
+                                   : reinterpret_cast<const void*>(bn_backward_kernel<T, true>)};
   for (const void* kernel : kernels) {
     if (plan.shared_bytes > kDefaultDynamicSharedBytes) raise_dynamic_shared_limit(kernel, plan.shared_bytes);
     if (plan.launch == BatchNormLaunch::cooperative)
@@ -837,8 +844,8 @@ void bn_prepare_launch(const BatchNormPlan& plan) {
 
 // A pass's first launch: cooperative, or an ordinary one of a split plan (same grid, same kernel).
 template <typename... Params, typename... Args>
-void launch_merging_kernel(const BatchNormPlan& plan, const char* name, void (*kernel)(Params...),
-                           cudaStream_t stream, Args&&... args) {
+void launch_merging_kernel(const BatchNormPlan& plan, const char* name, void (*kernel)(Params...), cudaStream_t stream,
+                           Args&&... args) {
   if (plan.launch == BatchNormLaunch::split) {
     launch_kernel({name, plan_traffic(plan)}, kernel, plan.grid, plan.block, plan.shared_bytes, stream,
                   std::forward<Args>(args)...);
@@ -877,8 +884,7 @@ void bn_rank_statistics_cuda(const BatchNormPlan& plan, const T* x, const BatchN
 }
 
 template <typename T>
-void bn_backward_cuda(const BatchNormPlan& plan, const BatchNormBackward<T>& b, float* partials,
-                      cudaStream_t stream) {
+void bn_backward_cuda(const BatchNormPlan& plan, const BatchNormBackward<T>& b, float* partials, cudaStream_t stream) {
   check_pass(plan, BatchNormPass::backward, "bn_backward_cuda");
   const BatchNormFusion fusion = plan.shape.fusion;
   with_groups<T>(plan.shape.channels, {b.x, b.dy, b.dx, fusion.residual ? b.d_residual : nullptr}, [&](auto vector) {
@@ -933,8 +939,8 @@ void bn_rank_m2_cuda(const BatchNormPlan& plan, const BatchNormRankStats& s, dou
 }
 
 template <typename T>
-void bn_backward_apply_cuda(const BatchNormPlan& plan, const BatchNormBackward<T>& b, const float* sums,
-                            double count, cudaStream_t stream) {
+void bn_backward_apply_cuda(const BatchNormPlan& plan, const BatchNormBackward<T>& b, const float* sums, double count,
+                            cudaStream_t stream) {
   check_pass(plan, BatchNormPass::backward_apply, "bn_backward_apply_cuda");
   with_groups<T>(plan.shape.channels, {b.x, b.dy, b.dx}, [&](auto vector) {
     launch_kernel({"bn_backward_apply_kernel", plan_traffic(plan)},
@@ -966,19 +972,19 @@ void bn_activation_backward_cuda(const BatchNormPlan& plan, const T* dy, const u
   });
 }
 
-#define CUTRAIN_INSTANTIATE_BATCHNORM(T)                                                                          \
-  template void bn_forward_train_cuda<T>(const BatchNormPlan&, const BatchNormForward<T>&, float*, cudaStream_t);  \
-  template void bn_forward_eval_cuda<T>(const BatchNormPlan&, const BatchNormForward<T>&, cudaStream_t);           \
-  template void bn_backward_cuda<T>(const BatchNormPlan&, const BatchNormBackward<T>&, float*, cudaStream_t);      \
-  template void bn_rank_statistics_cuda<T>(const BatchNormPlan&, const T*, const BatchNormRankStats&, float*,      \
-                                           cudaStream_t);                                                          \
-  template void bn_forward_apply_cuda<T>(const BatchNormPlan&, const BatchNormForward<T>&,                        \
-                                         const BatchNormRankStats&, double, cudaStream_t);                         \
-  template void bn_backward_sums_cuda<T>(const BatchNormPlan&, const BatchNormBackward<T>&, float*, float*,       \
-                                         cudaStream_t);                                                            \
-  template void bn_backward_apply_cuda<T>(const BatchNormPlan&, const BatchNormBackward<T>&, const float*, double, \
-                                          cudaStream_t);                                                           \
-  template void bn_activation_cuda<T>(const BatchNormPlan&, T*, const T*, uint8_t*, cudaStream_t);                \
+#define CUTRAIN_INSTANTIATE_BATCHNORM(T)                                                                              \
+  template void bn_forward_train_cuda<T>(const BatchNormPlan&, const BatchNormForward<T>&, float*, cudaStream_t);     \
+  template void bn_forward_eval_cuda<T>(const BatchNormPlan&, const BatchNormForward<T>&, cudaStream_t);              \
+  template void bn_backward_cuda<T>(const BatchNormPlan&, const BatchNormBackward<T>&, float*, cudaStream_t);         \
+  template void bn_rank_statistics_cuda<T>(const BatchNormPlan&, const T*, const BatchNormRankStats&, float*,         \
+                                           cudaStream_t);                                                             \
+  template void bn_forward_apply_cuda<T>(const BatchNormPlan&, const BatchNormForward<T>&, const BatchNormRankStats&, \
+                                         double, cudaStream_t);                                                       \
+  template void bn_backward_sums_cuda<T>(const BatchNormPlan&, const BatchNormBackward<T>&, float*, float*,           \
+                                         cudaStream_t);                                                               \
+  template void bn_backward_apply_cuda<T>(const BatchNormPlan&, const BatchNormBackward<T>&, const float*, double,    \
+                                          cudaStream_t);                                                              \
+  template void bn_activation_cuda<T>(const BatchNormPlan&, T*, const T*, uint8_t*, cudaStream_t);                    \
   template void bn_activation_backward_cuda<T>(const BatchNormPlan&, const T*, const uint8_t*, T*, cudaStream_t);
 CUTRAIN_INSTANTIATE_BATCHNORM(float)
 CUTRAIN_INSTANTIATE_BATCHNORM(__nv_bfloat16)

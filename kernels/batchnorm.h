@@ -143,15 +143,15 @@ struct BatchNormDevice {
 BatchNormDevice bn_device_of_current_gpu();
 
 enum class BatchNormPass {
-  forward_train,       // bn_forward_train_cuda (cooperative)
-  forward_eval,        // bn_forward_eval_cuda
-  backward,            // bn_backward_cuda (cooperative)
-  rank_statistics,     // SyncBatchNorm's stages: bn_rank_statistics_cuda (cooperative)
-  rank_m2,             //   bn_rank_m2_cuda
-  forward_apply,       //   bn_forward_apply_cuda
-  backward_sums,       //   bn_backward_sums_cuda (cooperative)
-  backward_apply,      //   bn_backward_apply_cuda
-  activation,          // a batch norm that did not fuse its activation: bn_activation_cuda
+  forward_train,        // bn_forward_train_cuda (cooperative)
+  forward_eval,         // bn_forward_eval_cuda
+  backward,             // bn_backward_cuda (cooperative)
+  rank_statistics,      // SyncBatchNorm's stages: bn_rank_statistics_cuda (cooperative)
+  rank_m2,              //   bn_rank_m2_cuda
+  forward_apply,        //   bn_forward_apply_cuda
+  backward_sums,        //   bn_backward_sums_cuda (cooperative)
+  backward_apply,       //   bn_backward_apply_cuda
+  activation,           // a batch norm that did not fuse its activation: bn_activation_cuda
   activation_backward,  //   bn_activation_backward_cuda
 };
 
@@ -161,13 +161,13 @@ enum class BatchNormPass {
 struct BatchNormPlan {
   BatchNormPass pass;
   BatchNormShape shape;
-  size_t element_bytes;       // of T: 4 (float) or 2 (bf16)
-  BatchNormLaunch launch;     // of the passes that merge partials; the others are elementwise
-  dim3 grid, block;           // grid.x: groups of channels, grid.y: chunks of rows
-  int64_t rows_per_block;     // cooperative passes: each block's chunk of rows
-  int cached_rows;            // per thread: how many of its rows stay in shared memory for the apply
-  size_t shared_bytes;        // dynamic, per block
-  int64_t partial_floats;     // cooperative passes: the partials scratch (fp32) the launch needs
+  size_t element_bytes;    // of T: 4 (float) or 2 (bf16)
+  BatchNormLaunch launch;  // of the passes that merge partials; the others are elementwise
+  dim3 grid, block;        // grid.x: groups of channels, grid.y: chunks of rows
+  int64_t rows_per_block;  // cooperative passes: each block's chunk of rows
+  int cached_rows;         // per thread: how many of its rows stay in shared memory for the apply
+  size_t shared_bytes;     // dynamic, per block
+  int64_t partial_floats;  // cooperative passes: the partials scratch (fp32) the launch needs
   int64_t bytes_read, bytes_written;
   int64_t partial_bytes_read;  // of bytes_read: the partials, a few KB that the L2 cache serves
   // A split training forward or backward's second launch, elementwise, and its share of the bytes.
@@ -199,8 +199,7 @@ void bn_forward_train_cuda(const BatchNormPlan& plan, const BatchNormForward<T>&
 template <typename T>
 void bn_forward_eval_cuda(const BatchNormPlan& plan, const BatchNormForward<T>& f, cudaStream_t stream);
 template <typename T>
-void bn_backward_cuda(const BatchNormPlan& plan, const BatchNormBackward<T>& b, float* partials,
-                      cudaStream_t stream);
+void bn_backward_cuda(const BatchNormPlan& plan, const BatchNormBackward<T>& b, float* partials, cudaStream_t stream);
 template <typename T>
 void bn_rank_statistics_cuda(const BatchNormPlan& plan, const T* x, const BatchNormRankStats& s, float* partials,
                              cudaStream_t stream);
@@ -212,8 +211,8 @@ template <typename T>
 void bn_backward_sums_cuda(const BatchNormPlan& plan, const BatchNormBackward<T>& b, float* sums, float* partials,
                            cudaStream_t stream);
 template <typename T>
-void bn_backward_apply_cuda(const BatchNormPlan& plan, const BatchNormBackward<T>& b, const float* sums,
-                            double count, cudaStream_t stream);
+void bn_backward_apply_cuda(const BatchNormPlan& plan, const BatchNormBackward<T>& b, const float* sums, double count,
+                            cudaStream_t stream);
 
 // The activation after a batch norm that did not fuse it (cuDNN's plain batch norm, under
 // --batchnorm cudnn where cuDNN refuses its fused ops: Note [cuDNN's batch norm types] in

@@ -214,7 +214,8 @@ void conv2d_forward_cpu(const float* x, const float* w, const ConvShape& sh, flo
   const FilterForPieces f = filter_for_pieces(w, sh, pieces, Pass::forward);
   parallel_for(int64_t(pieces.size()), [&](int64_t i) {
     const Piece piece = pieces[i];
-    const memory::desc in = activations(piece.count, sh.C, sh.H, sh.W), out = activations(piece.count, sh.K, sh.P(), sh.Q());
+    const memory::desc in = activations(piece.count, sh.C, sh.H, sh.W),
+                       out = activations(piece.count, sh.K, sh.P(), sh.Q());
     execute(*f.primitive[i], {{DNNL_ARG_SRC, wrap(in, x + piece.first * image_floats(sh.C, sh.H, sh.W))},
                               {DNNL_ARG_WEIGHTS, wrap(f.primitive[i]->filter_layout, f.filter[i])},
                               {DNNL_ARG_DST, wrap(out, y + piece.first * image_floats(sh.K, sh.P(), sh.Q()))}});
@@ -229,7 +230,8 @@ void conv2d_backward_data_cpu(const float* dy, const float* w, const ConvShape& 
   const int64_t image = image_floats(sh.C, sh.H, sh.W);
   parallel_for(int64_t(pieces.size()), [&](int64_t i) {
     const Piece piece = pieces[i];
-    const memory::desc in = activations(piece.count, sh.C, sh.H, sh.W), out = activations(piece.count, sh.K, sh.P(), sh.Q());
+    const memory::desc in = activations(piece.count, sh.C, sh.H, sh.W),
+                       out = activations(piece.count, sh.K, sh.P(), sh.Q());
     float* dx_piece = dx + piece.first * image;
     float* result = beta == 0.0f ? dx_piece : scratch(kPieceOutput, in.get_size());
     execute(*f.primitive[i], {{DNNL_ARG_DIFF_DST, wrap(out, dy + piece.first * image_floats(sh.K, sh.P(), sh.Q()))},
@@ -256,7 +258,8 @@ void filter_gradient(const float* x, const float* dy, const ConvShape& sh, float
   parallel_for(int64_t(pieces.size()), [&](int64_t i) {
     const Piece piece = pieces[i];
     const Primitive& p = piece.count == pieces.front().count ? full : last;
-    execute(p, {{DNNL_ARG_SRC, wrap(activations(piece.count, sh.C, sh.H, sh.W), x + piece.first * image_floats(sh.C, sh.H, sh.W))},
+    execute(p, {{DNNL_ARG_SRC,
+                 wrap(activations(piece.count, sh.C, sh.H, sh.W), x + piece.first * image_floats(sh.C, sh.H, sh.W))},
                 {DNNL_ARG_DIFF_DST, wrap(activations(piece.count, sh.K, sh.P(), sh.Q()),
                                          dy + piece.first * image_floats(sh.K, sh.P(), sh.Q()))},
                 {DNNL_ARG_DIFF_WEIGHTS, wrap(p.filter_layout, partials + i * partial_floats)}});
@@ -285,7 +288,8 @@ void conv2d_backward_filter_cpu(const float* x, const float* dy, const ConvShape
   parallel_for(int64_t(sh.N) * unit.H, [&](int64_t row) {
     const int64_t n = row / unit.H, p = row % unit.H;
     for (int64_t q = 0; q < unit.W; ++q)
-      std::copy_n(x + ((n * sh.H + p * sh.stride) * sh.W + q * sh.stride) * sh.C, sh.C, pixels + (row * unit.W + q) * sh.C);
+      std::copy_n(x + ((n * sh.H + p * sh.stride) * sh.W + q * sh.stride) * sh.C, sh.C,
+                  pixels + (row * unit.W + q) * sh.C);
   });
   filter_gradient(pixels, dy, unit, beta, dw);
 }

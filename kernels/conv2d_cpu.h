@@ -15,8 +15,8 @@
 namespace cutrain {
 
 struct ConvShape {
-  int N, H, W, C;      // input
-  int K, R, S;         // output channels, filter height and width
+  int N, H, W, C;  // input
+  int K, R, S;     // output channels, filter height and width
   int stride, pad;
   int P() const { return (H + 2 * pad - R) / stride + 1; }
   int Q() const { return (W + 2 * pad - S) / stride + 1; }

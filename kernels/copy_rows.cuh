@@ -12,7 +12,8 @@ namespace cutrain {
 template <typename In, typename Out>
 __host__ __device__ inline void copy_rows_element(const RowsCopy& b, int64_t i) {
   const int64_t r = i / b.cols, c = i % b.cols;
-  static_cast<Out*>(b.out)[r * b.out_pitch + c] = from_float<Out>(to_float(static_cast<const In*>(b.in)[r * b.in_pitch + c]));
+  static_cast<Out*>(b.out)[r * b.out_pitch + c] =
+      from_float<Out>(to_float(static_cast<const In*>(b.in)[r * b.in_pitch + c]));
 }
 
 }  // namespace cutrain

@@ -50,8 +50,8 @@ void softmax_cross_entropy_cpu(const float* logits, const int32_t* labels, int N
   *correct = hits;
 }
 
-void count_correct_cpu(const float* logits, const int32_t* labels, int N, int K, int64_t* correct,
-                       int64_t* class_total, int64_t* class_correct) {
+void count_correct_cpu(const float* logits, const int32_t* labels, int N, int K, int64_t* correct, int64_t* class_total,
+                       int64_t* class_correct) {
   for (int n = 0; n < N; ++n) {
     const int label = labels[n];
     check_label(label, n, K);

@@ -73,8 +73,8 @@ __global__ void softmax_cross_entropy_kernel(const float* logits, const int32_t*
   float loss_sum = 0.0f;
   int hits = 0;
   for (int n = warp; n < N; n += warps) {
-    const RowResult row = softmax_cross_entropy_row(logits + int64_t(n) * K, labels[n], N, K, eps,
-                                                    dlogits + int64_t(n) * K, lane);
+    const RowResult row =
+        softmax_cross_entropy_row(logits + int64_t(n) * K, labels[n], N, K, eps, dlogits + int64_t(n) * K, lane);
     loss_sum += row.loss;
     hits += row.hit;
   }
@@ -119,7 +119,8 @@ void softmax_cross_entropy_cuda(const float* logits, const int32_t* labels, int 
                                 float* loss, float* dlogits, int32_t* correct, cudaStream_t stream) {
   const int warps = std::clamp(N, 1, kWarp);
   const int64_t logit_bytes = int64_t(N) * K * int64_t(sizeof(float));
-  const Traffic bytes{logit_bytes + N * int64_t(sizeof(int32_t)), logit_bytes + int64_t(sizeof(float) + sizeof(int32_t))};
+  const Traffic bytes{logit_bytes + N * int64_t(sizeof(int32_t)),
+                      logit_bytes + int64_t(sizeof(float) + sizeof(int32_t))};
   launch_kernel({"softmax_cross_entropy_kernel", bytes}, softmax_cross_entropy_kernel, 1, warps * kWarp, 0, stream,
                 logits, labels, N, K, label_smoothing, loss, dlogits, correct);
 }

@@ -23,8 +23,8 @@ void softmax_cross_entropy_cuda(const float* logits, const int32_t* labels, int 
 
 // Evaluation: the number of rows whose argmax equals the label (+= into *correct), and per-class
 // counts when the arrays are given (+= into class_total[K], class_correct[K]).
-void count_correct_cpu(const float* logits, const int32_t* labels, int N, int K, int64_t* correct,
-                       int64_t* class_total, int64_t* class_correct);
+void count_correct_cpu(const float* logits, const int32_t* labels, int N, int K, int64_t* correct, int64_t* class_total,
+                       int64_t* class_correct);
 void count_correct_cuda(const float* logits, const int32_t* labels, int N, int K, int64_t* correct,
                         int64_t* class_total, int64_t* class_correct, cudaStream_t stream);
 

@@ -126,9 +126,8 @@ inline unsigned grid_for(int64_t n, int threads = kBlockThreads) {
 }
 
 // for (int64_t i = first index of this thread; i < n; i += all threads of the grid)
-#define CUTRAIN_GRID_STRIDE_LOOP(i, n)                                         \
-  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < (n); \
-       i += int64_t(gridDim.x) * blockDim.x)
+#define CUTRAIN_GRID_STRIDE_LOOP(i, n) \
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < (n); i += int64_t(gridDim.x) * blockDim.x)
 
 // VEC consecutive elements, aligned so that one instruction moves them all.
 template <typename T, int VEC>

@@ -9,7 +9,7 @@
 namespace cutrain {
 
 void linear_forward_cpu(const float* x, const float* w, const float* b, int N, int I, int O, float* y);
-void linear_backward_cpu(const float* x, const float* w, const float* dy, int N, int I, int O, float beta,
-                         float* dx, float* dw, float* db);
+void linear_backward_cpu(const float* x, const float* w, const float* dy, int N, int I, int O, float beta, float* dx,
+                         float* dw, float* db);
 
 }  // namespace cutrain

@@ -14,8 +14,12 @@ __host__ __device__ inline float to_float(__nv_bfloat16 v) { return __bfloat162f
 template <typename T>
 __host__ __device__ inline T from_float(float v);
 template <>
-__host__ __device__ inline float from_float<float>(float v) { return v; }
+__host__ __device__ inline float from_float<float>(float v) {
+  return v;
+}
 template <>  // round to nearest even
-__host__ __device__ inline __nv_bfloat16 from_float<__nv_bfloat16>(float v) { return __float2bfloat16(v); }
+__host__ __device__ inline __nv_bfloat16 from_float<__nv_bfloat16>(float v) {
+  return __float2bfloat16(v);
+}
 
 }  // namespace cutrain

@@ -94,10 +94,10 @@ void global_avgpool_backward_cuda(const T* dy, int N, int H, int W, int C, T* dx
                 global_avgpool_backward_kernel<T>, grid_for(inputs), kBlockThreads, 0, stream, dy, N, H * W, C, dx);
 }
 
-#define CUTRAIN_INSTANTIATE_POOLING(T)                                                                      \
-  template void maxpool3x3s2_forward_cuda<T>(const T*, int, int, int, int, T*, cudaStream_t);               \
-  template void maxpool3x3s2_backward_cuda<T>(const T*, const T*, int, int, int, int, T*, cudaStream_t);    \
-  template void global_avgpool_forward_cuda<T>(const T*, int, int, int, int, T*, cudaStream_t);             \
+#define CUTRAIN_INSTANTIATE_POOLING(T)                                                                   \
+  template void maxpool3x3s2_forward_cuda<T>(const T*, int, int, int, int, T*, cudaStream_t);            \
+  template void maxpool3x3s2_backward_cuda<T>(const T*, const T*, int, int, int, int, T*, cudaStream_t); \
+  template void global_avgpool_forward_cuda<T>(const T*, int, int, int, int, T*, cudaStream_t);          \
   template void global_avgpool_backward_cuda<T>(const T*, int, int, int, int, T*, cudaStream_t);
 CUTRAIN_INSTANTIATE_POOLING(float)
 CUTRAIN_INSTANTIATE_POOLING(__nv_bfloat16)

@@ -15,8 +15,7 @@ namespace cutrain {
 // Index into x of the maximum of output (n,i,j,c)'s 3x3 window at rows 2i-1.., columns 2j-1..:
 // the first one in row-major window order that attains it (PyTorch's rule; a NaN wins).
 template <typename T>
-__host__ __device__ inline int64_t maxpool3x3s2_argmax(const T* x, int n, int i, int j, int c, int H, int W,
-                                                       int C) {
+__host__ __device__ inline int64_t maxpool3x3s2_argmax(const T* x, int n, int i, int j, int c, int H, int W, int C) {
   int64_t best = -1;
   float best_value = 0.0f;
   for (int h = 2 * i - 1; h <= 2 * i + 1; ++h) {

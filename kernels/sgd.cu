@@ -47,8 +47,8 @@ __device__ inline void sgd_update_pack(float* param, float* momentum, const SgdS
 
 // For each segment: its packs, then the elements after the last whole pack (or, unpacked, every
 // element), spread over all the grid's threads.
-__global__ void sgd_update_kernel(float* param, float* momentum, const SgdSegment* segments, int count,
-                                  const float* lr, SgdConfig cfg) {
+__global__ void sgd_update_kernel(float* param, float* momentum, const SgdSegment* segments, int count, const float* lr,
+                                  SgdConfig cfg) {
   const float rate = *lr;
   const int64_t thread = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   const int64_t threads = int64_t(gridDim.x) * blockDim.x;

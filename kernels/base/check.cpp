@@ -7,9 +7,9 @@ void check_failed(const char* call, const char* file, int line, const std::strin
 }
 
 void check_failed(const char* call, const char* file, int line, cudnnStatus_t status) {
-  throw CudnnError(std::string(call) + " failed at " + file + ":" + std::to_string(line) + ": " +
-                       cudnnGetErrorString(status),
-                   status);
+  throw CudnnError(
+      std::string(call) + " failed at " + file + ":" + std::to_string(line) + ": " + cudnnGetErrorString(status),
+      status);
 }
 
 }  // namespace cutrain

@@ -36,12 +36,12 @@ struct CudnnError : CheckError {
 
 }  // namespace cutrain
 
-#define CUTRAIN_CHECK_IMPL(call, ok, why_expr)                                      \
-  do {                                                                              \
-    auto cutrain_status_ = (call);                                                  \
-    if (cutrain_status_ != (ok)) {                                                  \
+#define CUTRAIN_CHECK_IMPL(call, ok, why_expr)                                       \
+  do {                                                                               \
+    auto cutrain_status_ = (call);                                                   \
+    if (cutrain_status_ != (ok)) {                                                   \
       ::cutrain::check_failed(#call, __FILE__, __LINE__, why_expr(cutrain_status_)); \
-    }                                                                               \
+    }                                                                                \
   } while (0)
 
 #define CUTRAIN_CUDA_WHY(s) (std::string(cudaGetErrorString(s)) + " (" + cudaGetErrorName(s) + ")")
