@@ -44,8 +44,8 @@ using boost::context::detail::fcontext_t;
 
 struct Fiber {
   fcontext_t context = nullptr;  // where it stopped (see resume)
-  char* stack = nullptr;  // kStackBytes, above a guard page
-  bool made = false;      // context set up to enter fiber_main
+  char* stack = nullptr;         // kStackBytes, above a guard page
+  bool made = false;             // context set up to enter fiber_main
   State state = State::exited;
   uint3 index{};
   // The collective it waits at, and what it gets back.
@@ -73,7 +73,7 @@ struct Scheduler {
   const Grid* grid = nullptr;
   std::vector<std::unique_ptr<Fiber>> fibers;  // a block's threads; a cooperative grid's, block after block
   Fiber* current = nullptr;
-  fcontext_t host = nullptr;  // where the launching thread waits while a fiber runs
+  fcontext_t host = nullptr;        // where the launching thread waits while a fiber runs
   unsigned char* shared = nullptr;  // the running block's dynamic shared memory
   Schedule schedule;
   std::mt19937_64 shuffle;  // seeded with schedule.seed
@@ -164,14 +164,22 @@ std::string describe(const uint3& v) {
 
 const char* collective_name(Collective op) {
   switch (op) {
-    case Collective::syncwarp: return "__syncwarp";
-    case Collective::shfl_idx: return "__shfl_sync";
-    case Collective::shfl_up: return "__shfl_up_sync";
-    case Collective::shfl_down: return "__shfl_down_sync";
-    case Collective::shfl_xor: return "__shfl_xor_sync";
-    case Collective::ballot: return "__ballot_sync";
-    case Collective::any: return "__any_sync";
-    case Collective::all: return "__all_sync";
+    case Collective::syncwarp:
+      return "__syncwarp";
+    case Collective::shfl_idx:
+      return "__shfl_sync";
+    case Collective::shfl_up:
+      return "__shfl_up_sync";
+    case Collective::shfl_down:
+      return "__shfl_down_sync";
+    case Collective::shfl_xor:
+      return "__shfl_xor_sync";
+    case Collective::ballot:
+      return "__ballot_sync";
+    case Collective::any:
+      return "__any_sync";
+    case Collective::all:
+      return "__all_sync";
   }
   return "?";
 }
@@ -190,11 +198,16 @@ std::string describe_thread(const Fiber& f, int linear) {
 
 std::string describe_wait(const Fiber& f) {
   switch (f.state) {
-    case State::runnable: return "is running";
-    case State::exited: return "has exited";
-    case State::at_barrier: return "waits at __syncthreads";
-    case State::at_grid_barrier: return "waits at the grid's barrier";
-    case State::at_collective: return std::string("waits at ") + collective_name(f.op) + " with mask " + hex(f.mask);
+    case State::runnable:
+      return "is running";
+    case State::exited:
+      return "has exited";
+    case State::at_barrier:
+      return "waits at __syncthreads";
+    case State::at_grid_barrier:
+      return "waits at the grid's barrier";
+    case State::at_collective:
+      return std::string("waits at ") + collective_name(f.op) + " with mask " + hex(f.mask);
   }
   return "?";
 }
@@ -322,8 +335,8 @@ class Block {
         return Progress::failed;
       }
       if (f.width < 1 || f.width > kWarp || (f.width & (f.width - 1)) != 0) {
-        failure = describe_thread(f, i) + " calls " + collective_name(f.op) + " with width " +
-                  std::to_string(f.width) + ", not a power of two up to 32";
+        failure = describe_thread(f, i) + " calls " + collective_name(f.op) + " with width " + std::to_string(f.width) +
+                  ", not a power of two up to 32";
         return Progress::failed;
       }
       if (!group_ready(first, f)) continue;
@@ -342,10 +355,18 @@ class Block {
       if (!(mask >> lane & 1u)) continue;
       Fiber& f = fiber(first + lane);
       switch (f.op) {
-        case Collective::syncwarp: f.result = 0; break;
-        case Collective::ballot: f.result = ballot; break;
-        case Collective::any: f.result = ballot != 0; break;
-        case Collective::all: f.result = ballot == mask; break;
+        case Collective::syncwarp:
+          f.result = 0;
+          break;
+        case Collective::ballot:
+          f.result = ballot;
+          break;
+        case Collective::any:
+          f.result = ballot != 0;
+          break;
+        case Collective::all:
+          f.result = ballot == mask;
+          break;
         default: {
           const int source = shuffle_source(f.op, lane, f.arg, f.width);
           if (!(mask >> source & 1u)) {
@@ -374,11 +395,24 @@ class Block {
     int j = lane;
     bool inside = false;
     switch (op) {
-      case Collective::shfl_up: j = lane - b; inside = j >= max_lane; break;
-      case Collective::shfl_down: j = lane + b; inside = j <= max_lane; break;
-      case Collective::shfl_xor: j = lane ^ b; inside = j <= max_lane; break;
-      case Collective::shfl_idx: j = min_lane | (b & ~segment); inside = j <= max_lane; break;
-      default: break;
+      case Collective::shfl_up:
+        j = lane - b;
+        inside = j >= max_lane;
+        break;
+      case Collective::shfl_down:
+        j = lane + b;
+        inside = j <= max_lane;
+        break;
+      case Collective::shfl_xor:
+        j = lane ^ b;
+        inside = j <= max_lane;
+        break;
+      case Collective::shfl_idx:
+        j = min_lane | (b & ~segment);
+        inside = j <= max_lane;
+        break;
+      default:
+        break;
     }
     return inside ? j : lane;
   }
@@ -391,8 +425,8 @@ class Block {
       const int first = i / kWarp * kWarp;
       for (int lane = 0; lane < warp_lanes(i); ++lane) {
         const Fiber& other = fiber(first + lane);
-        if (!(f.mask >> lane & 1u) || (other.state == State::at_collective && other.op == f.op &&
-                                       other.mask == f.mask && other.width == f.width))
+        if (!(f.mask >> lane & 1u) ||
+            (other.state == State::at_collective && other.op == f.op && other.mask == f.mask && other.width == f.width))
           continue;
         return describe_thread(f, i) + " waits at " + collective_name(f.op) + " with mask " + hex(f.mask) +
                ", but lane " + std::to_string(lane) + " " + describe_wait(other);
@@ -451,9 +485,8 @@ cudaError_t check_grid(const Grid& g) {
     return cudaErrorInvalidConfiguration;
   if (g.dynamic_shared_bytes > g.max_dynamic_shared_bytes) return cudaErrorInvalidValue;
   const uint64_t blocks = uint64_t(g.grid.x) * g.grid.y * g.grid.z;
-  if (g.cooperative &&
-      blocks > uint64_t(max_active_blocks_per_multiprocessor(int(threads), g.dynamic_shared_bytes)) *
-                   uint64_t(emulated_device().multiprocessors))
+  if (g.cooperative && blocks > uint64_t(max_active_blocks_per_multiprocessor(int(threads), g.dynamic_shared_bytes)) *
+                                    uint64_t(emulated_device().multiprocessors))
     return cudaErrorCooperativeLaunchTooLarge;
   return cudaSuccess;
 }
@@ -557,9 +590,15 @@ std::string run_grid(const Grid& g) {
   return failure;
 }
 
-void sync_threads() { calling_fiber("__syncthreads"); suspend(State::at_barrier); }
+void sync_threads() {
+  calling_fiber("__syncthreads");
+  suspend(State::at_barrier);
+}
 
-void sync_grid() { calling_fiber("this_grid().sync()"); suspend(State::at_grid_barrier); }
+void sync_grid() {
+  calling_fiber("this_grid().sync()");
+  suspend(State::at_grid_barrier);
+}
 
 uint64_t warp_collective(Collective op, unsigned mask, uint64_t value, int arg, int width) {
   Fiber& f = calling_fiber(collective_name(op));

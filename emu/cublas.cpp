@@ -15,9 +15,9 @@
 #include <tuple>
 
 #include "emu/bf16.h"
+#include "emu/recording.h"
 #include "emu/refusal.h"
 #include "emu/runtime.h"
-#include "emu/recording.h"
 
 struct cublasContext {
   cudaStream_t stream = nullptr;  // the legacy default stream until cublasSetStream
@@ -32,17 +32,28 @@ cublasStatus_t fail(cublasStatus_t status, const std::string& why) { return refu
 
 const char* status_name(cublasStatus_t status) {
   switch (status) {
-    case CUBLAS_STATUS_SUCCESS: return "CUBLAS_STATUS_SUCCESS";
-    case CUBLAS_STATUS_NOT_INITIALIZED: return "CUBLAS_STATUS_NOT_INITIALIZED";
-    case CUBLAS_STATUS_ALLOC_FAILED: return "CUBLAS_STATUS_ALLOC_FAILED";
-    case CUBLAS_STATUS_INVALID_VALUE: return "CUBLAS_STATUS_INVALID_VALUE";
-    case CUBLAS_STATUS_ARCH_MISMATCH: return "CUBLAS_STATUS_ARCH_MISMATCH";
-    case CUBLAS_STATUS_MAPPING_ERROR: return "CUBLAS_STATUS_MAPPING_ERROR";
-    case CUBLAS_STATUS_EXECUTION_FAILED: return "CUBLAS_STATUS_EXECUTION_FAILED";
-    case CUBLAS_STATUS_INTERNAL_ERROR: return "CUBLAS_STATUS_INTERNAL_ERROR";
-    case CUBLAS_STATUS_NOT_SUPPORTED: return "CUBLAS_STATUS_NOT_SUPPORTED";
-    case CUBLAS_STATUS_LICENSE_ERROR: return "CUBLAS_STATUS_LICENSE_ERROR";
-    default: return "CUBLAS_STATUS_UNKNOWN";
+    case CUBLAS_STATUS_SUCCESS:
+      return "CUBLAS_STATUS_SUCCESS";
+    case CUBLAS_STATUS_NOT_INITIALIZED:
+      return "CUBLAS_STATUS_NOT_INITIALIZED";
+    case CUBLAS_STATUS_ALLOC_FAILED:
+      return "CUBLAS_STATUS_ALLOC_FAILED";
+    case CUBLAS_STATUS_INVALID_VALUE:
+      return "CUBLAS_STATUS_INVALID_VALUE";
+    case CUBLAS_STATUS_ARCH_MISMATCH:
+      return "CUBLAS_STATUS_ARCH_MISMATCH";
+    case CUBLAS_STATUS_MAPPING_ERROR:
+      return "CUBLAS_STATUS_MAPPING_ERROR";
+    case CUBLAS_STATUS_EXECUTION_FAILED:
+      return "CUBLAS_STATUS_EXECUTION_FAILED";
+    case CUBLAS_STATUS_INTERNAL_ERROR:
+      return "CUBLAS_STATUS_INTERNAL_ERROR";
+    case CUBLAS_STATUS_NOT_SUPPORTED:
+      return "CUBLAS_STATUS_NOT_SUPPORTED";
+    case CUBLAS_STATUS_LICENSE_ERROR:
+      return "CUBLAS_STATUS_LICENSE_ERROR";
+    default:
+      return "CUBLAS_STATUS_UNKNOWN";
   }
 }
 
@@ -74,8 +85,8 @@ cublasStatus_t check_device(const void* p, int64_t elements, size_t bytes_each, 
   if (elements <= 0) return CUBLAS_STATUS_SUCCESS;
   const size_t bytes = size_t(elements) * bytes_each;
   if (!p || !inside_device_allocation(p, bytes))
-    return fail(CUBLAS_STATUS_INVALID_VALUE, std::string(what) + " is not " + std::to_string(bytes) +
-                                                 " bytes inside one live device allocation");
+    return fail(CUBLAS_STATUS_INVALID_VALUE,
+                std::string(what) + " is not " + std::to_string(bytes) + " bytes inside one live device allocation");
   return CUBLAS_STATUS_SUCCESS;
 }
 
@@ -115,10 +126,9 @@ bool recorded_product(const char* call, cudaStream_t stream, int64_t m, int64_t 
 }
 
 // C = alpha * op(A) op(B) + beta * C: cuBLAS's checks, then the product on the stream.
-cublasStatus_t gemm(const char* call, cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb,
-                    int m, int n, int k, const float* alpha, const void* A, cudaDataType a_type, int lda,
-                    const void* B, cudaDataType b_type, int ldb, const float* beta, void* C, cudaDataType c_type,
-                    int ldc) {
+cublasStatus_t gemm(const char* call, cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int m,
+                    int n, int k, const float* alpha, const void* A, cudaDataType a_type, int lda, const void* B,
+                    cudaDataType b_type, int ldb, const float* beta, void* C, cudaDataType c_type, int ldc) {
   if (!handle) return fail(CUBLAS_STATUS_NOT_INITIALIZED, "the handle is null");
   if (!valid_op(transa) || !valid_op(transb)) return fail(CUBLAS_STATUS_INVALID_VALUE, "invalid operation");
   if (m < 0 || n < 0 || k < 0) return fail(CUBLAS_STATUS_INVALID_VALUE, "a negative dimension");
@@ -166,9 +176,15 @@ const char* cublasGetStatusString(cublasStatus_t status) {
 cublasStatus_t cublasGetProperty(libraryPropertyType type, int* value) {
   if (!value) return fail(CUBLAS_STATUS_INVALID_VALUE, "the value pointer is null");
   switch (type) {
-    case MAJOR_VERSION: *value = CUBLAS_VER_MAJOR; return CUBLAS_STATUS_SUCCESS;
-    case MINOR_VERSION: *value = CUBLAS_VER_MINOR; return CUBLAS_STATUS_SUCCESS;
-    case PATCH_LEVEL: *value = CUBLAS_VER_PATCH; return CUBLAS_STATUS_SUCCESS;
+    case MAJOR_VERSION:
+      *value = CUBLAS_VER_MAJOR;
+      return CUBLAS_STATUS_SUCCESS;
+    case MINOR_VERSION:
+      *value = CUBLAS_VER_MINOR;
+      return CUBLAS_STATUS_SUCCESS;
+    case PATCH_LEVEL:
+      *value = CUBLAS_VER_PATCH;
+      return CUBLAS_STATUS_SUCCESS;
   }
   return fail(CUBLAS_STATUS_INVALID_VALUE, "no such property");
 }
@@ -199,8 +215,8 @@ cublasStatus_t cublasSetWorkspace_v2(cublasHandle_t handle, void* workspace, siz
   if (reinterpret_cast<uintptr_t>(workspace) % 256 != 0)
     return fail(CUBLAS_STATUS_INVALID_VALUE, "the workspace is not aligned to 256 bytes");
   if (bytes > 0 && !inside_device_allocation(workspace, bytes))
-    return fail(CUBLAS_STATUS_INVALID_VALUE, "the workspace is not " + std::to_string(bytes) +
-                                                 " bytes inside one live device allocation");
+    return fail(CUBLAS_STATUS_INVALID_VALUE,
+                "the workspace is not " + std::to_string(bytes) + " bytes inside one live device allocation");
   return CUBLAS_STATUS_SUCCESS;
 }
 

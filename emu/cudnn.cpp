@@ -21,13 +21,13 @@
 #include <tuple>
 #include <vector>
 
-#include "kernels/batchnorm.h"
-#include "kernels/conv2d_cpu.h"
 #include "emu/bf16.h"
 #include "emu/environment.h"
+#include "emu/recording.h"
 #include "emu/refusal.h"
 #include "emu/runtime.h"
-#include "emu/recording.h"
+#include "kernels/batchnorm.h"
+#include "kernels/conv2d_cpu.h"
 
 struct cudnnContext {
   cudaStream_t stream = nullptr;  // the legacy default stream until cudnnSetStream
@@ -68,19 +68,32 @@ cudnnStatus_t fail(cudnnStatus_t status, const std::string& why) { return refusa
 
 const char* status_name(cudnnStatus_t status) {
   switch (status) {
-    case CUDNN_STATUS_SUCCESS: return "CUDNN_STATUS_SUCCESS";
-    case CUDNN_STATUS_NOT_INITIALIZED: return "CUDNN_STATUS_NOT_INITIALIZED";
-    case CUDNN_STATUS_BAD_PARAM: return "CUDNN_STATUS_BAD_PARAM";
-    case CUDNN_STATUS_BAD_PARAM_NULL_POINTER: return "CUDNN_STATUS_BAD_PARAM_NULL_POINTER";
-    case CUDNN_STATUS_BAD_PARAM_MISALIGNED_POINTER: return "CUDNN_STATUS_BAD_PARAM_MISALIGNED_POINTER";
-    case CUDNN_STATUS_BAD_PARAM_SHAPE_MISMATCH: return "CUDNN_STATUS_BAD_PARAM_SHAPE_MISMATCH";
-    case CUDNN_STATUS_NOT_SUPPORTED: return "CUDNN_STATUS_NOT_SUPPORTED";
-    case CUDNN_STATUS_NOT_SUPPORTED_SHAPE: return "CUDNN_STATUS_NOT_SUPPORTED_SHAPE";
-    case CUDNN_STATUS_NOT_SUPPORTED_DATA_TYPE: return "CUDNN_STATUS_NOT_SUPPORTED_DATA_TYPE";
-    case CUDNN_STATUS_NOT_SUPPORTED_LAYOUT: return "CUDNN_STATUS_NOT_SUPPORTED_LAYOUT";
-    case CUDNN_STATUS_INTERNAL_ERROR: return "CUDNN_STATUS_INTERNAL_ERROR";
-    case CUDNN_STATUS_EXECUTION_FAILED: return "CUDNN_STATUS_EXECUTION_FAILED";
-    default: return "CUDNN_UNKNOWN_STATUS_FOUND";
+    case CUDNN_STATUS_SUCCESS:
+      return "CUDNN_STATUS_SUCCESS";
+    case CUDNN_STATUS_NOT_INITIALIZED:
+      return "CUDNN_STATUS_NOT_INITIALIZED";
+    case CUDNN_STATUS_BAD_PARAM:
+      return "CUDNN_STATUS_BAD_PARAM";
+    case CUDNN_STATUS_BAD_PARAM_NULL_POINTER:
+      return "CUDNN_STATUS_BAD_PARAM_NULL_POINTER";
+    case CUDNN_STATUS_BAD_PARAM_MISALIGNED_POINTER:
+      return "CUDNN_STATUS_BAD_PARAM_MISALIGNED_POINTER";
+    case CUDNN_STATUS_BAD_PARAM_SHAPE_MISMATCH:
+      return "CUDNN_STATUS_BAD_PARAM_SHAPE_MISMATCH";
+    case CUDNN_STATUS_NOT_SUPPORTED:
+      return "CUDNN_STATUS_NOT_SUPPORTED";
+    case CUDNN_STATUS_NOT_SUPPORTED_SHAPE:
+      return "CUDNN_STATUS_NOT_SUPPORTED_SHAPE";
+    case CUDNN_STATUS_NOT_SUPPORTED_DATA_TYPE:
+      return "CUDNN_STATUS_NOT_SUPPORTED_DATA_TYPE";
+    case CUDNN_STATUS_NOT_SUPPORTED_LAYOUT:
+      return "CUDNN_STATUS_NOT_SUPPORTED_LAYOUT";
+    case CUDNN_STATUS_INTERNAL_ERROR:
+      return "CUDNN_STATUS_INTERNAL_ERROR";
+    case CUDNN_STATUS_EXECUTION_FAILED:
+      return "CUDNN_STATUS_EXECUTION_FAILED";
+    default:
+      return "CUDNN_UNKNOWN_STATUS_FOUND";
   }
 }
 
@@ -183,8 +196,8 @@ cudnnStatus_t make_problem(const cudnnTensorStruct* x, const cudnnFilterStruct* 
   if (!x || !w || !conv || !y) return fail(CUDNN_STATUS_BAD_PARAM, "a descriptor is null");
   if (!x->set || !w->set || !conv->set || !y->set) return fail(CUDNN_STATUS_BAD_PARAM, "a descriptor was never set");
   if (x->c != w->c)
-    return fail(CUDNN_STATUS_BAD_PARAM, "the input has " + std::to_string(x->c) + " channels, the filter " +
-                                            std::to_string(w->c));
+    return fail(CUDNN_STATUS_BAD_PARAM,
+                "the input has " + std::to_string(x->c) + " channels, the filter " + std::to_string(w->c));
   if (x->type != w->type || x->type != y->type)
     return fail(CUDNN_STATUS_BAD_PARAM, "the input, filter and output data types differ");
   if (conv->compute != CUDNN_DATA_FLOAT)
@@ -253,13 +266,13 @@ struct PassTraits {
 
 const PassTraits& traits(Pass pass) {
   static const PassTraits forward{CUDNN_CONVOLUTION_FWD_ALGO_COUNT,
-                                  {{Shapes::any, true, none},                               // IMPLICIT_GEMM
-                                   {Shapes::any, true, index_table},                        // IMPLICIT_PRECOMP_GEMM
-                                   {Shapes::any, true, im2col},                             // GEMM
-                                   {Shapes::none, true, none},                              // DIRECT
-                                   {Shapes::stride_one, true, fft_planes},                  // FFT
-                                   {Shapes::stride_one, true, fft_tiles},                   // FFT_TILING
-                                   {Shapes::stride_one_3x3, true, none},                    // WINOGRAD
+                                  {{Shapes::any, true, none},                                // IMPLICIT_GEMM
+                                   {Shapes::any, true, index_table},                         // IMPLICIT_PRECOMP_GEMM
+                                   {Shapes::any, true, im2col},                              // GEMM
+                                   {Shapes::none, true, none},                               // DIRECT
+                                   {Shapes::stride_one, true, fft_planes},                   // FFT
+                                   {Shapes::stride_one, true, fft_tiles},                    // FFT_TILING
+                                   {Shapes::stride_one_3x3, true, none},                     // WINOGRAD
                                    {Shapes::stride_one_3x3_or_5x5, true, winograd_tiles}}};  // WINOGRAD_NONFUSED
   static const PassTraits backward_data{CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT,
                                         {{Shapes::any, false, none},                               // ALGO_0
@@ -269,17 +282,20 @@ const PassTraits& traits(Pass pass) {
                                          {Shapes::stride_one_3x3, true, none},                     // WINOGRAD
                                          {Shapes::stride_one_3x3_or_5x5, true, winograd_tiles}}};  // WINOGRAD_NONFUSED
   static const PassTraits backward_filter{CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT,
-                                          {{Shapes::any, false, none},                              // ALGO_0
-                                           {Shapes::any, true, fp32_filter},                        // ALGO_1
-                                           {Shapes::stride_one, true, fft_planes},                  // FFT
-                                           {Shapes::any, false, fp32_filter},                       // ALGO_3
-                                           {Shapes::none, true, none},                              // WINOGRAD
-                                           {Shapes::stride_one_3x3_or_5x5, true, winograd_tiles},   // WINOGRAD_NONFUSED
-                                           {Shapes::stride_one, true, fft_tiles}}};                 // FFT_TILING
+                                          {{Shapes::any, false, none},                             // ALGO_0
+                                           {Shapes::any, true, fp32_filter},                       // ALGO_1
+                                           {Shapes::stride_one, true, fft_planes},                 // FFT
+                                           {Shapes::any, false, fp32_filter},                      // ALGO_3
+                                           {Shapes::none, true, none},                             // WINOGRAD
+                                           {Shapes::stride_one_3x3_or_5x5, true, winograd_tiles},  // WINOGRAD_NONFUSED
+                                           {Shapes::stride_one, true, fft_tiles}}};                // FFT_TILING
   switch (pass) {
-    case Pass::forward: return forward;
-    case Pass::backward_data: return backward_data;
-    default: return backward_filter;
+    case Pass::forward:
+      return forward;
+    case Pass::backward_data:
+      return backward_data;
+    default:
+      return backward_filter;
   }
 }
 
@@ -292,15 +308,25 @@ cudnnStatus_t algo_workspace(Pass pass, int algo, const Problem& p, size_t* byte
   const bool square = s.R == s.S;
   bool fits = false;
   switch (a.computes) {
-    case Shapes::any: fits = true; break;
-    case Shapes::stride_one: fits = s.stride == 1; break;
-    case Shapes::stride_one_3x3: fits = s.stride == 1 && square && s.R == 3; break;
-    case Shapes::stride_one_3x3_or_5x5: fits = s.stride == 1 && square && (s.R == 3 || s.R == 5); break;
-    case Shapes::none: fits = false; break;
+    case Shapes::any:
+      fits = true;
+      break;
+    case Shapes::stride_one:
+      fits = s.stride == 1;
+      break;
+    case Shapes::stride_one_3x3:
+      fits = s.stride == 1 && square && s.R == 3;
+      break;
+    case Shapes::stride_one_3x3_or_5x5:
+      fits = s.stride == 1 && square && (s.R == 3 || s.R == 5);
+      break;
+    case Shapes::none:
+      fits = false;
+      break;
   }
   if (!fits)
-    return fail(CUDNN_STATUS_NOT_SUPPORTED, kPassNames[int(pass)] + " algorithm " +
-                                                std::to_string(algo) + " does not compute this shape");
+    return fail(CUDNN_STATUS_NOT_SUPPORTED,
+                kPassNames[int(pass)] + " algorithm " + std::to_string(algo) + " does not compute this shape");
   *bytes = a.workspace(p);
   return CUDNN_STATUS_SUCCESS;
 }
@@ -318,8 +344,10 @@ cudnnStatus_t algo_workspace(Pass pass, int algo, const Problem& p, size_t* byte
 // batch norm types]) refuses it when the model is built. The variable is read at every call, so a
 // test may set and clear it. A malformed value ends the program with one line saying what is wrong.
 [[noreturn]] void refuse_fault_spec(const std::string& entry, const char* what) {
-  std::fprintf(stderr, "CUTRAIN_EMU_CUDNN_FAIL: '%s': %s (expected pass:algo=N:status, such as "
-               "backward_data:algo=1:not_supported)\n", entry.c_str(), what);
+  std::fprintf(stderr,
+               "CUTRAIN_EMU_CUDNN_FAIL: '%s': %s (expected pass:algo=N:status, such as "
+               "backward_data:algo=1:not_supported)\n",
+               entry.c_str(), what);
   std::exit(2);
 }
 
@@ -544,16 +572,16 @@ void compute(Pass pass, const Problem& p, const Operands& o, float alpha, float 
 cudnnStatus_t check_device(const void* p, size_t bytes, const char* what) {
   if (!p) return fail(CUDNN_STATUS_BAD_PARAM, std::string(what) + " is null");
   if (!inside_device_allocation(p, bytes))
-    return fail(CUDNN_STATUS_BAD_PARAM, std::string(what) + " is not " + std::to_string(bytes) +
-                                            " bytes inside one live device allocation");
+    return fail(CUDNN_STATUS_BAD_PARAM,
+                std::string(what) + " is not " + std::to_string(bytes) + " bytes inside one live device allocation");
   return CUDNN_STATUS_SUCCESS;
 }
 
 // What one convolution call computes and moves, for the step's record: each of the three passes
 // is 2*N*P*Q*K*R*S*C FLOPs; it reads its two inputs and writes its output (and reads that too when
 // beta adds to what is there).
-RecordedOp convolution_record(Pass pass, const Problem& p, const Dims4& a, const Dims4& b, const Dims4& out,
-                              float beta, cudaStream_t stream) {
+RecordedOp convolution_record(Pass pass, const Problem& p, const Dims4& a, const Dims4& b, const Dims4& out, float beta,
+                              cudaStream_t stream) {
   static const char* const kCalls[] = {"cudnnConvolutionForward", "cudnnConvolutionBackwardData",
                                        "cudnnConvolutionBackwardFilter"};
   const ConvShape& s = p.shape;
@@ -699,8 +727,9 @@ cudnnStatus_t make_batchnorm(cudnnBatchNormMode_t mode, cudnnBatchNormOps_t ops,
   // https://docs.nvidia.com/deeplearning/cudnn/archives/cudnn-892/api/index.html#cudnnBatchNormalizationForwardTrainingEx
   // Since the emulation computes no half (computed_type), it refuses every fused op.
   if (relu && x->type != CUDNN_DATA_HALF)
-    return fail(CUDNN_STATUS_NOT_SUPPORTED, "the fused batch norm ops take CUDNN_DATA_HALF only (cuDNN's API reference, "
-                                            "cudnnBatchNormalizationForwardTrainingEx)");
+    return fail(CUDNN_STATUS_NOT_SUPPORTED,
+                "the fused batch norm ops take CUDNN_DATA_HALF only (cuDNN's API reference, "
+                "cudnnBatchNormalizationForwardTrainingEx)");
   if (relu && (!activation || !activation->set || activation->mode != CUDNN_ACTIVATION_RELU))
     return fail(CUDNN_STATUS_NOT_SUPPORTED, "the fused ops need a ReLU activation descriptor");
   if (add && (!z || !z->set || !same(*x, *z))) return fail(CUDNN_STATUS_BAD_PARAM, "z is not described as x");
@@ -864,8 +893,8 @@ cudnnStatus_t cudnnConvolutionForward(cudnnHandle_t handle, const void* alpha, c
                                       const cudnnConvolutionDescriptor_t conv, cudnnConvolutionFwdAlgo_t algo,
                                       void* workspace, size_t workspace_bytes, const void* beta,
                                       const cudnnTensorDescriptor_t yDesc, void* y) {
-  return convolve(handle, Pass::forward, alpha, xDesc, wDesc, conv, yDesc, algo, {x, w, y}, workspace,
-                  workspace_bytes, beta);
+  return convolve(handle, Pass::forward, alpha, xDesc, wDesc, conv, yDesc, algo, {x, w, y}, workspace, workspace_bytes,
+                  beta);
 }
 
 cudnnStatus_t cudnnGetConvolutionBackwardDataAlgorithmMaxCount(cudnnHandle_t handle, int* count) {

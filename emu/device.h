@@ -104,8 +104,8 @@ inline int wrapping_sub(int a, int b) { return int(unsigned(a) - unsigned(b)); }
 
 }  // namespace cutrain::emu
 
-#define CUTRAIN_EMU_ATOMIC(name, T, expression)                                          \
-  inline T name(T* address, T val) {                                                     \
+#define CUTRAIN_EMU_ATOMIC(name, T, expression)                                            \
+  inline T name(T* address, T val) {                                                       \
     return cutrain::emu::atomic_update(address, [val](T old) -> T { return expression; }); \
   }
 CUTRAIN_EMU_ATOMIC(atomicAdd, int, cutrain::emu::wrapping_add(old, val))
@@ -127,9 +127,9 @@ CUTRAIN_EMU_ATOMIC(atomicMax, int, val > old ? val : old)
 CUTRAIN_EMU_ATOMIC(atomicMax, unsigned int, val > old ? val : old)
 CUTRAIN_EMU_ATOMIC(atomicMax, long long, val > old ? val : old)
 CUTRAIN_EMU_ATOMIC(atomicMax, unsigned long long, val > old ? val : old)
-CUTRAIN_EMU_ATOMIC(atomicAnd, int, old & val)
-CUTRAIN_EMU_ATOMIC(atomicAnd, unsigned int, old & val)
-CUTRAIN_EMU_ATOMIC(atomicAnd, unsigned long long, old & val)
+CUTRAIN_EMU_ATOMIC(atomicAnd, int, old& val)
+CUTRAIN_EMU_ATOMIC(atomicAnd, unsigned int, old& val)
+CUTRAIN_EMU_ATOMIC(atomicAnd, unsigned long long, old& val)
 CUTRAIN_EMU_ATOMIC(atomicOr, int, old | val)
 CUTRAIN_EMU_ATOMIC(atomicOr, unsigned int, old | val)
 CUTRAIN_EMU_ATOMIC(atomicOr, unsigned long long, old | val)
@@ -141,8 +141,8 @@ CUTRAIN_EMU_ATOMIC(atomicInc, unsigned int, old >= val ? 0u : old + 1)
 CUTRAIN_EMU_ATOMIC(atomicDec, unsigned int, (old == 0 || old > val) ? val : old - 1)
 #undef CUTRAIN_EMU_ATOMIC
 
-#define CUTRAIN_EMU_ATOMIC_CAS(T)                                                                   \
-  inline T atomicCAS(T* address, T compare, T val) {                                               \
+#define CUTRAIN_EMU_ATOMIC_CAS(T)                                                                              \
+  inline T atomicCAS(T* address, T compare, T val) {                                                           \
     return cutrain::emu::atomic_update(address, [compare, val](T old) { return old == compare ? val : old; }); \
   }
 CUTRAIN_EMU_ATOMIC_CAS(int)

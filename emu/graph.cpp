@@ -89,8 +89,8 @@ cudaError_t cudaStreamIsCapturing(cudaStream_t stream, cudaStreamCaptureStatus* 
   if (!s->capture) {
     *status = cudaStreamCaptureStatusNone;
   } else {
-    *status = s->capture->invalidated != cudaSuccess ? cudaStreamCaptureStatusInvalidated
-                                                     : cudaStreamCaptureStatusActive;
+    *status =
+        s->capture->invalidated != cudaSuccess ? cudaStreamCaptureStatusInvalidated : cudaStreamCaptureStatusActive;
   }
   return cudaSuccess;
 }
@@ -109,8 +109,9 @@ cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t stream) {
   if (!exec) return fail(cudaErrorInvalidValue);
   for (const cutrain::emu::GraphNode& n : *exec->nodes) {
     if (n.type != cudaGraphNodeTypeKernel || !n.function) continue;
-    const cutrain::emu::Grid g{n.name.c_str(), n.grid, n.block, n.dynamic_shared_bytes,
-                               cutrain::emu::max_dynamic_shared_bytes(n.function), n.cooperative, nullptr, nullptr};
+    const cutrain::emu::Grid g{
+        n.name.c_str(), n.grid,  n.block, n.dynamic_shared_bytes, cutrain::emu::max_dynamic_shared_bytes(n.function),
+        n.cooperative,  nullptr, nullptr};
     if (const cudaError_t error = cutrain::emu::check_grid(g)) return fail(error);
   }
   auto lock = lock_device();
@@ -118,7 +119,8 @@ cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t stream) {
   if (!s) return fail(cudaErrorInvalidResourceHandle);
   if (const cudaError_t error = cutrain::emu::capture_check(cutrain::emu::Use::enqueue, s)) return fail(error);
   if (s->capture) return fail(cudaErrorStreamCaptureUnsupported);  // no child graphs
-  cutrain::emu::enqueue_op(lock, s, "cudaGraphLaunch", cutrain::emu::replay_step(exec->nodes, cutrain::emu::next_seed()));
+  cutrain::emu::enqueue_op(lock, s, "cudaGraphLaunch",
+                           cutrain::emu::replay_step(exec->nodes, cutrain::emu::next_seed()));
   return cudaSuccess;
 }
 
@@ -143,8 +145,8 @@ cudaError_t cudaGraphNodeGetType(cudaGraphNode_t node, cudaGraphNodeType* type) 
 cudaError_t cudaGraphKernelNodeGetParams(cudaGraphNode_t node, cudaKernelNodeParams* params) {
   if (!node || node->node.type != cudaGraphNodeTypeKernel || !node->node.function) return fail(cudaErrorInvalidValue);
   const cutrain::emu::GraphNode& n = node->node;
-  *params = cudaKernelNodeParams{const_cast<void*>(n.function), n.grid, n.block, unsigned(n.dynamic_shared_bytes),
-                                 nullptr, nullptr};
+  *params = cudaKernelNodeParams{const_cast<void*>(n.function),    n.grid,  n.block,
+                                 unsigned(n.dynamic_shared_bytes), nullptr, nullptr};
   return cudaSuccess;
 }
 

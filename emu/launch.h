@@ -14,8 +14,8 @@
 #include <utility>
 
 #include "emu/block.h"
-#include "emu/runtime.h"
 #include "emu/recording.h"
+#include "emu/runtime.h"
 
 namespace cutrain::emu {
 
@@ -30,14 +30,15 @@ void launch(const char* name, Traffic bytes, bool cooperative, void (*kernel)(Pa
     void (*kernel)(Params...);
     std::tuple<Params...> parameters;
   };
-  const auto launch = std::make_shared<const Launch>(Launch{kernel, std::tuple<Params...>(std::forward<Args>(args)...)});
+  const auto launch =
+      std::make_shared<const Launch>(Launch{kernel, std::tuple<Params...>(std::forward<Args>(args)...)});
   const auto run_thread = [](const void* p) {
     const Launch& l = *static_cast<const Launch*>(p);
     std::apply(l.kernel, l.parameters);
   };
   const void* function = reinterpret_cast<const void*>(kernel);
-  const Grid g{name, grid, block, dynamic_shared_bytes, max_dynamic_shared_bytes(function), cooperative, run_thread,
-               launch.get()};
+  const Grid g{name,        grid,       block,       dynamic_shared_bytes, max_dynamic_shared_bytes(function),
+               cooperative, run_thread, launch.get()};
   if (const cudaError_t error = check_grid(g)) {
     set_last_error(error);
     return;

@@ -315,7 +315,8 @@ Communicator::Failure Communicator::join_step() {
     if (fstat(fd, &about) != 0) return system_failure("fstat of");
     if (about.st_size == 0) return {};  // the creator has not sized it yet (one ftruncate does)
     if (size_t(about.st_size) != bytes)
-      return {ncclInvalidUsage, "the unique id belongs to a communicator of another size than " + std::to_string(nranks)};
+      return {ncclInvalidUsage,
+              "the unique id belongs to a communicator of another size than " + std::to_string(nranks)};
     base = static_cast<char*>(mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0));
     if (base == MAP_FAILED) {
       base = nullptr;
@@ -327,7 +328,8 @@ Communicator::Failure Communicator::join_step() {
     Rank& me = rank_at(rank);
     int32_t nobody = 0;
     if (!std::atomic_ref<int32_t>(me.pid).compare_exchange_strong(nobody, int32_t(getpid())))
-      return {ncclInvalidUsage, "rank " + std::to_string(rank) + " has joined already (pid " + std::to_string(nobody) + ")"};
+      return {ncclInvalidUsage,
+              "rank " + std::to_string(rank) + " has joined already (pid " + std::to_string(nobody) + ")"};
     me.start_time = start_time_if_alive(getpid());
     claimed = true;
     set_status(rank_joined);
@@ -362,10 +364,14 @@ void progress(Communicator& c) {
 
 size_t element_bytes(ncclDataType_t type) {
   switch (type) {
-    case ncclFloat: return sizeof(float);
-    case ncclDouble: return sizeof(double);
-    case ncclBfloat16: return sizeof(__nv_bfloat16);
-    default: return 0;
+    case ncclFloat:
+      return sizeof(float);
+    case ncclDouble:
+      return sizeof(double);
+    case ncclBfloat16:
+      return sizeof(__nv_bfloat16);
+    default:
+      return 0;
   }
 }
 
@@ -425,8 +431,10 @@ struct Collective {
         if (load(c->rank_at(r).posted) < chunk) return wait_for(r);
       for (int r = 0; r < c->nranks; ++r)
         if (!(c->rank_at(r).posted_what == what)) {
-          c->fail(ncclInvalidUsage, "rank " + std::to_string(r) + " called another collective (kind, type, op, root "
-                                    "or count) as its collective of chunk " + std::to_string(chunk));
+          c->fail(ncclInvalidUsage, "rank " + std::to_string(r) +
+                                        " called another collective (kind, type, op, root "
+                                        "or count) as its collective of chunk " +
+                                        std::to_string(chunk));
           return finish();
         }
       char* out = recv + first * size;
@@ -467,12 +475,14 @@ ncclResult_t enqueue(ncclComm_t comm, const char* name, Description what, const 
   const std::shared_ptr<Communicator> keep = comm->communicator;
   Communicator& c = *keep;
   const ncclResult_t state = c.state;
-  if (state == ncclInProgress) return refuse(ncclInvalidUsage, std::string(name) + ": the communicator is still joining");
+  if (state == ncclInProgress)
+    return refuse(ncclInvalidUsage, std::string(name) + ": the communicator is still joining");
   if (state != ncclSuccess) return refuse(state, std::string(name) + ": the communicator has failed");
   const size_t size = element_bytes(ncclDataType_t(what.datatype));
   if (size == 0)
-    return refuse(ncclInvalidArgument, std::string(name) + ": the emulated NCCL takes ncclFloat, ncclDouble and "
-                                                           "ncclBfloat16 only, not data type " +
+    return refuse(ncclInvalidArgument, std::string(name) +
+                                           ": the emulated NCCL takes ncclFloat, ncclDouble and "
+                                           "ncclBfloat16 only, not data type " +
                                            std::to_string(what.datatype));
   if (what.kind == all_reduce && what.op != ncclSum && what.op != ncclAvg)
     return refuse(ncclInvalidArgument, std::string(name) + ": the emulated NCCL reduces with ncclSum and ncclAvg only");
@@ -486,7 +496,11 @@ ncclResult_t enqueue(ncclComm_t comm, const char* name, Description what, const 
     return refuse(ncclInvalidArgument, std::string(name) + ": a buffer of " + std::to_string(bytes) +
                                            " bytes is not inside one device allocation");
   const size_t chunk_elements = kChunkBytes / size;
-  Collective collective{keep, what, static_cast<const char*>(sendbuff), static_cast<char*>(recvbuff), chunk_elements,
+  Collective collective{keep,
+                        what,
+                        static_cast<const char*>(sendbuff),
+                        static_cast<char*>(recvbuff),
+                        chunk_elements,
                         (what.count + chunk_elements - 1) / chunk_elements};
   if (cutrain::emu::enqueue_until(stream, name, [collective]() mutable { return collective.step(); }) != cudaSuccess)
     return refuse(ncclUnhandledCudaError, std::string(name) + ": the stream is not one of the emulated device's");
@@ -527,14 +541,15 @@ ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId c
   if (!comm) return refuse(ncclInvalidArgument, "ncclCommInitRankConfig: comm is null");
   *comm = nullptr;
   if (nranks < 1 || rank < 0 || rank >= nranks)
-    return refuse(ncclInvalidArgument, "ncclCommInitRankConfig: rank " + std::to_string(rank) + " of " +
-                                           std::to_string(nranks) + " ranks");
+    return refuse(ncclInvalidArgument,
+                  "ncclCommInitRankConfig: rank " + std::to_string(rank) + " of " + std::to_string(nranks) + " ranks");
   if (config && (config->magic != 0xcafebeef || config->size != sizeof(ncclConfig_t)))
     return refuse(ncclInvalidArgument, "ncclCommInitRankConfig: the config was not set from NCCL_CONFIG_INITIALIZER");
   const std::string name = object_name(commId);
   if (name.empty())
-    return refuse(ncclInvalidArgument, "ncclCommInitRankConfig: the unique id is not one from the emulated "
-                                       "ncclGetUniqueId");
+    return refuse(ncclInvalidArgument,
+                  "ncclCommInitRankConfig: the unique id is not one from the emulated "
+                  "ncclGetUniqueId");
   auto c = std::make_shared<Communicator>();
   c->rank = rank;
   c->nranks = nranks;
@@ -610,15 +625,24 @@ ncclResult_t ncclCommAbort(ncclComm_t comm) {
 
 const char* ncclGetErrorString(ncclResult_t result) {
   switch (result) {
-    case ncclSuccess: return "no error";
-    case ncclUnhandledCudaError: return "unhandled cuda error (run with NCCL_DEBUG=INFO for details)";
-    case ncclSystemError: return "unhandled system error (run with NCCL_DEBUG=INFO for details)";
-    case ncclInternalError: return "internal error - please report this issue to the NCCL developers";
-    case ncclInvalidArgument: return "invalid argument (run with NCCL_DEBUG=WARN for details)";
-    case ncclInvalidUsage: return "invalid usage (run with NCCL_DEBUG=WARN for details)";
-    case ncclRemoteError: return "remote process exited or there was a network error";
-    case ncclInProgress: return "NCCL operation in progress";
-    default: return "unknown result code";
+    case ncclSuccess:
+      return "no error";
+    case ncclUnhandledCudaError:
+      return "unhandled cuda error (run with NCCL_DEBUG=INFO for details)";
+    case ncclSystemError:
+      return "unhandled system error (run with NCCL_DEBUG=INFO for details)";
+    case ncclInternalError:
+      return "internal error - please report this issue to the NCCL developers";
+    case ncclInvalidArgument:
+      return "invalid argument (run with NCCL_DEBUG=WARN for details)";
+    case ncclInvalidUsage:
+      return "invalid usage (run with NCCL_DEBUG=WARN for details)";
+    case ncclRemoteError:
+      return "remote process exited or there was a network error";
+    case ncclInProgress:
+      return "NCCL operation in progress";
+    default:
+      return "unknown result code";
   }
 }
 
@@ -640,8 +664,8 @@ ncclResult_t ncclBroadcast(const void* sendbuff, void* recvbuff, size_t count, n
                  stream);
 }
 
-ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
-                           ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
+ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclRedOp_t op,
+                           ncclComm_t comm, cudaStream_t stream) {
   return enqueue(comm, "ncclAllReduce", {all_reduce, uint32_t(datatype), uint32_t(op), 0, count}, sendbuff, recvbuff,
                  stream);
 }

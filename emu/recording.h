@@ -29,8 +29,8 @@ struct RecordedOp {
     collective,  // an NCCL collective
     memset,
     memcpy,
-    wait,        // `stream` waits for the work enqueued on `waits_for` so far: no work, no node
-    host_wait,   // the host waits for the device (a synchronisation, a copy to or from the host)
+    wait,       // `stream` waits for the work enqueued on `waits_for` so far: no work, no node
+    host_wait,  // the host waits for the device (a synchronisation, a copy to or from the host)
   };
   Kind kind = Kind::kernel;
   std::string name;                // "bn_apply_kernel", "cudnnConvolutionForward", "ncclAllReduce"
@@ -40,7 +40,7 @@ struct RecordedOp {
   double flops = 0;
   cudaStream_t stream = nullptr;
   cudaStream_t waits_for = nullptr;
-  std::string phase;               // the innermost NVTX range it was enqueued in (kernels/base/nvtx_range.h)
+  std::string phase;  // the innermost NVTX range it was enqueued in (kernels/base/nvtx_range.h)
 };
 
 class Recorder {

@@ -32,12 +32,12 @@ struct Device {
   std::condition_variable wake;      // the device thread waits on it for work
   std::condition_variable progress;  // host threads wait on it for the device
   CUstream_st legacy;
-  std::set<CUstream_st*> streams;    // created and not destroyed
+  std::set<CUstream_st*> streams;  // created and not destroyed
   std::set<cudaEvent_t> events;
   std::vector<std::unique_ptr<Capture>> captures;  // in progress
-  size_t pending = 0;                // Ops enqueued and not done
-  int waiters = 0;                   // host threads in wait_until
-  bool nudged = false;               // a query asked the device to run
+  size_t pending = 0;                              // Ops enqueued and not done
+  int waiters = 0;                                 // host threads in wait_until
+  bool nudged = false;                             // a query asked the device to run
   std::chrono::steady_clock::time_point last_enqueue;
   std::mt19937_64 random{
       integer_from_environment("CUTRAIN_EMU_STREAM_SEED", 0, 0, std::numeric_limits<uint64_t>::max())};

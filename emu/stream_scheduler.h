@@ -39,8 +39,8 @@ struct Capture;
 
 // One operation of a stream.
 struct Op {
-  std::string name;                       // in errors
-  std::function<bool()> step;             // true once finished
+  std::string name;                        // in errors
+  std::function<bool()> step;              // true once finished
   std::vector<std::shared_ptr<Op>> after;  // Ops of other streams it waits for (events, the legacy stream)
   bool done = false;
   std::chrono::steady_clock::time_point finished;  // an event record's time
@@ -53,7 +53,7 @@ struct GraphNode {
   cudaGraphNodeType type;
   std::string name;
   std::function<bool()> step;
-  std::vector<size_t> deps;  // indices of the nodes it follows, in its graph
+  std::vector<size_t> deps;        // indices of the nodes it follows, in its graph
   const void* function = nullptr;  // a kernel node's kernel; nullptr for a library's work
   dim3 grid, block;
   size_t dynamic_shared_bytes = 0;
@@ -62,7 +62,7 @@ struct GraphNode {
 
 // A kernel launch that passed the launch checks, for enqueue_kernel.
 struct KernelLaunch {
-  Grid grid;                              // grid.arguments points into `arguments`
+  Grid grid;  // grid.arguments points into `arguments`
   const void* function;
   std::shared_ptr<const void> arguments;
 };
@@ -80,7 +80,7 @@ struct CUgraph_st {
 struct CUstream_st {
   unsigned flags = cudaStreamDefault;
   std::deque<std::shared_ptr<cutrain::emu::Op>> queue;  // not yet done, oldest first
-  std::shared_ptr<cutrain::emu::Op> last;                // the newest Op, done or not
+  std::shared_ptr<cutrain::emu::Op> last;               // the newest Op, done or not
   // While the stream is captured: its capture, and the nodes its next node follows.
   cutrain::emu::Capture* capture = nullptr;
   std::vector<size_t> capture_tail;
@@ -89,7 +89,7 @@ struct CUstream_st {
 
 struct CUevent_st {
   bool timing = true;
-  cudaStream_t recorded_on = nullptr;  // the stream of the latest cudaEventRecord, for the step's record
+  cudaStream_t recorded_on = nullptr;             // the stream of the latest cudaEventRecord, for the step's record
   std::shared_ptr<cutrain::emu::Op> last_record;  // nullptr until recorded
   // Recorded in a capture: the capture and the nodes the record followed.
   cutrain::emu::Capture* capture = nullptr;

@@ -9,10 +9,10 @@
     T x, y;                                 \
   };                                        \
   inline name make_##name(T x, T y) { return name{x, y}; }
-#define CUTRAIN_EMU_VECTOR3(name, T)        \
-  struct name {                             \
-    T x, y, z;                              \
-  };                                        \
+#define CUTRAIN_EMU_VECTOR3(name, T) \
+  struct name {                      \
+    T x, y, z;                       \
+  };                                 \
   inline name make_##name(T x, T y, T z) { return name{x, y, z}; }
 #define CUTRAIN_EMU_VECTOR4(name, T, align) \
   struct alignas(align) name {              \

@@ -97,8 +97,7 @@ cublasStatus_t cublasSaxpy_v2(cublasHandle_t handle, int n, const float* alpha, 
                               int incy);
 // y = alpha * op(A) x + beta * y, A m x n.
 cublasStatus_t cublasSgemv_v2(cublasHandle_t handle, cublasOperation_t trans, int m, int n, const float* alpha,
-                              const float* A, int lda, const float* x, int incx, const float* beta, float* y,
-                              int incy);
+                              const float* A, int lda, const float* x, int incx, const float* beta, float* y, int incy);
 // C = alpha * op(A) op(B) + beta * C, C m x n, op(A) m x k, op(B) k x n.
 cublasStatus_t cublasSgemm_v2(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int m, int n,
                               int k, const float* alpha, const float* A, int lda, const float* B, int ldb,
