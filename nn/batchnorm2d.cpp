@@ -13,20 +13,20 @@ int64_t BatchNorm2d::GpuPlans::partial_floats() const {
                    backward_sums.partial_floats});
 }
 
-BatchNorm2d::GpuPlans BatchNorm2d::plan_gpu(const BatchNormShape& shape, size_t element_bytes,
-                                            BatchNormLaunch launch) {
+BatchNorm2d::GpuPlans BatchNorm2d::plan_gpu(const BatchNormShape& shape, size_t element_bytes, BatchNormLaunch launch) {
   const BatchNormDevice device = bn_device_of_current_gpu();
   const auto plan = [&](BatchNormPass pass) {
     BatchNormPlan p = bn_plan(pass, shape, element_bytes, device, launch);
     bn_prepare_launch(p);
     return p;
   };
-  return {plan(BatchNormPass::forward_train), plan(BatchNormPass::forward_eval),  plan(BatchNormPass::backward),
-          plan(BatchNormPass::rank_statistics), plan(BatchNormPass::rank_m2),
-          plan(BatchNormPass::forward_apply), plan(BatchNormPass::backward_sums), plan(BatchNormPass::backward_apply)};
+  return {plan(BatchNormPass::forward_train),   plan(BatchNormPass::forward_eval),  plan(BatchNormPass::backward),
+          plan(BatchNormPass::rank_statistics), plan(BatchNormPass::rank_m2),       plan(BatchNormPass::forward_apply),
+          plan(BatchNormPass::backward_sums),   plan(BatchNormPass::backward_apply)};
 }
 
-BatchNorm2d::BatchNorm2d(ModelResources& resources, const std::string& name, Activation& x, bool relu, Activation* residual)
+BatchNorm2d::BatchNorm2d(ModelResources& resources, const std::string& name, Activation& x, bool relu,
+                         Activation* residual)
     : weight(resources.params.add(name + ".weight", {x.value.dim(-1)}, false, Init::ones, 0)),
       bias(resources.params.add(name + ".bias", {x.value.dim(-1)}, false, Init::zeros, 0)),
       running_mean(resources.params.add_buffer(name + ".running_mean", x.value.dim(-1), 0.0f)),
@@ -38,10 +38,10 @@ BatchNorm2d::BatchNorm2d(ModelResources& resources, const std::string& name, Act
       residual_(residual),
       shape_{x.value.numel() / x.value.dim(-1), int(x.value.dim(-1)), BatchNormFusion{relu, residual != nullptr}},
       plans_(resources.ctx.on_gpu() ? plan_gpu(shape_, dtype_size(resources.act_dtype()),
-                                         resources.ctx.options.batchnorm == BatchNormImplementation::split
-                                             ? BatchNormLaunch::split
-                                             : BatchNormLaunch::cooperative)
-                              : GpuPlans{}),
+                                               resources.ctx.options.batchnorm == BatchNormImplementation::split
+                                                   ? BatchNormLaunch::split
+                                                   : BatchNormLaunch::cooperative)
+                                    : GpuPlans{}),
       mean_(resources.plan.tensor(DType::f32, {shape_.channels})),
       invstd_(resources.plan.tensor(DType::f32, {shape_.channels})),
       relu_mask_(resources.plan.tensor(DType::u8, {relu ? bn_mask_bytes(shape_) : 0})),

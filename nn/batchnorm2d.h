@@ -32,7 +32,8 @@ class BatchNorm2d {
   static constexpr float kEps = 1e-5f;
   static constexpr float kMomentum = 0.1f;
 
-  BatchNorm2d(ModelResources& resources, const std::string& name, Activation& x, bool relu, Activation* residual = nullptr);
+  BatchNorm2d(ModelResources& resources, const std::string& name, Activation& x, bool relu,
+              Activation* residual = nullptr);
   ~BatchNorm2d();
 
   void forward(bool train);
@@ -69,13 +70,13 @@ class BatchNorm2d {
   Activation& x_;
   Activation* residual_;
   BatchNormShape shape_;
-  GpuPlans plans_;      // GPU only
-  Tensor& mean_;        // [C] fp32, kept for backward
-  Tensor& invstd_;      // [C] fp32
-  Tensor& relu_mask_;   // u8 [bn_mask_bytes] under the ReLU, else empty
-  Tensor& sync_stats_;  // [4C] fp32, SyncBatchNorm's statistics in forward and [t1 | t2] in backward
-  Tensor& partials_;    // fp32 scratch of the GPU's merging launches, whose split plan's ticket
-                        // starts at zero with the arena
+  GpuPlans plans_;                         // GPU only
+  Tensor& mean_;                           // [C] fp32, kept for backward
+  Tensor& invstd_;                         // [C] fp32
+  Tensor& relu_mask_;                      // u8 [bn_mask_bytes] under the ReLU, else empty
+  Tensor& sync_stats_;                     // [4C] fp32, SyncBatchNorm's statistics in forward and [t1 | t2] in backward
+  Tensor& partials_;                       // fp32 scratch of the GPU's merging launches, whose split plan's ticket
+                                           // starts at zero with the arena
   std::unique_ptr<CudnnBatchNorm> cudnn_;  // the training forward and backward of --batchnorm cudnn
 };
 

@@ -103,8 +103,9 @@ int64_t count_nonpositive(const SafeTensor& t) {
 // The optimizer's file beside a model (save_momentum) is a checkpoint too, of other tensors.
 void refuse_momentum_file(const std::string& path, const SafeTensorsFile& file) {
   if (!file.tensors.contains("conv1.weight") && file.tensors.contains(kMomentumPrefix + "conv1.weight"))
-    throw std::runtime_error(path + ": the optimizer's state (momentum buffers), not the model; the model is the "
-                                    "file of the same name without .optim");
+    throw std::runtime_error(path +
+                             ": the optimizer's state (momentum buffers), not the model; the model is the "
+                             "file of the same name without .optim");
 }
 
 std::string problems_with(const SafeTensorsFile& file, const std::map<std::string, Expected>& expected) {
@@ -193,7 +194,8 @@ std::map<std::string, Expected> resnet18_state_dict(const ResNetConfig& c) {
     state[name + ".weight"] = {"F32", {out, in, kernel, kernel}};
   };
   auto batchnorm = [&](const std::string& name, int64_t channels) {
-    for (const char* part : {".weight", ".bias", ".running_mean", ".running_var"}) state[name + part] = {"F32", {channels}};
+    for (const char* part : {".weight", ".bias", ".running_mean", ".running_var"})
+      state[name + part] = {"F32", {channels}};
     state[name + ".num_batches_tracked"] = {"I64", {}};
   };
   const int64_t w = c.width;
@@ -269,8 +271,10 @@ void save_model(const std::string& path, const ResNet18& model, const Checkpoint
 // Note [Tensor checksums]: a file that records none loads, and says so.
 void say_if_unverified(const SafeTensorsFile& file, const std::string& path) {
   if (!file.verified)
-    std::fprintf(stderr, "cutrain: note: %s records no checksums (torchvision's side and cutrain before them write "
-                 "none): its tensors load unverified\n", path.c_str());
+    std::fprintf(stderr,
+                 "cutrain: note: %s records no checksums (torchvision's side and cutrain before them write "
+                 "none): its tensors load unverified\n",
+                 path.c_str());
 }
 
 CheckpointMetadata load_model(const std::string& path, ResNet18& model) {

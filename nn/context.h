@@ -71,8 +71,8 @@ struct ContextOptions {
   int cuda_device = 0;
 };
 
-Device parse_device(const std::string& name);     // "cpu" / "cuda", else throws naming the value
-DType parse_precision(const std::string& name);   // "fp32" / "bf16", else throws naming the value
+Device parse_device(const std::string& name);    // "cpu" / "cuda", else throws naming the value
+DType parse_precision(const std::string& name);  // "fp32" / "bf16", else throws naming the value
 // "cooperative" / "split" / "cudnn", else throws naming the value.
 BatchNormImplementation parse_batchnorm(const std::string& name);
 

@@ -69,15 +69,21 @@ struct Conv2d::Gpu {
 Conv2d::Conv2d(ModelResources& resources, const std::string& name, Activation& x, int in_channels, int out_channels,
                int kernel, int stride, int pad)
     : weight(resources.params.add(name + ".weight", {out_channels, in_channels, kernel, kernel}, /*ohwi=*/true,
-                            Init::normal, std::sqrt(2.0f / float(out_channels * kernel * kernel)))),
+                                  Init::normal, std::sqrt(2.0f / float(out_channels * kernel * kernel)))),
       y(resources.plan.activation(resources.act_dtype(),
-                            {x.value.dim(0),
-                             (x.value.dim(1) + 2 * pad - kernel) / stride + 1,
-                             (x.value.dim(2) + 2 * pad - kernel) / stride + 1, out_channels})),
+                                  {x.value.dim(0), (x.value.dim(1) + 2 * pad - kernel) / stride + 1,
+                                   (x.value.dim(2) + 2 * pad - kernel) / stride + 1, out_channels})),
       resources_(resources),
       x_(x),
-      shape_{int(x.value.dim(0)), int(x.value.dim(1)), int(x.value.dim(2)), int(x.value.dim(3)),
-             out_channels, kernel, kernel, stride, pad},
+      shape_{int(x.value.dim(0)),
+             int(x.value.dim(1)),
+             int(x.value.dim(2)),
+             int(x.value.dim(3)),
+             out_channels,
+             kernel,
+             kernel,
+             stride,
+             pad},
       in_channels_(in_channels) {
   resources.plan.reads(x);
   if (shape_.C < in_channels) throw std::logic_error(name + ": input has fewer channels than the filter");
@@ -123,8 +129,8 @@ void Conv2d::forward(cudaStream_t stream) {
   void* workspace = resources_.plan.workspace(stream == ctx.side_stream());
   run_with_fallback(ctx, stream, d, shape_, resources_.plan.workspace_bytes(), "cudnnConvolutionForward",
                     gpu_->algos.forward, [&](cudnnConvolutionFwdAlgo_t algo) {
-                      return cudnnConvolutionForward(cudnn, &one, d.x, x_.value.data, d.w, filter_data(), d.conv,
-                                                     algo, workspace, resources_.plan.workspace_bytes(), &zero, d.y,
+                      return cudnnConvolutionForward(cudnn, &one, d.x, x_.value.data, d.w, filter_data(), d.conv, algo,
+                                                     workspace, resources_.plan.workspace_bytes(), &zero, d.y,
                                                      y.value.data);
                     });
 }
@@ -163,9 +169,9 @@ void Conv2d::backward_filter(cudaStream_t stream) {
   void* workspace = resources_.plan.workspace(stream == ctx.side_stream());
   run_with_fallback(ctx, stream, d, shape_, resources_.plan.workspace_bytes(), "cudnnConvolutionBackwardFilter",
                     gpu_->algos.backward_filter, [&](cudnnConvolutionBwdFilterAlgo_t algo) {
-                      return cudnnConvolutionBackwardFilter(cudnn, &one, d.x, x_.value.data, d.y, y.grad.data,
-                                                            d.conv, algo, workspace, resources_.plan.workspace_bytes(),
-                                                            &zero, d.w, dw);
+                      return cudnnConvolutionBackwardFilter(cudnn, &one, d.x, x_.value.data, d.y, y.grad.data, d.conv,
+                                                            algo, workspace, resources_.plan.workspace_bytes(), &zero,
+                                                            d.w, dw);
                     });
 }
 

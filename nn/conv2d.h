@@ -33,8 +33,8 @@ namespace cutrain {
 class Conv2d {
  public:
   // x is [N,H,W,C_in], where C_in may exceed in_channels by channels of zeros (the padded stem).
-  Conv2d(ModelResources& resources, const std::string& name, Activation& x, int in_channels, int out_channels, int kernel,
-         int stride, int pad);
+  Conv2d(ModelResources& resources, const std::string& name, Activation& x, int in_channels, int out_channels,
+         int kernel, int stride, int pad);
   ~Conv2d();
 
   // Enqueues y on `stream`, one of the context's two (ignored on the CPU).
@@ -54,8 +54,8 @@ class Conv2d {
   struct Gpu;  // cuDNN descriptors, algorithms, the padded filter and the gradient copy
   ModelResources& resources_;
   Activation& x_;
-  ConvShape shape_;   // with the padded channel count C of x
-  int in_channels_;   // channels of the parameter (C unless padded)
+  ConvShape shape_;  // with the padded channel count C of x
+  int in_channels_;  // channels of the parameter (C unless padded)
   std::unique_ptr<Gpu> gpu_;
 };
 

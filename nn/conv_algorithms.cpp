@@ -176,7 +176,8 @@ ConvAlgorithm<typename Pass::Algo> choose(const Context& ctx, const ConvDescript
   if (auto predicted = first_usable<Pass>(ctx, d, ranked<Pass>(ctx, d, /*measure=*/false))) return *predicted;
   auto fallback = supported<Pass>(ctx, d, Pass::always_supported, allowed_math(ctx));
   if (!fallback) throw std::runtime_error("cuDNN supports no " + what + " here (" + dtype_name(ctx.dtype()) + ")");
-  std::fprintf(stderr, "cutrain: warning: cuDNN's heuristics offer no usable algorithm for the %s; taking algorithm %d\n",
+  std::fprintf(stderr,
+               "cutrain: warning: cuDNN's heuristics offer no usable algorithm for the %s; taking algorithm %d\n",
                what.c_str(), int(Pass::always_supported));
   return *fallback;
 }
@@ -346,7 +347,7 @@ std::optional<ConvAlgorithm<Algo>> replace_failed_algorithm(const Context& ctx, 
   std::lock_guard<std::mutex> lock(c.mutex);
   std::set<int>& failed_here = c.failed[pass_key];
   ConvAlgorithm<Algo>& current = member(c.chosen[key], Pass{});
-  if (failed_here.count(int(failed.algo))) {  // already replaced, for another layer of this shape
+  if (failed_here.count(int(failed.algo))) {                        // already replaced, for another layer of this shape
     if (failed_here.count(int(current.algo))) return std::nullopt;  // and nothing was left
     return current;
   }

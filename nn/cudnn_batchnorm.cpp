@@ -26,15 +26,12 @@ constexpr cudnnBatchNormMode_t kMode = CUDNN_BATCHNORM_SPATIAL_PERSISTENT;
 }  // namespace
 
 CudnnBatchNorm::CudnnBatchNorm(ModelResources& resources, const Tensor& x, BatchNormFusion fusion, float eps)
-    : resources_(resources),
-      fusion_(fusion),
-      eps_(eps),
-      ops_(ops_of(fusion)) {
+    : resources_(resources), fusion_(fusion), eps_(eps), ops_(ops_of(fusion)) {
   if (fusion.residual && !fusion.relu)
     throw std::logic_error("cuDNN's batch norm adds the residual before a ReLU only");
   CUDNN_CHECK(cudnnCreateTensorDescriptor(&x_desc_));
-  CUDNN_CHECK(cudnnSetTensor4dDescriptor(x_desc_, CUDNN_TENSOR_NHWC, cudnn_type(x.dtype), int(x.dim(0)),
-                                         int(x.dim(3)), int(x.dim(1)), int(x.dim(2))));
+  CUDNN_CHECK(cudnnSetTensor4dDescriptor(x_desc_, CUDNN_TENSOR_NHWC, cudnn_type(x.dtype), int(x.dim(0)), int(x.dim(3)),
+                                         int(x.dim(1)), int(x.dim(2))));
   CUDNN_CHECK(cudnnCreateTensorDescriptor(&stats_desc_));
   CUDNN_CHECK(cudnnSetTensor4dDescriptor(stats_desc_, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, 1, int(x.dim(3)), 1, 1));
   CUDNN_CHECK(cudnnCreateActivationDescriptor(&relu_));
@@ -88,10 +85,10 @@ void CudnnBatchNorm::forward_train(const BatchNormForward<T>& f) {
   const cudaStream_t stream = ctx.main_stream();  // batch norm runs on the main stream
   const float one = 1.0f, zero = 0.0f;
   CUDNN_CHECK(cudnnBatchNormalizationForwardTrainingEx(
-      ctx.cudnn(stream), kMode, ops_, &one, &zero, x_desc_, f.x, z_desc(), fused() ? f.residual : nullptr, x_desc_,
-      f.y, stats_desc_, f.gamma, f.beta, double(f.momentum), f.running_mean, f.running_var, double(f.eps), f.mean,
-      f.invstd, activation(), resources_.plan.workspace(/*side_stream=*/false), resources_.plan.workspace_bytes(),
-      reserve_->data, size_t(reserve_->numel())));
+      ctx.cudnn(stream), kMode, ops_, &one, &zero, x_desc_, f.x, z_desc(), fused() ? f.residual : nullptr, x_desc_, f.y,
+      stats_desc_, f.gamma, f.beta, double(f.momentum), f.running_mean, f.running_var, double(f.eps), f.mean, f.invstd,
+      activation(), resources_.plan.workspace(/*side_stream=*/false), resources_.plan.workspace_bytes(), reserve_->data,
+      size_t(reserve_->numel())));
   if (!fused()) bn_activation_cuda<T>(activation_plan_, f.y, f.residual, f.relu_mask, stream);
 }
 

@@ -65,7 +65,7 @@ class CudnnBatchNorm {
 
   ModelResources& resources_;
   BatchNormFusion fusion_;
-  float eps_;  // the forward's, which the backward must repeat
+  float eps_;                // the forward's, which the backward must repeat
   cudnnBatchNormOps_t ops_;  // CUDNN_BATCHNORM_OPS_BN where cuDNN refuses the fused ops
   cudnnTensorDescriptor_t x_desc_ = nullptr, stats_desc_ = nullptr;
   cudnnActivationDescriptor_t relu_ = nullptr;

@@ -46,8 +46,12 @@ void initialize(const Parameter& p, std::mt19937_64& rng, float* out) {
       for (int64_t i = 0; i < p.numel; ++i) out[i] = dist(rng);
       break;
     }
-    case Init::ones: std::fill(out, out + p.numel, 1.0f); break;
-    case Init::zeros: std::fill(out, out + p.numel, 0.0f); break;
+    case Init::ones:
+      std::fill(out, out + p.numel, 1.0f);
+      break;
+    case Init::zeros:
+      std::fill(out, out + p.numel, 0.0f);
+      break;
   }
 }
 
@@ -118,7 +122,8 @@ RowsCopy rows_copy(const Parameter& p, const void* flat, const void* copy, bool 
 
 void ParameterSet::plan_device_copies() {
   for (const Parameter* p : layout_) {
-    const void* value_copy = p->layer_value ? p->layer_value->data : (dtype_ == DType::bf16 ? p->value_bf16.data : nullptr);
+    const void* value_copy =
+        p->layer_value ? p->layer_value->data : (dtype_ == DType::bf16 ? p->value_bf16.data : nullptr);
     if (value_copy) weight_copies_.push_back(rows_copy(*p, p->value.data, value_copy, /*to_copy=*/true));
     if (p->layer_grad) {
       grad_gathers_.push_back(rows_copy(*p, p->grad.data, p->layer_grad->data, /*to_copy=*/false));

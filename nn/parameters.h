@@ -55,12 +55,12 @@ struct Parameter {
   bool ohwi = false;           // stored as OHWI (conv weights)
   Init init = Init::zeros;
   float init_scale = 0;
-  int64_t offset = 0;          // into the flat buffers, in elements
+  int64_t offset = 0;  // into the flat buffers, in elements
   int64_t numel = 0;
-  int64_t padded_numel = 0;    // numel and the padding after it, so the next offset is offset + padded_numel
-  Tensor value;                // fp32 views into the flat buffers (storage layout, OHWI for convs)
+  int64_t padded_numel = 0;  // numel and the padding after it, so the next offset is offset + padded_numel
+  Tensor value;              // fp32 views into the flat buffers (storage layout, OHWI for convs)
   Tensor grad;
-  Tensor value_bf16;           // the copy that forward reads, in bf16 mode only
+  Tensor value_bf16;  // the copy that forward reads, in bf16 mode only
 
   // The values that the GPU's products read in activation dtype `dtype`, which are the bf16 copy
   // in bf16 mode and the fp32 master otherwise.
@@ -80,7 +80,7 @@ struct BufferEntry {
   int64_t numel = 0;
   float initial = 0;
   int64_t offset = 0;
-  Tensor value;      // fp32 view into the flat buffer array
+  Tensor value;  // fp32 view into the flat buffer array
 };
 
 class ParameterSet {
@@ -101,7 +101,7 @@ class ParameterSet {
   const std::deque<BufferEntry>& buffers() const { return buffers_; }
   static constexpr int64_t kAlignElements = 64;
   int64_t numel() const { return numel_; }  // of the flat buffers, padding included
-  int64_t parameter_count() const;           // the parameters' own elements (torchvision's count)
+  int64_t parameter_count() const;          // the parameters' own elements (torchvision's count)
   Device device() const { return device_; }
   Tensor values() const;       // [numel] fp32
   Tensor grads() const;        // [numel] fp32

@@ -21,7 +21,7 @@ struct Nhwc {
 
 MaxPool2d::MaxPool2d(ModelResources& resources, Activation& x)
     : y(resources.plan.activation(resources.act_dtype(), {x.value.dim(0), maxpool_out_size(int(x.value.dim(1))),
-                                              maxpool_out_size(int(x.value.dim(2))), x.value.dim(3)})),
+                                                          maxpool_out_size(int(x.value.dim(2))), x.value.dim(3)})),
       resources_(resources),
       x_(x) {
   resources.plan.reads(x);
@@ -53,7 +53,9 @@ void MaxPool2d::backward() {
 }
 
 GlobalAvgPool2d::GlobalAvgPool2d(ModelResources& resources, Activation& x)
-    : y(resources.plan.activation(resources.act_dtype(), {x.value.dim(0), x.value.dim(3)})), resources_(resources), x_(x) {
+    : y(resources.plan.activation(resources.act_dtype(), {x.value.dim(0), x.value.dim(3)})),
+      resources_(resources),
+      x_(x) {
   resources.plan.reads(x);
 }
 
@@ -83,9 +85,9 @@ void GlobalAvgPool2d::backward() {
 
 Linear::Linear(ModelResources& resources, const std::string& name, Activation& x, int out_features)
     : weight(resources.params.add(name + ".weight", {out_features, x.value.dim(1)}, false, Init::uniform,
-                            1.0f / std::sqrt(float(x.value.dim(1))))),
+                                  1.0f / std::sqrt(float(x.value.dim(1))))),
       bias(resources.params.add(name + ".bias", {out_features}, false, Init::uniform,
-                          1.0f / std::sqrt(float(x.value.dim(1))))),
+                                1.0f / std::sqrt(float(x.value.dim(1))))),
       y(resources.plan.activation(DType::f32, {x.value.dim(0), out_features})),
       resources_(resources),
       x_(x),
@@ -175,8 +177,8 @@ CrossEntropyLoss::CrossEntropyLoss(ModelResources& resources, Activation& logits
 void CrossEntropyLoss::forward() {
   const int N = int(logits_.value.dim(0)), K = int(logits_.value.dim(1));
   if (!resources_.ctx.on_gpu()) {
-    softmax_cross_entropy_cpu(logits_.value.as<float>(), labels.as<int32_t>(), N, K, label_smoothing_,
-                              loss.as<float>(), logits_.grad.as<float>(), correct.as<int32_t>());
+    softmax_cross_entropy_cpu(logits_.value.as<float>(), labels.as<int32_t>(), N, K, label_smoothing_, loss.as<float>(),
+                              logits_.grad.as<float>(), correct.as<int32_t>());
   } else {
     softmax_cross_entropy_cuda(logits_.value.as<float>(), labels.as<int32_t>(), N, K, label_smoothing_,
                                loss.as<float>(), logits_.grad.as<float>(), correct.as<int32_t>(),

@@ -58,9 +58,9 @@ class ResNet18 {
   // One layer's forward alone, on the main stream: what `bench-step --layers` times, in table order.
   void forward_layer(int layer, bool train);
 
-  const Tensor& logits() const;   // [B, num_classes] fp32
-  const float* loss() const;      // training forward: mean loss (device memory on the GPU)
-  const int32_t* correct() const; // training forward: rows whose argmax is the label
+  const Tensor& logits() const;    // [B, num_classes] fp32
+  const float* loss() const;       // training forward: mean loss (device memory on the GPU)
+  const int32_t* correct() const;  // training forward: rows whose argmax is the label
 
   // The parameters, in flat fp32 buffers laid out in backward order (params().in_layout_order()).
   int64_t num_parameters() const { return resources_.params.parameter_count(); }

@@ -48,28 +48,28 @@ inline constexpr int kMaxResNetClasses = 100000;
 struct ResNetConfig {
   Stem stem = Stem::cifar;
   int num_classes = 10;
-  int width = 64;        // base width: channels of conv1 and layer1
+  int width = 64;  // base width: channels of conv1 and layer1
   int batch_size = 32;
-  int image_size = 32;   // square H = W of the input
+  int image_size = 32;  // square H = W of the input
   float label_smoothing = 0;
-  uint64_t seed = 0;     // initial weights
+  uint64_t seed = 0;  // initial weights
 };
 
 enum class LayerKind { conv, batchnorm, maxpool, avgpool, linear, loss };
 
 struct LayerSpec {
-  std::string name;          // torchvision's: "conv1", "layer2.0.downsample.0"; "maxpool", "avgpool", "loss"
+  std::string name;  // torchvision's: "conv1", "layer2.0.downsample.0"; "maxpool", "avgpool", "loss"
   LayerKind kind = LayerKind::conv;
-  int input = -1;            // the index of the layer whose output this one reads; -1: the image
-  int residual = -1;         // batch norm: the layer whose output it adds before the ReLU; -1: none
-  bool relu = false;         // batch norm: fused with the ReLU
-  int in_channels = 0;       // a convolution's: the image's 3 for the stem
+  int input = -1;                       // the index of the layer whose output this one reads; -1: the image
+  int residual = -1;                    // batch norm: the layer whose output it adds before the ReLU; -1: none
+  bool relu = false;                    // batch norm: fused with the ReLU
+  int in_channels = 0;                  // a convolution's: the image's 3 for the stem
   int kernel = 0, stride = 1, pad = 0;  // a convolution's, and the max-pool's
   // A convolution's backward adds its data gradient to its input's gradient (beta 1) rather than
   // writing it, because a later layer reads the same input, and backward ran that layer first.
   bool adds_input_grad = false;
-  bool beside = false;       // forward runs it on the side stream (Note [ResNet-18's layer table])
-  std::vector<int> output;   // its output's shape: [N,H,W,C] NHWC, [N,C] after the pool, [1] the loss
+  bool beside = false;      // forward runs it on the side stream (Note [ResNet-18's layer table])
+  std::vector<int> output;  // its output's shape: [N,H,W,C] NHWC, [N,C] after the pool, [1] the loss
   double forward_flops = 0;
   double backward_flops = 0;
 };

@@ -251,8 +251,9 @@ uint64_t header_length(const uint8_t* first8, uint64_t file_size, const std::str
     // What a file that is not safetensors usually is: torch.save writes a zip archive, and wrote a
     // pickle before PyTorch 1.6.
     if (std::memcmp(first8, "PK\x03\x04", 4) == 0 || (first8[0] == 0x80 && first8[1] >= 2 && first8[1] <= 5))
-      fail(path, "a PyTorch file (torch.save's zip or pickle, such as a .pth), not safetensors; "
-                 "bench/torchvision_interop.py convert makes a cutrain checkpoint of a torchvision state_dict");
+      fail(path,
+           "a PyTorch file (torch.save's zip or pickle, such as a .pth), not safetensors; "
+           "bench/torchvision_interop.py convert makes a cutrain checkpoint of a torchvision state_dict");
     fail(path, "header length " + std::to_string(length) + " exceeds the file (" + std::to_string(file_size) +
                    " bytes): truncated or not a safetensors file");
   }

@@ -30,9 +30,9 @@
 namespace cutrain {
 
 struct SafeTensor {
-  std::string dtype;           // "F32", "I64", "BF16", ...
+  std::string dtype;  // "F32", "I64", "BF16", ...
   std::vector<int64_t> shape;
-  std::vector<uint8_t> data;   // little-endian, row-major
+  std::vector<uint8_t> data;  // little-endian, row-major
 };
 
 // The metadata key of Note [Tensor checksums].

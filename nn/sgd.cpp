@@ -73,15 +73,18 @@ void SGD::begin_step(cudaStream_t stream) {
 // The parameters that start in [begin, end) are a run of segments, in layout order.
 void SGD::update(int64_t begin, int64_t end, cudaStream_t stream) {
   const auto starts_before = [](const SgdSegment& s, int64_t offset) { return s.offset < offset; };
-  const size_t first = size_t(std::lower_bound(segments_.begin(), segments_.end(), begin, starts_before) - segments_.begin());
-  const size_t last = size_t(std::lower_bound(segments_.begin(), segments_.end(), end, starts_before) - segments_.begin());
+  const size_t first =
+      size_t(std::lower_bound(segments_.begin(), segments_.end(), begin, starts_before) - segments_.begin());
+  const size_t last =
+      size_t(std::lower_bound(segments_.begin(), segments_.end(), end, starts_before) - segments_.begin());
   if (first == last) return;
   float* param = params_.values().as<float>();
   auto* buf = static_cast<float*>(momentum_.data());
   const auto* lr = static_cast<const float*>(lr_.data());
   if (ctx_.on_gpu()) {
-    sgd_update_cuda(param, buf, segments_.data() + first, static_cast<const SgdSegment*>(device_segments_.data()) + first,
-                    int(last - first), lr, config_, stream);
+    sgd_update_cuda(param, buf, segments_.data() + first,
+                    static_cast<const SgdSegment*>(device_segments_.data()) + first, int(last - first), lr, config_,
+                    stream);
   } else {
     sgd_update_cpu(param, buf, segments_.data() + first, int(last - first), lr, config_);
   }

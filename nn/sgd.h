@@ -34,8 +34,7 @@ class SGD {
  public:
   enum class Grads { as_written, gathered };  // where SGD reads the gradients, as said above
 
-  SGD(Context& ctx, ParameterSet& params, SgdConfig config, LrSchedule schedule = {},
-      Grads grads = Grads::as_written);
+  SGD(Context& ctx, ParameterSet& params, SgdConfig config, LrSchedule schedule = {}, Grads grads = Grads::as_written);
   SGD(const SGD&) = delete;
   SGD& operator=(const SGD&) = delete;
 
@@ -62,9 +61,9 @@ class SGD {
   SgdConfig config_;
   LrSchedule schedule_;
   DeviceBuffer momentum_;
-  DeviceBuffer step_;  // int64
-  DeviceBuffer lr_;    // float
-  DeviceBuffer grad_squares_;  // double, written by grad_norm on the GPU
+  DeviceBuffer step_;                 // int64
+  DeviceBuffer lr_;                   // float
+  DeviceBuffer grad_squares_;         // double, written by grad_norm on the GPU
   std::vector<SgdSegment> segments_;  // one per parameter, in layout order
   DeviceBuffer device_segments_;
 };

@@ -35,7 +35,9 @@ struct Tensor {
   std::string shape_string() const;  // "[256, 32, 32, 64]"
 
   template <typename T>
-  T* as() const { return static_cast<T*>(data); }
+  T* as() const {
+    return static_cast<T*>(data);
+  }
 };
 
 // A value and the gradient of the loss with respect to it (grad empty: no gradient needed). The
@@ -51,7 +53,7 @@ struct Activation {
 // second converts to and from fp32 on the host (bf16 rounds to nearest even).
 void copy_to_host(const Tensor& t, void* host);
 void copy_from_host(const void* host, const Tensor& t);
-std::vector<float> read_floats(const Tensor& t);             // f32 or bf16 tensor
+std::vector<float> read_floats(const Tensor& t);  // f32 or bf16 tensor
 void write_floats(const std::vector<float>& values, const Tensor& t);
 
 }  // namespace cutrain
