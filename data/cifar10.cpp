@@ -29,7 +29,8 @@ bool looks_like_cifar10(const std::string& dir) {
 // a sparse one of 30 GB, is refused at once rather than read whole (std::bad_alloc).
 static size_t checked_record_bytes(uintmax_t size, const std::string& source) {
   if (size == 0)  // "a multiple of 3073 bytes", but no batch of CIFAR-10's is empty
-    throw std::runtime_error(source + ": empty (0 bytes); a CIFAR-10 batch file holds records of 3073 bytes "
+    throw std::runtime_error(source +
+                             ": empty (0 bytes); a CIFAR-10 batch file holds records of 3073 bytes "
                              "(was a download or a copy cut short?)");
   if (size % kCifarRecordBytes != 0)
     throw std::runtime_error(source + ": size " + std::to_string(size) + " is not a multiple of the 3073-byte record");
@@ -112,7 +113,8 @@ Dataset load_cifar10(const std::string& dir, bool train) {
   for (const auto& name : cifar10_files(train)) {
     const fs::path path = root / name;
     if (!fs::is_regular_file(path))
-      throw std::runtime_error(path.string() + ": " + what_is_there(path) + "; a CIFAR-10 folder holds data_batch_1.bin .. "
+      throw std::runtime_error(path.string() + ": " + what_is_there(path) +
+                               "; a CIFAR-10 folder holds data_batch_1.bin .. "
                                "data_batch_5.bin and test_batch.bin (the binary version, cifar-10-binary.tar.gz)");
     const std::vector<uint8_t> bytes = read_file(path);
     append_cifar10_records(bytes.data(), bytes.size(), path.string(), dataset);

@@ -15,8 +15,8 @@ GpuLoader::GpuLoader(const Dataset& dataset, const LoaderConfig& config)
   CUDA_CHECK(cudaMalloc(&indices_, dataset_size_ * sizeof(int64_t)));
   CUDA_CHECK(cudaHostAlloc(&staging_, dataset_size_ * sizeof(int64_t), cudaHostAllocDefault));
   CUDA_CHECK(cudaMemcpy(images_, dataset.images.data(), dataset.images.size(), cudaMemcpyHostToDevice));
-  CUDA_CHECK(cudaMemcpy(labels_, dataset.labels.data(), dataset.labels.size() * sizeof(int32_t),
-                        cudaMemcpyHostToDevice));
+  CUDA_CHECK(
+      cudaMemcpy(labels_, dataset.labels.data(), dataset.labels.size() * sizeof(int32_t), cudaMemcpyHostToDevice));
   // A copy from pageable memory may still be landing when cudaMemcpy returns, and the caller's
   // non-blocking streams do not wait for the default stream: wait here, once.
   CUDA_CHECK(cudaDeviceSynchronize());

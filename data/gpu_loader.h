@@ -46,10 +46,10 @@ class GpuLoader {
   LoaderConfig config_;
   AugmentParams params_;
   size_t dataset_size_ = 0;
-  uint8_t* images_ = nullptr;    // device, N x H x W x 3
-  int32_t* labels_ = nullptr;    // device, N
-  int64_t* indices_ = nullptr;   // device, room for N
-  int64_t* staging_ = nullptr;   // pinned host, room for N
+  uint8_t* images_ = nullptr;   // device, N x H x W x 3
+  int32_t* labels_ = nullptr;   // device, N
+  int64_t* indices_ = nullptr;  // device, room for N
+  int64_t* staging_ = nullptr;  // pinned host, room for N
   size_t epoch_samples_ = 0;
   int64_t epoch_ = 0;
   size_t num_batches_ = 0;

@@ -79,8 +79,8 @@ void check_jpeg_tables(const uint8_t* bytes, size_t size, const std::string& sou
 // 2 GB. Refuses any chunk that runs past the end of the file.
 void check_png_chunks(const uint8_t* bytes, size_t size, const std::string& source) {
   for (size_t at = 8; at + 8 <= size;) {
-    const size_t length = size_t(bytes[at]) << 24 | size_t(bytes[at + 1]) << 16 | size_t(bytes[at + 2]) << 8 |
-                          size_t(bytes[at + 3]);
+    const size_t length =
+        size_t(bytes[at]) << 24 | size_t(bytes[at + 1]) << 16 | size_t(bytes[at + 2]) << 8 | size_t(bytes[at + 3]);
     if (length > size - at - 8)
       throw std::runtime_error(source + ": cannot decode image: corrupt PNG: a chunk of " + std::to_string(length) +
                                " bytes runs past the end of the file (" + std::to_string(size) + " bytes)");

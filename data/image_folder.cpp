@@ -123,11 +123,13 @@ Dataset load_image_folder(const std::string& split_dir, int64_t max_pixels, int 
   for (size_t label = 0; label < dataset.class_names.size(); ++label) {
     for (const auto& file : sorted_entries(fs::path(split_dir) / dataset.class_names[label], /*directories=*/false)) {
       dataset.images.resize(dataset.images.size() + dataset.image_bytes());
-      read_image(file, height, width, max_pixels, dataset.images.data() + dataset.images.size() - dataset.image_bytes());
+      read_image(file, height, width, max_pixels,
+                 dataset.images.data() + dataset.images.size() - dataset.image_bytes());
       dataset.labels.push_back(int32_t(label));
     }
   }
-  if (dataset.size() == 0) throw std::runtime_error(split_dir + ": no .png, .jpg, .jpeg or .bmp images in its class folders");
+  if (dataset.size() == 0)
+    throw std::runtime_error(split_dir + ": no .png, .jpg, .jpeg or .bmp images in its class folders");
   dataset.validate(split_dir);
   return dataset;
 }
@@ -143,7 +145,8 @@ void write_image_folder(const std::string& split_dir, const Dataset& dataset) {
   // Reading sorts the folders by name; only names already sorted give back the same labels.
   if (names.size() != size_t(dataset.num_classes) || !std::is_sorted(names.begin(), names.end()) ||
       std::adjacent_find(names.begin(), names.end()) != names.end())
-    throw std::invalid_argument(split_dir + ": class names must be distinct and sorted, one per class, "
+    throw std::invalid_argument(split_dir +
+                                ": class names must be distinct and sorted, one per class, "
                                 "for the folder order to keep the labels");
   std::vector<fs::path> class_dirs;
   for (const auto& name : names) {

@@ -34,8 +34,8 @@ inline constexpr int64_t kDefaultMaxImagePixels = int64_t(1) << 24;
 
 // Reads one split folder (e.g. "root/train"). Throws std::runtime_error naming the folder (no
 // class folders, no images) or the file (unreadable image, no pixels, more than max_pixels).
-Dataset load_image_folder(const std::string& split_dir, int64_t max_pixels = kDefaultMaxImagePixels,
-                          int height = 32, int width = 32);
+Dataset load_image_folder(const std::string& split_dir, int64_t max_pixels = kDefaultMaxImagePixels, int height = 32,
+                          int width = 32);
 
 // Decodes the `size` bytes of one image file (PNG, JPEG or BMP, told by its first bytes; see
 // data/image_check.h for what else is refused before stb_image sees it) into height x width x 3

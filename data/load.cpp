@@ -39,11 +39,13 @@ DataFormat detect_data_format(const std::string& dir) {
   if (looks_like_image_folder(dir)) return DataFormat::image_folder;
   for (const std::string& folder : {dir, (fs::path(dir) / "cifar-10-batches-py").string()}) {
     if (fs::exists(fs::path(folder) / "data_batch_1") && fs::exists(fs::path(folder) / "batches.meta"))
-      throw std::runtime_error(folder +
-                               ": CIFAR-10's Python version (pickled batches); cutrain reads the binary version, "
-                               "cifar-10-batches-bin: scripts/prepare-cifar10.sh unpacks its archive, cifar-10-binary.tar.gz");
+      throw std::runtime_error(
+          folder +
+          ": CIFAR-10's Python version (pickled batches); cutrain reads the binary version, "
+          "cifar-10-batches-bin: scripts/prepare-cifar10.sh unpacks its archive, cifar-10-binary.tar.gz");
   }
-  throw std::runtime_error(dir + ": not a dataset; it must hold either CIFAR-10's data_batch_1.bin .. "
+  throw std::runtime_error(dir +
+                           ": not a dataset; it must hold either CIFAR-10's data_batch_1.bin .. "
                            "data_batch_5.bin and test_batch.bin, or train/<class>/*.png and test/<class>/*.png");
 }
 

@@ -28,11 +28,11 @@ namespace cutrain {
 struct LoaderConfig {
   int batch_size = 128;
   int workers = 4;
-  AugmentConfig augment;              // augment.train = false: normalise only (evaluation)
+  AugmentConfig augment;  // augment.train = false: normalise only (evaluation)
   PixelType pixel_type = PixelType::f32;
-  int out_channels = 3;               // >= 3; the extra channels are zeros
-  bool drop_last = true;              // drop the last partial batch (training); keep it (evaluation)
-  int prefetch = 0;                   // slots in the ring; 0 means 2 * workers
+  int out_channels = 3;   // >= 3; the extra channels are zeros
+  bool drop_last = true;  // drop the last partial batch (training); keep it (evaluation)
+  int prefetch = 0;       // slots in the ring; 0 means 2 * workers
 };
 
 // One batch, valid until the next call to next() or start_epoch(). An asynchronous copy from
@@ -40,8 +40,8 @@ struct LoaderConfig {
 struct Batch {
   const void* images = nullptr;  // size x H x W x out_channels, fp32 or bf16
   const int32_t* labels = nullptr;
-  int size = 0;                  // batch_size, or fewer for a kept last batch
-  int64_t index = 0;             // position in the epoch, from 0
+  int size = 0;       // batch_size, or fewer for a kept last batch
+  int64_t index = 0;  // position in the epoch, from 0
 };
 
 // Batches in an epoch of `samples` samples.

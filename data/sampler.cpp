@@ -20,7 +20,11 @@ std::vector<int64_t> torch_randperm(int64_t n, uint64_t seed) {
 
 DistributedSampler::DistributedSampler(int64_t dataset_size, int world_size, int rank, bool shuffle, uint64_t seed,
                                        bool drop_last)
-    : dataset_size_(dataset_size), world_size_(world_size), rank_(rank), shuffle_(shuffle), seed_(seed),
+    : dataset_size_(dataset_size),
+      world_size_(world_size),
+      rank_(rank),
+      shuffle_(shuffle),
+      seed_(seed),
       drop_last_(drop_last) {
   if (dataset_size < 1) throw std::invalid_argument("sampler: the dataset is empty");
   if (world_size < 1) throw std::invalid_argument("sampler: world size " + std::to_string(world_size) + " < 1");

@@ -1,5 +1,7 @@
 #include "data/synthetic.h"
 
+#include <signal.h>
+#include <unistd.h>
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -7,8 +9,6 @@
 #include <numbers>
 #include <stdexcept>
 #include <system_error>
-#include <signal.h>
-#include <unistd.h>
 
 #include <cerrno>
 
@@ -73,16 +73,26 @@ bool inside(const Shape& s, int x, int y) {
   const bool in_box = au <= r && av <= r;
   const int cell_u = int(std::floor((u + s.phase) / s.period)), cell_v = int(std::floor((v + s.phase) / s.period));
   switch (s.label) {
-    case 0: return in_box && ((cell_u + cell_v) & 1) == 0;                           // checkerboard
-    case 1: return std::fabs(au - av) <= 1.2f && au <= box;                          // cross (X)
-    case 2: return d2 <= r * r;                                                      // disc
-    case 3: return std::max(au, av) <= box && std::max(au, av) >= box - 2.0f;       // frame
-    case 4: return in_box && (cell_v & 1) == 0;                                      // horizontal stripes
-    case 5: return (au <= 1.5f && av <= r) || (av <= 1.5f && au <= r);               // plus
-    case 6: return d2 <= r * r && d2 >= (r - 2.5f) * (r - 2.5f);                     // ring
-    case 7: return au <= box && av <= box;                                           // square
-    case 8: return v >= -r && v <= 0.8f * r && au <= 0.6f * (v + r);                 // triangle, apex up
-    default: return in_box && (cell_u & 1) == 0;                                     // vertical stripes
+    case 0:
+      return in_box && ((cell_u + cell_v) & 1) == 0;  // checkerboard
+    case 1:
+      return std::fabs(au - av) <= 1.2f && au <= box;  // cross (X)
+    case 2:
+      return d2 <= r * r;  // disc
+    case 3:
+      return std::max(au, av) <= box && std::max(au, av) >= box - 2.0f;  // frame
+    case 4:
+      return in_box && (cell_v & 1) == 0;  // horizontal stripes
+    case 5:
+      return (au <= 1.5f && av <= r) || (av <= 1.5f && au <= r);  // plus
+    case 6:
+      return d2 <= r * r && d2 >= (r - 2.5f) * (r - 2.5f);  // ring
+    case 7:
+      return au <= box && av <= box;  // square
+    case 8:
+      return v >= -r && v <= 0.8f * r && au <= 0.6f * (v + r);  // triangle, apex up
+    default:
+      return in_box && (cell_u & 1) == 0;  // vertical stripes
   }
 }
 
@@ -129,9 +139,9 @@ struct Occluder {
 // stripes or checks at a random angle and period.
 struct Background {
   Colour colour;
-  float gx, gy;                // gradient, per pixel
-  float texture = 0;           // amplitude; 0: none
-  bool checks = false;         // checks, or stripes
+  float gx, gy;         // gradient, per pixel
+  float texture = 0;    // amplitude; 0: none
+  bool checks = false;  // checks, or stripes
   float cos = 1, sin = 0, period = 4, phase = 0;
 
   float at(int x, int y, int channel) const {
