@@ -14,8 +14,7 @@ void Communicator::check_root(int root) const {
                                 std::to_string(world_size()));
 }
 
-std::unique_ptr<Communicator> make_communicator(const DistEnv& env, Store& store,
-                                                const CommunicatorOptions& options) {
+std::unique_ptr<Communicator> make_communicator(const DistEnv& env, Store& store, const CommunicatorOptions& options) {
   if (options.use_cuda) return std::make_unique<NcclCommunicator>(env, store, options);
   return std::make_unique<GlooCommunicator>(env, store, options);
 }

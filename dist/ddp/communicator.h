@@ -89,7 +89,6 @@ struct CommunicatorOptions {
 // Connects every rank of `env` (all must call it, with the same options). For NCCL the caller has
 // set the rank's CUDA device (app/run_start.h). Gloo and NCCL use the interface that reaches
 // MASTER_ADDR, or GLOO_SOCKET_IFNAME / NCCL_SOCKET_IFNAME when set (dist/launch/network_interface.h).
-std::unique_ptr<Communicator> make_communicator(const DistEnv& env, Store& store,
-                                                const CommunicatorOptions& options);
+std::unique_ptr<Communicator> make_communicator(const DistEnv& env, Store& store, const CommunicatorOptions& options);
 
 }  // namespace cutrain

@@ -60,11 +60,11 @@ class NcclCommunicator final : public Communicator {
   // took longer than the timeout, in which case the communicator is aborted and comm_ allows no
   // more calls.
   void settle(ncclResult_t result, const char* call);
-  void start_after_compute();  // the comm stream waits for the compute stream's work so far
-  void mark_issued();          // has the watchdog watch the collective just enqueued
+  void start_after_compute();     // the comm stream waits for the compute stream's work so far
+  void mark_issued();             // has the watchdog watch the collective just enqueued
   void compute_waits_for_comm();  // the compute stream waits for the comm stream's work so far
-  void watch();  // the watchdog thread
-  void release_cuda() noexcept;  // the stream, events and buffers, as far as they exist
+  void watch();                   // the watchdog thread
+  void release_cuda() noexcept;   // the stream, events and buffers, as far as they exist
 
   int rank_ = 0;
   int world_size_ = 1;

@@ -42,8 +42,8 @@ class Reader {
       int number = 0;
       const char* last = value->data() + value->size();
       const auto [end, error] = std::from_chars(value->data(), last, number);
-      if (!std::isdigit(static_cast<unsigned char>(value->front())) || error != std::errc() ||
-          end != last || number > 1'000'000)
+      if (!std::isdigit(static_cast<unsigned char>(value->front())) || error != std::errc() || end != last ||
+          number > 1'000'000)
         throw std::runtime_error(std::string("environment variable ") + name + "='" + *value +
                                  "' is not a non-negative integer");
       return number;
@@ -99,8 +99,9 @@ auto expand_variable(const Reader& vars, std::initializer_list<const char*> name
 void read_slurm(const Reader& vars, DistEnv& env) {
   env.from_slurm = true;
   if (!vars.has("SLURM_NTASKS") && !vars.has("SLURM_STEP_NUM_TASKS"))
-    throw std::runtime_error("SLURM_PROCID is set but SLURM_NTASKS is not: start cutrain with srun, or set RANK "
-                             "and WORLD_SIZE");
+    throw std::runtime_error(
+        "SLURM_PROCID is set but SLURM_NTASKS is not: start cutrain with srun, or set RANK "
+        "and WORLD_SIZE");
   env.rank = vars.integer("SLURM_PROCID", 0);
   env.world_size = vars.integer({"SLURM_STEP_NUM_TASKS", "SLURM_NTASKS"}, 1);
   env.local_rank = vars.integer("SLURM_LOCALID", 0);
@@ -110,15 +111,16 @@ void read_slurm(const Reader& vars, DistEnv& env) {
   const std::vector<int> tasks =
       expand_variable(vars, {"SLURM_STEP_TASKS_PER_NODE", "SLURM_TASKS_PER_NODE"}, expand_tasks_per_node);
   env.local_world_size = size_t(env.group_rank) < tasks.size() ? tasks[size_t(env.group_rank)]
-                                                                : env.world_size / std::max(1, env.group_world_size);
+                                                               : env.world_size / std::max(1, env.group_world_size);
 
   const std::vector<std::string> hosts =
       expand_variable(vars, {"SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST", "SLURM_NODELIST"}, expand_hostlist);
   if (!hosts.empty()) {
     env.master_addr = hosts.front();
   } else if (env.world_size > 1 && !vars.has("MASTER_ADDR")) {
-    throw std::runtime_error("SLURM_PROCID is set but no node list (SLURM_STEP_NODELIST or SLURM_JOB_NODELIST) "
-                             "names task 0's node: set MASTER_ADDR");
+    throw std::runtime_error(
+        "SLURM_PROCID is set but no node list (SLURM_STEP_NODELIST or SLURM_JOB_NODELIST) "
+        "names task 0's node: set MASTER_ADDR");
   }
   const std::string job = vars.string("SLURM_JOB_ID", "");
   if (!job.empty()) {

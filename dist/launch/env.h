@@ -41,9 +41,9 @@ struct DistEnv {
   std::string run_id = "default";
   std::string store_bind;  // empty: MASTER_ADDR
   std::chrono::milliseconds rdzv_timeout = std::chrono::minutes(5);
-  int restart_count = 0;  // Note [A newer group ends an older one] in dist/launch/store_state.h
+  int restart_count = 0;         // Note [A newer group ends an older one] in dist/launch/store_state.h
   bool use_agent_store = false;  // join torchrun's agent's TCPStore instead of serving one at rank 0
-  bool from_slurm = false;  // the place came from SLURM_PROCID and its kin
+  bool from_slurm = false;       // the place came from SLURM_PROCID and its kin
 
   bool is_distributed() const { return world_size > 1; }
   bool is_main() const { return rank == 0; }

@@ -1,7 +1,7 @@
 #include "dist/launch/progress_report.h"
 
-#include <fcntl.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <sys/socket.h>
 
 #include <cstdlib>

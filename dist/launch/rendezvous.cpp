@@ -138,7 +138,8 @@ int claim_generation(TorchStore& store, int rank, int from) {
   char host[256] = {};
   ::gethostname(host, sizeof host - 1);
   // The host and pid name the process for a reader; the random part keeps two claims of one process apart.
-  const std::string token = std::string(host) + ":" + std::to_string(::getpid()) + ":" + std::to_string(std::random_device{}());
+  const std::string token =
+      std::string(host) + ":" + std::to_string(::getpid()) + ":" + std::to_string(std::random_device{}());
   int generation = from;
   while (store.compare_set("claim/" + std::to_string(generation) + "/" + std::to_string(rank), "", token) != token)
     ++generation;
@@ -160,8 +161,8 @@ std::unique_ptr<Store> rendezvous(const DistEnv& env, const RendezvousReport& re
   make_room_for_connections(env);
   std::unique_ptr<Store> store;
   if (env.use_agent_store) {  // Note [torchrun's store] in dist/launch/torch_store.h
-    auto torch_store = std::make_unique<TorchStore>(env.master_addr, env.master_port, "cutrain/", env.rdzv_timeout,
-                                                    on_retry);
+    auto torch_store =
+        std::make_unique<TorchStore>(env.master_addr, env.master_port, "cutrain/", env.rdzv_timeout, on_retry);
     const int generation = claim_generation(*torch_store, env.rank, env.restart_count);
     torch_store->set_prefix("cutrain/group_" + std::to_string(generation) + "/");
     store = std::move(torch_store);
@@ -191,12 +192,11 @@ std::unique_ptr<Store> rendezvous(const DistEnv& env, const RendezvousReport& re
       const std::string nodes = silent_nodes(*store, env);
       if (progress.expired())
         throw RendezvousFailed("rendezvous: " + absent + of_world + " did not arrive within " +
-                               describe(env.rdzv_timeout) + " (" + (nodes.empty() ? "" : nodes + "; ") +
-                               "store at " + store->address() + ")");
+                               describe(env.rdzv_timeout) + " (" + (nodes.empty() ? "" : nodes + "; ") + "store at " +
+                               store->address() + ")");
       if (progress.due())
-        progress.say(std::to_string(env.world_size - int(missing.size())) + of_world +
-                     " ranks here, at the store at " + store->address() + "; waiting for " + absent +
-                     (nodes.empty() ? "" : " (" + nodes + ")"));
+        progress.say(std::to_string(env.world_size - int(missing.size())) + of_world + " ranks here, at the store at " +
+                     store->address() + "; waiting for " + absent + (nodes.empty() ? "" : " (" + nodes + ")"));
     }
   } catch (const RendezvousFailed&) {
     throw;

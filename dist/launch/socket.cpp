@@ -178,8 +178,9 @@ std::string local_address_toward(const std::string& host, int port) {
   ::close(fd);
   if (!ok) throw system_error("finding the interface that reaches MASTER_ADDR " + host);
   char text[INET6_ADDRSTRLEN] = "";
-  const void* ip = local.ss_family == AF_INET6 ? static_cast<const void*>(&reinterpret_cast<sockaddr_in6*>(&local)->sin6_addr)
-                                               : static_cast<const void*>(&reinterpret_cast<sockaddr_in*>(&local)->sin_addr);
+  const void* ip = local.ss_family == AF_INET6
+                       ? static_cast<const void*>(&reinterpret_cast<sockaddr_in6*>(&local)->sin6_addr)
+                       : static_cast<const void*>(&reinterpret_cast<sockaddr_in*>(&local)->sin_addr);
   ::inet_ntop(local.ss_family, ip, text, sizeof text);
   return text;
 }

@@ -63,9 +63,9 @@ void TcpStore::join(const DistEnv& env, const std::string& host, const ConnectRe
     }
     std::string why;  // why the join is tried again
     try {
-      const Fields reply = request(
-          "join", {std::to_string(env.rank), std::to_string(env.world_size), std::to_string(env.restart_count)},
-          timeout_);
+      const Fields reply =
+          request("join", {std::to_string(env.rank), std::to_string(env.world_size), std::to_string(env.restart_count)},
+                  timeout_);
       if (reply[0] != "retry") return;
       // The store's group is older than this rank's and ends now (Note [A newer group ends an older
       // one] in dist/launch/store_state.h): the new group's store, at the same address, will take the join.

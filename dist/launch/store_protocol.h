@@ -50,12 +50,12 @@ std::optional<Fields> pop_frame(std::string& buffer);
 struct Request {
   enum class Op { join, set, get, add, wait } op = Op::join;
   std::string run_id;
-  int64_t rank = 0;        // join
-  int64_t world_size = 0;  // join
-  int64_t restart_count = 0;  // join: TORCHELASTIC_RESTART_COUNT, 0 or more
-  std::vector<std::string> keys;  // set, get, add: one; wait: one or more
-  std::string value;              // set
-  int64_t delta = 0;              // add
+  int64_t rank = 0;                      // join
+  int64_t world_size = 0;                // join
+  int64_t restart_count = 0;             // join: TORCHELASTIC_RESTART_COUNT, 0 or more
+  std::vector<std::string> keys;         // set, get, add: one; wait: one or more
+  std::string value;                     // set
+  int64_t delta = 0;                     // add
   std::chrono::milliseconds timeout{0};  // get, wait: 0 or more
 };
 

@@ -49,7 +49,9 @@ class ServeLoop {
  public:
   ServeLoop(int listen_socket, const std::string& run_id, int world_size, int64_t restart_count,
             const StoreLimits& limits)
-      : listen_socket_(listen_socket), state_(run_id, world_size, restart_count), limits_(limits),
+      : listen_socket_(listen_socket),
+        state_(run_id, world_size, restart_count),
+        limits_(limits),
         max_connections_(size_t(world_size) + size_t(std::max(limits.spare_connections, 1))),
         max_unjoined_per_address_(size_t(world_size)) {}
 
@@ -143,10 +145,9 @@ class ServeLoop {
       if (!state_.joined(id)) ++unjoined[c.peer];
     if (unjoined.empty()) return false;
     const std::string crowded =
-        address_full ? peer
-                     : std::max_element(unjoined.begin(), unjoined.end(), [](const auto& a, const auto& b) {
-                         return a.second < b.second;
-                       })->first;
+        address_full ? peer : std::max_element(unjoined.begin(), unjoined.end(), [](const auto& a, const auto& b) {
+                                return a.second < b.second;
+                              })->first;
     for (auto& [id, c] : connections_) {  // oldest first
       if (!state_.joined(id) && c.peer == crowded) {
         close(id, c);
@@ -310,8 +311,8 @@ class ServeLoop {
 
 }  // namespace
 
-StoreServer::StoreServer(const std::string& host, int port, std::string run_id, int world_size,
-                         int64_t restart_count, StoreLimits limits)
+StoreServer::StoreServer(const std::string& host, int port, std::string run_id, int world_size, int64_t restart_count,
+                         StoreLimits limits)
     : run_id_(std::move(run_id)), world_size_(world_size), restart_count_(restart_count), limits_(limits) {
   listen_socket_ = listen_tcp(host, port);
   port_ = socket_port(listen_socket_);

@@ -33,7 +33,8 @@ constexpr uint8_t kReady = 0, kNotReady = 1;
 constexpr uint8_t kStopWaiting = 0, kWaitCanceled = 1;
 
 // The protocol this client speaks, as the lines about a store that does not speak it name it.
-constexpr const char* kProtocol = "PyTorch's TCPStore protocol (validation 0x3C85F7CE, then PING), as torch 2.11 speaks it";
+constexpr const char* kProtocol =
+    "PyTorch's TCPStore protocol (validation 0x3C85F7CE, then PING), as torch 2.11 speaks it";
 
 template <typename T>
 void append(std::string& request, T value) {
@@ -123,8 +124,8 @@ void TorchStore::handshake() {
   if (frame && !frame->empty() && (*frame)[0] == "error")
     throw std::runtime_error(what + " speaks cutrain's own store protocol (the store of a cutrain rank 0), not " +
                              kProtocol + ": is MASTER_PORT torchrun's, and TORCHELASTIC_USE_AGENT_STORE meant?");
-  throw std::runtime_error(what + " answered the ping with " + hex(reply.substr(0, 16)) + ", not its nonce: " +
-                           "it does not speak " + kProtocol);
+  throw std::runtime_error(what + " answered the ping with " + hex(reply.substr(0, 16)) +
+                           ", not its nonce: " + "it does not speak " + kProtocol);
 }
 
 void TorchStore::send(const std::string& request) {
@@ -243,12 +244,12 @@ bool TorchStore::wait_prefixed(const std::vector<std::string>& keys, std::chrono
   try {
     const std::string reply =
         receive_exact(socket_, 1, deadline_after(Clock::now(), timeout), "the store at " + address_);
-    if (uint8_t(reply[0]) != kStopWaiting)
-      throw garbled("WAIT with " + hex(reply));
+    if (uint8_t(reply[0]) != kStopWaiting) throw garbled("WAIT with " + hex(reply));
     return true;
   } catch (const ConnectionClosed&) {
     broken_ = true;
-    throw ConnectionClosed("store at " + address_ + ": the connection closed during a wait (did torchrun's agent exit?)");
+    throw ConnectionClosed("store at " + address_ +
+                           ": the connection closed during a wait (did torchrun's agent exit?)");
   } catch (const NoReply&) {
   }
   // The time is up. The wait may have ended meanwhile: then its answer comes before the cancel's.
@@ -256,16 +257,14 @@ bool TorchStore::wait_prefixed(const std::vector<std::string>& keys, std::chrono
   uint8_t answer = receive_byte("CANCEL_WAIT");
   const bool ended = answer == kStopWaiting;
   if (ended) answer = receive_byte("CANCEL_WAIT");
-  if (answer != kWaitCanceled)
-    throw garbled("CANCEL_WAIT with " + hex(std::string(1, char(answer))));
+  if (answer != kWaitCanceled) throw garbled("CANCEL_WAIT with " + hex(std::string(1, char(answer))));
   return ended;
 }
 
 bool TorchStore::check_prefixed(const std::vector<std::string>& keys) {
   send(keys_request(kCheck, keys));
   const uint8_t answer = receive_byte("CHECK");
-  if (answer != kReady && answer != kNotReady)
-    throw garbled("CHECK with " + hex(std::string(1, char(answer))));
+  if (answer != kReady && answer != kNotReady) throw garbled("CHECK with " + hex(std::string(1, char(answer))));
   return answer == kReady;
 }
 

@@ -103,7 +103,7 @@ class TorchStore : public Store {
   std::chrono::milliseconds timeout_;
   int socket_ = -1;
   bool broken_ = false;  // a reply was lost or garbled: no request is sent any more
-  std::mutex mutex_;  // one request at a time on the connection
+  std::mutex mutex_;     // one request at a time on the connection
 };
 
 }  // namespace cutrain
