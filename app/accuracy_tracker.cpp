@@ -40,8 +40,8 @@ std::string AccuracyTracker::summary_line(int epochs_run) const {
                   100 * *target_, reached_->training_s, reached_->epochs, counted(reached_->steps, "step").c_str(),
                   reached_->evaluation_s);
   else if (best_)
-    std::snprintf(line, sizeof line, "target %.2f%% test accuracy not reached in %s (best %.2f%%)",
-                  100 * *target_, counted(epochs_run, "epoch").c_str(), 100 * *best_);
+    std::snprintf(line, sizeof line, "target %.2f%% test accuracy not reached in %s (best %.2f%%)", 100 * *target_,
+                  counted(epochs_run, "epoch").c_str(), 100 * *best_);
   else
     std::snprintf(line, sizeof line, "target %.2f%% test accuracy not reached: no evaluation ran", 100 * *target_);
   return line;

@@ -116,9 +116,12 @@ int64_t recorded_step(const std::string& optim_path, int64_t step_in_name) {
 
 CheckpointMetadata TrainingState::to_metadata() const {
   return {{"run_id", run_id},
-          {"epoch", std::to_string(epoch)},           {"batch", std::to_string(batch)},
-          {"global_step", std::to_string(global_step)}, {"seed", std::to_string(seed)},
-          {"world_size", std::to_string(world_size)}, {"batch_size", std::to_string(batch_size)}};
+          {"epoch", std::to_string(epoch)},
+          {"batch", std::to_string(batch)},
+          {"global_step", std::to_string(global_step)},
+          {"seed", std::to_string(seed)},
+          {"world_size", std::to_string(world_size)},
+          {"batch_size", std::to_string(batch_size)}};
 }
 
 std::string new_run_id() {
@@ -147,15 +150,16 @@ TrainingState resume_state(const TrainingState& saved, const TrainingState& run,
     // The position inside an epoch counts batches of the sampler's order for this seed, world
     // size and batch size; under any other it would name other images.
     if (saved.seed != run.seed || saved.world_size != run.world_size || saved.batch_size != run.batch_size)
-      throw ResumeMismatch(
-          path + ": saved in the middle of epoch " + std::to_string(saved.epoch + 1) + " (after batch " +
-          std::to_string(saved.batch) + ") by " + std::to_string(saved.world_size) + " rank(s) at batch size " +
-          std::to_string(saved.batch_size) + " and seed " + std::to_string(saved.seed) + "; this run has " +
-          std::to_string(run.world_size) + " at " + std::to_string(run.batch_size) + " and seed " +
-          std::to_string(run.seed) + ": resume it with the same, or from a checkpoint saved at the end of an epoch");
+      throw ResumeMismatch(path + ": saved in the middle of epoch " + std::to_string(saved.epoch + 1) +
+                           " (after batch " + std::to_string(saved.batch) + ") by " + std::to_string(saved.world_size) +
+                           " rank(s) at batch size " + std::to_string(saved.batch_size) + " and seed " +
+                           std::to_string(saved.seed) + "; this run has " + std::to_string(run.world_size) + " at " +
+                           std::to_string(run.batch_size) + " and seed " + std::to_string(run.seed) +
+                           ": resume it with the same, or from a checkpoint saved at the end of an epoch");
     if (saved.batch >= steps_per_epoch)
       throw ResumeMismatch(path + ": saved after batch " + std::to_string(saved.batch) +
-                           " of an epoch, but an epoch of this data has " + std::to_string(steps_per_epoch) + " batches");
+                           " of an epoch, but an epoch of this data has " + std::to_string(steps_per_epoch) +
+                           " batches");
   }
   TrainingState s = run;
   if (!saved.run_id.empty()) s.run_id = saved.run_id;
@@ -240,8 +244,9 @@ void CheckpointFolder::link(const char* name, const std::string& model_path) con
   fs::remove(temporary, ec);
   fs::create_symlink(fs::path(model_path).filename(), temporary, ec);
   if (!ec) fs::rename(temporary, at, ec);
-  if (ec) throw std::runtime_error("--save " + dir_ + ": cannot link " + name + " to " + model_path + " (" +
-                                   ec.message() + ")");
+  if (ec)
+    throw std::runtime_error("--save " + dir_ + ": cannot link " + name + " to " + model_path + " (" + ec.message() +
+                             ")");
 }
 
 // Whether a checkpoint of test accuracy `accuracy` is better than the one the best link names: one
@@ -288,8 +293,8 @@ std::string CheckpointFolder::save(const ResNet18& model, const SGD& sgd, const 
     }
   } catch (const UnfitCheckpoint& e) {
     const std::vector<std::string> saved = complete_checkpoints();
-    throw UnfitCheckpoint(std::string(e.what()) + "; stopping; last good checkpoint: " +
-                          (saved.empty() ? std::string("none") : saved.front()));
+    throw UnfitCheckpoint(std::string(e.what()) +
+                          "; stopping; last good checkpoint: " + (saved.empty() ? std::string("none") : saved.front()));
   }
   link(kLastLink, model_path);
   if (test_accuracy && beats_best(*test_accuracy)) link(kBestLink, model_path);
@@ -326,8 +331,11 @@ void CheckpointFolder::claim_for_new_run(bool start_afresh) const {
     std::error_code ec;
     if (fs::is_symlink(at, ec)) fs::remove(at, ec);
   }
-  if (report_) report_("checkpoints: --new-run: removed the " + std::to_string(old.size()) + " checkpoint(s) of the "
-                       "earlier run in " + dir_);
+  if (report_)
+    report_("checkpoints: --new-run: removed the " + std::to_string(old.size()) +
+            " checkpoint(s) of the "
+            "earlier run in " +
+            dir_);
 }
 
 void CheckpointFolder::claim_for_resume(const std::string& path, const std::string& run_id) const {
@@ -389,8 +397,8 @@ void CheckpointFolder::remove_leftovers() const {
   std::string list;
   for (size_t i = 0; i < std::min(removed.size(), kNamed); ++i) list += (i ? ", " : "") + removed[i];
   if (removed.size() > kNamed) list += " and " + std::to_string(removed.size() - kNamed) + " more";
-  report_("checkpoints: removed " + std::to_string(removed.size()) + " file(s) that interrupted saves left in " +
-          dir_ + ": " + list);
+  report_("checkpoints: removed " + std::to_string(removed.size()) + " file(s) that interrupted saves left in " + dir_ +
+          ": " + list);
 }
 
 TrainingState load_checkpoint(const std::string& link_or_model_path, ResNet18& model, SGD& sgd) {

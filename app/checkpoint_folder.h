@@ -59,10 +59,10 @@ class SGD;
 // Where a run stands; everything needed to go on exactly as if it had not stopped. The
 // augmentation's randomness is keyed by (seed, epoch, sample), so no generator state is needed.
 struct TrainingState {
-  std::string run_id;        // made when a run starts afresh, kept by its resumes
-  int epoch = 0;             // 0-based epoch to run (or finish)
-  int64_t batch = 0;         // the next batch of that epoch
-  int64_t global_step = 0;   // optimizer steps done
+  std::string run_id;       // made when a run starts afresh, kept by its resumes
+  int epoch = 0;            // 0-based epoch to run (or finish)
+  int64_t batch = 0;        // the next batch of that epoch
+  int64_t global_step = 0;  // optimizer steps done
   uint64_t seed = 0;
   int world_size = 1;
   int batch_size = 0;

@@ -92,23 +92,29 @@ void add_eval_command(CLI::App& app, int& exit_code) {
   add_data_option(cmd, o->data,
                   "CIFAR-10 binary folder or image folder (default: the data the checkpoint was trained on, when "
                   "it names a folder that is there, else the synthetic dataset)");
-  cmd->add_option("--device", o->device, "auto, cuda or cpu")->capture_default_str()
+  cmd->add_option("--device", o->device, "auto, cuda or cpu")
+      ->capture_default_str()
       ->check(CLI::IsMember({"auto", "cuda", "cpu"}));
   cmd->add_option("--precision", o->precision, "fp32 or bf16 (default: bf16 on a GPU)")
       ->check(CLI::IsMember({"fp32", "bf16"}));
-  cmd->add_option("--tta", o->tta, "Test-time augmentation: none, or flip (mean of the logits of the image and "
-                                   "its mirror)")
-      ->capture_default_str()->check(CLI::IsMember({"none", "flip"}));
+  cmd->add_option("--tta", o->tta,
+                  "Test-time augmentation: none, or flip (mean of the logits of the image and "
+                  "its mirror)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"none", "flip"}));
   add_number(cmd, "--batch-size", o->batch_size, "Images per forward pass", 1, 1 << 20)->capture_default_str();
   add_number(cmd, "--synthetic-train", o->synthetic_train, "Size of the synthetic default's training split",
-             kMinSyntheticTrainImages, kMaxSyntheticImages)->capture_default_str();
+             kMinSyntheticTrainImages, kMaxSyntheticImages)
+      ->capture_default_str();
   add_number(cmd, "--synthetic-test", o->synthetic_test, "Size of the synthetic default's test split", 1,
-             kMaxSyntheticImages)->capture_default_str();
+             kMaxSyntheticImages)
+      ->capture_default_str();
   add_number(cmd, "--max-image-pixels", o->max_image_pixels,
-             "Largest image (width x height) an image folder may hold; larger ones are refused", 1,
-             int64_t(1) << 28)->capture_default_str();
+             "Largest image (width x height) an image folder may hold; larger ones are refused", 1, int64_t(1) << 28)
+      ->capture_default_str();
   add_number(cmd, "--synthetic-difficulty", o->synthetic_difficulty, "Difficulty of the synthetic default", 0.0,
-             kSyntheticMaxDifficulty)->capture_default_str();
+             kSyntheticMaxDifficulty)
+      ->capture_default_str();
   cmd->callback([o, &exit_code] { exit_code = run_eval(*o); });
 }
 

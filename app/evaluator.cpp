@@ -19,7 +19,7 @@ LoaderConfig eval_loader_config(const ResNet18& model, bool mirror) {
   config.batch_size = model.config().batch_size;
   config.augment.train = false;  // normalise only
   config.augment.mirror = mirror;
-  config.drop_last = false;      // every test image counts
+  config.drop_last = false;  // every test image counts
   config.workers = 2;
   return config;
 }
@@ -137,7 +137,7 @@ EvalResult Evaluator::run(const EvalHook& after_batch) {
   copy_to_host(Tensor(counts, DType::f32, ctx.device(), {int64_t(counts_.bytes() / 4)}), host.data());
   copy_bytes_to_host(batch_losses_, batch_losses.data());
   std::vector<double> sums(host.begin(), host.end());  // exact: counts stay far below 2^53
-  double loss_sum = 0;  // over this rank's images: each batch's mean times its rows
+  double loss_sum = 0;                                 // over this rank's images: each batch's mean times its rows
   const int64_t batch = model_.config().batch_size, images = int64_t(shard_.size());
   for (int64_t b = 0; b * batch < images; ++b)
     loss_sum += double(batch_losses[size_t(b)]) * double(std::min(batch, images - b * batch));

@@ -38,7 +38,7 @@ struct EvalResult {
   bool stopped = false;  // the hook stopped it: the counts are partial and mean nothing
   int64_t correct = 0;
   int64_t total = 0;
-  double loss = 0;       // the mean cross-entropy over the `total` images
+  double loss = 0;  // the mean cross-entropy over the `total` images
   std::vector<int64_t> class_correct, class_total;
 
   double accuracy() const { return total ? double(correct) / double(total) : 0.0; }
@@ -69,10 +69,10 @@ class Evaluator {
   int64_t common_batches_ = 0;  // the batches of the smallest shard: those every rank runs
   BatchFeed feed_;
   std::unique_ptr<BatchFeed> mirrored_;  // --tta flip: the same shard, every image mirrored
-  DeviceBuffer mean_logits_;            // --tta flip: the mean of the two views' logits, fp32 [B, K]
-  DeviceBuffer batch_losses_;           // fp32 [batches]: each batch's mean loss
-  DeviceBuffer loss_gradient_;          // fp32 [B, K] and an int32: what the loss kernel also writes, unread
-  DeviceBuffer counts_;                 // int64: correct, class_total[K], class_correct[K]
+  DeviceBuffer mean_logits_;             // --tta flip: the mean of the two views' logits, fp32 [B, K]
+  DeviceBuffer batch_losses_;            // fp32 [batches]: each batch's mean loss
+  DeviceBuffer loss_gradient_;           // fp32 [B, K] and an int32: what the loss kernel also writes, unread
+  DeviceBuffer counts_;                  // int64: correct, class_total[K], class_correct[K]
 };
 
 }  // namespace cutrain

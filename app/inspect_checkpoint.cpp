@@ -21,10 +21,9 @@ namespace {
 void print_metadata(const std::string& path) {
   const SafeTensorsFile file = read_safetensors(path);  // read first: a file it refuses prints no header
   std::printf("%s:\n", path.c_str());
-  for (const auto& [key, value] : file.metadata)
-    std::printf("  %s: %s\n", key.c_str(), value.c_str());
-  std::printf("  checksums: %s\n", file.verified ? "every tensor matches its CRC-32C"
-                                                  : "none recorded, so the tensors are not verified");
+  for (const auto& [key, value] : file.metadata) std::printf("  %s: %s\n", key.c_str(), value.c_str());
+  std::printf("  checksums: %s\n",
+              file.verified ? "every tensor matches its CRC-32C" : "none recorded, so the tensors are not verified");
 }
 
 }  // namespace

@@ -30,7 +30,8 @@ void add_make_synthetic_command(CLI::App& app, int& exit_code) {
   add_number(cmd, "--seed", options->seed, "Generator seed (with --out)", 0, UINT64_MAX)->capture_default_str();
   add_number(cmd, "--difficulty", options->difficulty,
              "0: clean shapes; 1: textured backgrounds, clutter, distractors, occlusion; up to 2", 0.0,
-             kSyntheticMaxDifficulty)->capture_default_str();
+             kSyntheticMaxDifficulty)
+      ->capture_default_str();
   cmd->add_option("--format", options->format, "cifar (binary batches) or folder (PNG files per class)")
       ->capture_default_str()
       ->check(CLI::IsMember({"cifar", "folder"}));

@@ -14,8 +14,7 @@ StepRange parse_step_range(const std::string& text) {
   int end = 0;
   if (std::sscanf(text.c_str(), "%lld:%lld%n", &first, &last, &end) != 2 || end != int(text.size()))
     throw std::runtime_error("--profile-steps " + text + ": expected A:B, two step numbers");
-  if (first < 0 || last < first)
-    throw std::runtime_error("--profile-steps " + text + ": expected 0 <= A <= B");
+  if (first < 0 || last < first) throw std::runtime_error("--profile-steps " + text + ": expected 0 <= A <= B");
   return {first, last};
 }
 

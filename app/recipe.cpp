@@ -144,21 +144,21 @@ ResumedOptions resume_recipe(const TrainOptions& given) {
     if (run_value == mine) return;
     if (effect == Effect::other_model)
       throw std::runtime_error(std::string(flag) + " " + spelled(flag, mine) + ": " + path + " holds a model of " +
-                               flag + " " + spelled(flag, run_value) + ": leave the flag out to go on with it, or "
+                               flag + " " + spelled(flag, run_value) +
+                               ": leave the flag out to go on with it, or "
                                "start the other model in another --save folder");
     if (effect == Effect::inexact_mid_epoch && mid_epoch && !given.inexact_resume)
-      throw std::runtime_error(std::string(flag) + " " + spelled(flag, mine) + ": the run in " + path +
-                               " trained on " + flag + " " + spelled(flag, run_value) +
-                               " and stopped in the middle of epoch " + std::to_string(saved.epoch + 1) +
+      throw std::runtime_error(std::string(flag) + " " + spelled(flag, mine) + ": the run in " + path + " trained on " +
+                               flag + " " + spelled(flag, run_value) + " and stopped in the middle of epoch " +
+                               std::to_string(saved.epoch + 1) +
                                ", where other data makes the resume inexact: leave the flag out, resume from a "
                                "checkpoint saved at the end of an epoch, or add --inexact-resume");
     resumed.lines.push_back("cutrain: warning: " + std::string(flag) + " " + spelled(flag, mine) +
-                            " is not the run's " + spelled(flag, run_value) + ": going on with " +
-                            spelled(flag, mine));
+                            " is not the run's " + spelled(flag, run_value) + ": going on with " + spelled(flag, mine));
   });
   if (!taken.empty())
-    resumed.lines.insert(resumed.lines.begin(), "resuming with the recipe of " + path + ":" + taken +
-                                                    " (a flag given again wins)");
+    resumed.lines.insert(resumed.lines.begin(),
+                         "resuming with the recipe of " + path + ":" + taken + " (a flag given again wins)");
   return resumed;
 }
 

@@ -104,7 +104,7 @@ void write_once(const char* variable, const std::string& text) {
 }  // namespace
 
 void install_shutdown_handlers() {
-  std::vector<int> signals = {SIGINT, SIGTERM, SIGHUP};  // SIGHUP: a closed terminal or session
+  std::vector<int> signals = {SIGINT, SIGTERM, SIGHUP};       // SIGHUP: a closed terminal or session
   for (int sig : torchrun_signals()) signals.push_back(sig);  // Note [torchrun's signals to handle]
   struct sigaction action {};
   action.sa_sigaction = on_signal;

@@ -91,8 +91,10 @@ void RunLog::drop_torn_record(int fd) {
   ::close(in);
   if (whole < 0) whole = 0;
   if (whole == st.st_size || ::ftruncate(fd, whole) != 0) return;
-  std::fprintf(stderr, "cutrain: warning: --metrics %s: dropped a torn last record (%lld bytes) that an interrupted "
-               "write left\n", metrics_path_.c_str(), static_cast<long long>(st.st_size - whole));
+  std::fprintf(stderr,
+               "cutrain: warning: --metrics %s: dropped a torn last record (%lld bytes) that an interrupted "
+               "write left\n",
+               metrics_path_.c_str(), static_cast<long long>(st.st_size - whole));
 }
 
 void RunLog::started(const nlohmann::json& run) {
@@ -139,8 +141,10 @@ void RunLog::write_json(nlohmann::json record) {
     if (std::fputs((line + "\n").c_str(), metrics_) >= 0 && std::fflush(metrics_) == 0) return;
     write_error_ = errno ? std::strerror(errno) : "write failed";
     end_progress_bar();
-    std::fprintf(stderr, "cutrain: warning: --metrics %s: cannot write (%s); training goes on without metrics and "
-                 "will exit with status 1\n", metrics_path_.c_str(), write_error_.c_str());
+    std::fprintf(stderr,
+                 "cutrain: warning: --metrics %s: cannot write (%s); training goes on without metrics and "
+                 "will exit with status 1\n",
+                 metrics_path_.c_str(), write_error_.c_str());
   }
   ++lost_records_;
 }
@@ -169,20 +173,30 @@ void RunLog::step(const StepRecord& r) {
   } else {
     char mfu[32] = "";
     if (r.mfu) std::snprintf(mfu, sizeof mfu, " | mfu: %.1f%%", 100 * *r.mfu);
-    std::printf("== step: [%3d/%d] [%d/%d] | loss: %.3f | grad norm: %.3f | train acc: %.3f%% | %.0f img/s%s | %.1f "
-                "ms/step | data: %.1f ms/step | max mem: %.0f MiB | lr: %.4g | elapsed: %s | eta: %s\n",
-                r.step, r.steps_per_epoch, r.epoch, r.epochs, r.loss, r.grad_norm, 100 * r.acc, r.images_per_s, mfu,
-                r.ms_per_step, r.data_ms_per_step, double(r.peak_memory_bytes) / (1 << 20), r.lr,
-                clock_text(r.elapsed_s).c_str(), clock_text(r.eta_s).c_str());
+    std::printf(
+        "== step: [%3d/%d] [%d/%d] | loss: %.3f | grad norm: %.3f | train acc: %.3f%% | %.0f img/s%s | %.1f "
+        "ms/step | data: %.1f ms/step | max mem: %.0f MiB | lr: %.4g | elapsed: %s | eta: %s\n",
+        r.step, r.steps_per_epoch, r.epoch, r.epochs, r.loss, r.grad_norm, 100 * r.acc, r.images_per_s, mfu,
+        r.ms_per_step, r.data_ms_per_step, double(r.peak_memory_bytes) / (1 << 20), r.lr,
+        clock_text(r.elapsed_s).c_str(), clock_text(r.eta_s).c_str());
     std::fflush(stdout);
   }
-  write_json(nlohmann::json{{"kind", "step"}, {"epoch", r.epoch}, {"step", r.step},
-                            {"steps_per_epoch", r.steps_per_epoch}, {"global_step", r.global_step},
-                            {"loss", r.loss}, {"grad_norm", r.grad_norm}, {"acc", r.acc}, {"lr", r.lr},
+  write_json(nlohmann::json{{"kind", "step"},
+                            {"epoch", r.epoch},
+                            {"step", r.step},
+                            {"steps_per_epoch", r.steps_per_epoch},
+                            {"global_step", r.global_step},
+                            {"loss", r.loss},
+                            {"grad_norm", r.grad_norm},
+                            {"acc", r.acc},
+                            {"lr", r.lr},
                             {"images_per_s", r.images_per_s},
-                            {"ms_per_step", r.ms_per_step}, {"data_ms_per_step", r.data_ms_per_step},
-                            {"peak_memory_bytes", r.peak_memory_bytes}, {"mfu", optional_number(r.mfu)},
-                            {"elapsed_s", r.elapsed_s}, {"eta_s", r.eta_s}});
+                            {"ms_per_step", r.ms_per_step},
+                            {"data_ms_per_step", r.data_ms_per_step},
+                            {"peak_memory_bytes", r.peak_memory_bytes},
+                            {"mfu", optional_number(r.mfu)},
+                            {"elapsed_s", r.elapsed_s},
+                            {"eta_s", r.eta_s}});
   if (tensorboard_) {
     tensorboard_->scalar("train/loss", r.global_step, r.loss);
     tensorboard_->scalar("train/accuracy", r.global_step, r.acc);
@@ -200,10 +214,17 @@ void RunLog::epoch(const EpochRecord& r) {
                   r.test_loss.value_or(0));
   print("== epoch %d/%d | loss: %.3f | train acc: %.3f%%%s | %.1f s | %.0f img/s", r.epoch, r.epochs, r.loss,
         100 * r.acc, test, r.epoch_time_s, r.images_per_s);
-  write_json(nlohmann::json{{"kind", "epoch"}, {"epoch", r.epoch}, {"global_step", r.global_step},
-                            {"loss", r.loss}, {"acc", r.acc}, {"lr", r.lr}, {"images_per_s", r.images_per_s},
-                            {"epoch_time_s", r.epoch_time_s}, {"test_acc", optional_number(r.test_acc)},
-                            {"test_loss", optional_number(r.test_loss)}, {"peak_memory_bytes", r.peak_memory_bytes}});
+  write_json(nlohmann::json{{"kind", "epoch"},
+                            {"epoch", r.epoch},
+                            {"global_step", r.global_step},
+                            {"loss", r.loss},
+                            {"acc", r.acc},
+                            {"lr", r.lr},
+                            {"images_per_s", r.images_per_s},
+                            {"epoch_time_s", r.epoch_time_s},
+                            {"test_acc", optional_number(r.test_acc)},
+                            {"test_loss", optional_number(r.test_loss)},
+                            {"peak_memory_bytes", r.peak_memory_bytes}});
 }
 
 void RunLog::evaluation(const EvalRecord& r) {
@@ -211,9 +232,14 @@ void RunLog::evaluation(const EvalRecord& r) {
   if (!r.epoch_end)
     print("== eval: step %lld [%d/%d] | test acc: %.2f%% | test loss: %.3f | %.1f s",
           static_cast<long long>(r.global_step), r.epoch, r.epochs, 100 * r.test_acc, r.test_loss, r.eval_time_s);
-  write_json(nlohmann::json{{"kind", "eval"}, {"epoch", r.epoch}, {"global_step", r.global_step},
-                            {"epoch_end", r.epoch_end}, {"test_acc", r.test_acc}, {"test_loss", r.test_loss},
-                            {"eval_time_s", r.eval_time_s}, {"training_time_s", r.training_time_s}});
+  write_json(nlohmann::json{{"kind", "eval"},
+                            {"epoch", r.epoch},
+                            {"global_step", r.global_step},
+                            {"epoch_end", r.epoch_end},
+                            {"test_acc", r.test_acc},
+                            {"test_loss", r.test_loss},
+                            {"eval_time_s", r.eval_time_s},
+                            {"training_time_s", r.training_time_s}});
   if (tensorboard_) {
     tensorboard_->scalar("test/accuracy", r.global_step, r.test_acc);
     tensorboard_->scalar("test/loss", r.global_step, r.test_loss);
@@ -238,18 +264,25 @@ void RunLog::summary(const SummaryRecord& r) {
   if (!active_) return;
   nlohmann::json target_steps;
   if (r.target_steps) target_steps = *r.target_steps;
-  write_json(nlohmann::json{{"kind", "summary"}, {"wall_time_s", r.wall_time_s},
-                            {"training_time_s", r.training_time_s}, {"eval_time_s", r.eval_time_s},
-                            {"mean_images_per_s", r.mean_images_per_s}, {"tta", r.tta},
-                            {"target_acc", optional_number(r.target_acc)},
-                            {"target_reached", r.target_acc ? nlohmann::json(r.time_to_target_s.has_value())
-                                                            : nlohmann::json()},
-                            {"time_to_target_s", optional_number(r.time_to_target_s)},
-                            {"target_epochs", optional_number(r.target_epochs)}, {"target_steps", target_steps},
-                            {"best_test_acc", optional_number(r.best_test_acc)},
-                            {"final_test_acc", optional_number(r.final_test_acc)},
-                            {"peak_memory_bytes", r.peak_memory_bytes}, {"world_size", r.world_size},
-                            {"precision", r.precision}, {"stem", r.stem}, {"batch_size", r.batch_size}});
+  write_json(nlohmann::json{
+      {"kind", "summary"},
+      {"wall_time_s", r.wall_time_s},
+      {"training_time_s", r.training_time_s},
+      {"eval_time_s", r.eval_time_s},
+      {"mean_images_per_s", r.mean_images_per_s},
+      {"tta", r.tta},
+      {"target_acc", optional_number(r.target_acc)},
+      {"target_reached", r.target_acc ? nlohmann::json(r.time_to_target_s.has_value()) : nlohmann::json()},
+      {"time_to_target_s", optional_number(r.time_to_target_s)},
+      {"target_epochs", optional_number(r.target_epochs)},
+      {"target_steps", target_steps},
+      {"best_test_acc", optional_number(r.best_test_acc)},
+      {"final_test_acc", optional_number(r.final_test_acc)},
+      {"peak_memory_bytes", r.peak_memory_bytes},
+      {"world_size", r.world_size},
+      {"precision", r.precision},
+      {"stem", r.stem},
+      {"batch_size", r.batch_size}});
 }
 
 }  // namespace cutrain

@@ -42,22 +42,22 @@ namespace cutrain {
 class TensorBoardWriter;
 
 struct StepRecord {
-  int epoch;               // 1-based
-  int step;                // 1-based within the epoch
+  int epoch;  // 1-based
+  int step;   // 1-based within the epoch
   int steps_per_epoch;
   int epochs;
-  int64_t global_step;     // optimizer steps since the start of training
-  double loss, acc, lr;    // loss and accuracy averaged over the steps since the last record
-  double grad_norm;        // the last step's gradient norm (SGD::grad_norm), as llm.c prints it
-  double images_per_s;     // all ranks together
+  int64_t global_step;   // optimizer steps since the start of training
+  double loss, acc, lr;  // loss and accuracy averaged over the steps since the last record
+  double grad_norm;      // the last step's gradient norm (SGD::grad_norm), as llm.c prints it
+  double images_per_s;   // all ranks together
   double ms_per_step;
-  double data_ms_per_step;  // waiting for the batch (torchvision's "data"): the loader's, on the host
+  double data_ms_per_step;    // waiting for the batch (torchvision's "data"): the loader's, on the host
   int64_t peak_memory_bytes;  // so far: the device's memory on a GPU, the resident set on the CPU
   // Model FLOPs utilisation: the model's FLOPs per second over the GPU's peak, as llm.c and PaLM count it
   // (the model's products alone, nothing recomputed). None on the CPU or a GPU whose peak is not known.
   std::optional<double> mfu;
-  double elapsed_s;        // since training began, evaluations included
-  double eta_s;            // what the remaining steps take at the recent pace (Note [A recent ETA])
+  double elapsed_s;  // since training began, evaluations included
+  double eta_s;      // what the remaining steps take at the recent pace (Note [A recent ETA])
 };
 
 struct EpochRecord {
@@ -74,7 +74,7 @@ struct EpochRecord {
 // One evaluation on the test set; printed when it falls inside an epoch (the epoch line has the
 // others).
 struct EvalRecord {
-  int epoch;               // 1-based, the epoch of the last step before it
+  int epoch;  // 1-based, the epoch of the last step before it
   int epochs;
   int64_t global_step;
   bool epoch_end;
@@ -85,11 +85,11 @@ struct EvalRecord {
 };
 
 struct SummaryRecord {
-  double wall_time_s;        // the whole process
-  double training_time_s;    // from the first step, less evaluations and checkpoint writes
-  double eval_time_s;        // all evaluations
-  double mean_images_per_s;  // after the first logged interval (warm-up), on the step clock
-  std::string tta;           // test-time augmentation: "none" or "flip"
+  double wall_time_s;                // the whole process
+  double training_time_s;            // from the first step, less evaluations and checkpoint writes
+  double eval_time_s;                // all evaluations
+  double mean_images_per_s;          // after the first logged interval (warm-up), on the step clock
+  std::string tta;                   // test-time augmentation: "none" or "flip"
   std::optional<double> target_acc;  // --target-accuracy
   std::optional<double> time_to_target_s, target_epochs;  // null when not reached
   std::optional<int64_t> target_steps;

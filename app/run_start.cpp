@@ -91,8 +91,7 @@ uint64_t fnv1a(const void* data, size_t bytes, uint64_t hash) {
   return hash;
 }
 
-void check_ranks_hold_alike(Store& store, int rank, int world_size, const std::string& held,
-                            const std::string& from) {
+void check_ranks_hold_alike(Store& store, int rank, int world_size, const std::string& held, const std::string& from) {
   const std::string said = held + "\n" + from;
   store.set("resume/" + std::to_string(rank), std::vector<char>(said.begin(), said.end()));
   struct Group {
@@ -119,8 +118,8 @@ void check_ranks_hold_alike(Store& store, int rank, int world_size, const std::s
     std::string who = ranks.size() == 1 ? "rank" : "ranks";
     for (size_t i = 0; i < ranks.size() && i < 4; ++i) who += (i ? ", " : " ") + std::to_string(ranks[i]);
     if (ranks.size() > 4) who += " and " + std::to_string(ranks.size() - 4) + " more";
-    message += (g ? "; " : " ") + who + " at " + groups[g].held + (groups[g].from.empty() ? "" : " from ") +
-               groups[g].from;
+    message +=
+        (g ? "; " : " ") + who + " at " + groups[g].held + (groups[g].from.empty() ? "" : " from ") + groups[g].from;
   }
   throw std::runtime_error(message + "; give every rank the same --save folder (or --resume file) and start again");
 }

@@ -52,8 +52,7 @@ CheckpointMetadata describe_run(const Datasets& data, uint64_t seed);
 // the seed, the run and a digest) and `from` (the checkpoint it came from: said, not compared,
 // since node-local folders may be mounted at different places), reads every rank's, and throws
 // std::runtime_error naming which ranks hold what when they differ.
-void check_ranks_hold_alike(Store& store, int rank, int world_size, const std::string& held,
-                            const std::string& from);
+void check_ranks_hold_alike(Store& store, int rank, int world_size, const std::string& held, const std::string& from);
 
 // A 64-bit FNV-1a digest of `bytes` bytes, going on from `hash` (kFnvStart for the first bytes).
 inline constexpr uint64_t kFnvStart = 0xcbf29ce484222325ull;

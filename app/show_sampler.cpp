@@ -10,7 +10,8 @@
 namespace cutrain {
 
 void add_show_sampler_command(CLI::App& app, int& exit_code) {
-  auto* cmd = app.add_subcommand("show-sampler", "Print the sample indices a rank sees in an epoch (torch's DistributedSampler)");
+  auto* cmd = app.add_subcommand("show-sampler",
+                                 "Print the sample indices a rank sees in an epoch (torch's DistributedSampler)");
   struct Options {
     int64_t dataset_size = 0;
     int world_size = 1, rank = 0;

@@ -85,7 +85,8 @@ void TensorBoardWriter::scalar(const std::string& tag, int64_t step, double valu
 void TensorBoardWriter::write_record(const std::string& event) {
   if (failed_) return;
   const std::string length = little_endian<uint64_t>(event.size());
-  const std::string record = length + little_endian(masked_crc32c(length)) + event + little_endian(masked_crc32c(event));
+  const std::string record =
+      length + little_endian(masked_crc32c(length)) + event + little_endian(masked_crc32c(event));
   errno = 0;
   if (std::fwrite(record.data(), 1, record.size(), file_) == record.size() && std::fflush(file_) == 0) return;
   failed_ = true;

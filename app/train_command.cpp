@@ -20,22 +20,26 @@ void add_train_command(CLI::App& app, int& exit_code) {
 
   add_data_option(cmd, o.data, "CIFAR-10 binary folder or image folder (default: synthetic CIFAR-format data)");
   add_number(cmd, "--synthetic-train", o.synthetic_train, "Training images of the synthetic default",
-             kMinSyntheticTrainImages, kMaxSyntheticImages)->capture_default_str();
-  add_number(cmd, "--synthetic-test", o.synthetic_test, "Test images of the synthetic default", 1,
-             kMaxSyntheticImages)->capture_default_str();
+             kMinSyntheticTrainImages, kMaxSyntheticImages)
+      ->capture_default_str();
+  add_number(cmd, "--synthetic-test", o.synthetic_test, "Test images of the synthetic default", 1, kMaxSyntheticImages)
+      ->capture_default_str();
   add_number(cmd, "--synthetic-difficulty", o.synthetic_difficulty,
-             "Difficulty of the synthetic default: 0 clean shapes, 1 clutter, distractors and occlusion, up to 2",
-             0.0, kSyntheticMaxDifficulty)->capture_default_str();
+             "Difficulty of the synthetic default: 0 clean shapes, 1 clutter, distractors and occlusion, up to 2", 0.0,
+             kSyntheticMaxDifficulty)
+      ->capture_default_str();
   add_number(cmd, "--max-image-pixels", o.max_image_pixels,
-             "Largest image (width x height) an image folder may hold; larger ones are refused", 1,
-             int64_t(1) << 28)->capture_default_str();
+             "Largest image (width x height) an image folder may hold; larger ones are refused", 1, int64_t(1) << 28)
+      ->capture_default_str();
   add_number(cmd, "--workers", o.workers, "Loader threads", 1, 64)->capture_default_str();
   add_number(cmd, "--threads", o.threads,
              "Threads of the CPU path's kernels (default 0: this node's cores shared among its processes); any "
-             "count gives the same results", 0, 1024);
+             "count gives the same results",
+             0, 1024);
 
   cmd->add_option("--stem", o.stem, "cifar (3x3 conv) or imagenet (torchvision's 7x7 conv + max-pool)")
-      ->capture_default_str()->check(CLI::IsMember({"cifar", "imagenet"}));
+      ->capture_default_str()
+      ->check(CLI::IsMember({"cifar", "imagenet"}));
   add_number(cmd, "--num-classes", o.num_classes, "Classes (0: from the data)", 0, kMaxResNetClasses);
   add_number(cmd, "--width", o.width, "Base width of ResNet-18 (64 is the real one)", 1, kMaxResNetWidth)
       ->capture_default_str();
@@ -46,16 +50,18 @@ void add_train_command(CLI::App& app, int& exit_code) {
   add_number(cmd, "--momentum", o.momentum, "SGD momentum", 0, 1)->capture_default_str();
   add_switch(cmd, "--nesterov,!--no-nesterov", o.nesterov, "Nesterov momentum (default on)");
   add_number(cmd, "--weight-decay", o.weight_decay, "L2 weight decay", 0, 1)->capture_default_str();
-  cmd->add_option("--lr-schedule", o.lr_schedule, "constant, cosine, onecycle or step")->capture_default_str()
+  cmd->add_option("--lr-schedule", o.lr_schedule, "constant, cosine, onecycle or step")
+      ->capture_default_str()
       ->check(CLI::IsMember({"constant", "cosine", "onecycle", "step"}));
   add_number(cmd, "--warmup-epochs", o.warmup_epochs, "Linear warm-up, in epochs", 0, kMaxEpochs);
   add_number(cmd, "--label-smoothing", o.label_smoothing, "Label smoothing of the loss", 0, 1);
   add_number(cmd, "--max-steps", o.max_steps, "Stop after this many optimizer steps in all (0: no limit)", 0,
              int64_t(1e12));
-  add_number(cmd, "--seed", o.seed, "Seed of the initial weights, the sampler and the augmentation", 0,
-             UINT64_MAX)->capture_default_str();
+  add_number(cmd, "--seed", o.seed, "Seed of the initial weights, the sampler and the augmentation", 0, UINT64_MAX)
+      ->capture_default_str();
 
-  cmd->add_option("--device", o.device, "auto, cuda or cpu")->capture_default_str()
+  cmd->add_option("--device", o.device, "auto, cuda or cpu")
+      ->capture_default_str()
       ->check(CLI::IsMember({"auto", "cuda", "cpu"}));
   cmd->add_option("--precision", o.precision, "fp32 or bf16 (default: bf16 on a GPU, fp32 on the CPU)")
       ->check(CLI::IsMember({"fp32", "bf16"}));
@@ -64,8 +70,9 @@ void add_train_command(CLI::App& app, int& exit_code) {
   add_switch(cmd, "--cudnn-benchmark", o.cudnn_benchmark,
              "Measure cuDNN's convolution algorithms instead of taking its heuristics' choice; the winners "
              "are kept in ~/.cache/cutrain (or $CUTRAIN_CACHE_DIR) for later runs");
-  add_number(cmd, "--bucket-cap-mb", o.bucket_cap_mb, "Gradient bucket size, MiB (0: one all-reduce per parameter)",
-             0, 65536)->capture_default_str();
+  add_number(cmd, "--bucket-cap-mb", o.bucket_cap_mb, "Gradient bucket size, MiB (0: one all-reduce per parameter)", 0,
+             65536)
+      ->capture_default_str();
   add_switch(cmd, "--sync-bn", o.sync_bn, "Synchronise batch norm statistics across ranks (SyncBatchNorm)");
   add_batchnorm_option(cmd, o.batchnorm);
   add_streams_option(cmd, o.streams);
@@ -73,10 +80,12 @@ void add_train_command(CLI::App& app, int& exit_code) {
              "Seconds a collective (Gloo or NCCL) may wait for the other ranks before the run fails", 1, 86400)
       ->capture_default_str();
   cmd->add_option("--cuda-graphs", o.cuda_graphs, "Replay each training step as a CUDA graph: on or off")
-      ->capture_default_str()->check(CLI::IsMember({"on", "off"}));
+      ->capture_default_str()
+      ->check(CLI::IsMember({"on", "off"}));
   add_number(cmd, "--gpu-tflops", o.gpu_tflops,
              "The GPU's peak TFLOP/s in the precision trained, for the step line's MFU (default 0: the peak of an "
-             "H200, H100 or A100 known by name; no MFU on another GPU)", 0.0, 1e6);
+             "H200, H100 or A100 known by name; no MFU on another GPU)",
+             0.0, 1e6);
   cmd->add_option("--profile-steps", o.profile_steps,
                   "A:B: run steps A to B (0-based) between cudaProfilerStart and cudaProfilerStop, for "
                   "nsys profile --capture-range=cudaProfilerApi (NVTX ranges name the parts of each step)");
@@ -88,18 +97,23 @@ void add_train_command(CLI::App& app, int& exit_code) {
              int64_t(1) << 40);
   add_number(cmd, "--target-accuracy", o.target_accuracy,
              "Stop at the first evaluation whose test accuracy reaches this fraction (e.g. 0.94) and report the "
-             "training time it took (0: no target)", 0.0, 1.0);
-  cmd->add_option("--tta", o.tta, "Test-time augmentation of evaluation: none, or flip (mean of the logits of the "
-                                  "image and its mirror)")
-      ->capture_default_str()->check(CLI::IsMember({"none", "flip"}));
+             "training time it took (0: no target)",
+             0.0, 1.0);
+  cmd->add_option("--tta", o.tta,
+                  "Test-time augmentation of evaluation: none, or flip (mean of the logits of the "
+                  "image and its mirror)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"none", "flip"}));
   add_number(cmd, "--log-every", o.log_every, "Print a step line every N steps (and after the first)", 1, 1 << 30)
       ->capture_default_str();
   add_number(cmd, "--log-every-seconds", o.log_every_seconds,
              "Also print a step line, and a progress line during evaluation, when S seconds have passed since the "
-             "last (0: by --log-every alone)", 0.0, 86400.0)
+             "last (0: by --log-every alone)",
+             0.0, 86400.0)
       ->capture_default_str();
-  cmd->add_option("--metrics", o.metrics,
-                  "Append JSON lines of metrics to this file (a failed write: a warning, and exit status 1 at the end)");
+  cmd->add_option(
+      "--metrics", o.metrics,
+      "Append JSON lines of metrics to this file (a failed write: a warning, and exit status 1 at the end)");
   cmd->add_option("--tensorboard", o.tensorboard,
                   "Write TensorBoard event files into this folder (train/loss, train/accuracy, train/lr, "
                   "train/images_per_s, test/accuracy)");
@@ -115,7 +129,8 @@ void add_train_command(CLI::App& app, int& exit_code) {
   add_number(cmd, "--keep-last", o.keep_last, "Checkpoints kept in --save", 1, 1 << 20)->capture_default_str();
   add_number(cmd, "--save-every-steps", o.save_every_steps,
              "Also save a checkpoint every K optimizer steps inside an epoch, so a crash loses at most K steps "
-             "(0: at the end of each epoch only)", 0, int64_t(1) << 40)
+             "(0: at the end of each epoch only)",
+             0, int64_t(1) << 40)
       ->needs("--save");
   cmd->add_option("--init-from", o.init_from, "Start from these model weights (safetensors, torchvision names)");
   cmd->add_option("--dump-first-step", o.dump_first_step,

@@ -209,8 +209,8 @@ class Trainer {
   int64_t steps_per_epoch_ = 0;
   int64_t memory_baseline_ = 0;
   int64_t peak_memory_ = 0;
-  double peak_flops_per_s_ = 0;  // the GPU's, for the MFU: --gpu-tflops or its known peak; 0: none shown
-  double flops_per_step_ = 0;    // the model's in one step of this rank (nn/resnet_layout.h)
+  double peak_flops_per_s_ = 0;            // the GPU's, for the MFU: --gpu-tflops or its known peak; 0: none shown
+  double flops_per_step_ = 0;              // the model's in one step of this rank (nn/resnet_layout.h)
   std::vector<std::string> rank_devices_;  // rank 0: where each rank runs, for the banner
 
   // Throughput bookkeeping, on the step clock: the window since the last log line, and the run
@@ -219,13 +219,13 @@ class Trainer {
   RunClock clock_;
   SteadyClock::time_point training_start_, last_line_;  // wall clock: elapsed, and --log-every-seconds
   SteadyClock::time_point last_step_end_;
-  double last_step_s_ = 0;   // from the end of the step before to the end of the last, wall clock
-  int64_t first_step_ = 1;   // this process's first global step (1-based), logged at once
-  int64_t last_step_ = 0;    // where the run ends: the epochs' steps, or --max-steps
+  double last_step_s_ = 0;  // from the end of the step before to the end of the last, wall clock
+  int64_t first_step_ = 1;  // this process's first global step (1-based), logged at once
+  int64_t last_step_ = 0;   // where the run ends: the epochs' steps, or --max-steps
   int64_t warm_until_ = 0;
   double window_start_s_ = 0;
   double window_data_s_ = 0;  // waiting for batches since the last line
-  int64_t warm_steps_ = 0;   // in the logged windows after warm-up
+  int64_t warm_steps_ = 0;    // in the logged windows after warm-up
   double warm_seconds_ = 0;
   RecentPace recent_pace_;  // of the same windows, for the ETA
   double epoch_loss_sum_ = 0;
@@ -239,8 +239,10 @@ Trainer::Trainer(const TrainOptions& options)
       dtype_(resolve_precision(options.precision, device_)),
       progress_(env_.rank,
                 [rank = env_.rank] {
-                  std::fprintf(stderr, "cutrain: rank %d: cutrun is gone (its heartbeat socket is closed): stopping "
-                               "as for SIGTERM\n", rank);
+                  std::fprintf(stderr,
+                               "cutrain: rank %d: cutrun is gone (its heartbeat socket is closed): stopping "
+                               "as for SIGTERM\n",
+                               rank);
                   request_shutdown(SIGTERM);
                 }),
       profiler_(options.profile_steps.empty() ? StepRange{} : parse_step_range(options.profile_steps),
@@ -361,16 +363,16 @@ void Trainer::build_model() {
   lc.augment.seed = opt_.seed;
   lc.drop_last = true;
   feed_ = std::make_unique<BatchFeed>(train, lc, *model_);
-  evaluator_ = std::make_unique<Evaluator>(*model_, data_.test, comm_.get(), env_.rank, env_.world_size,
-                                           parse_tta(opt_.tta));
+  evaluator_ =
+      std::make_unique<Evaluator>(*model_, data_.test, comm_.get(), env_.rank, env_.world_size, parse_tta(opt_.tta));
   const std::optional<double> target =
       opt_.target_accuracy > 0 ? std::optional<double>(opt_.target_accuracy) : std::nullopt;
   accuracy_ = std::make_unique<AccuracyTracker>(EvalSchedule{opt_.eval_every, opt_.eval_every_steps, opt_.epochs},
                                                 target, steps_per_epoch_);
   metrics_ = std::make_unique<StepMetrics>(*ctx_, opt_.log_every);
   if (ctx_->on_gpu()) {  // the step line's MFU, where the GPU's peak is known
-    const double tflops = opt_.gpu_tflops > 0 ? opt_.gpu_tflops
-                                              : cuda_peak_tflops(ctx_->options.cuda_device, dtype_ == DType::bf16);
+    const double tflops =
+        opt_.gpu_tflops > 0 ? opt_.gpu_tflops : cuda_peak_tflops(ctx_->options.cuda_device, dtype_ == DType::bf16);
     peak_flops_per_s_ = tflops * 1e12;
     flops_per_step_ = step_flops(mc);
   }
@@ -397,16 +399,32 @@ void Trainer::build_model() {
 // became, the world, the steps of an epoch).
 nlohmann::json Trainer::run_record() const {
   const ResNetConfig& c = model_->config();
-  nlohmann::json settings = {
-      {"device", device_ == Device::cuda ? "cuda" : "cpu"}, {"precision", dtype_ == DType::bf16 ? "bf16" : "fp32"},
-      {"world_size", env_.world_size}, {"batch_size", opt_.batch_size}, {"epochs", opt_.epochs},
-      {"steps_per_epoch", steps_per_epoch_}, {"max_steps", opt_.max_steps}, {"lr", opt_.lr},
-      {"lr_schedule", opt_.lr_schedule}, {"warmup_epochs", opt_.warmup_epochs}, {"momentum", opt_.momentum},
-      {"nesterov", opt_.nesterov}, {"weight_decay", opt_.weight_decay}, {"label_smoothing", opt_.label_smoothing},
-      {"stem", stem_name(c.stem)}, {"width", c.width}, {"num_classes", c.num_classes}, {"seed", opt_.seed},
-      {"tta", opt_.tta}, {"eval_every", opt_.eval_every}, {"eval_every_steps", opt_.eval_every_steps},
-      {"sync_bn", opt_.sync_bn}, {"cpu_threads", cpu_threads()}, {"workers", opt_.workers},
-      {"save", opt_.save}, {"resume", opt_.resume}};
+  nlohmann::json settings = {{"device", device_ == Device::cuda ? "cuda" : "cpu"},
+                             {"precision", dtype_ == DType::bf16 ? "bf16" : "fp32"},
+                             {"world_size", env_.world_size},
+                             {"batch_size", opt_.batch_size},
+                             {"epochs", opt_.epochs},
+                             {"steps_per_epoch", steps_per_epoch_},
+                             {"max_steps", opt_.max_steps},
+                             {"lr", opt_.lr},
+                             {"lr_schedule", opt_.lr_schedule},
+                             {"warmup_epochs", opt_.warmup_epochs},
+                             {"momentum", opt_.momentum},
+                             {"nesterov", opt_.nesterov},
+                             {"weight_decay", opt_.weight_decay},
+                             {"label_smoothing", opt_.label_smoothing},
+                             {"stem", stem_name(c.stem)},
+                             {"width", c.width},
+                             {"num_classes", c.num_classes},
+                             {"seed", opt_.seed},
+                             {"tta", opt_.tta},
+                             {"eval_every", opt_.eval_every},
+                             {"eval_every_steps", opt_.eval_every_steps},
+                             {"sync_bn", opt_.sync_bn},
+                             {"cpu_threads", cpu_threads()},
+                             {"workers", opt_.workers},
+                             {"save", opt_.save},
+                             {"resume", opt_.resume}};
   // The GPU's settings are recorded as they applied: a CPU run has none of them.
   const bool gpu = device_ == Device::cuda;
   settings["cuda_graphs"] = gpu ? nlohmann::json(opt_.cuda_graphs) : nlohmann::json(nullptr);
@@ -478,12 +496,14 @@ void Trainer::restore() {
       ++skipped[why_skipped(path, e.what(), model_->config())];
       continue;
     }
-    if (!skipped.empty()) log_->print("cutrain: warning: %s: went on from the newest that fits", skipped_text().c_str());
+    if (!skipped.empty())
+      log_->print("cutrain: warning: %s: went on from the newest that fits", skipped_text().c_str());
     return;
   }
   // One run per folder: its pruning would delete the other run's checkpoints, or they this run's.
   if (!skipped.empty())
-    throw std::runtime_error(skipped_text() + ": none fits this run; choose another --save folder, or leave out "
+    throw std::runtime_error(skipped_text() +
+                             ": none fits this run; choose another --save folder, or leave out "
                              "--resume and add --new-run to delete them and start afresh there");
   log_->print("no checkpoint in %s yet: starting from scratch", opt_.save.c_str());
 }
@@ -537,19 +557,21 @@ void Trainer::print_banner() const {
     log_->print("  CPU threads: %d per process (--threads), beside %d loader workers (--workers)", cpu_threads(),
                 opt_.workers);
   log_->print("  data %s: %zu train, %zu test images", data_.source.c_str(), data_.train.size(), data_.test.size());
-  log_->print("  batch %d per rank (%d global), %s per epoch, %s; SGD lr %g (%s), momentum %g%s, "
-              "weight decay %g",
-              opt_.batch_size, opt_.batch_size * env_.world_size, counted(steps_per_epoch_, "step").c_str(),
-              counted(opt_.epochs, "epoch").c_str(), opt_.lr, opt_.lr_schedule.c_str(), opt_.momentum, opt_.nesterov ? " nesterov" : "",
-              opt_.weight_decay);
+  log_->print(
+      "  batch %d per rank (%d global), %s per epoch, %s; SGD lr %g (%s), momentum %g%s, "
+      "weight decay %g",
+      opt_.batch_size, opt_.batch_size * env_.world_size, counted(steps_per_epoch_, "step").c_str(),
+      counted(opt_.epochs, "epoch").c_str(), opt_.lr, opt_.lr_schedule.c_str(), opt_.momentum,
+      opt_.nesterov ? " nesterov" : "", opt_.weight_decay);
   const size_t buckets = step_->buckets().size();
   if (comm_) {
     log_->print("  gradients: %zu bucket%s (cap %g MiB) all-reduced over %s%s, each then updated by SGD", buckets,
                 buckets == 1 ? "" : "s", opt_.bucket_cap_mb, comm_->backend(), opt_.sync_bn ? ", sync batch norm" : "");
   } else {
-    log_->print("  gradients: straight to SGD (one process: no communicator), in %zu bucket%s (cap %g MiB), each "
-                "updated as soon as it is final",
-                buckets, buckets == 1 ? "" : "s", opt_.bucket_cap_mb);
+    log_->print(
+        "  gradients: straight to SGD (one process: no communicator), in %zu bucket%s (cap %g MiB), each "
+        "updated as soon as it is final",
+        buckets, buckets == 1 ? "" : "s", opt_.bucket_cap_mb);
   }
 }
 
@@ -579,14 +601,18 @@ int Trainer::report_signal_stop(const std::string& checkpoint) const {
   const auto alone = [&](int had) { return had != 0 && had % 2 == 0 && !every_rank; };  // not the job's
   const int mine = stop_signals_[size_t(env_.rank)];
   if (alone(mine)) {
-    log_->print("cutrain: stopped by signal %d after step %lld, which pid %d sent to this rank alone, not to the "
-                "job: a failure of this rank; checkpoint: %s", mine / 2, step, shutdown_sender(), checkpoint.c_str());
+    log_->print(
+        "cutrain: stopped by signal %d after step %lld, which pid %d sent to this rank alone, not to the "
+        "job: a failure of this rank; checkpoint: %s",
+        mine / 2, step, shutdown_sender(), checkpoint.c_str());
     return 128 + mine / 2;
   }
   const auto failed = std::find_if(stop_signals_.begin(), stop_signals_.end(), alone);
   if (mine == 0 && failed != stop_signals_.end()) {
-    log_->print("cutrain: stopped after step %lld, since rank %d was stopped by signal %d alone (a failure of that "
-                "rank); checkpoint: %s", step, int(failed - stop_signals_.begin()), *failed / 2, checkpoint.c_str());
+    log_->print(
+        "cutrain: stopped after step %lld, since rank %d was stopped by signal %d alone (a failure of that "
+        "rank); checkpoint: %s",
+        step, int(failed - stop_signals_.begin()), *failed / 2, checkpoint.c_str());
     return 0;
   }
   // This rank's signal, or the first rank's that had one (the job's, which has not reached this one yet).
@@ -602,7 +628,8 @@ void Trainer::log_window(int epoch, int64_t batch) {
   const double seconds = clock_.step_s() - window_start_s_;
   const int64_t first_step = state_.global_step - w.steps + 1;
   if (w.first_nonfinite >= 0) {
-    const std::vector<std::string> saved = checkpoints_ ? checkpoints_->complete_checkpoints() : std::vector<std::string>{};
+    const std::vector<std::string> saved =
+        checkpoints_ ? checkpoints_->complete_checkpoints() : std::vector<std::string>{};
     const std::string last = saved.empty() ? std::string("none") : saved.front();
     throw std::runtime_error("the loss is " + std::to_string(w.nonfinite_value) + " at step " +
                              std::to_string(first_step + w.first_nonfinite) + " (epoch " + std::to_string(epoch + 1) +
@@ -661,10 +688,11 @@ bool Trainer::line_overdue() const {
 void Trainer::warn_of_cpu_fallback(double seconds_per_step) const {
   if (opt_.device != "auto" || device_ != Device::cpu) return;
   const double seconds = seconds_per_step * double(last_step_ - first_step_ + 1);
-  log_->print("cutrain: warning: no GPU, so this run trains on the CPU (%s): at %.2f s a step, its %s take about "
-              "%s (h:mm:ss); give --device cpu to choose the CPU, or --device cuda to require a GPU",
-              cuda_unavailable_reason().c_str(), seconds_per_step,
-              counted(last_step_ - first_step_ + 1, "step").c_str(), clock_text(seconds).c_str());
+  log_->print(
+      "cutrain: warning: no GPU, so this run trains on the CPU (%s): at %.2f s a step, its %s take about "
+      "%s (h:mm:ss); give --device cpu to choose the CPU, or --device cuda to require a GPU",
+      cuda_unavailable_reason().c_str(), seconds_per_step, counted(last_step_ - first_step_ + 1, "step").c_str(),
+      clock_text(seconds).c_str());
 }
 
 // Evaluates when the evaluation schedule says so, off the training clock, and sets `stop` when
@@ -711,8 +739,7 @@ std::string Trainer::save_checkpoint() {
   // The test accuracy measured right after this step, if any, for the best link (Note [The last and
   // the best checkpoint] in app/checkpoint_folder.h).
   const bool evaluated = state_.global_step > 0 && accuracy_->final_step() == state_.global_step;
-  std::string path =
-      checkpoints_->save(*model_, step_->sgd(), state_, evaluated ? accuracy_->final() : std::nullopt);
+  std::string path = checkpoints_->save(*model_, step_->sgd(), state_, evaluated ? accuracy_->final() : std::nullopt);
   clock_.resume();
   progress_.mark();
   log_->print("checkpoint after step %lld: %s (its optimizer state beside it, .optim.safetensors)",
@@ -746,7 +773,8 @@ void Trainer::check_replicas_agree() {
     if (std::abs(mean[k] - sums[k]) > 1e-12 * std::max(1.0, std::abs(sums[k]))) disagree = 1;
   comm_->all_reduce_host(&disagree, 1, ReduceOp::sum);
   if (disagree > 0)
-    throw std::runtime_error("the parameters of " + counted(int(disagree), "rank") + " differ from the others' "
+    throw std::runtime_error("the parameters of " + counted(int(disagree), "rank") +
+                             " differ from the others' "
                              "at the end of training");
   log_->print("parameters identical on all %d ranks", env_.world_size);
 }
@@ -772,8 +800,10 @@ int Trainer::run() {
     return 0;
   }
   if (state_.global_step >= int64_t(opt_.epochs) * steps_per_epoch_) {
-    log_->print("cutrain: nothing left to train: the run is at step %lld, the end of its %s; a larger --epochs "
-                "trains on", static_cast<long long>(state_.global_step), counted(opt_.epochs, "epoch").c_str());
+    log_->print(
+        "cutrain: nothing left to train: the run is at step %lld, the end of its %s; a larger --epochs "
+        "trains on",
+        static_cast<long long>(state_.global_step), counted(opt_.epochs, "epoch").c_str());
     return 0;
   }
   broadcast_state();
@@ -886,8 +916,7 @@ int Trainer::run() {
   s.wall_time_s = wall;
   s.training_time_s = training_time;
   s.eval_time_s = clock_.paused_s(Pause::evaluation);
-  s.mean_images_per_s =
-      warm_seconds_ > 0 ? double(warm_steps_ * opt_.batch_size * env_.world_size) / warm_seconds_ : 0;
+  s.mean_images_per_s = warm_seconds_ > 0 ? double(warm_steps_ * opt_.batch_size * env_.world_size) / warm_seconds_ : 0;
   s.tta = opt_.tta;
   s.target_acc = accuracy_->target();
   if (const auto& reached = accuracy_->reached()) {

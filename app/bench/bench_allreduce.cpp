@@ -154,8 +154,8 @@ void add_bench_allreduce_command(CLI::App& app, int& exit_code) {
       ->capture_default_str();
   add_byte_size(cmd, "--min-bytes", options->min_bytes, "smallest message, e.g. 1K", 4, kMaxMessageBytes)
       ->capture_default_str();
-  add_byte_size(cmd, "--max-bytes", options->max_bytes, "largest message, e.g. 64M; sizes double from the smallest",
-                4, kMaxMessageBytes)
+  add_byte_size(cmd, "--max-bytes", options->max_bytes, "largest message, e.g. 64M; sizes double from the smallest", 4,
+                kMaxMessageBytes)
       ->capture_default_str();
   add_number(cmd, "--iters", options->iters, "timed all-reduces per size", 1, 1000000)->capture_default_str();
   add_number(cmd, "--warmup", options->warmup, "untimed all-reduces per size first", 0, 1000000)->capture_default_str();

@@ -99,14 +99,16 @@ void add_bench_data_command(CLI::App& app, int& exit_code) {
     const int cores = int(std::max(1u, std::thread::hardware_concurrency()));
     char load_text[64] = "";
     if (load >= 0) std::snprintf(load_text, sizeof load_text, ", load average %.2f before it", load);
-    std::printf("loader, %s: %.0f images/s (%.0f per thread); the process got %.2f of %s (%.0f images/s per core "
-                "it got%s)\n",
-                counted(o->threads, "thread").c_str(), loader_rate, loader_rate / o->threads, cores_used,
-                counted(cores, "core").c_str(), loader_rate / cores_used, load_text);
+    std::printf(
+        "loader, %s: %.0f images/s (%.0f per thread); the process got %.2f of %s (%.0f images/s per core "
+        "it got%s)\n",
+        counted(o->threads, "thread").c_str(), loader_rate, loader_rate / o->threads, cores_used,
+        counted(cores, "core").c_str(), loader_rate / cores_used, load_text);
     if (o->threads + 1 > cores)
-      std::printf("  %s and the thread taking batches share %s with whatever else runs: past the free cores, more "
-                  "threads add no speed (Note [Loader threads and free cores] in app/bench/bench_data.cpp)\n",
-                  counted(o->threads, "loader thread").c_str(), counted(cores, "core").c_str());
+      std::printf(
+          "  %s and the thread taking batches share %s with whatever else runs: past the free cores, more "
+          "threads add no speed (Note [Loader threads and free cores] in app/bench/bench_data.cpp)\n",
+          counted(o->threads, "loader thread").c_str(), counted(cores, "core").c_str());
     std::printf("augment on one core: %.0f images/s\n", core_rate);
     exit_code = 0;
   });

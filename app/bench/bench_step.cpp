@@ -42,13 +42,13 @@ namespace {
 struct BenchStepOptions {
   std::string stem = "cifar";
   std::string precision;  // default: bf16 on the GPU (as `cutrain train`), fp32 on the CPU
-  std::string device;  // default: cuda when there is one, else cpu
-  int batch_size = 0;  // default: 256 on the GPU, 32 on the CPU
+  std::string device;     // default: cuda when there is one, else cpu
+  int batch_size = 0;     // default: 256 on the GPU, 32 on the CPU
   int width = 64;
   int image_size = 32;
-  int steps = 0;       // default: 50 on the GPU, 5 on the CPU
-  int warmup = 0;      // default: 10 on the GPU, 2 on the CPU
-  int threads = 0;     // the CPU kernels' threads; 0: every core
+  int steps = 0;    // default: 50 on the GPU, 5 on the CPU
+  int warmup = 0;   // default: 10 on the GPU, 2 on the CPU
+  int threads = 0;  // the CPU kernels' threads; 0: every core
   bool cuda_graph = false;
   bool cudnn_benchmark = false;
   std::string batchnorm = "cooperative";
@@ -57,8 +57,8 @@ struct BenchStepOptions {
   bool plan = false;
   bool matrix = false;
   bool layers = false;
-  int world_size = 1;       // --plan: one rank of this many
-  double gpu_tflops = 0;    // --plan and --matrix: 0 is the H200's for the precision
+  int world_size = 1;     // --plan: one rank of this many
+  double gpu_tflops = 0;  // --plan and --matrix: 0 is the H200's for the precision
   double gpu_tbps = GpuPeak{}.tbps;
 };
 
@@ -194,9 +194,9 @@ void run_bench_step(const BenchStepOptions& o) {
   const double ms = m.median_ms();
   const auto [fastest, slowest] = std::minmax_element(m.step_ms.begin(), m.step_ms.end());
   std::printf("bench-step: ResNet-18 %s stem, width %d, %d classes, %s, %s, batch %d, %dx%d images%s%s%s%s\n",
-              stem_name(config.stem), config.width, config.num_classes, m.gpu ? "cuda" : "cpu",
-              precision_name(m.dtype), config.batch_size, config.image_size, config.image_size,
-              o.cuda_graph ? ", CUDA graph" : "", m.gpu ? ", batch norm " : "", m.gpu ? o.batchnorm.c_str() : "",
+              stem_name(config.stem), config.width, config.num_classes, m.gpu ? "cuda" : "cpu", precision_name(m.dtype),
+              config.batch_size, config.image_size, config.image_size, o.cuda_graph ? ", CUDA graph" : "",
+              m.gpu ? ", batch norm " : "", m.gpu ? o.batchnorm.c_str() : "",
               m.gpu ? (o.streams == 1 ? ", 1 stream" : ", 2 streams") : "");
   if (!m.gpu) std::printf("  %d CPU threads\n", cpu_threads());
   std::printf("  %lld parameters, %.1f MiB planned (activations, their gradients, workspace)\n", m.parameters,
@@ -247,10 +247,10 @@ void run_matrix(const BenchStepOptions& o) {
           std::printf("bench-step --matrix: ResNet-18 %s stem, width %d, %s, batch %d, %dx%d images, on %s\n",
                       stem_name(c.stem), c.width, precision_name(m.dtype), c.batch_size, c.image_size, c.image_size,
                       cuda_device_description(0).c_str());
-          std::printf("  each row: the median of %s after %d warm-up; %.2f GFLOP per step; %% of a peak of %.0f "
-                      "TFLOP/s\n",
-                      counted(long(m.step_ms.size()), "timed step").c_str(), m.warmup, step_flops(c) / 1e9,
-                      peak_tflops);
+          std::printf(
+              "  each row: the median of %s after %d warm-up; %.2f GFLOP per step; %% of a peak of %.0f "
+              "TFLOP/s\n",
+              counted(long(m.step_ms.size()), "timed step").c_str(), m.warmup, step_flops(c) / 1e9, peak_tflops);
           std::printf("  %-12s %7s %6s %9s %9s %9s %10s %9s %8s\n", "batch norm", "streams", "graph", "ms/step",
                       "fastest", "slowest", "images/s", "% of peak", "plan ms");
           header = true;
@@ -267,8 +267,8 @@ void run_matrix(const BenchStepOptions& o) {
         const auto [fastest, slowest] = std::minmax_element(m.step_ms.begin(), m.step_ms.end());
         char plan_text[16] = "-";
         if (planned_ms >= 0) std::snprintf(plan_text, sizeof plan_text, "%.2f", planned_ms);
-        std::printf("  %-12s %7d %6s %9.2f %9.2f %9.2f %10.0f %9.1f %8s\n", batchnorm, streams, graph ? "graph" : "eager",
-                    ms, *fastest, *slowest, 1000.0 * c.batch_size / ms,
+        std::printf("  %-12s %7d %6s %9.2f %9.2f %9.2f %10.0f %9.1f %8s\n", batchnorm, streams,
+                    graph ? "graph" : "eager", ms, *fastest, *slowest, 1000.0 * c.batch_size / ms,
                     100.0 * step_flops(c) / (ms * 1e-3) / (peak_tflops * 1e12), plan_text);
         std::fflush(stdout);
         ms_of[std::string(batchnorm) + " " + std::to_string(streams) + " " + (graph ? "graph" : "eager")] = ms;
@@ -285,7 +285,8 @@ void run_matrix(const BenchStepOptions& o) {
   for (const char* batchnorm : measured) {
     std::printf("    %-12s", batchnorm);
     for (const char* mode : {"eager", "graph"}) {
-      const double two = ms_of[std::string(batchnorm) + " 2 " + mode], one = ms_of[std::string(batchnorm) + " 1 " + mode];
+      const double two = ms_of[std::string(batchnorm) + " 2 " + mode],
+                   one = ms_of[std::string(batchnorm) + " 1 " + mode];
       std::printf("  %s %.2f against %.2f ms: %+.1f%%", mode, two, one, 100.0 * (one - two) / one);
     }
     std::printf("\n");
@@ -351,13 +352,13 @@ void add_bench_step_command(CLI::App& app, int& exit_code) {
              "time each layer's forward and backward alone (eager, one stream) beside its FLOPs (and the plan's "
              "bytes where the build can plan), then batch norm shape by shape with every implementation (GPU)");
   add_number(cmd, "--world-size", options->world_size, "--plan: plan one rank of this many", 1, 1 << 16);
-  add_number(cmd, "--gpu-tflops", options->gpu_tflops,
-             "--plan, --matrix and --layers: the GPU's peak TFLOP/s (default 0: an H200's, 989 dense bf16 on tensor cores, "
-             "67 fp32)",
-             0.0,
-             1e6);
-  add_number(cmd, "--gpu-tbps", options->gpu_tbps, "--plan and --layers: the GPU's memory bandwidth in TB/s (default: an H200's)",
-             0.001, 1e3)
+  add_number(
+      cmd, "--gpu-tflops", options->gpu_tflops,
+      "--plan, --matrix and --layers: the GPU's peak TFLOP/s (default 0: an H200's, 989 dense bf16 on tensor cores, "
+      "67 fp32)",
+      0.0, 1e6);
+  add_number(cmd, "--gpu-tbps", options->gpu_tbps,
+             "--plan and --layers: the GPU's memory bandwidth in TB/s (default: an H200's)", 0.001, 1e3)
       ->capture_default_str();
   cmd->callback([options, &exit_code] {
     if (options->plan) {

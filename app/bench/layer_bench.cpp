@@ -9,10 +9,10 @@
 
 #include "app/interval_times.h"
 #include "app/run_log.h"
+#include "emu/recording.h"
 #include "kernels/base/check.h"
 #include "kernels/base/device.h"
 #include "kernels/base/nvtx_range.h"
-#include "emu/recording.h"
 
 namespace cutrain {
 
@@ -175,34 +175,38 @@ void print_layer_table(const LayerBenchOptions& o, const std::string& batchnorm,
                        const PlannedCalls* plan) {
   const ResNetConfig& c = o.config;
   const std::vector<LayerSpec> specs = resnet18_layout(c).layers;
-  std::printf("bench-step --layers: ResNet-18 %s stem, width %d, %s, batch %d, %dx%d images, batch norm %s, 1 stream, "
-              "eager, on %s\n",
-              stem_name(c.stem), c.width, o.context.dtype == DType::bf16 ? "bf16" : "fp32", c.batch_size,
-              c.image_size, c.image_size, batchnorm.c_str(), cuda_device_description(0).c_str());
-  std::printf("  each time: the median of %s after %d warm-up, from CUDA events around the call; %.2f MFLOP per "
-              "step (the model's)\n",
-              counted(o.passes, "timed pass").c_str(), o.warmup, step_flops(c) / 1e6);
+  std::printf(
+      "bench-step --layers: ResNet-18 %s stem, width %d, %s, batch %d, %dx%d images, batch norm %s, 1 stream, "
+      "eager, on %s\n",
+      stem_name(c.stem), c.width, o.context.dtype == DType::bf16 ? "bf16" : "fp32", c.batch_size, c.image_size,
+      c.image_size, batchnorm.c_str(), cuda_device_description(0).c_str());
+  std::printf(
+      "  each time: the median of %s after %d warm-up, from CUDA events around the call; %.2f MFLOP per "
+      "step (the model's)\n",
+      counted(o.passes, "timed pass").c_str(), o.warmup, step_flops(c) / 1e6);
   if (plan) {
-    std::printf("  roofline %%: the plan's time for the call at %.0f TFLOP/s and %.2f TB/s (app/bench/step_plan.h) over "
-                "the measured time\n",
-                o.peak.tflops, o.peak.tbps);
+    std::printf(
+        "  roofline %%: the plan's time for the call at %.0f TFLOP/s and %.2f TB/s (app/bench/step_plan.h) over "
+        "the measured time\n",
+        o.peak.tflops, o.peak.tbps);
   } else {
-    std::printf("  roofline %%: the call's FLOPs at %.0f TFLOP/s over the measured time; bytes need a plan, which "
-                "the emulated build makes\n",
-                o.peak.tflops);
+    std::printf(
+        "  roofline %%: the call's FLOPs at %.0f TFLOP/s over the measured time; bytes need a plan, which "
+        "the emulated build makes\n",
+        o.peak.tflops);
   }
   if (kEmulatedDevice)
-    std::printf("  EMULATED DEVICE: its kernels run on the CPU, so the times (ms, roofline %%) mean nothing; the "
-                "shapes, the FLOPs and the plan's bytes mean what they mean on a GPU\n");
-  std::printf("  %-24s %-13s %-15s %9s %9s %11s %11s %9s %9s %7s %7s\n", "layer", "op", "output", "fwd ms",
-              "bwd ms", "fwd MFLOP", "bwd MFLOP", "fwd MB", "bwd MB", "fwd %", "bwd %");
+    std::printf(
+        "  EMULATED DEVICE: its kernels run on the CPU, so the times (ms, roofline %%) mean nothing; the "
+        "shapes, the FLOPs and the plan's bytes mean what they mean on a GPU\n");
+  std::printf("  %-24s %-13s %-15s %9s %9s %11s %11s %9s %9s %7s %7s\n", "layer", "op", "output", "fwd ms", "bwd ms",
+              "fwd MFLOP", "bwd MFLOP", "fwd MB", "bwd MB", "fwd %", "bwd %");
   auto megabytes = [&](const Costs* planned) { return planned ? format("%.2f", planned->bytes / 1e6) : "-"; };
   auto row = [&](const std::string& name, const std::string& op, const std::string& output, double fwd_ms,
                  double bwd_ms, double fwd_flops, double bwd_flops, const Costs* fwd_plan, const Costs* bwd_plan) {
-    std::printf("  %-24s %-13s %-15s %9s %9s %11.2f %11.2f %9s %9s %7s %7s\n", name.c_str(), op.c_str(),
-                output.c_str(), fwd_ms < 0 ? "-" : format("%.3f", fwd_ms).c_str(),
-                bwd_ms < 0 ? "-" : format("%.3f", bwd_ms).c_str(), fwd_flops / 1e6, bwd_flops / 1e6,
-                megabytes(fwd_plan).c_str(), megabytes(bwd_plan).c_str(),
+    std::printf("  %-24s %-13s %-15s %9s %9s %11.2f %11.2f %9s %9s %7s %7s\n", name.c_str(), op.c_str(), output.c_str(),
+                fwd_ms < 0 ? "-" : format("%.3f", fwd_ms).c_str(), bwd_ms < 0 ? "-" : format("%.3f", bwd_ms).c_str(),
+                fwd_flops / 1e6, bwd_flops / 1e6, megabytes(fwd_plan).c_str(), megabytes(bwd_plan).c_str(),
                 fwd_ms < 0 ? "-" : roofline(fwd_ms, fwd_plan, fwd_flops, o.peak).c_str(),
                 bwd_ms < 0 ? "-" : roofline(bwd_ms, bwd_plan, bwd_flops, o.peak).c_str());
   };
@@ -226,10 +230,11 @@ void print_layer_table(const LayerBenchOptions& o, const std::string& batchnorm,
   const double sgd_ms = median(t.sgd);
   row("sgd", "update", "-", -1, sgd_ms, 0, 0, nullptr, plan ? &plan->sgd : nullptr);
   if (plan) add(backward_total, plan->sgd);
-  row("total", "", "", forward_ms, backward_ms + sgd_ms, forward_flops, backward_flops,
-      plan ? &forward_total : nullptr, plan ? &backward_total : nullptr);
-  std::printf("layers: forward %.3f ms, backward %.3f ms, SGD %.3f ms, %.3f ms per step layer by layer (batch norm %s)\n",
-              forward_ms, backward_ms, sgd_ms, forward_ms + backward_ms + sgd_ms, batchnorm.c_str());
+  row("total", "", "", forward_ms, backward_ms + sgd_ms, forward_flops, backward_flops, plan ? &forward_total : nullptr,
+      plan ? &backward_total : nullptr);
+  std::printf(
+      "layers: forward %.3f ms, backward %.3f ms, SGD %.3f ms, %.3f ms per step layer by layer (batch norm %s)\n",
+      forward_ms, backward_ms, sgd_ms, forward_ms + backward_ms + sgd_ms, batchnorm.c_str());
   std::fflush(stdout);
 }
 
@@ -247,10 +252,11 @@ void print_batchnorm_shapes(const LayerBenchOptions& o, const std::vector<std::p
     if (added) keys.push_back(key);
     it->second.push_back(i);
   }
-  std::printf("batch norm by shape: the median ms of a layer's forward and backward with each implementation, "
-              "over %s of every layer of that shape (%d warm-up, eager, 1 stream)%s\n",
-              counted(o.passes, "timed pass").c_str(), o.warmup,
-              kEmulatedDevice ? "; EMULATED DEVICE: the times mean nothing" : "");
+  std::printf(
+      "batch norm by shape: the median ms of a layer's forward and backward with each implementation, "
+      "over %s of every layer of that shape (%d warm-up, eager, 1 stream)%s\n",
+      counted(o.passes, "timed pass").c_str(), o.warmup,
+      kEmulatedDevice ? "; EMULATED DEVICE: the times mean nothing" : "");
   std::printf("  %-16s %-12s %6s", "", "", "");
   for (const auto& [name, t] : times) std::printf("  %19s", name);
   std::printf("\n  %-16s %-12s %6s", "shape", "op", "layers");
@@ -278,8 +284,7 @@ void print_batchnorm_shapes(const LayerBenchOptions& o, const std::vector<std::p
     std::printf("  %s\n", times[fastest].first);
   }
   std::printf("batch norm in all (every layer's forward and backward):");
-  for (size_t n = 0; n < totals.size(); ++n)
-    std::printf("%s %s %.3f ms", n ? "," : "", times[n].first, totals[n]);
+  for (size_t n = 0; n < totals.size(); ++n) std::printf("%s %s %.3f ms", n ? "," : "", times[n].first, totals[n]);
   std::printf("\n");
 }
 

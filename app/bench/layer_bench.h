@@ -48,8 +48,8 @@ struct LayerBenchOptions {
   ResNetConfig config;
   ContextOptions context;  // the device and the precision; the batch norm and the streams are the bench's
   std::string batchnorm = "cooperative";  // the per-layer table's implementation
-  int warmup = 0;          // untimed steps first
-  int passes = 0;          // timed steps; each time is the median over them
+  int warmup = 0;                         // untimed steps first
+  int passes = 0;                         // timed steps; each time is the median over them
   GpuPeak peak;
 };
 

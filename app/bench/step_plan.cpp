@@ -22,10 +22,14 @@ using Kind = RecordedOp::Kind;
 enum class Bound { compute, memory, launch, link };
 const char* bound_name(Bound b) {
   switch (b) {
-    case Bound::compute: return "compute";
-    case Bound::memory: return "memory";
-    case Bound::launch: return "launch";
-    case Bound::link: return "link";
+    case Bound::compute:
+      return "compute";
+    case Bound::memory:
+      return "memory";
+    case Bound::launch:
+      return "launch";
+    case Bound::link:
+      return "link";
   }
   return "?";
 }
@@ -220,11 +224,21 @@ PlanSummary summarize(const std::vector<RecordedOp>& ops, const GpuPeak& peak) {
         ++s.library_calls;
         if (op.name.starts_with("cudnnConvolution")) s.conv_flops += op.flops;
         break;
-      case Kind::collective: ++s.collectives; break;
-      case Kind::memset: ++s.memsets; break;
-      case Kind::memcpy: ++s.memcpys; break;
-      case Kind::wait: ++s.waits; break;
-      case Kind::host_wait: ++s.host_waits; break;
+      case Kind::collective:
+        ++s.collectives;
+        break;
+      case Kind::memset:
+        ++s.memsets;
+        break;
+      case Kind::memcpy:
+        ++s.memcpys;
+        break;
+      case Kind::wait:
+        ++s.waits;
+        break;
+      case Kind::host_wait:
+        ++s.host_waits;
+        break;
     }
     s.estimated_seconds += op_seconds(op, peak);
   }
@@ -259,8 +273,10 @@ void print_plan(std::FILE* out, const StepPlanConfig& c, const Recorder& plan, c
                "memory each)\n",
                peak.tflops, peak.tbps, peak.link_gbps, kMinOperationSeconds * 1e6, h200.blocks,
                h200.shared_bytes / 1024);
-  std::fprintf(out, "  each row's time is the least its operations take at these peaks (its bound: compute, memory, "
-               "or a kernel launch's %.0f us)\n", kMinOperationSeconds * 1e6);
+  std::fprintf(out,
+               "  each row's time is the least its operations take at these peaks (its bound: compute, memory, "
+               "or a kernel launch's %.0f us)\n",
+               kMinOperationSeconds * 1e6);
   const int world = c.world_size;
   print_rows(out, "custom kernels", rows_of(ops, Kind::kernel, peak, world), false);
   print_rows(out, "cuDNN and cuBLAS calls", rows_of(ops, Kind::library, peak, world), true);

@@ -51,22 +51,22 @@ struct StepPlanConfig {
   int batch_size = 256;
   int width = 64;
   int image_size = 32;
-  int world_size = 1;  // plan one rank of this many
+  int world_size = 1;                     // plan one rank of this many
   std::string batchnorm = "cooperative";  // nn/context.h's BatchNormImplementation
   int streams = 2;                        // ContextOptions::streams
 };
 
 struct PlanSummary {
-  int64_t graph_nodes = 0;     // kernels (custom, library, collective), memsets and copies
-  int64_t kernels = 0;         // custom kernel launches
-  int64_t library_calls = 0;   // cuDNN and cuBLAS calls (each counted as one node)
+  int64_t graph_nodes = 0;    // kernels (custom, library, collective), memsets and copies
+  int64_t kernels = 0;        // custom kernel launches
+  int64_t library_calls = 0;  // cuDNN and cuBLAS calls (each counted as one node)
   int64_t collectives = 0;
   int64_t memsets = 0;
   int64_t memcpys = 0;
-  int64_t waits = 0;           // one stream waiting for another: edges of the graph, not nodes
-  int64_t host_waits = 0;      // the host waiting for the device: none in a step
-  double custom_bytes = 0;     // read + written by custom kernels
-  double conv_flops = 0;       // cuDNN convolutions
+  int64_t waits = 0;        // one stream waiting for another: edges of the graph, not nodes
+  int64_t host_waits = 0;   // the host waiting for the device: none in a step
+  double custom_bytes = 0;  // read + written by custom kernels
+  double conv_flops = 0;    // cuDNN convolutions
   double estimated_seconds = 0;
 };
 
