@@ -11,17 +11,22 @@
 //   $ cutrain train --epochs 0x10
 //   --epochs: 0x10 is not a decimal integer in [1, 100000]
 //
+// add_number_list takes several such numbers, separated by commas (--lr-milestones 0.5,0.75).
+//
 // add_switch is the same for an on/off flag: --nesterov, --no-nesterov and --nesterov=false
 // are taken; --nesterov=2 is refused rather than read as "on".
 #pragma once
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <type_traits>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 
@@ -62,6 +67,55 @@ CLI::Option* add_number(CLI::App* cmd, const std::string& name, T& value, const 
   return cmd->add_option(name, value, help)
       ->transform(CLI::Validator(in_range, ""))
       ->type_name((std::is_integral_v<T> ? "INT in " : "NUMBER in ") + range);
+}
+
+// A flag taking from min_count to max_count decimal numbers in [min, max], separated by commas, each read as
+// add_number reads one; with `increasing`, each larger than the one before. The whole list is refused in one
+// line naming it:
+//
+//   --lr-milestones LIST of NUMBER in [0, 1]=0.5,0.75
+//   $ cutrain train --lr-milestones 0.75,0.5
+//   --lr-milestones: 0.75,0.5 is not a list of 1 to 8 increasing finite decimal numbers in [0, 1]
+inline CLI::Option* add_number_list(CLI::App* cmd, const std::string& name, std::vector<double>& values,
+                                    const std::string& help, double min, double max, size_t min_count, size_t max_count,
+                                    bool increasing) {
+  // The numbers of `text`, or nothing when it is not such a list.
+  auto parse = [=](const std::string& text) -> std::optional<std::vector<double>> {
+    std::vector<double> parsed;
+    for (size_t begin = 0;;) {
+      const size_t comma = std::min(text.find(',', begin), text.size());
+      double number = 0;
+      const auto [stop, error] = std::from_chars(text.data() + begin, text.data() + comma, number);
+      if (error != std::errc() || stop != text.data() + comma || !std::isfinite(number) || number < min ||
+          number > max || (increasing && !parsed.empty() && number <= parsed.back()))
+        return std::nullopt;
+      parsed.push_back(number);
+      if (comma == text.size()) break;
+      begin = comma + 1;
+    }
+    if (parsed.size() < min_count || parsed.size() > max_count) return std::nullopt;
+    return parsed;
+  };
+  const std::string count = min_count == max_count ? std::to_string(min_count)
+                                                   : std::to_string(min_count) + " to " + std::to_string(max_count);
+  const std::string range = range_text(min, max);
+  const std::string kind =
+      "a list of " + count + (increasing ? " increasing" : "") + " finite decimal numbers in " + range;
+  std::string shown;  // the default, as the command line would give it
+  for (const double value : values) {
+    char buffer[32];
+    std::snprintf(buffer, sizeof buffer, "%g", value);
+    shown += (shown.empty() ? "" : ",") + std::string(buffer);
+  }
+  auto in_range = [=](const std::string& text) -> std::string {
+    return parse(text) ? std::string() : text + " is not " + kind;
+  };
+  return cmd
+      ->add_option_function<std::string>(
+          name, [&values, parse](const std::string& text) { values = *parse(text); }, help)
+      ->check(CLI::Validator(in_range, ""))
+      ->type_name("LIST of NUMBER in " + range)
+      ->default_str(shown);
 }
 
 // A size in bytes in [min, max]: a decimal number with an optional binary unit, "4096", "64K",

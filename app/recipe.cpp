@@ -37,6 +37,8 @@ void for_each_setting(Options& o, Visit&& visit) {
   visit("--weight-decay", o.weight_decay, Effect::said, nullptr);
   visit("--lr-schedule", o.lr_schedule, Effect::said, nullptr);
   visit("--warmup-epochs", o.warmup_epochs, Effect::said, nullptr);
+  visit("--lr-milestones", o.lr_milestones, Effect::said, nullptr);
+  visit("--lr-gamma", o.lr_gamma, Effect::said, nullptr);
   visit("--label-smoothing", o.label_smoothing, Effect::said, nullptr);
   visit("--seed", o.seed, Effect::said, nullptr);
   visit("--precision", o.precision, Effect::said, nullptr);
@@ -58,6 +60,14 @@ json recorded_value(const char* flag, const T& value) {
 
 // A value as the command line would spell it.
 std::string spelled(const char* flag, const json& value) {
+  if (value.is_array()) {  // "0.5,0.75"
+    std::string list;
+    for (const json& item : value) {
+      if (!list.empty()) list += ',';
+      list += item.dump();
+    }
+    return list;
+  }
   if (!value.is_string()) return value.dump();
   const std::string text = value.get<std::string>();
   if (text.empty()) return std::string(flag) == "--data" ? "(the synthetic data)" : "(the default)";

@@ -7,6 +7,7 @@
 #include "app/train_options.h"
 #include "app/trainer.h"
 #include "data/synthetic.h"
+#include "kernels/lr_schedule.h"
 #include "nn/resnet.h"
 
 namespace cutrain {
@@ -54,6 +55,12 @@ void add_train_command(CLI::App& app, int& exit_code) {
       ->capture_default_str()
       ->check(CLI::IsMember({"constant", "cosine", "onecycle", "step"}));
   add_number(cmd, "--warmup-epochs", o.warmup_epochs, "Linear warm-up, in epochs", 0, kMaxEpochs);
+  add_number_list(cmd, "--lr-milestones", o.lr_milestones,
+                  "Where --lr-schedule step multiplies the rate by --lr-gamma, as fractions of the run's steps "
+                  "(MultiStepLR's milestones over the total)",
+                  0.0, 1.0, 1, kMaxLrMilestones, /*increasing=*/true);
+  add_number(cmd, "--lr-gamma", o.lr_gamma, "The factor of --lr-schedule step at each milestone", 0.0, 1.0)
+      ->capture_default_str();
   add_number(cmd, "--label-smoothing", o.label_smoothing, "Label smoothing of the loss", 0, 1);
   add_number(cmd, "--max-steps", o.max_steps, "Stop after this many optimizer steps in all (0: no limit)", 0,
              int64_t(1e12));

@@ -43,6 +43,8 @@ struct TrainOptions {
   double weight_decay = 1e-4;
   std::string lr_schedule = "constant";
   double warmup_epochs = 0;
+  std::vector<double> lr_milestones = {0.5, 0.75};  // the step schedule's, as fractions of the run's steps
+  double lr_gamma = 0.1;                            // the step schedule's factor at each milestone
   double label_smoothing = 0;
   int64_t max_steps = 0;  // 0: no limit
   uint64_t seed = 0;

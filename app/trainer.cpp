@@ -248,6 +248,12 @@ Trainer::Trainer(const TrainOptions& options)
       profiler_(options.profile_steps.empty() ? StepRange{} : parse_step_range(options.profile_steps),
                 device_ == Device::cuda) {
   refuse_gpu_flags_on_cpu(opt_.flags_given, device_);
+  // The step schedule's flags would change nothing in another schedule: refused, as a GPU flag on the CPU is.
+  for (const std::string flag : {"--lr-milestones", "--lr-gamma"})
+    if (opt_.lr_schedule != "step" && std::ranges::find(opt_.flags_given, flag) != opt_.flags_given.end())
+      throw std::runtime_error(flag + ": applies to --lr-schedule step only (this run's is " + opt_.lr_schedule + ")");
+  if (opt_.lr_milestones.size() > size_t(kMaxLrMilestones))  // a recipe this version did not write
+    throw std::runtime_error("--lr-milestones: more than " + std::to_string(kMaxLrMilestones) + " milestones");
   log_ = std::make_unique<RunLog>(env_.is_main(), opt_.metrics, opt_.tensorboard);
   state_.run_id = new_run_id();  // a resume takes the checkpoint's instead
   state_.seed = opt_.seed;
@@ -348,6 +354,9 @@ void Trainer::build_model() {
   schedule_.base_lr = opt_.lr;
   schedule_.total_steps = int64_t(opt_.epochs) * steps_per_epoch_;
   schedule_.warmup_steps = int64_t(opt_.warmup_epochs * double(steps_per_epoch_));
+  schedule_.milestone_count = int(opt_.lr_milestones.size());
+  std::copy(opt_.lr_milestones.begin(), opt_.lr_milestones.end(), schedule_.milestones);
+  schedule_.gamma = opt_.lr_gamma;
   TrainStepOptions so;
   so.sgd = SgdConfig{float(opt_.momentum), float(opt_.weight_decay), opt_.nesterov};
   so.schedule = schedule_;
@@ -409,6 +418,8 @@ nlohmann::json Trainer::run_record() const {
                              {"lr", opt_.lr},
                              {"lr_schedule", opt_.lr_schedule},
                              {"warmup_epochs", opt_.warmup_epochs},
+                             {"lr_milestones", opt_.lr_milestones},
+                             {"lr_gamma", opt_.lr_gamma},
                              {"momentum", opt_.momentum},
                              {"nesterov", opt_.nesterov},
                              {"weight_decay", opt_.weight_decay},

@@ -11,8 +11,9 @@ def _cosine_between(start, end, fraction):
     return end + (start - end) * (1.0 + math.cos(math.pi * fraction)) / 2.0
 
 
-def lr_at(kind, base_lr, total_steps, warmup_steps, step):
-    """The rate of optimizer step `step` (0-based, across epochs) of a run of `total_steps` steps."""
+def lr_at(kind, base_lr, total_steps, warmup_steps, step, milestones=(0.5, 0.75), gamma=0.1):
+    """The rate of optimizer step `step` (0-based, across epochs) of a run of `total_steps` steps; `milestones`
+    and `gamma` are the step schedule's (--lr-milestones, --lr-gamma)."""
     t = min(max(step, 0), max(total_steps - 1, 0))
     if kind == "onecycle":  # PyTorch's OneCycleLR, its defaults: no separate warm-up
         peak_step = 0.3 * total_steps - 1.0
@@ -26,12 +27,11 @@ def lr_at(kind, base_lr, total_steps, warmup_steps, step):
         return base_lr * (t + 1) / warmup_steps
     if kind == "cosine":
         return _cosine_between(base_lr, 0.0, (t - warmup_steps) / max(total_steps - warmup_steps, 1))
-    if kind == "step":  # MultiStepLR at half and three quarters of the run, gamma 0.1
+    if kind == "step":  # MultiStepLR at the milestone steps floor(m * total_steps)
         lr = base_lr
-        if t >= total_steps // 2:
-            lr *= 0.1
-        if t >= total_steps * 3 // 4:
-            lr *= 0.1
+        for m in milestones:
+            if t >= int(m * total_steps):
+                lr *= gamma
         return lr
     if kind == "constant":
         return base_lr

@@ -12,8 +12,9 @@
 //   warm-up (t < W):  lr = base * (t + 1) / W                       (linear from ~0)
 //   constant:         lr = base
 //   cosine:           lr = base * (1 + cos(pi * (t - W) / (T - W))) / 2
-//   step:             lr = base * 0.1^k, k = how many of the milestones 50% and 75% of T are <= t
-//                     (MultiStepLR at half and three quarters of the run, gamma 0.1)
+//   step:             lr = base * gamma^k, k = how many milestone steps floor(m_i * T) are <= t, for the
+//                     milestones m_i given as fractions of the run (PyTorch's MultiStepLR with milestones
+//                     floor(m_i * T) and gamma; by default 0.5 and 0.75, gamma 0.1)
 //   onecycle:         PyTorch's OneCycleLR with its defaults and no separate warm-up: cosine up
 //                     from base/25 to base over the first 30% of T, then cosine down to base/25e4.
 //
@@ -46,11 +47,18 @@ __host__ __device__ inline double cosine_between(double from, double to, double 
   return to + (from - to) * (1.0 + cos(kPi * fraction)) / 2.0;
 }
 
+// The most milestones of the step schedule: a fixed array, so that the schedule stays a kernel's argument.
+inline constexpr int kMaxLrMilestones = 8;
+
 struct LrSchedule {
   LrScheduleKind kind = LrScheduleKind::constant;
   double base_lr = 0.002;
   int64_t total_steps = 1;
   int64_t warmup_steps = 0;
+  // The step schedule's milestones, increasing fractions of total_steps in [0, 1], and its factor.
+  int milestone_count = 2;
+  double milestones[kMaxLrMilestones] = {0.5, 0.75};
+  double gamma = 0.1;
 
   __host__ __device__ double at(int64_t step) const {
     const int64_t last = total_steps > 1 ? total_steps - 1 : 0;
@@ -69,9 +77,10 @@ struct LrSchedule {
         return cosine_between(base_lr, 0.0, double(t - warmup_steps) / span);
       }
       case LrScheduleKind::step: {
+        // floor(m * T) is exact for the default 0.5 and 0.75 (T < 2^51): T / 2 and 3T / 4.
         double lr = base_lr;
-        if (t >= total_steps / 2) lr *= 0.1;
-        if (t >= total_steps * 3 / 4) lr *= 0.1;
+        for (int i = 0; i < milestone_count && i < kMaxLrMilestones; ++i)
+          if (t >= int64_t(milestones[i] * double(total_steps))) lr *= gamma;
         return lr;
       }
       default:

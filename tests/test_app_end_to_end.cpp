@@ -347,6 +347,14 @@ TEST_CASE("bad input to train: one line naming what is wrong, non-zero exit", "[
       {data, {"--cudnn-benchmark"}, "cutrain: error: --cudnn-benchmark: needs a GPU (this run is on the CPU)"},
       {data, {"--deterministic"}, "cutrain: error: --deterministic: needs a GPU (this run is on the CPU)"},
       {data, {"--gpu-tflops", "989"}, "cutrain: error: --gpu-tflops: needs a GPU (this run is on the CPU)"},
+      // The step schedule's flags with another schedule: refused, not ignored.
+      {data,
+       {"--lr-gamma", "0.5"},
+       "cutrain: error: --lr-gamma: applies to --lr-schedule step only (this run's is "
+       "constant)"},
+      {data,
+       {"--lr-schedule", "cosine", "--lr-milestones", "0.3"},
+       "cutrain: error: --lr-milestones: applies to --lr-schedule step only (this run's is cosine)"},
   };
   for (const Case& c : cases) {
     auto r = cutrain::test::run(train_command(c.data, c.extra));
@@ -723,6 +731,37 @@ TEST_CASE(
   require_identical(straight + "/checkpoint-00000008.safetensors", resumed + "/checkpoint-00000008.safetensors");
   require_identical(straight + "/checkpoint-00000008.optim.safetensors",
                     resumed + "/checkpoint-00000008.optim.safetensors");
+}
+
+TEST_CASE("a resume keeps the step schedule's --lr-milestones and --lr-gamma, and records them", "[app]") {
+  TempDir dir;
+  const std::string data = make_data(dir, 128, 16);  // 4 steps per epoch, 8 in 2 epochs: the milestone at step 2
+  const std::string save = dir / "run", metrics = dir / "metrics.jsonl";
+  const std::vector<std::string> common = {"--save",      save, "--eval-every", "0",
+                                           "--log-every", "1",  "--metrics",    metrics};
+  auto first = train_command(data, {"--epochs", "2", "--lr-schedule", "step", "--lr-milestones", "0.25", "--lr-gamma",
+                                    "0.5", "--max-steps", "2", "--save-every-steps", "1"});
+  first.insert(first.end(), common.begin(), common.end());
+  REQUIRE(cutrain::test::run(first).exit_code == 0);
+  auto resumed = train_command(data, {"--resume", "auto"});
+  resumed.insert(resumed.end(), common.begin(), common.end());
+  const auto r = cutrain::test::run(resumed);
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(r.output, Catch::StartsWith("resuming with the recipe of " + save +
+                                         "/checkpoint-00000002.safetensors: --epochs 2 --lr-schedule step "
+                                         "--lr-milestones 0.25 --lr-gamma 0.5 (a flag given again wins)\n"));
+  // The rate that each step record logs is its last step's: 0.05 before step 2, half of it from step 2 on.
+  const auto steps = read_metrics(metrics, "step");
+  REQUIRE(steps.size() == 8);
+  for (const auto& step : steps) {
+    INFO(step.dump());
+    CHECK(step["lr"].get<double>() == Approx(step["global_step"].get<int64_t>() <= 2 ? 0.05 : 0.025));
+  }
+  const auto runs = read_metrics(metrics, "run");
+  REQUIRE(runs.size() == 2);
+  CHECK(runs[1]["settings"]["lr_milestones"] == nlohmann::json::array({0.25}));
+  CHECK(runs[1]["settings"]["lr_gamma"] == 0.5);
 }
 
 TEST_CASE("cutrun --max-restarts survives 3 random kills and ends bit-identical to a run without faults", "[app]") {

@@ -105,6 +105,31 @@ TEST_CASE("add_number reads plain decimal numbers in its range, and --help says 
   CHECK_THAT(help, Catch::Contains("--bytes SIZE in [4, 1073741824]"));
 }
 
+TEST_CASE("add_number_list reads a list of decimal numbers in its range, and refuses the whole list in one line",
+          "[app]") {
+  CLI::App app;
+  std::vector<double> milestones = {0.5, 0.75}, mean = {0.1, 0.2, 0.3};
+  cutrain::add_number_list(&app, "--milestones", milestones, "Milestones", 0, 1, 1, 3, /*increasing=*/true);
+  cutrain::add_number_list(&app, "--mean", mean, "Mean", 0, 1, 3, 3, /*increasing=*/false);
+  app.parse("--milestones 0.25 --mean 0.5,0.5,0");
+  CHECK(milestones == std::vector<double>{0.25});
+  CHECK(mean == std::vector<double>{0.5, 0.5, 0});
+  app.parse("--milestones 0,0.5,1");
+  CHECK(milestones == std::vector<double>{0, 0.5, 1});
+
+  const std::string milestones_kind = " is not a list of 1 to 3 increasing finite decimal numbers in [0, 1]";
+  for (const char* bad : {"0.75,0.5", "0.5,0.5", "0.1,0.2,0.3,0.4", "0.5,", ",0.5", "0.5;0.75", "1.5", "-0.1"}) {
+    INFO("value " << bad);
+    CHECK(parse_error(app, std::string("--milestones=") + bad) ==
+          std::string("--milestones: ") + bad + milestones_kind);
+  }
+  CHECK(parse_error(app, "--mean 0.5,0.5") == "--mean: 0.5,0.5 is not a list of 3 finite decimal numbers in [0, 1]");
+
+  const std::string help = app.help();
+  CHECK_THAT(help, Catch::Contains("--milestones LIST of NUMBER in [0, 1]=0.5,0.75"));
+  CHECK_THAT(help, Catch::Contains("--mean LIST of NUMBER in [0, 1]=0.1,0.2,0.3"));
+}
+
 TEST_CASE("a nonsense number to cutrain train: one line naming the flag, before anything runs", "[app]") {
   const auto r = cutrain::test::run({cutrain::test::binary("cutrain"), "train", "--lr", "nan", "--device", "cpu"});
   CHECK(r.exit_code == 2);
@@ -113,6 +138,8 @@ TEST_CASE("a nonsense number to cutrain train: one line naming the flag, before 
   const auto help = cutrain::test::run({cutrain::test::binary("cutrain"), "train", "--help"});
   CHECK_THAT(help.output, Catch::Contains("--weight-decay NUMBER in [0, 1]"));
   CHECK_THAT(help.output, Catch::Contains("--seed INT in [0, 18446744073709551615]"));
+  CHECK_THAT(help.output, Catch::Contains("--lr-milestones LIST of NUMBER in [0, 1]=0.5,0.75"));
+  CHECK_THAT(help.output, Catch::Contains("--lr-gamma NUMBER in [0, 1]=0.1"));
 }
 
 TEST_CASE("a usage error is one line starting with cutrain:, names the option or command meant, and exits with 2",
@@ -133,6 +160,9 @@ TEST_CASE("a usage error is one line starting with cutrain:, names the option or
       {{"train", "--batchnorm", "fast"},
        "--batchnorm: fast not in {cooperative,split,cudnn} (see cutrain train --help)"},
       {{"train", "--data", ""}, "--data \"\": an empty folder name (an unset variable?) (see cutrain train --help)"},
+      {{"train", "--lr-milestones", "0.75,0.5"},
+       "--lr-milestones: 0.75,0.5 is not a list of 1 to 8 increasing finite decimal numbers in [0, 1] (see cutrain "
+       "train --help)"},
       {{"eval", "--checkpoint", "x", "--data", ""},
        "--data \"\": an empty folder name (an unset variable?) (see cutrain eval --help)"},
       {{"bench-step", "--batchnorm", "Split"},

@@ -1,6 +1,8 @@
 // LR schedules: the formulas of kernels/lr_schedule.h at the points where they are easy to know.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+
 #include "kernels/lr_schedule.h"
 
 using cutrain::LrSchedule;
@@ -29,6 +31,36 @@ TEST_CASE("step decays tenfold at half and three quarters of the run", "[app]") 
   CHECK(s.at(50) == Approx(0.1));
   CHECK(s.at(74) == Approx(0.1));
   CHECK(s.at(75) == Approx(0.01));
+}
+
+TEST_CASE("step with its default milestones is the rate of before --lr-milestones, bit for bit", "[app]") {
+  // The formula before the milestones were a setting: 0.1 at T / 2 and again at 3T / 4, in integers.
+  auto before = [](int64_t T, int64_t t) {
+    double lr = 0.3;
+    if (t >= T / 2) lr *= 0.1;
+    if (t >= T * 3 / 4) lr *= 0.1;
+    return lr;
+  };
+  for (const int64_t T : {1, 2, 3, 4, 5, 7, 97, 390, 391, 7800, 195 * 40, 1000003}) {
+    const LrSchedule s{LrScheduleKind::step, 0.3, T, 0};
+    for (const int64_t t : {int64_t(0), T / 2 - 1, T / 2, T / 2 + 1, T * 3 / 4 - 1, T * 3 / 4, T * 3 / 4 + 1, T - 1}) {
+      INFO("T " << T << ", t " << t);
+      CHECK(s.at(t) == before(T, std::min(std::max(t, int64_t(0)), T - 1)));
+    }
+  }
+}
+
+TEST_CASE("step with milestones and gamma is PyTorch's MultiStepLR at the milestone steps floor(m * T)", "[app]") {
+  // MultiStepLR(milestones=[2, 5, 9], gamma=0.5): lr = base * gamma ** bisect_right(milestones, t).
+  LrSchedule s{LrScheduleKind::step, 1.0, 10, 0};
+  s.milestone_count = 3;
+  s.milestones[0] = 0.2;
+  s.milestones[1] = 0.5;
+  s.milestones[2] = 0.95;  // 9.5: step 9
+  s.gamma = 0.5;
+  const double expected[10] = {1, 1, 0.5, 0.5, 0.5, 0.25, 0.25, 0.25, 0.25, 0.125};
+  for (int t = 0; t < 10; ++t) CHECK(s.at(t) == expected[t]);
+  CHECK(s.at(100) == 0.125);  // past the end: the last value
 }
 
 TEST_CASE("onecycle follows PyTorch's OneCycleLR defaults", "[app]") {

@@ -21,4 +21,22 @@ for kind in lr_schedule.KINDS:
         assert abs(r["lr"] - expected) <= 1e-6 * expected, (kind, r["global_step"], r["lr"], expected)
     print(f"{kind}: 24 steps agree, {steps[0]['lr']:.4g} .. {steps[-1]['lr']:.4g}")
 PY
+# --lr-milestones and --lr-gamma, against PyTorch's MultiStepLR with milestones floor(m * 24) (its closed form,
+# gamma ** bisect_right(milestones, t)) and against the twin; steps 4, 12 and 21 of 24.
+"$bin/cutrain" train --data data --device cpu --width 2 --batch-size 8 --workers 1 --epochs 3 --lr 0.1 \
+  --lr-schedule step --lr-milestones 0.2,0.5,0.9 --lr-gamma 0.5 --log-every 1 --eval-every 0 \
+  --metrics milestones.jsonl >milestones.log 2>&1 || fail "cutrain --lr-milestones: $(tail -n 3 milestones.log)"
+python3 - <<'PY' || fail "the rates of --lr-milestones differ"
+import bisect
+import json
+import lr_schedule
+steps = [r for r in map(json.loads, open("milestones.jsonl")) if r["kind"] == "step"]
+assert len(steps) == 24, len(steps)
+for r in steps:
+    t = r["global_step"] - 1
+    multistep = 0.1 * 0.5 ** bisect.bisect_right([4, 12, 21], t)
+    twin = lr_schedule.lr_at("step", 0.1, 24, 0, t, milestones=(0.2, 0.5, 0.9), gamma=0.5)
+    assert abs(r["lr"] - multistep) <= 1e-6 * multistep and twin == multistep, (t, r["lr"], multistep, twin)
+print("step, milestones 0.2,0.5,0.9, gamma 0.5: 24 steps agree with MultiStepLR")
+PY
 echo "ok: the reference's schedules are cutrain's, step by step"
