@@ -13,6 +13,7 @@
 #include "app/datasets.h"
 #include "app/evaluator.h"
 #include "app/flags.h"
+#include "app/recipe.h"
 #include "app/run_log.h"
 #include "app/run_start.h"
 #include "data/synthetic.h"
@@ -61,7 +62,8 @@ int run_eval(const EvalOptions& o) {
   ResNet18 model(ctx, mc);
   load_model(o.checkpoint, model);
 
-  Evaluator evaluator(model, data.test, nullptr, 0, 1, parse_tta(o.tta));
+  // The test images are normalised as the run that wrote the checkpoint normalised its own.
+  Evaluator evaluator(model, data.test, nullptr, 0, 1, parse_tta(o.tta), checkpoint_normalization(file.metadata));
   say("evaluating " + o.checkpoint + " on " + std::to_string(data.test.size()) + " test images of " + data.source +
       (co.device == Device::cuda ? "" : ", on the CPU"));
   const auto start = std::chrono::steady_clock::now();

@@ -14,8 +14,9 @@
 namespace cutrain {
 namespace {
 
-LoaderConfig eval_loader_config(const ResNet18& model, bool mirror) {
+LoaderConfig eval_loader_config(const ResNet18& model, bool mirror, const AugmentConfig& normalization) {
   LoaderConfig config;
+  config.augment = normalization;
   config.batch_size = model.config().batch_size;
   config.augment.train = false;  // normalise only
   config.augment.mirror = mirror;
@@ -42,16 +43,17 @@ Tta parse_tta(const std::string& name) {
   throw std::invalid_argument("--tta " + name + ": expected none or flip");
 }
 
-Evaluator::Evaluator(ResNet18& model, const Dataset& test, Communicator* comm, int rank, int world_size, Tta tta)
+Evaluator::Evaluator(ResNet18& model, const Dataset& test, Communicator* comm, int rank, int world_size, Tta tta,
+                     const AugmentConfig& normalization)
     : model_(model),
       test_(test),
       comm_(comm),
-      feed_(test, eval_loader_config(model, false), model),
+      feed_(test, eval_loader_config(model, false, normalization), model),
       counts_(model.context().device(), sizeof(int64_t) * (1 + 2 * size_t(model.config().num_classes))) {
   const Device device = model.context().device();
   const size_t logits_bytes = sizeof(float) * size_t(model.config().batch_size) * size_t(model.config().num_classes);
   if (tta == Tta::flip) {
-    mirrored_ = std::make_unique<BatchFeed>(test, eval_loader_config(model, true), model);
+    mirrored_ = std::make_unique<BatchFeed>(test, eval_loader_config(model, true, normalization), model);
     mean_logits_ = DeviceBuffer(device, logits_bytes);
   }
   loss_gradient_ = DeviceBuffer(device, logits_bytes + sizeof(int32_t));

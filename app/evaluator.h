@@ -56,8 +56,9 @@ using EvalHook = std::function<bool(double fraction_done)>;
 
 class Evaluator {
  public:
-  // `comm` may be null (a world of one).
-  Evaluator(ResNet18& model, const Dataset& test, Communicator* comm, int rank, int world_size, Tta tta = Tta::none);
+  // `comm` may be null (a world of one). The test images are normalised with `normalization`'s mean and std.
+  Evaluator(ResNet18& model, const Dataset& test, Communicator* comm, int rank, int world_size, Tta tta = Tta::none,
+            const AugmentConfig& normalization = {});
 
   EvalResult run(const EvalHook& after_batch = {});
 

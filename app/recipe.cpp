@@ -26,6 +26,8 @@ void for_each_setting(Options& o, Visit&& visit) {
   visit("--synthetic-train", o.synthetic_train, Effect::inexact_mid_epoch, nullptr);
   visit("--synthetic-difficulty", o.synthetic_difficulty, Effect::inexact_mid_epoch, nullptr);
   visit("--synthetic-test", o.synthetic_test, Effect::said, nullptr);
+  visit("--normalize-mean", o.normalize_mean, Effect::said, nullptr);
+  visit("--normalize-std", o.normalize_std, Effect::said, nullptr);
   visit("--stem", o.stem, Effect::other_model, "stem");
   visit("--num-classes", o.num_classes, Effect::other_model, "num_classes");
   visit("--width", o.width, Effect::other_model, "width");
@@ -99,6 +101,35 @@ std::string recipe_json(const TrainOptions& options) {
     recipe[flag] = recorded_value(flag, value);
   });
   return recipe.dump();
+}
+
+AugmentConfig normalization_of(const std::vector<double>& mean, const std::vector<double>& std) {
+  AugmentConfig config;
+  if (mean.size() != 3 || std.size() != 3)
+    throw std::runtime_error(std::string(mean.size() != 3 ? "--normalize-mean" : "--normalize-std") +
+                             ": expected 3 numbers (R,G,B)");
+  for (size_t c = 0; c < 3; ++c) {
+    if (!(std[c] > 0)) throw std::runtime_error("--normalize-std: " + std::to_string(std[c]) + " is not positive");
+    config.mean[c] = float(mean[c]);
+    config.std[c] = float(std[c]);
+  }
+  return config;
+}
+
+AugmentConfig checkpoint_normalization(const CheckpointMetadata& metadata) {
+  const auto it = metadata.find(kRecipeKey);
+  if (it == metadata.end()) return AugmentConfig{};
+  const json recipe = json::parse(it->second, nullptr, /*allow_exceptions=*/false);
+  if (!recipe.is_object() || !recipe.contains("--normalize-mean") || !recipe.contains("--normalize-std"))
+    return AugmentConfig{};
+  try {
+    return normalization_of(recipe["--normalize-mean"].get<std::vector<double>>(),
+                            recipe["--normalize-std"].get<std::vector<double>>());
+  } catch (const json::exception&) {
+    throw std::runtime_error(
+        "the checkpoint's recipe holds a --normalize-mean or --normalize-std that is not 3 "
+        "numbers");
+  }
 }
 
 ResumedOptions resume_recipe(const TrainOptions& given) {

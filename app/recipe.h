@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "app/train_options.h"
+#include "kernels/augment.h"
 #include "nn/checkpoint.h"
 
 namespace cutrain {
@@ -35,5 +36,14 @@ struct ResumedOptions {
   std::vector<std::string> lines;
 };
 ResumedOptions resume_recipe(const TrainOptions& given);
+
+// The loaders' normalisation (kernels/augment.h) of --normalize-mean and --normalize-std: an AugmentConfig with
+// that mean and std, in float as the loaders apply them. Throws naming the flag when either is not 3 positive
+// numbers (a recipe that this version did not write).
+AugmentConfig normalization_of(const std::vector<double>& mean, const std::vector<double>& std);
+
+// The normalisation of the run that wrote a checkpoint with `metadata`, for `cutrain eval`: its recipe's, or
+// else CIFAR-10's, which every run used before the flags.
+AugmentConfig checkpoint_normalization(const CheckpointMetadata& metadata);
 
 }  // namespace cutrain

@@ -68,8 +68,7 @@ int cuda_device_for_rank(const DistEnv& env, int visible) {
                            " CUDA device(s)");
 }
 
-CheckpointMetadata describe_run(const Datasets& data, uint64_t seed) {
-  const AugmentConfig augment;  // the loaders' normalisation (kernels/augment.h)
+CheckpointMetadata describe_run(const Datasets& data, uint64_t seed, const AugmentConfig& augment) {
   char normalization[128];
   std::snprintf(normalization, sizeof normalization, "mean %g %g %g, std %g %g %g (of pixels in [0, 1], RGB)",
                 augment.mean[0], augment.mean[1], augment.mean[2], augment.std[0], augment.std[1], augment.std[2]);
@@ -124,8 +123,10 @@ void check_ranks_hold_alike(Store& store, int rank, int world_size, const std::s
   throw std::runtime_error(message + "; give every rank the same --save folder (or --resume file) and start again");
 }
 
-void dump_first_step(const std::string& path, ResNet18& model, const Dataset& train) {
+void dump_first_step(const std::string& path, ResNet18& model, const Dataset& train,
+                     const AugmentConfig& normalization) {
   LoaderConfig config;
+  config.augment = normalization;
   config.batch_size = model.config().batch_size;
   config.augment.train = false;
   config.workers = 1;

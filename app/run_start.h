@@ -11,6 +11,7 @@
 #include "app/datasets.h"
 #include "data/dataset.h"
 #include "dist/launch/env.h"
+#include "kernels/augment.h"
 #include "nn/checkpoint.h"
 #include "nn/tensor.h"
 
@@ -37,8 +38,9 @@ int cuda_device_for_rank(const DistEnv& env, int visible);
 // What each checkpoint records of the run that wrote it (app/checkpoint_folder.h describe()), so
 // that a file says where it came from: `cutrain inspect` prints it, and `cutrain eval` takes its
 // default data from it. That is the command line of this process, the version and commit, the data
-// (its folder, sizes and class names), the normalisation the loaders apply, and the seed.
-CheckpointMetadata describe_run(const Datasets& data, uint64_t seed);
+// (its folder, sizes and class names), the normalisation the loaders apply (`normalization`'s mean and std),
+// and the seed.
+CheckpointMetadata describe_run(const Datasets& data, uint64_t seed, const AugmentConfig& normalization);
 
 // The ranks of a distributed run hold the same state before the first step.
 //
@@ -61,10 +63,11 @@ uint64_t fnv1a(const void* data, size_t bytes, uint64_t hash = kFnvStart);
 // `cutrain train --dump-first-step PATH`, the cross-check with PyTorch.
 //
 // The batch is fixed so both programs see the same numbers: the first batch-size images of the
-// training set in file order, normalised only (no crop, no flip). One training-mode forward and
+// training set in file order, normalised only (no crop, no flip), as `normalization` says. One training-mode forward and
 // backward, no update; the loss and every parameter's gradient are written as safetensors
 // ("loss", "grad.<torchvision name>", torchvision layouts), as bench/pytorch_reference.py's
 // --dump-first-step does, so bench/ can compare them tensor by tensor.
-void dump_first_step(const std::string& path, ResNet18& model, const Dataset& train);
+void dump_first_step(const std::string& path, ResNet18& model, const Dataset& train,
+                     const AugmentConfig& normalization);
 
 }  // namespace cutrain

@@ -32,6 +32,12 @@ void add_train_command(CLI::App& app, int& exit_code) {
   add_number(cmd, "--max-image-pixels", o.max_image_pixels,
              "Largest image (width x height) an image folder may hold; larger ones are refused", 1, int64_t(1) << 28)
       ->capture_default_str();
+  add_number_list(cmd, "--normalize-mean", o.normalize_mean,
+                  "The mean (R,G,B) that the loaders subtract from pixels in [0, 1] (default: CIFAR-10's)", 0.0, 1.0, 3,
+                  3, /*increasing=*/false);
+  add_number_list(cmd, "--normalize-std", o.normalize_std,
+                  "The std (R,G,B) that they then divide by (default: CIFAR-10's)", 0.001, 1.0, 3, 3,
+                  /*increasing=*/false);
   add_number(cmd, "--workers", o.workers, "Loader threads", 1, 64)->capture_default_str();
   add_number(cmd, "--threads", o.threads,
              "Threads of the CPU path's kernels (default 0: this node's cores shared among its processes); any "

@@ -29,7 +29,9 @@ struct TrainOptions {
   double synthetic_difficulty = 1;  // data/synthetic.h: 0 clean shapes .. 2
   int workers = 4;                  // loader threads (CPU loader)
   int threads = 0;  // the CPU kernels' threads (kernels/base/cpu_threads.h); 0: the node's cores / its processes
-  int64_t max_image_pixels = kDefaultMaxImagePixels;  // an image folder's largest image
+  int64_t max_image_pixels = kDefaultMaxImagePixels;              // an image folder's largest image
+  std::vector<double> normalize_mean = {0.4914, 0.4822, 0.4465};  // R, G, B of pixels in [0, 1]: CIFAR-10's
+  std::vector<double> normalize_std = {0.2023, 0.1994, 0.2010};
   // model
   std::string stem = "cifar";  // cifar | imagenet
   int num_classes = 0;         // 0: from the data

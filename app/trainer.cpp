@@ -184,8 +184,9 @@ class Trainer {
   DistEnv env_;
   Device device_;
   DType dtype_;
-  ProgressReport progress_;  // heartbeats to cutrun, from the start to the very end
-  StepProfiler profiler_;    // --profile-steps
+  AugmentConfig normalization_;  // --normalize-mean and --normalize-std, as the loaders take them
+  ProgressReport progress_;      // heartbeats to cutrun, from the start to the very end
+  StepProfiler profiler_;        // --profile-steps
   Datasets data_;
   std::unique_ptr<Context> ctx_;
   std::unique_ptr<Store> store_;
@@ -237,6 +238,7 @@ Trainer::Trainer(const TrainOptions& options)
       env_(dist_env_from_environment()),
       device_(resolve_device(options.device)),
       dtype_(resolve_precision(options.precision, device_)),
+      normalization_(normalization_of(options.normalize_mean, options.normalize_std)),
       progress_(env_.rank,
                 [rank = env_.rank] {
                   std::fprintf(stderr,
@@ -368,12 +370,13 @@ void Trainer::build_model() {
   LoaderConfig lc;
   lc.batch_size = opt_.batch_size;
   lc.workers = opt_.workers;
+  lc.augment = normalization_;
   lc.augment.train = true;
   lc.augment.seed = opt_.seed;
   lc.drop_last = true;
   feed_ = std::make_unique<BatchFeed>(train, lc, *model_);
-  evaluator_ =
-      std::make_unique<Evaluator>(*model_, data_.test, comm_.get(), env_.rank, env_.world_size, parse_tta(opt_.tta));
+  evaluator_ = std::make_unique<Evaluator>(*model_, data_.test, comm_.get(), env_.rank, env_.world_size,
+                                           parse_tta(opt_.tta), normalization_);
   const std::optional<double> target =
       opt_.target_accuracy > 0 ? std::optional<double>(opt_.target_accuracy) : std::nullopt;
   accuracy_ = std::make_unique<AccuracyTracker>(EvalSchedule{opt_.eval_every, opt_.eval_every_steps, opt_.epochs},
@@ -395,7 +398,7 @@ void Trainer::build_model() {
     CheckpointFolder::Report report;  // rank 0 writes the folder, and tidies it
     if (env_.is_main()) report = [this](const std::string& line) { log_->print("%s", line.c_str()); };
     checkpoints_.emplace(opt_.save, opt_.keep_last, report);
-    CheckpointMetadata description = describe_run(data_, opt_.seed);
+    CheckpointMetadata description = describe_run(data_, opt_.seed, normalization_);
     description[kRecipeKey] = recipe_json(opt_);  // Note [A resume keeps the recipe]
     checkpoints_->describe(std::move(description));
     if (env_.is_main() && opt_.resume.empty()) checkpoints_->claim_for_new_run(opt_.new_run);
@@ -441,7 +444,7 @@ nlohmann::json Trainer::run_record() const {
   settings["cuda_graphs"] = gpu ? nlohmann::json(opt_.cuda_graphs) : nlohmann::json(nullptr);
   settings["batchnorm"] = gpu ? opt_.batchnorm : "cpu";
   settings["streams"] = gpu ? nlohmann::json(opt_.streams) : nlohmann::json(nullptr);
-  nlohmann::json record(describe_run(data_, opt_.seed));
+  nlohmann::json record(describe_run(data_, opt_.seed, normalization_));
   record["settings"] = settings;
   return record;
 }
@@ -800,7 +803,7 @@ int Trainer::run() {
   restore();
   check_ranks_resume_alike();
   if (!opt_.dump_first_step.empty()) {
-    dump_first_step(opt_.dump_first_step, *model_, data_.train);
+    dump_first_step(opt_.dump_first_step, *model_, data_.train, normalization_);
     log_->print("wrote the first step's loss and gradients to %s", opt_.dump_first_step.c_str());
     return 0;
   }

@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "app/checkpoint_folder.h"
+#include "app/recipe.h"
 #include "app/version.h"
 #include "data/load.h"
 #include "data/synthetic.h"
@@ -762,6 +763,51 @@ TEST_CASE("a resume keeps the step schedule's --lr-milestones and --lr-gamma, an
   REQUIRE(runs.size() == 2);
   CHECK(runs[1]["settings"]["lr_milestones"] == nlohmann::json::array({0.25}));
   CHECK(runs[1]["settings"]["lr_gamma"] == 0.5);
+}
+
+TEST_CASE(
+    "train --normalize-mean and --normalize-std: their defaults are the run of before, bit for bit, and eval "
+    "normalises as the run did",
+    "[app]") {
+  TempDir dir;
+  const std::string data = make_data(dir, 64, 32);
+  auto first_step = [&](const std::string& name, const std::vector<std::string>& flags) {
+    const std::string path = dir / name;
+    auto argv = train_command(data, {"--batch-size", "16", "--dump-first-step", path});
+    argv.insert(argv.end(), flags.begin(), flags.end());
+    const auto r = cutrain::test::run(argv);
+    INFO(r.output);
+    REQUIRE(r.exit_code == 0);
+    return cutrain::read_safetensors(path);
+  };
+  const auto plain = first_step("plain", {});
+  const auto explicit_defaults =
+      first_step("defaults", {"--normalize-mean", "0.4914,0.4822,0.4465", "--normalize-std", "0.2023,0.1994,0.2010"});
+  const auto other = first_step("other", {"--normalize-mean", "0.5,0.5,0.5", "--normalize-std", "0.3,0.3,0.3"});
+  CHECK(explicit_defaults.tensors.at("loss").data == plain.tensors.at("loss").data);
+  CHECK(explicit_defaults.tensors.at("grad.conv1.weight").data == plain.tensors.at("grad.conv1.weight").data);
+  CHECK(other.tensors.at("grad.conv1.weight").data != plain.tensors.at("grad.conv1.weight").data);
+
+  // The checkpoint records the normalisation, and eval takes it from there: the run's own count of correct images.
+  const std::string save = dir / "run", metrics = dir / "metrics.jsonl";
+  auto trained =
+      cutrain::test::run(train_command(data, {"--epochs", "1", "--save", save, "--metrics", metrics, "--normalize-mean",
+                                              "0.5,0.5,0.5", "--normalize-std", "0.3,0.3,0.3"}));
+  REQUIRE(trained.exit_code == 0);
+  const std::string checkpoint = save + "/checkpoint-00000002.safetensors";
+  const auto recorded = cutrain::read_safetensors_metadata(checkpoint);
+  CHECK(recorded.at("normalization") == "mean 0.5 0.5 0.5, std 0.3 0.3 0.3 (of pixels in [0, 1], RGB)");
+  const cutrain::AugmentConfig taken = cutrain::checkpoint_normalization(recorded);  // what eval normalises with
+  CHECK(taken.mean == std::array<float, 3>{0.5f, 0.5f, 0.5f});
+  CHECK(taken.std == std::array<float, 3>{0.3f, 0.3f, 0.3f});
+  CHECK(cutrain::checkpoint_normalization({}).mean == cutrain::AugmentConfig{}.mean);  // a file without a recipe
+  const auto evals = read_metrics(metrics, "eval");
+  REQUIRE(evals.size() == 1);
+  const long long correct = std::llround(evals[0]["test_acc"].get<double>() * 32);
+  auto r = cutrain::test::run({cutrain::test::binary("cutrain"), "eval", "--data", data, "--checkpoint", checkpoint});
+  INFO(r.output);
+  CHECK(r.exit_code == 0);
+  CHECK_THAT(r.output, Catch::Contains("(" + std::to_string(correct) + "/32) of " + checkpoint));
 }
 
 TEST_CASE("cutrun --max-restarts survives 3 random kills and ends bit-identical to a run without faults", "[app]") {
