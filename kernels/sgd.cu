@@ -35,7 +35,8 @@ __device__ inline void sgd_update_pack(float* param, float* momentum, const SgdS
     load_floats<float>(s.grad.data, i, grad);
   }
   Pack<float, kVec> p = load_pack<kVec>(param + s.offset + i), buf = load_pack<kVec>(momentum + s.offset + i);
-  for (int v = 0; v < kVec; ++v) sgd_update(p.v[v], grad[v], buf.v[v], lr, cfg);
+  const float decay = sgd_weight_decay(s, cfg);
+  for (int v = 0; v < kVec; ++v) sgd_update(p.v[v], grad[v], buf.v[v], lr, decay, cfg);
   store_pack<kVec>(param + s.offset + i, p);
   store_pack<kVec>(momentum + s.offset + i, buf);
   if (s.copy.data && s.copy.bf16) {

@@ -10,10 +10,16 @@
 
 namespace cutrain {
 
-//   g = grad + weight_decay*param;  buf = momentum*buf + g;  d = nesterov ? g + momentum*buf : buf;
+// The weight decay of segment s's parameter (sgd.h).
+__host__ __device__ inline float sgd_weight_decay(const SgdSegment& s, const SgdConfig& cfg) {
+  return s.norm && cfg.norm_weight_decay >= 0 ? cfg.norm_weight_decay : cfg.weight_decay;
+}
+
+//   g = grad + decay*param;  buf = momentum*buf + g;  d = nesterov ? g + momentum*buf : buf;
 //   param -= lr*d
-__host__ __device__ inline void sgd_update(float& param, float grad, float& buf, float lr, const SgdConfig& cfg) {
-  const float g = grad + cfg.weight_decay * param;
+__host__ __device__ inline void sgd_update(float& param, float grad, float& buf, float lr, float decay,
+                                           const SgdConfig& cfg) {
+  const float g = grad + decay * param;
   buf = cfg.momentum * buf + g;
   const float d = cfg.nesterov ? g + cfg.momentum * buf : buf;
   param -= lr * d;
@@ -42,7 +48,7 @@ __host__ __device__ inline void sgd_store(const SgdArray& a, int64_t i, float va
 __host__ __device__ inline void sgd_update_element(float* param, float* momentum, const SgdSegment& s, int64_t i,
                                                    float lr, const SgdConfig& cfg) {
   float p = param[s.offset + i], buf = momentum[s.offset + i];
-  sgd_update(p, sgd_load(s.grad, i), buf, lr, cfg);
+  sgd_update(p, sgd_load(s.grad, i), buf, lr, sgd_weight_decay(s, cfg), cfg);
   param[s.offset + i] = p;
   momentum[s.offset + i] = buf;
   if (s.copy.data) sgd_store(s.copy, i, p);

@@ -1,6 +1,7 @@
 // sgd.h: PyTorch's SGD (dampening 0), one launch for the parameters of a bucket:
 //
-//   g   = grad + weight_decay * param
+//   g   = grad + decay * param                     (decay: weight_decay, or norm_weight_decay for a
+//                                                   segment of a normalization layer when it is set)
 //   buf = momentum * buf + g                       (buf starts at zero, which equals PyTorch's
 //                                                   "buf = g" on the first step)
 //   d   = nesterov ? g + momentum * buf : buf
@@ -13,8 +14,11 @@
 // as rows of `cols` elements `pitch` apart (the stem's filter: 3 of 8 input channels).
 //
 // The learning rate is read from memory (*lr, written by kernels/lr_schedule.h's step), so a
-// captured CUDA graph replays with each step's rate. Decay masks are not applied: PyTorch's recipe
-// decays every parameter, BN's included.
+// captured CUDA graph replays with each step's rate. By default every parameter is decayed alike,
+// batch norm's included, as PyTorch's recipe does. norm_weight_decay is torchvision's reference
+// script's --norm-weight-decay: the decay of the parameters of normalization layers alone
+// (torchvision's set_weight_decay puts them in their own parameter group), unset (negative) for
+// weight_decay's, as torchvision's None.
 #pragma once
 
 #include <cstdint>
@@ -27,6 +31,7 @@ struct SgdConfig {
   float momentum = 0.9f;
   float weight_decay = 1e-4f;
   bool nesterov = true;
+  float norm_weight_decay = -1;  // negative: weight_decay
 };
 
 // A parameter's numel elements in float or __nv_bfloat16 (bf16), contiguous (cols 0) or as rows of
@@ -42,6 +47,7 @@ struct SgdSegment {
   int64_t numel = 0;
   SgdArray grad;  // read
   SgdArray copy;  // written, unless data is null
+  bool norm = false;  // a normalization layer's parameter: decayed by norm_weight_decay when it is set
   // Both contiguous, every pointer 16-byte aligned at element 0: updated four elements at a time.
   bool packed = false;
 };

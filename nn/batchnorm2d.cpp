@@ -47,6 +47,7 @@ BatchNorm2d::BatchNorm2d(ModelResources& resources, const std::string& name, Act
       relu_mask_(resources.plan.tensor(DType::u8, {relu ? bn_mask_bytes(shape_) : 0})),
       sync_stats_(resources.plan.tensor(DType::f32, {4 * shape_.channels})),
       partials_(resources.plan.tensor(DType::f32, {resources.ctx.on_gpu() ? plans_.partial_floats() : 0})) {
+  weight.norm = bias.norm = true;
   resources.plan.reads(x);
   if (residual) resources.plan.reads(*residual);
   if (resources.ctx.on_gpu() && resources.ctx.options.batchnorm == BatchNormImplementation::cudnn)

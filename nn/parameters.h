@@ -55,6 +55,9 @@ struct Parameter {
   bool ohwi = false;           // stored as OHWI (conv weights)
   Init init = Init::zeros;
   float init_scale = 0;
+  // A normalization layer's (batch norm's weight or bias), which SGD's norm_weight_decay decays
+  // (kernels/sgd.h).
+  bool norm = false;
   int64_t offset = 0;  // into the flat buffers, in elements
   int64_t numel = 0;
   int64_t padded_numel = 0;  // numel and the padding after it, so the next offset is offset + padded_numel

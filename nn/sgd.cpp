@@ -23,6 +23,7 @@ SgdSegment segment_of(const Parameter& p, DType dtype, SGD::Grads grads) {
   SgdSegment s;
   s.offset = p.offset;
   s.numel = p.numel;
+  s.norm = p.norm;
   s.grad = {p.grad.data};
   if (grads == SGD::Grads::as_written && p.layer_grad) s.grad = device_array(p, *p.layer_grad);
   if (p.layer_value) {

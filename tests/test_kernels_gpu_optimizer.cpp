@@ -56,6 +56,7 @@ class TwinArray {
 struct TestParameter {
   int64_t offset, numel, cols, pitch;  // cols 0: contiguous
   bool grad_bf16, has_copy, copy_bf16;
+  bool norm = false;  // a batch norm parameter's, decayed by norm_weight_decay
 };
 
 int64_t stored_size(const TestParameter& p) { return p.cols ? p.numel / p.cols * p.pitch : p.numel; }
@@ -64,20 +65,20 @@ int64_t stored_size(const TestParameter& p) { return p.cols ? p.numel / p.cols *
 
 TEST_CASE(
     "SGD over segments and the gradients' sum of squares match the CPU reference with fp32 and bf16 "
-    "gradients and copies, tails and pitches",
+    "gradients and copies, tails and pitches, and batch norm's own weight decay",
     CUTRAIN_GPU_TAG) {
   CUTRAIN_REQUIRE_GPU();
   const bool nesterov = GENERATE(false, true);
-  const SgdConfig cfg{0.9f, 5e-4f, nesterov};
+  const SgdConfig cfg{0.9f, 5e-4f, nesterov, 0.05f};
   // Offsets on 64-element boundaries, as ParameterSet lays them out. Sizes not multiples of the
   // 4-element pack (a tail), and a stem-like filter of 64 x 9 rows of 3 channels in a pitch of 8.
   const std::vector<TestParameter> params = {
-      {0, 10, 0, 0, false, true, true},          // fc.bias: a tail only, fp32 gradient, bf16 copy
-      {64, 5130, 0, 0, false, true, true},       // fp32 gradient, bf16 copy, a tail of 2
-      {5248, 4096, 0, 0, true, true, true},      // a bf16 filter gradient, as cuDNN writes it
-      {9344, 1728, 3, 8, true, true, true},      // the padded bf16 stem
-      {11136, 1728, 3, 8, false, true, false},   // the padded fp32 stem
-      {12864, 1001, 0, 0, false, false, false},  // fp32, nothing to copy (fp32 mode)
+      {0, 10, 0, 0, false, true, true},               // fc.bias: a tail only, fp32 gradient, bf16 copy
+      {64, 5130, 0, 0, false, true, true, true},      // fp32 gradient, bf16 copy, a tail of 2, batch norm's decay
+      {5248, 4096, 0, 0, true, true, true},           // a bf16 filter gradient, as cuDNN writes it
+      {9344, 1728, 3, 8, true, true, true},           // the padded bf16 stem
+      {11136, 1728, 3, 8, false, true, false, true},  // the padded fp32 stem, batch norm's decay
+      {12864, 1001, 0, 0, false, false, false},       // fp32, nothing to copy (fp32 mode)
   };
   const int64_t total = 13888;
   std::mt19937 rng(51);
@@ -95,6 +96,7 @@ TEST_CASE(
     s.grad = {nullptr, p.grad_bf16, p.cols, p.pitch};
     if (p.has_copy) s.copy = {nullptr, p.copy_bf16, p.cols, p.pitch};
     s.packed = p.cols == 0;
+    s.norm = p.norm;
     SgdSegment on_host = s, on_device = s;
     on_host.grad.data = grads.back()->host();
     on_device.grad.data = grads.back()->device();

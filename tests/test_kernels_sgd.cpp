@@ -72,6 +72,36 @@ TEST_CASE("SGD matches PyTorch's algorithm over three steps", "[kernels]") {
   CHECK(test::max_abs_difference(param, expected) <= 1e-6);
 }
 
+TEST_CASE(
+    "a normalization layer's segment takes norm_weight_decay when it is set, as a parameter group of its own "
+    "in PyTorch's SGD",
+    "[kernels]") {
+  const float norm_weight_decay = GENERATE(-1.0f, 0.0f, 1e-2f);  // -1: unset, weight_decay's
+  const SgdConfig cfg{0.9f, 0.1f, true, norm_weight_decay};
+  std::mt19937 rng(9);
+  std::vector<float> param = test::random_vector(74, rng), buf(param.size(), 0.0f);
+  std::vector<float> weights(param.begin(), param.begin() + 37), norm(param.begin() + 37, param.end());
+  SgdConfig norm_group = cfg;
+  if (norm_weight_decay >= 0) norm_group.weight_decay = norm_weight_decay;
+  PyTorchSgd torch_weights{cfg, 0.1f, std::nullopt}, torch_norm{norm_group, 0.1f, std::nullopt};
+  for (int step = 0; step < 3; ++step) {
+    const std::vector<float> grad = test::random_vector(param.size(), rng);
+    torch_weights.step(weights, std::vector<float>(grad.begin(), grad.begin() + 37));
+    torch_norm.step(norm, std::vector<float>(grad.begin() + 37, grad.end()));
+    SgdSegment segments[2];
+    segments[0].numel = segments[1].numel = 37;
+    segments[1].offset = 37;
+    segments[0].grad = {const_cast<float*>(grad.data())};
+    segments[1].grad = {const_cast<float*>(grad.data() + 37)};
+    segments[1].norm = true;
+    const float lr = 0.1f;
+    sgd_update_cpu(param.data(), buf.data(), segments, 2, &lr, cfg);
+  }
+  INFO("norm_weight_decay " << norm_weight_decay);
+  CHECK(test::max_abs_difference(std::vector<float>(param.begin(), param.begin() + 37), weights) <= 1e-6);
+  CHECK(test::max_abs_difference(std::vector<float>(param.begin() + 37, param.end()), norm) <= 1e-6);
+}
+
 TEST_CASE("SGD by hand: two steps with and without Nesterov", "[kernels]") {
   // param 1, grad 0.5, lr 0.1, momentum 0.9, weight decay 0.1.
   //   plain:    g = 0.6,   buf = 0.6,   p = 1 - 0.06 = 0.94;
