@@ -37,6 +37,7 @@ void for_each_setting(Options& o, Visit&& visit) {
   visit("--momentum", o.momentum, Effect::said, nullptr);
   visit("--nesterov", o.nesterov, Effect::said, nullptr);
   visit("--weight-decay", o.weight_decay, Effect::said, nullptr);
+  visit("--norm-weight-decay", o.norm_weight_decay, Effect::said, nullptr);
   visit("--lr-schedule", o.lr_schedule, Effect::said, nullptr);
   visit("--warmup-epochs", o.warmup_epochs, Effect::said, nullptr);
   visit("--lr-milestones", o.lr_milestones, Effect::said, nullptr);
@@ -62,6 +63,8 @@ json recorded_value(const char* flag, const T& value) {
 
 // A value as the command line would spell it.
 std::string spelled(const char* flag, const json& value) {
+  if (std::string(flag) == "--norm-weight-decay" && value.is_number() && value.get<double>() < 0)
+    return "(--weight-decay's)";  // left out
   if (value.is_array()) {  // "0.5,0.75"
     std::string list;
     for (const json& item : value) {

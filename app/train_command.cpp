@@ -57,6 +57,10 @@ void add_train_command(CLI::App& app, int& exit_code) {
   add_number(cmd, "--momentum", o.momentum, "SGD momentum", 0, 1)->capture_default_str();
   add_switch(cmd, "--nesterov,!--no-nesterov", o.nesterov, "Nesterov momentum (default on)");
   add_number(cmd, "--weight-decay", o.weight_decay, "L2 weight decay", 0, 1)->capture_default_str();
+  add_number(cmd, "--norm-weight-decay", o.norm_weight_decay,
+             "Weight decay of batch norm's weights and biases alone, as torchvision's reference script's (default: "
+             "--weight-decay's; fc.bias keeps --weight-decay)",
+             0, 1);
   cmd->add_option("--lr-schedule", o.lr_schedule, "constant, cosine, onecycle or step")
       ->capture_default_str()
       ->check(CLI::IsMember({"constant", "cosine", "onecycle", "step"}));

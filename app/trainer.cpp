@@ -360,7 +360,7 @@ void Trainer::build_model() {
   std::copy(opt_.lr_milestones.begin(), opt_.lr_milestones.end(), schedule_.milestones);
   schedule_.gamma = opt_.lr_gamma;
   TrainStepOptions so;
-  so.sgd = SgdConfig{float(opt_.momentum), float(opt_.weight_decay), opt_.nesterov};
+  so.sgd = SgdConfig{float(opt_.momentum), float(opt_.weight_decay), opt_.nesterov, float(opt_.norm_weight_decay)};
   so.schedule = schedule_;
   so.buckets.bucket_cap_mb = opt_.bucket_cap_mb;
   so.broadcast_buffers = !opt_.sync_bn;
@@ -426,6 +426,8 @@ nlohmann::json Trainer::run_record() const {
                              {"momentum", opt_.momentum},
                              {"nesterov", opt_.nesterov},
                              {"weight_decay", opt_.weight_decay},
+                             {"norm_weight_decay", opt_.norm_weight_decay < 0 ? nlohmann::json(nullptr)
+                                                                              : nlohmann::json(opt_.norm_weight_decay)},
                              {"label_smoothing", opt_.label_smoothing},
                              {"stem", stem_name(c.stem)},
                              {"width", c.width},
@@ -571,12 +573,15 @@ void Trainer::print_banner() const {
     log_->print("  CPU threads: %d per process (--threads), beside %d loader workers (--workers)", cpu_threads(),
                 opt_.workers);
   log_->print("  data %s: %zu train, %zu test images", data_.source.c_str(), data_.train.size(), data_.test.size());
+  char norm_decay[48] = "";
+  if (opt_.norm_weight_decay >= 0)
+    std::snprintf(norm_decay, sizeof norm_decay, " (batch norm's %g)", opt_.norm_weight_decay);
   log_->print(
       "  batch %d per rank (%d global), %s per epoch, %s; SGD lr %g (%s), momentum %g%s, "
-      "weight decay %g",
+      "weight decay %g%s",
       opt_.batch_size, opt_.batch_size * env_.world_size, counted(steps_per_epoch_, "step").c_str(),
       counted(opt_.epochs, "epoch").c_str(), opt_.lr, opt_.lr_schedule.c_str(), opt_.momentum,
-      opt_.nesterov ? " nesterov" : "", opt_.weight_decay);
+      opt_.nesterov ? " nesterov" : "", opt_.weight_decay, norm_decay);
   const size_t buckets = step_->buckets().size();
   if (comm_) {
     log_->print("  gradients: %zu bucket%s (cap %g MiB) all-reduced over %s%s, each then updated by SGD", buckets,

@@ -685,9 +685,9 @@ TEST_CASE(
   const std::string data = make_data(dir, 128, 16);  // 4 batches of 32 per epoch
   const std::string other_data = make_data(elsewhere, 160, 16);
   const std::string straight = dir / "straight", resumed = dir / "resumed";
-  const std::vector<std::string> recipe = {"--epochs",          "2",   "--lr-schedule",  "onecycle",
-                                           "--momentum",        "0.8", "--weight-decay", "0.0005",
-                                           "--label-smoothing", "0.1", "--seed",         "7"};
+  const std::vector<std::string> recipe = {
+      "--epochs",          "2",   "--lr-schedule", "onecycle", "--momentum",          "0.8", "--weight-decay", "0.0005",
+      "--label-smoothing", "0.1", "--seed",        "7",        "--norm-weight-decay", "0"};
   auto with = [&](const std::string& save, std::vector<std::string> extra) {
     extra.insert(extra.end(), {"--save", save, "--eval-every", "0"});
     return train_command(data, extra);
@@ -726,9 +726,11 @@ TEST_CASE(
   REQUIRE(r.exit_code == 0);
   CHECK_THAT(r.output, Catch::StartsWith("resuming with the recipe of " + resumed +
                                          "/checkpoint-00000006.safetensors: "
-                                         "--epochs 2 --momentum 0.8 --weight-decay 0.0005 --lr-schedule onecycle "
-                                         "--label-smoothing 0.1 --seed 7 (a flag given again wins)\n"));
-  CHECK_THAT(r.output, Catch::Contains("SGD lr 0.05 (onecycle), momentum 0.8 nesterov, weight decay 0.0005"));
+                                         "--epochs 2 --momentum 0.8 --weight-decay 0.0005 --norm-weight-decay 0.0 "
+                                         "--lr-schedule onecycle --label-smoothing 0.1 --seed 7 (a flag given "
+                                         "again wins)\n"));
+  CHECK_THAT(r.output, Catch::Contains("SGD lr 0.05 (onecycle), momentum 0.8 nesterov, weight decay 0.0005 "
+                                       "(batch norm's 0)"));
   require_identical(straight + "/checkpoint-00000008.safetensors", resumed + "/checkpoint-00000008.safetensors");
   require_identical(straight + "/checkpoint-00000008.optim.safetensors",
                     resumed + "/checkpoint-00000008.optim.safetensors");

@@ -137,6 +137,7 @@ TEST_CASE("a nonsense number to cutrain train: one line naming the flag, before 
         "cutrain: error: --lr: nan is not a finite decimal number in [0, 1e+06] (see cutrain train --help)\n");
   const auto help = cutrain::test::run({cutrain::test::binary("cutrain"), "train", "--help"});
   CHECK_THAT(help.output, Catch::Contains("--weight-decay NUMBER in [0, 1]"));
+  CHECK_THAT(help.output, Catch::Contains("--norm-weight-decay NUMBER in [0, 1]"));
   CHECK_THAT(help.output, Catch::Contains("--seed INT in [0, 18446744073709551615]"));
   CHECK_THAT(help.output, Catch::Contains("--lr-milestones LIST of NUMBER in [0, 1]=0.5,0.75"));
   CHECK_THAT(help.output, Catch::Contains("--lr-gamma NUMBER in [0, 1]=0.1"));
