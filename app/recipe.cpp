@@ -65,7 +65,7 @@ json recorded_value(const char* flag, const T& value) {
 std::string spelled(const char* flag, const json& value) {
   if (std::string(flag) == "--norm-weight-decay" && value.is_number() && value.get<double>() < 0)
     return "(--weight-decay's)";  // left out
-  if (value.is_array()) {  // "0.5,0.75"
+  if (value.is_array()) {         // "0.5,0.75"
     std::string list;
     for (const json& item : value) {
       if (!list.empty()) list += ',';

@@ -45,8 +45,8 @@ struct SgdArray {
 struct SgdSegment {
   int64_t offset = 0;  // into param and momentum, in elements
   int64_t numel = 0;
-  SgdArray grad;  // read
-  SgdArray copy;  // written, unless data is null
+  SgdArray grad;      // read
+  SgdArray copy;      // written, unless data is null
   bool norm = false;  // a normalization layer's parameter: decayed by norm_weight_decay when it is set
   // Both contiguous, every pointer 16-byte aligned at element 0: updated four elements at a time.
   bool packed = false;
