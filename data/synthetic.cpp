@@ -73,26 +73,16 @@ bool inside(const Shape& s, int x, int y) {
   const bool in_box = au <= r && av <= r;
   const int cell_u = int(std::floor((u + s.phase) / s.period)), cell_v = int(std::floor((v + s.phase) / s.period));
   switch (s.label) {
-    case 0:
-      return in_box && ((cell_u + cell_v) & 1) == 0;  // checkerboard
-    case 1:
-      return std::fabs(au - av) <= 1.2f && au <= box;  // cross (X)
-    case 2:
-      return d2 <= r * r;  // disc
-    case 3:
-      return std::max(au, av) <= box && std::max(au, av) >= box - 2.0f;  // frame
-    case 4:
-      return in_box && (cell_v & 1) == 0;  // horizontal stripes
-    case 5:
-      return (au <= 1.5f && av <= r) || (av <= 1.5f && au <= r);  // plus
-    case 6:
-      return d2 <= r * r && d2 >= (r - 2.5f) * (r - 2.5f);  // ring
-    case 7:
-      return au <= box && av <= box;  // square
-    case 8:
-      return v >= -r && v <= 0.8f * r && au <= 0.6f * (v + r);  // triangle, apex up
-    default:
-      return in_box && (cell_u & 1) == 0;  // vertical stripes
+    case 0: return in_box && ((cell_u + cell_v) & 1) == 0;                     // checkerboard
+    case 1: return std::fabs(au - av) <= 1.2f && au <= box;                    // cross (X)
+    case 2: return d2 <= r * r;                                                // disc
+    case 3: return std::max(au, av) <= box && std::max(au, av) >= box - 2.0f;  // frame
+    case 4: return in_box && (cell_v & 1) == 0;                                // horizontal stripes
+    case 5: return (au <= 1.5f && av <= r) || (av <= 1.5f && au <= r);         // plus
+    case 6: return d2 <= r * r && d2 >= (r - 2.5f) * (r - 2.5f);               // ring
+    case 7: return au <= box && av <= box;                                     // square
+    case 8: return v >= -r && v <= 0.8f * r && au <= 0.6f * (v + r);           // triangle, apex up
+    default: return in_box && (cell_u & 1) == 0;                               // vertical stripes
   }
 }
 

@@ -164,22 +164,14 @@ std::string describe(const uint3& v) {
 
 const char* collective_name(Collective op) {
   switch (op) {
-    case Collective::syncwarp:
-      return "__syncwarp";
-    case Collective::shfl_idx:
-      return "__shfl_sync";
-    case Collective::shfl_up:
-      return "__shfl_up_sync";
-    case Collective::shfl_down:
-      return "__shfl_down_sync";
-    case Collective::shfl_xor:
-      return "__shfl_xor_sync";
-    case Collective::ballot:
-      return "__ballot_sync";
-    case Collective::any:
-      return "__any_sync";
-    case Collective::all:
-      return "__all_sync";
+    case Collective::syncwarp: return "__syncwarp";
+    case Collective::shfl_idx: return "__shfl_sync";
+    case Collective::shfl_up: return "__shfl_up_sync";
+    case Collective::shfl_down: return "__shfl_down_sync";
+    case Collective::shfl_xor: return "__shfl_xor_sync";
+    case Collective::ballot: return "__ballot_sync";
+    case Collective::any: return "__any_sync";
+    case Collective::all: return "__all_sync";
   }
   return "?";
 }
@@ -198,16 +190,11 @@ std::string describe_thread(const Fiber& f, int linear) {
 
 std::string describe_wait(const Fiber& f) {
   switch (f.state) {
-    case State::runnable:
-      return "is running";
-    case State::exited:
-      return "has exited";
-    case State::at_barrier:
-      return "waits at __syncthreads";
-    case State::at_grid_barrier:
-      return "waits at the grid's barrier";
-    case State::at_collective:
-      return std::string("waits at ") + collective_name(f.op) + " with mask " + hex(f.mask);
+    case State::runnable: return "is running";
+    case State::exited: return "has exited";
+    case State::at_barrier: return "waits at __syncthreads";
+    case State::at_grid_barrier: return "waits at the grid's barrier";
+    case State::at_collective: return std::string("waits at ") + collective_name(f.op) + " with mask " + hex(f.mask);
   }
   return "?";
 }
@@ -355,18 +342,10 @@ class Block {
       if (!(mask >> lane & 1u)) continue;
       Fiber& f = fiber(first + lane);
       switch (f.op) {
-        case Collective::syncwarp:
-          f.result = 0;
-          break;
-        case Collective::ballot:
-          f.result = ballot;
-          break;
-        case Collective::any:
-          f.result = ballot != 0;
-          break;
-        case Collective::all:
-          f.result = ballot == mask;
-          break;
+        case Collective::syncwarp: f.result = 0; break;
+        case Collective::ballot: f.result = ballot; break;
+        case Collective::any: f.result = ballot != 0; break;
+        case Collective::all: f.result = ballot == mask; break;
         default: {
           const int source = shuffle_source(f.op, lane, f.arg, f.width);
           if (!(mask >> source & 1u)) {
@@ -411,8 +390,7 @@ class Block {
         j = min_lane | (b & ~segment);
         inside = j <= max_lane;
         break;
-      default:
-        break;
+      default: break;
     }
     return inside ? j : lane;
   }

@@ -68,32 +68,19 @@ cudnnStatus_t fail(cudnnStatus_t status, const std::string& why) { return refusa
 
 const char* status_name(cudnnStatus_t status) {
   switch (status) {
-    case CUDNN_STATUS_SUCCESS:
-      return "CUDNN_STATUS_SUCCESS";
-    case CUDNN_STATUS_NOT_INITIALIZED:
-      return "CUDNN_STATUS_NOT_INITIALIZED";
-    case CUDNN_STATUS_BAD_PARAM:
-      return "CUDNN_STATUS_BAD_PARAM";
-    case CUDNN_STATUS_BAD_PARAM_NULL_POINTER:
-      return "CUDNN_STATUS_BAD_PARAM_NULL_POINTER";
-    case CUDNN_STATUS_BAD_PARAM_MISALIGNED_POINTER:
-      return "CUDNN_STATUS_BAD_PARAM_MISALIGNED_POINTER";
-    case CUDNN_STATUS_BAD_PARAM_SHAPE_MISMATCH:
-      return "CUDNN_STATUS_BAD_PARAM_SHAPE_MISMATCH";
-    case CUDNN_STATUS_NOT_SUPPORTED:
-      return "CUDNN_STATUS_NOT_SUPPORTED";
-    case CUDNN_STATUS_NOT_SUPPORTED_SHAPE:
-      return "CUDNN_STATUS_NOT_SUPPORTED_SHAPE";
-    case CUDNN_STATUS_NOT_SUPPORTED_DATA_TYPE:
-      return "CUDNN_STATUS_NOT_SUPPORTED_DATA_TYPE";
-    case CUDNN_STATUS_NOT_SUPPORTED_LAYOUT:
-      return "CUDNN_STATUS_NOT_SUPPORTED_LAYOUT";
-    case CUDNN_STATUS_INTERNAL_ERROR:
-      return "CUDNN_STATUS_INTERNAL_ERROR";
-    case CUDNN_STATUS_EXECUTION_FAILED:
-      return "CUDNN_STATUS_EXECUTION_FAILED";
-    default:
-      return "CUDNN_UNKNOWN_STATUS_FOUND";
+    case CUDNN_STATUS_SUCCESS: return "CUDNN_STATUS_SUCCESS";
+    case CUDNN_STATUS_NOT_INITIALIZED: return "CUDNN_STATUS_NOT_INITIALIZED";
+    case CUDNN_STATUS_BAD_PARAM: return "CUDNN_STATUS_BAD_PARAM";
+    case CUDNN_STATUS_BAD_PARAM_NULL_POINTER: return "CUDNN_STATUS_BAD_PARAM_NULL_POINTER";
+    case CUDNN_STATUS_BAD_PARAM_MISALIGNED_POINTER: return "CUDNN_STATUS_BAD_PARAM_MISALIGNED_POINTER";
+    case CUDNN_STATUS_BAD_PARAM_SHAPE_MISMATCH: return "CUDNN_STATUS_BAD_PARAM_SHAPE_MISMATCH";
+    case CUDNN_STATUS_NOT_SUPPORTED: return "CUDNN_STATUS_NOT_SUPPORTED";
+    case CUDNN_STATUS_NOT_SUPPORTED_SHAPE: return "CUDNN_STATUS_NOT_SUPPORTED_SHAPE";
+    case CUDNN_STATUS_NOT_SUPPORTED_DATA_TYPE: return "CUDNN_STATUS_NOT_SUPPORTED_DATA_TYPE";
+    case CUDNN_STATUS_NOT_SUPPORTED_LAYOUT: return "CUDNN_STATUS_NOT_SUPPORTED_LAYOUT";
+    case CUDNN_STATUS_INTERNAL_ERROR: return "CUDNN_STATUS_INTERNAL_ERROR";
+    case CUDNN_STATUS_EXECUTION_FAILED: return "CUDNN_STATUS_EXECUTION_FAILED";
+    default: return "CUDNN_UNKNOWN_STATUS_FOUND";
   }
 }
 
@@ -290,12 +277,9 @@ const PassTraits& traits(Pass pass) {
                                            {Shapes::stride_one_3x3_or_5x5, true, winograd_tiles},  // WINOGRAD_NONFUSED
                                            {Shapes::stride_one, true, fft_tiles}}};                // FFT_TILING
   switch (pass) {
-    case Pass::forward:
-      return forward;
-    case Pass::backward_data:
-      return backward_data;
-    default:
-      return backward_filter;
+    case Pass::forward: return forward;
+    case Pass::backward_data: return backward_data;
+    default: return backward_filter;
   }
 }
 
@@ -308,21 +292,11 @@ cudnnStatus_t algo_workspace(Pass pass, int algo, const Problem& p, size_t* byte
   const bool square = s.R == s.S;
   bool fits = false;
   switch (a.computes) {
-    case Shapes::any:
-      fits = true;
-      break;
-    case Shapes::stride_one:
-      fits = s.stride == 1;
-      break;
-    case Shapes::stride_one_3x3:
-      fits = s.stride == 1 && square && s.R == 3;
-      break;
-    case Shapes::stride_one_3x3_or_5x5:
-      fits = s.stride == 1 && square && (s.R == 3 || s.R == 5);
-      break;
-    case Shapes::none:
-      fits = false;
-      break;
+    case Shapes::any: fits = true; break;
+    case Shapes::stride_one: fits = s.stride == 1; break;
+    case Shapes::stride_one_3x3: fits = s.stride == 1 && square && s.R == 3; break;
+    case Shapes::stride_one_3x3_or_5x5: fits = s.stride == 1 && square && (s.R == 3 || s.R == 5); break;
+    case Shapes::none: fits = false; break;
   }
   if (!fits)
     return fail(CUDNN_STATUS_NOT_SUPPORTED,

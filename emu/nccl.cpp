@@ -364,14 +364,10 @@ void progress(Communicator& c) {
 
 size_t element_bytes(ncclDataType_t type) {
   switch (type) {
-    case ncclFloat:
-      return sizeof(float);
-    case ncclDouble:
-      return sizeof(double);
-    case ncclBfloat16:
-      return sizeof(__nv_bfloat16);
-    default:
-      return 0;
+    case ncclFloat: return sizeof(float);
+    case ncclDouble: return sizeof(double);
+    case ncclBfloat16: return sizeof(__nv_bfloat16);
+    default: return 0;
   }
 }
 
@@ -625,24 +621,15 @@ ncclResult_t ncclCommAbort(ncclComm_t comm) {
 
 const char* ncclGetErrorString(ncclResult_t result) {
   switch (result) {
-    case ncclSuccess:
-      return "no error";
-    case ncclUnhandledCudaError:
-      return "unhandled cuda error (run with NCCL_DEBUG=INFO for details)";
-    case ncclSystemError:
-      return "unhandled system error (run with NCCL_DEBUG=INFO for details)";
-    case ncclInternalError:
-      return "internal error - please report this issue to the NCCL developers";
-    case ncclInvalidArgument:
-      return "invalid argument (run with NCCL_DEBUG=WARN for details)";
-    case ncclInvalidUsage:
-      return "invalid usage (run with NCCL_DEBUG=WARN for details)";
-    case ncclRemoteError:
-      return "remote process exited or there was a network error";
-    case ncclInProgress:
-      return "NCCL operation in progress";
-    default:
-      return "unknown result code";
+    case ncclSuccess: return "no error";
+    case ncclUnhandledCudaError: return "unhandled cuda error (run with NCCL_DEBUG=INFO for details)";
+    case ncclSystemError: return "unhandled system error (run with NCCL_DEBUG=INFO for details)";
+    case ncclInternalError: return "internal error - please report this issue to the NCCL developers";
+    case ncclInvalidArgument: return "invalid argument (run with NCCL_DEBUG=WARN for details)";
+    case ncclInvalidUsage: return "invalid usage (run with NCCL_DEBUG=WARN for details)";
+    case ncclRemoteError: return "remote process exited or there was a network error";
+    case ncclInProgress: return "NCCL operation in progress";
+    default: return "unknown result code";
   }
 }
 

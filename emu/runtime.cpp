@@ -90,9 +90,7 @@ cudaError_t check_copy(void* dst, const void* src, size_t bytes, cudaMemcpyKind 
   const Range d = device_range(dst, bytes), s = device_range(src, bytes);
   bool dst_device = d.touches, src_device = s.touches;
   switch (kind) {
-    case cudaMemcpyHostToHost:
-      dst_device = src_device = false;
-      break;
+    case cudaMemcpyHostToHost: dst_device = src_device = false; break;
     case cudaMemcpyHostToDevice:
       if (src_device || !dst_device) return cudaErrorInvalidValue;
       break;
@@ -102,10 +100,8 @@ cudaError_t check_copy(void* dst, const void* src, size_t bytes, cudaMemcpyKind 
     case cudaMemcpyDeviceToDevice:
       if (!src_device || !dst_device) return cudaErrorInvalidValue;
       break;
-    case cudaMemcpyDefault:
-      break;
-    default:
-      return cudaErrorInvalidMemcpyDirection;
+    case cudaMemcpyDefault: break;
+    default: return cudaErrorInvalidMemcpyDirection;
   }
   if ((dst_device && !d.inside) || (src_device && !s.inside)) return cudaErrorInvalidValue;
   return cudaSuccess;
@@ -249,8 +245,7 @@ cudaError_t cudaPeekAtLastError() {
 const char* cudaGetErrorName(cudaError_t error) {
   switch (error) {
 #define CUTRAIN_EMU_NAME(e) \
-  case e:                   \
-    return #e;
+  case e: return #e;
     CUTRAIN_EMU_NAME(cudaSuccess)
     CUTRAIN_EMU_NAME(cudaErrorInvalidValue)
     CUTRAIN_EMU_NAME(cudaErrorMemoryAllocation)
@@ -281,28 +276,17 @@ const char* cudaGetErrorName(cudaError_t error) {
 
 const char* cudaGetErrorString(cudaError_t error) {
   switch (error) {
-    case cudaSuccess:
-      return "no error";
-    case cudaErrorInvalidValue:
-      return "invalid argument";
-    case cudaErrorMemoryAllocation:
-      return "out of memory";
-    case cudaErrorInvalidConfiguration:
-      return "invalid configuration argument";
-    case cudaErrorInvalidDevicePointer:
-      return "invalid device pointer";
-    case cudaErrorInvalidMemcpyDirection:
-      return "invalid copy direction for memcpy";
-    case cudaErrorInsufficientDriver:
-      return "CUDA driver version is insufficient for CUDA runtime version";
-    case cudaErrorInvalidDevice:
-      return "invalid device ordinal";
-    case cudaErrorInvalidResourceHandle:
-      return "invalid resource handle";
-    case cudaErrorIllegalState:
-      return "the operation cannot be performed in the present state";
-    case cudaErrorNotReady:
-      return "device not ready";
+    case cudaSuccess: return "no error";
+    case cudaErrorInvalidValue: return "invalid argument";
+    case cudaErrorMemoryAllocation: return "out of memory";
+    case cudaErrorInvalidConfiguration: return "invalid configuration argument";
+    case cudaErrorInvalidDevicePointer: return "invalid device pointer";
+    case cudaErrorInvalidMemcpyDirection: return "invalid copy direction for memcpy";
+    case cudaErrorInsufficientDriver: return "CUDA driver version is insufficient for CUDA runtime version";
+    case cudaErrorInvalidDevice: return "invalid device ordinal";
+    case cudaErrorInvalidResourceHandle: return "invalid resource handle";
+    case cudaErrorIllegalState: return "the operation cannot be performed in the present state";
+    case cudaErrorNotReady: return "device not ready";
     case cudaErrorLaunchFailure: {
       static thread_local std::string text;
       {
@@ -313,28 +297,19 @@ const char* cudaGetErrorString(cudaError_t error) {
       text = "unspecified launch failure: " + text;
       return text.c_str();
     }
-    case cudaErrorCooperativeLaunchTooLarge:
-      return "too many blocks in cooperative launch";
-    case cudaErrorStreamCaptureUnsupported:
-      return "operation not permitted when stream is capturing";
-    case cudaErrorStreamCaptureInvalidated:
-      return "operation failed due to a previous error during capture";
-    case cudaErrorStreamCaptureMerge:
-      return "operation would result in a merge of separate capture sequences";
-    case cudaErrorStreamCaptureUnmatched:
-      return "capture was not ended in the same stream as it began";
-    case cudaErrorStreamCaptureUnjoined:
-      return "capturing stream has unjoined work";
-    case cudaErrorStreamCaptureIsolation:
-      return "dependency created on uncaptured work in another stream";
+    case cudaErrorCooperativeLaunchTooLarge: return "too many blocks in cooperative launch";
+    case cudaErrorStreamCaptureUnsupported: return "operation not permitted when stream is capturing";
+    case cudaErrorStreamCaptureInvalidated: return "operation failed due to a previous error during capture";
+    case cudaErrorStreamCaptureMerge: return "operation would result in a merge of separate capture sequences";
+    case cudaErrorStreamCaptureUnmatched: return "capture was not ended in the same stream as it began";
+    case cudaErrorStreamCaptureUnjoined: return "capturing stream has unjoined work";
+    case cudaErrorStreamCaptureIsolation: return "dependency created on uncaptured work in another stream";
     case cudaErrorStreamCaptureImplicit:
       return "operation would make the legacy stream depend on a capturing blocking stream";
-    case cudaErrorCapturedEvent:
-      return "operation not permitted on an event last recorded in a capturing stream";
+    case cudaErrorCapturedEvent: return "operation not permitted on an event last recorded in a capturing stream";
     case cudaErrorStreamCaptureWrongThread:
       return "attempt to terminate a thread-local capture sequence from another thread";
-    case cudaErrorUnknown:
-      return "unknown error";
+    case cudaErrorUnknown: return "unknown error";
   }
   return "unknown error";
 }
@@ -399,18 +374,10 @@ cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attribute, int dev
   if (!valid_device(device)) return fail(cudaErrorInvalidDevice);
   const cutrain::emu::EmulatedDevice& d = cutrain::emu::emulated_device();
   switch (attribute) {
-    case cudaDevAttrMultiProcessorCount:
-      *value = d.multiprocessors;
-      return cudaSuccess;
-    case cudaDevAttrMaxSharedMemoryPerMultiprocessor:
-      *value = int(d.shared_per_multiprocessor);
-      return cudaSuccess;
-    case cudaDevAttrCooperativeLaunch:
-      *value = 1;
-      return cudaSuccess;
-    case cudaDevAttrMaxSharedMemoryPerBlockOptin:
-      *value = int(d.shared_per_block_optin);
-      return cudaSuccess;
+    case cudaDevAttrMultiProcessorCount: *value = d.multiprocessors; return cudaSuccess;
+    case cudaDevAttrMaxSharedMemoryPerMultiprocessor: *value = int(d.shared_per_multiprocessor); return cudaSuccess;
+    case cudaDevAttrCooperativeLaunch: *value = 1; return cudaSuccess;
+    case cudaDevAttrMaxSharedMemoryPerBlockOptin: *value = int(d.shared_per_block_optin); return cudaSuccess;
   }
   return fail(cudaErrorInvalidValue);
 }

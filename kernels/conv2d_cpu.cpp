@@ -106,8 +106,7 @@ Primitive make_primitive(const ConvShape& s, int images, Pass pass) {
       dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, algorithm, x, w, y, strides, padding, padding),
       attr, cpu_engine());
   switch (pass) {
-    case Pass::forward:
-      return {dnnl::convolution_forward(forward), forward.weights_desc(), forward.scratchpad_desc()};
+    case Pass::forward: return {dnnl::convolution_forward(forward), forward.weights_desc(), forward.scratchpad_desc()};
     case Pass::backward_data: {
       const dnnl::convolution_backward_data::primitive_desc data(
           dnnl::convolution_backward_data::desc(algorithm, x, w, y, strides, padding, padding), attr, cpu_engine(),

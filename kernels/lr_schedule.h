@@ -83,8 +83,7 @@ struct LrSchedule {
           if (t >= int64_t(milestones[i] * double(total_steps))) lr *= gamma;
         return lr;
       }
-      default:
-        return base_lr;
+      default: return base_lr;
     }
   }
 };

@@ -46,12 +46,8 @@ void initialize(const Parameter& p, std::mt19937_64& rng, float* out) {
       for (int64_t i = 0; i < p.numel; ++i) out[i] = dist(rng);
       break;
     }
-    case Init::ones:
-      std::fill(out, out + p.numel, 1.0f);
-      break;
-    case Init::zeros:
-      std::fill(out, out + p.numel, 0.0f);
-      break;
+    case Init::ones: std::fill(out, out + p.numel, 1.0f); break;
+    case Init::zeros: std::fill(out, out + p.numel, 0.0f); break;
   }
 }
 

@@ -97,21 +97,11 @@ void ResNet18::forward_layer(int layer, bool train) { forward_layer(layer, train
 void ResNet18::forward_layer(int index, bool train, cudaStream_t stream) {
   Layer& layer = built_[size_t(index)];
   switch (layout_.layers[size_t(index)].kind) {
-    case LayerKind::conv:
-      layer.conv->forward(stream);
-      break;
-    case LayerKind::batchnorm:
-      layer.batchnorm->forward(train);
-      break;
-    case LayerKind::maxpool:
-      layer.maxpool->forward();
-      break;
-    case LayerKind::avgpool:
-      layer.avgpool->forward();
-      break;
-    case LayerKind::linear:
-      layer.linear->forward();
-      break;
+    case LayerKind::conv: layer.conv->forward(stream); break;
+    case LayerKind::batchnorm: layer.batchnorm->forward(train); break;
+    case LayerKind::maxpool: layer.maxpool->forward(); break;
+    case LayerKind::avgpool: layer.avgpool->forward(); break;
+    case LayerKind::linear: layer.linear->forward(); break;
     case LayerKind::loss:
       if (train) layer.loss->forward();  // it also writes the logits' gradient
       break;
@@ -122,23 +112,12 @@ void ResNet18::backward_layer(int index) {
   const LayerSpec& spec = layout_.layers[size_t(index)];
   Layer& layer = built_[size_t(index)];
   switch (spec.kind) {
-    case LayerKind::conv:
-      layer.conv->backward(spec.adds_input_grad ? 1.0f : 0.0f);
-      break;
-    case LayerKind::batchnorm:
-      layer.batchnorm->backward();
-      break;
-    case LayerKind::maxpool:
-      layer.maxpool->backward();
-      break;
-    case LayerKind::avgpool:
-      layer.avgpool->backward();
-      break;
-    case LayerKind::linear:
-      layer.linear->backward();
-      break;
-    case LayerKind::loss:
-      break;  // its forward wrote the logits' gradient
+    case LayerKind::conv: layer.conv->backward(spec.adds_input_grad ? 1.0f : 0.0f); break;
+    case LayerKind::batchnorm: layer.batchnorm->backward(); break;
+    case LayerKind::maxpool: layer.maxpool->backward(); break;
+    case LayerKind::avgpool: layer.avgpool->backward(); break;
+    case LayerKind::linear: layer.linear->backward(); break;
+    case LayerKind::loss: break;  // its forward wrote the logits' gradient
   }
 }
 

@@ -119,18 +119,12 @@ std::string describe(const LayerSpec& layer) {
   const std::string window =
       std::to_string(layer.kernel) + "x" + std::to_string(layer.kernel) + "/" + std::to_string(layer.stride);
   switch (layer.kind) {
-    case LayerKind::conv:
-      return "conv " + window;
-    case LayerKind::batchnorm:
-      return layer.residual >= 0 ? "bn+add+relu" : layer.relu ? "bn+relu" : "bn";
-    case LayerKind::maxpool:
-      return "maxpool " + window;
-    case LayerKind::avgpool:
-      return "avgpool";
-    case LayerKind::linear:
-      return "linear";
-    case LayerKind::loss:
-      return "cross-entropy";
+    case LayerKind::conv: return "conv " + window;
+    case LayerKind::batchnorm: return layer.residual >= 0 ? "bn+add+relu" : layer.relu ? "bn+relu" : "bn";
+    case LayerKind::maxpool: return "maxpool " + window;
+    case LayerKind::avgpool: return "avgpool";
+    case LayerKind::linear: return "linear";
+    case LayerKind::loss: return "cross-entropy";
   }
   return "";
 }

@@ -12,28 +12,20 @@ namespace cutrain {
 
 size_t dtype_size(DType dtype) {
   switch (dtype) {
-    case DType::f32:
-      return 4;
-    case DType::bf16:
-      return 2;
-    case DType::i32:
-      return 4;
-    case DType::u8:
-      return 1;
+    case DType::f32: return 4;
+    case DType::bf16: return 2;
+    case DType::i32: return 4;
+    case DType::u8: return 1;
   }
   return 4;
 }
 const char* device_name(Device device) { return device == Device::cpu ? "cpu" : "cuda"; }
 const char* dtype_name(DType dtype) {
   switch (dtype) {
-    case DType::f32:
-      return "f32";
-    case DType::bf16:
-      return "bf16";
-    case DType::i32:
-      return "i32";
-    case DType::u8:
-      return "u8";
+    case DType::f32: return "f32";
+    case DType::bf16: return "bf16";
+    case DType::i32: return "i32";
+    case DType::u8: return "u8";
   }
   return "?";
 }

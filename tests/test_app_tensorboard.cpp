@@ -53,9 +53,7 @@ std::map<int, Field> fields(const std::string& message) {
     const uint64_t key = read_varint(message, at);
     Field& f = out[static_cast<int>(key >> 3)];
     switch (key & 7) {
-      case 0:
-        f.number = read_varint(message, at);
-        break;
+      case 0: f.number = read_varint(message, at); break;
       case 1:
         f.number = read_le(message, at, 8);
         at += 8;
@@ -70,8 +68,7 @@ std::map<int, Field> fields(const std::string& message) {
         at += n;
         break;
       }
-      default:
-        FAIL("wire type " << (key & 7));
+      default: FAIL("wire type " << (key & 7));
     }
   }
   return out;

@@ -22,14 +22,10 @@ using Kind = RecordedOp::Kind;
 enum class Bound { compute, memory, launch, link };
 const char* bound_name(Bound b) {
   switch (b) {
-    case Bound::compute:
-      return "compute";
-    case Bound::memory:
-      return "memory";
-    case Bound::launch:
-      return "launch";
-    case Bound::link:
-      return "link";
+    case Bound::compute: return "compute";
+    case Bound::memory: return "memory";
+    case Bound::launch: return "launch";
+    case Bound::link: return "link";
   }
   return "?";
 }
@@ -224,21 +220,11 @@ PlanSummary summarize(const std::vector<RecordedOp>& ops, const GpuPeak& peak) {
         ++s.library_calls;
         if (op.name.starts_with("cudnnConvolution")) s.conv_flops += op.flops;
         break;
-      case Kind::collective:
-        ++s.collectives;
-        break;
-      case Kind::memset:
-        ++s.memsets;
-        break;
-      case Kind::memcpy:
-        ++s.memcpys;
-        break;
-      case Kind::wait:
-        ++s.waits;
-        break;
-      case Kind::host_wait:
-        ++s.host_waits;
-        break;
+      case Kind::collective: ++s.collectives; break;
+      case Kind::memset: ++s.memsets; break;
+      case Kind::memcpy: ++s.memcpys; break;
+      case Kind::wait: ++s.waits; break;
+      case Kind::host_wait: ++s.host_waits; break;
     }
     s.estimated_seconds += op_seconds(op, peak);
   }

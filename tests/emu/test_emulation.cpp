@@ -114,18 +114,10 @@ __global__ void shuffle_kernel(Shuffle what, int arg, int width, int* out) {
       r = lane;
       for (int offset = 16; offset > 0; offset /= 2) r += __shfl_xor_sync(0xffffffffu, r, offset);
       break;
-    case Shuffle::down:
-      r = __shfl_down_sync(0xffffffffu, lane, unsigned(arg), width);
-      break;
-    case Shuffle::up:
-      r = __shfl_up_sync(0xffffffffu, lane, unsigned(arg), width);
-      break;
-    case Shuffle::idx:
-      r = __shfl_sync(0xffffffffu, lane, arg, width);
-      break;
-    case Shuffle::ballot:
-      r = int(__ballot_sync(0xffffffffu, lane % 3 == 0));
-      break;
+    case Shuffle::down: r = __shfl_down_sync(0xffffffffu, lane, unsigned(arg), width); break;
+    case Shuffle::up: r = __shfl_up_sync(0xffffffffu, lane, unsigned(arg), width); break;
+    case Shuffle::idx: r = __shfl_sync(0xffffffffu, lane, arg, width); break;
+    case Shuffle::ballot: r = int(__ballot_sync(0xffffffffu, lane % 3 == 0)); break;
     case Shuffle::any_all:
       r = __any_sync(0xffffffffu, lane == 5) + 2 * __all_sync(0xffffffffu, lane < 31) +
           4 * __all_sync(0x0000ffffu & (lane < 16 ? ~0u : 0u) | (lane < 16 ? 0u : 0xffff0000u), lane < 20);
