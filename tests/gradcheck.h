@@ -41,8 +41,8 @@ inline double weighted_sum(const std::vector<float>& out, const std::vector<floa
 // Checks analytic[i] against the central difference of loss() in input[i], for up to
 // max_coordinates coordinates spread evenly over the vector (all of them for a short one).
 template <class Loss>
-void check_gradient(const char* name, std::vector<float>& input, const std::vector<float>& analytic, Loss loss, float h,
-                    double tolerance, size_t max_coordinates = 48) {
+void check_gradient(const char* name, std::vector<float>& input, const std::vector<float>& analytic, Loss loss,
+                    float h, double tolerance, size_t max_coordinates = 48) {
   REQUIRE(input.size() == analytic.size());
   const size_t step = std::max<size_t>(1, input.size() / max_coordinates);
   for (size_t i = step / 2; i < input.size(); i += step) {

@@ -38,8 +38,7 @@ class Mount {
 
  private:
   Mount(std::string target, int result)
-      : target_(std::move(target)),
-        error_(result == 0 ? "" : "cannot mount at " + target_ + ": " + std::strerror(errno)) {}
+      : target_(std::move(target)), error_(result == 0 ? "" : "cannot mount at " + target_ + ": " + std::strerror(errno)) {}
 
   std::string target_;
   std::string error_;
@@ -48,9 +47,9 @@ class Mount {
 }  // namespace cutrain::test
 
 // Ends the test as skipped when `mount` failed (not root, no mount namespace).
-#define SKIP_WITHOUT_MOUNT(mount)                        \
-  do {                                                   \
+#define SKIP_WITHOUT_MOUNT(mount)                       \
+  do {                                                  \
     std::cout << "SKIPPED: " << (mount).error() << "\n"; \
-    WARN("SKIPPED: " << (mount).error());                \
-    return;                                              \
+    WARN("SKIPPED: " << (mount).error());               \
+    return;                                             \
   } while (0)

@@ -38,13 +38,13 @@ inline int free_ipv6_port(std::string& why) {
 
 }  // namespace cutrain::test
 
-#define CUTRAIN_REQUIRE_IPV6(port)                                         \
-  std::string ipv6_missing_;                                               \
-  const int port = ::cutrain::test::free_ipv6_port(ipv6_missing_);         \
-  do {                                                                     \
-    if (port < 0) {                                                        \
+#define CUTRAIN_REQUIRE_IPV6(port)                                       \
+  std::string ipv6_missing_;                                             \
+  const int port = ::cutrain::test::free_ipv6_port(ipv6_missing_);      \
+  do {                                                                   \
+    if (port < 0) {                                                      \
       std::cout << "SKIPPED: no IPv6 loopback: " << ipv6_missing_ << "\n"; \
-      WARN("SKIPPED: no IPv6 loopback: " << ipv6_missing_);                \
-      return;                                                              \
-    }                                                                      \
+      WARN("SKIPPED: no IPv6 loopback: " << ipv6_missing_);              \
+      return;                                                            \
+    }                                                                    \
   } while (0)

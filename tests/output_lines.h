@@ -22,9 +22,7 @@ class HasLinesMatcher : public Catch::MatcherBase<std::string> {
  public:
   // `pattern`: a regex for whole lines, joined by '\n' where it spans several.
   explicit HasLinesMatcher(std::string pattern)
-      : pattern_(std::move(pattern)),
-        regex_(pattern_),
-        lines_(1 + std::count(pattern_.begin(), pattern_.end(), '\n')) {}
+      : pattern_(std::move(pattern)), regex_(pattern_), lines_(1 + std::count(pattern_.begin(), pattern_.end(), '\n')) {}
 
   bool match(const std::string& output) const override {
     std::vector<std::string> lines;

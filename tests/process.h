@@ -202,8 +202,7 @@ inline bool wait_taken(pid_t pid, int signum, int seconds = 60) {
     std::istringstream status(detail::read_text("/proc/" + std::to_string(pid) + "/status"));
     unsigned long long pending = 0;
     for (std::string line; std::getline(status, line);)
-      if (line.rfind("SigPnd:", 0) == 0 || line.rfind("ShdPnd:", 0) == 0)
-        pending |= std::stoull(line.substr(7), nullptr, 16);
+      if (line.rfind("SigPnd:", 0) == 0 || line.rfind("ShdPnd:", 0) == 0) pending |= std::stoull(line.substr(7), nullptr, 16);
     if (!(pending & bit)) return true;
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }

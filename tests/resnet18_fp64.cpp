@@ -71,7 +71,8 @@ Act conv_forward(const Act& x, const Vec& w, const ConvGeometry& g) {
 }
 
 // dw[k,r,s,c] = sum_{n,p,q} dy[n,p,q,k] * x[n, h(p,r), w(q,s), c];  dx (+)= the transpose.
-void conv_backward(const Act& x, const Vec& w_in, const Act& dy, const ConvGeometry& g, Vec& dw, Act* dx, Fault fault) {
+void conv_backward(const Act& x, const Vec& w_in, const Act& dy, const ConvGeometry& g, Vec& dw, Act* dx,
+                   Fault fault) {
   const int C = x.C, K = g.K, R = g.R;
   Vec w = w_in;
   if (fault == Fault::conv_backward_transposed && K == C) {  // backward-data reads w[c,r,s,k]
@@ -273,8 +274,8 @@ class Fp64ResNet {
                              buffers_[name + ".running_var"], cache);
   }
   Act bn_back(const std::string& name, const Act& dy, const BatchNormCache& cache) {
-    return store_(
-        batchnorm_backward(dy, w_[name + ".weight"], cache, grads_[name + ".weight"], grads_[name + ".bias"], fault_));
+    return store_(batchnorm_backward(dy, w_[name + ".weight"], cache, grads_[name + ".weight"],
+                                     grads_[name + ".bias"], fault_));
   }
 
   Act block_forward(Block& b, const Act& x) {

@@ -151,8 +151,7 @@ StepResult take_step(ResNet18& model, SGD& sgd, const std::function<void()>& ste
     r.grads[p->name] = widen(grads.data() + p->offset, p->numel);
     std::vector<double>& update = r.updates[p->name];
     update.resize(size_t(p->numel));
-    for (int64_t i = 0; i < p->numel; ++i)
-      update[size_t(i)] = double(after[size_t(p->offset + i)]) - before[size_t(p->offset + i)];
+    for (int64_t i = 0; i < p->numel; ++i) update[size_t(i)] = double(after[size_t(p->offset + i)]) - before[size_t(p->offset + i)];
   }
   const std::vector<float> buffers = read_floats(model.params().buffer_values());
   for (const BufferEntry& b : model.buffers()) r.buffers[b.name] = widen(buffers.data() + b.offset, b.numel);
@@ -238,9 +237,9 @@ std::vector<std::string> failures(const std::vector<Comparison>& comparisons) {
 }
 
 std::string closest_call(const std::vector<Comparison>& comparisons) {
-  const auto worst =
-      std::max_element(comparisons.begin(), comparisons.end(),
-                       [](const Comparison& a, const Comparison& b) { return a.error / a.bound < b.error / b.bound; });
+  const auto worst = std::max_element(comparisons.begin(), comparisons.end(), [](const Comparison& a, const Comparison& b) {
+    return a.error / a.bound < b.error / b.bound;
+  });
   if (worst == comparisons.end()) return "nothing compared";
   return "closest call: " + worst->what + format(": error %.3g of bound %.3g", worst->error, worst->bound);
 }

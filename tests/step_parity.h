@@ -68,8 +68,8 @@ struct StepBounds {
 };
 
 StepBounds fp32_bounds(const ResNetConfig& config);  // fp32 against the exact step
-StepBounds bf16_bounds();                            // bf16 against the fp32 step
-StepBounds identical();                              // bit for bit
+StepBounds bf16_bounds();                             // bf16 against the fp32 step
+StepBounds identical();                               // bit for bit
 
 // One comparison: what, the error measured, the bound it must not exceed (NaN fails).
 struct Comparison {

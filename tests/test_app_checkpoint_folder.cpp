@@ -73,11 +73,11 @@ TEST_CASE("the writer removes what interrupted saves left, and says so in one li
   const std::string dead = std::to_string(dead_pid()), alive = std::to_string(::getppid());
   touch(dir / "checkpoint-00000008.safetensors");  // a complete checkpoint
   touch(dir / "checkpoint-00000008.optim.safetensors");
-  touch(dir / ("checkpoint-00000016.safetensors.tmp." + dead));         // a kill during a save
+  touch(dir / ("checkpoint-00000016.safetensors.tmp." + dead));        // a kill during a save
   touch(dir / ("checkpoint-00000016.optim.safetensors.tmp." + alive));  // a save still going on
-  touch(dir / "checkpoint-00000024.safetensors");                       // full disk before the optim file
-  touch(dir / "checkpoint-00000004.optim.safetensors");                 // a prune cut short
-  touch(dir / "notes.txt");                                             // not ours
+  touch(dir / "checkpoint-00000024.safetensors");                      // full disk before the optim file
+  touch(dir / "checkpoint-00000004.optim.safetensors");                // a prune cut short
+  touch(dir / "notes.txt");                                            // not ours
 
   CheckpointFolder reader(d, 3);  // another rank: looks, touches nothing
   CHECK(names_in(d).size() == 7);
@@ -100,11 +100,12 @@ TEST_CASE("the writer removes what interrupted saves left, and says so in one li
   touch(dir / ("checkpoint-00000030.safetensors.tmp." + std::to_string(::getpid())));
   said.clear();
   writer.save(model, sgd, state_at(1, 0, 1, 4));
-  CHECK(names_in(d) == std::vector<std::string>{
-                           ".cutrain.lock", "checkpoint-00000008.optim.safetensors", "checkpoint-00000008.safetensors",
-                           "checkpoint-00000016.optim.safetensors.tmp." + alive,
-                           "checkpoint-00000100.optim.safetensors", "checkpoint-00000100.safetensors",
-                           "checkpoint-last.safetensors", "notes.txt"});
+  CHECK(names_in(d) == std::vector<std::string>{".cutrain.lock", "checkpoint-00000008.optim.safetensors",
+                                                "checkpoint-00000008.safetensors",
+                                                "checkpoint-00000016.optim.safetensors.tmp." + alive,
+                                                "checkpoint-00000100.optim.safetensors",
+                                                "checkpoint-00000100.safetensors", "checkpoint-last.safetensors",
+                                                "notes.txt"});
   REQUIRE(said.size() == 1);
   CHECK_THAT(said[0], Catch::Contains("removed 1 file(s)") && Catch::Contains("(writer " + std::to_string(::getpid())));
 }
@@ -133,11 +134,11 @@ TEST_CASE("the folder touches only its own file names and takes the newest by th
   CHECK(reopened.complete_checkpoints() ==
         std::vector<std::string>{eight, dir / "checkpoint-99999999.safetensors", four});
   const std::string twelve = reopened.save(model, sgd, at_step(12));
-  CHECK(names_in(d) == std::vector<std::string>{
-                           ".cutrain.lock", "checkpoint-00000008.optim.safetensors", "checkpoint-00000008.safetensors",
-                           "checkpoint-00000012.optim.safetensors", "checkpoint-00000012.safetensors",
-                           "checkpoint-best.safetensors", "checkpoint-final.optim.safetensors",
-                           "checkpoint-final.safetensors", "checkpoint-last.safetensors"});
+  CHECK(names_in(d) == std::vector<std::string>{".cutrain.lock", "checkpoint-00000008.optim.safetensors",
+                                                "checkpoint-00000008.safetensors",
+                                                "checkpoint-00000012.optim.safetensors", "checkpoint-00000012.safetensors",
+                                                "checkpoint-best.safetensors", "checkpoint-final.optim.safetensors",
+                                                "checkpoint-final.safetensors", "checkpoint-last.safetensors"});
   CHECK(reopened.complete_checkpoints().front() == twelve);
 }
 
@@ -169,16 +170,14 @@ TEST_CASE("one writer holds the folder and a model file loads only with its own 
   // Another run's optim file of the same step beside this model file: two runs' halves.
   state.run_id = "fedcba9876543210";
   CheckpointFolder other(b, 3, [](const std::string&) {});
-  fs::copy_file(optim_path_for(other.save(model, sgd, state)), optim_path_for(path),
-                fs::copy_options::overwrite_existing);
+  fs::copy_file(optim_path_for(other.save(model, sgd, state)), optim_path_for(path), fs::copy_options::overwrite_existing);
   try {
     load_checkpoint(path, model, sgd);
     FAIL("two runs' halves loaded as one checkpoint");
   } catch (const std::runtime_error& e) {
-    CHECK(std::string(e.what()) == path +
-                                       ": not one checkpoint with its optim file: the model file is of run "
-                                       "0123456789abcdef at step 100, the optim file of run fedcba9876543210 at "
-                                       "step 100");
+    CHECK(std::string(e.what()) == path + ": not one checkpoint with its optim file: the model file is of run "
+                                          "0123456789abcdef at step 100, the optim file of run fedcba9876543210 at "
+                                          "step 100");
   }
 }
 
@@ -231,9 +230,8 @@ TEST_CASE("a run goes on from the middle of an epoch only with the same seed, wo
   CHECK(s.seed == 9);
 }
 
-TEST_CASE(
-    "a checkpoint that would not load is not written, nothing is pruned for it, and the line names one that loads",
-    "[app]") {
+TEST_CASE("a checkpoint that would not load is not written, nothing is pruned for it, and the line names one that loads",
+          "[app]") {
   // Note [Checkpoints that load]: a diverging run (--lr 20, say) had written NaN weights or an
   // overflowed running variance, and pruned its good checkpoints for them.
   test::TempDir dir;
@@ -266,10 +264,9 @@ TEST_CASE(
   REQUIRE(running_var.name == "bn1.running_var");
   buffers[size_t(running_var.offset)] = INFINITY;  // the overflow that a finite loss hides
   copy_from_host(buffers.data(), model.params().buffer_values());
-  CHECK(
-      unfit_save("an overflowed running variance") ==
-      (dir / "checkpoint-00000003.safetensors") +
-          ": not written: NaN or infinite values in bn1.running_var (1); stopping; last good checkpoint: " + last_good);
+  CHECK(unfit_save("an overflowed running variance") ==
+        (dir / "checkpoint-00000003.safetensors") +
+            ": not written: NaN or infinite values in bn1.running_var (1); stopping; last good checkpoint: " + last_good);
   CHECK(names_in(dir.path().string()) == before);
   buffers[size_t(running_var.offset)] = 1.0f;
   copy_from_host(buffers.data(), model.params().buffer_values());
@@ -278,8 +275,7 @@ TEST_CASE(
   momentum[0] = std::nanf("");
   copy_from_host(momentum.data(), sgd.momentum());
   CHECK_THAT(unfit_save("a NaN momentum"),
-             Catch::StartsWith((dir / "checkpoint-00000004.optim.safetensors") +
-                               ": not written: NaN or infinite values in momentum_buffer.") &&
+             Catch::StartsWith((dir / "checkpoint-00000004.optim.safetensors") + ": not written: NaN or infinite values in momentum_buffer.") &&
                  Catch::EndsWith("; stopping; last good checkpoint: " + last_good));
   CHECK(names_in(dir.path().string()) == before);  // the model file written before it is gone again
   CHECK_NOTHROW(load_checkpoint(last_good, model, sgd));
@@ -303,10 +299,10 @@ TEST_CASE("checkpoint-last names the newest checkpoint and checkpoint-best the m
     writer.save(model, sgd, at_step(4, "one-run"));  // no evaluation right before it
     CHECK(writer.complete_checkpoints().front() == dir / "checkpoint-00000004.safetensors");  // links are not counted
   }
-  CHECK(names_in(d) == std::vector<std::string>{
-                           ".cutrain.lock", "checkpoint-00000002.optim.safetensors", "checkpoint-00000002.safetensors",
-                           "checkpoint-00000004.optim.safetensors", "checkpoint-00000004.safetensors",
-                           "checkpoint-best.safetensors", "checkpoint-last.safetensors"});
+  CHECK(names_in(d) == std::vector<std::string>{".cutrain.lock", "checkpoint-00000002.optim.safetensors",
+                                                "checkpoint-00000002.safetensors",
+                                                "checkpoint-00000004.optim.safetensors", "checkpoint-00000004.safetensors",
+                                                "checkpoint-best.safetensors", "checkpoint-last.safetensors"});
   CHECK(fs::read_symlink(last) == "checkpoint-00000004.safetensors");  // relative: the folder may move
   CHECK(fs::read_symlink(best) == "checkpoint-00000002.safetensors");
   CHECK(optim_path_for(best) == optim_path_for(two));

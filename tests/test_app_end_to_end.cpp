@@ -7,11 +7,11 @@
 #include <chrono>
 #include <cmath>
 #include <csignal>
-#include <fstream>
-#include <nlohmann/json.hpp>
 #include <random>
 #include <regex>
 #include <thread>
+#include <fstream>
+#include <nlohmann/json.hpp>
 
 #include "app/checkpoint_folder.h"
 #include "app/recipe.h"
@@ -33,8 +33,8 @@ namespace {
 using cutrain::test::HasLines;
 using cutrain::test::Process;
 using cutrain::test::read_metrics;
-using cutrain::test::require_identical;
 using cutrain::test::TempDir;
+using cutrain::test::require_identical;
 
 // A synthetic dataset of `train` + `test` images in CIFAR-10 binary form under dir/data; at
 // difficulty 0, the clean shapes, which a small ResNet learns in a few epochs.
@@ -48,20 +48,8 @@ std::string make_data(const TempDir& dir, int train = 1024, int test = 256,
 
 // `cutrain train` on `data` with small, fast settings, then `extra` flags.
 std::vector<std::string> train_command(const std::string& data, std::vector<std::string> extra) {
-  std::vector<std::string> argv = {cutrain::test::binary("cutrain"),
-                                   "train",
-                                   "--data",
-                                   data,
-                                   "--device",
-                                   "cpu",
-                                   "--width",
-                                   "8",
-                                   "--batch-size",
-                                   "32",
-                                   "--workers",
-                                   "2",
-                                   "--lr",
-                                   "0.05"};
+  std::vector<std::string> argv = {cutrain::test::binary("cutrain"), "train", "--data", data, "--device", "cpu",
+                                   "--width", "8", "--batch-size", "32", "--workers", "2", "--lr", "0.05"};
   argv.insert(argv.end(), extra.begin(), extra.end());
   return argv;
 }
@@ -129,9 +117,9 @@ TEST_CASE("images/s and training time leave evaluation out, and an unreached tar
   TempDir dir;
   const std::string data = make_data(dir, 256, 1024);
   const std::string metrics = (dir.path() / "m.jsonl").string();
-  auto r = cutrain::test::run(
-      train_command(data, {"--epochs", "2", "--metrics", metrics, "--log-every", "2", "--eval-every-steps", "4",
-                           "--tta", "flip", "--target-accuracy", "0.99"}));
+  auto r = cutrain::test::run(train_command(data, {"--epochs", "2", "--metrics", metrics, "--log-every", "2",
+                                                   "--eval-every-steps", "4", "--tta", "flip",
+                                                   "--target-accuracy", "0.99"}));
   INFO(r.output);
   REQUIRE(r.exit_code == 0);
   CHECK(r.output.find("target 99.00% test accuracy not reached in 2 epochs (best ") != std::string::npos);
@@ -169,8 +157,8 @@ TEST_CASE("a resumed run continues exactly as the uninterrupted one, bit for bit
   const std::string m1 = (dir.path() / "m1.jsonl").string(), m2 = (dir.path() / "m2.jsonl").string();
   // 20 steps cross the epoch boundary (16 steps per epoch), and the stop at 10 is mid-epoch. The
   // rate changes every step, from the optimizer's step counter, which the resume must restore.
-  const std::vector<std::string> common = {"--epochs",     "3", "--log-every",   "1",
-                                           "--eval-every", "0", "--lr-schedule", "onecycle"};
+  const std::vector<std::string> common = {"--epochs", "3", "--log-every", "1", "--eval-every", "0",
+                                           "--lr-schedule", "onecycle"};
 
   auto run = [&](std::vector<std::string> extra) {
     extra.insert(extra.end(), common.begin(), common.end());
@@ -240,8 +228,8 @@ TEST_CASE("SIGHUP to cutrun stops the job as SIGTERM does, and a stop on an epoc
   // One batch of 64 per epoch: every step is an epoch's last. Before, SIGHUP killed the job with
   // no save, and a SIGTERM on an epoch's last step printed no "stopped by signal" line.
   std::vector<std::string> argv = {cutrain::test::binary("cutrun"), "--nproc-per-node", "1"};
-  const auto train = train_command(
-      data, {"--batch-size", "64", "--epochs", "1000", "--eval-every", "0", "--log-every", "1", "--save", save});
+  const auto train = train_command(data, {"--batch-size", "64", "--epochs", "1000", "--eval-every", "0",
+                                          "--log-every", "1", "--save", save});
   argv.insert(argv.end(), train.begin(), train.end());
   Process p(argv);
   REQUIRE(p.read_until("== step: [  1/1]", 3, 60));
@@ -260,19 +248,9 @@ TEST_CASE("SIGTERM or SIGINT or SIGHUP or SIGUSR1 to cutrun during the rendezvou
   for (const int signum : {SIGTERM, SIGINT, SIGHUP, SIGUSR1}) {
     const int port = cutrain::test::free_port();
     // Node 0 of two, whose node 1 never comes: the rank waits in the rendezvous for 40 s.
-    std::vector<std::string> argv = {cutrain::test::binary("cutrun"),
-                                     "--nnodes",
-                                     "2",
-                                     "--node-rank",
-                                     "0",
-                                     "--master-port",
-                                     std::to_string(port),
-                                     "--rdzv-id",
-                                     "alone",
-                                     "--rdzv-timeout",
-                                     "40",
-                                     "--store-bind",
-                                     "127.0.0.1"};
+    std::vector<std::string> argv = {cutrain::test::binary("cutrun"), "--nnodes", "2", "--node-rank", "0",
+                                     "--master-port", std::to_string(port), "--rdzv-id", "alone",
+                                     "--rdzv-timeout", "40", "--store-bind", "127.0.0.1"};
     const auto train = train_command(data, {"--epochs", "1", "--eval-every", "0"});
     argv.insert(argv.end(), train.begin(), train.end());
     Process p(argv);
@@ -326,7 +304,7 @@ TEST_CASE("bad input to train: one line naming what is wrong, non-zero exit", "[
   };
   const std::string nowhere = (dir.path() / "nowhere").string();
   const std::string fifo = dir / "fifo";
-  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);                   // before, the run blocked opening it
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);  // before, the run blocked opening it
   const std::string images = (dir.path() / "images").string();  // the same, as PNG class folders
   cutrain::write_dataset(images, cutrain::DataFormat::image_folder, cutrain::make_synthetic(64, 0, true),
                          cutrain::make_synthetic(16, 0, false));
@@ -375,7 +353,7 @@ TEST_CASE("metrics that cannot be written: one warning, the training finishes, e
   const std::string warning = "cutrain: warning: --metrics /dev/full: cannot write (No space left on device)";
   CHECK(r.output.find(warning) != std::string::npos);
   CHECK(r.output.find(warning) == r.output.rfind(warning));  // once
-  CHECK(r.output.find("done in ") != std::string::npos);     // the training went to its end
+  CHECK(r.output.find("done in ") != std::string::npos);    // the training went to its end
   // the run, 2 steps, 1 evaluation, 1 epoch, 1 summary
   CHECK_THAT(r.output, Catch::EndsWith("cutrain: error: --metrics /dev/full: 6 record(s) could not be written "
                                        "(No space left on device); the training itself finished\n"));
@@ -391,12 +369,11 @@ TEST_CASE("resume refuses a checkpoint whose state is out of range or from anoth
   const std::string optim = save + "/checkpoint-00000001.optim.safetensors";
 
   // Saved after batch 1 of 2 at batch size 32; at 16 that position names other images.
-  auto other_batch = cutrain::test::run(
-      train_command(data, {"--epochs", "2", "--save", save, "--resume", "auto", "--batch-size", "16"}));
+  auto other_batch = cutrain::test::run(train_command(data, {"--epochs", "2", "--save", save, "--resume", "auto",
+                                                             "--batch-size", "16"}));
   INFO(other_batch.output);
   CHECK(other_batch.exit_code == 1);
-  CHECK_THAT(other_batch.output, Catch::Contains("cutrain: error: " + model +
-                                                 ": saved in the middle of epoch 1 "
+  CHECK_THAT(other_batch.output, Catch::Contains("cutrain: error: " + model + ": saved in the middle of epoch 1 "
                                                  "(after batch 1) by 1 rank(s) at batch size 32 and seed 0; this run "
                                                  "has 1 at 16 and seed 0"));
 
@@ -406,8 +383,7 @@ TEST_CASE("resume refuses a checkpoint whose state is out of range or from anoth
   auto bad_epoch = cutrain::test::run(train_command(data, {"--epochs", "2", "--resume", model}));
   INFO(bad_epoch.output);
   CHECK(bad_epoch.exit_code == 1);
-  CHECK_THAT(bad_epoch.output, Catch::Contains("cutrain: error: " + optim +
-                                               ": training state 'epoch' is '-1000', "
+  CHECK_THAT(bad_epoch.output, Catch::Contains("cutrain: error: " + optim + ": training state 'epoch' is '-1000', "
                                                "not an integer in [0, 100000]"));
 }
 
@@ -415,8 +391,7 @@ TEST_CASE("a new run in a folder that holds another run's checkpoints is refused
   TempDir dir;
   const std::string data = make_data(dir, 64, 16);  // 2 batches of 32 per epoch
   const std::string save = dir / "runs";
-  REQUIRE(cutrain::test::run(train_command(data, {"--epochs", "3", "--eval-every", "0", "--save", save})).exit_code ==
-          0);
+  REQUIRE(cutrain::test::run(train_command(data, {"--epochs", "3", "--eval-every", "0", "--save", save})).exit_code == 0);
   const std::string old_newest = save + "/checkpoint-00000006.safetensors";
 
   // Before, the new run's checkpoints (steps 2 and 4) were pruned in favour of the old run's
@@ -424,21 +399,18 @@ TEST_CASE("a new run in a folder that holds another run's checkpoints is refused
   auto again = cutrain::test::run(train_command(data, {"--epochs", "2", "--eval-every", "0", "--save", save}));
   INFO(again.output);
   CHECK(again.exit_code == 1);
-  CHECK_THAT(again.output, Catch::EndsWith("cutrain: error: --save " + save +
-                                           " holds the checkpoints of another run "
-                                           "(the newest is " +
-                                           old_newest +
-                                           "): go on with it with --resume auto, "
+  CHECK_THAT(again.output, Catch::EndsWith("cutrain: error: --save " + save + " holds the checkpoints of another run "
+                                           "(the newest is " + old_newest + "): go on with it with --resume auto, "
                                            "choose another --save folder, or add --new-run to delete them and start "
                                            "afresh there\n"));
   CHECK(std::filesystem::exists(old_newest));
 
-  auto fresh =
-      cutrain::test::run(train_command(data, {"--epochs", "2", "--eval-every", "0", "--save", save, "--new-run"}));
+  auto fresh = cutrain::test::run(train_command(data, {"--epochs", "2", "--eval-every", "0", "--save", save,
+                                                       "--new-run"}));
   INFO(fresh.output);
   CHECK(fresh.exit_code == 0);
-  CHECK_THAT(fresh.output,
-             Catch::Contains("checkpoints: --new-run: removed the 3 checkpoint(s) of the earlier run in " + save));
+  CHECK_THAT(fresh.output, Catch::Contains("checkpoints: --new-run: removed the 3 checkpoint(s) of the earlier run in " +
+                                           save));
   CHECK(!std::filesystem::exists(old_newest));
   CHECK(std::filesystem::exists(save + "/checkpoint-00000004.optim.safetensors"));
 }
@@ -460,15 +432,14 @@ TEST_CASE("nothing is written through a link planted at a checkpoint's temporary
   plant(metrics);
   auto r = cutrain::test::run(train_command(data, {"--epochs", "1", "--metrics", metrics}));
   CHECK(r.exit_code == 1);
-  CHECK_THAT(r.output, Catch::EndsWith("cutrain: error: --metrics " + metrics +
-                                       ": is a symbolic link; give the file "
+  CHECK_THAT(r.output, Catch::EndsWith("cutrain: error: --metrics " + metrics + ": is a symbolic link; give the file "
                                        "it points to\n"));
 
   const std::string logs = dir / "logs";
   std::filesystem::create_directory(logs);
   plant(logs + "/rank0.log");
-  auto launched = cutrain::test::run(
-      {cutrain::test::binary("cutrun"), "--nproc-per-node", "1", "--log-dir", logs, "/bin/sh", "-c", "echo logged"});
+  auto launched = cutrain::test::run({cutrain::test::binary("cutrun"), "--nproc-per-node", "1", "--log-dir", logs,
+                                      "/bin/sh", "-c", "echo logged"});
   CHECK(launched.exit_code == 0);
   CHECK(cutrain::test::read_file(logs + "/rank0.log") == "logged\n");
 
@@ -479,8 +450,8 @@ TEST_CASE("a finished run resumed with the same --max-steps does nothing and say
   TempDir dir;
   const std::string data = make_data(dir, 64, 16);  // 2 batches of 32 per epoch
   const std::string save = dir / "ckpt";
-  const std::vector<std::string> flags = {"--epochs", "3",      "--eval-every", "0",        "--max-steps",
-                                          "3",        "--save", save,           "--resume", "auto"};
+  const std::vector<std::string> flags = {"--epochs", "3", "--eval-every", "0", "--max-steps", "3", "--save", save,
+                                          "--resume", "auto"};
   REQUIRE(cutrain::test::run(train_command(data, flags)).exit_code == 0);
   // Before, each rerun trained one more step: checkpoints 4, 5...
   for (int again = 0; again < 2; ++again) {
@@ -518,8 +489,8 @@ TEST_CASE("a read-only --save is refused before training, and a prune that fails
   auto refused = cutrain::test::run(train_command(data, {"--epochs", "1", "--save", read_only}));
   INFO(refused.output);
   CHECK(refused.exit_code == 1);
-  CHECK_THAT(refused.output,
-             Catch::EndsWith("cutrain: error: --save " + read_only + ": cannot write there (Read-only file system)\n"));
+  CHECK_THAT(refused.output, Catch::EndsWith("cutrain: error: --save " + read_only +
+                                             ": cannot write there (Read-only file system)\n"));
   CHECK_THAT(refused.output, !Catch::Contains("== step"));
 
   // A file bound over the old optim file cannot be removed (EBUSY, as EPERM in a shared sticky
@@ -547,8 +518,7 @@ TEST_CASE("a torn last metrics record is dropped before appending, and a resume 
   TempDir dir;
   const std::string data = make_data(dir, 64, 16);  // 2 batches of 32 per epoch
   const std::string metrics = dir / "m.jsonl", save = dir / "ckpt";
-  const std::vector<std::string> flags = {"--eval-every", "0",  "--metrics", metrics,
-                                          "--save",       save, "--resume",  "auto"};
+  const std::vector<std::string> flags = {"--eval-every", "0", "--metrics", metrics, "--save", save, "--resume", "auto"};
   auto with = [&](std::vector<std::string> extra) {
     extra.insert(extra.end(), flags.begin(), flags.end());
     return train_command(data, extra);
@@ -559,8 +529,7 @@ TEST_CASE("a torn last metrics record is dropped before appending, and a resume 
   auto r = cutrain::test::run(with({"--epochs", "2"}));
   INFO(r.output);
   CHECK(r.exit_code == 0);
-  CHECK_THAT(r.output, Catch::Contains("\ncutrain: warning: --metrics " + metrics +
-                                       ": dropped a torn last record "
+  CHECK_THAT(r.output, Catch::Contains("\ncutrain: warning: --metrics " + metrics + ": dropped a torn last record "
                                        "(28 bytes) that an interrupted write left\n"));
   const auto resumes = read_metrics(metrics, "resume");  // parses every line
   REQUIRE(resumes.size() == 1);
@@ -572,10 +541,8 @@ TEST_CASE("a torn last metrics record is dropped before appending, and a resume 
 // Issue 21: a metrics file says what made it (a first "run" record), when each record was written
 // and the test loss beside the test accuracy; every checkpoint is named as it is written, and a stop
 // at --max-steps says so.
-TEST_CASE(
-    "metrics begin with the run, time every record and hold the test loss, and saves and a --max-steps stop "
-    "are said",
-    "[app]") {
+TEST_CASE("metrics begin with the run, time every record and hold the test loss, and saves and a --max-steps stop "
+          "are said", "[app]") {
   TempDir dir;
   const std::string data = make_data(dir, 256, 64);  // 8 batches of 32 per epoch
   const std::string metrics = dir / "m.jsonl", save = dir / "ckpt";
@@ -583,8 +550,8 @@ TEST_CASE(
     return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
   };
   const double before = unix_now();
-  auto r = cutrain::test::run(train_command(
-      data, {"--epochs", "3", "--max-steps", "12", "--log-every", "4", "--save", save, "--metrics", metrics}));
+  auto r = cutrain::test::run(train_command(data, {"--epochs", "3", "--max-steps", "12", "--log-every", "4",
+                                                   "--save", save, "--metrics", metrics}));
   const double after = unix_now();
   INFO(r.output);
   REQUIRE(r.exit_code == 0);
@@ -638,8 +605,7 @@ TEST_CASE(
 
   // One line per save, where it went; then the stop, and why.
   const std::string first = save + "/checkpoint-00000008.safetensors", last = save + "/checkpoint-00000012.safetensors";
-  CHECK_THAT(r.output, Catch::Contains("\ncheckpoint after step 8: " + first +
-                                       " (its optimizer state beside it, "
+  CHECK_THAT(r.output, Catch::Contains("\ncheckpoint after step 8: " + first + " (its optimizer state beside it, "
                                        ".optim.safetensors)\n"));
   CHECK_THAT(r.output, Catch::Contains("\ncheckpoint after step 12: " + last));
   size_t saves = 0;
@@ -677,17 +643,15 @@ TEST_CASE("a run with --save-every-steps also saves inside an epoch and goes on 
 
 // Note [A resume keeps the recipe]: before, a resume with --resume auto alone went on at the defaults (lr 0.002,
 // constant) in silence, and onto other data in the middle of an epoch.
-TEST_CASE(
-    "a resume keeps the run's recipe: flags left out come from the checkpoint, a flag given again wins with a "
-    "line, and other data in the middle of an epoch is refused",
-    "[app]") {
+TEST_CASE("a resume keeps the run's recipe: flags left out come from the checkpoint, a flag given again wins with a "
+          "line, and other data in the middle of an epoch is refused", "[app]") {
   TempDir dir, elsewhere;
   const std::string data = make_data(dir, 128, 16);  // 4 batches of 32 per epoch
   const std::string other_data = make_data(elsewhere, 160, 16);
   const std::string straight = dir / "straight", resumed = dir / "resumed";
-  const std::vector<std::string> recipe = {
-      "--epochs",          "2",   "--lr-schedule", "onecycle", "--momentum",          "0.8", "--weight-decay", "0.0005",
-      "--label-smoothing", "0.1", "--seed",        "7",        "--norm-weight-decay", "0"};
+  const std::vector<std::string> recipe = {"--epochs", "2", "--lr-schedule", "onecycle", "--momentum", "0.8",
+                                           "--weight-decay", "0.0005", "--label-smoothing", "0.1", "--seed", "7",
+                                           "--norm-weight-decay", "0"};
   auto with = [&](const std::string& save, std::vector<std::string> extra) {
     extra.insert(extra.end(), {"--save", save, "--eval-every", "0"});
     return train_command(data, extra);
@@ -724,11 +688,9 @@ TEST_CASE(
   auto r = cutrain::test::run(with(resumed, {"--resume", "auto"}));
   INFO(r.output);
   REQUIRE(r.exit_code == 0);
-  CHECK_THAT(r.output, Catch::StartsWith("resuming with the recipe of " + resumed +
-                                         "/checkpoint-00000006.safetensors: "
+  CHECK_THAT(r.output, Catch::StartsWith("resuming with the recipe of " + resumed + "/checkpoint-00000006.safetensors: "
                                          "--epochs 2 --momentum 0.8 --weight-decay 0.0005 --norm-weight-decay 0.0 "
-                                         "--lr-schedule onecycle --label-smoothing 0.1 --seed 7 (a flag given "
-                                         "again wins)\n"));
+                                         "--lr-schedule onecycle --label-smoothing 0.1 --seed 7 (a flag given again wins)\n"));
   CHECK_THAT(r.output, Catch::Contains("SGD lr 0.05 (onecycle), momentum 0.8 nesterov, weight decay 0.0005 "
                                        "(batch norm's 0)"));
   require_identical(straight + "/checkpoint-00000008.safetensors", resumed + "/checkpoint-00000008.safetensors");
@@ -819,8 +781,8 @@ TEST_CASE("cutrun --max-restarts survives 3 random kills and ends bit-identical 
   auto job = [&](const std::string& save, std::vector<std::string> launcher) {
     std::vector<std::string> argv = {cutrain::test::binary("cutrun"), "--standalone", "--nproc-per-node", "2"};
     argv.insert(argv.end(), launcher.begin(), launcher.end());
-    const auto train = train_command(data, {"--epochs", "5", "--eval-every", "0", "--log-every", "1", "--workers", "1",
-                                            "--save", save, "--resume", "auto", "--save-every-steps", "1"});
+    const auto train = train_command(data, {"--epochs", "5", "--eval-every", "0", "--log-every", "1", "--workers",
+                                            "1", "--save", save, "--resume", "auto", "--save-every-steps", "1"});
     argv.insert(argv.end(), train.begin(), train.end());
     return argv;
   };
@@ -850,8 +812,7 @@ TEST_CASE("cutrun --max-restarts survives 3 random kills and ends bit-identical 
       REQUIRE(held.ranks().at(victim) == victim_pid);
       ::kill(victim_pid, SIGKILL);
     }
-    REQUIRE(
-        p.read_until(std::vector<std::string>{"", "restart 1 of 3", "restart 2 of 3", "restart 3 of 3"}[fault], 1, 60));
+    REQUIRE(p.read_until(std::vector<std::string>{"", "restart 1 of 3", "restart 2 of 3", "restart 3 of 3"}[fault], 1, 60));
   }
   auto r = p.finish();
   INFO(r.output);
@@ -870,16 +831,10 @@ TEST_CASE("SIGTERM to one rank alone is that rank's failure: cutrun restarts, an
   const std::string data = make_data(dir, 256, 16);  // 2 ranks: 4 batches of 32 per epoch each
   const std::string straight = dir / "straight", stopped = dir / "stopped";
   auto job = [&](const std::string& save) {
-    std::vector<std::string> argv = {cutrain::test::binary("cutrun"),
-                                     "--standalone",
-                                     "--nproc-per-node",
-                                     "2",
-                                     "--max-restarts",
-                                     "1",
-                                     "--restart-delay",
-                                     "0"};
-    const auto train = train_command(data, {"--epochs", "5", "--eval-every", "0", "--log-every", "1", "--workers", "1",
-                                            "--save", save, "--resume", "auto"});
+    std::vector<std::string> argv = {cutrain::test::binary("cutrun"), "--standalone", "--nproc-per-node", "2",
+                                     "--max-restarts", "1", "--restart-delay", "0"};
+    const auto train = train_command(data, {"--epochs", "5", "--eval-every", "0", "--log-every", "1", "--workers",
+                                            "1", "--save", save, "--resume", "auto"});
     argv.insert(argv.end(), train.begin(), train.end());
     return argv;
   };
@@ -895,8 +850,7 @@ TEST_CASE("SIGTERM to one rank alone is that rank's failure: cutrun restarts, an
   CHECK_THAT(r.output, Catch::Contains("cutrun: restart 1 of 1 in 0 s, after rank 1 exited with code 143"));
   CHECK_THAT(r.output, Catch::Contains("[rank0]: cutrain: stopped after step ") &&
                            Catch::Contains(", since rank 1 was stopped by signal 15 alone (a failure of that rank); "
-                                           "checkpoint: " +
-                                           stopped + "/checkpoint-"));
+                                           "checkpoint: " + stopped + "/checkpoint-"));
   CHECK_THAT(r.output, Catch::Contains("[rank0]: resumed from " + stopped + "/checkpoint-"));
   const std::string last = "/checkpoint-00000020";
   require_identical(straight + last + ".safetensors", stopped + last + ".safetensors");
@@ -926,7 +880,8 @@ TEST_CASE("eval takes checkpoint-best and a resume checkpoint-last, the links a 
   CHECK(resumed.exit_code == 0);
   CHECK_THAT(resumed.output, Catch::Contains("step 17 of 24"));
   // The recipe came through the link too: the optim file is the link target's (optim_path_for).
-  CHECK_THAT(resumed.output, Catch::Contains("resuming with the recipe of " + save + "/checkpoint-last.safetensors:") &&
+  CHECK_THAT(resumed.output, Catch::Contains("resuming with the recipe of " + save +
+                                             "/checkpoint-last.safetensors:") &&
                                  Catch::Contains("--lr-schedule cosine"));
   CHECK(std::filesystem::read_symlink(save + "/checkpoint-last.safetensors") == "checkpoint-00000024.safetensors");
 }
@@ -946,7 +901,7 @@ TEST_CASE("eval prints the accuracy of a checkpoint, overall and per class, and 
   CHECK(r.output.rfind("evaluating " + checkpoint + " on 64 test images of " + data + ", on the CPU\ntest accuracy: ",
                        0) == 0);
   CHECK(r.output.find("/64) of " + checkpoint) != std::string::npos);  // every test image, once
-  CHECK(r.output.find("  checker ") != std::string::npos);             // the per-class table
+  CHECK(r.output.find("  checker ") != std::string::npos);              // the per-class table
 
   const std::string corrupt = dir / "corrupt.safetensors";
   std::ofstream(corrupt) << "not a checkpoint";
@@ -961,9 +916,8 @@ TEST_CASE("eval prints the accuracy of a checkpoint, overall and per class, and 
   cutrain::write_safetensors(corrupt, file);
   auto huge = cutrain::test::run({cutrain::test::binary("cutrain"), "eval", "--data", data, "--checkpoint", corrupt});
   CHECK(huge.exit_code == 1);
-  CHECK(huge.output == "cutrain: error: " + corrupt +
-                           ": fc.weight [2147483648, 0] has 2147483648 classes; "
-                           "cutrain builds 1 to 100000\n");
+  CHECK(huge.output == "cutrain: error: " + corrupt + ": fc.weight [2147483648, 0] has 2147483648 classes; "
+                                                      "cutrain builds 1 to 100000\n");
 }
 
 TEST_CASE("step lines come after the first step and by time too, with the lr, elapsed time and ETA", "[app]") {
@@ -979,10 +933,9 @@ TEST_CASE("step lines come after the first step and by time too, with the lr, el
   CHECK_THAT(r.output, Catch::Contains("warming up: step 1 of 64, whose line comes at once; then a line every 1000 "
                                        "steps or 0.3 s\n== step: [  1/64] [1/1] | loss: "));
   // The shape of every line: the seed's fields, then the learning rate, the time and the ETA.
-  CHECK_THAT(r.output,
-             HasLines("== step: \\[ 64/64\\] \\[1/1\\] \\| loss: [0-9.]+ \\| grad norm: [0-9.]+ \\| train acc: "
-                      "[0-9.]+% \\| [0-9]+ img/s \\| [0-9.]+ ms/step \\| data: [0-9.]+ ms/step \\| max mem: "
-                      "[1-9][0-9]* MiB \\| lr: 0.05 \\| elapsed: 0:00:[0-9]{2} \\| eta: 0:00:00"));
+  CHECK_THAT(r.output, HasLines("== step: \\[ 64/64\\] \\[1/1\\] \\| loss: [0-9.]+ \\| grad norm: [0-9.]+ \\| train acc: "
+                                "[0-9.]+% \\| [0-9]+ img/s \\| [0-9.]+ ms/step \\| data: [0-9.]+ ms/step \\| max mem: "
+                                "[1-9][0-9]* MiB \\| lr: 0.05 \\| elapsed: 0:00:[0-9]{2} \\| eta: 0:00:00"));
   CHECK_THAT(r.output, HasLines("== epoch 1/1 \\| loss: [0-9.]+ \\| train acc: [0-9.]+% \\| test acc: [0-9.]+% \\| "
                                 "test loss: [0-9.]+ \\| [0-9.]+ s \\| [0-9]+ img/s"));
   const std::vector<nlohmann::json> steps = read_metrics(metrics, "step");
@@ -991,7 +944,7 @@ TEST_CASE("step lines come after the first step and by time too, with the lr, el
   CHECK(steps.back()["global_step"] == 64);
   CHECK(steps.back()["data_ms_per_step"].get<double>() >= 0);
   CHECK(steps.back()["peak_memory_bytes"].get<int64_t>() > 0);  // the resident set, on the CPU
-  CHECK(steps.back()["mfu"].is_null());                         // a GPU's share of its peak
+  CHECK(steps.back()["mfu"].is_null());                           // a GPU's share of its peak
   CHECK(steps.back()["grad_norm"].get<double>() > 0);
   CHECK(steps.back()["eta_s"] == 0.0);
   CHECK(steps[1]["global_step"].get<int>() < 64);
@@ -1013,12 +966,11 @@ TEST_CASE("step lines come after the first step and by time too, with the lr, el
   const std::vector<nlohmann::json> evals = read_metrics(metrics, "eval");
   REQUIRE(evals.size() == 1);
   if (evals[0]["eval_time_s"].get<double>() > 0.6)
-    CHECK_THAT(r.output,
-               HasLines("== eval: [0-9]+/1024 test images \\| elapsed: 0:00:[0-9]{2} \\| eta: 0:00:[0-9]{2}"));
+    CHECK_THAT(r.output, HasLines("== eval: [0-9]+/1024 test images \\| elapsed: 0:00:[0-9]{2} \\| eta: 0:00:[0-9]{2}"));
 
   // By count alone, as before: the first step, then every 8th.
-  auto counted = cutrain::test::run(
-      train_command(data, {"--epochs", "1", "--log-every", "8", "--log-every-seconds", "0", "--eval-every", "0"}));
+  auto counted = cutrain::test::run(train_command(data, {"--epochs", "1", "--log-every", "8", "--log-every-seconds",
+                                                         "0", "--eval-every", "0"}));
   REQUIRE(counted.exit_code == 0);
   size_t lines = 0;
   for (size_t at = counted.output.find("\n== "); at != std::string::npos; at = counted.output.find("\n== ", at + 1))
@@ -1038,10 +990,9 @@ TEST_CASE("without --device, a machine with no GPU warns once with how long the 
                                "--batch-size", "32", "--epochs", "3", "--eval-every", "0"});
   INFO(r.output);
   REQUIRE(r.exit_code == 0);
-  CHECK_THAT(r.output,
-             HasLines("== step: \\[  1/8\\] .*\ncutrain: warning: no GPU, so this run trains on the CPU "
-                      "\\(.*\\): at [0-9.]+ s a step, its 24 steps take about 0:00:[0-9]{2} \\(h:mm:ss\\); give "
-                      "--device cpu to choose the CPU, or --device cuda to require a GPU"));
+  CHECK_THAT(r.output, HasLines("== step: \\[  1/8\\] .*\ncutrain: warning: no GPU, so this run trains on the CPU "
+                                "\\(.*\\): at [0-9.]+ s a step, its 24 steps take about 0:00:[0-9]{2} \\(h:mm:ss\\); give "
+                                "--device cpu to choose the CPU, or --device cuda to require a GPU"));
   auto chosen = cutrain::test::run(train_command(data, {"--epochs", "1", "--eval-every", "0"}));
   CHECK_THAT(chosen.output, !Catch::Contains("no GPU"));
 }
@@ -1049,36 +1000,21 @@ TEST_CASE("without --device, a machine with no GPU warns once with how long the 
 TEST_CASE("making the synthetic dataset is said first, and folders a killed maker left are removed", "[app]") {
   TempDir dir;
   const std::string cache = dir / "cache";
-  const std::string folder =
-      cache + "/cutrain/" + cutrain::synthetic_folder_name(64, 16, 0, cutrain::kSyntheticDefaultDifficulty);
+  const std::string folder = cache + "/cutrain/" +
+                             cutrain::synthetic_folder_name(64, 16, 0, cutrain::kSyntheticDefaultDifficulty);
   // A maker killed while it wrote (no such process: pids stay below 2^22), and one still at work (this test).
   const std::string abandoned = folder + ".partial-999999999";
   const std::string working = folder + ".partial-" + std::to_string(getpid());
   for (const std::string& d : {abandoned, working}) std::filesystem::create_directories(d + "/half-written");
-  const std::vector<std::string> argv = {"/usr/bin/env",
-                                         "XDG_CACHE_HOME=" + cache,
-                                         cutrain::test::binary("cutrain"),
-                                         "train",
-                                         "--device",
-                                         "cpu",
-                                         "--synthetic-train",
-                                         "64",
-                                         "--synthetic-test",
-                                         "16",
-                                         "--width",
-                                         "8",
-                                         "--batch-size",
-                                         "32",
-                                         "--epochs",
-                                         "1",
-                                         "--eval-every",
-                                         "0"};
+  const std::vector<std::string> argv = {"/usr/bin/env", "XDG_CACHE_HOME=" + cache, cutrain::test::binary("cutrain"),
+                                         "train", "--device", "cpu", "--synthetic-train", "64", "--synthetic-test",
+                                         "16", "--width", "8", "--batch-size", "32", "--epochs", "1",
+                                         "--eval-every", "0"};
   auto first = cutrain::test::run(argv);
   INFO(first.output);
   REQUIRE(first.exit_code == 0);
   CHECK(first.output.rfind("making the synthetic dataset (64 training and 16 test images) in " + folder +
-                               ", once: later runs read it there\n",
-                           0) == 0);
+                               ", once: later runs read it there\n", 0) == 0);
   CHECK(!std::filesystem::exists(abandoned));
   CHECK(std::filesystem::exists(working));
   auto second = cutrain::test::run(argv);
@@ -1106,15 +1042,13 @@ TEST_CASE("signals that arrive together are one stop, which saves", "[app]") {
 
 // Note [A stop that saves] (dist/launch/cutrun.py): a CPU step longer than --grace-period, and an evaluation
 // longer than anything, both end in a checkpoint that a resume goes on from exactly.
-TEST_CASE(
-    "SIGINT to cutrun during a step longer than the grace period, or during an evaluation, saves and resumes "
-    "exactly",
-    "[app]") {
+TEST_CASE("SIGINT to cutrun during a step longer than the grace period, or during an evaluation, saves and resumes "
+          "exactly", "[app]") {
   TempDir dir;
   const std::string data = make_data(dir, 256, 2048);
   auto job = [&](const std::string& save, std::vector<std::string> flags) {
-    std::vector<std::string> argv = {
-        cutrain::test::binary("cutrun"), "--standalone", "--nproc-per-node", "2", "--grace-period", "0.2"};
+    std::vector<std::string> argv = {cutrain::test::binary("cutrun"), "--standalone", "--nproc-per-node", "2",
+                                     "--grace-period", "0.2"};
     const auto train = train_command(data, {"--epochs", "1", "--max-steps", "4", "--log-every", "1", "--workers", "1",
                                             "--save", save, "--resume", "auto", "--log-every-seconds", "0.2"});
     argv.insert(argv.end(), train.begin(), train.end());
@@ -1130,9 +1064,9 @@ TEST_CASE(
   };
   // A step of width 32 takes about 0.5 s here, more than twice the grace period; an evaluation of
   // 2048 images at width 32, several seconds.
-  for (const Case& c :
-       {Case{"during a step", "[rank0]: == step: [  2/", {"--width", "32", "--eval-every", "0"}},
-        Case{"during an evaluation", "[rank0]: == eval: ", {"--width", "32", "--eval-every-steps", "2"}}}) {
+  for (const Case& c : {Case{"during a step", "[rank0]: == step: [  2/", {"--width", "32", "--eval-every", "0"}},
+                        Case{"during an evaluation", "[rank0]: == eval: ",
+                             {"--width", "32", "--eval-every-steps", "2"}}}) {
     SECTION(c.name) {
       const std::string save = dir / "stopped";
       Process p(job(save, c.flags));
@@ -1178,16 +1112,15 @@ TEST_CASE("ranks that would resume from different checkpoints stop before the fi
     std::filesystem::remove(dir / ("node1/checkpoint-00000016" + std::string(suffix)));
 
   std::string train;
-  for (const std::string& arg :
-       train_command(data, {"--epochs", "3", "--eval-every", "0", "--collective-timeout", "30", "--resume", "auto"}))
+  for (const std::string& arg : train_command(data, {"--epochs", "3", "--eval-every", "0", "--collective-timeout",
+                                                     "30", "--resume", "auto"}))
     train += arg + " ";
   auto r = cutrain::test::run({cutrain::test::binary("cutrun"), "--standalone", "--nproc-per-node", "2", "/bin/sh",
                                "-c", "exec " + train + "--save " + dir.path().string() + "/node$RANK"});
   INFO(r.output);
   CHECK(r.exit_code == 1);
-  const std::string line =
-      "cutrain: error: the ranks would resume from different states: rank 0 at step 16 (epoch 3, "
-      "batch 0, seed 0, run ";
+  const std::string line = "cutrain: error: the ranks would resume from different states: rank 0 at step 16 (epoch 3, "
+                           "batch 0, seed 0, run ";
   CHECK_THAT(r.output, Catch::Contains("[rank0]: " + line) && Catch::Contains("[rank1]: " + line));
   CHECK_THAT(r.output, Catch::Contains(") from " + dir / "node0/checkpoint-00000016.safetensors" +
                                        "; rank 1 at step 8 (epoch 2, batch 0, seed 0, run "));
@@ -1198,8 +1131,8 @@ TEST_CASE("ranks that would resume from different checkpoints stop before the fi
   // The same files in both folders: the ranks agree, and the run goes on.
   std::filesystem::remove_all(dir / "node1");
   std::filesystem::copy(dir / "node0", dir / "node1", std::filesystem::copy_options::recursive);
-  auto agreed = cutrain::test::run({cutrain::test::binary("cutrun"), "--standalone", "--nproc-per-node", "2", "/bin/sh",
-                                    "-c", "exec " + train + "--save " + dir.path().string() + "/node$RANK"});
+  auto agreed = cutrain::test::run({cutrain::test::binary("cutrun"), "--standalone", "--nproc-per-node", "2",
+                                    "/bin/sh", "-c", "exec " + train + "--save " + dir.path().string() + "/node$RANK"});
   INFO(agreed.output);
   CHECK(agreed.exit_code == 0);
   CHECK_THAT(agreed.output, Catch::Contains("[rank0]: resumed from " + dir / "node0/checkpoint-00000016.safetensors"));
@@ -1226,9 +1159,8 @@ TEST_CASE("rank 0 on a full disk is named by cutrun, not the rank whose collecti
                                 "ranks|failed first, and exited with code 1: ).*"));
 }
 
-TEST_CASE(
-    "a checkpoint says what made it: inspect prints it, eval takes its data, a resume of another run is refused in one line",
-    "[app]") {
+TEST_CASE("a checkpoint says what made it: inspect prints it, eval takes its data, a resume of another run is refused in one line",
+          "[app]") {
   TempDir dir;
   const std::string data = make_data(dir, 256, 16);
   const std::string save = dir / "ckpt";
@@ -1242,20 +1174,14 @@ TEST_CASE(
   std::string command;
   for (const std::string& word : train) command += (command.empty() ? "" : " ") + word;
   const std::vector<std::string> lines = {
-      checkpoint + ":\n",
-      "\n  command: " + command + "\n",
-      "\n  cutrain_version: " + cutrain::version_line() + "\n",
-      "\n  data: " + data + "\n",
-      "\n  train_images: 256\n",
-      "\n  test_images: 16\n",
+      checkpoint + ":\n", "\n  command: " + command + "\n", "\n  cutrain_version: " + cutrain::version_line() + "\n",
+      "\n  data: " + data + "\n", "\n  train_images: 256\n", "\n  test_images: 16\n",
       "\n  class_names: checker,cross,disc,frame,hstripes,plus,ring,square,triangle,vstripes\n",
       "\n  normalization: mean 0.4914 0.4822 0.4465, std 0.2023 0.1994 0.201 (of pixels in [0, 1], RGB)\n",
-      "\n  seed: 3\n",
-      "\n  width: 8\n",
-      save + "/checkpoint-00000008.optim.safetensors:\n",
-      "\n  epoch: 1\n",
+      "\n  seed: 3\n", "\n  width: 8\n", save + "/checkpoint-00000008.optim.safetensors:\n", "\n  epoch: 1\n",
       "\n  global_step: 8\n"};
-  for (const std::string& line : lines) CHECK_THAT(shown.output, Catch::Contains(line));
+  for (const std::string& line : lines)
+    CHECK_THAT(shown.output, Catch::Contains(line));
 
   // A file it refuses gets its one line and nothing on standard output (before, the path's header
   // came first).
@@ -1283,12 +1209,11 @@ TEST_CASE(
     return names;
   };
   const std::vector<std::string> before = held();
-  auto wider = cutrain::test::run(train_command(data, {"--epochs", "1", "--eval-every", "0", "--width", "16", "--save",
-                                                       save, "--resume", "auto", "--max-steps", "1"}));
+  auto wider = cutrain::test::run(train_command(data, {"--epochs", "1", "--eval-every", "0", "--width", "16",
+                                                       "--save", save, "--resume", "auto", "--max-steps", "1"}));
   INFO(wider.output);
   CHECK(wider.exit_code == 1);
-  CHECK_THAT(wider.output, Catch::EndsWith("cutrain: error: --width 16: " + save +
-                                           "/checkpoint-00000008.safetensors "
+  CHECK_THAT(wider.output, Catch::EndsWith("cutrain: error: --width 16: " + save + "/checkpoint-00000008.safetensors "
                                            "holds a model of --width 8: leave the flag out to go on with it, or start "
                                            "the other model in another --save folder\n"));
   CHECK_THAT(wider.output, !Catch::Contains("has shape"));
@@ -1296,12 +1221,12 @@ TEST_CASE(
 
   // Another run's checkpoint, resumed into this folder: refused alike.
   const std::string elsewhere = dir / "elsewhere";
-  auto other = cutrain::test::run(
-      train_command(data, {"--epochs", "1", "--eval-every", "0", "--save", elsewhere, "--max-steps", "1"}));
+  auto other = cutrain::test::run(train_command(data, {"--epochs", "1", "--eval-every", "0", "--save", elsewhere,
+                                                       "--max-steps", "1"}));
   REQUIRE(other.exit_code == 0);
   const std::string foreign = elsewhere + "/checkpoint-00000001.safetensors";
-  auto into = cutrain::test::run(train_command(
-      data, {"--epochs", "1", "--eval-every", "0", "--save", save, "--resume", foreign, "--max-steps", "2"}));
+  auto into = cutrain::test::run(train_command(data, {"--epochs", "1", "--eval-every", "0", "--save", save,
+                                                      "--resume", foreign, "--max-steps", "2"}));
   INFO(into.output);
   CHECK(into.exit_code == 1);
   CHECK_THAT(into.output, Catch::Contains("cutrain: error: --resume " + foreign + ": a checkpoint of run ") &&
@@ -1315,15 +1240,10 @@ TEST_CASE("ranks started through a wrapper stop, saving, when cutrun is killed w
   TempDir dir;
   const std::string data = make_data(dir, 512, 16);
   // The wrapper does not exec: cutrain is cutrun's grandchild, out of reach of its death signal.
-  std::vector<std::string> argv = {cutrain::test::binary("cutrun"),
-                                   "--standalone",
-                                   "--nproc-per-node",
-                                   "2",
-                                   "/bin/sh",
-                                   "-c",
-                                   "\"$0\" \"$@\" & echo \"started $!\"; wait"};
-  const auto train =
-      train_command(data, {"--epochs", "1000", "--eval-every", "0", "--log-every", "1", "--workers", "1"});
+  std::vector<std::string> argv = {cutrain::test::binary("cutrun"), "--standalone", "--nproc-per-node", "2",
+                                   "/bin/sh", "-c", "\"$0\" \"$@\" & echo \"started $!\"; wait"};
+  const auto train = train_command(data, {"--epochs", "1000", "--eval-every", "0", "--log-every", "1", "--workers",
+                                          "1"});
   argv.insert(argv.end(), train.begin(), train.end());
   Process p(argv);
   REQUIRE(p.read_until("[rank0]: == step: [  2/", 1, 60));

@@ -59,8 +59,8 @@ std::vector<float> all_logits(ResNet18& model, const Dataset& d) {
     const int n = int(std::min(d.size() - start, size_t(batch)));
     std::vector<int64_t> indices(static_cast<size_t>(n));
     for (int i = 0; i < n; ++i) indices[size_t(i)] = int64_t(start) + i;
-    gather_augment_cpu(d.images.data(), d.labels.data(), indices.data(), n, 0, p, PixelType::f32, model.input().data,
-                       model.labels().as<int32_t>());
+    gather_augment_cpu(d.images.data(), d.labels.data(), indices.data(), n, 0, p, PixelType::f32,
+                       model.input().data, model.labels().as<int32_t>());
     model.forward(false);
     const float* out = model.logits().as<float>();
     logits.insert(logits.end(), out, out + n * classes);

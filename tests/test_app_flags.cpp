@@ -37,8 +37,7 @@ struct CommandLine {
 TEST_CASE("every numeric flag of every subcommand refuses NaN, infinities, hex and overflow", "[app]") {
   CommandLine cli;
   std::vector<std::pair<std::string, CLI::App*>> commands = {{"", &cli.app}};  // --local_rank is the app's
-  for (CLI::App* sub : cli.app.get_subcommands([](CLI::App*) { return true; }))
-    commands.push_back({sub->get_name(), sub});
+  for (CLI::App* sub : cli.app.get_subcommands([](CLI::App*) { return true; })) commands.push_back({sub->get_name(), sub});
   int numbers = 0, switches = 0;
   for (const auto& [command, app] : commands) {
     // The app's own flags need a subcommand after them.

@@ -24,36 +24,11 @@ TEST_CASE("One GPU trains without a communicator, replays its step, counts each 
   const std::string save = (dir.path() / "ckpt").string();
   const std::string metrics = (dir.path() / "m.jsonl").string();
   // The emulated GPU's peak is not known by its name, so --gpu-tflops gives one.
-  auto r = cutrain::test::run({"/usr/bin/env",
-                               "NCCL_DEBUG=INFO",
-                               cutrain::test::binary("cutrain"),
-                               "train",
-                               "--device",
-                               "cuda",
-                               "--synthetic-train",
-                               "1024",
-                               "--synthetic-test",
-                               "256",
-                               "--width",
-                               "8",
-                               "--batch-size",
-                               "32",
-                               "--epochs",
-                               "1",
-                               "--max-steps",
-                               "6",
-                               "--log-every",
-                               "2",
-                               "--eval-every",
-                               "0",
-                               "--lr-schedule",
-                               "onecycle",
-                               "--save",
-                               save,
-                               "--metrics",
-                               metrics,
-                               "--gpu-tflops",
-                               "0.5"});
+  auto r = cutrain::test::run({"/usr/bin/env", "NCCL_DEBUG=INFO", cutrain::test::binary("cutrain"), "train",
+                               "--device", "cuda", "--synthetic-train", "1024", "--synthetic-test", "256", "--width",
+                               "8", "--batch-size", "32", "--epochs", "1", "--max-steps", "6", "--log-every", "2",
+                               "--eval-every", "0", "--lr-schedule", "onecycle", "--save", save, "--metrics", metrics,
+                               "--gpu-tflops", "0.5"});
   INFO(r.output);
   REQUIRE(r.exit_code == 0);
   CHECK(r.output.find("gradients: straight to SGD") != std::string::npos);
@@ -97,19 +72,8 @@ std::string train_small(const TempDir& dir, const std::string& data, const std::
                         const std::vector<std::string>& env = {}) {
   std::vector<std::string> argv = {"/usr/bin/env"};
   argv.insert(argv.end(), env.begin(), env.end());
-  const std::vector<std::string> small = {cutrain::test::binary("cutrain"),
-                                          "train",
-                                          "--data",
-                                          data,
-                                          "--width",
-                                          "8",
-                                          "--batch-size",
-                                          "8",
-                                          "--workers",
-                                          "1",
-                                          "--lr",
-                                          "0.02",
-                                          "--save",
+  const std::vector<std::string> small = {cutrain::test::binary("cutrain"), "train", "--data", data, "--width", "8",
+                                          "--batch-size", "8", "--workers", "1", "--lr", "0.02", "--save",
                                           (dir.path() / name).string()};
   for (const auto* flags : {&small, &run, &extra}) argv.insert(argv.end(), flags->begin(), flags->end());
   auto r = cutrain::test::run(argv);
@@ -156,8 +120,7 @@ TEST_CASE("GPU training equals the CPU's: fp32 within the fp32 bound, bf16 withi
   // tight bounds that hold without a flip are shown beside it.
   for (const char* kind : {".safetensors", ".optim.safetensors"}) {
     INFO(kind);
-    const auto fp32 =
-        cutrain::test::model_difference(checkpoint(dir, "fp32", 1, kind), checkpoint(dir, "cpu", 1, kind));
+    const auto fp32 = cutrain::test::model_difference(checkpoint(dir, "fp32", 1, kind), checkpoint(dir, "cpu", 1, kind));
     INFO("the tensor furthest from the CPU's: " << fp32.worst_tensor);
     CHECK(fp32.worst_tensor_relative <= 6e-3);
     CHECK(fp32.max_abs <= 5e-3);
@@ -173,15 +136,14 @@ TEST_CASE("GPU training equals the CPU's: fp32 within the fp32 bound, bf16 withi
   WARN("GPU against CPU after 3 steps: bf16 relative " << bf16.relative);
 }
 
-TEST_CASE("GPU steps replayed from a graph equal eager ones, under every stream schedule, bit for bit",
-          CUTRAIN_GPU_TAG) {
+TEST_CASE("GPU steps replayed from a graph equal eager ones, under every stream schedule, bit for bit", CUTRAIN_GPU_TAG) {
   CUTRAIN_REQUIRE_GPU();
   TempDir dir;
   const std::string data = small_dataset(dir);
   // Bits are compared: only deterministic cuDNN algorithms (real cuDNN 9's backward-data ALGO_0 and
   // backward-filter ALGO_0 and ALGO_3 add with atomics, in another order each call).
-  const std::vector<std::string> steps = {"--device",     "cuda", "--epochs",       "1", "--max-steps", "3",
-                                          "--eval-every", "0",    "--deterministic"};
+  const std::vector<std::string> steps = {"--device", "cuda", "--epochs", "1", "--max-steps", "3", "--eval-every", "0",
+                                          "--deterministic"};
   train_small(dir, data, "eager", steps, {"--cuda-graphs", "off"}, {"CUTRAIN_EMU_STREAM_SEED=1"});
   for (const char* seed : {"2", "3"}) {
     INFO("schedule seed " << seed);
@@ -197,17 +159,17 @@ TEST_CASE("GPU training resumes exactly, and evaluation on the GPU agrees with t
   const std::string data = small_dataset(dir);
   // One epoch of 4 steps with its evaluation and checkpoint, then 2 steps more; the same run stopped
   // after 3 steps, mid-epoch, and resumed. Bits are compared: only deterministic cuDNN algorithms.
-  const std::vector<std::string> run = {"--device",     "cuda", "--precision",   "fp32",     "--epochs",       "2",
-                                        "--eval-every", "1",    "--lr-schedule", "onecycle", "--deterministic"};
+  const std::vector<std::string> run = {"--device", "cuda", "--precision", "fp32", "--epochs", "2",
+                                        "--eval-every", "1", "--lr-schedule", "onecycle", "--deterministic"};
   train_small(dir, data, "straight", run, {"--max-steps", "6"});
   train_small(dir, data, "halves", run, {"--max-steps", "3"});
   train_small(dir, data, "halves", run, {"--max-steps", "6", "--resume", "auto"});
   cutrain::test::require_identical(checkpoint(dir, "halves", 6), checkpoint(dir, "straight", 6));
 
   auto accuracy = [&](const char* device) {
-    auto r =
-        cutrain::test::run({cutrain::test::binary("cutrain"), "eval", "--checkpoint", checkpoint(dir, "straight", 6),
-                            "--data", data, "--device", device, "--precision", "fp32"});
+    auto r = cutrain::test::run({cutrain::test::binary("cutrain"), "eval", "--checkpoint",
+                                 checkpoint(dir, "straight", 6), "--data", data, "--device", device, "--precision",
+                                 "fp32"});
     INFO(r.output);
     REQUIRE(r.exit_code == 0);
     const size_t at = r.output.find("accuracy");

@@ -240,11 +240,8 @@ TEST_CASE("bench-step --matrix and --layers go on past a batch norm that cuDNN r
   // The emulated cuDNN refuses its batch norm when the model is built, as a cuDNN that does not take
   // the configuration would (Note [Emulated cuDNN faults]).
   ::setenv("CUTRAIN_EMU_CUDNN_FAIL", "batchnorm:algo=any:not_supported", 1);
-  const std::vector<std::string> small = {"--width",      std::to_string(kWidth),
-                                          "--batch-size", std::to_string(kBatch),
-                                          "--image-size", "8",
-                                          "--steps",      "1",
-                                          "--warmup",     "1"};
+  const std::vector<std::string> small = {"--width", std::to_string(kWidth), "--batch-size", std::to_string(kBatch),
+                                          "--image-size", "8", "--steps", "1", "--warmup", "1"};
   std::vector<std::string> matrix_argv = {test::binary("cutrain"), "bench-step", "--matrix"}, layers_argv = matrix_argv;
   layers_argv.back() = "--layers";
   matrix_argv.insert(matrix_argv.end(), small.begin(), small.end());
@@ -262,7 +259,6 @@ TEST_CASE("bench-step --matrix and --layers go on past a batch norm that cuDNN r
   INFO(layers.output);
   CHECK(layers.exit_code == 0);
   CHECK(layers.output.find("\ncudnn: not supported here: CUDNN_STATUS_NOT_SUPPORTED") != std::string::npos);
-  CHECK(std::regex_search(layers.output,
-                          std::regex("\nbatch norm in all [^\n]*: cooperative [0-9.]+ ms, split [0-9.]+ ms\n")));
+  CHECK(std::regex_search(layers.output, std::regex("\nbatch norm in all [^\n]*: cooperative [0-9.]+ ms, split [0-9.]+ ms\n")));
 }
 #endif

@@ -10,7 +10,7 @@ using cutrain::LrScheduleKind;
 
 TEST_CASE("constant and warm-up schedules", "[app]") {
   LrSchedule s{LrScheduleKind::constant, 0.1, 100, 10};
-  CHECK(s.at(0) == Approx(0.01));  // (0 + 1) / 10 of the rate
+  CHECK(s.at(0) == Approx(0.01));   // (0 + 1) / 10 of the rate
   CHECK(s.at(4) == Approx(0.05));
   CHECK(s.at(9) == Approx(0.1));
   CHECK(s.at(50) == Approx(0.1));
@@ -20,7 +20,7 @@ TEST_CASE("constant and warm-up schedules", "[app]") {
 TEST_CASE("cosine decays from the base rate to zero after warm-up", "[app]") {
   LrSchedule s{LrScheduleKind::cosine, 0.4, 110, 10};
   CHECK(s.at(10) == Approx(0.4));
-  CHECK(s.at(60) == Approx(0.2));  // half way: (1 + cos(pi/2)) / 2
+  CHECK(s.at(60) == Approx(0.2));           // half way: (1 + cos(pi/2)) / 2
   CHECK(s.at(109) == Approx(0.4 * (1 + std::cos(M_PI * 99 / 100)) / 2));
   CHECK(s.at(109) < 1e-3);
 }

@@ -24,8 +24,7 @@ struct Record {
 class FakeCapture final : public GraphCapture {
  public:
   // end() returns the given results in turn ("" is success), then succeeds.
-  FakeCapture(Record& record, std::deque<std::string> end_results)
-      : record_(record), results_(std::move(end_results)) {}
+  FakeCapture(Record& record, std::deque<std::string> end_results) : record_(record), results_(std::move(end_results)) {}
   void begin() override { record_.capturing = true; }
   std::string end() override {
     record_.capturing = false;
@@ -115,8 +114,7 @@ TEST_CASE("A failed capture on one rank runs that step eagerly, once on the devi
   // belongs after run(), as the trainer keeps num_batches_tracked.
   CHECK(r.events == Events{"eager", "captured", "collective captured", "eager", "eager", "eager"});
   CHECK(r.device_steps == 4);
-  CHECK(graph.status() ==
-        "off (capture failed: cudaStreamEndCapture: operation not permitted when stream is capturing)");
+  CHECK(graph.status() == "off (capture failed: cudaStreamEndCapture: operation not permitted when stream is capturing)");
 }
 
 TEST_CASE("A step that throws while captured falls back like a failed capture", "[app]") {
@@ -170,5 +168,5 @@ TEST_CASE("With several ranks a capture that fails after the rehearsals agreed s
   StepGraph graph(fake(r, {"", "NCCL: graph capture unsupported"}), 1, &ranks);
   graph.replay(step_of(r));
   CHECK_THROWS_WITH(graph.replay(step_of(r)), Catch::Contains("NCCL: graph capture unsupported") &&
-                                                  Catch::Contains("collectives may be out of step"));
+                                               Catch::Contains("collectives may be out of step"));
 }

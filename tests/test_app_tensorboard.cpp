@@ -54,14 +54,8 @@ std::map<int, Field> fields(const std::string& message) {
     Field& f = out[static_cast<int>(key >> 3)];
     switch (key & 7) {
       case 0: f.number = read_varint(message, at); break;
-      case 1:
-        f.number = read_le(message, at, 8);
-        at += 8;
-        break;
-      case 5:
-        f.number = read_le(message, at, 4);
-        at += 4;
-        break;
+      case 1: f.number = read_le(message, at, 8); at += 8; break;
+      case 5: f.number = read_le(message, at, 4); at += 4; break;
       case 2: {
         const uint64_t n = read_varint(message, at);
         f.bytes = message.substr(at, n);

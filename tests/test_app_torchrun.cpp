@@ -20,33 +20,14 @@ using cutrain::test::TempDir;
 
 // The issue's command: two CPU ranks, a width-4 model, 4 steps of 8 images each.
 std::vector<std::string> train_flags(const std::string& save) {
-  return {cutrain::test::binary("cutrain"),
-          "train",
-          "--device",
-          "cpu",
-          "--width",
-          "4",
-          "--batch-size",
-          "8",
-          "--synthetic-train",
-          "64",
-          "--synthetic-test",
-          "16",
-          "--epochs",
-          "1",
-          "--workers",
-          "1",
-          "--threads",
-          "1",
-          "--eval-every",
-          "0",
-          "--save",
-          save};
+  return {cutrain::test::binary("cutrain"), "train", "--device", "cpu", "--width", "4", "--batch-size", "8",
+          "--synthetic-train", "64", "--synthetic-test", "16", "--epochs", "1", "--workers", "1", "--threads", "1",
+          "--eval-every", "0", "--save", save};
 }
 
 std::vector<std::string> torchrun(const std::string& python, const std::vector<std::string>& command) {
-  std::vector<std::string> argv = {python, "-m",         "torch.distributed.run", "--standalone", "--nproc-per-node",
-                                   "2",    "--no-python"};
+  std::vector<std::string> argv = {python, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
+                                   "--no-python"};
   argv.insert(argv.end(), command.begin(), command.end());
   return argv;
 }
@@ -57,8 +38,7 @@ TEST_CASE("torchrun --no-python trains two ranks to the checkpoint cutrun's run 
   std::string python;
   CUTRAIN_REQUIRE_TORCH(python);
   TempDir dir;
-  const std::string under_torchrun = (dir.path() / "torchrun").string(),
-                    under_cutrun = (dir.path() / "cutrun").string();
+  const std::string under_torchrun = (dir.path() / "torchrun").string(), under_cutrun = (dir.path() / "cutrun").string();
   const Process::Result torch = cutrain::test::run(torchrun(python, train_flags(under_torchrun)));
   INFO(torch.output);
   REQUIRE(torch.exit_code == 0);
@@ -101,8 +81,7 @@ TEST_CASE("torchrun --max-restarts 1: after a rank is killed, the restarted grou
   // 120 steps of 4 per epoch, each saved: long enough that the kill comes well before the end.
   auto flags = [](const std::string& save) {
     std::vector<std::string> command = train_flags(save);
-    command.insert(command.end(),
-                   {"--epochs", "30", "--log-every", "1", "--resume", "auto", "--save-every-steps", "1"});
+    command.insert(command.end(), {"--epochs", "30", "--log-every", "1", "--resume", "auto", "--save-every-steps", "1"});
     return command;
   };
   std::vector<std::string> cutrun = {cutrain::test::binary("cutrun"), "--standalone", "--nproc-per-node", "2"};
@@ -129,9 +108,8 @@ TEST_CASE("torchrun --max-restarts 1: after a rank is killed, the restarted grou
   }
 }
 
-TEST_CASE(
-    "torchrun --signals-to-handle SIGUSR1: the signal to torchrun finishes the step and saves a checkpoint that loads",
-    "[app]") {
+TEST_CASE("torchrun --signals-to-handle SIGUSR1: the signal to torchrun finishes the step and saves a checkpoint that loads",
+          "[app]") {
   std::string python;
   CUTRAIN_REQUIRE_TORCH(python);
   TempDir dir;

@@ -63,7 +63,7 @@ TEST_CASE("augment: crop and flip move pixels where hand computation says", "[da
 
   // Window's top-left at (top, left) = (0, 7) of the padded image: dy = -4, dx = 3.
   CropFlip shifted{-4, 3, false};
-  CHECK(augment_pixel(image.data(), p, shifted, 0, 0, 0) == Approx(normalized(0, 0)));   // padding row
+  CHECK(augment_pixel(image.data(), p, shifted, 0, 0, 0) == Approx(normalized(0, 0)));  // padding row
   CHECK(augment_pixel(image.data(), p, shifted, 3, 10, 1) == Approx(normalized(0, 1)));  // still padding
   CHECK(augment_pixel(image.data(), p, shifted, 4, 0, 2) == Approx(normalized(pixel(0, 3, 2), 2)));
   CHECK(augment_pixel(image.data(), p, shifted, 31, 28, 0) == Approx(normalized(pixel(27, 31, 0), 0)));
@@ -106,8 +106,7 @@ static std::vector<double> reference(const uint8_t* image, CropFlip cf) {
   for (int y = 0; y < 32; ++y)
     for (int x = 0; x < 32; ++x) {
       int wx = cf.flip ? 31 - x : x;
-      for (int c = 0; c < 3; ++c)
-        out[(y * 32 + x) * 3 + c] = normalized(padded[((top + y) * side + left + wx) * 3 + c], c);
+      for (int c = 0; c < 3; ++c) out[(y * 32 + x) * 3 + c] = normalized(padded[((top + y) * side + left + wx) * 3 + c], c);
     }
   return out;
 }
@@ -174,10 +173,8 @@ TEST_CASE("augment: bf16 output is the fp32 output rounded to nearest even", "[d
   std::vector<float> f32(3 * 32 * 32 * 4);
   std::vector<__nv_bfloat16> bf16(f32.size());
   std::vector<int32_t> labels(3);
-  gather_augment_cpu(d.images.data(), d.labels.data(), indices.data(), 3, 2, p, PixelType::f32, f32.data(),
-                     labels.data());
-  gather_augment_cpu(d.images.data(), d.labels.data(), indices.data(), 3, 2, p, PixelType::bf16, bf16.data(),
-                     labels.data());
+  gather_augment_cpu(d.images.data(), d.labels.data(), indices.data(), 3, 2, p, PixelType::f32, f32.data(), labels.data());
+  gather_augment_cpu(d.images.data(), d.labels.data(), indices.data(), 3, 2, p, PixelType::bf16, bf16.data(), labels.data());
   for (size_t i = 0; i < f32.size(); ++i) {
     __nv_bfloat16 want = __float2bfloat16_rn(f32[i]);
     REQUIRE(std::memcmp(&bf16[i], &want, 2) == 0);

@@ -96,9 +96,8 @@ TEST_CASE("CIFAR-10 bad inputs give one-line errors naming the file", "[data]") 
   SECTION("what stands where a batch file should be: a folder, a FIFO, a device, a link to nothing") {
     std::filesystem::remove(dir / "data_batch_2.bin");
     std::filesystem::create_directory(dir / "data_batch_2.bin");
-    CHECK_THROWS_WITH(
-        load_cifar10(dir.path().string(), true),
-        Catch::StartsWith((dir / "data_batch_2.bin") + ": a folder, not a file; a CIFAR-10 folder holds"));
+    CHECK_THROWS_WITH(load_cifar10(dir.path().string(), true),
+                      Catch::StartsWith((dir / "data_batch_2.bin") + ": a folder, not a file; a CIFAR-10 folder holds"));
     std::filesystem::remove(dir / "data_batch_2.bin");
     REQUIRE(::mkfifo((dir / "data_batch_2.bin").c_str(), 0600) == 0);  // read whole, it would block for ever
     CHECK_THROWS_WITH(load_cifar10(dir.path().string(), true),
@@ -109,9 +108,8 @@ TEST_CASE("CIFAR-10 bad inputs give one-line errors naming the file", "[data]") 
                       Catch::StartsWith((dir / "data_batch_2.bin") + ": a device, not a file;"));
     std::filesystem::remove(dir / "data_batch_2.bin");
     std::filesystem::create_symlink(dir / "gone.bin", dir / "data_batch_2.bin");
-    CHECK_THROWS_WITH(
-        load_cifar10(dir.path().string(), true),
-        Catch::StartsWith((dir / "data_batch_2.bin") + ": a link to nothing (" + (dir / "gone.bin") + ");"));
+    CHECK_THROWS_WITH(load_cifar10(dir.path().string(), true),
+                      Catch::StartsWith((dir / "data_batch_2.bin") + ": a link to nothing (" + (dir / "gone.bin") + ");"));
   }
   SECTION("a sparse file of 30 GB is refused by its size, not read whole") {
     std::filesystem::resize_file(dir / "test_batch.bin", 30ull << 30);  // not a multiple of 3073
@@ -141,9 +139,8 @@ TEST_CASE("CIFAR-10 bad inputs give one-line errors naming the file", "[data]") 
   }
   SECTION("a folder that is no dataset at all") {
     TempDir empty;
-    CHECK_THROWS_WITH(
-        load_dataset(empty.path().string(), true),
-        Catch::Contains(empty.path().string() + ": not a dataset") && Catch::Contains("data_batch_1.bin"));
+    CHECK_THROWS_WITH(load_dataset(empty.path().string(), true),
+                      Catch::Contains(empty.path().string() + ": not a dataset") && Catch::Contains("data_batch_1.bin"));
     CHECK_THROWS_WITH(load_dataset(empty / "nope", true), Catch::Contains("nope: no such folder"));
   }
   SECTION("a file where the folder should be: the archive, or one of the folder's files") {
@@ -151,10 +148,9 @@ TEST_CASE("CIFAR-10 bad inputs give one-line errors naming the file", "[data]") 
     const std::string archive = download / "cifar-10-binary.tar.gz", batch = download / "data_batch_1.bin";
     write_bytes(archive, {0x1f, 0x8b});
     write_bytes(batch, {0});
-    CHECK_THROWS_WITH(load_dataset(archive, true), Catch::Equals(archive +
-                                                                 ": an archive, not a folder; unpack it first, e.g. "
-                                                                 "scripts/prepare-cifar10.sh " +
-                                                                 archive + " datasets/"));
+    CHECK_THROWS_WITH(load_dataset(archive, true),
+                      Catch::Equals(archive + ": an archive, not a folder; unpack it first, e.g. "
+                                              "scripts/prepare-cifar10.sh " + archive + " datasets/"));
     CHECK_THROWS_WITH(load_dataset(batch, true),
                       Catch::Equals(batch + ": a file, not a folder; --data names the folder that holds it (" +
                                     download.path().string() + ")"));

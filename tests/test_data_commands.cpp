@@ -24,8 +24,7 @@ TEST_CASE("make-synthetic then inspect-data, through the binary", "[data]") {
   cutrain::test::TempDir dir;
   for (std::string format : {"cifar", "folder"}) {
     const std::string out = dir / format;
-    auto [made, made_status] =
-        cutrain_run("make-synthetic --out " + out + " --train 250 --test 70 --seed 3 --format " + format);
+    auto [made, made_status] = cutrain_run("make-synthetic --out " + out + " --train 250 --test 70 --seed 3 --format " + format);
     INFO(made);
     REQUIRE(made_status == 0);
     CHECK_THAT(made, Catch::Contains("wrote 250 train and 70 test images"));
@@ -38,8 +37,7 @@ TEST_CASE("make-synthetic then inspect-data, through the binary", "[data]") {
     CHECK_THAT(report, Catch::Contains("10 classes"));
     CHECK_THAT(report, Catch::Matches("[\\s\\S]*\\n0 +checker +25 +7\\n[\\s\\S]*"));
     CHECK_THAT(report, Catch::Matches("[\\s\\S]*\\n9 +vstripes +25 +7\\n[\\s\\S]*"));
-    CHECK_THAT(report, Catch::Matches(
-                           "[\\s\\S]*train mean \\(R G B\\): 0\\.[3-6]\\d+ 0\\.[3-6]\\d+ 0\\.[3-6]\\d+\\n[\\s\\S]*"));
+    CHECK_THAT(report, Catch::Matches("[\\s\\S]*train mean \\(R G B\\): 0\\.[3-6]\\d+ 0\\.[3-6]\\d+ 0\\.[3-6]\\d+\\n[\\s\\S]*"));
     CHECK_THAT(report, Catch::Contains("train std  (R G B): 0."));
   }
 }
@@ -72,7 +70,7 @@ TEST_CASE("bench-data says how many cores its loader threads got", "[data]") {
                                        "average [0-9.]+ before it)?\\)\n")));
   const double rate = std::stod(m[1]), cores_got = std::stod(m[3]), per_core = std::stod(m[5]);
   CHECK(cores_got > 0);
-  CHECK(cores_got <= 3.05);                                                       // two workers and this thread at most
+  CHECK(cores_got <= 3.05);  // two workers and this thread at most
   CHECK(per_core == Approx(rate / cores_got).epsilon(0.006 / cores_got + 0.01));  // cores_got is printed to 0.01
   CHECK((std::stoi(m[4]) >= 3) == (output.find("past the free cores, more threads add no speed") == std::string::npos));
 }

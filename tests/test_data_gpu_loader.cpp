@@ -52,8 +52,8 @@ TEST_CASE("gpu loader: gather + augment on the GPU equals the CPU loader bit for
         gpu.load_batch(b, out_images, out_labels, stream);
         const size_t bytes = batch_bytes / config.batch_size * batch.size;
         CUDA_CHECK(cudaMemcpyAsync(images.data(), out_images, bytes, cudaMemcpyDeviceToHost, stream));
-        CUDA_CHECK(
-            cudaMemcpyAsync(labels.data(), out_labels, batch.size * sizeof(int32_t), cudaMemcpyDeviceToHost, stream));
+        CUDA_CHECK(cudaMemcpyAsync(labels.data(), out_labels, batch.size * sizeof(int32_t), cudaMemcpyDeviceToHost,
+                                   stream));
         CUDA_CHECK(cudaStreamSynchronize(stream));
         REQUIRE(std::memcmp(images.data(), batch.images, bytes) == 0);
         REQUIRE(std::memcmp(labels.data(), batch.labels, batch.size * sizeof(int32_t)) == 0);

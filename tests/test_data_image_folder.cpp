@@ -28,7 +28,7 @@ TEST_CASE("image folder: classes sorted by name, grey and RGBA become RGB, other
   write_png(dir / "train/apple/1.png", 32, 32, 4, rgba);
   std::vector<uint8_t> small(16 * 8 * 3);
   for (size_t i = 0; i < small.size(); i += 3) small[i] = 200, small[i + 1] = 100, small[i + 2] = 50;
-  write_png(dir / "train/apple/0.png", 16, 8, 3, small);           // 16 wide, 8 high: resized to 32 x 32
+  write_png(dir / "train/apple/0.png", 16, 8, 3, small);  // 16 wide, 8 high: resized to 32 x 32
   std::filesystem::create_directories(dir / "train/zebra/notes");  // not an image: ignored
   write_png(dir / "test/apple/0.png", 32, 32, 1, std::vector<uint8_t>(32 * 32, 5));
   std::filesystem::create_directories(dir / "test/zebra");
@@ -83,20 +83,19 @@ TEST_CASE("image folder writer and reader round-trip", "[data]") {
 TEST_CASE("an image without pixels or with more than the limit is refused before it is decoded", "[data]") {
   std::vector<uint8_t> out(32 * 32 * 3);
   // A 54-byte BMP header that says 0 x 0: stb_image_resize's assertion used to abort the process.
-  const std::vector<uint8_t> empty_bmp = {'B', 'M', 54, 0, 0, 0, 0, 0, 0, 0, 54, 0, 0, 0,         // file header
-                                          40,  0,   0,  0, 0, 0, 0, 0, 0, 0, 0,  0, 1, 0, 24, 0,  // 0 x 0, 24 bits
-                                          0,   0,   0,  0, 0, 0, 0, 0, 0, 0, 0,  0, 0, 0, 0,  0,
-                                          0,   0,   0,  0, 0, 0, 0, 0};
+  const std::vector<uint8_t> empty_bmp = {'B', 'M', 54, 0, 0, 0, 0, 0, 0, 0, 54, 0, 0, 0,      // file header
+                                          40, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 24, 0,  // 0 x 0, 24 bits
+                                          0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
   REQUIRE(empty_bmp.size() == 54);
-  CHECK_THROWS_WITH(
-      decode_image(empty_bmp.data(), empty_bmp.size(), "empty.bmp", 32, 32, kDefaultMaxImagePixels, out.data()),
-      "empty.bmp: the image is 0x0: it has no pixels");
+  CHECK_THROWS_WITH(decode_image(empty_bmp.data(), empty_bmp.size(), "empty.bmp", 32, 32, kDefaultMaxImagePixels,
+                                 out.data()),
+                    "empty.bmp: the image is 0x0: it has no pixels");
   // A 25-byte JPEG whose frame header declares 20000 x 20000 (decoding one took 11 s and 1.9 GB).
-  const std::vector<uint8_t> huge_jpeg = {0xFF, 0xD8, 0xFF, 0xC0, 0,    17, 8, 0x4E, 0x20, 0x4E, 0x20, 3,
-                                          1,    0x11, 0,    2,    0x11, 0,  3, 0x11, 0,    0xFF, 0xD9};
-  CHECK_THROWS_WITH(
-      decode_image(huge_jpeg.data(), huge_jpeg.size(), "huge.jpg", 32, 32, kDefaultMaxImagePixels, out.data()),
-      "huge.jpg: the image is 20000x20000, more than 16777216 pixels (--max-image-pixels)");
+  const std::vector<uint8_t> huge_jpeg = {0xFF, 0xD8, 0xFF, 0xC0, 0, 17, 8, 0x4E, 0x20, 0x4E, 0x20, 3, 1,
+                                          0x11, 0,    2,    0x11, 0, 3,  0x11, 0,  0xFF, 0xD9};
+  CHECK_THROWS_WITH(decode_image(huge_jpeg.data(), huge_jpeg.size(), "huge.jpg", 32, 32, kDefaultMaxImagePixels,
+                                 out.data()),
+                    "huge.jpg: the image is 20000x20000, more than 16777216 pixels (--max-image-pixels)");
 
   // Through the folder reader, with the limit load_dataset is given: a 16 x 8 image is 128 pixels.
   TempDir dir;
@@ -105,8 +104,7 @@ TEST_CASE("an image without pixels or with more than the limit is refused before
   CHECK_THROWS_WITH(load_dataset(dir.path().string(), true, 127),
                     Catch::EndsWith("a/0.png: the image is 16x8, more than 127 pixels (--max-image-pixels)"));
   test::write_bytes(dir / "train/a/1.bmp", empty_bmp);
-  CHECK_THROWS_WITH(load_dataset(dir.path().string(), true),
-                    Catch::EndsWith("a/1.bmp: the image is 0x0: it has no pixels"));
+  CHECK_THROWS_WITH(load_dataset(dir.path().string(), true), Catch::EndsWith("a/1.bmp: the image is 0x0: it has no pixels"));
 }
 
 TEST_CASE("stb_image sees only PNG, JPEG and BMP files, and no JPEG Huffman table of over 256 codes or left undefined",
@@ -116,8 +114,8 @@ TEST_CASE("stb_image sees only PNG, JPEG and BMP files, and no JPEG Huffman tabl
     decode_image(bytes.data(), bytes.size(), name, 32, 32, kDefaultMaxImagePixels, out.data());
   };
   // A 1 x 1 GIF, which stb_image would decode, whatever its name.
-  const std::vector<uint8_t> gif = {'G', 'I',  'F', '8', '9', 'a', 1, 0, 1, 0, 0x80, 0, 0, 0xFF, 0,    0, 0, 0,
-                                    0,   0x2C, 0,   0,   0,   0,   1, 0, 1, 0, 0,    0, 2, 2,    0x44, 1, 0, 0x3B};
+  const std::vector<uint8_t> gif = {'G', 'I', 'F', '8', '9', 'a', 1, 0, 1, 0, 0x80, 0, 0, 0xFF, 0, 0, 0, 0, 0, 0x2C,
+                                    0,   0,   0,   0,   1,   0,   1, 0, 0, 0,    2, 2, 0x44, 1, 0, 0x3B};
   CHECK_THROWS_WITH(decode(gif, "cat.png"), "cat.png: cannot decode image: not a PNG, JPEG or BMP file");
   // A Huffman table whose 16 code counts add up to 272: stb_image 2.27 writes past its 257-entry
   // table (the fuzzer's first find, tests/fuzz/crashes/image_file/).
@@ -149,9 +147,8 @@ TEST_CASE("stb_image sees only PNG, JPEG and BMP files, and no JPEG Huffman tabl
   uint8_t& ac0_class = written[segment + 4 + 17 + dc0_codes];
   REQUIRE(int(ac0_class) == 0x10);
   ac0_class = 0x00;
-  CHECK_THROWS_WITH(decode(written, "cat.jpg"),
-                    "cat.jpg: cannot decode image: corrupt JPEG: a scan decodes with "
-                    "Huffman table AC 0, which no table segment before it defines");
+  CHECK_THROWS_WITH(decode(written, "cat.jpg"), "cat.jpg: cannot decode image: corrupt JPEG: a scan decodes with "
+                                                "Huffman table AC 0, which no table segment before it defines");
 }
 
 TEST_CASE("image folder bad inputs give one-line errors naming the file or folder", "[data]") {
@@ -175,7 +172,7 @@ TEST_CASE("image folder bad inputs give one-line errors naming the file or folde
     std::filesystem::create_symlink(dir / "nowhere.png", dir / "train/cat/1.png");
     CHECK_THROWS_WITH(load_dataset(dir.path().string(), true),
                       Catch::Equals(dir / "train/cat/1.png" + ": a symbolic link to nothing in an image folder; "
-                                                              "remove it, or make it a file or a folder"));
+                                                                "remove it, or make it a file or a folder"));
     REQUIRE(::mkfifo((dir / "train/cat/2.png").c_str(), 0644) == 0);
     CHECK_THROWS_WITH(load_dataset(dir.path().string(), true),
                       Catch::EndsWith(" (and 1 more such entries) in an image folder; remove it, or make it a file "

@@ -8,9 +8,8 @@
 using cutrain::test::run;
 
 TEST_CASE("cutrain bench-allreduce runs under cutrun and its check finds nothing wrong", "[dist]") {
-  auto r =
-      run({cutrain::test::binary("cutrun"), "--standalone", "--nproc-per-node", "2", cutrain::test::binary("cutrain"),
-           "bench-allreduce", "--min-bytes", "1K", "--max-bytes", "64K", "--iters", "2", "--warmup", "1"});
+  auto r = run({cutrain::test::binary("cutrun"), "--standalone", "--nproc-per-node", "2", cutrain::test::binary("cutrain"),
+                "bench-allreduce", "--min-bytes", "1K", "--max-bytes", "64K", "--iters", "2", "--warmup", "1"});
   INFO(r.output);
   REQUIRE(r.exit_code == 0);
   CHECK_THAT(r.output, Catch::Contains("[rank0]: # all_reduce of float32 sums, gloo over 2 ranks"));

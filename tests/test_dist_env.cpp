@@ -15,17 +15,12 @@ namespace {
 
 // Task 5 of 8 on the second of two nodes, as srun --nodes 2 --ntasks-per-node 4 describes it.
 Variables slurm_task() {
-  return {{"SLURM_PROCID", "5"},
-          {"SLURM_NTASKS", "8"},
-          {"SLURM_LOCALID", "1"},
-          {"SLURM_NODEID", "1"},
-          {"SLURM_NNODES", "2"},
-          {"SLURM_STEP_NUM_NODES", "2"},
-          {"SLURM_JOB_ID", "12345678"},
-          {"SLURM_STEP_ID", "3"},
+  return {{"SLURM_PROCID", "5"},          {"SLURM_NTASKS", "8"},
+          {"SLURM_LOCALID", "1"},         {"SLURM_NODEID", "1"},
+          {"SLURM_NNODES", "2"},          {"SLURM_STEP_NUM_NODES", "2"},
+          {"SLURM_JOB_ID", "12345678"},     {"SLURM_STEP_ID", "3"},
           {"SLURM_STEP_TASKS_PER_NODE", "4(x2)"},
-          {"SLURM_STEP_NODELIST", "gpu[07-08]"},
-          {"SLURM_JOB_NODELIST", "gpu[01-08],login2"}};
+          {"SLURM_STEP_NODELIST", "gpu[07-08]"}, {"SLURM_JOB_NODELIST", "gpu[01-08],login2"}};
 }
 
 Variables with(Variables variables, const Variables& more) {
@@ -74,7 +69,7 @@ TEST_CASE("a task started by srun takes its place from Slurm's variables", "[dis
   CHECK(env.group_rank == 1);
   CHECK(env.group_world_size == 2);
   CHECK(env.master_addr == "gpu07");  // the step's first node, not the job's nor the login node
-  CHECK(env.master_port == 15678);    // 10000 + 12345678 mod 20000: job ids go past a million
+  CHECK(env.master_port == 15678);  // 10000 + 12345678 mod 20000: job ids go past a million
   CHECK(env.run_id == "slurm-12345678.3");
 
   // Without a step node list (older Slurm), the job's; without a step task list, the job's.
@@ -89,13 +84,9 @@ TEST_CASE("a task started by srun takes its place from Slurm's variables", "[dis
 
 TEST_CASE("torchrun's variables win over Slurm's", "[dist]") {
   // cutrun under srun gives its ranks RANK and WORLD_SIZE: those, not SLURM_PROCID, place them.
-  const DistEnv env = dist_env_from(with(slurm_task(), {{"RANK", "2"},
-                                                        {"WORLD_SIZE", "4"},
-                                                        {"LOCAL_RANK", "0"},
-                                                        {"LOCAL_WORLD_SIZE", "2"},
-                                                        {"GROUP_RANK", "1"},
-                                                        {"MASTER_ADDR", "10.0.0.1"},
-                                                        {"MASTER_PORT", "29500"}}));
+  const DistEnv env = dist_env_from(with(slurm_task(), {{"RANK", "2"}, {"WORLD_SIZE", "4"}, {"LOCAL_RANK", "0"},
+                                                        {"LOCAL_WORLD_SIZE", "2"}, {"GROUP_RANK", "1"},
+                                                        {"MASTER_ADDR", "10.0.0.1"}, {"MASTER_PORT", "29500"}}));
   CHECK(!env.from_slurm);
   CHECK(env.rank == 2);
   CHECK(env.world_size == 4);
@@ -113,13 +104,11 @@ TEST_CASE("torchrun's variables win over Slurm's", "[dist]") {
 }
 
 TEST_CASE("TORCHELASTIC_USE_AGENT_STORE=True, which torchrun 2.x sets, joins the agent's store", "[dist]") {
-  const Variables torchrun = {
-      {"RANK", "1"}, {"WORLD_SIZE", "2"}, {"MASTER_PORT", "36095"}, {"TORCHELASTIC_RESTART_COUNT", "3"}};
+  const Variables torchrun = {{"RANK", "1"}, {"WORLD_SIZE", "2"}, {"MASTER_PORT", "36095"},
+                              {"TORCHELASTIC_RESTART_COUNT", "3"}};
   CHECK(!dist_env_from(torchrun).use_agent_store);
-  for (const char* yes : {"True", "1"})
-    CHECK(dist_env_from(with(torchrun, {{"TORCHELASTIC_USE_AGENT_STORE", yes}})).use_agent_store);
-  for (const char* no : {"False", "0", ""})
-    CHECK(!dist_env_from(with(torchrun, {{"TORCHELASTIC_USE_AGENT_STORE", no}})).use_agent_store);
+  for (const char* yes : {"True", "1"}) CHECK(dist_env_from(with(torchrun, {{"TORCHELASTIC_USE_AGENT_STORE", yes}})).use_agent_store);
+  for (const char* no : {"False", "0", ""}) CHECK(!dist_env_from(with(torchrun, {{"TORCHELASTIC_USE_AGENT_STORE", no}})).use_agent_store);
   CHECK(dist_env_from(torchrun).restart_count == 3);
   CHECK_THROWS_WITH(dist_env_from(with(torchrun, {{"TORCHELASTIC_USE_AGENT_STORE", "yes"}})),
                     "environment variable TORCHELASTIC_USE_AGENT_STORE='yes' is neither True nor False");
@@ -168,6 +157,6 @@ TEST_CASE("a rank's GPU: LOCAL_RANK, or the one Slurm gave the task", "[dist]") 
   CHECK(cuda_device_for_rank(env, 4) == 3);
   CHECK_THROWS_WITH(cuda_device_for_rank(env, 1), "LOCAL_RANK=3 but this machine has 1 CUDA device(s)");
   DistEnv task = dist_env_from(slurm_task());  // local rank 1 of 4 on its node
-  CHECK(cuda_device_for_rank(task, 4) == 1);   // --gres=gpu:4: every task sees all four
-  CHECK(cuda_device_for_rank(task, 1) == 0);   // --gpus-per-task=1: its own, as device 0
+  CHECK(cuda_device_for_rank(task, 4) == 1);    // --gres=gpu:4: every task sees all four
+  CHECK(cuda_device_for_rank(task, 1) == 0);    // --gpus-per-task=1: its own, as device 0
 }

@@ -4,11 +4,11 @@
 // (time from the fault until cutrun has reaped every rank) are printed as warnings.
 #include <catch2/catch.hpp>
 
+#include <atomic>
+#include <future>
 #include <signal.h>
 #include <sys/socket.h>
 #include <unistd.h>
-#include <atomic>
-#include <future>
 
 #include <map>
 #include <regex>
@@ -32,9 +32,9 @@ Process start_training(int nproc, const std::vector<std::string>& cutrun_flags,
   std::vector<std::string> argv{cutrain::test::binary("cutrun"), "--standalone", "--nproc-per-node",
                                 std::to_string(nproc)};
   argv.insert(argv.end(), cutrun_flags.begin(), cutrun_flags.end());
-  for (const char* arg :
-       {"train", "--device", device, "--synthetic-train", "240", "--synthetic-test", "16", "--width", "4",
-        "--batch-size", "16", "--epochs", "100000", "--eval-every", "0", "--log-every", "2", "--workers", "1"})
+  for (const char* arg : {"train", "--device", device, "--synthetic-train", "240", "--synthetic-test", "16", "--width",
+                          "4", "--batch-size", "16", "--epochs", "100000", "--eval-every", "0", "--log-every", "2",
+                          "--workers", "1"})
     argv.push_back(arg);
   argv.insert(argv.begin() + 4 + long(cutrun_flags.size()), cutrain::test::binary("cutrain"));
   argv.insert(argv.end(), train_flags.begin(), train_flags.end());
@@ -105,9 +105,9 @@ TEST_CASE("a rank stopped with SIGSTOP is found by its silence, named and killed
     Fault f = inject(nproc, victim, SIGSTOP, {"--grace-period", "60", "--stall-timeout", "5"});
     INFO(f.result.output);
     CHECK(f.result.exit_code == 128 + SIGKILL);
-    CHECK_THAT(f.result.output,
-               Catch::Contains("cutrun: rank " + std::to_string(victim) + " (local rank " + std::to_string(victim) +
-                               ", pid " + std::to_string(f.victim) + ", host "));
+    CHECK_THAT(f.result.output, Catch::Contains("cutrun: rank " + std::to_string(victim) + " (local rank " +
+                                                std::to_string(victim) + ", pid " + std::to_string(f.victim) +
+                                                ", host "));
     CHECK_THAT(f.result.output, Catch::Contains("(stopped or frozen?); killing it and stopping the other ranks"));
     CHECK_THAT(f.result.output, !Catch::Contains("was killed by signal"));  // named once, as stalled
     // Silence is counted from the last heartbeat, which came before the SIGSTOP.
@@ -119,10 +119,8 @@ TEST_CASE("a rank stopped with SIGSTOP is found by its silence, named and killed
   }
 }
 
-TEST_CASE(
-    "a rank blocked writing to a full pipe is found by its quiet heartbeats, named and killed, and the job "
-    "stops",
-    "[dist]") {
+TEST_CASE("a rank blocked writing to a full pipe is found by its quiet heartbeats, named and killed, and the job "
+          "stops", "[dist]") {
   // Each rank's output goes through a wrapper into a pipe of one page that nobody reads: rank 0,
   // which prints the step lines, blocks in a write after a few dozen, while its heartbeat thread
   // lives on. Before heartbeats said how long the training thread had been quiet, one rank never
@@ -135,25 +133,12 @@ subprocess.Popen(sys.argv[1:], stdout=write_end, pass_fds=(int(os.environ["CUTRA
 time.sleep(600)
 )";
   for (const int nproc : {1, 2}) {
-    std::vector<std::string> argv{cutrain::test::binary("cutrun"),
-                                  "--standalone",
-                                  "--nproc-per-node",
-                                  std::to_string(nproc),
-                                  "--stall-timeout",
-                                  "2",
-                                  "--grace-period",
-                                  "60",
-                                  "/usr/bin/env",
-                                  "python3",
-                                  "-c",
-                                  wrapper,
-                                  cutrain::test::binary("cutrain")};
-    for (const char* arg : {"train",  "--device",         "cpu", "--synthetic-train",
-                            "240",    "--synthetic-test", "16",  "--width",
-                            "4",      "--batch-size",     "16",  "--epochs",
-                            "100000", "--eval-every",     "0",   "--log-every",
-                            "1",      "--workers",        "1",   "--collective-timeout",
-                            "120"})
+    std::vector<std::string> argv{cutrain::test::binary("cutrun"), "--standalone", "--nproc-per-node",
+                                  std::to_string(nproc), "--stall-timeout", "2", "--grace-period", "60",
+                                  "/usr/bin/env", "python3", "-c", wrapper, cutrain::test::binary("cutrain")};
+    for (const char* arg : {"train", "--device", "cpu", "--synthetic-train", "240", "--synthetic-test", "16", "--width",
+                            "4", "--batch-size", "16", "--epochs", "100000", "--eval-every", "0", "--log-every", "1",
+                            "--workers", "1", "--collective-timeout", "120"})
       argv.push_back(arg);
     Process p(argv);
     const bool named = p.read_until("made no progress for ", 1, 60);
@@ -179,55 +164,17 @@ TEST_CASE("a rank of a newer restart ends rank 0's older group at once, its cutr
   // Note [A newer group ends an older one]: node 0's cutrun starts rank 0 (restart 0), which waits
   // for rank 1; a rank 1 started as if its node had restarted its ranks once joins rank 0's store.
   const std::string port = std::to_string(cutrain::test::free_port());
-  const std::vector<std::string> train{cutrain::test::binary("cutrain"),
-                                       "train",
-                                       "--device",
-                                       "cpu",
-                                       "--width",
-                                       "4",
-                                       "--batch-size",
-                                       "8",
-                                       "--synthetic-train",
-                                       "32",
-                                       "--synthetic-test",
-                                       "8",
-                                       "--epochs",
-                                       "1",
-                                       "--eval-every",
-                                       "0",
-                                       "--workers",
-                                       "1"};
-  std::vector<std::string> node0{cutrain::test::binary("cutrun"),
-                                 "--nnodes",
-                                 "2",
-                                 "--node-rank",
-                                 "0",
-                                 "--nproc-per-node",
-                                 "1",
-                                 "--master-addr",
-                                 "127.0.0.1",
-                                 "--store-bind",
-                                 "127.0.0.1",
-                                 "--master-port",
-                                 port,
-                                 "--rdzv-id",
-                                 "newer-restart",
-                                 "--rdzv-timeout",
-                                 "30",
-                                 "--max-restarts",
-                                 "1"};
+  const std::vector<std::string> train{cutrain::test::binary("cutrain"), "train", "--device", "cpu", "--width", "4",
+                                       "--batch-size", "8", "--synthetic-train", "32", "--synthetic-test", "8",
+                                       "--epochs", "1", "--eval-every", "0", "--workers", "1"};
+  std::vector<std::string> node0{cutrain::test::binary("cutrun"), "--nnodes", "2", "--node-rank", "0",
+                                 "--nproc-per-node", "1", "--master-addr", "127.0.0.1", "--store-bind", "127.0.0.1",
+                                 "--master-port", port, "--rdzv-id", "newer-restart", "--rdzv-timeout", "30",
+                                 "--max-restarts", "1"};
   node0.insert(node0.end(), train.begin(), train.end());
-  std::vector<std::string> rank1{"/usr/bin/env",
-                                 "RANK=1",
-                                 "LOCAL_RANK=0",
-                                 "WORLD_SIZE=2",
-                                 "LOCAL_WORLD_SIZE=1",
-                                 "GROUP_RANK=1",
-                                 "GROUP_WORLD_SIZE=2",
-                                 "MASTER_ADDR=127.0.0.1",
-                                 "MASTER_PORT=" + port,
-                                 "CUTRAIN_RUN_ID=newer-restart",
-                                 "CUTRAIN_RDZV_TIMEOUT=30",
+  std::vector<std::string> rank1{"/usr/bin/env", "RANK=1", "LOCAL_RANK=0", "WORLD_SIZE=2", "LOCAL_WORLD_SIZE=1",
+                                 "GROUP_RANK=1", "GROUP_WORLD_SIZE=2", "MASTER_ADDR=127.0.0.1", "MASTER_PORT=" + port,
+                                 "CUTRAIN_RUN_ID=newer-restart", "CUTRAIN_RDZV_TIMEOUT=30",
                                  "TORCHELASTIC_RESTART_COUNT=1"};
   rank1.insert(rank1.end(), train.begin(), train.end());
   Process p0(node0);
@@ -244,7 +191,8 @@ TEST_CASE("a rank of a newer restart ends rank 0's older group at once, its cutr
   CHECK(node.seconds < 25);  // well within the rendezvous timeout: nobody waited for it
 }
 
-TEST_CASE("train --collective-timeout: the others give up on a stopped rank after it, not after 10 minutes", "[dist]") {
+TEST_CASE("train --collective-timeout: the others give up on a stopped rank after it, not after 10 minutes",
+          "[dist]") {
   // The stall watch off, so that only the collective timeout can end this.
   Fault f = inject(2, 1, SIGSTOP, {"--grace-period", "1", "--stall-timeout", "0"}, {"--collective-timeout", "2"});
   INFO(f.result.output);
@@ -261,9 +209,8 @@ TEST_CASE("GPU ranks: a killed one, a stopped one and a collective that hangs in
   CUTRAIN_REQUIRE_GPUS(2);
   Fault killed = inject(2, 1, SIGKILL, {"--grace-period", "60"}, {}, "cuda");
   CHECK(killed.result.exit_code == 128 + SIGKILL);
-  CHECK_THAT(killed.result.output,
-             Catch::Contains("cutrun: rank 1 (local rank 1, pid " + std::to_string(killed.victim) +
-                             ") was killed by signal SIGKILL; stopping the other ranks"));
+  CHECK_THAT(killed.result.output, Catch::Contains("cutrun: rank 1 (local rank 1, pid " + std::to_string(killed.victim) +
+                                                   ") was killed by signal SIGKILL; stopping the other ranks"));
   // An emulated step may take longer than 2 s, and a rank is quiet between its steps' collectives.
   Fault stopped = inject(2, 1, SIGSTOP, {"--grace-period", "60", "--stall-timeout", "6"}, {}, "cuda");
   CHECK(stopped.result.exit_code == 128 + SIGKILL);
@@ -271,8 +218,8 @@ TEST_CASE("GPU ranks: a killed one, a stopped one and a collective that hangs in
   // With the stall watch off, rank 0's NCCL watchdog finds its all-reduce, replayed from the step's
   // CUDA graph, waiting on the stopped rank, and aborts the communicator. (The watchdog counts from
   // when a collective is issued, and an emulated step takes seconds: hence 10 s, not 2.)
-  Fault hung =
-      inject(2, 1, SIGSTOP, {"--grace-period", "1", "--stall-timeout", "0"}, {"--collective-timeout", "10"}, "cuda");
+  Fault hung = inject(2, 1, SIGSTOP, {"--grace-period", "1", "--stall-timeout", "0"}, {"--collective-timeout", "10"},
+                      "cuda");
   CHECK(hung.result.exit_code == 1);
   CHECK_THAT(hung.result.output, Catch::Contains("cutrain: error: rank 0: a collective made no progress for 10 s"));
   CHECK_THAT(hung.result.output, Catch::Contains("aborting the NCCL communicator"));
@@ -281,10 +228,8 @@ TEST_CASE("GPU ranks: a killed one, a stopped one and a collective that hangs in
                                  << hung.seconds << " s after SIGSTOP with the collective timeout of 10 s");
 }
 
-TEST_CASE(
-    "a rank's heartbeat carries its step, its longest gap and its quiet, never blocks or raises SIGPIPE once cutrun is "
-    "gone, and says it is gone",
-    "[dist]") {
+TEST_CASE("a rank's heartbeat carries its step, its longest gap and its quiet, never blocks or raises SIGPIPE once cutrun is "
+          "gone, and says it is gone", "[dist]") {
   int ends[2];
   REQUIRE(::socketpair(AF_UNIX, SOCK_DGRAM, 0, ends) == 0);
   ::setenv("CUTRAIN_PROGRESS_FD", std::to_string(ends[1]).c_str(), 1);

@@ -40,9 +40,9 @@ TEST_CASE("cutrun gives every rank torchrun's environment and prefixes its outpu
 }
 
 TEST_CASE("cutrun numbers ranks across nodes and takes torchrun's underscore spellings", "[dist]") {
-  auto r = run(cutrun_sh(
-      {"--nnodes", "2", "--node_rank", "1", "--nproc_per_node", "2", "--master_port", "1234", "--rdzv_id", "shared-id"},
-      "echo at $RANK of $WORLD_SIZE local $LOCAL_RANK group $GROUP_RANK port $MASTER_PORT"));
+  auto r = run(cutrun_sh({"--nnodes", "2", "--node_rank", "1", "--nproc_per_node", "2", "--master_port", "1234",
+                          "--rdzv_id", "shared-id"},
+                         "echo at $RANK of $WORLD_SIZE local $LOCAL_RANK group $GROUP_RANK port $MASTER_PORT"));
   REQUIRE(r.exit_code == 0);
   CHECK_THAT(r.output, Catch::Contains("[rank2]: at 2 of 4 local 0 group 1 port 1234"));
   CHECK_THAT(r.output, Catch::Contains("[rank3]: at 3 of 4 local 1 group 1 port 1234"));
@@ -68,9 +68,8 @@ const std::string kChatty = "i=0; while [ $i -lt 20000 ]; do echo line $i; i=$((
 TEST_CASE("cutrun's copier survives a closed standard output and a full --log-dir, and no rank blocks", "[dist]") {
   // Before, the copier died on EPIPE and the rank then blocked on its full pipe: the job never
   // ended (here: timeout's exit status 124).
-  auto closed = run({"/bin/sh", "-c",
-                     "{ timeout 15 " + kCutrun + " --nproc-per-node 1 sh -c '" + kChatty +
-                         "'; echo cutrun exited $? >&2; } | head -1"});
+  auto closed = run({"/bin/sh", "-c", "{ timeout 15 " + kCutrun + " --nproc-per-node 1 sh -c '" + kChatty +
+                                          "'; echo cutrun exited $? >&2; } | head -1"});
   INFO(closed.output);
   CHECK_THAT(closed.output, Catch::StartsWith("[rank0]: line 0\n"));
   CHECK_THAT(closed.output, Catch::Contains("cutrun: warning: cannot write to standard output (Broken pipe); the "
@@ -84,8 +83,7 @@ TEST_CASE("cutrun's copier survives a closed standard output and a full --log-di
   if (!full.ok()) SKIP_WITHOUT_MOUNT(full);
   auto r = run({"/usr/bin/timeout", "15", kCutrun, "--nproc-per-node", "1", "--log-dir", logs, "sh", "-c", kChatty});
   CHECK(r.exit_code == 0);
-  CHECK_THAT(r.output, Catch::Contains("cutrun: warning: --log-dir: cannot write " + logs +
-                                       "/rank0.log (No space left "
+  CHECK_THAT(r.output, Catch::Contains("cutrun: warning: --log-dir: cannot write " + logs + "/rank0.log (No space left "
                                        "on device); the rank's output goes on to the console\n"));
   CHECK_THAT(r.output, Catch::Contains("[rank0]: line 19999\n"));
 }
@@ -119,13 +117,9 @@ TEST_CASE("the rank that failed first is named, whichever exits first, from the 
   const std::string marker = (dir.path() / "rank0-failed").string();
   auto r = run(cutrun_sh({"--nproc-per-node", "2"},
                          "if [ $RANK = 0 ]; then echo \"$(date +%s%N) checkpoint: No space left on device\" > "
-                         "$CUTRAIN_ERROR_FILE; touch " +
-                             marker +
-                             "; trap 'kill $!; exit 4' TERM; sleep 60 & wait; fi; "
-                             "while [ ! -e " +
-                             marker +
-                             " ]; do sleep 0.01; done; "
-                             "echo \"$(date +%s%N) rank 0 left\" > $CUTRAIN_ERROR_FILE; exit 5"));
+                         "$CUTRAIN_ERROR_FILE; touch " + marker + "; trap 'kill $!; exit 4' TERM; sleep 60 & wait; fi; "
+                         "while [ ! -e " + marker + " ]; do sleep 0.01; done; "
+                         "echo \"$(date +%s%N) rank 0 left\" > $CUTRAIN_ERROR_FILE; exit 5"));
   INFO(r.output);
   CHECK(r.exit_code == 4);
   CHECK_THAT(r.output, Catch::Contains("cutrun: rank 1 (local rank 1, pid") &&
@@ -161,12 +155,10 @@ Process::Result sigterm_to_cutrun(const std::string& grace_period, const std::st
              "def stop(*_):\n"
              "    print('rank', os.environ['RANK'], 'got TERM', flush=True)\n"
              "    sys.exit(0)\n"
-             "signal.signal(signal.SIGTERM, " +
-                 handler +
-                 ")\n"
-                 "print('ready', flush=True)\n"
-                 "while True:\n"
-                 "    time.sleep(1)\n"});
+             "signal.signal(signal.SIGTERM, " + handler + ")\n"
+             "print('ready', flush=True)\n"
+             "while True:\n"
+             "    time.sleep(1)\n"});
   REQUIRE(p.read_until("ready", 2));
   p.signal(SIGTERM);
   return p.finish();
@@ -179,7 +171,7 @@ TEST_CASE("SIGTERM to cutrun reaches every rank", "[dist]") {
   CHECK_THAT(r.output, Catch::Contains("[rank0]: rank 0 got TERM"));
   CHECK_THAT(r.output, Catch::Contains("[rank1]: rank 1 got TERM"));
   CHECK(r.exit_code == 0);  // every rank stopped cleanly on the signal asked of the job
-  CHECK(r.seconds < 20);    // the ranks ended on SIGTERM, not on the SIGKILL after the grace period
+  CHECK(r.seconds < 20);  // the ranks ended on SIGTERM, not on the SIGKILL after the grace period
 }
 
 TEST_CASE("SIGTERM to cutrun with a rank that ignores it ends in that rank's kill, and exit status 128 + SIGTERM",
@@ -214,7 +206,8 @@ TEST_CASE("cutrun killed with SIGKILL takes its ranks with it", "[dist]") {
   CHECK(cutrain::test::wait_gone(ranks, 10));  // not the minute they would sleep
 }
 
-TEST_CASE("a test killed at its timeout leaves nothing behind: not the cutrun it started, nor its ranks", "[dist]") {
+TEST_CASE("a test killed at its timeout leaves nothing behind: not the cutrun it started, nor its ranks",
+          "[dist]") {
   // CTest ends a test that runs past its timeout with SIGKILL: no destructor runs.
   Process test({cutrain::test::binary("cutrain_tests"), "[.test-killed-while-cutrun-runs]"});
   REQUIRE(test.read_until("waiting to be killed"));
@@ -253,17 +246,15 @@ TEST_CASE("cutrain --local_rank N means LOCAL_RANK=N, as under torch.distributed
   auto r = run({cutrain::test::binary("cutrain"), "--local_rank=1", "bench-allreduce", "--max-bytes", "4K"});
   CHECK(r.exit_code == 1);
   CHECK(r.output == "cutrain: error: LOCAL_RANK=1 is not below LOCAL_WORLD_SIZE=1\n");
-  CHECK(run({cutrain::test::binary("cutrain"), "--local_rank", "0", "bench-allreduce", "--max-bytes", "4K", "--iters",
-             "1"})
+  CHECK(run({cutrain::test::binary("cutrain"), "--local_rank", "0", "bench-allreduce", "--max-bytes", "4K", "--iters", "1"})
             .exit_code == 0);
 }
 
 TEST_CASE("cutrun bounds every number it is given, in one line and without a traceback", "[dist]") {
   const std::vector<std::pair<std::vector<std::string>, std::string>> cases{
       {{"--nproc-per-node", "99999999999999999999"}, "--nproc-per-node 99999999999999999999: must be 1..1024"},
-      {{"--nproc-per-node", "999999999999999999999999"},
-       "--nproc-per-node 999999999999999999999999: not a whole "
-       "number"},
+      {{"--nproc-per-node", "999999999999999999999999"}, "--nproc-per-node 999999999999999999999999: not a whole "
+                                                         "number"},
       {{"--nproc-per-node", "0x10"}, "--nproc-per-node 0x10: not a whole number"},
       {{"--nnodes", "4097"}, "--nnodes 4097: must be 1..4096 (at most 4096 processes in all)"},
       {{"--nproc-per-node", "8", "--nnodes", "513"}, "--nnodes 513: must be 1..512"},
@@ -290,8 +281,8 @@ TEST_CASE("cutrun bounds every number it is given, in one line and without a tra
 
 TEST_CASE("node 0 draws an unguessable run id and prints the command for the other nodes, which must have it",
           "[dist]") {
-  auto r = run(
-      cutrun_sh({"--nnodes", "2", "--nproc-per-node", "1", "--master-addr", "10.0.0.1"}, "echo id=$CUTRAIN_RUN_ID"));
+  auto r = run(cutrun_sh({"--nnodes", "2", "--nproc-per-node", "1", "--master-addr", "10.0.0.1"},
+                         "echo id=$CUTRAIN_RUN_ID"));
   REQUIRE(r.exit_code == 0);
   const std::string announced = "CUTRAIN_RUN_ID=";
   const size_t at = r.output.find(announced);
@@ -315,31 +306,10 @@ TEST_CASE("node 0 draws an unguessable run id and prints the command for the oth
 
 TEST_CASE("cutrun --master-addr ::1: the store and Gloo work over IPv6", "[dist]") {
   CUTRAIN_REQUIRE_IPV6(port);
-  auto r = run({kCutrun,
-                "--nproc-per-node",
-                "2",
-                "--master-addr",
-                "::1",
-                "--master-port",
-                std::to_string(port),
-                cutrain::test::binary("cutrain"),
-                "train",
-                "--device",
-                "cpu",
-                "--synthetic-train",
-                "64",
-                "--synthetic-test",
-                "16",
-                "--width",
-                "4",
-                "--batch-size",
-                "16",
-                "--epochs",
-                "1",
-                "--workers",
-                "1",
-                "--eval-every",
-                "0"});
+  auto r = run({kCutrun, "--nproc-per-node", "2", "--master-addr", "::1", "--master-port", std::to_string(port),
+                cutrain::test::binary("cutrain"), "train", "--device", "cpu", "--synthetic-train", "64",
+                "--synthetic-test", "16", "--width", "4", "--batch-size", "16", "--epochs", "1", "--workers", "1",
+                "--eval-every", "0"});
   INFO(r.output);
   CHECK(r.exit_code == 0);
   CHECK_THAT(r.output, Catch::Contains("all-reduced over gloo"));

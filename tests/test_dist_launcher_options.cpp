@@ -37,16 +37,10 @@ size_t count(const std::string& text, const std::string& what) {
 }
 
 // srun --nodes 2 --ntasks-per-node 1: this is the task on the second node.
-const std::vector<std::string> kSecondNode = {"SLURM_PROCID=1",
-                                              "SLURM_NTASKS=2",
-                                              "SLURM_NODEID=1",
-                                              "SLURM_NNODES=2",
-                                              "SLURM_STEP_NUM_NODES=2",
-                                              "SLURM_STEP_NUM_TASKS=2",
-                                              "SLURM_JOB_ID=12345678",
-                                              "SLURM_STEP_ID=1",
-                                              "SLURM_STEP_NODELIST=gpu[07-08]",
-                                              "SLURM_JOB_NODELIST=gpu[07-08]"};
+const std::vector<std::string> kSecondNode = {
+    "SLURM_PROCID=1",          "SLURM_NTASKS=2",        "SLURM_NODEID=1",   "SLURM_NNODES=2",
+    "SLURM_STEP_NUM_NODES=2",  "SLURM_STEP_NUM_TASKS=2", "SLURM_JOB_ID=12345678", "SLURM_STEP_ID=1",
+    "SLURM_STEP_NODELIST=gpu[07-08]", "SLURM_JOB_NODELIST=gpu[07-08]"};
 
 }  // namespace
 
@@ -77,19 +71,16 @@ TEST_CASE("cutrun --max-restarts starts the group again after a failure, at most
   // would sleep for a minute unless cutrun stops it.
   TempDir started;
   const std::string marker = (started.path() / "started-").string() + "$TORCHELASTIC_RESTART_COUNT";
-  auto restarts = run({kCutrun, "--nproc-per-node", "2", "--max_restarts", "2", "--restart-delay", "0", "/bin/sh", "-c",
-                       "if [ $RANK = 0 ]; then echo start; touch " + marker +
-                           "; exec sleep 60; fi; "
-                           "while [ ! -e " +
-                           marker + " ]; do sleep 0.01; done; exit 3"});
+  auto restarts = run({kCutrun, "--nproc-per-node", "2", "--max_restarts", "2", "--restart-delay", "0", "/bin/sh",
+                       "-c", "if [ $RANK = 0 ]; then echo start; touch " + marker + "; exec sleep 60; fi; "
+                             "while [ ! -e " + marker + " ]; do sleep 0.01; done; exit 3"});
   CHECK(restarts.exit_code == 3);
   CHECK(count(restarts.output, "[rank0]: start") == 3);
   CHECK_THAT(restarts.output, Catch::Contains("cutrun: restart 2 of 2 in 0 s, after rank 1 exited with code 3: "
                                               "starting every rank again, which resume as their flags say"));
   CHECK(restarts.seconds < 60);  // each attempt stopped rank 0, or the first alone would take a minute
   // On several nodes too (tests/scripts/test_two_node_restarts.sh runs two), where it was refused.
-  auto nodes =
-      run({kCutrun, "--nnodes", "2", "--node-rank", "1", "--rdzv-id", "r", "--max-restarts", "1", "/bin/true"});
+  auto nodes = run({kCutrun, "--nnodes", "2", "--node-rank", "1", "--rdzv-id", "r", "--max-restarts", "1", "/bin/true"});
   CHECK(nodes.exit_code == 0);
   CHECK(nodes.output.empty());
 }
@@ -114,8 +105,8 @@ TEST_CASE("cutrun --tee picks the streams in the log files, and alone logs to a 
 }
 
 TEST_CASE("cutrun --rdzv-timeout reaches the ranks, with the number of nodes", "[dist]") {
-  auto r = run({kCutrun, "--rdzv-timeout", "7.5", "--nnodes", "3", "--node-rank", "2", "--rdzv-id", "r1", "/bin/sh",
-                "-c", "echo timeout=$CUTRAIN_RDZV_TIMEOUT nodes=$GROUP_WORLD_SIZE"});
+  auto r = run({kCutrun, "--rdzv-timeout", "7.5", "--nnodes", "3", "--node-rank", "2", "--rdzv-id", "r1",
+                "/bin/sh", "-c", "echo timeout=$CUTRAIN_RDZV_TIMEOUT nodes=$GROUP_WORLD_SIZE"});
   REQUIRE(r.exit_code == 0);
   CHECK_THAT(r.output, Catch::Contains("[rank2]: timeout=7.5 nodes=3"));
   auto zero = run({kCutrun, "--rdzv-timeout", "0", "/bin/true"});
@@ -134,8 +125,8 @@ TEST_CASE("cutrun --help names the torchrun flags it does not take", "[dist]") {
   auto r = run({kCutrun, "--help"});
   REQUIRE(r.exit_code == 0);
   CHECK_THAT(r.output, Catch::Contains("torchrun flags cutrun does not take"));
-  for (const char* flag :
-       {"--rdzv-backend", "--rdzv-endpoint", "--monitor-interval", "--nnodes MIN:MAX", "--redirects", "--no-python"})
+  for (const char* flag : {"--rdzv-backend", "--rdzv-endpoint", "--monitor-interval", "--nnodes MIN:MAX",
+                           "--redirects", "--no-python"})
     CHECK_THAT(r.output, Catch::Contains(flag));
 }
 

@@ -71,9 +71,9 @@ TEST_CASE("rendezvous says whom it waits for, then names the ranks and the node 
   const std::string store = "127.0.0.1:" + std::to_string(port);
   auto rank1 = std::async(std::launch::async, [=] { rendezvous(rank_env(1, 2, 2, port, 2s), ignore); });
   Lines lines;
-  CHECK_THROWS_WITH(
-      rendezvous(rank_env(0, 2, 2, port, 2s), lines.report()),
-      "rendezvous: ranks 2, 3 of 4 did not arrive within 2 s (node 1 not heard from; store at " + store + ")");
+  CHECK_THROWS_WITH(rendezvous(rank_env(0, 2, 2, port, 2s), lines.report()),
+                    "rendezvous: ranks 2, 3 of 4 did not arrive within 2 s (node 1 not heard from; store at " +
+                        store + ")");
   CHECK_THROWS_WITH(rank1.get(), Catch::StartsWith("rendezvous: ") && Catch::Contains("ranks 2, 3 of 4"));
   // A line every quarter of the timeout (2 s / 4 = 500 ms): three before the end, give or take one.
   REQUIRE(lines.all.size() >= 2);
@@ -89,9 +89,9 @@ TEST_CASE("rendezvous names a missing rank of a node that did come, without blam
   std::vector<std::future<void>> others;
   for (int r = 1; r < 3; ++r)
     others.push_back(std::async(std::launch::async, [=] { rendezvous(rank_env(r, 2, 2, port, 1s), ignore); }));
-  CHECK_THROWS_WITH(
-      rendezvous(rank_env(0, 2, 2, port, 1s), ignore),
-      "rendezvous: rank 3 of 4 did not arrive within 1 s (store at 127.0.0.1:" + std::to_string(port) + ")");
+  CHECK_THROWS_WITH(rendezvous(rank_env(0, 2, 2, port, 1s), ignore),
+                    "rendezvous: rank 3 of 4 did not arrive within 1 s (store at 127.0.0.1:" + std::to_string(port) +
+                        ")");
   for (auto& o : others) CHECK_THROWS(o.get());
 }
 

@@ -2,10 +2,10 @@
 // a busy port, a store that cannot be reached). Ranks are threads of this process here;
 // test_dist_rendezvous.cpp has the meeting of all ranks, test_dist_collectives.cpp real processes.
 #include <arpa/inet.h>
+#include <catch2/catch.hpp>
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
-#include <catch2/catch.hpp>
 #include <future>
 #include <thread>
 

@@ -96,7 +96,8 @@ TEST_CASE("requests parse into ops, and anything else is a protocol error", "[di
     CHECK_THROWS_AS(request(bad), ProtocolError);
 }
 
-TEST_CASE("the store serves a connection only after it joins with the run id and a rank of the world", "[dist]") {
+TEST_CASE("the store serves a connection only after it joins with the run id and a rank of the world",
+          "[dist]") {
   StoreState state("secret-id", 2, 0);
   const auto now = Clock::now();
   auto before = state.handle(7, request({"get", "secret-id", "0", "k"}), now);
@@ -138,9 +139,8 @@ TEST_CASE("a join from a newer restart is told to retry and ends the group, and 
   CHECK_FALSE(twice.group_over);
 
   auto newer = state.handle(3, request({"join", "run", "1", "2", "2"}), now);
-  const std::string over =
-      "rank 1 joined from restart 2 while this group runs restart 1: a node restarted its ranks, "
-      "so this group is over";
+  const std::string over = "rank 1 joined from restart 2 while this group runs restart 1: a node restarted its ranks, "
+                           "so this group is over";
   CHECK(newer.drop);
   CHECK(newer.reply == std::optional<Fields>(Fields{"retry", over}));
   CHECK(newer.group_over == std::optional<std::string>(over));
@@ -148,9 +148,8 @@ TEST_CASE("a join from a newer restart is told to retry and ends the group, and 
 
   auto older = state.handle(4, request({"join", "run", "0", "2", "0"}), now);
   CHECK(older.drop);
-  CHECK(older.reply == std::optional<Fields>(Fields{"error",
-                                                    "rank 0 joined from restart 0 while this group runs "
-                                                    "restart 1: it belongs to an older group, which is over"}));
+  CHECK(older.reply == std::optional<Fields>(Fields{"error", "rank 0 joined from restart 0 while this group runs "
+                                                             "restart 1: it belongs to an older group, which is over"}));
   CHECK_FALSE(older.group_over);
   CHECK_FALSE(state.joined(4));
   // Neither took rank 0's place: rank 0 of this restart still joins.

@@ -3,11 +3,11 @@
 // reading, a flood of connections from one address. Each time the real ranks (TcpStore clients)
 // must not notice, and the server must stop without waiting for anyone.
 #include <arpa/inet.h>
+#include <catch2/catch.hpp>
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
-#include <catch2/catch.hpp>
 
 #include <atomic>
 #include <future>
@@ -91,8 +91,7 @@ double seconds_since(Clock::time_point start) { return std::chrono::duration<dou
 
 }  // namespace
 
-TEST_CASE("a 64 MiB length prefix is refused at once, a stranger may send only 4 KiB, and the store serves on",
-          "[dist]") {
+TEST_CASE("a 64 MiB length prefix is refused at once, a stranger may send only 4 KiB, and the store serves on", "[dist]") {
   StoreServer server("127.0.0.1", 0, kRunId, 2, 0);
   std::vector<std::unique_ptr<RawClient>> probes;
   for (int i = 0; i < 8; ++i) {
@@ -158,7 +157,8 @@ TEST_CASE("an add that would overflow and a get with a timeout of INT64_MAX ms, 
   CHECK(rank0.reply() == Fields{"ok", "!"});
 }
 
-TEST_CASE("a connection that never joins, or never finishes its request, is dropped after its time limit", "[dist]") {
+TEST_CASE("a connection that never joins, or never finishes its request, is dropped after its time limit",
+          "[dist]") {
   StoreServer server("127.0.0.1", 0, kRunId, 2, 0, quick_limits());
   RawClient idle(server.port());
   const auto start = Clock::now();
@@ -188,10 +188,8 @@ TEST_CASE("a client that sends without reading stalls only itself, and the store
     const std::string get = cutrain::encode_frame({"get", kRunId, "0", "big"});
     while (!done) {
       ssize_t n = ::send(hog.fd(), get.data(), get.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
-      if (n > 0)
-        sent += n;
-      else
-        std::this_thread::sleep_for(1ms);  // its socket is full: the server stopped reading it
+      if (n > 0) sent += n;
+      else std::this_thread::sleep_for(1ms);  // its socket is full: the server stopped reading it
     }
   });
 

@@ -101,7 +101,7 @@ TEST_CASE("TorchStore speaks the TCPStore protocol of torch 2.11, to its libuv a
     CHECK(store.wait_for({"from_python", "never", "count"}, 50ms) == std::vector<std::string>{"never"});
     CHECK_THROWS_WITH(store.get("never", 50ms), "store: key 'never' was not set within 50 ms");
     CHECK(store.wait_for({"from_python", "count"}, 0ms).empty());  // the answer of a check, even with no time
-    const std::string value(70'000, 'v');                          // more than one socket read
+    const std::string value(70'000, 'v');  // more than one socket read
     store.set("long", std::vector<char>(value.begin(), value.end()));
     const std::vector<char> back = store.get("long");
     CHECK(std::string(back.begin(), back.end()) == value);
@@ -122,9 +122,9 @@ TEST_CASE("TorchStore speaks the TCPStore protocol of torch 2.11, to its libuv a
 TEST_CASE("TorchStore says in one line what answered when the server is not PyTorch's TCPStore", "[dist]") {
   SECTION("cutrain's own store") {
     cutrain::StoreServer own("127.0.0.1", 0, "run", 2, 0);
-    CHECK_THROWS_WITH(
-        TorchStore("127.0.0.1", own.port(), "p/", 5s),
-        Catch::Contains("speaks cutrain's own store protocol") && Catch::Contains("TORCHELASTIC_USE_AGENT_STORE"));
+    CHECK_THROWS_WITH(TorchStore("127.0.0.1", own.port(), "p/", 5s),
+                      Catch::Contains("speaks cutrain's own store protocol") &&
+                          Catch::Contains("TORCHELASTIC_USE_AGENT_STORE"));
   }
   SECTION("a server that closes at the handshake") {
     FakeServer closes([](int fd) { read_handshake(fd); });
@@ -151,9 +151,9 @@ TEST_CASE("TorchStore says in one line what answered when the server is not PyTo
   }
   SECTION("a value over the limit, and a reply that is no reply") {
     FakeServer huge([](int fd) {
-      cutrain::send_all(fd, read_handshake(fd));                                             // a good ping
+      cutrain::send_all(fd, read_handshake(fd));  // a good ping
       cutrain::receive_exact(fd, 1 + 8 + 8 + 4, cutrain::Clock::now() + 10s, "the client");  // WAIT for "/p/k"
-      std::string reply(1, '\0');                                                            // STOP_WAITING
+      std::string reply(1, '\0');  // STOP_WAITING
       const uint64_t length = uint64_t(1) << 40;
       reply.append(reinterpret_cast<const char*>(&length), sizeof length);  // GET's value length
       cutrain::send_all(fd, reply);

@@ -25,39 +25,15 @@ struct Trained {
 // Trains `steps` steps with `world` processes of `batch` images each on `device` (fp32); with several
 // processes, with --sync-bn unless `sync_bn` is false.
 Trained train(const TempDir& dir, const std::string& data, int world, int batch, int steps,
-              const std::string& device = "cpu", bool sync_bn = true) {
-  const std::string save =
-      (dir.path() / (device + "-world" + std::to_string(world) + (sync_bn ? "" : "-local-bn"))).string();
-  std::vector<std::string> argv = {cutrain::test::binary("cutrun"),
-                                   "--standalone",
-                                   "--nproc-per-node",
-                                   std::to_string(world),
-                                   cutrain::test::binary("cutrain"),
-                                   "train",
-                                   "--data",
-                                   data,
-                                   "--device",
-                                   device,
-                                   "--precision",
-                                   "fp32",
-                                   "--width",
-                                   "8",
-                                   "--batch-size",
-                                   std::to_string(batch),
-                                   "--lr",
-                                   "0.002",
-                                   "--epochs",
-                                   "1",
-                                   "--max-steps",
-                                   std::to_string(steps),
-                                   "--eval-every",
-                                   "0",
-                                   "--save",
-                                   save,
-                                   "--workers",
-                                   "1",
-                                   "--metrics",
-                                   save + ".jsonl"};
+                  const std::string& device = "cpu", bool sync_bn = true) {
+  const std::string save = (dir.path() / (device + "-world" + std::to_string(world) + (sync_bn ? "" : "-local-bn")))
+                               .string();
+  std::vector<std::string> argv = {cutrain::test::binary("cutrun"), "--standalone", "--nproc-per-node",
+                                   std::to_string(world),     cutrain::test::binary("cutrain"), "train",
+                                   "--data", data, "--device", device, "--precision", "fp32", "--width", "8",
+                                   "--batch-size", std::to_string(batch), "--lr", "0.002", "--epochs", "1",
+                                   "--max-steps", std::to_string(steps), "--eval-every", "0", "--save", save,
+                                   "--workers", "1", "--metrics", save + ".jsonl"};
   if (world > 1 && sync_bn) argv.push_back("--sync-bn");
   auto r = cutrain::test::run(argv);
   INFO(r.output);

@@ -287,9 +287,8 @@ TEST_CASE("batch norm plans: one block per multiprocessor, rows kept while they 
   CHECK(eval_small.bytes_written == small.rows * 512 * 2);
   // Too many channels for the blocks the device holds side by side, or no rows at all.
   CHECK_NOTHROW(bn_plan(BatchNormPass::forward_train, BatchNormShape{1000, 64, {}}, 4, BatchNormDevice{1, 32, 4096}));
-  CHECK_THROWS_WITH(
-      bn_plan(BatchNormPass::forward_train, BatchNormShape{1000, 512, {}}, 4, BatchNormDevice{4, 1024, 1 << 20}),
-      Catch::Contains("512 channels need 8 blocks side by side, the device holds 4"));
+  CHECK_THROWS_WITH(bn_plan(BatchNormPass::forward_train, BatchNormShape{1000, 512, {}}, 4, BatchNormDevice{4, 1024, 1 << 20}),
+                    Catch::Contains("512 channels need 8 blocks side by side, the device holds 4"));
   CHECK_THROWS(bn_plan(BatchNormPass::backward, BatchNormShape{0, 64, {}}, 2, h200));
 }
 

@@ -1,6 +1,6 @@
 // The error-check macros and the device probe.
-#include <dlfcn.h>
 #include <catch2/catch.hpp>
+#include <dlfcn.h>
 
 #include "kernels/base/check.h"
 #include "kernels/base/device.h"

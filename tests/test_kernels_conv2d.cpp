@@ -80,14 +80,13 @@ void check_convolution(const ConvShape& sh) {
 
 TEST_CASE("conv2d CPU: forward by definition, gradients by finite differences, beta 0 and 1", "[kernels]") {
   //                         N  H  W  C  K  R  S  stride pad
-  const ConvShape shape =
-      GENERATE(ConvShape{2, 5, 6, 3, 4, 3, 3, 1, 1},   // ResNet's 3x3
-               ConvShape{2, 5, 6, 3, 4, 3, 3, 2, 1},   // 3x3 downsampling
-               ConvShape{2, 5, 6, 3, 4, 1, 1, 1, 0},   // pointwise: no im2col
-               ConvShape{2, 5, 6, 3, 4, 1, 1, 2, 0},   // the shortcut's 1x1/2
-               ConvShape{2, 8, 8, 4, 8, 1, 1, 2, 0},   // a narrow model's (Note [Strided 1x1 filter gradients])
-               ConvShape{2, 6, 5, 2, 3, 3, 3, 1, 0},   // unpadded
-               ConvShape{1, 9, 9, 3, 2, 7, 7, 2, 3});  // the imagenet stem
+  const ConvShape shape = GENERATE(ConvShape{2, 5, 6, 3, 4, 3, 3, 1, 1},   // ResNet's 3x3
+                                   ConvShape{2, 5, 6, 3, 4, 3, 3, 2, 1},   // 3x3 downsampling
+                                   ConvShape{2, 5, 6, 3, 4, 1, 1, 1, 0},   // pointwise: no im2col
+                                   ConvShape{2, 5, 6, 3, 4, 1, 1, 2, 0},   // the shortcut's 1x1/2
+                                   ConvShape{2, 8, 8, 4, 8, 1, 1, 2, 0},   // a narrow model's (Note [Strided 1x1 filter gradients])
+                                   ConvShape{2, 6, 5, 2, 3, 3, 3, 1, 0},   // unpadded
+                                   ConvShape{1, 9, 9, 3, 2, 7, 7, 2, 3});  // the imagenet stem
   INFO("N " << shape.N << " H " << shape.H << " W " << shape.W << " C " << shape.C << " K " << shape.K << " R "
             << shape.R << " stride " << shape.stride << " pad " << shape.pad);
   check_convolution(shape);

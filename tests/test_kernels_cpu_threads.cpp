@@ -41,9 +41,8 @@ TEST_CASE("CPU threads: a convolution's three passes give the same bits on 1 and
   // Each shape is several pieces (Note [Convolution pieces]): 40 images are 13 pieces of 3 and a last
   // of 1 for the forward and the data gradient, and 4 of 10 for the filter gradient, whose partials
   // are summed.
-  const ConvShape shape =
-      GENERATE(ConvShape{40, 8, 8, 64, 32, 3, 3, 1, 1}, ConvShape{40, 16, 16, 64, 16, 3, 3, 2, 1},
-               ConvShape{40, 32, 32, 64, 16, 1, 1, 1, 0}, ConvShape{40, 32, 32, 64, 16, 1, 1, 2, 0});
+  const ConvShape shape = GENERATE(ConvShape{40, 8, 8, 64, 32, 3, 3, 1, 1}, ConvShape{40, 16, 16, 64, 16, 3, 3, 2, 1},
+                                   ConvShape{40, 32, 32, 64, 16, 1, 1, 1, 0}, ConvShape{40, 32, 32, 64, 16, 1, 1, 2, 0});
   CAPTURE(shape.H, shape.C, shape.K, shape.R, shape.stride);
   std::mt19937 rng(3);
   const std::vector<float> x = test::random_vector(size_t(shape.N) * shape.H * shape.W * shape.C, rng),
@@ -73,8 +72,8 @@ TEST_CASE("CPU threads: a convolution's three passes give the same bits on 1 and
 TEST_CASE("CPU threads: batch norm's training forward and backward give the same bits on 1 and on 3 threads",
           "[kernels]") {
   // 1,000 rows of 40 channels are 32 blocks of sums in 3 pieces of rows (batchnorm.cpp).
-  const BatchNormFusion fusion =
-      GENERATE(BatchNormFusion{false, false}, BatchNormFusion{true, false}, BatchNormFusion{true, true});
+  const BatchNormFusion fusion = GENERATE(BatchNormFusion{false, false}, BatchNormFusion{true, false},
+                                          BatchNormFusion{true, true});
   const BatchNormShape shape{1000, 40, fusion};
   std::mt19937 rng(5);
   test::BatchNormInputs in;
@@ -90,8 +89,8 @@ TEST_CASE("CPU threads: batch norm's training forward and backward give the same
     bn_forward_train_cpu(shape, o.forward());
     bn_backward_cpu(shape, o.backward());
     std::vector<float> all;
-    for (const std::vector<float>* v :
-         {&o.y, &o.mean, &o.invstd, &o.running_mean, &o.running_var, &o.dx, &o.d_residual, &o.dgamma, &o.dbeta})
+    for (const std::vector<float>* v : {&o.y, &o.mean, &o.invstd, &o.running_mean, &o.running_var, &o.dx,
+                                        &o.d_residual, &o.dgamma, &o.dbeta})
       all.insert(all.end(), v->begin(), v->end());
     for (uint8_t byte : o.mask) all.push_back(float(byte));
     return all;

@@ -258,8 +258,8 @@ TEMPLATE_TEST_CASE("batch norm CUDA gives the same bits on every run", CUTRAIN_G
   {
 #ifdef CUTRAIN_CUDA_EMULATION
     const emu::Schedule saved = emu::schedule();
-    emu::set_schedule(
-        {saved.order == emu::ThreadOrder::reverse ? emu::ThreadOrder::shuffle : emu::ThreadOrder::reverse, 99});
+    emu::set_schedule({saved.order == emu::ThreadOrder::reverse ? emu::ThreadOrder::shuffle : emu::ThreadOrder::reverse,
+                       99});
 #endif
     second.forward();
     second.backward();
@@ -302,8 +302,8 @@ TEMPLATE_TEST_CASE("batch norm statistics hold for data of mean 1000 and std 1",
   double worst_naive = 0.0;
   for (int ch = 0; ch < C; ++ch) {
     const double exact_invstd = 1.0 / std::sqrt(exact_var[ch] + 1e-5);
-    INFO("channel " << ch << ": variance " << exact_var[ch] << ", invstd " << exact_invstd << ", CPU " << cpu.invstd[ch]
-                    << ", GPU " << invstd[ch]);
+    INFO("channel " << ch << ": variance " << exact_var[ch] << ", invstd " << exact_invstd << ", CPU "
+                    << cpu.invstd[ch] << ", GPU " << invstd[ch]);
     CHECK(std::abs(cpu.mean[ch] - exact_mean[ch]) <= 1e-6 * exact_mean[ch]);
     CHECK(std::abs(mean[ch] - exact_mean[ch]) <= 1e-6 * exact_mean[ch]);
     CHECK(std::abs(cpu.invstd[ch] - exact_invstd) <= 1e-4 * exact_invstd);
@@ -429,7 +429,8 @@ TEMPLATE_TEST_CASE("batch norm CUDA SyncBatchNorm stages over two ranks equal th
   CHECK(test::relative_error(joined(r0.on.y.download(), r1.on.y.download()), cpu.y) <= test::parity_tolerance<T>());
   CHECK(test::relative_error(dgamma, cpu.dgamma) <= kStatisticsTolerance);
   CHECK(test::relative_error(dbeta, cpu.dbeta) <= kStatisticsTolerance);
-  CHECK(test::relative_error(joined(r0.on.dx.download(), r1.on.dx.download()), cpu.dx) <= test::parity_tolerance<T>());
+  CHECK(test::relative_error(joined(r0.on.dx.download(), r1.on.dx.download()), cpu.dx) <=
+        test::parity_tolerance<T>());
 }
 
 TEMPLATE_TEST_CASE("batch norm CUDA activation after an unfused batch norm matches the fused CPU reference",
@@ -477,8 +478,8 @@ TEST_CASE("batch norm CUDA fails at launch when its plan's grid does not fit the
   const BatchNormDevice real = bn_device_of_current_gpu();
   const BatchNormShape shape{int64_t(real.blocks) * 4 * 1024, 64, BatchNormFusion{}};
   // Twice the blocks the device holds, each with all the shared memory a block may have.
-  const BatchNormPlan plan = bn_plan(BatchNormPass::forward_train, shape, sizeof(float),
-                                     BatchNormDevice{2 * real.blocks, 1024, real.shared_bytes});
+  const BatchNormPlan plan =
+      bn_plan(BatchNormPass::forward_train, shape, sizeof(float), BatchNormDevice{2 * real.blocks, 1024, real.shared_bytes});
   DeviceBuffer<float> x(size_t(shape.rows * 64)), y(size_t(shape.rows * 64)), per_channel(64 * 6),
       partials(size_t(plan.partial_floats));
   BatchNormForward<float> f;
@@ -489,9 +490,8 @@ TEST_CASE("batch norm CUDA fails at launch when its plan's grid does not fit the
   f.invstd = per_channel.get() + 128;
   f.running_mean = per_channel.get() + 192;
   f.running_var = per_channel.get() + 256;
-  CHECK_THROWS_WITH(
-      bn_forward_train_cuda<float>(plan, f, partials.get(), nullptr),
-      Catch::Contains("bn_forward_train_kernel") && Catch::Contains("too many blocks in cooperative launch"));
+  CHECK_THROWS_WITH(bn_forward_train_cuda<float>(plan, f, partials.get(), nullptr),
+                    Catch::Contains("bn_forward_train_kernel") && Catch::Contains("too many blocks in cooperative launch"));
 }
 
 TEST_CASE("batch norm CUDA split launches run a grid that the device cannot hold at once", CUTRAIN_GPU_TAG) {

@@ -38,8 +38,8 @@ TEST_CASE("softmax cross-entropy CUDA matches the CPU reference", CUTRAIN_GPU_TA
 
   DeviceBuffer<float> glogits(logits), gdlogits(logits.size()), gloss(1);
   DeviceBuffer<int32_t> glabels(labels), gcorrect(1);
-  softmax_cross_entropy_cuda(glogits.get(), glabels.get(), N, K, smoothing, gloss.get(), gdlogits.get(), gcorrect.get(),
-                             nullptr);
+  softmax_cross_entropy_cuda(glogits.get(), glabels.get(), N, K, smoothing, gloss.get(), gdlogits.get(),
+                             gcorrect.get(), nullptr);
   CHECK(gloss.copy_to_host()[0] == Approx(loss).epsilon(1e-5));
   CHECK(gcorrect.copy_to_host()[0] == correct);
   CHECK(test::relative_error(gdlogits.copy_to_host(), dlogits) <= 1e-4);

@@ -49,13 +49,8 @@ TEST_CASE("the CUDA kernels can be captured in a CUDA graph and replayed", CUTRA
   std::mt19937 rng(61);
   // Batch norm's input x is its residual too; its backward's dy is what the pooling gives back.
   const std::vector<float> x = test::random_vector(M * C, rng);
-  const test::BatchNormInputs in{x,
-                                 x,
-                                 std::vector<float>(M * C, 0.0f),
-                                 test::random_vector(C, rng),
-                                 test::random_vector(C, rng),
-                                 std::vector<float>(C, 0.0f),
-                                 std::vector<float>(C, 1.0f)};
+  const test::BatchNormInputs in{x, x, std::vector<float>(M * C, 0.0f), test::random_vector(C, rng),
+                                 test::random_vector(C, rng), std::vector<float>(C, 0.0f), std::vector<float>(C, 1.0f)};
   const BatchNormShape shape{M, C, BatchNormFusion{true, true}};
   test::BatchNormBuffers<T> bn(shape, in);
   DeviceBuffer<T> pooled(int64_t(N) * Ho * Wo * C), dpool(M * C), features(int64_t(N) * C), dfeatures(M * C);
@@ -77,8 +72,7 @@ TEST_CASE("the CUDA kernels can be captured in a CUDA graph and replayed", CUTRA
   rows.rows = 100;
   rows.cols = rows.in_pitch = rows.out_pitch = 10;
   DeviceBuffer<RowsCopy> copies(std::vector<RowsCopy>{rows});
-  const BatchNormPlan forward_plan =
-      bn_plan(BatchNormPass::forward_train, shape, sizeof(T), bn_device_of_current_gpu());
+  const BatchNormPlan forward_plan = bn_plan(BatchNormPass::forward_train, shape, sizeof(T), bn_device_of_current_gpu());
   const BatchNormPlan backward_plan = bn_plan(BatchNormPass::backward, shape, sizeof(T), bn_device_of_current_gpu());
   DeviceBuffer<float> partials(size_t(std::max(forward_plan.partial_floats, backward_plan.partial_floats)));
   BatchNormBackward<T> b = bn.backward();

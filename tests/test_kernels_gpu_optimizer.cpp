@@ -63,10 +63,9 @@ int64_t stored_size(const TestParameter& p) { return p.cols ? p.numel / p.cols *
 
 }  // namespace
 
-TEST_CASE(
-    "SGD over segments and the gradients' sum of squares match the CPU reference with fp32 and bf16 "
-    "gradients and copies, tails and pitches, and batch norm's own weight decay",
-    CUTRAIN_GPU_TAG) {
+TEST_CASE("SGD over segments and the gradients' sum of squares match the CPU reference with fp32 and bf16 "
+          "gradients and copies, tails and pitches, and batch norm's own weight decay",
+          CUTRAIN_GPU_TAG) {
   CUTRAIN_REQUIRE_GPU();
   const bool nesterov = GENERATE(false, true);
   const SgdConfig cfg{0.9f, 5e-4f, nesterov, 0.05f};
@@ -163,8 +162,8 @@ TEST_CASE(
 TEST_CASE("the learning rate of every schedule, computed on the device from the step counter, is the host's",
           CUTRAIN_GPU_TAG) {
   CUTRAIN_REQUIRE_GPU();
-  const LrScheduleKind kind =
-      GENERATE(LrScheduleKind::constant, LrScheduleKind::cosine, LrScheduleKind::onecycle, LrScheduleKind::step);
+  const LrScheduleKind kind = GENERATE(LrScheduleKind::constant, LrScheduleKind::cosine, LrScheduleKind::onecycle,
+                                       LrScheduleKind::step);
   const LrSchedule schedule{kind, 0.4, 50, kind == LrScheduleKind::onecycle ? 0 : 5};
   INFO("schedule " << int(kind));
   DeviceBuffer<int64_t> step(std::vector<int64_t>{0});
@@ -181,12 +180,14 @@ TEST_CASE("the learning rate of every schedule, computed on the device from the 
   CHECK(step.copy_to_host()[0] == 55);
 }
 
-TEST_CASE("row copies of several blocks in one launch convert and keep what lies outside the blocks", CUTRAIN_GPU_TAG) {
+TEST_CASE("row copies of several blocks in one launch convert and keep what lies outside the blocks",
+          CUTRAIN_GPU_TAG) {
   CUTRAIN_REQUIRE_GPU();
   std::mt19937 rng(53);
   // Three blocks: a padded stem-like filter out (3 of 8), one in (8 to 3), and one contiguous row.
-  const std::vector<RowsCopy> shapes = {
-      {nullptr, nullptr, 576, 3, 3, 8}, {nullptr, nullptr, 576, 3, 8, 3}, {nullptr, nullptr, 1, 4099, 4099, 4099}};
+  const std::vector<RowsCopy> shapes = {{nullptr, nullptr, 576, 3, 3, 8},
+                                        {nullptr, nullptr, 576, 3, 8, 3},
+                                        {nullptr, nullptr, 1, 4099, 4099, 4099}};
   auto run = [&](auto in_zero, auto out_zero) {
     using In = decltype(in_zero);
     using Out = decltype(out_zero);

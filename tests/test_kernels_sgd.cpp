@@ -24,8 +24,7 @@ struct PyTorchSgd {
 
   void step(std::vector<float>& p, const std::vector<float>& grad) {
     std::vector<float> d_p = grad;
-    if (cfg.weight_decay != 0)
-      for (size_t i = 0; i < p.size(); ++i) d_p[i] = d_p[i] + cfg.weight_decay * p[i];
+    if (cfg.weight_decay != 0) for (size_t i = 0; i < p.size(); ++i) d_p[i] = d_p[i] + cfg.weight_decay * p[i];
     if (cfg.momentum != 0) {
       if (!buf) {
         buf = d_p;  // torch.clone(d_p).detach()
@@ -53,8 +52,8 @@ void sgd_step_cpu(float* param, const float* grad, float* buf, int64_t n, const 
 }  // namespace
 
 TEST_CASE("SGD matches PyTorch's algorithm over three steps", "[kernels]") {
-  const auto [momentum, weight_decay, nesterov] = GENERATE(table<float, float, bool>(
-      {{0.9f, 5e-4f, true}, {0.9f, 5e-4f, false}, {0.9f, 0.0f, true}, {0.0f, 1e-2f, false}, {0.5f, 1e-1f, true}}));
+  const auto [momentum, weight_decay, nesterov] = GENERATE(table<float, float, bool>({
+      {0.9f, 5e-4f, true}, {0.9f, 5e-4f, false}, {0.9f, 0.0f, true}, {0.0f, 1e-2f, false}, {0.5f, 1e-1f, true}}));
   const SgdConfig cfg{momentum, weight_decay, nesterov};
   std::mt19937 rng(7);
   std::vector<float> param = test::random_vector(37, rng);

@@ -128,10 +128,8 @@ TEST_CASE("Checkpoints hold torchvision's state_dict: names, OIHW layout, dtypes
 }
 
 // Note [Tensor checksums]: before, 13 of 13 random bit flips in tensor data loaded without a word.
-TEST_CASE(
-    "A flipped bit in a tensor is refused at load, naming the tensor, and a file without checksums loads, "
-    "unverified",
-    "[nn]") {
+TEST_CASE("A flipped bit in a tensor is refused at load, naming the tensor, and a file without checksums loads, "
+          "unverified", "[nn]") {
   SavedModel saved;
   const std::vector<char> bytes = read_bytes(saved.path);
   const uint64_t length = header_length(bytes);
@@ -144,7 +142,7 @@ TEST_CASE(
   const std::string bad = saved.dir / "flipped.safetensors";
   write_bytes(bad, flipped, flipped.size());
   CHECK_THROWS_WITH(read_safetensors(bad), Catch::StartsWith(bad + ": tensor bn1.bias: its bytes do not match their "
-                                                                   "checksum (CRC-32C "));
+                                                             "checksum (CRC-32C "));
   CHECK_THAT(load_error(bad), Catch::Contains("tensor bn1.bias: its bytes do not match"));
 
   // The same file as torchvision's side writes it, with no checksums: it reads alike, unverified.
@@ -185,7 +183,8 @@ TEST_CASE("Checkpoint files follow the safetensors layout byte for byte", "[nn]"
   CHECK(header.find("\"__metadata__\":{\"epoch\":\"3\",\"step\":\"120\",\"tensor_crc32c\":\"{\\\"bn1.bias\\\":\\\"") !=
         std::string::npos);
   // Tensors are stored in name order: bn1.bias (4 channels) first.
-  CHECK(header.find("\"bn1.bias\":{\"data_offsets\":[0,16],\"dtype\":\"F32\",\"shape\":[4]}") != std::string::npos);
+  CHECK(header.find("\"bn1.bias\":{\"data_offsets\":[0,16],\"dtype\":\"F32\",\"shape\":[4]}") !=
+        std::string::npos);
 }
 
 TEST_CASE("Truncated checkpoints are refused in one line", "[nn]") {
@@ -228,8 +227,7 @@ TEST_CASE("Corrupt checkpoint headers are refused in one line", "[nn]") {
   write_header(R"({"fc.bias": {"dtype": "F32", "shape": [4611686018427387904, 4], "data_offsets": [0, 40]}})", 40);
   CHECK_THAT(load_error(path), Catch::Contains("absurdly large"));
   write_header(R"({"a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]},
-                   "b": {"dtype": "F32", "shape": [2], "data_offsets": [4, 12]}})",
-               12);
+                   "b": {"dtype": "F32", "shape": [2], "data_offsets": [4, 12]}})", 12);
   CHECK_THAT(load_error(path), Catch::Contains("tensor b: data_offsets start at 4 where byte 8 was expected"));
   write_header(R"({"a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}})", 12);
   CHECK_THAT(load_error(path), Catch::Contains("4 bytes after the last tensor"));
@@ -237,8 +235,7 @@ TEST_CASE("Corrupt checkpoint headers are refused in one line", "[nn]") {
   CHECK_THAT(load_error(path), Catch::Contains("__metadata__ epoch is not a string"));
   // nlohmann::json would keep the last of two equal keys, silently.
   write_header(R"({"fc.bias": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]},
-                   "fc.bias": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}})",
-               4);
+                   "fc.bias": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}})", 4);
   CHECK_THAT(load_error(path), Catch::Contains("header has the key \"fc.bias\" twice"));
   write_header(R"({"__metadata__": {"epoch": "3", "epoch": "4"}})", 0);
   CHECK_THAT(load_error(path), Catch::Contains("header has the key \"epoch\" twice"));
@@ -253,10 +250,9 @@ TEST_CASE("Files that are not a model checkpoint are each named for what they ar
   std::vector<char> zip{'P', 'K', 3, 4};
   zip.resize(600);
   write_bytes(saved.dir / "model.pth", zip, zip.size());
-  CHECK_THAT(
-      load_error(saved.dir / "model.pth"),
-      Catch::StartsWith(saved.dir / "model.pth" + ": a PyTorch file (torch.save's zip or pickle, such as a "
-                                                  ".pth), not safetensors; bench/torchvision_interop.py convert"));
+  CHECK_THAT(load_error(saved.dir / "model.pth"),
+             Catch::StartsWith(saved.dir / "model.pth" + ": a PyTorch file (torch.save's zip or pickle, such as a "
+                                                         ".pth), not safetensors; bench/torchvision_interop.py convert"));
   std::vector<char> pickle{char(0x80), 2, ']', 'q'};
   pickle.resize(600);
   write_bytes(saved.dir / "legacy.pth", pickle, pickle.size());
@@ -292,8 +288,7 @@ TEST_CASE("Checkpoints holding NaN or infinite weights are refused, naming the t
   Context ctx({});
   ResNet18 model(ctx, test::tiny_resnet(Stem::imagenet));
   SGD sgd(ctx, model.params(), SgdConfig{});
-  CHECK_THROWS_WITH(load_momentum(momentum, model, sgd),
-                    Catch::Contains("NaN or infinite values in momentum_buffer.fc.bias (1)"));
+  CHECK_THROWS_WITH(load_momentum(momentum, model, sgd), Catch::Contains("NaN or infinite values in momentum_buffer.fc.bias (1)"));
 }
 
 TEST_CASE("Checkpoints holding a running variance of zero or below are refused, naming the tensors", "[nn]") {

@@ -78,10 +78,10 @@ TEST_CASE("A damaged algorithm cache is one warning and a fresh start", "[nn]") 
   const std::string header = header_and_entry.substr(0, header_and_entry.find('\n') + 1);
   const std::string entry_key = key() + "\t";
 
-  for (const std::string& damaged :
-       {std::string("\x89PNG\r\n garbage"), header + entry_key + "1 1 1024 1 3 0\n",
-        header + entry_key + "1 1 1024 1 3 0 99 0 7\n",  // no such algorithm
-        header + entry_key + "1 1 1024 1 3 0 5 0 7 extra\n", header + "no tab here 1 1 1024 1 3 0 5 0 7\n"}) {
+  for (const std::string& damaged : {std::string("\x89PNG\r\n garbage"), header + entry_key + "1 1 1024 1 3 0\n",
+                                     header + entry_key + "1 1 1024 1 3 0 99 0 7\n",  // no such algorithm
+                                     header + entry_key + "1 1 1024 1 3 0 5 0 7 extra\n",
+                                     header + "no tab here 1 1 1024 1 3 0 5 0 7\n"}) {
     INFO(damaged);
     write_file(path, damaged);
     ConvAlgorithmCache cache(path);

@@ -174,7 +174,8 @@ TEST_CASE("A training step replayed from a CUDA graph matches the eager step bit
     check_within(compare_updates_with_sgd(eager, model, kSgd, options.schedule.at(t)));
     restore(start, model, sgd);
     sgd.set_step(t);
-    const StepResult replayed = take_step(model, sgd, [&] { CUDA_CHECK(cudaGraphLaunch(exec, ctx.main_stream())); });
+    const StepResult replayed =
+        take_step(model, sgd, [&] { CUDA_CHECK(cudaGraphLaunch(exec, ctx.main_stream())); });
     CHECK(sgd.step_count() == t + 1);
     std::cout << dtype_name(dtype) << ", step " << t << ", replay against eager: ";
     check_within(compare_steps(replayed, eager, model, bounds));

@@ -15,21 +15,9 @@ namespace {
 
 cutrain::test::Process::Result bench_step(const std::string& cache_dir, std::vector<std::string> extra,
                                           const std::string& fault = "") {
-  std::vector<std::string> argv = {"/usr/bin/env",
-                                   "CUTRAIN_EMU_CUDNN_FAIL=" + fault,
-                                   "CUTRAIN_CACHE_DIR=" + cache_dir,
-                                   cutrain::test::binary("cutrain"),
-                                   "bench-step",
-                                   "--device",
-                                   "cuda",
-                                   "--batch-size",
-                                   "32",
-                                   "--width",
-                                   std::to_string(kGpuTestWidth),
-                                   "--steps",
-                                   "2",
-                                   "--warmup",
-                                   "1"};
+  std::vector<std::string> argv = {"/usr/bin/env", "CUTRAIN_EMU_CUDNN_FAIL=" + fault, "CUTRAIN_CACHE_DIR=" + cache_dir,
+                                   cutrain::test::binary("cutrain"), "bench-step", "--device", "cuda", "--batch-size",
+                                   "32", "--width", std::to_string(kGpuTestWidth), "--steps", "2", "--warmup", "1"};
   argv.insert(argv.end(), extra.begin(), extra.end());
   return cutrain::test::run(argv);
 }
@@ -57,8 +45,7 @@ TEST_CASE("cuDNN's heuristics choose a usable algorithm for every convolution", 
   CHECK(!std::filesystem::exists(dir / "cudnn-conv-algorithms.txt"));  // heuristics keep nothing
 }
 
-TEST_CASE("Measured algorithms (--cudnn-benchmark) are kept on disk, and a damaged file is one warning",
-          CUTRAIN_GPU_TAG) {
+TEST_CASE("Measured algorithms (--cudnn-benchmark) are kept on disk, and a damaged file is one warning", CUTRAIN_GPU_TAG) {
   CUTRAIN_REQUIRE_GPU();
   cutrain::test::TempDir dir;
   const std::string cache = dir / "cudnn-conv-algorithms.txt";
@@ -118,7 +105,7 @@ TEST_CASE("a cuDNN algorithm that fails when it runs is replaced, once per shape
   // With every algorithm failing there is nothing to fall back on: one error.
   const auto hopeless = bench_step(dir.path().string(), run, "backward_data:algo=any:not_supported");
   CHECK(hopeless.exit_code == 1);
-  CHECK_THAT(hopeless.output,
-             Catch::Contains("cudnnConvolutionBackwardData") && Catch::Contains("CUDNN_STATUS_NOT_SUPPORTED"));
+  CHECK_THAT(hopeless.output, Catch::Contains("cudnnConvolutionBackwardData") &&
+                                  Catch::Contains("CUDNN_STATUS_NOT_SUPPORTED"));
 }
 #endif

@@ -44,7 +44,7 @@ TEST_CASE("Gradients share memory only when their lifetimes are disjoint", "[nn]
     for (const Activation* other : all) CHECK_FALSE(bytes_overlap(all[i]->grad, other->value));
     CHECK_FALSE(bytes_overlap(all[i]->grad, stats));
   }
-  CHECK(a3.grad.data == a1.grad.data);      // the one disjoint pair shares
+  CHECK(a3.grad.data == a1.grad.data);     // the one disjoint pair shares
   CHECK(plan.gradient_bytes() == 3 * 256);  // three 128-byte gradients, each 256-aligned
   // Everything lies inside the arena, after the two streams' workspaces.
   auto* base = static_cast<char*>(plan.workspace(false));

@@ -97,7 +97,8 @@ TEST_CASE("The flat buffers are laid out in backward order with torchvision's na
   CHECK(model.buffers().size() == 2 * 20);  // running_mean and running_var of 20 batch norms
 }
 
-TEST_CASE("backward walks the layers back over a growing prefix of final gradients that reaches the end", "[nn]") {
+TEST_CASE("backward walks the layers back over a growing prefix of final gradients that reaches the end",
+          "[nn]") {
   Context ctx({});
   ResNet18 model(ctx, test::tiny_resnet());
   test::fill_random_batch(model, 5);

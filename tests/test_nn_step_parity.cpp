@@ -61,8 +61,8 @@ TEST_CASE("The bounds fail a step with a wrong sign, a missing term or a transpo
   ResNet18 model(ctx, config);
   fill_same_batch({&model}, 17);
   const StepResult exact = resnet18_step_fp64(model, kSgd, kLr);
-  for (Fault fault :
-       {Fault::batchnorm_backward_sign, Fault::batchnorm_backward_no_mean, Fault::conv_backward_transposed}) {
+  for (Fault fault : {Fault::batchnorm_backward_sign, Fault::batchnorm_backward_no_mean,
+                      Fault::conv_backward_transposed}) {
     INFO("fault " << int(fault));
     const StepResult broken = resnet18_step_fp64(model, kSgd, kLr, {Storage::float64, fault});
     const std::vector<std::string> fp32 = failures(compare_steps(broken, exact, model, fp32_bounds(config)));

@@ -38,13 +38,13 @@ inline std::string torch_python(std::string* why = nullptr) {
 
 }  // namespace cutrain::test
 
-#define CUTRAIN_REQUIRE_TORCH(python)              \
-  do {                                             \
-    std::string why_;                              \
-    python = ::cutrain::test::torch_python(&why_); \
-    if (python.empty()) {                          \
-      std::cout << "SKIPPED: " << why_ << "\n";    \
-      WARN("SKIPPED: " << why_);                   \
-      return;                                      \
-    }                                              \
+#define CUTRAIN_REQUIRE_TORCH(python)                          \
+  do {                                                         \
+    std::string why_;                                          \
+    python = ::cutrain::test::torch_python(&why_);             \
+    if (python.empty()) {                                      \
+      std::cout << "SKIPPED: " << why_ << "\n";                \
+      WARN("SKIPPED: " << why_);                               \
+      return;                                                  \
+    }                                                          \
   } while (0)

@@ -67,8 +67,8 @@ TEST_CASE("emulated cuBLAS: GEMM with each pair of transposes equals a naive col
                                CUBLAS_GEMM_DEFAULT) == CUBLAS_STATUS_SUCCESS);
         } else {
           DeviceBuffer<float> a_d(a), b_d(b);
-          REQUIRE(cublasSgemm(blas.handle, op_a, op_b, m, n, k, &alpha, a_d.get(), lda, b_d.get(), ldb, &beta, c.get(),
-                              ldc) == CUBLAS_STATUS_SUCCESS);
+          REQUIRE(cublasSgemm(blas.handle, op_a, op_b, m, n, k, &alpha, a_d.get(), lda, b_d.get(), ldb, &beta,
+                              c.get(), ldc) == CUBLAS_STATUS_SUCCESS);
         }
         const std::vector<float> got = c.copy_to_host();
         for (int j = 0; j < n; ++j)

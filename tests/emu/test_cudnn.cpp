@@ -471,8 +471,8 @@ TEST_CASE("emulated cuDNN: CUTRAIN_EMU_CUDNN_FAIL makes a chosen pass and algori
     CHECK(backward_data(CUDNN_CONVOLUTION_BWD_DATA_ALGO_0) == CUDNN_STATUS_SUCCESS);
     CHECK(listed_status(true) == CUDNN_STATUS_NOT_SUPPORTED);  // Find runs the algorithm,
     CHECK(listed_status(false) == CUDNN_STATUS_SUCCESS);       // the heuristics do not
-    CHECK(c.run(Pass::forward, CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM, 1.0f, x.get(), w.get(), zero, y.get(), nullptr,
-                0) == CUDNN_STATUS_EXECUTION_FAILED);
+    CHECK(c.run(Pass::forward, CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM, 1.0f, x.get(), w.get(), zero, y.get(),
+                nullptr, 0) == CUDNN_STATUS_EXECUTION_FAILED);
     CHECK(c.run(Pass::backward_filter, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_0, 1.0f, x.get(), dy.get(), zero, w.get(),
                 nullptr, 0) == CUDNN_STATUS_SUCCESS);
   }
@@ -502,12 +502,9 @@ TEST_CASE("emulated cuDNN: batch norm is the CPU reference's, and refuses what i
   const BatchNormShape shape{N * H * W, C, BatchNormFusion{}};
   const int64_t n = shape.rows * C;
   std::mt19937 rng(41);
-  test::BatchNormInputs in{test::random_vector(n, rng),
-                           test::random_vector(n, rng),
-                           test::random_vector(n, rng),
-                           test::random_vector(C, rng, 0.5f, 1.5f),
-                           test::random_vector(C, rng),
-                           test::random_vector(C, rng),
+  test::BatchNormInputs in{test::random_vector(n, rng),        test::random_vector(n, rng),
+                           test::random_vector(n, rng),        test::random_vector(C, rng, 0.5f, 1.5f),
+                           test::random_vector(C, rng),        test::random_vector(C, rng),
                            test::random_vector(C, rng, 0.5f, 2.0f)};
   test::HostBatchNorm cpu(shape, in);
   bn_forward_train_cpu(shape, cpu.forward());
@@ -549,8 +546,8 @@ TEST_CASE("emulated cuDNN: batch norm is the CPU reference's, and refuses what i
   CHECK(reserve_bytes == 0);
   // What the emulation does not compute, or what does not fit, refused with the reason.
   CHECK(cudnnGetBatchNormalizationForwardTrainingExWorkspaceSize(handle, CUDNN_BATCHNORM_SPATIAL, ops, xd, nullptr, xd,
-                                                                 sd, nullptr,
-                                                                 &workspace_bytes) == CUDNN_STATUS_NOT_SUPPORTED);
+                                                                 sd, nullptr, &workspace_bytes) ==
+        CUDNN_STATUS_NOT_SUPPORTED);
   CHECK_THAT(cudnnGetErrorString(CUDNN_STATUS_NOT_SUPPORTED), Catch::Contains("CUDNN_BATCHNORM_SPATIAL_PERSISTENT"));
   CHECK(cudnnGetBatchNormalizationForwardTrainingExWorkspaceSize(handle, mode, ops, xd, nullptr, xd, wrong, nullptr,
                                                                  &workspace_bytes) == CUDNN_STATUS_BAD_PARAM);
@@ -561,19 +558,20 @@ TEST_CASE("emulated cuDNN: batch norm is the CPU reference's, and refuses what i
   const BatchNormBackward<float> b = on.backward();
   const float one = 1.0f, zero = 0.0f;
   const auto forward = [&](cudnnBatchNormOps_t o) {
-    return cudnnBatchNormalizationForwardTrainingEx(
-        handle, mode, o, &one, &zero, xd, f.x, nullptr, nullptr, xd, f.y, sd, f.gamma, f.beta, 0.1, f.running_mean,
-        f.running_var, 1e-5, f.mean, f.invstd, o == ops ? nullptr : relu, nullptr, 0, nullptr, 0);
+    return cudnnBatchNormalizationForwardTrainingEx(handle, mode, o, &one, &zero, xd, f.x, nullptr, nullptr, xd, f.y,
+                                                    sd, f.gamma, f.beta, 0.1, f.running_mean, f.running_var, 1e-5,
+                                                    f.mean, f.invstd, o == ops ? nullptr : relu, nullptr, 0, nullptr,
+                                                    0);
   };
   CHECK(forward(CUDNN_BATCHNORM_OPS_BN_ACTIVATION) == CUDNN_STATUS_NOT_SUPPORTED);
   CUDNN_CHECK(forward(ops));
-  CHECK(cudnnBatchNormalizationBackwardEx(handle, mode, CUDNN_BATCHNORM_OPS_BN_ACTIVATION, &one, &zero, &one, &zero, xd,
-                                          b.x, xd, f.y, xd, b.dy, nullptr, nullptr, xd, b.dx, sd, b.gamma, f.beta,
+  CHECK(cudnnBatchNormalizationBackwardEx(handle, mode, CUDNN_BATCHNORM_OPS_BN_ACTIVATION, &one, &zero, &one, &zero,
+                                          xd, b.x, xd, f.y, xd, b.dy, nullptr, nullptr, xd, b.dx, sd, b.gamma, f.beta,
                                           b.dgamma, b.dbeta, 1e-5, b.mean, b.invstd, relu, nullptr, 0, nullptr,
                                           0) == CUDNN_STATUS_NOT_SUPPORTED);
-  CUDNN_CHECK(cudnnBatchNormalizationBackwardEx(handle, mode, ops, &one, &zero, &one, &zero, xd, b.x, xd, f.y, xd, b.dy,
-                                                nullptr, nullptr, xd, b.dx, sd, b.gamma, f.beta, b.dgamma, b.dbeta,
-                                                1e-5, b.mean, b.invstd, nullptr, nullptr, 0, nullptr, 0));
+  CUDNN_CHECK(cudnnBatchNormalizationBackwardEx(handle, mode, ops, &one, &zero, &one, &zero, xd, b.x, xd, f.y, xd,
+                                                b.dy, nullptr, nullptr, xd, b.dx, sd, b.gamma, f.beta, b.dgamma,
+                                                b.dbeta, 1e-5, b.mean, b.invstd, nullptr, nullptr, 0, nullptr, 0));
   CHECK(on.y.download() == cpu.y);
   CHECK(test::download(on.mean) == cpu.mean);
   CHECK(test::download(on.invstd) == cpu.invstd);

@@ -35,9 +35,7 @@ constexpr size_t kDoubles = 5;
 // Rank r's element i: values of different magnitudes, so that the order of a sum shows in its bits.
 // Not inlined: the ranks and the test's reference call one compiled copy. Inlined into both, clang
 // -O3 computed one element a float ulp apart at one of the two places.
-[[gnu::noinline]] float input(int r, size_t i) {
-  return float(r + 1) * 0.1f * float(i % 97) + 1.0f / float(r + 3 + i % 5);
-}
+[[gnu::noinline]] float input(int r, size_t i) { return float(r + 1) * 0.1f * float(i % 97) + 1.0f / float(r + 3 + i % 5); }
 
 std::string hex_of(const ncclUniqueId& id) {
   static const char digits[] = "0123456789abcdef";
@@ -217,7 +215,9 @@ struct RankPart {
       REQUIRE(joined == ncclSuccess);
     }
   }
-  ~RankPart() { cudaStreamDestroy(stream); }
+  ~RankPart() {
+    cudaStreamDestroy(stream);
+  }
 };
 
 void run_collectives(RankPart& part) {

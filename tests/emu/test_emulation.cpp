@@ -37,12 +37,12 @@ const auto kOrders = {emu::ThreadOrder::forward, emu::ThreadOrder::reverse, emu:
 
 // A kernel runs later, on the emulated device: its failure comes from the next synchronising
 // call, which also leaves it as the last error (cleared here, for the next launch's check).
-#define LAUNCH_AND_WAIT(launch)                                \
-  [&] {                                                        \
-    launch;                                                    \
+#define LAUNCH_AND_WAIT(launch)                             \
+  [&] {                                                     \
+    launch;                                                 \
     const cudaError_t device_status = cudaDeviceSynchronize(); \
-    cudaGetLastError();                                        \
-    CUDA_CHECK(device_status);                                 \
+    cudaGetLastError();                                     \
+    CUDA_CHECK(device_status);                              \
   }()
 
 __global__ void fill_kernel(int* out, int value) {
@@ -178,17 +178,16 @@ __global__ void barrier_against_shuffle_kernel(int* out) {
 
 TEST_CASE("emulation: a warp collective that a lane never reaches fails with the kernel's name", "[emu]") {
   DeviceBuffer<int> out(64);
-  CHECK_THROWS_WITH(
-      LAUNCH_AND_WAIT(launch_kernel("diverged_kernel", diverged_kernel, 1, 32, 0, nullptr, 16, out.get())),
-      Catch::Contains("unspecified launch failure") && Catch::Contains("diverged_kernel: block (0,0,0)") &&
-          Catch::Contains("__shfl_xor_sync with mask 0xffffffff, but lane 16 has exited"));
+  CHECK_THROWS_WITH(LAUNCH_AND_WAIT(launch_kernel("diverged_kernel", diverged_kernel, 1, 32, 0, nullptr, 16, out.get())),
+                    Catch::Contains("unspecified launch failure") &&
+                        Catch::Contains("diverged_kernel: block (0,0,0)") &&
+                        Catch::Contains("__shfl_xor_sync with mask 0xffffffff, but lane 16 has exited"));
   CHECK_THROWS_WITH(LAUNCH_AND_WAIT(launch_kernel("barrier_against_shuffle_kernel", barrier_against_shuffle_kernel, 1,
                                                   32, 0, nullptr, out.get())),
                     Catch::Contains("but lane 16 waits at __syncthreads"));
   // A block of 48 threads: its second warp has 16 lanes, and a full mask names lanes it lacks.
-  CHECK_THROWS_WITH(
-      LAUNCH_AND_WAIT(launch_kernel("diverged_kernel", diverged_kernel, 1, 48, 0, nullptr, 48, out.get())),
-      Catch::Contains("names lanes beyond the 16 of its warp"));
+  CHECK_THROWS_WITH(LAUNCH_AND_WAIT(launch_kernel("diverged_kernel", diverged_kernel, 1, 48, 0, nullptr, 48, out.get())),
+                    Catch::Contains("names lanes beyond the 16 of its warp"));
   // The emulation carries on after a failed kernel (a GPU would need a new process).
   launch_kernel("diverged_kernel", diverged_kernel, 1, 32, 0, nullptr, 32, out.get());
   CHECK(out.copy_to_host()[3] == 2);
@@ -317,9 +316,9 @@ TEST_CASE("emulation: vector types move 16 bytes at once, and the bit intrinsics
                 reinterpret_cast<float4*>(out.get()), bits.get());
   CHECK(out.copy_to_host() == values);
   const std::vector<int> b = bits.copy_to_host();
-  CHECK(b[0] == 0);         // no bits set, no first bit
-  CHECK(b[12] == 200 + 3);  // 0b1100
-  CHECK(b[31] == 500 + 1);  // 0b11111
+  CHECK(b[0] == 0);           // no bits set, no first bit
+  CHECK(b[12] == 200 + 3);    // 0b1100
+  CHECK(b[31] == 500 + 1);    // 0b11111
 }
 
 namespace {
@@ -357,8 +356,8 @@ TEST_CASE("emulation: a cooperative grid's barrier orders its blocks, and withou
     for (bool barrier : {true, false}) {
       INFO("order " << int(order) << ", barrier " << barrier);
       DeviceBuffer<int> slots(blocks), sums(n);  // slots start at -1 (every byte 0xFF)
-      launch_cooperative_kernel("grid_sum_kernel", grid_sum_kernel, blocks, threads, sizeof(int), nullptr, slots.get(),
-                                sums.get(), barrier);
+      launch_cooperative_kernel("grid_sum_kernel", grid_sum_kernel, blocks, threads, sizeof(int), nullptr,
+                                slots.get(), sums.get(), barrier);
       // With the barrier every block sees every slot, and keeps its own shared memory.
       if (barrier) CHECK(sums.copy_to_host() == want);
       // Without it, a block that runs before another reads that one's slot unwritten.
@@ -369,17 +368,15 @@ TEST_CASE("emulation: a cooperative grid's barrier orders its blocks, and withou
 
 TEST_CASE("emulation: the grid's barrier fails outside a cooperative launch, or when a thread never comes", "[emu]") {
   DeviceBuffer<int> slots(2), sums(64);
-  CHECK_THROWS_WITH(
-      LAUNCH_AND_WAIT(launch_kernel("grid_sum_kernel", grid_sum_kernel, 2, 32, sizeof(int), nullptr, slots.get(),
-                                    sums.get(), true)),
+  CHECK_THROWS_WITH(LAUNCH_AND_WAIT(launch_kernel("grid_sum_kernel", grid_sum_kernel, 2, 32, sizeof(int), nullptr,
+                                                  slots.get(), sums.get(), true)),
       Catch::Contains("grid_sum_kernel: block (") &&  // the first the schedule runs
           Catch::Contains("), its threads wait at the grid's barrier, but the kernel was not launched cooperatively"));
   CHECK_THROWS_WITH(
       LAUNCH_AND_WAIT(launch_cooperative_kernel("grid_leaver_kernel", grid_leaver_kernel, 2, 32, 0, nullptr, 5)),
-      Catch::Contains("grid_leaver_kernel: block (0,0,0), thread (0,0,0) (warp 0, lane 0) waits at "
-                      "the grid's barrier, but thread (5,0,0) (warp 0, lane 5) has exited"));
-  LAUNCH_AND_WAIT(
-      launch_cooperative_kernel("grid_leaver_kernel", grid_leaver_kernel, 2, 32, 0, nullptr, -1));  // all come
+                    Catch::Contains("grid_leaver_kernel: block (0,0,0), thread (0,0,0) (warp 0, lane 0) waits at "
+                                    "the grid's barrier, but thread (5,0,0) (warp 0, lane 5) has exited"));
+  LAUNCH_AND_WAIT(launch_cooperative_kernel("grid_leaver_kernel", grid_leaver_kernel, 2, 32, 0, nullptr, -1));  // all come
 }
 
 TEST_CASE("emulation: the emulated device's occupancy bounds a cooperative grid, as on a GPU", "[emu]") {
@@ -413,7 +410,7 @@ TEST_CASE("emulation: the emulated device's occupancy bounds a cooperative grid,
   launch(8, sizeof(int));  // 4 multiprocessors x 2
   launch(4, 200 * 1024);   // 4 x 1, over 48 KiB: the launcher opts in
   CHECK_THROWS_WITH(launch(9, sizeof(int)), Catch::Contains("grid_sum_kernel<<<(9,1,1), (1024,1,1), 4>>>") &&
-                                                Catch::Contains("too many blocks in cooperative launch"));
+                                      Catch::Contains("too many blocks in cooperative launch"));
   CHECK_THROWS_WITH(launch(5, 200 * 1024), Catch::Contains("too many blocks in cooperative launch"));
   // An ordinary launch stays at 48 KiB unless the kernel opted in: fill_kernel never did.
   DeviceBuffer<int> out(1);

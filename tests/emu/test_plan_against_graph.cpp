@@ -76,8 +76,8 @@ TEST_CASE("the planned step is the step the GPU runs and captures, node for node
     RecordingScope scope(probe);
     return bn_device_of_current_gpu();
   }();
-  const bool planned_gpu =
-      gpu.blocks == h200.blocks && gpu.threads == h200.threads && gpu.shared_bytes == h200.shared_bytes;
+  const bool planned_gpu = gpu.blocks == h200.blocks && gpu.threads == h200.threads &&
+                           gpu.shared_bytes == h200.shared_bytes;
   if (!planned_gpu) std::cout << "not an H200: batch norm's bytes are not compared\n";
   REQUIRE(observed.ops().size() == plan.ops().size());
   for (size_t i = 0; i < plan.ops().size(); ++i) {
@@ -131,8 +131,9 @@ TEST_CASE("the planned step is the step the GPU runs and captures, node for node
   CHECK(memsets >= planned.memsets);
   CHECK(copies >= planned.memcpys);
   CHECK(library_kernels >= planned.library_calls);
-  const int64_t library_extra =
-      (library_kernels - planned.library_calls) + (memsets - planned.memsets) + (copies - planned.memcpys) + others;
+  const int64_t library_extra = (library_kernels - planned.library_calls) + (memsets - planned.memsets) +
+                                (copies - planned.memcpys) + others;
   CHECK(int64_t(count) == planned.graph_nodes + library_extra);
   CUDA_CHECK(cudaGraphDestroy(graph));
 }
+

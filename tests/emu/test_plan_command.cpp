@@ -81,7 +81,8 @@ TEST_CASE("the step's plan scales with the batch: FLOPs in proportion, bytes in 
   CHECK(summarize(a.ops(), GpuPeak{}).graph_nodes == summarize(b.ops(), GpuPeak{}).graph_nodes);
 }
 
-TEST_CASE("the step's plan scales with the width: a convolution's FLOPs by four, the stem's by two", CUTRAIN_GPU_TAG) {
+TEST_CASE("the step's plan scales with the width: a convolution's FLOPs by four, the stem's by two",
+          CUTRAIN_GPU_TAG) {
   const Recorder a = plan_step(small(16, 16)), b = plan_step(small(16, 32));
   REQUIRE(a.ops().size() == b.ops().size());
   int stems = 0;
@@ -217,8 +218,8 @@ TEST_CASE("bench-step --plan prints the line scripts read, without a GPU", CUTRA
                                           "per GPU\\)\n")));
   // The collectives' row has a time from the link, not 0.000 ms.
   std::smatch m;
-  REQUIRE(
-      std::regex_search(r.output, m, std::regex("\n    ncclAllReduce +[0-9]+ +[0-9.]+ +[0-9.]+ +([0-9.]+)  link\n")));
+  REQUIRE(std::regex_search(r.output, m,
+                            std::regex("\n    ncclAllReduce +[0-9]+ +[0-9.]+ +[0-9.]+ +([0-9.]+)  link\n")));
   CHECK(std::stod(m[1]) > 0.001);
 }
 
@@ -279,3 +280,4 @@ TEST_CASE("bench-step --plan keeps its figures for the full-size step", CUTRAIN_
     }
   }
 }
+

@@ -71,13 +71,8 @@ TEST_CASE("the recording of kernels/ launches and memsets is what the device see
   std::mt19937 rng(71);
   const std::vector<float> values = test::random_vector(M * C, rng);
   const BatchNormShape shape{M, C, BatchNormFusion{true, true}};
-  const test::BatchNormInputs in{values,
-                                 values,
-                                 test::random_vector(M * C, rng),
-                                 test::random_vector(C, rng),
-                                 test::random_vector(C, rng),
-                                 std::vector<float>(C, 0.0f),
-                                 std::vector<float>(C, 1.0f)};
+  const test::BatchNormInputs in{values, values, test::random_vector(M * C, rng), test::random_vector(C, rng),
+                                 test::random_vector(C, rng), std::vector<float>(C, 0.0f), std::vector<float>(C, 1.0f)};
   test::BatchNormBuffers<T> bn(shape, in);
   const BatchNormDevice gpu = bn_device_of_current_gpu();
   // Every pass, in the order the launches below take them.
@@ -198,3 +193,4 @@ TEST_CASE("the record-only device presents an H200 and allocates no memory", CUT
   REQUIRE(recorder.ops().size() == 1);
   CHECK(recorder.ops()[0].kind == RecordedOp::Kind::host_wait);
 }
+

@@ -89,7 +89,8 @@ class Gate {
 
 }  // namespace
 
-TEST_CASE("streams: a missing cudaStreamWaitEvent gives a wrong result under some seed, and never with it", "[emu]") {
+TEST_CASE("streams: a missing cudaStreamWaitEvent gives a wrong result under some seed, and never with it",
+          "[emu]") {
   Stream producer, consumer;
   Event written;
   DeviceBuffer<int> x(1), y(1);
@@ -338,8 +339,9 @@ TEST_CASE("graphs: the calls CUDA forbids in a capture fail with its error and i
                     [&](int*) { return cudaDeviceSynchronize(); });
   }
   SECTION("a synchronous copy") {
-    check_forbidden(stream, thread_local_mode, cudaErrorStreamCaptureUnsupported,
-                    [&](int* x) { return cudaMemcpy(host.data(), x, sizeof(int), cudaMemcpyDeviceToHost); });
+    check_forbidden(stream, thread_local_mode, cudaErrorStreamCaptureUnsupported, [&](int* x) {
+      return cudaMemcpy(host.data(), x, sizeof(int), cudaMemcpyDeviceToHost);
+    });
   }
   SECTION("a synchronous memset") {
     check_forbidden(stream, thread_local_mode, cudaErrorStreamCaptureUnsupported,
@@ -403,7 +405,8 @@ __global__ void grid_sum_kernel(int* slots, int* out) {
 
 }  // namespace
 
-TEST_CASE("graphs: a kernel node is checked against its shared memory attribute when the graph is launched", "[emu]") {
+TEST_CASE("graphs: a kernel node is checked against its shared memory attribute when the graph is launched",
+          "[emu]") {
   Stream stream;
   const int blocks = 4;
   const size_t shared = 64 * 1024;  // over the 48 KiB default: the kernel must opt in
@@ -452,7 +455,8 @@ TEST_CASE("graphs: a kernel that fails in a replay is reported by the next synch
   CUDA_CHECK(cudaGraphExecDestroy(exec));
 }
 
-TEST_CASE("graphs: a library's work is one kernel node without a function, replayed with its step afresh", "[emu]") {
+TEST_CASE("graphs: a library's work is one kernel node without a function, replayed with its step afresh",
+          "[emu]") {
   Stream stream;
   auto runs = std::make_shared<std::atomic<int>>(0);
   auto total_polls = std::make_shared<std::atomic<int>>(0);

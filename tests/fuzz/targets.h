@@ -26,10 +26,10 @@ void store_messages(const uint8_t* data, size_t size);
 // Each target's source ends with this, so that the fuzz build (which defines CUTRAIN_FUZZER) makes
 // a libFuzzer program of it.
 #ifdef CUTRAIN_FUZZER
-#define CUTRAIN_FUZZER_ENTRY(target)                                        \
-  extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) { \
-    cutrain::fuzz::target(data, size);                                      \
-    return 0;                                                               \
+#define CUTRAIN_FUZZER_ENTRY(target)                                                \
+  extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {        \
+    cutrain::fuzz::target(data, size);                                              \
+    return 0;                                                                       \
   }
 #else
 #define CUTRAIN_FUZZER_ENTRY(target)
