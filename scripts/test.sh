@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # Installs the dependencies, builds, and runs every test, in four parts; each can also run alone:
 #   the release build's tests (CTest; [gpu] tests are skipped, visibly, without a CUDA device)
-#   scripts/test-emulated.sh     the whole GPU program on the emulated GPU: the [gpu] tests as [emu],
-#                                and the emulated device's own with the CUDA kernels', on the CPU
+#   scripts/test-emulated.sh     the whole GPU program on the emulated GPU: the [gpu] tests as [emu]
+#                                (label `emulated`)
 #   scripts/test-sanitizers.sh   the CPU tests under AddressSanitizer and UBSan, those of the
 #                                loader, bucketed all-reduces and store under ThreadSanitizer, and
-#                                the emulated device's and the kernels' under AddressSanitizer
+#                                the emulated device's and the CUDA kernels' (label `emu`) under
+#                                AddressSanitizer, which is where this script runs those: the same
+#                                tests in the same three thread orders, with the out-of-bounds check
 #   scripts/fuzz.sh              each fuzz target for a bounded time (15 s here)
 # Last comes a summary: each part, passed or FAILED, and its seconds.
 # The emulated, sanitizer and fuzz builds start once the release build is done, at low priority:
@@ -45,7 +47,7 @@ builds=$!
 
 part "release tests" ctest --test-dir build --output-on-failure -j "$(nproc)" "$@"
 part "emulated build below" wait "$emulated_build"  # a failed one fails again below, in the open
-part "GPU program, emulated" scripts/test-emulated.sh "$@"
+part "GPU program, emulated" scripts/test-emulated.sh -LE '^emu$' "$@"
 part "rest of the builds below" wait "$builds"  # a failed one fails again below, in the open
 part "sanitizers" scripts/test-sanitizers.sh
 part "fuzzing, 15 s a target" scripts/fuzz.sh 15
