@@ -19,6 +19,7 @@
 
 #include "app/train_options.h"
 #include "dist/launch/env.h"
+#include "nn/model_ema.h"
 #include "nn/resnet.h"
 #include "nn/safetensors.h"
 #include "nn/sgd.h"
@@ -30,6 +31,7 @@ namespace {
 constexpr const char* kPrefix = "checkpoint-";
 constexpr const char* kModelSuffix = ".safetensors";
 constexpr const char* kOptimSuffix = ".optim.safetensors";
+constexpr const char* kEmaSuffix = ".ema.safetensors";
 constexpr const char* kTemporaryInfix = ".tmp.";  // nn/safetensors.h's atomic write: <file>.tmp.<pid>
 constexpr size_t kStepDigits = 8;                 // at least; path_for pads to it
 // Note [The last and the best checkpoint] in app/checkpoint_folder.h.
@@ -50,12 +52,14 @@ bool all_digits(const std::string& s) {
   return !s.empty() && std::all_of(s.begin(), s.end(), [](unsigned char c) { return std::isdigit(c); });
 }
 
-// A file name of this folder's naming scheme, taken apart: checkpoint-<step>.safetensors or
-// checkpoint-<step>.optim.safetensors, each perhaps with .tmp.<pid> after it. Other names, such
-// as a user's checkpoint-final.safetensors, are not the folder's and are never touched.
+// A file name of this folder's naming scheme, taken apart: checkpoint-<step>.safetensors,
+// checkpoint-<step>.optim.safetensors or checkpoint-<step>.ema.safetensors, each perhaps with
+// .tmp.<pid> after it. Other names, such as a user's checkpoint-final.safetensors, are not the
+// folder's and are never touched.
 struct SchemeName {
   int64_t step = 0;
   bool optim = false;
+  bool ema = false;
   std::string writer;  // the pid of a temporary file's writer; empty for the file itself
 };
 
@@ -75,7 +79,8 @@ std::optional<SchemeName> parse_scheme_name(const std::string& name) {
     rest = rest.substr(0, tmp);
   }
   parsed.optim = rest == kOptimSuffix;
-  if (!parsed.optim && rest != kModelSuffix) return std::nullopt;
+  parsed.ema = rest == kEmaSuffix;
+  if (!parsed.optim && !parsed.ema && rest != kModelSuffix) return std::nullopt;
   return parsed;
 }
 
@@ -231,6 +236,11 @@ std::string optim_path_for(const std::string& model_path) {
   return model.substr(0, model.size() - std::strlen(kModelSuffix)) + kOptimSuffix;
 }
 
+std::string ema_path_for(const std::string& model_path) {
+  const std::string model = through_link(model_path);
+  return model.substr(0, model.size() - std::strlen(kModelSuffix)) + kEmaSuffix;
+}
+
 // Points DIR/name at `model_path`, a model file of DIR, atomically: a new link is made under a
 // temporary name and renamed over the old one. A file of the user's by that name is left alone.
 void CheckpointFolder::link(const char* name, const std::string& model_path) const {
@@ -273,7 +283,7 @@ std::string model_path_for(const std::string& optim_path) {
 // A checkpoint that would not load is not written, and nothing is pruned for it (Note [Checkpoints
 // that load]): the run stops, naming the newest checkpoint, which loads.
 std::string CheckpointFolder::save(const ResNet18& model, const SGD& sgd, const TrainingState& state,
-                                   std::optional<double> test_accuracy) const {
+                                   std::optional<double> test_accuracy, const ModelEma* ema) const {
   const std::string model_path = path_for(state.global_step, false);
   CheckpointMetadata metadata = model_metadata(model, state);
   if (test_accuracy) {
@@ -285,9 +295,15 @@ std::string CheckpointFolder::save(const ResNet18& model, const SGD& sgd, const 
   try {
     save_model(model_path, model, metadata);
     try {
+      if (ema) {
+        CheckpointMetadata ema_metadata = model_metadata(model, state);
+        ema_metadata.insert(description_.begin(), description_.end());
+        save_ema(ema_path_for(model_path), model, *ema, ema_metadata);
+      }
       save_momentum(path_for(state.global_step, true), model, sgd, state.to_metadata());
     } catch (...) {
       std::error_code ignored;  // half a checkpoint is none: do not leave the model file alone
+      fs::remove(ema_path_for(model_path), ignored);
       fs::remove(model_path, ignored);
       throw;
     }
@@ -307,7 +323,7 @@ std::vector<std::string> CheckpointFolder::complete_checkpoints() const {
   std::error_code ec;
   for (const auto& entry : fs::directory_iterator(dir_, ec)) {
     const std::optional<SchemeName> name = parse_scheme_name(entry.path().filename().string());
-    if (!name || name->optim || !name->writer.empty()) continue;
+    if (!name || name->optim || name->ema || !name->writer.empty()) continue;
     const std::string optim = optim_path_for(entry.path().string());
     if (fs::exists(optim)) found.emplace_back(recorded_step(optim, name->step), entry.path().string());
   }
@@ -356,9 +372,10 @@ void CheckpointFolder::claim_for_resume(const std::string& path, const std::stri
 }
 
 // The optim file first: a model file alone is half a checkpoint, which nobody resumes from. A file
-// that cannot be removed (a shared sticky folder: EPERM) is said, and left; the run goes on.
+// that cannot be removed (a shared sticky folder: EPERM) is said, and left; the run goes on. The
+// average's file (--model-ema) goes with them where there is one.
 void CheckpointFolder::remove_checkpoint(const std::string& model_path) const {
-  for (const std::string& path : {optim_path_for(model_path), model_path}) {
+  for (const std::string& path : {optim_path_for(model_path), ema_path_for(model_path), model_path}) {
     std::error_code ec;
     if (!fs::remove(path, ec) && ec && report_)
       report_("cutrain: warning: checkpoints: cannot remove " + path + " (" + ec.message() + "); it stays");
@@ -385,6 +402,10 @@ void CheckpointFolder::remove_leftovers() const {
       if (writer_gone(pid_t(std::stol(parsed->writer)))) why = "writer " + parsed->writer + " gone";
     } else if (parsed->optim) {
       if (!fs::exists(model_path_for(entry.path().string()))) why = "no model file";
+    } else if (parsed->ema) {
+      const std::string path = entry.path().string();
+      if (!fs::exists(optim_path_for(path.substr(0, path.size() - std::strlen(kEmaSuffix)) + kModelSuffix)))
+        why = "no optim file";
     } else if (!fs::exists(optim_path_for(entry.path().string()))) {
       why = "no optim file";
     }
@@ -401,7 +422,7 @@ void CheckpointFolder::remove_leftovers() const {
           ": " + list);
 }
 
-TrainingState load_checkpoint(const std::string& link_or_model_path, ResNet18& model, SGD& sgd) {
+TrainingState load_checkpoint(const std::string& link_or_model_path, ResNet18& model, SGD& sgd, ModelEma* ema) {
   // Once: the writer may point a link elsewhere between two reads of it.
   const std::string model_path = through_link(link_or_model_path);
   const CheckpointMetadata model_file = read_safetensors_metadata(model_path);
@@ -419,8 +440,22 @@ TrainingState load_checkpoint(const std::string& link_or_model_path, ResNet18& m
     throw std::runtime_error(model_path + ": not one checkpoint with its optim file: the model file is of run " +
                              model_run + " at step " + model_step + ", the optim file of run " + optim_run +
                              " at step " + std::to_string(state.global_step));
+  std::string ema_path;
+  if (ema && fs::exists(ema_path_for(model_path))) {
+    ema_path = ema_path_for(model_path);
+    const CheckpointMetadata ema_file = read_safetensors_metadata(ema_path);
+    if (recorded(ema_file, "run_id") != model_run || recorded(ema_file, "global_step") != model_step)
+      throw std::runtime_error(ema_path + ": not the average of " + model_path + ": it is of run " +
+                               recorded(ema_file, "run_id") + " at step " + recorded(ema_file, "global_step") +
+                               ", the model file of run " + model_run + " at step " + model_step);
+  }
   load_model(model_path, model);
   load_momentum(optim, model, sgd);
+  if (!ema_path.empty()) {
+    load_ema(ema_path, model, *ema);
+  } else if (ema) {
+    ema->start_over();
+  }
   return state;
 }
 

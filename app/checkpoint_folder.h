@@ -3,6 +3,8 @@
 // A checkpoint is two safetensors files named by the optimizer step it was taken after:
 //   DIR/checkpoint-00000196.safetensors        the model (torchvision's state_dict, nn/checkpoint.h)
 //   DIR/checkpoint-00000196.optim.safetensors  the momentum buffers and the training state
+// and with --model-ema a third, written between the two (nn/checkpoint.h save_ema):
+//   DIR/checkpoint-00000196.ema.safetensors    the moving average of the weights (nn/model_ema.h)
 // The training state (where in which epoch to go on, the step count, the seed...) is the
 // optim file's metadata; the model file carries the model's shape (stem, classes, width) so
 // `cutrain eval` needs nothing else, and what the run describes of itself (describe(): the
@@ -53,6 +55,7 @@
 
 namespace cutrain {
 
+class ModelEma;
 class ResNet18;
 class SGD;
 
@@ -104,10 +107,11 @@ class CheckpointFolder {
   CheckpointFolder& operator=(const CheckpointFolder&) = delete;
 
   // Writes the checkpoint after `state.global_step` steps, with the test accuracy measured right
-  // after that step if there was one, points the last and best links at it (Note [The last and the
-  // best checkpoint]), and prunes old ones; returns the model file's path.
+  // after that step if there was one and the moving average `ema` if there is one, points the last
+  // and best links at it (Note [The last and the best checkpoint]), and prunes old ones; returns the
+  // model file's path.
   std::string save(const ResNet18& model, const SGD& sgd, const TrainingState& state,
-                   std::optional<double> test_accuracy = std::nullopt) const;
+                   std::optional<double> test_accuracy = std::nullopt, const ModelEma* ema = nullptr) const;
   // What every model file saved from now on also records about the run (its keys never replace
   // the model's shape or the binding to the optim file).
   void describe(CheckpointMetadata description) { description_ = std::move(description); }
@@ -139,11 +143,16 @@ class CheckpointFolder {
   int lock_fd_ = -1;  // the writer's, held until it is destroyed
 };
 
-// The optim file that goes with a model checkpoint file, or with the target of a link to one.
+// The optim file that goes with a model checkpoint file, or with the target of a link to one; and the
+// moving average's file, which a checkpoint of a run with --model-ema has.
 std::string optim_path_for(const std::string& model_path);
+std::string ema_path_for(const std::string& model_path);
 
 // Loads model and momentum from `link_or_model_path` (and its optim file) and returns the state
-// there. Throws naming both files when they record different runs or steps.
-TrainingState load_checkpoint(const std::string& link_or_model_path, ResNet18& model, SGD& sgd);
+// there. Given `ema`, also the average from its file; a checkpoint without one (a run that had no
+// --model-ema) starts the average over from the loaded model (ModelEma::start_over). Throws naming
+// the files when they record different runs or steps.
+TrainingState load_checkpoint(const std::string& link_or_model_path, ResNet18& model, SGD& sgd,
+                              ModelEma* ema = nullptr);
 
 }  // namespace cutrain

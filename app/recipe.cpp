@@ -43,6 +43,9 @@ void for_each_setting(Options& o, Visit&& visit) {
   visit("--lr-milestones", o.lr_milestones, Effect::said, nullptr);
   visit("--lr-gamma", o.lr_gamma, Effect::said, nullptr);
   visit("--label-smoothing", o.label_smoothing, Effect::said, nullptr);
+  visit("--model-ema", o.model_ema, Effect::said, nullptr);
+  visit("--model-ema-steps", o.model_ema_steps, Effect::said, nullptr);
+  visit("--model-ema-decay", o.model_ema_decay, Effect::said, nullptr);
   visit("--seed", o.seed, Effect::said, nullptr);
   visit("--precision", o.precision, Effect::said, nullptr);
   visit("--sync-bn", o.sync_bn, Effect::said, nullptr);

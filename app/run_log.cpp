@@ -208,41 +208,52 @@ void RunLog::step(const StepRecord& r) {
 
 void RunLog::epoch(const EpochRecord& r) {
   if (!active_) return;
-  char test[64] = "";
+  char test[64] = "", ema[48] = "";
   if (r.test_acc)
     std::snprintf(test, sizeof test, " | test acc: %.2f%% | test loss: %.3f", 100 * *r.test_acc,
                   r.test_loss.value_or(0));
-  print("== epoch %d/%d | loss: %.3f | train acc: %.3f%%%s | %.1f s | %.0f img/s", r.epoch, r.epochs, r.loss,
-        100 * r.acc, test, r.epoch_time_s, r.images_per_s);
-  write_json(nlohmann::json{{"kind", "epoch"},
-                            {"epoch", r.epoch},
-                            {"global_step", r.global_step},
-                            {"loss", r.loss},
-                            {"acc", r.acc},
-                            {"lr", r.lr},
-                            {"images_per_s", r.images_per_s},
-                            {"epoch_time_s", r.epoch_time_s},
-                            {"test_acc", optional_number(r.test_acc)},
-                            {"test_loss", optional_number(r.test_loss)},
-                            {"peak_memory_bytes", r.peak_memory_bytes}});
+  if (r.test_acc_ema) std::snprintf(ema, sizeof ema, " | test acc (EMA): %.2f%%", 100 * *r.test_acc_ema);
+  print("== epoch %d/%d | loss: %.3f | train acc: %.3f%%%s%s | %.1f s | %.0f img/s", r.epoch, r.epochs, r.loss,
+        100 * r.acc, test, ema, r.epoch_time_s, r.images_per_s);
+  nlohmann::json record{{"kind", "epoch"},
+                        {"epoch", r.epoch},
+                        {"global_step", r.global_step},
+                        {"loss", r.loss},
+                        {"acc", r.acc},
+                        {"lr", r.lr},
+                        {"images_per_s", r.images_per_s},
+                        {"epoch_time_s", r.epoch_time_s},
+                        {"test_acc", optional_number(r.test_acc)},
+                        {"test_loss", optional_number(r.test_loss)},
+                        {"peak_memory_bytes", r.peak_memory_bytes}};
+  if (r.test_acc_ema) record["test_acc_ema"] = *r.test_acc_ema;
+  write_json(std::move(record));
 }
 
 void RunLog::evaluation(const EvalRecord& r) {
   if (!active_) return;
+  char ema[48] = "";
+  if (r.test_acc_ema) std::snprintf(ema, sizeof ema, " | test acc (EMA): %.2f%%", 100 * *r.test_acc_ema);
   if (!r.epoch_end)
-    print("== eval: step %lld [%d/%d] | test acc: %.2f%% | test loss: %.3f | %.1f s",
-          static_cast<long long>(r.global_step), r.epoch, r.epochs, 100 * r.test_acc, r.test_loss, r.eval_time_s);
-  write_json(nlohmann::json{{"kind", "eval"},
-                            {"epoch", r.epoch},
-                            {"global_step", r.global_step},
-                            {"epoch_end", r.epoch_end},
-                            {"test_acc", r.test_acc},
-                            {"test_loss", r.test_loss},
-                            {"eval_time_s", r.eval_time_s},
-                            {"training_time_s", r.training_time_s}});
+    print("== eval: step %lld [%d/%d] | test acc: %.2f%% | test loss: %.3f%s | %.1f s",
+          static_cast<long long>(r.global_step), r.epoch, r.epochs, 100 * r.test_acc, r.test_loss, ema, r.eval_time_s);
+  nlohmann::json record{{"kind", "eval"},
+                        {"epoch", r.epoch},
+                        {"global_step", r.global_step},
+                        {"epoch_end", r.epoch_end},
+                        {"test_acc", r.test_acc},
+                        {"test_loss", r.test_loss},
+                        {"eval_time_s", r.eval_time_s},
+                        {"training_time_s", r.training_time_s}};
+  if (r.test_acc_ema) {
+    record["test_acc_ema"] = *r.test_acc_ema;
+    record["test_loss_ema"] = *r.test_loss_ema;
+  }
+  write_json(std::move(record));
   if (tensorboard_) {
     tensorboard_->scalar("test/accuracy", r.global_step, r.test_acc);
     tensorboard_->scalar("test/loss", r.global_step, r.test_loss);
+    if (r.test_acc_ema) tensorboard_->scalar("test/accuracy_ema", r.global_step, *r.test_acc_ema);
   }
 }
 

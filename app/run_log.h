@@ -68,6 +68,7 @@ struct EpochRecord {
   double images_per_s;
   double epoch_time_s;
   std::optional<double> test_acc, test_loss;
+  std::optional<double> test_acc_ema;  // --model-ema: the average's (nn/model_ema.h)
   int64_t peak_memory_bytes;
 };
 
@@ -80,8 +81,9 @@ struct EvalRecord {
   bool epoch_end;
   double test_acc;
   double test_loss;        // the mean cross-entropy, without label smoothing (app/evaluator.h)
-  double eval_time_s;      // this evaluation
+  double eval_time_s;      // this evaluation, the average's included
   double training_time_s;  // the training time so far (app/run_clock.h)
+  std::optional<double> test_acc_ema, test_loss_ema;  // --model-ema: the average's (nn/model_ema.h)
 };
 
 struct SummaryRecord {

@@ -72,6 +72,18 @@ void add_train_command(CLI::App& app, int& exit_code) {
   add_number(cmd, "--lr-gamma", o.lr_gamma, "The factor of --lr-schedule step at each milestone", 0.0, 1.0)
       ->capture_default_str();
   add_number(cmd, "--label-smoothing", o.label_smoothing, "Label smoothing of the loss", 0, 1);
+  add_switch(cmd, "--model-ema,!--no-model-ema", o.model_ema,
+             "Keep an exponential moving average of the weights and batch norm statistics, as torchvision's "
+             "reference script does (default off); evaluate it beside the model, and save it with each checkpoint "
+             "(.ema.safetensors)");
+  add_number(cmd, "--model-ema-steps", o.model_ema_steps,
+             "Update the average after each batch of an epoch whose index (from 0) is a multiple of N", 1, 1 << 30)
+      ->capture_default_str();
+  add_number(cmd, "--model-ema-decay", o.model_ema_decay,
+             "The average's decay D, which each update applies as 1 - min(1, (1 - D) * world size * batch size * "
+             "--model-ema-steps / --epochs), as the reference script's",
+             0.0, 1.0)
+      ->capture_default_str();
   add_number(cmd, "--max-steps", o.max_steps, "Stop after this many optimizer steps in all (0: no limit)", 0,
              int64_t(1e12));
   add_number(cmd, "--seed", o.seed, "Seed of the initial weights, the sampler and the augmentation", 0, UINT64_MAX)

@@ -49,6 +49,9 @@ struct TrainOptions {
   std::vector<double> lr_milestones = {0.5, 0.75};  // the step schedule's, as fractions of the run's steps
   double lr_gamma = 0.1;                            // the step schedule's factor at each milestone
   double label_smoothing = 0;
+  bool model_ema = false;            // an EMA of the weights, torchvision's (nn/model_ema.h)
+  int model_ema_steps = 32;          // updated after every batch of an epoch whose index is a multiple of this
+  double model_ema_decay = 0.99998;  // before the adjustment to the run's shape (Note [The EMA of the weights])
   int64_t max_steps = 0;  // 0: no limit
   uint64_t seed = 0;
   // devices and speed

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <csignal>
 #include <cstdio>
+#include <filesystem>
 #include <map>
 #include <memory>
 #include <optional>
@@ -46,6 +47,7 @@
 #include "nn/checkpoint.h"
 #include "nn/context.h"
 #include "nn/device_buffer.h"
+#include "nn/model_ema.h"
 #include "nn/resnet.h"
 #include "nn/safetensors.h"
 
@@ -193,6 +195,7 @@ class Trainer {
   std::unique_ptr<Communicator> comm_;
   std::unique_ptr<ResNet18> model_;
   std::unique_ptr<TrainStep> step_;
+  std::unique_ptr<ModelEma> ema_;  // --model-ema
   std::unique_ptr<DistributedSampler> sampler_;
   std::unique_ptr<BatchFeed> feed_;
   std::unique_ptr<Evaluator> evaluator_;
@@ -204,6 +207,7 @@ class Trainer {
   LrSchedule schedule_;
   TrainingState state_;
   std::string resumed_from_;  // the checkpoint restore() took, if any
+  std::optional<EvalResult> last_ema_eval_;  // --model-ema: the average's, at the last evaluation
   // Once the ranks agreed to stop for a signal, what each rank had: 2 * signal + 1 where it was the
   // job's (Note [A signal to one rank]), 0 where none.
   std::vector<int> stop_signals_;
@@ -256,6 +260,9 @@ Trainer::Trainer(const TrainOptions& options)
       throw std::runtime_error(flag + ": applies to --lr-schedule step only (this run's is " + opt_.lr_schedule + ")");
   if (opt_.lr_milestones.size() > size_t(kMaxLrMilestones))  // a recipe this version did not write
     throw std::runtime_error("--lr-milestones: more than " + std::to_string(kMaxLrMilestones) + " milestones");
+  for (const std::string flag : {"--model-ema-steps", "--model-ema-decay"})
+    if (!opt_.model_ema && std::ranges::find(opt_.flags_given, flag) != opt_.flags_given.end())
+      throw std::runtime_error(flag + ": applies with --model-ema only");
   log_ = std::make_unique<RunLog>(env_.is_main(), opt_.metrics, opt_.tensorboard);
   state_.run_id = new_run_id();  // a resume takes the checkpoint's instead
   state_.seed = opt_.seed;
@@ -366,6 +373,9 @@ void Trainer::build_model() {
   so.broadcast_buffers = !opt_.sync_bn;
   so.sync_batchnorm = opt_.sync_bn;
   step_ = std::make_unique<TrainStep>(*model_, comm_.get(), so);
+  if (opt_.model_ema)
+    ema_ = std::make_unique<ModelEma>(*model_, model_ema_decay(env_.world_size, opt_.batch_size, opt_.model_ema_steps,
+                                                               opt_.epochs, opt_.model_ema_decay));
 
   LoaderConfig lc;
   lc.batch_size = opt_.batch_size;
@@ -429,6 +439,9 @@ nlohmann::json Trainer::run_record() const {
                              {"norm_weight_decay", opt_.norm_weight_decay < 0 ? nlohmann::json(nullptr)
                                                                               : nlohmann::json(opt_.norm_weight_decay)},
                              {"label_smoothing", opt_.label_smoothing},
+                             {"model_ema", opt_.model_ema},
+                             {"model_ema_steps", opt_.model_ema ? nlohmann::json(opt_.model_ema_steps) : nullptr},
+                             {"model_ema_decay", opt_.model_ema ? nlohmann::json(opt_.model_ema_decay) : nullptr},
                              {"stem", stem_name(c.stem)},
                              {"width", c.width},
                              {"num_classes", c.num_classes},
@@ -472,12 +485,18 @@ std::string why_skipped(const std::string& path, const std::string& error, const
 // --init-from and --resume. Every rank reads the same files, and broadcast_state() then makes sure
 // that all hold the same state.
 void Trainer::restore() {
-  if (!opt_.init_from.empty()) load_model(opt_.init_from, *model_);
+  if (!opt_.init_from.empty()) {
+    load_model(opt_.init_from, *model_);
+    if (ema_) ema_->start_over();  // the average starts from the weights the run starts from
+  }
   if (opt_.resume.empty()) return;
   // A checkpoint that does not load is skipped by 'auto'; one that loads but does not fit this
   // run (resume_state) is refused either way.
   auto resume_from = [this, run = state_](const std::string& path) {
-    state_ = resume_state(load_checkpoint(path, *model_, step_->sgd()), run, steps_per_epoch_, path);
+    state_ = resume_state(load_checkpoint(path, *model_, step_->sgd(), ema_.get()), run, steps_per_epoch_, path);
+    if (ema_ && !std::filesystem::exists(ema_path_for(path)))
+      log_->print("%s holds no average of the weights (a run without --model-ema): the average starts from its weights",
+                  path.c_str());
     step_->sgd().set_step(state_.global_step);  // the device's step counter, so the schedule goes on from there
     log_->print("resumed from %s at epoch %d, step %lld", path.c_str(), state_.epoch + 1,
                 static_cast<long long>(state_.global_step));
@@ -582,6 +601,10 @@ void Trainer::print_banner() const {
       opt_.batch_size, opt_.batch_size * env_.world_size, counted(steps_per_epoch_, "step").c_str(),
       counted(opt_.epochs, "epoch").c_str(), opt_.lr, opt_.lr_schedule.c_str(), opt_.momentum,
       opt_.nesterov ? " nesterov" : "", opt_.weight_decay, norm_decay);
+  if (ema_)
+    log_->print(
+        "  EMA of the weights: decay %.9g per update (--model-ema-decay %g), every %s of an epoch from its first",
+        ema_->decay(), opt_.model_ema_decay, counted(opt_.model_ema_steps, "step").c_str());
   const size_t buckets = step_->buckets().size();
   if (comm_) {
     log_->print("  gradients: %zu bucket%s (cap %g MiB) all-reduced over %s%s, each then updated by SGD", buckets,
@@ -727,14 +750,22 @@ std::optional<EvalResult> Trainer::evaluate_if_due(int epoch, bool epoch_end, St
   auto last_progress = start;
   const double progress_every = log_->in_place() ? 1.0 : opt_.log_every_seconds;  // 0: none
   const auto test_images = int64_t(data_.test.size());
-  EvalResult result = evaluator_->run([&](double done) {
+  const EvalHook hook = [&](double done) {
     if (progress_every > 0 && seconds_since(last_progress) >= progress_every) {
       log_->evaluation_progress(std::llround(done * double(test_images)), test_images, seconds_since(start));
       last_progress = SteadyClock::now();
     }
     progress_.mark();
     return signal_stop_agreed();
-  });
+  };
+  EvalResult result = evaluator_->run(hook);
+  last_ema_eval_.reset();
+  if (ema_ && !result.stopped) {  // the average, in the model's place for the while (--model-ema)
+    ema_->swap_with_model();
+    last_ema_eval_ = evaluator_->run(hook);
+    ema_->swap_with_model();
+    result.stopped = last_ema_eval_->stopped;
+  }
   const double seconds = seconds_since(start);
   clock_.resume();
   if (result.stopped) {
@@ -742,8 +773,13 @@ std::optional<EvalResult> Trainer::evaluate_if_due(int epoch, bool epoch_end, St
     return std::nullopt;
   }
   if (accuracy_->add_evaluation(result.accuracy(), state_.global_step, clock_)) stop = StopReason::target;
+  std::optional<double> ema_accuracy, ema_loss;
+  if (last_ema_eval_) {
+    ema_accuracy = last_ema_eval_->accuracy();
+    ema_loss = last_ema_eval_->loss;
+  }
   log_->evaluation(EvalRecord{epoch + 1, opt_.epochs, state_.global_step, epoch_end, result.accuracy(), result.loss,
-                              seconds, clock_.training_s()});
+                              seconds, clock_.training_s(), ema_accuracy, ema_loss});
   return result;
 }
 
@@ -758,11 +794,13 @@ std::string Trainer::save_checkpoint() {
   // The test accuracy measured right after this step, if any, for the best link (Note [The last and
   // the best checkpoint] in app/checkpoint_folder.h).
   const bool evaluated = state_.global_step > 0 && accuracy_->final_step() == state_.global_step;
-  std::string path = checkpoints_->save(*model_, step_->sgd(), state_, evaluated ? accuracy_->final() : std::nullopt);
+  std::string path =
+      checkpoints_->save(*model_, step_->sgd(), state_, evaluated ? accuracy_->final() : std::nullopt, ema_.get());
   clock_.resume();
   progress_.mark();
-  log_->print("checkpoint after step %lld: %s (its optimizer state beside it, .optim.safetensors)",
-              static_cast<long long>(state_.global_step), path.c_str());
+  log_->print("checkpoint after step %lld: %s (its optimizer state beside it, .optim.safetensors%s)",
+              static_cast<long long>(state_.global_step), path.c_str(),
+              ema_ ? ", and the average of the weights, .ema.safetensors" : "");
   return path;
 }
 
@@ -865,6 +903,12 @@ int Trainer::run() {
       // replayed (app/step_graph.h). Nothing here waits for the device.
       graph_->replay([this](bool rehearsal) { rehearsal ? step_->rehearse() : step_->run(); });
       ++model_->num_batches_tracked;  // here, once per step, since a replayed step runs no host code
+      // Note [The EMA of the weights]: b is the reference script's i, the batch's index in the epoch. A launch
+      // of its own after the step, on the same stream, which waits for nothing.
+      if (ema_ && b % opt_.model_ema_steps == 0) {
+        ema_->update();
+        if (epoch < opt_.warmup_epochs) ema_->restart();
+      }
       metrics_->add_step(model_->loss(), model_->correct());
       profiler_.after_step(state_.global_step);
       ++state_.global_step;
@@ -913,6 +957,7 @@ int Trainer::run() {
     if (eval) {
       r.test_acc = eval->accuracy();
       r.test_loss = eval->loss;
+      if (last_ema_eval_) r.test_acc_ema = last_ema_eval_->accuracy();
       last_eval = eval;
     }
     r.peak_memory_bytes = peak_memory_;

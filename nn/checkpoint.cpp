@@ -1,10 +1,12 @@
 #include "nn/checkpoint.h"
 
+#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <stdexcept>
 
+#include "nn/model_ema.h"
 #include "nn/resnet.h"
 #include "nn/safetensors.h"
 #include "nn/sgd.h"
@@ -250,22 +252,49 @@ ResNetConfig resnet_config_of(const SafeTensorsFile& file, const std::string& pa
   return c;
 }
 
-void save_model(const std::string& path, const ResNet18& model, const CheckpointMetadata& metadata) {
-  model.context().synchronize();
-  const ParameterSet& params = model.params();
+namespace {
+
+// A state_dict file of the model's layout: the parameters `values`, the buffers `buffers` and every batch norm's
+// num_batches_tracked, checked as a load checks it (Note [Checkpoints that load]), then written.
+void save_state_dict(const std::string& path, const ParameterSet& params, const Tensor& values, const Tensor& buffers,
+                     int64_t num_batches_tracked, const CheckpointMetadata& metadata) {
   SafeTensorsFile file;
   file.metadata = metadata;
-  add_parameter_tensors(params, read_floats(params.values()), "", file);
-  std::vector<float> buffers = read_floats(params.buffer_values());
+  add_parameter_tensors(params, read_floats(values), "", file);
+  const std::vector<float> buffer_floats = read_floats(buffers);
   for (const BufferEntry& b : params.buffers())
-    file.tensors[b.name] = f32_tensor({b.numel}, buffers.data() + b.offset, b.numel);
+    file.tensors[b.name] = f32_tensor({b.numel}, buffer_floats.data() + b.offset, b.numel);
   for (const std::string& name : num_batches_tracked_names(params)) {
     SafeTensor t{"I64", {}, std::vector<uint8_t>(sizeof(int64_t))};
-    std::memcpy(t.data.data(), &model.num_batches_tracked, sizeof(int64_t));
+    std::memcpy(t.data.data(), &num_batches_tracked, sizeof(int64_t));
     file.tensors[name] = std::move(t);
   }
   check_before_writing(path, file, expected_state_dict(params));
   write_safetensors(path, file);
+}
+
+// ... and back into `values` and `buffers`; returns num_batches_tracked (0 for a model without batch norm).
+int64_t read_state_dict(const SafeTensorsFile& file, const ParameterSet& params, const Tensor& values,
+                        const Tensor& buffers) {
+  std::vector<float> flat(size_t(params.numel()));
+  read_parameter_tensors(params, file, "", flat);
+  copy_from_host(flat.data(), values);
+  std::vector<float> buffer_floats(size_t(buffers.numel()));
+  for (const BufferEntry& b : params.buffers())
+    std::memcpy(buffer_floats.data() + b.offset, file.tensors.at(b.name).data.data(), size_t(b.numel) * sizeof(float));
+  copy_from_host(buffer_floats.data(), buffers);
+  int64_t num_batches_tracked = 0;
+  const std::vector<std::string> counters = num_batches_tracked_names(params);
+  if (!counters.empty()) std::memcpy(&num_batches_tracked, file.tensors.at(counters[0]).data.data(), sizeof(int64_t));
+  return num_batches_tracked;
+}
+
+}  // namespace
+
+void save_model(const std::string& path, const ResNet18& model, const CheckpointMetadata& metadata) {
+  model.context().synchronize();
+  const ParameterSet& params = model.params();
+  save_state_dict(path, params, params.values(), params.buffer_values(), model.num_batches_tracked, metadata);
 }
 
 // Note [Tensor checksums]: a file that records none loads, and says so.
@@ -281,22 +310,38 @@ CheckpointMetadata load_model(const std::string& path, ResNet18& model) {
   ParameterSet& params = model.params();
   SafeTensorsFile file = read_safetensors(path);
   say_if_unverified(file, path);
-  const std::vector<std::string> counters = num_batches_tracked_names(params);
   refuse_momentum_file(path, file);
   check_against(path, file, expected_state_dict(params));
 
   model.context().synchronize();
-  std::vector<float> values(size_t(params.numel()));
-  read_parameter_tensors(params, file, "", values);
-  copy_from_host(values.data(), params.values());
-  std::vector<float> buffers(size_t(params.buffer_values().numel()));
-  for (const BufferEntry& b : params.buffers()) {
-    std::memcpy(buffers.data() + b.offset, file.tensors.at(b.name).data.data(), size_t(b.numel) * sizeof(float));
-  }
-  copy_from_host(buffers.data(), params.buffer_values());
-  if (!counters.empty())
-    std::memcpy(&model.num_batches_tracked, file.tensors.at(counters[0]).data.data(), sizeof(int64_t));
+  model.num_batches_tracked = read_state_dict(file, params, params.values(), params.buffer_values());
   model.sync_weight_copies();
+  model.context().synchronize();
+  return file.metadata;
+}
+
+void save_ema(const std::string& path, const ResNet18& model, const ModelEma& ema, CheckpointMetadata metadata) {
+  model.context().synchronize();
+  metadata[kEmaCountKey] = std::to_string(ema.n_averaged());
+  save_state_dict(path, model.params(), ema.values(), ema.buffer_values(), ema.num_batches_tracked(), metadata);
+}
+
+CheckpointMetadata load_ema(const std::string& path, const ResNet18& model, ModelEma& ema) {
+  SafeTensorsFile file = read_safetensors(path);
+  say_if_unverified(file, path);
+  check_against(path, file, expected_state_dict(model.params()));
+  const auto count = file.metadata.find(kEmaCountKey);
+  int64_t n_averaged = -1;
+  if (count != file.metadata.end()) {
+    const std::string& text = count->second;
+    const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), n_averaged);
+    if (error != std::errc() || end != text.data() + text.size()) n_averaged = -1;
+  }
+  if (n_averaged < 0)
+    throw std::runtime_error(path + ": no count of the average's updates ('" + kEmaCountKey +
+                             "' in its metadata): not the average of a cutrain run");
+  model.context().synchronize();
+  ema.set_counters(n_averaged, read_state_dict(file, model.params(), ema.values(), ema.buffer_values()));
   model.context().synchronize();
   return file.metadata;
 }

@@ -20,6 +20,7 @@
 
 namespace cutrain {
 
+class ModelEma;
 class ResNet18;
 class SGD;
 struct ResNetConfig;
@@ -47,6 +48,15 @@ CheckpointMetadata load_model(const std::string& path, ResNet18& model);
 // torchvision's resnet18 of that shape, before any model exists: a small file that declares a
 // huge model is refused, not allocated. Throws naming `path` and every mismatch in one line.
 ResNetConfig resnet_config_of(const SafeTensorsFile& file, const std::string& path);
+
+// The moving average of the weights (nn/model_ema.h) as a state_dict of the model's names, shapes and dtypes,
+// which torchvision's resnet18 loads as it loads the model file (the prefix "module." and the count as the
+// tensor "n_averaged" make it an ExponentialMovingAverage's state_dict). The metadata also records the
+// average's n_averaged under kEmaCountKey. load_ema checks the file as load_model does, and refuses one
+// without that count; it writes the average, never the model.
+inline constexpr const char* kEmaCountKey = "n_averaged";
+void save_ema(const std::string& path, const ResNet18& model, const ModelEma& ema, CheckpointMetadata metadata = {});
+CheckpointMetadata load_ema(const std::string& path, const ResNet18& model, ModelEma& ema);
 
 void save_momentum(const std::string& path, const ResNet18& model, const SGD& sgd,
                    const CheckpointMetadata& metadata = {});

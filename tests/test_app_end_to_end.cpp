@@ -334,6 +334,9 @@ TEST_CASE("bad input to train: one line naming what is wrong, non-zero exit", "[
       {data,
        {"--lr-schedule", "cosine", "--lr-milestones", "0.3"},
        "cutrain: error: --lr-milestones: applies to --lr-schedule step only (this run's is cosine)"},
+      // The average's flags without --model-ema: refused, not ignored.
+      {data, {"--model-ema-steps", "8"}, "cutrain: error: --model-ema-steps: applies with --model-ema only"},
+      {data, {"--model-ema-decay", "0.9"}, "cutrain: error: --model-ema-decay: applies with --model-ema only"},
   };
   for (const Case& c : cases) {
     auto r = cutrain::test::run(train_command(c.data, c.extra));
@@ -772,6 +775,55 @@ TEST_CASE(
   INFO(r.output);
   CHECK(r.exit_code == 0);
   CHECK_THAT(r.output, Catch::Contains("(" + std::to_string(correct) + "/32) of " + checkpoint));
+}
+
+// Note [The EMA of the weights]: 4 batches of 32 an epoch, the average updated after batches 0 and 2 of each, and
+// reset after those of the warm-up's first epoch.
+TEST_CASE("the average of --model-ema is evaluated and recorded, saved beside each checkpoint, and a resume in the "
+          "middle of an epoch continues it bit for bit, with the model's training unchanged",
+          "[app]") {
+  TempDir dir;
+  const std::string data = make_data(dir, 128, 16);
+  const std::string straight = dir / "straight", halves = dir / "halves", plain = dir / "plain";
+  const std::string metrics = dir / "metrics.jsonl";
+  const std::vector<std::string> common = {"--epochs", "3", "--warmup-epochs", "1", "--log-every", "1"};
+  const std::vector<std::string> ema = {"--model-ema", "--model-ema-steps", "2", "--model-ema-decay", "0.99"};
+  auto run = [&](std::vector<std::string> extra) {
+    extra.insert(extra.end(), common.begin(), common.end());
+    auto r = cutrain::test::run(train_command(data, extra));
+    INFO(r.output);
+    REQUIRE(r.exit_code == 0);
+    return r.output;
+  };
+  std::vector<std::string> with_ema = ema;
+  with_ema.insert(with_ema.end(), {"--save", straight, "--metrics", metrics});
+  const std::string output = run(with_ema);
+  CHECK_THAT(output, Catch::Contains("EMA of the weights: decay 0.786666667 per update (--model-ema-decay 0.99), "
+                                     "every 2 steps of an epoch from its first"));
+  CHECK_THAT(output, Catch::Contains("| test acc (EMA): "));
+  const auto epochs = read_metrics(metrics, "epoch"), evals = read_metrics(metrics, "eval");
+  REQUIRE(epochs.size() == 3);
+  REQUIRE(evals.size() == 3);
+  CHECK(epochs[2]["test_acc_ema"] == evals[2]["test_acc_ema"]);
+  CHECK(evals[2]["test_loss_ema"].is_number());
+  CHECK(read_metrics(metrics, "run")[0]["settings"]["model_ema_steps"] == 2);
+
+  // Stopped after batch 2 of epoch 2, between two updates, and resumed with the recipe alone.
+  std::vector<std::string> first_half = ema;
+  first_half.insert(first_half.end(), {"--save", halves, "--max-steps", "6", "--save-every-steps", "2"});
+  run(first_half);
+  CHECK(std::filesystem::exists(halves + "/checkpoint-00000006.ema.safetensors"));
+  const std::string resumed = run({"--save", halves, "--resume", "auto"});
+  CHECK_THAT(resumed, Catch::Contains("--model-ema true --model-ema-steps 2 --model-ema-decay 0.99"));
+  const std::string last = "/checkpoint-00000012";
+  for (const char* part : {".safetensors", ".optim.safetensors", ".ema.safetensors"}) {
+    INFO(part);
+    require_identical(straight + last + part, halves + last + part);
+  }
+  // Evaluating the average puts the model back as it was: the same run without it trains the same weights.
+  run({"--save", plain});
+  require_identical(straight + last + ".safetensors", plain + last + ".safetensors");
+  CHECK_FALSE(std::filesystem::exists(plain + last + ".ema.safetensors"));
 }
 
 TEST_CASE("cutrun --max-restarts survives 3 random kills and ends bit-identical to a run without faults", "[app]") {

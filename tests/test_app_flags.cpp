@@ -140,6 +140,19 @@ TEST_CASE("a nonsense number to cutrain train: one line naming the flag, before 
   CHECK_THAT(help.output, Catch::Contains("--seed INT in [0, 18446744073709551615]"));
   CHECK_THAT(help.output, Catch::Contains("--lr-milestones LIST of NUMBER in [0, 1]=0.5,0.75"));
   CHECK_THAT(help.output, Catch::Contains("--lr-gamma NUMBER in [0, 1]=0.1"));
+  CHECK_THAT(help.output, Catch::Contains("--model-ema,--no-model-ema"));
+  CHECK_THAT(help.output, Catch::Contains("--model-ema-steps INT in [1, 1073741824]=32"));
+  CHECK_THAT(help.output, Catch::Contains("--model-ema-decay NUMBER in [0, 1]=0.99998"));
+  struct Bad {
+    std::string flag, value, why;
+  };
+  for (const Bad& bad : {Bad{"--model-ema-steps", "0", "0 is not a decimal integer in [1, 1073741824]"},
+                         Bad{"--model-ema-decay", "1.5", "1.5 is not a finite decimal number in [0, 1]"}}) {
+    const auto refused = cutrain::test::run(
+        {cutrain::test::binary("cutrain"), "train", "--model-ema", bad.flag, bad.value, "--device", "cpu"});
+    CHECK(refused.exit_code == 2);
+    CHECK(refused.output == "cutrain: error: " + bad.flag + ": " + bad.why + " (see cutrain train --help)\n");
+  }
 }
 
 TEST_CASE("a usage error is one line starting with cutrain:, names the option or command meant, and exits with 2",
