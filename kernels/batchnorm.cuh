@@ -1,6 +1,9 @@
 // batchnorm.cuh: the per-channel and per-element math of batch norm, shared by the CPU reference
 // (batchnorm.cpp) and the CUDA kernels (batchnorm.cu), so the two compute the same formulas.
-// The notation is batchnorm.h's: z the pre-activation, xhat the normalised input.
+// The notation is batchnorm.h's: z the pre-activation, xhat the normalised input. Every product
+// that a sum takes is written out, so that its rounding is the same in every kernel and on the
+// host (Note [Rounding that contraction cannot change]): unfused where the CPU twin computes the
+// formula too, one fmaf where only the kernels do.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -9,6 +12,7 @@
 #include <cstdint>
 
 #include "kernels/batchnorm.h"
+#include "kernels/numeric.cuh"
 
 namespace cutrain {
 
@@ -24,8 +28,8 @@ struct Welford {
 __host__ __device__ inline void welford_add(Welford& w, float x, float new_count, float inv_count) {
   const float delta = x - w.mean;
   w.count = new_count;
-  w.mean += delta * inv_count;
-  w.m2 += delta * (x - w.mean);
+  w.mean = fmaf(delta, inv_count, w.mean);
+  w.m2 = fmaf(delta, x - w.mean, w.m2);
 }
 
 // The statistics of a's values and b's together (Chan, Golub and LeVeque):
@@ -37,7 +41,7 @@ __host__ __device__ inline Welford merge(const Welford& a, const Welford& b) {
   if (count == 0.0f) return a;
   const float share_b = b.count / count;
   const float delta = b.mean - a.mean;
-  return {count, a.mean + delta * share_b, a.m2 + b.m2 + delta * delta * a.count * share_b};
+  return {count, fmaf(delta, share_b, a.mean), fmaf(delta * delta * a.count, share_b, a.m2 + b.m2)};
 }
 
 // The backward's two sums of one channel, t1 = sum dz and t2 = sum dz*xhat. The kernels add up
@@ -58,8 +62,8 @@ __host__ __device__ inline float bn_invstd(double count, double m2, float eps) {
 __host__ __device__ inline void bn_update_running(double count, double mean, double m2, float momentum,
                                                   float* running_mean, float* running_var) {
   const float unbiased_var = float(fmax(m2, 0.0) / (count - 1));
-  *running_mean = momentum * float(mean) + (1.0f - momentum) * *running_mean;
-  *running_var = momentum * unbiased_var + (1.0f - momentum) * *running_var;
+  *running_mean = add_rn(mul_rn(momentum, float(mean)), mul_rn(1.0f - momentum, *running_mean));
+  *running_var = add_rn(mul_rn(momentum, unbiased_var), mul_rn(1.0f - momentum, *running_var));
 }
 
 // Both, for the one thread that owns the channel.
@@ -75,7 +79,7 @@ __host__ __device__ inline void bn_finalize_channel(double count, double mean, d
 //   local_m2 + rows*(local_mean - mean)^2,  which the ranks add up to the whole batch's m2.
 __host__ __device__ inline float bn_rank_m2(double rows, float local_mean, float local_m2, double mean) {
   const double delta = double(local_mean) - mean;
-  return float(double(local_m2) + rows * delta * delta);
+  return float(add_rn(double(local_m2), mul_rn(mul_rn(rows, delta), delta)));
 }
 
 // Eval mode, one channel: invstd from the running variance.
@@ -92,7 +96,7 @@ __host__ __device__ inline float bn_scale(float gamma, float invstd) { return ga
 // |mean| >> std, where scale*x + (beta - mean*scale) would cancel.
 __host__ __device__ inline float bn_preactivation(float x, float residual, float mean, float scale, float beta,
                                                   BatchNormFusion fusion) {
-  const float z = (x - mean) * scale + beta;
+  const float z = add_rn(mul_rn(x - mean, scale), beta);
   return fusion.residual ? z + residual : z;
 }
 
@@ -124,7 +128,7 @@ __host__ __device__ inline BackwardChannel bn_backward_channel(float gamma, floa
 }
 
 __host__ __device__ inline float bn_backward_dx(float dz, float x, float mean, const BackwardChannel& k) {
-  return k.scale * dz + k.shift + k.slope * (x - mean);
+  return add_rn(add_rn(mul_rn(k.scale, dz), k.shift), mul_rn(k.slope, x - mean));
 }
 
 }  // namespace cutrain

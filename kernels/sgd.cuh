@@ -1,5 +1,7 @@
 // sgd.cuh: one element's SGD update, shared by the CPU reference (sgd.cpp) and the CUDA kernel
-// (sgd.cu). The order of operations is PyTorch's (torch.optim.SGD, dampening 0).
+// (sgd.cu). The order of operations is PyTorch's (torch.optim.SGD, dampening 0), each product
+// and sum rounded on its own, so that the kernel gives the twin's bits (Note [Rounding that
+// contraction cannot change]).
 #pragma once
 
 #include <cuda_bf16.h>
@@ -19,10 +21,10 @@ __host__ __device__ inline float sgd_weight_decay(const SgdSegment& s, const Sgd
 //   param -= lr*d
 __host__ __device__ inline void sgd_update(float& param, float grad, float& buf, float lr, float decay,
                                            const SgdConfig& cfg) {
-  const float g = grad + decay * param;
-  buf = cfg.momentum * buf + g;
-  const float d = cfg.nesterov ? g + cfg.momentum * buf : buf;
-  param -= lr * d;
+  const float g = add_rn(grad, mul_rn(decay, param));
+  buf = add_rn(mul_rn(cfg.momentum, buf), g);
+  const float d = cfg.nesterov ? add_rn(g, mul_rn(cfg.momentum, buf)) : buf;
+  param = sub_rn(param, mul_rn(lr, d));
 }
 
 // Where element i of the parameter sits in the array.

@@ -337,8 +337,55 @@ TEMPLATE_TEST_CASE("batch norm CUDA eval mode matches the CPU reference", CUTRAI
   test::BatchNormBuffers<T> on(c.shape, c.in);
   bn_forward_eval_cuda<T>(bn_plan(BatchNormPass::forward_eval, c.shape, sizeof(T), BatchNormDevice{}), on.forward(),
                           nullptr);
-  CHECK(test::relative_error(on.y.download(), y) <= test::parity_tolerance<T>());
+  // The same formulas on the same inputs: the twin's bits, rounded to T (Note [Rounding that
+  // contraction cannot change]).
+  CHECK(on.y.download() == test::rounded_to<T>(y));
   CHECK(test::download(on.running_mean) == c.in.running_mean);  // read, never written
+}
+
+TEMPLATE_TEST_CASE("batch norm CUDA SyncBatchNorm's elementwise stages give the CPU twin's bits from its statistics",
+                   CUTRAIN_GPU_TAG, float, __nv_bfloat16) {
+  // Given the CPU's statistics and sums, what is left of each stage is batchnorm.cuh's math per
+  // channel and per element, which rounds on the device as on the host (Note [Rounding that
+  // contraction cannot change]): m2's share; mean, invstd, the running statistics, y and the mask;
+  // dx. Each is the twin's to the bit, rounded to T where the device stores T. One rank: the
+  // whole batch.
+  CUTRAIN_REQUIRE_GPU();
+  using T = TestType;
+  std::mt19937 rng(29);
+  for (const int C : {24, 64}) {  // element by element, and in 16-byte packs
+    INFO("C " << C);
+    const Case<T> c(200, C, BatchNormFusion{true, true}, rng, 3.0f, 2.0f);
+    const double count = double(c.shape.rows);
+    test::HostBatchNorm cpu(c.shape, c.in);
+    std::vector<float> stats(4 * size_t(C));
+    const BatchNormRankStats s = BatchNormRankStats::in(stats.data(), C);
+    bn_rank_statistics_cpu(c.shape, c.in.x.data(), s);
+    DeviceBuffer<float> device_stats(stats);  // local mean, local m2 and sum; m2 from the device below
+    bn_rank_m2_cpu(c.shape, s, count);
+    bn_forward_apply_cpu(c.shape, cpu.forward(), s, count);
+    std::vector<float> sums(2 * size_t(C));
+    bn_backward_sums_cpu(c.shape, cpu.backward(), sums.data());
+    bn_backward_apply_cpu(c.shape, cpu.backward(), sums.data(), count);
+
+    const BatchNormDevice device{4, 128, 8 * 1024};
+    const BatchNormRankStats on_device = BatchNormRankStats::in(device_stats.get(), C);
+    bn_rank_m2_cuda(bn_plan(BatchNormPass::rank_m2, c.shape, sizeof(T), device), on_device, count, nullptr);
+    CHECK(device_stats.copy_to_host() == stats);
+    test::BatchNormBuffers<T> on(c.shape, c.in);
+    bn_forward_apply_cuda<T>(bn_plan(BatchNormPass::forward_apply, c.shape, sizeof(T), device), on.forward(), on_device,
+                             count, nullptr);
+    CHECK(test::download(on.mean) == cpu.mean);
+    CHECK(test::download(on.invstd) == cpu.invstd);
+    CHECK(test::download(on.running_mean) == cpu.running_mean);
+    CHECK(test::download(on.running_var) == cpu.running_var);
+    CHECK(on.y.download() == test::rounded_to<T>(cpu.y));
+    CHECK(on.mask.copy_to_host() == cpu.mask);
+    const DeviceBuffer<float> device_sums(sums);
+    bn_backward_apply_cuda<T>(bn_plan(BatchNormPass::backward_apply, c.shape, sizeof(T), device), on.backward(),
+                              device_sums.get(), count, nullptr);
+    CHECK(on.dx.download() == test::rounded_to<T>(cpu.dx));
+  }
 }
 
 TEMPLATE_TEST_CASE("batch norm CUDA SyncBatchNorm stages over two ranks equal the CPU's whole batch", CUTRAIN_GPU_TAG,

@@ -122,9 +122,10 @@ TEST_CASE("SGD over segments and the gradients' sum of squares match the CPU ref
   }
   CHECK(device_step.copy_to_host()[0] == 3);
   const std::vector<float> result = device_param.copy_to_host();
-  // The same formula in the same order; only the compilers' fused multiply-adds may differ.
-  CHECK(test::relative_error(result, param) <= 1e-6);
-  CHECK(test::relative_error(device_momentum.copy_to_host(), momentum) <= 1e-6);
+  // The same formula in the same order, each operation rounded on its own on both sides (Note
+  // [Rounding that contraction cannot change]): the twin's bits.
+  CHECK(result == param);
+  CHECK(device_momentum.copy_to_host() == momentum);
   for (size_t k = 0; k < params.size(); ++k) {
     const TestParameter& p = params[k];
     INFO("parameter " << k);
@@ -137,7 +138,7 @@ TEST_CASE("SGD over segments and the gradients' sum of squares match the CPU ref
     }
     if (p.has_copy) {
       CHECK(copies[k]->device_values() == want);
-      CHECK(test::relative_error(copies[k]->host_values(), want) <= 1e-6);  // the twin's, from its own weights
+      CHECK(copies[k]->host_values() == want);  // the twin's, from its own weights
     }
   }
   // Between the parameters (the flat buffers' padding) nothing moved.
