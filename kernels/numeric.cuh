@@ -35,7 +35,7 @@ __host__ __device__ inline __nv_bfloat16 from_float<__nv_bfloat16>(float v) {
 // forms on the device, which the CUDA Math API documents as never merged into a multiply-add; the
 // plain operators on the host, under a pragma that forbids clang to fuse them. GCC has no such
 // pragma, and fuses nothing in the CPU twins: it builds them for the baseline x86-64, which has no
-// fused multiply-add, or with -ffp-contract=off (batchnorm.cpp and sgd.cpp, kernels/CMakeLists.txt).
+// fused multiply-add, or with -ffp-contract=off (batchnorm.cpp, sgd.cpp and ema.cpp, kernels/CMakeLists.txt).
 // The CPU twins' rounding is the reference, and a kernel that keeps to it spends an instruction more
 // where one multiply-add would do. A formula that only the kernels compute uses fmaf instead, one
 // rounding everywhere. The emulated device fuses as nvcc does (Note [Contraction on the emulated
