@@ -1,6 +1,7 @@
 #include "app/recipe.h"
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <stdexcept>
 
@@ -64,6 +65,14 @@ json recorded_value(const char* flag, const T& value) {
   return value;
 }
 
+// A number as the command line would spell it: "0" for a whole one that JSON writes 0.0.
+std::string number_spelled(const json& value) {
+  if (value.is_number_float() && value.get<double>() == std::trunc(value.get<double>()) &&
+      std::abs(value.get<double>()) < 1e15)
+    return std::to_string(std::llround(value.get<double>()));
+  return value.dump();
+}
+
 // A value as the command line would spell it.
 std::string spelled(const char* flag, const json& value) {
   if (std::string(flag) == "--norm-weight-decay" && value.is_number() && value.get<double>() < 0)
@@ -72,11 +81,11 @@ std::string spelled(const char* flag, const json& value) {
     std::string list;
     for (const json& item : value) {
       if (!list.empty()) list += ',';
-      list += item.dump();
+      list += number_spelled(item);
     }
     return list;
   }
-  if (!value.is_string()) return value.dump();
+  if (!value.is_string()) return number_spelled(value);
   const std::string text = value.get<std::string>();
   if (text.empty()) return std::string(flag) == "--data" ? "(the synthetic data)" : "(the default)";
   return text;

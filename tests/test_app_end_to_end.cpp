@@ -692,7 +692,7 @@ TEST_CASE("a resume keeps the run's recipe: flags left out come from the checkpo
   INFO(r.output);
   REQUIRE(r.exit_code == 0);
   CHECK_THAT(r.output, Catch::StartsWith("resuming with the recipe of " + resumed + "/checkpoint-00000006.safetensors: "
-                                         "--epochs 2 --momentum 0.8 --weight-decay 0.0005 --norm-weight-decay 0.0 "
+                                         "--epochs 2 --momentum 0.8 --weight-decay 0.0005 --norm-weight-decay 0 "
                                          "--lr-schedule onecycle --label-smoothing 0.1 --seed 7 (a flag given again wins)\n"));
   CHECK_THAT(r.output, Catch::Contains("SGD lr 0.05 (onecycle), momentum 0.8 nesterov, weight decay 0.0005 "
                                        "(batch norm's 0)"));
