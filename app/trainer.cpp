@@ -592,6 +592,18 @@ void Trainer::print_banner() const {
     log_->print("  CPU threads: %d per process (--threads), beside %d loader workers (--workers)", cpu_threads(),
                 opt_.workers);
   log_->print("  data %s: %zu train, %zu test images", data_.source.c_str(), data_.train.size(), data_.test.size());
+  // The step schedule says where it steps: "step, x0.1 at 50%, 75% of the steps".
+  std::string schedule = opt_.lr_schedule;
+  if (schedule == "step") {
+    char text[32];
+    std::snprintf(text, sizeof text, ", x%g at", opt_.lr_gamma);
+    schedule += text;
+    for (size_t i = 0; i < opt_.lr_milestones.size(); ++i) {
+      std::snprintf(text, sizeof text, "%s %g%%", i ? "," : "", 100 * opt_.lr_milestones[i]);
+      schedule += text;
+    }
+    schedule += " of the steps";
+  }
   char norm_decay[48] = "";
   if (opt_.norm_weight_decay >= 0)
     std::snprintf(norm_decay, sizeof norm_decay, " (batch norm's %g)", opt_.norm_weight_decay);
@@ -599,7 +611,7 @@ void Trainer::print_banner() const {
       "  batch %d per rank (%d global), %s per epoch, %s; SGD lr %g (%s), momentum %g%s, "
       "weight decay %g%s",
       opt_.batch_size, opt_.batch_size * env_.world_size, counted(steps_per_epoch_, "step").c_str(),
-      counted(opt_.epochs, "epoch").c_str(), opt_.lr, opt_.lr_schedule.c_str(), opt_.momentum,
+      counted(opt_.epochs, "epoch").c_str(), opt_.lr, schedule.c_str(), opt_.momentum,
       opt_.nesterov ? " nesterov" : "", opt_.weight_decay, norm_decay);
   if (ema_)
     log_->print(

@@ -719,6 +719,7 @@ TEST_CASE("a resume keeps the step schedule's --lr-milestones and --lr-gamma, an
   CHECK_THAT(r.output, Catch::StartsWith("resuming with the recipe of " + save +
                                          "/checkpoint-00000002.safetensors: --epochs 2 --lr-schedule step "
                                          "--lr-milestones 0.25 --lr-gamma 0.5 (a flag given again wins)\n"));
+  CHECK_THAT(r.output, Catch::Contains("SGD lr 0.05 (step, x0.5 at 25% of the steps)"));
   // The rate that each step record logs is its last step's: 0.05 before step 2, half of it from step 2 on.
   const auto steps = read_metrics(metrics, "step");
   REQUIRE(steps.size() == 8);
