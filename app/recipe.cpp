@@ -39,6 +39,7 @@ void for_each_setting(Options& o, Visit&& visit) {
   visit("--nesterov", o.nesterov, Effect::said, nullptr);
   visit("--weight-decay", o.weight_decay, Effect::said, nullptr);
   visit("--norm-weight-decay", o.norm_weight_decay, Effect::said, nullptr);
+  visit("--clip-grad-norm", o.clip_grad_norm, Effect::said, nullptr);
   visit("--lr-schedule", o.lr_schedule, Effect::said, nullptr);
   visit("--warmup-epochs", o.warmup_epochs, Effect::said, nullptr);
   visit("--lr-milestones", o.lr_milestones, Effect::said, nullptr);

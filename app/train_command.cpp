@@ -61,6 +61,10 @@ void add_train_command(CLI::App& app, int& exit_code) {
              "Weight decay of batch norm's weights and biases alone, as torchvision's reference script's (default: "
              "--weight-decay's; fc.bias keeps --weight-decay)",
              0, 1);
+  add_number(cmd, "--clip-grad-norm", o.clip_grad_norm,
+             "Scale the gradient, after the ranks' average, to at most this 2-norm over all parameters before SGD, "
+             "as torch.nn.utils.clip_grad_norm_ in torchvision's reference script (default 0: no clipping)",
+             0, 1e6);
   cmd->add_option("--lr-schedule", o.lr_schedule, "constant, cosine, onecycle or step")
       ->capture_default_str()
       ->check(CLI::IsMember({"constant", "cosine", "onecycle", "step"}));

@@ -44,6 +44,7 @@ struct TrainOptions {
   bool nesterov = true;
   double weight_decay = 1e-4;
   double norm_weight_decay = -1;  // batch norm's weights' and biases'; negative: weight_decay's (kernels/sgd.h)
+  double clip_grad_norm = 0;      // the gradient's largest 2-norm before SGD; 0: no clipping
   std::string lr_schedule = "constant";
   double warmup_epochs = 0;
   std::vector<double> lr_milestones = {0.5, 0.75};  // the step schedule's, as fractions of the run's steps

@@ -22,6 +22,7 @@ TrainStep::TrainStep(ResNet18& model, Communicator* comm, const TrainStepOptions
     : model_(model),
       comm_(comm),
       broadcast_buffers_(comm && options.broadcast_buffers),
+      clip_grad_norm_(options.clip_grad_norm),
       sgd_(std::make_unique<SGD>(model.context(), model.params(), options.sgd, options.schedule,
                                  comm ? SGD::Grads::gathered : SGD::Grads::as_written)),
       buckets_(plan_buckets(padded_sizes(model.params()), options.buckets)) {
@@ -52,17 +53,21 @@ void TrainStep::enqueue(bool collectives) {
     model_.forward(/*train=*/true);
   }
   NvtxRange range("backward");
-  size_t next = 0;  // the first bucket not yet sent out
+  const bool clip = clip_grad_norm_ > 0;  // then every update waits for the whole gradient's norm
+  size_t next = 0;                        // the first bucket not yet sent out
   for (int layer = int(model_.layers().size()) - 1; layer >= 0; --layer) {
     model_.backward_layer(layer);
     for (; next < buckets_.size() && buckets_[next].end <= model_.grads_final_end(layer); ++next) {
-      if (all_reduce) {
+      if (clip) {
+        if (all_reduce) reduce(buckets_[next]);
+      } else if (all_reduce) {
         reduce_then_update(buckets_[next]);
       } else {
         update(buckets_[next]);
       }
     }
   }
+  if (clip) return clip_then_update(all_reduce);
   if (!all_reduce) return ctx.join();
   comm_->wait_async();
   if (ctx.on_gpu()) return;
@@ -79,19 +84,33 @@ void TrainStep::update(const Bucket& bucket) {
   sgd_->update(bucket.begin, bucket.end, ctx.side_stream());
 }
 
-// The all-reduce also starts after that work, and on the GPU SGD follows it on the communicator's
-// stream. The average is taken in fp32, as DDP's under autocast is, so the gradients are gathered
-// first.
-void TrainStep::reduce_then_update(const Bucket& bucket) {
+// The all-reduce also starts after that work. The average is taken in fp32, as DDP's under
+// autocast is, so the gradients are gathered first.
+void TrainStep::reduce(const Bucket& bucket) {
   NvtxRange range(("all-reduce bucket " + std::to_string(&bucket - buckets_.data())).c_str());
-  Context& ctx = model_.context();
   ParameterSet& params = model_.params();
-  params.gather_grads(bucket.begin, bucket.end, ctx.main_stream());
+  params.gather_grads(bucket.begin, bucket.end, model_.context().main_stream());
   comm_->all_reduce_async(params.grads().as<float>() + bucket.begin, size_t(bucket.end - bucket.begin),
                           ReduceOp::average);
-  if (!ctx.on_gpu()) return;
+}
+
+// On the GPU SGD follows the all-reduce on the communicator's stream.
+void TrainStep::reduce_then_update(const Bucket& bucket) {
+  reduce(bucket);
+  if (!model_.context().on_gpu()) return;
   NvtxRange optimizer("optimizer");
   sgd_->update(bucket.begin, bucket.end, comm_->comm_stream());
+}
+
+// Every gradient is final (averaged) once the main stream has waited for the all-reduces, or, with
+// one rank, once backward's work on it is done. There the norm and its clip factor are computed,
+// then every parameter is updated in one launch.
+void TrainStep::clip_then_update(bool all_reduce) {
+  NvtxRange range("optimizer");
+  Context& ctx = model_.context();
+  if (all_reduce) comm_->wait_async();
+  sgd_->clip_grad_norm(clip_grad_norm_, ctx.main_stream());
+  sgd_->update(0, model_.params().numel(), ctx.main_stream());
 }
 
 }  // namespace cutrain

@@ -23,6 +23,13 @@
 //                 so that the next step sees every update. On the CPU, where Gloo's all-reduces
 //                 run on a thread of their own and have no stream to queue SGD behind, SGD runs
 //                 here, bucket by bucket, once the all-reduces are done.
+// With --clip-grad-norm, every update needs the norm of the whole gradient, after the ranks'
+// average, so stage 4 sends the buckets' all-reduces out as above but updates nothing, and stage 5
+// is, on the main stream once every all-reduce is done (torchvision's clip_grad_norm_ between
+// backward and optimizer.step()):
+//   5. clip:      the gradient's total norm and from it the clip factor, on the device, into
+//                 device memory (SGD::clip_grad_norm);
+//      update:    SGD for every parameter, in one launch, on the gradients times that factor.
 // Every rank issues the same collectives in the same order, which is what keeps the ranks'
 // queues in step. Everything is enqueued, and nothing allocates or waits for the device, so on
 // the GPU the trainer captures the step once as a CUDA graph and replays it.
@@ -50,6 +57,7 @@ struct TrainStepOptions {
   BucketOptions buckets;
   bool broadcast_buffers = false;  // stage 2, which runs with several ranks only
   bool sync_batchnorm = false;     // SyncBatchNorm over the ranks, with several ranks only
+  double clip_grad_norm = 0;       // torch.nn.utils.clip_grad_norm_'s max_norm before SGD; 0: no clipping
 };
 
 class TrainStep {
@@ -70,11 +78,14 @@ class TrainStep {
  private:
   void enqueue(bool collectives);
   void update(const Bucket& bucket);              // one rank, or a rehearsal
+  void reduce(const Bucket& bucket);              // several ranks
   void reduce_then_update(const Bucket& bucket);  // several ranks
+  void clip_then_update(bool all_reduce);         // with clipping, after backward
 
   ResNet18& model_;
   Communicator* comm_;
   bool broadcast_buffers_;
+  double clip_grad_norm_;
   std::unique_ptr<SGD> sgd_;
   std::vector<Bucket> buckets_;
   bool collectives_ = true;  // whether the step being enqueued issues collectives (SyncBatchNorm's too)

@@ -372,6 +372,7 @@ void Trainer::build_model() {
   so.buckets.bucket_cap_mb = opt_.bucket_cap_mb;
   so.broadcast_buffers = !opt_.sync_bn;
   so.sync_batchnorm = opt_.sync_bn;
+  so.clip_grad_norm = opt_.clip_grad_norm;
   step_ = std::make_unique<TrainStep>(*model_, comm_.get(), so);
   if (opt_.model_ema)
     ema_ = std::make_unique<ModelEma>(*model_, model_ema_decay(env_.world_size, opt_.batch_size, opt_.model_ema_steps,
@@ -438,6 +439,7 @@ nlohmann::json Trainer::run_record() const {
                              {"weight_decay", opt_.weight_decay},
                              {"norm_weight_decay", opt_.norm_weight_decay < 0 ? nlohmann::json(nullptr)
                                                                               : nlohmann::json(opt_.norm_weight_decay)},
+                             {"clip_grad_norm", opt_.clip_grad_norm},
                              {"label_smoothing", opt_.label_smoothing},
                              {"model_ema", opt_.model_ema},
                              {"model_ema_steps", opt_.model_ema ? nlohmann::json(opt_.model_ema_steps) : nullptr},
@@ -618,14 +620,20 @@ void Trainer::print_banner() const {
         "  EMA of the weights: decay %.9g per update (--model-ema-decay %g), every %s of an epoch from its first",
         ema_->decay(), opt_.model_ema_decay, counted(opt_.model_ema_steps, "step").c_str());
   const size_t buckets = step_->buckets().size();
+  // What becomes of the gradients once final: each bucket updated at once, or all clipped first.
+  char updated[128];
+  std::snprintf(updated, sizeof updated, "%s",
+                comm_ ? "each then updated by SGD" : "each updated as soon as it is final");
+  if (opt_.clip_grad_norm > 0)
+    std::snprintf(updated, sizeof updated,
+                  "clipped to a 2-norm of %g (--clip-grad-norm) once all are final, then updated by SGD",
+                  opt_.clip_grad_norm);
   if (comm_) {
-    log_->print("  gradients: %zu bucket%s (cap %g MiB) all-reduced over %s%s, each then updated by SGD", buckets,
-                buckets == 1 ? "" : "s", opt_.bucket_cap_mb, comm_->backend(), opt_.sync_bn ? ", sync batch norm" : "");
+    log_->print("  gradients: %zu bucket%s (cap %g MiB) all-reduced over %s%s, %s", buckets, buckets == 1 ? "" : "s",
+                opt_.bucket_cap_mb, comm_->backend(), opt_.sync_bn ? ", sync batch norm" : "", updated);
   } else {
-    log_->print(
-        "  gradients: straight to SGD (one process: no communicator), in %zu bucket%s (cap %g MiB), each "
-        "updated as soon as it is final",
-        buckets, buckets == 1 ? "" : "s", opt_.bucket_cap_mb);
+    log_->print("  gradients: straight to SGD (one process: no communicator), in %zu bucket%s (cap %g MiB), %s",
+                buckets, buckets == 1 ? "" : "s", opt_.bucket_cap_mb, updated);
   }
 }
 

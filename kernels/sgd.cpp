@@ -14,19 +14,19 @@ namespace cutrain {
 constexpr int64_t kBlock = 16384;  // elements per task on the CPU threads
 
 void sgd_update_cpu(float* param, float* momentum, const SgdSegment* segments, int count, const float* lr,
-                    SgdConfig cfg) {
-  const float rate = *lr;
+                    SgdConfig cfg, const float* grad_scale) {
+  const float rate = *lr, scale = grad_scale ? *grad_scale : 1.0f;
   for (int s = 0; s < count; ++s) {
     const SgdSegment& segment = segments[s];
     parallel_for((segment.numel + kBlock - 1) / kBlock, [&](int64_t block) {
       const int64_t end = std::min(segment.numel, (block + 1) * kBlock);
-      for (int64_t i = block * kBlock; i < end; ++i) sgd_update_element(param, momentum, segment, i, rate, cfg);
+      for (int64_t i = block * kBlock; i < end; ++i) sgd_update_element(param, momentum, segment, i, rate, scale, cfg);
     });
   }
 }
 
 // Each block of elements sums its squares on its own; the blocks' sums are then added in order.
-double sgd_grad_squares_cpu(const SgdSegment* segments, int count) {
+double sgd_grad_squares_cpu(const SgdSegment* segments, int count, const SgdClip* clip) {
   double squares = 0;
   for (int s = 0; s < count; ++s) {
     const SgdSegment& segment = segments[s];
@@ -41,6 +41,7 @@ double sgd_grad_squares_cpu(const SgdSegment* segments, int count) {
     });
     for (double p : partial) squares += p;
   }
+  if (clip) *clip->factor = sgd_clip_factor(squares, clip->max_norm);
   return squares;
 }
 

@@ -27,7 +27,7 @@ __device__ inline void store_floats(void* data, int64_t i, const float* in) {
 
 // Elements i .. i+3 of a packed segment: the update of sgd.cuh, with 16-byte loads and stores.
 __device__ inline void sgd_update_pack(float* param, float* momentum, const SgdSegment& s, int64_t i, float lr,
-                                       const SgdConfig& cfg) {
+                                       float scale, const SgdConfig& cfg) {
   float grad[kVec];
   if (s.grad.bf16) {
     load_floats<__nv_bfloat16>(s.grad.data, i, grad);
@@ -36,7 +36,7 @@ __device__ inline void sgd_update_pack(float* param, float* momentum, const SgdS
   }
   Pack<float, kVec> p = load_pack<kVec>(param + s.offset + i), buf = load_pack<kVec>(momentum + s.offset + i);
   const float decay = sgd_weight_decay(s, cfg);
-  for (int v = 0; v < kVec; ++v) sgd_update(p.v[v], grad[v], buf.v[v], lr, decay, cfg);
+  for (int v = 0; v < kVec; ++v) sgd_update(p.v[v], sgd_scaled(grad[v], scale), buf.v[v], lr, decay, cfg);
   store_pack<kVec>(param + s.offset + i, p);
   store_pack<kVec>(momentum + s.offset + i, buf);
   if (s.copy.data && s.copy.bf16) {
@@ -49,23 +49,23 @@ __device__ inline void sgd_update_pack(float* param, float* momentum, const SgdS
 // For each segment: its packs, then the elements after the last whole pack (or, unpacked, every
 // element), spread over all the grid's threads.
 __global__ void sgd_update_kernel(float* param, float* momentum, const SgdSegment* segments, int count, const float* lr,
-                                  SgdConfig cfg) {
-  const float rate = *lr;
+                                  SgdConfig cfg, const float* grad_scale) {
+  const float rate = *lr, scale = grad_scale ? *grad_scale : 1.0f;
   const int64_t thread = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   const int64_t threads = int64_t(gridDim.x) * blockDim.x;
   for (int k = 0; k < count; ++k) {
     const SgdSegment s = segments[k];
     const int64_t packed_elements = s.packed ? s.numel / kVec * kVec : 0;
     for (int64_t i = thread * kVec; i < packed_elements; i += threads * kVec)
-      sgd_update_pack(param, momentum, s, i, rate, cfg);
+      sgd_update_pack(param, momentum, s, i, rate, scale, cfg);
     for (int64_t i = packed_elements + thread; i < s.numel; i += threads)
-      sgd_update_element(param, momentum, s, i, rate, cfg);
+      sgd_update_element(param, momentum, s, i, rate, scale, cfg);
   }
 }
 
 // One block: each thread sums the squares of every blockDim.x-th element of every segment, then
-// the block adds the threads' sums in a tree.
-__global__ void sgd_grad_squares_kernel(const SgdSegment* segments, int count, double* squares) {
+// the block adds the threads' sums in a tree; with clip.factor, thread 0 also writes the clip factor.
+__global__ void sgd_grad_squares_kernel(const SgdSegment* segments, int count, double* squares, SgdClip clip) {
   __shared__ double sums[kBlockThreads];
   double sum = 0;
   for (int k = 0; k < count; ++k) {
@@ -81,24 +81,27 @@ __global__ void sgd_grad_squares_kernel(const SgdSegment* segments, int count, d
     if (threadIdx.x < half) sums[threadIdx.x] += sums[threadIdx.x + half];
     __syncthreads();  // this level's sums written before the next level reads them
   }
-  if (threadIdx.x == 0) *squares = sums[0];
+  if (threadIdx.x == 0) {
+    *squares = sums[0];
+    if (clip.factor) *clip.factor = sgd_clip_factor(sums[0], clip.max_norm);
+  }
 }
 
 }  // namespace
 
 void sgd_grad_squares_cuda(const SgdSegment* segments, const SgdSegment* device_segments, int count, double* squares,
-                           cudaStream_t stream) {
-  Traffic bytes{0, bytes_of<double>(1)};
+                           cudaStream_t stream, const SgdClip* clip) {
+  Traffic bytes{0, bytes_of<double>(1) + (clip ? bytes_of<float>(1) : 0)};
   for (int k = 0; k < count; ++k)
     bytes.read += segments[k].numel * (segments[k].grad.bf16 ? 2 : 4) + bytes_of<SgdSegment>(1);
   launch_kernel({"sgd_grad_squares_kernel", bytes}, sgd_grad_squares_kernel, dim3(1), kBlockThreads, 0, stream,
-                device_segments, count, squares);
+                device_segments, count, squares, clip ? *clip : SgdClip{});
 }
 
 void sgd_update_cuda(float* param, float* momentum, const SgdSegment* segments, const SgdSegment* device_segments,
-                     int count, const float* lr, SgdConfig cfg, cudaStream_t stream) {
-  Traffic bytes{bytes_of<float>(1), 0};  // the rate
-  int64_t most_packs = 1;                // the grid covers the largest segment once
+                     int count, const float* lr, SgdConfig cfg, cudaStream_t stream, const float* grad_scale) {
+  Traffic bytes{bytes_of<float>(grad_scale ? 2 : 1), 0};  // the rate, and the scale
+  int64_t most_packs = 1;                                 // the grid covers the largest segment once
   for (int k = 0; k < count; ++k) {
     const SgdSegment& s = segments[k];
     bytes.read += s.numel * (8 + (s.grad.bf16 ? 2 : 4)) + bytes_of<SgdSegment>(1);
@@ -106,7 +109,7 @@ void sgd_update_cuda(float* param, float* momentum, const SgdSegment* segments, 
     most_packs = std::max(most_packs, (s.numel + kVec - 1) / kVec);
   }
   launch_kernel({"sgd_update_kernel", bytes}, sgd_update_kernel, grid_for(most_packs), kBlockThreads, 0, stream, param,
-                momentum, device_segments, count, lr, cfg);
+                momentum, device_segments, count, lr, cfg, grad_scale);
 }
 
 }  // namespace cutrain

@@ -7,6 +7,8 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
+#include <cmath>
+
 #include "kernels/numeric.cuh"
 #include "kernels/sgd.h"
 
@@ -16,6 +18,19 @@ namespace cutrain {
 __host__ __device__ inline float sgd_weight_decay(const SgdSegment& s, const SgdConfig& cfg) {
   return s.norm && cfg.norm_weight_decay >= 0 ? cfg.norm_weight_decay : cfg.weight_decay;
 }
+
+// torch.nn.utils.clip_grad_norm_'s factor for a total norm of sqrt(squares) (sgd.h). `factor > 1`
+// rather than std::min, so that a NaN norm gives a NaN factor, as torch.clamp does.
+__host__ __device__ inline float sgd_clip_factor(double squares, double max_norm) {
+  const double factor = max_norm / (sqrt(squares) + 1e-6);
+  return float(factor > 1 ? 1.0 : factor);
+}
+
+// The gradient as the update takes it: scaled by the clip factor, unless the factor is 1 (no
+// clipping, or a norm within the bound). Leaving the gradient alone then, rather than multiplying
+// it by 1, keeps the update's operations those of the unclipped step, whatever the compiler fuses
+// into multiply-adds, so that the result is the unclipped one bit for bit.
+__host__ __device__ inline float sgd_scaled(float grad, float scale) { return scale != 1.0f ? grad * scale : grad; }
 
 //   g = grad + decay*param;  buf = momentum*buf + g;  d = nesterov ? g + momentum*buf : buf;
 //   param -= lr*d
@@ -46,11 +61,11 @@ __host__ __device__ inline void sgd_store(const SgdArray& a, int64_t i, float va
   }
 }
 
-// Element i of segment s: read its gradient, update param and momentum, write the copy.
+// Element i of segment s: read its gradient and scale it, update param and momentum, write the copy.
 __host__ __device__ inline void sgd_update_element(float* param, float* momentum, const SgdSegment& s, int64_t i,
-                                                   float lr, const SgdConfig& cfg) {
+                                                   float lr, float scale, const SgdConfig& cfg) {
   float p = param[s.offset + i], buf = momentum[s.offset + i];
-  sgd_update(p, sgd_load(s.grad, i), buf, lr, sgd_weight_decay(s, cfg), cfg);
+  sgd_update(p, sgd_scaled(sgd_load(s.grad, i), scale), buf, lr, sgd_weight_decay(s, cfg), cfg);
   param[s.offset + i] = p;
   momentum[s.offset + i] = buf;
   if (s.copy.data) sgd_store(s.copy, i, p);

@@ -46,7 +46,8 @@ SGD::SGD(Context& ctx, ParameterSet& params, SgdConfig config, LrSchedule schedu
       momentum_(ctx.device(), params.numel() * sizeof(float)),
       step_(ctx.device(), sizeof(int64_t)),
       lr_(ctx.device(), sizeof(float)),
-      grad_squares_(ctx.device(), sizeof(double)) {
+      grad_squares_(ctx.device(), sizeof(double)),
+      clip_factor_(ctx.device(), sizeof(float)) {
   for (const Parameter* p : params.in_layout_order()) segments_.push_back(segment_of(*p, ctx.dtype(), grads));
   device_segments_ = device_table(ctx.device(), segments_);
 }
@@ -62,6 +63,7 @@ int64_t SGD::step_count() const {
 }
 
 void SGD::begin_step(cudaStream_t stream) {
+  clipped_ = false;
   auto* step = static_cast<int64_t*>(step_.data());
   auto* lr = static_cast<float*>(lr_.data());
   if (ctx_.on_gpu()) {
@@ -82,13 +84,25 @@ void SGD::update(int64_t begin, int64_t end, cudaStream_t stream) {
   float* param = params_.values().as<float>();
   auto* buf = static_cast<float*>(momentum_.data());
   const auto* lr = static_cast<const float*>(lr_.data());
+  const float* scale = clipped_ ? static_cast<const float*>(clip_factor_.data()) : nullptr;
   if (ctx_.on_gpu()) {
     sgd_update_cuda(param, buf, segments_.data() + first,
                     static_cast<const SgdSegment*>(device_segments_.data()) + first, int(last - first), lr, config_,
-                    stream);
+                    stream, scale);
   } else {
-    sgd_update_cpu(param, buf, segments_.data() + first, int(last - first), lr, config_);
+    sgd_update_cpu(param, buf, segments_.data() + first, int(last - first), lr, config_, scale);
   }
+}
+
+void SGD::clip_grad_norm(double max_norm, cudaStream_t stream) {
+  const SgdClip clip{max_norm, static_cast<float*>(clip_factor_.data())};
+  if (ctx_.on_gpu()) {
+    sgd_grad_squares_cuda(segments_.data(), static_cast<const SgdSegment*>(device_segments_.data()),
+                          int(segments_.size()), static_cast<double*>(grad_squares_.data()), stream, &clip);
+  } else {
+    sgd_grad_squares_cpu(segments_.data(), int(segments_.size()), &clip);
+  }
+  clipped_ = true;
 }
 
 double SGD::grad_norm(cudaStream_t stream) {

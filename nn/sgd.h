@@ -8,6 +8,10 @@
 //   sgd.begin_step(stream);             // lr = schedule.at(step counter); ++counter   (on the device)
 //   sgd.update(begin, end, stream);     // params[begin, end) -= lr * update(grads)      (per bucket)
 //
+// With gradient clipping, one more piece comes between the two, once every gradient is final and
+// before the step's first update:
+//   sgd.clip_grad_norm(max_norm, stream);   // this step's updates read grads * clip factor (on the device)
+//
 // The step counter and the rate live in device memory, so that no step waits for the host to set
 // a rate and a replayed CUDA graph uses each step's own rate. The counter is optimizer state,
 // which a resumed run restores with set_step. The schedule itself is a kernel argument, so a
@@ -46,6 +50,13 @@ class SGD {
   void begin_step(cudaStream_t stream);
   void update(int64_t begin, int64_t end, cudaStream_t stream);
 
+  // torch.nn.utils.clip_grad_norm_(parameters, max_norm) for this step's updates: they read the
+  // gradient times min(max_norm / (total norm + 1e-6), 1), where the total norm is grad_norm's
+  // (kernels/sgd.h). The factor is computed on the device into device memory, never waited for;
+  // the gradients themselves are left as they are, where PyTorch scales them in place. Every
+  // gradient must be final, and no update of this step enqueued yet; begin_step ends the scaling.
+  void clip_grad_norm(double max_norm, cudaStream_t stream);
+
   // The 2-norm of the gradient that the last step's updates read, over every parameter: after the
   // ranks' average and before weight decay, torch.nn.utils.clip_grad_norm_'s total norm. It waits
   // for the device, so it belongs between steps, as at a log line.
@@ -63,7 +74,9 @@ class SGD {
   DeviceBuffer momentum_;
   DeviceBuffer step_;                 // int64
   DeviceBuffer lr_;                   // float
-  DeviceBuffer grad_squares_;         // double, written by grad_norm on the GPU
+  DeviceBuffer grad_squares_;         // double, written by grad_norm and clip_grad_norm on the GPU
+  DeviceBuffer clip_factor_;          // float, written by clip_grad_norm
+  bool clipped_ = false;              // whether this step's updates read the gradients times *clip_factor_
   std::vector<SgdSegment> segments_;  // one per parameter, in layout order
   DeviceBuffer device_segments_;
 };

@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <initializer_list>
 #include <iostream>
@@ -202,8 +203,8 @@ std::vector<Comparison> compare_steps(const StepResult& got, const StepResult& w
 }
 
 std::vector<Comparison> compare_updates_with_sgd(const StepResult& got, const ResNet18& model, const SgdConfig& sgd,
-                                                 double lr) {
-  // First step: buf = g + wd*w, d = nesterov ? (1 + momentum) * buf : buf, update = -lr * d. The
+                                                 double lr, double grad_scale) {
+  // First step: buf = grad_scale*g + wd*w, d = nesterov ? (1 + momentum) * buf : buf, update = -lr * d. The
   // step computes it in fp32 from fp32 numbers: a few roundings of 6e-8 each, 1e-5 in all with
   // room to spare, and the rounding of the stored weight.
   std::vector<Comparison> out;
@@ -212,13 +213,20 @@ std::vector<Comparison> compare_updates_with_sgd(const StepResult& got, const Re
     const std::vector<double>& w = got.before.at(p->name);
     std::vector<double> want(g.size());
     for (size_t i = 0; i < g.size(); ++i) {
-      const double buf = g[i] + double(sgd.weight_decay) * w[i];
+      const double buf = grad_scale * g[i] + double(sgd.weight_decay) * w[i];
       want[i] = -lr * (sgd.nesterov ? (1 + double(sgd.momentum)) * buf : buf);
     }
     out.push_back({p->name + " update, SGD's formula", relative_error(got.updates.at(p->name), want),
                    1e-5 + update_rounding(w, want)});
   }
   return out;
+}
+
+double clip_grad_norm_factor(const StepResult& got, double max_norm) {
+  double squares = 0;
+  for (const auto& [name, g] : got.grads)
+    for (double x : g) squares += x * x;
+  return std::min(max_norm / (std::sqrt(squares) + 1e-6), 1.0);
 }
 
 void check_within(const std::vector<Comparison>& comparisons) {

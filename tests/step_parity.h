@@ -100,9 +100,13 @@ std::vector<Comparison> compare_steps(const StepResult& got, const StepResult& w
                                       const StepBounds& bounds);
 
 // Each parameter's update against SGD's first step evaluated in float64 on got's own gradients
-// and weights: a strict bound (fp32 rounding), whatever the precision.
+// and weights, times grad_scale: a strict bound (fp32 rounding), whatever the precision.
 std::vector<Comparison> compare_updates_with_sgd(const StepResult& got, const ResNet18& model, const SgdConfig& sgd,
-                                                 double lr);
+                                                 double lr, double grad_scale = 1);
+
+// torch.nn.utils.clip_grad_norm_'s factor for got's gradients, in float64: min(max_norm / (norm + 1e-6), 1)
+// with norm the 2-norm of every gradient together.
+double clip_grad_norm_factor(const StepResult& got, double max_norm);
 
 // CHECKs every comparison (a failure names the tensor, its error and its bound) and prints the
 // closest call, for the record.

@@ -733,6 +733,36 @@ TEST_CASE("a resume keeps the step schedule's --lr-milestones and --lr-gamma, an
   CHECK(runs[1]["settings"]["lr_gamma"] == 0.5);
 }
 
+TEST_CASE("a resume keeps --clip-grad-norm, records it, and ends where the uninterrupted run does", "[app]") {
+  TempDir dir;
+  const std::string data = make_data(dir, 128, 16);  // 4 steps in the epoch
+  const std::string straight = dir / "straight", resumed = dir / "resumed", metrics = dir / "metrics.jsonl";
+  auto with = [&](const std::string& save, std::vector<std::string> extra) {
+    extra.insert(extra.end(), {"--epochs", "1", "--save", save, "--eval-every", "0", "--log-every", "1"});
+    return train_command(data, extra);
+  };
+  auto uninterrupted = with(straight, {"--clip-grad-norm", "0.5", "--metrics", metrics});
+  auto r = cutrain::test::run(uninterrupted);
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(r.output, Catch::Contains("in 1 bucket (cap 25 MiB), clipped to a 2-norm of 0.5 (--clip-grad-norm) "
+                                       "once all are final, then updated by SGD"));
+  for (const auto& step : read_metrics(metrics, "step")) CHECK(step["grad_norm"].get<double>() > 0.5);  // at work
+  CHECK(read_metrics(metrics, "run")[0]["settings"]["clip_grad_norm"] == 0.5);
+  REQUIRE(cutrain::test::run(with(resumed, {"--clip-grad-norm", "0.5", "--max-steps", "2", "--save-every-steps", "1"}))
+              .exit_code == 0);
+  r = cutrain::test::run(with(resumed, {"--resume", "auto"}));
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(r.output, Catch::StartsWith("resuming with the recipe of " + resumed +
+                                         "/checkpoint-00000002.safetensors: --clip-grad-norm 0.5 (a flag given again "
+                                         "wins)\n"));
+  CHECK_THAT(r.output, Catch::Contains("clipped to a 2-norm of 0.5 (--clip-grad-norm)"));
+  require_identical(straight + "/checkpoint-00000004.safetensors", resumed + "/checkpoint-00000004.safetensors");
+  require_identical(straight + "/checkpoint-00000004.optim.safetensors",
+                    resumed + "/checkpoint-00000004.optim.safetensors");
+}
+
 TEST_CASE(
     "train --normalize-mean and --normalize-std: their defaults are the run of before, bit for bit, and eval "
     "normalises as the run did",

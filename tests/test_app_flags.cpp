@@ -137,6 +137,12 @@ TEST_CASE("a nonsense number to cutrain train: one line naming the flag, before 
   const auto help = cutrain::test::run({cutrain::test::binary("cutrain"), "train", "--help"});
   CHECK_THAT(help.output, Catch::Contains("--weight-decay NUMBER in [0, 1]"));
   CHECK_THAT(help.output, Catch::Contains("--norm-weight-decay NUMBER in [0, 1]"));
+  CHECK_THAT(help.output, Catch::Contains("--clip-grad-norm NUMBER in [0, 1e+06]"));
+  const auto clip = cutrain::test::run({cutrain::test::binary("cutrain"), "train", "--clip-grad-norm", "-0.5"});
+  CHECK(clip.exit_code == 2);
+  CHECK(clip.output ==
+        "cutrain: error: --clip-grad-norm: -0.5 is not a finite decimal number in [0, 1e+06] (see cutrain train "
+        "--help)\n");
   CHECK_THAT(help.output, Catch::Contains("--seed INT in [0, 18446744073709551615]"));
   CHECK_THAT(help.output, Catch::Contains("--lr-milestones LIST of NUMBER in [0, 1]=0.5,0.75"));
   CHECK_THAT(help.output, Catch::Contains("--lr-gamma NUMBER in [0, 1]=0.1"));

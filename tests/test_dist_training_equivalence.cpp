@@ -23,10 +23,11 @@ struct Trained {
 };
 
 // Trains `steps` steps with `world` processes of `batch` images each on `device` (fp32); with several
-// processes, with --sync-bn unless `sync_bn` is false.
+// processes, with --sync-bn unless `sync_bn` is false; with --clip-grad-norm when clip_grad_norm is given.
 Trained train(const TempDir& dir, const std::string& data, int world, int batch, int steps,
-                  const std::string& device = "cpu", bool sync_bn = true) {
-  const std::string save = (dir.path() / (device + "-world" + std::to_string(world) + (sync_bn ? "" : "-local-bn")))
+                  const std::string& device = "cpu", bool sync_bn = true, const std::string& clip_grad_norm = "") {
+  const std::string save = (dir.path() / (device + "-world" + std::to_string(world) + (sync_bn ? "" : "-local-bn") +
+                                          (clip_grad_norm.empty() ? "" : "-clip")))
                                .string();
   std::vector<std::string> argv = {cutrain::test::binary("cutrun"), "--standalone", "--nproc-per-node",
                                    std::to_string(world),     cutrain::test::binary("cutrain"), "train",
@@ -35,6 +36,7 @@ Trained train(const TempDir& dir, const std::string& data, int world, int batch,
                                    "--max-steps", std::to_string(steps), "--eval-every", "0", "--save", save,
                                    "--workers", "1", "--metrics", save + ".jsonl"};
   if (world > 1 && sync_bn) argv.push_back("--sync-bn");
+  if (!clip_grad_norm.empty()) argv.insert(argv.end(), {"--clip-grad-norm", clip_grad_norm});
   auto r = cutrain::test::run(argv);
   INFO(r.output);
   REQUIRE(r.exit_code == 0);
@@ -84,6 +86,20 @@ TEST_CASE("sync-bn: 2 and 3 ranks take the same steps as one process with the gl
   }
 }
 
+TEST_CASE("with --clip-grad-norm, 2 ranks take one process's clipped steps: the norm is the averaged gradient's",
+          "[dist]") {
+  TempDir dir;
+  const std::string data = equivalence_data(dir);
+  const int steps = 3;
+  const Trained single = train(dir, data, 1, 24, steps, "cpu", true, "0.25");
+  REQUIRE(single.grad_norm > 0.5);  // clipped to half or less: a norm of each rank's own gradient would differ
+  check_same_steps(train(dir, data, 2, 12, steps, "cpu", true, "0.25"), single);
+  // And the clipping is at work: the run without it is ten times further away than the ranks may be
+  // (measured: 8.3e-4).
+  const Trained unclipped = train(dir, data, 1, 24, steps);
+  CHECK(cutrain::test::model_difference(single.checkpoint, unclipped.checkpoint).relative > 10 * 5e-5);
+}
+
 TEST_CASE("GPU ranks over NCCL take one GPU's steps with --sync-bn, and the CPU ranks' steps over Gloo without it",
           "[dist][multi-gpu]" CUTRAIN_GPU_TAG) {
   CUTRAIN_REQUIRE_GPUS(2);
@@ -92,4 +108,16 @@ TEST_CASE("GPU ranks over NCCL take one GPU's steps with --sync-bn, and the CPU 
   const int steps = 3;
   check_same_steps(train(dir, data, 2, 12, steps, "cuda"), train(dir, data, 1, 24, steps, "cuda"), 6e-3);
   check_same_steps(train(dir, data, 2, 12, steps, "cuda", false), train(dir, data, 2, 12, steps, "cpu", false), 6e-3);
+}
+
+TEST_CASE("with --clip-grad-norm, GPU ranks over NCCL take one GPU's clipped steps", "[dist][multi-gpu]" CUTRAIN_GPU_TAG) {
+  // On the GPU the buckets' all-reduces run on the communicator's stream, which the main stream waits
+  // for before it computes the norm (Note [The step]).
+  CUTRAIN_REQUIRE_GPUS(2);
+  TempDir dir;
+  const std::string data = equivalence_data(dir);
+  const int steps = 3;
+  const Trained single = train(dir, data, 1, 24, steps, "cuda", true, "0.25");
+  REQUIRE(single.grad_norm > 0.5);
+  check_same_steps(train(dir, data, 2, 12, steps, "cuda", true, "0.25"), single, 6e-3);
 }

@@ -1,6 +1,6 @@
 // The optimizer's kernels on the GPU (or, as [emu], under the CUDA emulation) against their CPU
-// twins: the learning rate from the step counter, SGD over segments of every kind a model has, the
-// row copies between the flat buffers and the layers' copies, and the fp32 -> bf16 cast.
+// twins: the learning rate from the step counter, SGD over segments of every kind a model has, clipped
+// or not, the row copies between the flat buffers and the layers' copies, and the fp32 -> bf16 cast.
 #include <catch2/catch.hpp>
 
 #include <cuda_bf16.h>
@@ -63,8 +63,8 @@ int64_t stored_size(const TestParameter& p) { return p.cols ? p.numel / p.cols *
 
 }  // namespace
 
-TEST_CASE("SGD over segments and the gradients' sum of squares match the CPU reference with fp32 and bf16 "
-          "gradients and copies, tails and pitches, and batch norm's own weight decay",
+TEST_CASE("SGD over segments, clipped or not, and the gradients' sum of squares match the CPU reference with fp32 "
+          "and bf16 gradients and copies, tails and pitches, and batch norm's own weight decay",
           CUTRAIN_GPU_TAG) {
   CUTRAIN_REQUIRE_GPU();
   const bool nesterov = GENERATE(false, true);
@@ -158,6 +158,24 @@ TEST_CASE("SGD over segments and the gradients' sum of squares match the CPU ref
   sgd_grad_squares_cuda(host_segments.data(), segment_table.get(), int(host_segments.size()), device_squares.get(),
                         nullptr);
   CHECK(device_squares.copy_to_host()[0] == Approx(squares).epsilon(1e-12));
+
+  // Clipped to half the norm: each side's launch of the squares writes the factor, and one more
+  // update reads it from memory.
+  const double max_norm = 0.5 * std::sqrt(squares);
+  float factor = 0;
+  const SgdClip host_clip{max_norm, &factor};
+  sgd_grad_squares_cpu(host_segments.data(), int(host_segments.size()), &host_clip);
+  CHECK(factor == Approx(0.5).epsilon(1e-6));
+  DeviceBuffer<float> device_factor(1);
+  const SgdClip device_clip{max_norm, device_factor.get()};
+  sgd_grad_squares_cuda(host_segments.data(), segment_table.get(), int(host_segments.size()), device_squares.get(),
+                        nullptr, &device_clip);
+  CHECK(device_factor.copy_to_host()[0] == Approx(factor).epsilon(1e-6));  // from sums in another order
+  sgd_update_cpu(param.data(), momentum.data(), host_segments.data(), int(host_segments.size()), &lr, cfg, &factor);
+  sgd_update_cuda(device_param.get(), device_momentum.get(), host_segments.data(), segment_table.get(),
+                  int(host_segments.size()), device_lr.get(), cfg, nullptr, device_factor.get());
+  CHECK(test::relative_error(device_param.copy_to_host(), param) <= 1e-6);
+  CHECK(test::relative_error(device_momentum.copy_to_host(), momentum) <= 1e-6);
 }
 
 TEST_CASE("the learning rate of every schedule, computed on the device from the step counter, is the host's",

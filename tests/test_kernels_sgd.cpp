@@ -5,12 +5,16 @@
 #include <cuda_bf16.h>
 
 #include <cmath>
+#include <cstdio>
 #include <optional>
 #include <random>
+#include <sstream>
+#include <string>
 #include <vector>
 
 #include "kernels/sgd.h"
 #include "tests/gradcheck.h"
+#include "tests/torch_python.h"
 
 using namespace cutrain;
 
@@ -140,4 +144,115 @@ TEST_CASE("the gradient's sum of squares is clip_grad_norm_'s total norm, square
     for (int c = 0; c < 3; ++c) padded_squares += std::pow(double(__bfloat162float(padded[size_t(row * 8 + c)])), 2);
   const double total_norm = std::hypot(std::sqrt(dense_squares), std::sqrt(padded_squares));
   CHECK(std::sqrt(sgd_grad_squares_cpu(segments, 2)) == Approx(total_norm).epsilon(1e-12));
+}
+
+TEST_CASE("the clip factor is clip_grad_norm_'s, min(max_norm / (norm + 1e-6), 1), and NaN for a NaN norm",
+          "[kernels]") {
+  // torch.nn.utils.clip_grad_norm_'s clip_coef, clamped to 1, in double: for a gradient of one
+  // element, whose norm is its size.
+  const auto factor = [](float grad, double max_norm) {
+    SgdSegment segment;
+    segment.numel = 1;
+    segment.grad = {&grad};
+    float out = -1;
+    const SgdClip clip{max_norm, &out};
+    sgd_grad_squares_cpu(&segment, 1, &clip);
+    return out;
+  };
+  CHECK(factor(2.0f, 1.0) == float(1.0 / (2.0 + 1e-6)));
+  CHECK(factor(-2.0f, 1.0) == float(1.0 / (2.0 + 1e-6)));
+  CHECK(factor(1e-3f, 1e-4) == Approx(0.0999000999).epsilon(1e-6));  // the 1e-6 moves it by 1e-3
+  CHECK(factor(1.0f, 1.0) == float(1.0 / (1.0 + 1e-6)));               // a norm at the bound is scaled too
+  CHECK(factor(1.0f, 1.0) < 1.0f);
+  CHECK(factor(0.25f, 1.0) == 1.0f);  // within the bound: left alone, never scaled up
+  CHECK(factor(0.0f, 1.0) == 1.0f);
+  CHECK(factor(INFINITY, 1.0) == 0.0f);
+  CHECK(std::isnan(factor(NAN, 1.0)));  // as torch.clamp's: a NaN gradient stays visible
+  // Over several elements, the norm of them all.
+  const std::vector<float> grad = {3.0f, 4.0f};
+  SgdSegment segment;
+  segment.numel = 2;
+  segment.grad = {const_cast<float*>(grad.data())};
+  float five = 0;
+  const SgdClip clip{2.0, &five};
+  CHECK(sgd_grad_squares_cpu(&segment, 1, &clip) == 25.0);
+  CHECK(five == float(2.0 / (5.0 + 1e-6)));
+}
+
+TEST_CASE("the clip factor scales a gradient as torch.nn.utils.clip_grad_norm_ does", "[kernels]") {
+  std::string python;
+  CUTRAIN_REQUIRE_TORCH(python);
+  // One-element gradients of these norms, clipped by torch to these max norms.
+  const std::vector<std::pair<float, double>> cases = {{2.0f, 1.0}, {1e-3f, 1e-4}, {1.0f, 1.0},
+                                                       {0.5f, 1.0}, {37.5f, 0.25}, {3e-7f, 1e-7}};
+  std::string norms, max_norms;  // each exact: 9 digits give a float back, 17 a double
+  for (const auto& [norm, max_norm] : cases) {
+    char text[64];
+    std::snprintf(text, sizeof text, "%.9g,", double(norm));
+    norms += text;
+    std::snprintf(text, sizeof text, "%.17g,", max_norm);
+    max_norms += text;
+  }
+  const test::Process::Result torch =
+      test::run({python, "-c",
+                 "import torch\n"
+                 "for norm, max_norm in zip([" + norms + "], [" + max_norms + "]):\n"
+                 "    p = torch.zeros(1, requires_grad=True)\n"
+                 "    p.grad = torch.tensor([norm], dtype=torch.float32)\n"
+                 "    torch.nn.utils.clip_grad_norm_([p], max_norm)\n"
+                 "    print(repr(p.grad.item()))\n"});
+  INFO(torch.output);
+  REQUIRE(torch.exit_code == 0);
+  std::istringstream lines(torch.output);
+  for (const auto& [norm, max_norm] : cases) {
+    double clipped = 0;
+    REQUIRE(lines >> clipped);
+    SgdSegment segment;
+    segment.numel = 1;
+    segment.grad = {const_cast<float*>(&norm)};
+    float factor = 0;
+    const SgdClip clip{max_norm, &factor};
+    sgd_grad_squares_cpu(&segment, 1, &clip);
+    const float ours = norm * factor;
+    INFO("norm " << norm << ", max_norm " << max_norm << ": torch " << clipped << ", ours " << ours);
+    // torch computes the factor in float, ours in double: within a float's rounding or two.
+    CHECK(ours == Approx(clipped).epsilon(3e-7));
+  }
+}
+
+TEST_CASE("a clipped update is PyTorch's SGD on the gradient that clip_grad_norm_ scaled, and a factor of 1 the "
+          "update without clipping, bit for bit",
+          "[kernels]") {
+  const SgdConfig cfg{0.9f, 5e-4f, true};
+  std::mt19937 rng(13);
+  std::vector<float> param = test::random_vector(37, rng), buf(param.size(), 0.0f);
+  std::vector<float> expected = param;
+  PyTorchSgd torch_sgd{cfg, 0.1f, std::nullopt};
+  for (int step = 0; step < 3; ++step) {
+    std::vector<float> grad = test::random_vector(param.size(), rng);
+    SgdSegment segment;
+    segment.numel = int64_t(grad.size());
+    segment.grad = {grad.data()};
+    float factor = 0;
+    const SgdClip clip{0.5, &factor};  // a norm of about 3.5: clipped to a seventh
+    sgd_grad_squares_cpu(&segment, 1, &clip);
+    REQUIRE(factor < 0.2f);
+    const float lr = 0.1f;
+    sgd_update_cpu(param.data(), buf.data(), &segment, 1, &lr, cfg, &factor);
+    // clip_grad_norm_ multiplies the gradient in place, then SGD steps on it.
+    for (float& g : grad) g *= factor;
+    torch_sgd.step(expected, grad);
+  }
+  CHECK(test::max_abs_difference(param, expected) <= 1e-6);
+
+  std::vector<float> scaled = param, scaled_buf = buf;
+  const std::vector<float> grad = test::random_vector(param.size(), rng);
+  const float lr = 0.1f, one = 1.0f;
+  sgd_step_cpu(param.data(), grad.data(), buf.data(), int64_t(param.size()), &lr, cfg);
+  SgdSegment segment;
+  segment.numel = int64_t(grad.size());
+  segment.grad = {const_cast<float*>(grad.data())};
+  sgd_update_cpu(scaled.data(), scaled_buf.data(), &segment, 1, &lr, cfg, &one);
+  CHECK(scaled == param);
+  CHECK(scaled_buf == buf);
 }

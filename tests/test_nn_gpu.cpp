@@ -209,3 +209,50 @@ TEST_CASE("The trainer's step on one stream is the two-stream step, bit for bit"
   std::cout << dtype_name(dtype) << ", one stream against two: ";
   check_within(compare_steps(got, want, two, identical()));
 }
+
+TEST_CASE(
+    "The trainer's step with clip_grad_norm is SGD on the gradient times clip_grad_norm_'s factor, and replayed "
+    "from a CUDA graph the eager step bit for bit",
+    CUTRAIN_GPU_TAG) {
+  // Note [The step] with --clip-grad-norm: the norm and its factor computed on the device and read
+  // from device memory by SGD, so the step still captures (no host synchronisation, no allocation).
+  CUTRAIN_REQUIRE_GPU();
+  const DType dtype = GENERATE(DType::f32, DType::bf16);
+  INFO(dtype_name(dtype));
+  const double max_norm = 0.05;
+  const ResNetConfig config = parity_config(Stem::cifar, 16);
+  Context ctx(gpu_options(dtype));
+  ResNet18 model(ctx, config);
+  TrainStepOptions options;
+  options.sgd = kSgd;
+  options.schedule = LrSchedule{LrScheduleKind::constant, kLr, 1, 0};
+  options.buckets.bucket_cap_mb = 0.25;  // several buckets, whose updates clipping defers past backward
+  options.clip_grad_norm = max_norm;
+  TrainStep train_step(model, nullptr, options);
+  SGD& sgd = train_step.sgd();
+  fill_same_batch({&model}, 17);
+  train_step.run();  // cuDNN and cuBLAS do their first-use work outside the capture
+  Snapshot start = snapshot(model, sgd);
+  std::fill(start.momentum.begin(), start.momentum.end(), 0.0f);  // so each update is SGD's first-step formula
+  cudaGraph_t graph;
+  CUDA_CHECK(cudaStreamBeginCapture(ctx.main_stream(), cudaStreamCaptureModeThreadLocal));
+  train_step.run();
+  CUDA_CHECK(cudaStreamEndCapture(ctx.main_stream(), &graph));
+  cudaGraphExec_t exec;
+  CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+  CUDA_CHECK(cudaGraphDestroy(graph));
+
+  restore(start, model, sgd);
+  const StepResult eager = take_step(model, sgd, [&] { train_step.run(); });
+  const double factor = clip_grad_norm_factor(eager, max_norm);
+  INFO("clip factor " << factor);
+  REQUIRE(factor < 0.5);  // clipping is at work
+  std::cout << dtype_name(dtype) << ", clipped by " << factor << ": ";
+  check_within(compare_updates_with_sgd(eager, model, kSgd, kLr, factor));
+  restore(start, model, sgd);
+  const StepResult replayed =
+      take_step(model, sgd, [&] { CUDA_CHECK(cudaGraphLaunch(exec, ctx.main_stream())); });
+  std::cout << dtype_name(dtype) << ", clipped, replay against eager: ";
+  check_within(compare_steps(replayed, eager, model, identical()));
+  CUDA_CHECK(cudaGraphExecDestroy(exec));
+}
