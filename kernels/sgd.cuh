@@ -26,11 +26,10 @@ __host__ __device__ inline float sgd_clip_factor(double squares, double max_norm
   return float(factor > 1 ? 1.0 : factor);
 }
 
-// The gradient as the update takes it: scaled by the clip factor, unless the factor is 1 (no
-// clipping, or a norm within the bound). Leaving the gradient alone then, rather than multiplying
-// it by 1, keeps the update's operations those of the unclipped step, whatever the compiler fuses
-// into multiply-adds, so that the result is the unclipped one bit for bit.
-__host__ __device__ inline float sgd_scaled(float grad, float scale) { return scale != 1.0f ? grad * scale : grad; }
+// The gradient as the update takes it, times the clip factor, as clip_grad_norm_ multiplies every
+// gradient by its factor. A factor of 1 (no clipping, or a norm within the bound) is exact, so the
+// unclipped step keeps its bits.
+__host__ __device__ inline float sgd_scaled(float grad, float scale) { return mul_rn(grad, scale); }
 
 //   g = grad + decay*param;  buf = momentum*buf + g;  d = nesterov ? g + momentum*buf : buf;
 //   param -= lr*d
