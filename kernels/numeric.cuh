@@ -4,6 +4,8 @@
 // rounding no compiler may change by fusing them (Note [Rounding that contraction cannot change]).
 #pragma once
 
+#include <type_traits>
+
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -46,50 +48,39 @@ __host__ __device__ inline __nv_bfloat16 from_float<__nv_bfloat16>(float v) {
 #define CUTRAIN_UNFUSED
 #endif
 
-__host__ __device__ inline float mul_rn(float a, float b) {
+// a * b, a + b and a - b, each rounded once to T (float or double) and never fused.
+template <typename T>
+__host__ __device__ inline T mul_rn(T a, T b) {
   CUTRAIN_UNFUSED
 #ifdef __CUDA_ARCH__
-  return __fmul_rn(a, b);
+  if constexpr (std::is_same_v<T, double>)
+    return __dmul_rn(a, b);
+  else
+    return __fmul_rn(a, b);
 #else
   return a * b;
 #endif
 }
-__host__ __device__ inline float add_rn(float a, float b) {
+template <typename T>
+__host__ __device__ inline T add_rn(T a, T b) {
   CUTRAIN_UNFUSED
 #ifdef __CUDA_ARCH__
-  return __fadd_rn(a, b);
+  if constexpr (std::is_same_v<T, double>)
+    return __dadd_rn(a, b);
+  else
+    return __fadd_rn(a, b);
 #else
   return a + b;
 #endif
 }
-__host__ __device__ inline float sub_rn(float a, float b) {
+template <typename T>
+__host__ __device__ inline T sub_rn(T a, T b) {
   CUTRAIN_UNFUSED
 #ifdef __CUDA_ARCH__
-  return __fsub_rn(a, b);
-#else
-  return a - b;
-#endif
-}
-__host__ __device__ inline double mul_rn(double a, double b) {
-  CUTRAIN_UNFUSED
-#ifdef __CUDA_ARCH__
-  return __dmul_rn(a, b);
-#else
-  return a * b;
-#endif
-}
-__host__ __device__ inline double add_rn(double a, double b) {
-  CUTRAIN_UNFUSED
-#ifdef __CUDA_ARCH__
-  return __dadd_rn(a, b);
-#else
-  return a + b;
-#endif
-}
-__host__ __device__ inline double sub_rn(double a, double b) {
-  CUTRAIN_UNFUSED
-#ifdef __CUDA_ARCH__
-  return __dsub_rn(a, b);
+  if constexpr (std::is_same_v<T, double>)
+    return __dsub_rn(a, b);
+  else
+    return __fsub_rn(a, b);
 #else
   return a - b;
 #endif
