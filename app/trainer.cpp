@@ -206,7 +206,7 @@ class Trainer {
   std::optional<CheckpointFolder> checkpoints_;
   LrSchedule schedule_;
   TrainingState state_;
-  std::string resumed_from_;  // the checkpoint restore() took, if any
+  std::string resumed_from_;                 // the checkpoint restore() took, if any
   std::optional<EvalResult> last_ema_eval_;  // --model-ema: the average's, at the last evaluation
   // Once the ranks agreed to stop for a signal, what each rank had: 2 * signal + 1 where it was the
   // job's (Note [A signal to one rank]), 0 where none.
@@ -613,8 +613,8 @@ void Trainer::print_banner() const {
       "  batch %d per rank (%d global), %s per epoch, %s; SGD lr %g (%s), momentum %g%s, "
       "weight decay %g%s",
       opt_.batch_size, opt_.batch_size * env_.world_size, counted(steps_per_epoch_, "step").c_str(),
-      counted(opt_.epochs, "epoch").c_str(), opt_.lr, schedule.c_str(), opt_.momentum,
-      opt_.nesterov ? " nesterov" : "", opt_.weight_decay, norm_decay);
+      counted(opt_.epochs, "epoch").c_str(), opt_.lr, schedule.c_str(), opt_.momentum, opt_.nesterov ? " nesterov" : "",
+      opt_.weight_decay, norm_decay);
   if (ema_)
     log_->print(
         "  EMA of the weights: decay %.9g per update (--model-ema-decay %g), every %s of an epoch from its first",
