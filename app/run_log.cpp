@@ -22,6 +22,13 @@ namespace {
 // The JSON value of an optional number: the number, or null.
 nlohmann::json optional_number(const std::optional<double>& v) { return v ? nlohmann::json(*v) : nlohmann::json(); }
 
+// " | test acc (EMA): 91.20%" where the average of the weights was evaluated (--model-ema), else "".
+std::string ema_accuracy_text(const std::optional<double>& accuracy) {
+  char text[48] = "";
+  if (accuracy) std::snprintf(text, sizeof text, " | test acc (EMA): %.2f%%", 100 * *accuracy);
+  return text;
+}
+
 // Now, in seconds since the Unix epoch, to the millisecond.
 double unix_time() {
   using std::chrono::milliseconds;
@@ -208,13 +215,12 @@ void RunLog::step(const StepRecord& r) {
 
 void RunLog::epoch(const EpochRecord& r) {
   if (!active_) return;
-  char test[64] = "", ema[48] = "";
+  char test[64] = "";
   if (r.test_acc)
     std::snprintf(test, sizeof test, " | test acc: %.2f%% | test loss: %.3f", 100 * *r.test_acc,
                   r.test_loss.value_or(0));
-  if (r.test_acc_ema) std::snprintf(ema, sizeof ema, " | test acc (EMA): %.2f%%", 100 * *r.test_acc_ema);
   print("== epoch %d/%d | loss: %.3f | train acc: %.3f%%%s%s | %.1f s | %.0f img/s", r.epoch, r.epochs, r.loss,
-        100 * r.acc, test, ema, r.epoch_time_s, r.images_per_s);
+        100 * r.acc, test, ema_accuracy_text(r.test_acc_ema).c_str(), r.epoch_time_s, r.images_per_s);
   nlohmann::json record{{"kind", "epoch"},
                         {"epoch", r.epoch},
                         {"global_step", r.global_step},
@@ -232,11 +238,10 @@ void RunLog::epoch(const EpochRecord& r) {
 
 void RunLog::evaluation(const EvalRecord& r) {
   if (!active_) return;
-  char ema[48] = "";
-  if (r.test_acc_ema) std::snprintf(ema, sizeof ema, " | test acc (EMA): %.2f%%", 100 * *r.test_acc_ema);
   if (!r.epoch_end)
     print("== eval: step %lld [%d/%d] | test acc: %.2f%% | test loss: %.3f%s | %.1f s",
-          static_cast<long long>(r.global_step), r.epoch, r.epochs, 100 * r.test_acc, r.test_loss, ema, r.eval_time_s);
+          static_cast<long long>(r.global_step), r.epoch, r.epochs, 100 * r.test_acc, r.test_loss,
+          ema_accuracy_text(r.test_acc_ema).c_str(), r.eval_time_s);
   nlohmann::json record{{"kind", "eval"},
                         {"epoch", r.epoch},
                         {"global_step", r.global_step},
