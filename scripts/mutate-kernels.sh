@@ -20,7 +20,7 @@ mutations=(
   "bn-partials-barrier|kernels/batchnorm.cu|  cooperative_groups::this_grid().sync();  // every block's partials written|"
   "bn-sums-barrier|kernels/batchnorm.cu|  cooperative_groups::this_grid().sync();  // every channel's sums written|"
   "bn-skip-partial|kernels/batchnorm.cu|chunk < chunks; chunk += stride)|chunk < chunks - 1; chunk += stride)"
-  "bn-merge-term|kernels/batchnorm.cuh|a.m2 + b.m2 + delta * delta * a.count * share_b|a.m2 + b.m2"
+  "bn-merge-term|kernels/batchnorm.cuh|fmaf(delta * delta * a.count, share_b, a.m2 + b.m2)|a.m2 + b.m2"
   "bn-kept-rows|kernels/batchnorm.cu|k < t.cached_rows ? cache[k * threads + tid]|k <= t.cached_rows ? cache[k * threads + tid]"
   "bn-mask-bit|kernels/batchnorm.cu|(bits >> v) & 1u, fusion)|(bits >> (v ^ 1)) & 1u, fusion)"
   "read-past-end|kernels/batchnorm.cu|if (c < C) s.m2[c]|if (c <= C) s.m2[c]"
