@@ -35,7 +35,9 @@ long_trainings+='a new run in a folder that holds|SIGHUP to cutrun stops the job
 long_trainings+='a finished run resumed with the same|a torn last metrics record|cutrun --max-restarts survives|'
 long_trainings+='a run with --save-every-steps also saves|step lines come after the first step|'
 long_trainings+='without --device, a machine with no GPU warns|SIGINT to cutrun during a step longer|'
-long_trainings+='a rank blocked writing to a full pipe|train --threads 1 and --threads 3)'
+long_trainings+='a rank blocked writing to a full pipe|train --threads 1 and --threads 3|'
+long_trainings+='torchrun --max-restarts 1: after|the average of --model-ema|SIGTERM to one rank alone|'
+long_trainings+='a resume keeps the run.s recipe|eval takes checkpoint-best)'
 
 # build FOLDER SANITIZERS OPTIMIZATION [CMAKE OPTIONS]: configures and builds the targets of the
 # array `targets` (and what they run) with them. Built for speed: clang (twice as quick as GCC here,
