@@ -96,25 +96,25 @@ void SGD::update(int64_t begin, int64_t end, cudaStream_t stream) {
 
 void SGD::clip_grad_norm(double max_norm, cudaStream_t stream) {
   const SgdClip clip{max_norm, static_cast<float*>(clip_factor_.data())};
-  if (ctx_.on_gpu()) {
-    sgd_grad_squares_cuda(segments_.data(), static_cast<const SgdSegment*>(device_segments_.data()),
-                          int(segments_.size()), static_cast<double*>(grad_squares_.data()), stream, &clip);
-  } else {
-    sgd_grad_squares_cpu(segments_.data(), int(segments_.size()), &clip);
-  }
+  sum_grad_squares(&clip, stream);
   clipped_ = true;
 }
 
 double SGD::grad_norm(cudaStream_t stream) {
-  double squares = 0;
+  // With clipping, clip_grad_norm has summed this step's squares already.
+  if (!clipped_) sum_grad_squares(nullptr, stream);
+  double squares = cpu_grad_squares_;
+  if (ctx_.on_gpu()) copy_bytes_to_host(grad_squares_, &squares);
+  return std::sqrt(squares);
+}
+
+void SGD::sum_grad_squares(const SgdClip* clip, cudaStream_t stream) {
   if (ctx_.on_gpu()) {
     sgd_grad_squares_cuda(segments_.data(), static_cast<const SgdSegment*>(device_segments_.data()),
-                          int(segments_.size()), static_cast<double*>(grad_squares_.data()), stream);
-    copy_bytes_to_host(grad_squares_, &squares);
+                          int(segments_.size()), static_cast<double*>(grad_squares_.data()), stream, clip);
   } else {
-    squares = sgd_grad_squares_cpu(segments_.data(), int(segments_.size()));
+    cpu_grad_squares_ = sgd_grad_squares_cpu(segments_.data(), int(segments_.size()), clip);
   }
-  return std::sqrt(squares);
 }
 
 }  // namespace cutrain

@@ -67,6 +67,10 @@ class SGD {
   Tensor momentum() const;
 
  private:
+  // The sum of the squares of every gradient into grad_squares_ (GPU) or cpu_grad_squares_ (CPU),
+  // and with `clip`, the clip factor too.
+  void sum_grad_squares(const SgdClip* clip, cudaStream_t stream);
+
   Context& ctx_;
   ParameterSet& params_;
   SgdConfig config_;
@@ -75,6 +79,7 @@ class SGD {
   DeviceBuffer step_;                 // int64
   DeviceBuffer lr_;                   // float
   DeviceBuffer grad_squares_;         // double, written by grad_norm and clip_grad_norm on the GPU
+  double cpu_grad_squares_ = 0;       // the same on the CPU
   DeviceBuffer clip_factor_;          // float, written by clip_grad_norm
   bool clipped_ = false;              // whether this step's updates read the gradients times *clip_factor_
   std::vector<SgdSegment> segments_;  // one per parameter, in layout order
