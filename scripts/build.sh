@@ -28,11 +28,11 @@ if [[ ${1:-} == --emulated ]]; then
   # This script chooses the emulated build's compiler, and every command that builds it comes here
   # (scripts/test-emulated.sh, which scripts/test.sh runs, too), so that they configure it alike: a
   # second command with another compiler would make CMake drop the folder's cache and stop. A new
-  # folder gets clang with one translation unit for several sources of a library, about twice as
-  # quick as GCC here; a folder configured before keeps its compiler.
+  # folder gets clang, about twice as quick as GCC here; a folder configured before keeps its
+  # compiler.
   clang="$(command -v clang++-14 || command -v clang++ || true)"
   if [[ ! -f $build/CMakeCache.txt && -n $clang && " $* " != *" -DCMAKE_CXX_COMPILER="* ]]; then
-    options+=(-DCMAKE_CXX_COMPILER="$clang" -DCMAKE_UNITY_BUILD=ON)
+    options+=(-DCMAKE_CXX_COMPILER="$clang")
   fi
 fi
 if [[ ${1:-} == --target ]]; then

@@ -41,8 +41,7 @@ long_trainings+='a resume keeps the run.s recipe|eval takes checkpoint-best)'
 
 # build FOLDER SANITIZERS OPTIMIZATION [CMAKE OPTIONS]: configures and builds the targets of the
 # array `targets` (and what they run) with them. Built for speed: clang (twice as quick as GCC here,
-# and a second compiler's view of the code), line numbers only, and one translation unit for
-# several sources of a library.
+# and a second compiler's view of the code) and line numbers only.
 targets=()
 build() {
   local folder=$1 sanitizers=$2 optimization=$3
@@ -50,7 +49,7 @@ build() {
   mkdir -p "$folder"
   cmake -S . -B "$folder" -DCUTRAIN_SANITIZE="$sanitizers" -DCMAKE_CXX_COMPILER="$clang" \
     -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="$optimization -gline-tables-only" \
-    -DCMAKE_CUDA_FLAGS_RELWITHDEBINFO="-O1" -DCMAKE_UNITY_BUILD=ON "$@" >"$folder/configure.log" 2>&1 ||
+    -DCMAKE_CUDA_FLAGS_RELWITHDEBINFO="-O1" "$@" >"$folder/configure.log" 2>&1 ||
     { cat "$folder/configure.log" >&2; return 1; }
   cmake --build "$folder" -j "$(nproc)" --target "${targets[@]}"
 }
