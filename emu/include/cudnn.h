@@ -331,6 +331,9 @@ typedef enum {
   CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG = 401,
   CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE = 402,
 
+  CUDNN_ATTR_KNOB_CHOICE_KNOB_TYPE = 600,
+  CUDNN_ATTR_KNOB_CHOICE_KNOB_VALUE = 601,
+
   CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA = 700,
   CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA = 701,
   CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_CONV_DESC = 702,
@@ -372,7 +375,7 @@ typedef enum {
 
 // What an attribute's elements are: HANDLE cudnnHandle_t, DATA_TYPE cudnnDataType_t, BOOLEAN bool,
 // INT64 int64_t, FLOAT float, DOUBLE double, VOID_PTR void*, CONVOLUTION_MODE
-// cudnnConvolutionMode_t, HEUR_MODE cudnnBackendHeurMode_t, NUMERICAL_NOTE
+// cudnnConvolutionMode_t, HEUR_MODE cudnnBackendHeurMode_t, KNOB_TYPE cudnnBackendKnobType_t, NUMERICAL_NOTE
 // cudnnBackendNumericalNote_t, BACKEND_DESCRIPTOR cudnnBackendDescriptor_t, BEHAVIOR_NOTE
 // cudnnBackendBehaviorNote_t.
 typedef enum {
@@ -385,6 +388,7 @@ typedef enum {
   CUDNN_TYPE_VOID_PTR = 6,
   CUDNN_TYPE_CONVOLUTION_MODE = 7,
   CUDNN_TYPE_HEUR_MODE = 8,
+  CUDNN_TYPE_KNOB_TYPE = 9,
   CUDNN_TYPE_NUMERICAL_NOTE = 11,
   CUDNN_TYPE_BACKEND_DESCRIPTOR = 15,
   CUDNN_TYPE_BEHAVIOR_NOTE = 19,
@@ -427,6 +431,12 @@ typedef enum {
   CUDNN_BEHAVIOR_NOTE_CUBLASLT_DEPENDENCY = 4,
   CUDNN_BEHAVIOR_NOTE_TYPE_COUNT = 5,
 } cudnnBackendBehaviorNote_t;
+
+// A knob's type. The emulated engines have no knobs; cutrain reads and writes the knobs of real
+// cuDNN's engine configurations as numbers below the count.
+typedef enum {
+  CUDNN_KNOB_TYPE_COUNTS = 44,
+} cudnnBackendKnobType_t;
 
 typedef enum {
   CUDNN_HEUR_MODE_INSTANT = 0,
