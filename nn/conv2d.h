@@ -48,6 +48,7 @@ class Conv2d {
   void bind();
   // Enqueues y on `stream`, one of the context's two (ignored on the CPU).
   void forward(cudaStream_t stream);
+  // Writes dW, and writes or adds dx (see the constructor).
   void backward();
 
   Parameter& weight;  // torchvision [K, C_in, R, S], stored OHWI
@@ -63,7 +64,7 @@ class Conv2d {
   Activation& x_;
   ConvShape shape_;  // with the padded channel count C of x
   int in_channels_;  // channels of the parameter (C unless padded)
-  float dx_beta_;
+  float dx_beta_;    // the CPU's; the GPU's is in its backward-data graph
   std::unique_ptr<Gpu> gpu_;
 };
 
