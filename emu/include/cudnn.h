@@ -99,6 +99,9 @@ typedef enum {
   CUDNN_STATUS_EXECUTION_FAILED_CURAND = 5004,
 } cudnnStatus_t;
 
+// A status's category: CUDNN_STATUS_NOT_SUPPORTED for CUDNN_STATUS_NOT_SUPPORTED_LAYOUT, and so on.
+#define CUDNN_STATUS_CATEGORY(full_error_code) ((full_error_code) / 1000 * 1000)
+
 typedef enum {
   CUDNN_DATA_FLOAT = 0,
   CUDNN_DATA_DOUBLE = 1,

@@ -72,7 +72,8 @@ struct Changes {
 };
 
 // A graph of one convolution pass over X (UID 1), W (UID 2) and Y (UID 3) in NHWC (W in KRSC), with
-// each descriptor set and finalized in turn. `status` is the first call's that failed, if any.
+// each descriptor set and finalized in turn. `status` is the first call's that failed, if any, and
+// `failed_in` the kind of descriptor it set or finalized.
 struct ConvGraph {
   ConvGraph(Pass pass, const ConvShape& s, cudnnDataType_t type, float alpha, float beta, const Changes& c = {})
       : op(kOperationTypes[int(pass)]) {
@@ -80,6 +81,7 @@ struct ConvGraph {
     tensor(w, 2, {s.K, s.C, s.R, s.S}, type, false, false);
     tensor(y, c.y_has_x_uid ? 1 : 3, {s.N, s.K, s.P(), s.Q() + c.y_width}, type, false, c.virtual_y);
     const std::vector<int64_t> pads(2, s.pad), strides(2, s.stride), dilations(2, c.dilation);
+    stage = "convolution";
     step(conv.set(CUDNN_ATTR_CONVOLUTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, std::vector{CUDNN_DATA_FLOAT}));
     step(conv.set(CUDNN_ATTR_CONVOLUTION_CONV_MODE, CUDNN_TYPE_CONVOLUTION_MODE, std::vector{CUDNN_CROSS_CORRELATION}));
     step(conv.set(CUDNN_ATTR_CONVOLUTION_SPATIAL_DIMS, CUDNN_TYPE_INT64, std::vector<int64_t>{c.spatial_dims}));
@@ -89,6 +91,7 @@ struct ConvGraph {
     step(conv.set(CUDNN_ATTR_CONVOLUTION_DILATIONS, CUDNN_TYPE_INT64, dilations));
     step(conv.finalize());
     const cudnnBackendAttributeName_t* names = kOperationAttributes[int(pass)];
+    stage = "operation";
     step(op.set(names[0], x));
     step(op.set(names[1], w));
     step(op.set(names[2], y));
@@ -96,6 +99,7 @@ struct ConvGraph {
     step(op.set(names[4], CUDNN_TYPE_FLOAT, std::vector{alpha}));
     step(op.set(names[5], CUDNN_TYPE_FLOAT, std::vector{beta}));
     step(op.finalize());
+    stage = "graph";
     step(graph.set(CUDNN_ATTR_OPERATIONGRAPH_OPS, op));
     step(graph.finalize());
   }
@@ -103,6 +107,7 @@ struct ConvGraph {
   Descriptor x{CUDNN_BACKEND_TENSOR_DESCRIPTOR}, w{CUDNN_BACKEND_TENSOR_DESCRIPTOR}, y{CUDNN_BACKEND_TENSOR_DESCRIPTOR};
   Descriptor conv{CUDNN_BACKEND_CONVOLUTION_DESCRIPTOR}, op, graph{CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR};
   cudnnStatus_t status = CUDNN_STATUS_SUCCESS;
+  std::string failed_in;
 
  private:
   static constexpr cudnnBackendDescriptorType_t kOperationTypes[] = {
@@ -120,9 +125,12 @@ struct ConvGraph {
       {CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_X, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DW,
        CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DY, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_CONV_DESC,
        CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_ALPHA, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_BETA}};
+  const char* stage = "tensor";
 
   void step(cudnnStatus_t s) {
-    if (status == CUDNN_STATUS_SUCCESS) status = s;
+    if (status != CUDNN_STATUS_SUCCESS || s == CUDNN_STATUS_SUCCESS) return;
+    status = s;
+    failed_in = stage;
   }
   void tensor(Descriptor& t, int64_t uid, const std::vector<int64_t>& d, cudnnDataType_t type, bool nchw,
               bool is_virtual) {
@@ -259,19 +267,23 @@ TEST_CASE("emulated cuDNN: graph finalize refuses what cuDNN documents and what 
     const char* what;
     Changes changes;
     cudnnStatus_t status;
+    const char* failed_in;  // as cuDNN documents, or where the emulation refuses what it does not compute
   };
   for (const Case& c : {
-           Case{"a graph cutrain makes", {}, CUDNN_STATUS_SUCCESS},
-           Case{"a spatial-dimension count that its vectors do not have", {.spatial_dims = 3}, CUDNN_STATUS_BAD_PARAM},
-           Case{"a Y that is not the convolution's output size", {.y_width = 1}, CUDNN_STATUS_BAD_PARAM},
-           Case{"two tensors with one UID", {.y_has_x_uid = true}, CUDNN_STATUS_BAD_PARAM},
-           Case{"a virtual tensor that no operation makes", {.virtual_y = true}, CUDNN_STATUS_BAD_PARAM},
-           Case{"NCHW, which the emulation does not compute", {.nchw_x = true}, CUDNN_STATUS_NOT_SUPPORTED_LAYOUT},
-           Case{"dilation, which the emulation does not compute", {.dilation = 2}, CUDNN_STATUS_NOT_SUPPORTED},
+           Case{"a graph cutrain makes", {}, CUDNN_STATUS_SUCCESS, ""},
+           Case{"a spatial-dimension count that its vectors do not have", {.spatial_dims = 3}, CUDNN_STATUS_BAD_PARAM,
+                "convolution"},
+           Case{"a Y that is not the convolution's output size", {.y_width = 1}, CUDNN_STATUS_BAD_PARAM, "operation"},
+           Case{"two tensors with one UID", {.y_has_x_uid = true}, CUDNN_STATUS_BAD_PARAM, "graph"},
+           Case{"a virtual tensor that no operation makes", {.virtual_y = true}, CUDNN_STATUS_BAD_PARAM, "graph"},
+           Case{"NCHW, which the emulation does not compute", {.nchw_x = true}, CUDNN_STATUS_NOT_SUPPORTED_LAYOUT,
+                "graph"},
+           Case{"dilation, which the emulation does not compute", {.dilation = 2}, CUDNN_STATUS_NOT_SUPPORTED, "graph"},
        }) {
     CAPTURE(c.what);
     const ConvGraph g(Pass::forward, s, CUDNN_DATA_FLOAT, 1.0f, 0.0f, c.changes);
     CHECK(g.status == c.status);
+    CHECK(g.failed_in == c.failed_in);
   }
 
   // Attributes are checked as they are set: type, count, and that a finalized descriptor takes none.
