@@ -176,7 +176,7 @@ void choose(const Context& ctx, ConvPass pass, const ConvShape& shape, Choices& 
 }  // namespace
 
 bool replaceable_failure(cudnnStatus_t status) {
-  const int kind = int(status) / 1000 * 1000;  // cuDNN 9's status category
+  const int kind = CUDNN_STATUS_CATEGORY(status);
   return kind == CUDNN_STATUS_BAD_PARAM || kind == CUDNN_STATUS_NOT_SUPPORTED || kind == CUDNN_STATUS_EXECUTION_FAILED;
 }
 
