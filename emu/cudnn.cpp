@@ -288,6 +288,12 @@ cudnnStatus_t algo_workspace(Pass pass, int algo, const Problem& p, size_t* byte
 
 bool algo_is_atomic(Pass pass, int algo) { return !traits(pass).algos[algo].deterministic; }
 
+float predicted_time(const Problem& p, int algo, size_t workspace) {
+  const ConvShape& s = p.shape;
+  const double flops = 2.0 * s.N * s.P() * s.Q() * s.K * s.R * s.S * s.C;
+  return float(flops / 1e9 + double(workspace) / 1e8 + 0.001 * algo);
+}
+
 namespace {
 
 // Note [Emulated cuDNN faults]
@@ -381,11 +387,7 @@ void describe_algo(Pass pass, int algo, const Problem& p, bool measured, Perf* p
   if (perf->status == CUDNN_STATUS_SUCCESS && measured)
     perf->status = injected_fault(kPassNames[int(pass)], "algo", std::to_string(algo));
   perf->memory = perf->status == CUDNN_STATUS_SUCCESS ? bytes : 0;
-  // A predicted time in ms: the pass's multiply-adds at an emulated 1 TFLOP/s, plus a cost for
-  // the workspace's traffic, so that lists rank some algorithms above others reproducibly.
-  const ConvShape& s = p.shape;
-  const double flops = 2.0 * s.N * s.P() * s.Q() * s.K * s.R * s.S * s.C;
-  perf->time = perf->status == CUDNN_STATUS_SUCCESS ? float(flops / 1e9 + double(bytes) / 1e8 + 0.001 * algo) : -1.0f;
+  perf->time = perf->status == CUDNN_STATUS_SUCCESS ? predicted_time(p, algo, bytes) : -1.0f;
   perf->determinism = traits(pass).algos[algo].deterministic ? CUDNN_DETERMINISTIC : CUDNN_NON_DETERMINISTIC;
   perf->mathType = p.math;
 }

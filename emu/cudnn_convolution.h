@@ -60,6 +60,11 @@ cudnnStatus_t make_problem(const cudnnTensorStruct* x, const cudnnFilterStruct* 
 cudnnStatus_t algo_workspace(Pass pass, int algo, const Problem& p, size_t* bytes);
 // Whether it adds its partial sums with atomics (Note [Emulated atomics]).
 bool algo_is_atomic(Pass pass, int algo);
+// The heuristics' predicted time in ms of legacy algorithm `algo` on the problem with a workspace of
+// `workspace` bytes: the pass's multiply-adds at an emulated 1 TFLOP/s, plus a cost for the
+// workspace's traffic, plus 0.001 ms per algorithm number. The legacy heuristics rank algorithms by
+// it and the graph API's rank engines by it (Note [Emulated engines]), so that both choose alike.
+float predicted_time(const Problem& p, int algo, size_t workspace);
 
 // The status that CUTRAIN_EMU_CUDNN_FAIL injects for `pass` and `kind` ("algo" or "engine") number
 // `number` (Note [Emulated cuDNN faults]), as a refusal; CUDNN_STATUS_SUCCESS when none. Only

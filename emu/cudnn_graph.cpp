@@ -328,9 +328,14 @@ float scale_of(const Descriptor& d, cudnnBackendAttributeName_t name) {
 // atomics]). A TENSOR_CORE engine computes the same fp32 result as the others (no TF32 rounding);
 // the note is there for a caller's filter, as PyTorch refuses such engines for strict fp32. No
 // engine has a behavior note: none compiles at run time. Heuristics modes A and B rank the three by
-// index, 0 first; CUDNN_HEUR_MODE_FALLBACK answers engine 2 alone. Every engine computes every shape
-// that the graph's finalize takes. CUTRAIN_EMU_CUDNN_FAIL="pass:engine=N:status" makes engine N fail
-// (Note [Emulated cuDNN faults]).
+// the predicted time that the legacy heuristics give the algorithm each computes as, with its
+// workspace (predicted_time in cudnn_convolution.h), fastest first and by index on ties, so that a
+// caller that takes the first usable engine computes as a legacy caller that took the first usable
+// algorithm: forward ranks 2, 0, 1 (IMPLICIT_GEMM needs no workspace); backward data and backward
+// filter rank 1, 0, 2 (the atomic ALGO_0 needs none and has the lower number).
+// CUDNN_HEUR_MODE_FALLBACK answers engine 2 alone. Every engine computes every shape that the
+// graph's finalize takes. CUTRAIN_EMU_CUDNN_FAIL="pass:engine=N:status" makes engine N fail (Note
+// [Emulated cuDNN faults]).
 struct Engine {
   Pass pass;
   int64_t index;  // CUDNN_ATTR_ENGINE_GLOBAL_INDEX
@@ -616,10 +621,24 @@ cudnnStatus_t finalize_heuristics(Descriptor& d) {
   const auto mode = one<cudnnBackendHeurMode_t>(d, CUDNN_ATTR_ENGINEHEUR_MODE);
   if (mode != CUDNN_HEUR_MODE_A && mode != CUDNN_HEUR_MODE_B && mode != CUDNN_HEUR_MODE_FALLBACK)
     return fail(CUDNN_STATUS_NOT_SUPPORTED, "the emulation's heuristics have modes A, B and FALLBACK");
+  const Problem& problem = graph->operation.problem;
+  struct Ranked {
+    float time;  // the predicted time of the legacy algorithm that the engine computes as
+    Snapshot config;
+  };
+  std::vector<Ranked> ranked;  // in engine index order
+  for (const Engine& e : kEngines) {
+    if (e.pass != graph->operation.pass || (mode == CUDNN_HEUR_MODE_FALLBACK && !e.fallback)) continue;
+    Snapshot config = engine_config(graph, e.index);
+    size_t workspace = 0;
+    if (!config || algo_workspace(e.pass, e.algo, problem, &workspace) != CUDNN_STATUS_SUCCESS) continue;
+    ranked.push_back({predicted_time(problem, e.algo, workspace), config});
+  }
+  // Modes A and B rank as the legacy heuristics rank the algorithms (Note [Emulated engines]).
+  if (mode != CUDNN_HEUR_MODE_FALLBACK)
+    std::stable_sort(ranked.begin(), ranked.end(), [](const Ranked& l, const Ranked& r) { return l.time < r.time; });
   Value results{CUDNN_TYPE_BACKEND_DESCRIPTOR, 0, {}, {}};
-  for (const Engine& e : kEngines)
-    if (e.pass == graph->operation.pass && (mode != CUDNN_HEUR_MODE_FALLBACK || e.fallback))
-      if (Snapshot config = engine_config(graph, e.index)) results.descriptors.push_back(config);
+  for (const Ranked& r : ranked) results.descriptors.push_back(r.config);
   results.count = int64_t(results.descriptors.size());
   d.values[CUDNN_ATTR_ENGINEHEUR_RESULTS] = results;
   return CUDNN_STATUS_SUCCESS;

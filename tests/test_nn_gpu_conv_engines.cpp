@@ -103,10 +103,10 @@ TEST_CASE("a cuDNN engine that fails when it runs is replaced, once per shape, a
   };
   CHECK(last_loss(faulty.output) == last_loss(clean.output));
   // CUDNN_STATUS_BAD_PARAM from one engine is replaced the same way. An engine whose plan cuDNN
-  // declines to build (forward's engine 1 here) is passed over when the model is planned, without a
-  // line.
+  // declines to build (forward's engine 2 here, which its heuristics rank first) is passed over when
+  // the model is planned, without a line.
   const auto bad_param =
-      bench_step(dir.path().string(), run, "backward_data:engine=1:bad_param,forward:engine=1:not_supported");
+      bench_step(dir.path().string(), run, "backward_data:engine=1:bad_param,forward:engine=2:not_supported");
   INFO(bad_param.output);
   CHECK(bad_param.exit_code == 0);
   CHECK(count(bad_param.output, "warning") == 14);

@@ -181,6 +181,14 @@ int64_t global_index(const Descriptor& config) {
   return engine_of(config)->get<int64_t>(CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64)[0];
 }
 
+// Mode A's config of `graph`'s engine `index`.
+std::unique_ptr<Descriptor> config_of(const Descriptor& graph, int64_t index) {
+  for (auto& config : ranked_configs(graph, CUDNN_HEUR_MODE_A))
+    if (global_index(*config) == index) return std::move(config);
+  FAIL("mode A does not list engine " << index);
+  return nullptr;
+}
+
 // An execution plan of `config`, finalized; `status` is finalize's.
 struct Plan {
   explicit Plan(const Descriptor& config) {
@@ -239,9 +247,10 @@ TEMPLATE_TEST_CASE("emulated cuDNN: a graph of each convolution gives the legacy
       const auto prior = values(out_n);
       const void* a = pass == Pass::backward_data ? w.get() : x.get();
       const void* b = pass == Pass::forward ? w.get() : y.get();
-      // The engines ranked first by mode A (0) and by FALLBACK (2).
-      for (cudnnBackendHeurMode_t mode : {CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_FALLBACK}) {
-        const Plan plan(*ranked_configs(g.graph, mode)[0]);
+      // Engines 0 and 2, which every pass has deterministic (Note [Emulated engines]).
+      for (int64_t index : {0, 2}) {
+        CAPTURE(index);
+        const Plan plan(*config_of(g.graph, index));
         REQUIRE(plan.status == CUDNN_STATUS_SUCCESS);
         DeviceBuffer<unsigned char> workspace(std::max<size_t>(size_t(plan.workspace), 1));
         DeviceBuffer<TestType> by_graph(prior), by_legacy(prior);
@@ -320,15 +329,20 @@ TEST_CASE("emulated cuDNN: heuristics rank three engines per pass with their not
     for (cudnnBackendHeurMode_t mode : {CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_B}) {
       const auto configs = ranked_configs(g.graph, mode);
       REQUIRE(configs.size() == 3);
-      for (int64_t rank = 0; rank < 3; ++rank) {
-        const Descriptor& config = *configs[size_t(rank)];
-        CHECK(global_index(config) == rank);
+      // By the legacy heuristics' predicted time of the algorithm each engine computes as: forward's
+      // IMPLICIT_GEMM (2) needs no workspace; backward's atomic ALGO_0 (1) needs none and has the
+      // lower number; ties by index.
+      const std::vector<int64_t> order = pass == Pass::forward ? std::vector<int64_t>{2, 0, 1} : std::vector<int64_t>{1, 0, 2};
+      for (size_t rank = 0; rank < 3; ++rank) {
+        const Descriptor& config = *configs[rank];
+        const int64_t index = global_index(config);
+        CHECK(index == order[rank]);
         const auto engine = engine_of(config);
         const auto notes =
             engine->get<cudnnBackendNumericalNote_t>(CUDNN_ATTR_ENGINE_NUMERICAL_NOTE, CUDNN_TYPE_NUMERICAL_NOTE);
         const std::vector<cudnnBackendNumericalNote_t> expected =
-            rank == 0                               ? std::vector{CUDNN_NUMERICAL_NOTE_TENSOR_CORE}
-            : rank == 1 && pass != Pass::forward ? std::vector{CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC}
+            index == 0                               ? std::vector{CUDNN_NUMERICAL_NOTE_TENSOR_CORE}
+            : index == 1 && pass != Pass::forward ? std::vector{CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC}
                                                     : std::vector<cudnnBackendNumericalNote_t>{};
         CHECK(notes == expected);
         CHECK(engine->get<cudnnBackendBehaviorNote_t>(CUDNN_ATTR_ENGINE_BEHAVIOR_NOTE, CUDNN_TYPE_BEHAVIOR_NOTE)
@@ -336,9 +350,9 @@ TEST_CASE("emulated cuDNN: heuristics rank three engines per pass with their not
         const Plan plan(config);
         REQUIRE(plan.status == CUDNN_STATUS_SUCCESS);
         const int64_t index_table = int64_t(s.R) * s.S * s.C * 4, accumulator = int64_t(s.K) * index_table;
-        const int64_t workspace = pass == Pass::forward         ? (rank < 2 ? index_table : 0)
+        const int64_t workspace = pass == Pass::forward         ? (index < 2 ? index_table : 0)
                                   : pass == Pass::backward_data ? 0
-                                                                : (rank == 1 ? 0 : accumulator);
+                                                                : (index == 1 ? 0 : accumulator);
         CHECK(plan.workspace == workspace);
       }
     }
@@ -354,7 +368,7 @@ TEST_CASE("emulated cuDNN: a variant pack's pointers must lie in device allocati
   Convolution legacy(s, CUDNN_DATA_FLOAT);  // for its handle
   const ConvGraph g(Pass::backward_filter, s, CUDNN_DATA_FLOAT, 1.0f, 0.0f);
   REQUIRE(g.status == CUDNN_STATUS_SUCCESS);
-  const Plan plan(*ranked_configs(g.graph, CUDNN_HEUR_MODE_A)[0]);
+  const Plan plan(*config_of(g.graph, 0));
   REQUIRE(plan.workspace > 0);
   const size_t x_n = size_t(s.N) * s.H * s.W * s.C, w_n = size_t(s.K) * s.R * s.S * s.C,
                y_n = size_t(s.N) * s.P() * s.Q() * s.K;
@@ -382,13 +396,12 @@ TEST_CASE("emulated cuDNN: CUTRAIN_EMU_CUDNN_FAIL with engine=N makes that engin
   REQUIRE(g.status == CUDNN_STATUS_SUCCESS);
   const size_t n = size_t(s.N) * s.H * s.W * s.C;
   DeviceBuffer<float> dx(n), w(size_t(s.K) * s.R * s.S * s.C), dy(n);
-  const auto configs = ranked_configs(g.graph, CUDNN_HEUR_MODE_A);
-  REQUIRE(configs.size() == 3);
+  const auto engine0 = config_of(g.graph, 0), engine1 = config_of(g.graph, 1), engine2 = config_of(g.graph, 2);
   FaultScope fault("backward_data:engine=0:not_supported,backward_data:engine=1:execution_failed,forward:engine=2:"
                    "execution_failed");
-  CHECK(Plan(*configs[0]).status == CUDNN_STATUS_NOT_SUPPORTED);
+  CHECK(Plan(*engine0).status == CUDNN_STATUS_NOT_SUPPORTED);
   CHECK(last_error().find("CUTRAIN_EMU_CUDNN_FAIL") != std::string::npos);
-  const Plan failing(*configs[1]), working(*configs[2]);
+  const Plan failing(*engine1), working(*engine2);
   REQUIRE(failing.status == CUDNN_STATUS_SUCCESS);
   CHECK(execute(legacy.handle, failing, {dx.get(), w.get(), dy.get()}, nullptr) == CUDNN_STATUS_EXECUTION_FAILED);
   CHECK(execute(legacy.handle, working, {dx.get(), w.get(), dy.get()}, nullptr) == CUDNN_STATUS_SUCCESS);
@@ -401,7 +414,7 @@ TEST_CASE("emulated cuDNN: an execution on a capturing stream becomes part of th
   Convolution legacy(s, CUDNN_DATA_FLOAT);  // its handle works on its stream
   const ConvGraph g(Pass::forward, s, CUDNN_DATA_FLOAT, 1.0f, 0.0f);
   REQUIRE(g.status == CUDNN_STATUS_SUCCESS);
-  const Plan plan(*ranked_configs(g.graph, CUDNN_HEUR_MODE_A)[0]);
+  const Plan plan(*config_of(g.graph, 0));  // with a workspace
   const size_t n = size_t(s.N) * s.H * s.W * s.C;
   DeviceBuffer<float> x(test::random_vector(n, rng)), w(test::random_vector(size_t(s.K) * s.R * s.S * s.C, rng)),
       direct(n), replayed(n);
