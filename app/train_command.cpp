@@ -99,9 +99,9 @@ void add_train_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--precision", o.precision, "fp32 or bf16 (default: bf16 on a GPU, fp32 on the CPU)")
       ->check(CLI::IsMember({"fp32", "bf16"}));
   add_switch(cmd, "--deterministic", o.deterministic,
-             "Only deterministic cuDNN algorithms (cutrain's own kernels always reduce in a fixed order)");
+             "Only deterministic cuDNN engines (cutrain's own kernels always reduce in a fixed order)");
   add_switch(cmd, "--cudnn-benchmark", o.cudnn_benchmark,
-             "Measure cuDNN's convolution algorithms instead of taking its heuristics' choice; the winners "
+             "Time cuDNN's convolution engines instead of taking its heuristics' choice; the winners "
              "are kept in ~/.cache/cutrain (or $CUTRAIN_CACHE_DIR) for later runs");
   add_number(cmd, "--bucket-cap-mb", o.bucket_cap_mb, "Gradient bucket size, MiB (0: one all-reduce per parameter)", 0,
              65536)

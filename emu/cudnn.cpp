@@ -4,7 +4,8 @@
 // through the CPU twins of kernels/conv2d_cpu.h in fp32, on copies of the operands in NHWC and
 // KRSC, whatever the descriptors' layouts. While a recorder is installed (emu/recording.h),
 // each convolution that passes the checks is also written down with what it computes and moves,
-// and not enqueued when the device is record-only (Note [Record-only device] in runtime.h).
+// and not enqueued when the device is record-only (Note [Record-only device] in runtime.h). What
+// the graph API (cudnn_graph.cpp) shares with these calls is declared in cudnn_convolution.h.
 #include <cudnn.h>
 
 #include <algorithm>
@@ -22,49 +23,30 @@
 #include <vector>
 
 #include "emu/bf16.h"
+#include "emu/cudnn_convolution.h"
 #include "emu/environment.h"
 #include "emu/recording.h"
 #include "emu/refusal.h"
 #include "emu/runtime.h"
 #include "kernels/batchnorm.h"
-#include "kernels/conv2d_cpu.h"
-
-struct cudnnContext {
-  cudaStream_t stream = nullptr;  // the legacy default stream until cudnnSetStream
-};
-
-// A 4-d tensor or filter as its descriptor gives it: dims in cuDNN's order (n, c, h, w; for a
-// filter k, c, r, s), the layout and the element type.
-struct Dims4 {
-  bool set = false;
-  cudnnTensorFormat_t format = CUDNN_TENSOR_NCHW;
-  cudnnDataType_t type = CUDNN_DATA_FLOAT;
-  int n = 0, c = 0, h = 0, w = 0;
-};
-struct cudnnTensorStruct : Dims4 {};
-struct cudnnFilterStruct : Dims4 {};
 
 struct cudnnActivationStruct {
   bool set = false;
   cudnnActivationMode_t mode = CUDNN_ACTIVATION_RELU;
 };
 
-struct cudnnConvolutionStruct {
-  bool set = false;
-  int pad_h = 0, pad_w = 0, u = 1, v = 1, dilation_h = 1, dilation_w = 1;
-  cudnnConvolutionMode_t mode = CUDNN_CROSS_CORRELATION;
-  cudnnDataType_t compute = CUDNN_DATA_FLOAT;
-  cudnnMathType_t math = CUDNN_DEFAULT_MATH;
-};
-
-namespace cutrain::emu {
+namespace cutrain::emu::cudnn {
 namespace {
 
 // ---- statuses: cuDNN's status, and for the emulation's refusals, why ----
 
 thread_local Refusal<cudnnStatus_t> refusal;
 
+}  // namespace
+
 cudnnStatus_t fail(cudnnStatus_t status, const std::string& why) { return refusal.refuse(status, why); }
+
+namespace {
 
 const char* status_name(cudnnStatus_t status) {
   switch (status) {
@@ -92,7 +74,6 @@ bool valid_type(cudnnDataType_t t) { return t >= CUDNN_DATA_FLOAT && t <= CUDNN_
 bool computed_type(cudnnDataType_t t) { return t == CUDNN_DATA_FLOAT || t == CUDNN_DATA_BFLOAT16; }
 size_t element_bytes(cudnnDataType_t t) { return t == CUDNN_DATA_BFLOAT16 ? 2 : 4; }
 size_t elements(const Dims4& d) { return size_t(d.n) * d.c * d.h * d.w; }
-size_t bytes_of(const Dims4& d) { return elements(d) * element_bytes(d.type); }
 
 // cudnnSetTensor4dDescriptor and cudnnSetFilter4dDescriptor: BAD_PARAM for a dimension that is not
 // positive or an enumerant out of range (cuDNN documents negative dimensions; it rejects zero too
@@ -160,16 +141,13 @@ void blend(const Dims4& d, const std::vector<float>& result, float alpha, float 
         }
 }
 
+}  // namespace
+
+size_t bytes_of(const Dims4& d) { return elements(d) * element_bytes(d.type); }
+
 // ---- a convolution problem: the four descriptors, checked against each other ----
 
-enum class Pass { forward, backward_data, backward_filter };
-const std::string kPassNames[] = {"forward", "backward_data", "backward_filter"};
-
-struct Problem {
-  Dims4 x, w, y;
-  ConvShape shape;
-  cudnnMathType_t math;
-};
+const std::string kPassNames[3] = {"forward", "backward_data", "backward_filter"};
 
 // The checks cuDNN documents for the convolutions, their heuristics and workspace queries: BAD_PARAM
 // for a null or unset descriptor, a filter whose input channels are not the input's, an output
@@ -206,6 +184,8 @@ cudnnStatus_t make_problem(const cudnnTensorStruct* x, const cudnnFilterStruct* 
   *out = Problem{*x, *w, *y, s, conv->math};
   return CUDNN_STATUS_SUCCESS;
 }
+
+namespace {
 
 // ---- the algorithms ----
 //
@@ -283,7 +263,8 @@ const PassTraits& traits(Pass pass) {
   }
 }
 
-// Whether `algo` of `pass` computes this problem, and if so its workspace.
+}  // namespace
+
 cudnnStatus_t algo_workspace(Pass pass, int algo, const Problem& p, size_t* bytes) {
   const PassTraits& t = traits(pass);
   if (algo < 0 || algo >= t.count) return fail(CUDNN_STATUS_BAD_PARAM, "no such algorithm: " + std::to_string(algo));
@@ -305,6 +286,16 @@ cudnnStatus_t algo_workspace(Pass pass, int algo, const Problem& p, size_t* byte
   return CUDNN_STATUS_SUCCESS;
 }
 
+bool algo_is_atomic(Pass pass, int algo) { return !traits(pass).algos[algo].deterministic; }
+
+float predicted_time(const Problem& p, int algo, size_t workspace) {
+  const ConvShape& s = p.shape;
+  const double flops = 2.0 * s.N * s.P() * s.Q() * s.K * s.R * s.S * s.C;
+  return float(flops / 1e9 + double(workspace) / 1e8 + 0.001 * algo);
+}
+
+namespace {
+
 // Note [Emulated cuDNN faults]
 // ~~~~~~~~~~~~~~~~~~~~~~~~~~~~
 // CUTRAIN_EMU_CUDNN_FAIL="pass:algo=N:status[,...]" makes the convolutions of `pass` (forward,
@@ -315,27 +306,35 @@ cudnnStatus_t algo_workspace(Pass pass, int algo, const Problem& p, size_t* byte
 // the failure in that algorithm's result, since it runs each algorithm; the _v7 heuristics do not,
 // since they run nothing. The pass `batchnorm` (with algo=any) makes the batch-norm Ex calls and
 // their size queries fail alike, as a cuDNN that does not take the configuration (Note [cuDNN's
-// batch norm types]) refuses it when the model is built. The variable is read at every call, so a
-// test may set and clear it. A malformed value ends the program with one line saying what is wrong.
+// batch norm types]) refuses it when the model is built.
+// "pass:engine=N:status" (or engine=any) does the same to the graph API's engine N of that pass
+// (Note [Emulated engines] in cudnn_graph.cpp): not_supported refuses the finalize of an execution
+// plan with that engine, as an engine that does not take the graph; execution_failed and bad_param
+// make each cudnnBackendExecute of such a plan fail, as a kernel that fails at launch. Heuristics
+// still list the engine, since they run nothing. The variable is read at every call, so a test may
+// set and clear it. A malformed value ends the program with one line saying what is wrong.
 [[noreturn]] void refuse_fault_spec(const std::string& entry, const char* what) {
   std::fprintf(stderr,
-               "CUTRAIN_EMU_CUDNN_FAIL: '%s': %s (expected pass:algo=N:status, such as "
+               "CUTRAIN_EMU_CUDNN_FAIL: '%s': %s (expected pass:algo=N:status or pass:engine=N:status, such as "
                "backward_data:algo=1:not_supported)\n",
                entry.c_str(), what);
   std::exit(2);
 }
 
 struct Fault {
-  std::string pass, algo;  // a pass's name; an algorithm's number, or "any"
+  std::string pass, kind, number;  // a pass's name; "algo" or "engine"; its number, or "any"
   cudnnStatus_t status;
 };
 
 Fault parse_fault(const std::string& entry) {
   const size_t first = entry.find(':');
-  const size_t second = first == std::string::npos ? first : entry.find(':', first + 1);
-  if (second == std::string::npos || entry.compare(first + 1, 5, "algo=") != 0)
-    refuse_fault_spec(entry, "not three fields");
-  Fault fault{entry.substr(0, first), entry.substr(first + 6, second - first - 6), CUDNN_STATUS_SUCCESS};
+  const size_t equals = first == std::string::npos ? first : entry.find('=', first + 1);
+  const size_t second = equals == std::string::npos ? equals : entry.find(':', equals + 1);
+  if (second == std::string::npos) refuse_fault_spec(entry, "not three fields");
+  Fault fault{entry.substr(0, first), entry.substr(first + 1, equals - first - 1),
+              entry.substr(equals + 1, second - equals - 1), CUDNN_STATUS_SUCCESS};
+  if (fault.kind != "algo" && fault.kind != "engine")
+    refuse_fault_spec(entry, "the second field is algo=N or engine=N");
   const std::string status = entry.substr(second + 1);
   if (status == "not_supported") {
     fault.status = CUDNN_STATUS_NOT_SUPPORTED;
@@ -349,13 +348,17 @@ Fault parse_fault(const std::string& entry) {
   if (fault.pass != "batchnorm" &&
       std::find(std::begin(kPassNames), std::end(kPassNames), fault.pass) == std::end(kPassNames))
     refuse_fault_spec(entry, "the pass is forward, backward_data, backward_filter or batchnorm");
-  if (fault.algo != "any" && (fault.algo.empty() || fault.algo.find_first_not_of("0123456789") != std::string::npos))
-    refuse_fault_spec(entry, "the algorithm is a number or any");
+  if (fault.number != "any" &&
+      (fault.number.empty() || fault.number.find_first_not_of("0123456789") != std::string::npos))
+    refuse_fault_spec(entry, "the algorithm or engine is a number or any");
   return fault;
 }
 
-// `algo`: the algorithm's number, or "any" for batch norm, which has none.
-cudnnStatus_t injected_fault(const std::string& pass, const std::string& algo) {
+}  // namespace
+
+// `number`: the algorithm's or engine's number, or "any" for batch norm, which has none.
+cudnnStatus_t injected_fault(const std::string& pass, const std::string& kind, const std::string& number,
+                             std::initializer_list<cudnnStatus_t> statuses) {
   const char* spec = std::getenv("CUTRAIN_EMU_CUDNN_FAIL");
   if (!spec || !*spec) return CUDNN_STATUS_SUCCESS;
   const std::string all = spec;
@@ -363,11 +366,14 @@ cudnnStatus_t injected_fault(const std::string& pass, const std::string& algo) {
     const size_t end = std::min(all.find(',', begin), all.size());
     const Fault fault = parse_fault(all.substr(begin, end - begin));
     begin = end + 1;
-    if (fault.pass == pass && (fault.algo == "any" || fault.algo == algo))
+    if (fault.pass == pass && fault.kind == kind && (fault.number == "any" || fault.number == number) &&
+        std::find(statuses.begin(), statuses.end(), fault.status) != statuses.end())
       return fail(fault.status, std::string("injected by CUTRAIN_EMU_CUDNN_FAIL=") + spec);
   }
   return CUDNN_STATUS_SUCCESS;
 }
+
+namespace {
 
 // ---- heuristics and measurement ----
 
@@ -379,13 +385,9 @@ void describe_algo(Pass pass, int algo, const Problem& p, bool measured, Perf* p
   size_t bytes = 0;
   perf->status = algo_workspace(pass, algo, p, &bytes);
   if (perf->status == CUDNN_STATUS_SUCCESS && measured)
-    perf->status = injected_fault(kPassNames[int(pass)], std::to_string(algo));
+    perf->status = injected_fault(kPassNames[int(pass)], "algo", std::to_string(algo));
   perf->memory = perf->status == CUDNN_STATUS_SUCCESS ? bytes : 0;
-  // A predicted time in ms: the pass's multiply-adds at an emulated 1 TFLOP/s, plus a cost for
-  // the workspace's traffic, so that lists rank some algorithms above others reproducibly.
-  const ConvShape& s = p.shape;
-  const double flops = 2.0 * s.N * s.P() * s.Q() * s.K * s.R * s.S * s.C;
-  perf->time = perf->status == CUDNN_STATUS_SUCCESS ? float(flops / 1e9 + double(bytes) / 1e8 + 0.001 * algo) : -1.0f;
+  perf->time = perf->status == CUDNN_STATUS_SUCCESS ? predicted_time(p, algo, bytes) : -1.0f;
   perf->determinism = traits(pass).algos[algo].deterministic ? CUDNN_DETERMINISTIC : CUDNN_NON_DETERMINISTIC;
   perf->mathType = p.math;
 }
@@ -432,13 +434,6 @@ uint64_t next_stamp() {
   static std::atomic<uint64_t> stamps{1};
   return stamps.fetch_add(2);
 }
-
-// What each pass reads and writes, in the descriptors' terms.
-struct Operands {
-  const void* a;  // forward: x; backward data: w; backward filter: x
-  const void* b;  // forward: w; backward data: dy; backward filter: dy
-  void* out;      // forward: y; backward data: dx; backward filter: dw
-};
 
 // Note [Emulated atomics]
 // ~~~~~~~~~~~~~~~~~~~~~~~
@@ -540,6 +535,8 @@ void compute(Pass pass, const Problem& p, const Operands& o, float alpha, float 
   }
 }
 
+}  // namespace
+
 // Device memory of at least `bytes` at `p`. Real cuDNN cannot tell: its kernel would read or
 // write outside the buffer, and the stream would fail later with cudaErrorIllegalAddress. The
 // emulation names the mistake at the call, with CUDNN_STATUS_BAD_PARAM.
@@ -550,6 +547,8 @@ cudnnStatus_t check_device(const void* p, size_t bytes, const char* what) {
                 std::string(what) + " is not " + std::to_string(bytes) + " bytes inside one live device allocation");
   return CUDNN_STATUS_SUCCESS;
 }
+
+namespace {
 
 // What one convolution call computes and moves, for the step's record: each of the three passes
 // is 2*N*P*Q*K*R*S*C FLOPs; it reads its two inputs and writes its output (and reads that too when
@@ -585,11 +584,39 @@ RecordedOp batchnorm_record(const char* name, size_t bytes_read, size_t bytes_wr
   return op;
 }
 
-// One convolution call: the checks at the call, then the work on the handle's stream. A workspace
-// that the algorithm needs is written with garbage first, in a work item of its own, which the
-// convolution's own work item checks is still there: a call that shares the workspace with
-// another at the same time (two streams, no event between) finds the other's garbage and writes
-// NaN, where real cuDNN's corrupted intermediate results would give some wrong output.
+}  // namespace
+
+// The work of one convolution on the handle's stream. A workspace that the algorithm needs is
+// written with garbage first, in a work item of its own, which the convolution's own work item
+// checks is still there: a call that shares the workspace with another at the same time (two
+// streams, no event between) finds the other's garbage and writes NaN, where real cuDNN's
+// corrupted intermediate results would give some wrong output.
+cudnnStatus_t launch(cudnnHandle_t handle, Pass pass, const Problem& p, const Operands& o, float alpha, float beta,
+                     void* workspace, size_t needed, bool atomic) {
+  const Dims4& a = pass == Pass::backward_data ? p.w : p.x;
+  const Dims4& b = pass == Pass::forward ? p.w : p.y;
+  const Dims4& out = pass == Pass::forward ? p.y : pass == Pass::backward_data ? p.x : p.w;
+  if (record_instead(convolution_record(pass, p, a, b, out, beta, handle->stream))) return CUDNN_STATUS_SUCCESS;
+  const uint64_t stamp = next_stamp();
+  if (needed > 0) {
+    if (enqueue(handle->stream, "cudnn workspace", [=] { fill_garbage(workspace, needed, stamp); }) != cudaSuccess)
+      return fail(CUDNN_STATUS_EXECUTION_FAILED, "the handle's stream does not take work");
+  }
+  const cudaError_t queued = enqueue(handle->stream, "cudnnConvolution", [=] {
+    if (needed > 0 && !holds_garbage(workspace, needed, stamp)) {
+      std::vector<float> nan(elements(out), std::numeric_limits<float>::quiet_NaN());
+      blend(out, nan, 1.0f, 0.0f, o.out);
+    } else {
+      compute(pass, p, o, alpha, beta, atomic);
+    }
+  });
+  if (queued != cudaSuccess) return fail(CUDNN_STATUS_EXECUTION_FAILED, "the handle's stream does not take work");
+  return CUDNN_STATUS_SUCCESS;
+}
+
+namespace {
+
+// One convolution call: the checks at the call, then its work (launch).
 cudnnStatus_t convolve(cudnnHandle_t handle, Pass pass, const void* alpha, const cudnnTensorStruct* x,
                        const cudnnFilterStruct* w, const cudnnConvolutionStruct* conv, const cudnnTensorStruct* y,
                        int algo, const Operands& o, void* workspace, size_t workspace_bytes, const void* beta) {
@@ -615,26 +642,11 @@ cudnnStatus_t convolve(cudnnHandle_t handle, Pass pass, const void* alpha, const
   if (needed > 0 || (workspace && workspace_bytes > 0))
     if (cudnnStatus_t s = check_device(workspace, workspace_bytes, "the workspace"); s != CUDNN_STATUS_SUCCESS)
       return s;
-  if (cudnnStatus_t s = injected_fault(kPassNames[int(pass)], std::to_string(algo)); s != CUDNN_STATUS_SUCCESS)
+  if (cudnnStatus_t s = injected_fault(kPassNames[int(pass)], "algo", std::to_string(algo)); s != CUDNN_STATUS_SUCCESS)
     return s;
 
-  const float alpha_value = *static_cast<const float*>(alpha), beta_value = *static_cast<const float*>(beta);
-  if (record_instead(convolution_record(pass, p, a, b, out, beta_value, handle->stream))) return CUDNN_STATUS_SUCCESS;
-  const uint64_t stamp = next_stamp();
-  if (needed > 0) {
-    if (enqueue(handle->stream, "cudnn workspace", [=] { fill_garbage(workspace, needed, stamp); }) != cudaSuccess)
-      return fail(CUDNN_STATUS_EXECUTION_FAILED, "the handle's stream does not take work");
-  }
-  const cudaError_t queued = enqueue(handle->stream, "cudnnConvolution", [=] {
-    if (needed > 0 && !holds_garbage(workspace, needed, stamp)) {
-      std::vector<float> nan(elements(out), std::numeric_limits<float>::quiet_NaN());
-      blend(out, nan, 1.0f, 0.0f, o.out);
-    } else {
-      compute(pass, p, o, alpha_value, beta_value, !traits(pass).algos[algo].deterministic);
-    }
-  });
-  if (queued != cudaSuccess) return fail(CUDNN_STATUS_EXECUTION_FAILED, "the handle's stream does not take work");
-  return CUDNN_STATUS_SUCCESS;
+  return launch(handle, pass, p, o, *static_cast<const float*>(alpha), *static_cast<const float*>(beta), workspace,
+                needed, algo_is_atomic(pass, algo));
 }
 
 // ---- what the passes' queries share ----
@@ -685,7 +697,7 @@ cudnnStatus_t make_batchnorm(cudnnBatchNormMode_t mode, cudnnBatchNormOps_t ops,
     return fail(CUDNN_STATUS_BAD_PARAM, "invalid batch norm ops");
   if (mode != CUDNN_BATCHNORM_SPATIAL_PERSISTENT)
     return fail(CUDNN_STATUS_NOT_SUPPORTED, "the emulation computes CUDNN_BATCHNORM_SPATIAL_PERSISTENT only");
-  if (cudnnStatus_t s = injected_fault("batchnorm", "any"); s != CUDNN_STATUS_SUCCESS) return s;
+  if (cudnnStatus_t s = injected_fault("batchnorm", "algo", "any"); s != CUDNN_STATUS_SUCCESS) return s;
   const auto same = [](const Dims4& a, const Dims4& b) {
     return a.format == b.format && a.type == b.type && a.n == b.n && a.c == b.c && a.h == b.h && a.w == b.w;
   };
@@ -737,9 +749,10 @@ cudnnStatus_t check_buffers(std::initializer_list<std::tuple<const void*, size_t
 }
 
 }  // namespace
-}  // namespace cutrain::emu
+}  // namespace cutrain::emu::cudnn
 
 using namespace cutrain::emu;
+using namespace cutrain::emu::cudnn;
 
 extern "C" {
 
@@ -747,6 +760,15 @@ size_t cudnnGetVersion(void) { return CUDNN_VERSION; }
 
 // cuDNN's name of the status; for the emulation's last refusal with this status, also why.
 const char* cudnnGetErrorString(cudnnStatus_t status) { return refusal.describe(status, status_name(status), "cuDNN"); }
+
+void cudnnGetLastErrorString(char* message, size_t max_size) {
+  if (!message || max_size == 0) return;
+  const cudnnStatus_t last = refusal.last_status();
+  const std::string text = last == CUDNN_STATUS_SUCCESS ? "" : cudnnGetErrorString(last);
+  const size_t length = std::min(text.size(), max_size - 1);
+  std::memcpy(message, text.data(), length);
+  message[length] = '\0';
+}
 
 cudnnStatus_t cudnnCreate(cudnnHandle_t* handle) {
   if (!handle) return fail(CUDNN_STATUS_BAD_PARAM, "the handle pointer is null");

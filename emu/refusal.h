@@ -24,6 +24,8 @@ class Refusal {
     message_ = std::string(name) + " (emulated " + library + ": " + why_ + ")";
     return message_.c_str();
   }
+  // The status of this thread's last refusal; 0, success, before the first.
+  Status last_status() const { return status_; }
 
  private:
   Status status_{};  // 0, success: never a refusal

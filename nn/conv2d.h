@@ -5,10 +5,14 @@
 //   dx = conv_transpose(dy, w)  (written with beta: 0 overwrites, 1 adds a residual branch's share)
 //   dw = correlation of x with dy (written =, into the flat gradient buffer)
 //
-// The CPU computes it with im2col and Eigen. The GPU calls cuDNN's legacy API with NHWC tensors.
-// The algorithm for each of forward, backward-data and backward-filter is chosen once per shape,
-// by cuDNN's heuristics or by measuring them with --cudnn-benchmark, and the largest workspace is
-// planned.
+// The CPU computes it with oneDNN (kernels/conv2d_cpu.h). The GPU runs each pass (forward, backward-data,
+// backward-filter) as a one-operation graph of cuDNN's backend API on NHWC tensors
+// (nn/conv_graph.h). Its execution plan is chosen and finalized in the constructor, once per shape
+// and pass, by cuDNN's heuristics or by timing the candidates with --cudnn-benchmark
+// (nn/conv_engines.h), and the largest workspace is planned. bind() finalizes the variant packs
+// once the memory is allocated, so a pass in the step is one cudnnBackendExecute: it allocates
+// nothing and can be captured. A plan that fails in the first, eager step is replaced with one line
+// (Note [Engine fallback]).
 //
 // Forward runs on the stream its caller passes. Backward computes dW on the side stream while dX
 // runs on the main one, and joins the two before it returns (Note [Side stream]).
@@ -33,29 +37,34 @@ namespace cutrain {
 class Conv2d {
  public:
   // x is [N,H,W,C_in], where C_in may exceed in_channels by channels of zeros (the padded stem).
+  // With adds_input_grad backward adds its dx to x.grad (beta = 1: another layer reads x too and
+  // writes its share first), else it writes it. An x without a gradient (the image) gets none.
   Conv2d(ModelResources& resources, const std::string& name, Activation& x, int in_channels, int out_channels,
-         int kernel, int stride, int pad);
+         int kernel, int stride, int pad, bool adds_input_grad);
   ~Conv2d();
 
+  // Finalizes the variant packs of the GPU's passes; once, after the model's memory is allocated
+  // and before the first forward. Nothing on the CPU.
+  void bind();
   // Enqueues y on `stream`, one of the context's two (ignored on the CPU).
   void forward(cudaStream_t stream);
-  // With dx_beta 0 backward writes x.grad, and with 1 it adds to it. An x without a gradient (the
-  // image) gets none.
-  void backward(float dx_beta);
+  // Writes dW, and writes or adds dx (see the constructor).
+  void backward();
 
   Parameter& weight;  // torchvision [K, C_in, R, S], stored OHWI
   Activation& y;      // [N,P,Q,K]
 
  private:
+  struct Pass;  // one pass's plan and variant packs
   const void* filter_data() const;
-  void backward_filter(cudaStream_t stream);  // dW
-  void backward_data(float dx_beta, cudaStream_t stream);
+  void run(Pass& pass, cudaStream_t stream);
 
-  struct Gpu;  // cuDNN descriptors, algorithms, the padded filter and the gradient copy
+  struct Gpu;  // the passes, the padded filter and the gradient copy
   ModelResources& resources_;
   Activation& x_;
   ConvShape shape_;  // with the padded channel count C of x
   int in_channels_;  // channels of the parameter (C unless padded)
+  float dx_beta_;    // the CPU's; the GPU's is in its backward-data graph
   std::unique_ptr<Gpu> gpu_;
 };
 

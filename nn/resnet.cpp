@@ -28,7 +28,7 @@ ResNet18::ResNet18(Context& ctx, const ResNetConfig& config)
     switch (spec.kind) {
       case LayerKind::conv:
         layer.conv = std::make_unique<Conv2d>(resources_, spec.name, x, spec.in_channels, spec.output[3], spec.kernel,
-                                              spec.stride, spec.pad);
+                                              spec.stride, spec.pad, spec.adds_input_grad);
         layer.parameters = {&layer.conv->weight};
         outputs.push_back(&layer.conv->y);
         break;
@@ -58,6 +58,8 @@ ResNet18::ResNet18(Context& ctx, const ResNetConfig& config)
     }
   }
   resources_.allocate(config.seed);
+  for (Layer& layer : built_)
+    if (layer.conv) layer.conv->bind();
   // Backward runs the table in reverse, and the layout is the reverse of the order of
   // registration, so the layers from the last down to any one fill a prefix of the layout.
   int64_t end = 0;
@@ -112,7 +114,7 @@ void ResNet18::backward_layer(int index) {
   const LayerSpec& spec = layout_.layers[size_t(index)];
   Layer& layer = built_[size_t(index)];
   switch (spec.kind) {
-    case LayerKind::conv: layer.conv->backward(spec.adds_input_grad ? 1.0f : 0.0f); break;
+    case LayerKind::conv: layer.conv->backward(); break;
     case LayerKind::batchnorm: layer.batchnorm->backward(); break;
     case LayerKind::maxpool: layer.maxpool->backward(); break;
     case LayerKind::avgpool: layer.avgpool->backward(); break;

@@ -416,7 +416,7 @@ if step train 120 "$bin/cutrain" train --device cuda "${train_size[@]}" --epochs
 fi
 
 # ---- the step's speed: fp32 and bf16, eager and replayed from a CUDA graph; then bf16 graph again with
-# cuDNN's algorithms measured (--cudnn-benchmark), as the comparison's PyTorch chooses its own
+# cuDNN's engines timed (--cudnn-benchmark), as the comparison's PyTorch chooses its own
 # (torch.backends.cudnn.benchmark = True), so that both sides choose alike; measured afresh, into a cache folder
 # of the work folder's (nothing from an earlier run, nothing left in ~/.cache)
 bench_size=(--batch-size 256)

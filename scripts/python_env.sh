@@ -3,7 +3,7 @@
 # the versions in it.
 #
 # The environment lives beside cutrain's other caches, in $CUTRAIN_CACHE_DIR, else
-# $XDG_CACHE_HOME/cutrain, else ~/.cache/cutrain (the rule of nn/conv_algorithms.h), not in the clone:
+# $XDG_CACHE_HOME/cutrain, else ~/.cache/cutrain (the rule of kernels/base/cache_dir.h), not in the clone:
 # it holds about 5 GB (torch's CUDA wheel brings the nvidia-* libraries), which every clone and
 # worktree of the repository then shares, and a fresh clone, CI's included, finds it made.
 cutrain_venv="${CUTRAIN_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/cutrain}/venv"

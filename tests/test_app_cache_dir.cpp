@@ -1,5 +1,5 @@
 // cutrain's cache folder (kernels/base/cache_dir.h): one rule for everything it keeps across runs,
-// the synthetic dataset and cuDNN's measured algorithms alike.
+// the synthetic dataset and cuDNN's measured engines alike.
 #include <catch2/catch.hpp>
 
 #include <cstdlib>
@@ -9,7 +9,7 @@
 
 #include "app/datasets.h"
 #include "kernels/base/cache_dir.h"
-#include "nn/conv_algorithms.h"
+#include "nn/conv_engine_cache.h"
 #include "tests/temp_dir.h"
 
 using namespace cutrain;
@@ -43,12 +43,12 @@ class ScopedEnv {
 TEST_CASE("the cache folder is CUTRAIN_CACHE_DIR, else XDG_CACHE_HOME/cutrain, else ~/.cache/cutrain", "[app]") {
   ScopedEnv home("HOME", "/home/u"), xdg("XDG_CACHE_HOME", ""), own("CUTRAIN_CACHE_DIR", "");
   CHECK(cutrain_cache_dir() == "/home/u/.cache/cutrain");
-  CHECK(conv_algorithm_cache_path() == "/home/u/.cache/cutrain/cudnn-conv-algorithms.txt");
+  CHECK(conv_engine_cache_path() == "/home/u/.cache/cutrain/cudnn-conv-algorithms.txt");
   setenv("XDG_CACHE_HOME", "/xdg", 1);
   CHECK(cutrain_cache_dir() == "/xdg/cutrain");
   setenv("CUTRAIN_CACHE_DIR", "/scratch/c", 1);
   CHECK(cutrain_cache_dir() == "/scratch/c");
-  CHECK(conv_algorithm_cache_path() == "/scratch/c/cudnn-conv-algorithms.txt");
+  CHECK(conv_engine_cache_path() == "/scratch/c/cudnn-conv-algorithms.txt");
 }
 
 TEST_CASE("the synthetic dataset is made in CUTRAIN_CACHE_DIR when it is set", "[app]") {

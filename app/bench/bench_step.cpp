@@ -202,7 +202,7 @@ void run_bench_step(const BenchStepOptions& o) {
   std::printf("  %lld parameters, %.1f MiB planned (activations, their gradients, workspace)\n", m.parameters,
               m.planned_mib);
   if (m.gpu)
-    std::printf("  set-up %.1f s (context, model, cuDNN's algorithms %s)\n", m.setup_seconds,
+    std::printf("  set-up %.1f s (context, model, cuDNN's engines %s)\n", m.setup_seconds,
                 o.cudnn_benchmark ? "measured or read from the cache" : "by heuristics");
   std::printf("  steps took %.2f to %.2f ms (%s after %d warm-up; last loss %.4f)\n", *fastest, *slowest,
               counted(long(m.step_ms.size()), "timed step").c_str(), m.warmup, m.loss);
@@ -335,7 +335,7 @@ void add_bench_step_command(CLI::App& app, int& exit_code) {
   add_number(cmd, "--threads", options->threads, "CPU threads (default 0: every core)", 0, 1024);
   add_switch(cmd, "--cuda-graph", options->cuda_graph, "capture one step as a CUDA graph and replay it");
   add_switch(cmd, "--cudnn-benchmark", options->cudnn_benchmark,
-             "measure cuDNN's convolution algorithms (kept in ~/.cache/cutrain for later runs)");
+             "time cuDNN's convolution engines (kept in ~/.cache/cutrain for later runs)");
   add_batchnorm_option(cmd, options->batchnorm);
   add_streams_option(cmd, options->streams);
   cmd->add_option("--profile-steps", options->profile_steps,

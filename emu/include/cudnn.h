@@ -1,5 +1,6 @@
 // The emulation's <cudnn.h> (emu/): the part of cuDNN 9's legacy convolution and batch norm
-// API that cutrain calls, computed on the CPU (emu/cudnn.cpp). Names, enum values, struct layouts
+// API that cutrain calls, computed on the CPU (emu/cudnn.cpp), and the part of its graph
+// (backend) API that runs a graph of one convolution (emu/cudnn_graph.cpp). Names, enum values, struct layouts
 // and signatures are cuDNN 9.19's (cudnn_graph_v9.h, cudnn_ops_v9.h, cudnn_cnn_v9.h).
 //
 // What the emulation does as cuDNN documents it:
@@ -19,9 +20,12 @@
 // faults] in cudnn.cpp): CUTRAIN_EMU_CUDNN_FAIL="pass:algo=N:status[,pass:algo=N:status...]",
 // pass one of forward, backward_data, backward_filter; N an algorithm number or "any"; status
 // not_supported or execution_failed. Read at every convolution call, so tests may setenv it.
+// "pass:engine=N:status" makes the graph API's engine N of that pass fail alike (Note [Emulated
+// engines] in cudnn_graph.cpp).
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 
 #include <cuda_runtime.h>
 #include <library_types.h>
@@ -94,6 +98,9 @@ typedef enum {
   CUDNN_STATUS_EXECUTION_FAILED_CUDART = 5003,
   CUDNN_STATUS_EXECUTION_FAILED_CURAND = 5004,
 } cudnnStatus_t;
+
+// A status's category: CUDNN_STATUS_NOT_SUPPORTED for CUDNN_STATUS_NOT_SUPPORTED_LAYOUT, and so on.
+#define CUDNN_STATUS_CATEGORY(full_error_code) ((full_error_code) / 1000 * 1000)
 
 typedef enum {
   CUDNN_DATA_FLOAT = 0,
@@ -299,6 +306,166 @@ cudnnStatus_t cudnnConvolutionBackwardFilter(cudnnHandle_t handle, const void* a
                                              cudnnConvolutionBwdFilterAlgo_t algo, void* workSpace,
                                              size_t workSpaceSizeInBytes, const void* beta,
                                              const cudnnFilterDescriptor_t dwDesc, void* dw);
+
+// ---- the graph (backend) API (cudnn_graph_v9.h), for graphs of one convolution ----
+// Computed by emu/cudnn_graph.cpp with the same CPU twins as the legacy calls above, bit for bit.
+// The enumerations hold the values that cutrain uses, each with cuDNN 9.19's number; the calls
+// are cuDNN's. Its contract, the emulated engines and what finalize refuses: Note [Emulated
+// engines] and Note [Backend finalize rules] in cudnn_graph.cpp.
+typedef void* cudnnBackendDescriptor_t;
+
+typedef enum {
+  CUDNN_ATTR_CONVOLUTION_COMP_TYPE = 100,
+  CUDNN_ATTR_CONVOLUTION_CONV_MODE = 101,
+  CUDNN_ATTR_CONVOLUTION_DILATIONS = 102,
+  CUDNN_ATTR_CONVOLUTION_FILTER_STRIDES = 103,
+  CUDNN_ATTR_CONVOLUTION_POST_PADDINGS = 104,
+  CUDNN_ATTR_CONVOLUTION_PRE_PADDINGS = 105,
+  CUDNN_ATTR_CONVOLUTION_SPATIAL_DIMS = 106,
+
+  CUDNN_ATTR_ENGINEHEUR_MODE = 200,
+  CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH = 201,
+  CUDNN_ATTR_ENGINEHEUR_RESULTS = 202,
+
+  CUDNN_ATTR_ENGINECFG_ENGINE = 300,
+  CUDNN_ATTR_ENGINECFG_KNOB_CHOICES = 302,
+
+  CUDNN_ATTR_EXECUTION_PLAN_HANDLE = 400,  // deprecated in cuDNN 9.19
+  CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG = 401,
+  CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE = 402,
+
+  CUDNN_ATTR_KNOB_CHOICE_KNOB_TYPE = 600,
+  CUDNN_ATTR_KNOB_CHOICE_KNOB_VALUE = 601,
+
+  CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA = 700,
+  CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA = 701,
+  CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_CONV_DESC = 702,
+  CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W = 703,
+  CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X = 704,
+  CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y = 705,
+  CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_ALPHA = 706,
+  CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_BETA = 707,
+  CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_CONV_DESC = 708,
+  CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_W = 709,
+  CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DX = 710,
+  CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DY = 711,
+  CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_ALPHA = 712,
+  CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_BETA = 713,
+  CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_CONV_DESC = 714,
+  CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DW = 715,
+  CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_X = 716,
+  CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DY = 717,
+
+  CUDNN_ATTR_OPERATIONGRAPH_HANDLE = 800,  // deprecated in cuDNN 9.19
+  CUDNN_ATTR_OPERATIONGRAPH_OPS = 801,
+
+  CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT = 900,
+  CUDNN_ATTR_TENSOR_DATA_TYPE = 901,
+  CUDNN_ATTR_TENSOR_DIMENSIONS = 902,
+  CUDNN_ATTR_TENSOR_STRIDES = 903,
+  CUDNN_ATTR_TENSOR_UNIQUE_ID = 906,
+  CUDNN_ATTR_TENSOR_IS_VIRTUAL = 907,
+
+  CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS = 1000,
+  CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS = 1001,
+  CUDNN_ATTR_VARIANT_PACK_WORKSPACE = 1003,
+
+  CUDNN_ATTR_ENGINE_OPERATION_GRAPH = 1300,
+  CUDNN_ATTR_ENGINE_GLOBAL_INDEX = 1301,
+  CUDNN_ATTR_ENGINE_NUMERICAL_NOTE = 1303,
+  CUDNN_ATTR_ENGINE_BEHAVIOR_NOTE = 1305,
+} cudnnBackendAttributeName_t;
+
+// What an attribute's elements are: HANDLE cudnnHandle_t, DATA_TYPE cudnnDataType_t, BOOLEAN bool,
+// INT64 int64_t, FLOAT float, DOUBLE double, VOID_PTR void*, CONVOLUTION_MODE
+// cudnnConvolutionMode_t, HEUR_MODE cudnnBackendHeurMode_t, KNOB_TYPE cudnnBackendKnobType_t, NUMERICAL_NOTE
+// cudnnBackendNumericalNote_t, BACKEND_DESCRIPTOR cudnnBackendDescriptor_t, BEHAVIOR_NOTE
+// cudnnBackendBehaviorNote_t.
+typedef enum {
+  CUDNN_TYPE_HANDLE = 0,
+  CUDNN_TYPE_DATA_TYPE = 1,
+  CUDNN_TYPE_BOOLEAN = 2,
+  CUDNN_TYPE_INT64 = 3,
+  CUDNN_TYPE_FLOAT = 4,
+  CUDNN_TYPE_DOUBLE = 5,
+  CUDNN_TYPE_VOID_PTR = 6,
+  CUDNN_TYPE_CONVOLUTION_MODE = 7,
+  CUDNN_TYPE_HEUR_MODE = 8,
+  CUDNN_TYPE_KNOB_TYPE = 9,
+  CUDNN_TYPE_NUMERICAL_NOTE = 11,
+  CUDNN_TYPE_BACKEND_DESCRIPTOR = 15,
+  CUDNN_TYPE_BEHAVIOR_NOTE = 19,
+} cudnnBackendAttributeType_t;
+
+typedef enum {
+  CUDNN_BACKEND_CONVOLUTION_DESCRIPTOR = 1,
+  CUDNN_BACKEND_ENGINE_DESCRIPTOR = 2,
+  CUDNN_BACKEND_ENGINECFG_DESCRIPTOR = 3,
+  CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR = 4,
+  CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR = 5,
+  CUDNN_BACKEND_KNOB_CHOICE_DESCRIPTOR = 7,
+  CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR = 10,
+  CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_FILTER_DESCRIPTOR = 11,
+  CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_DATA_DESCRIPTOR = 12,
+  CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR = 15,
+  CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR = 16,
+  CUDNN_BACKEND_TENSOR_DESCRIPTOR = 17,
+} cudnnBackendDescriptorType_t;
+
+typedef enum {
+  CUDNN_NUMERICAL_NOTE_TENSOR_CORE = 0,
+  CUDNN_NUMERICAL_NOTE_DOWN_CONVERT_INPUTS = 1,
+  CUDNN_NUMERICAL_NOTE_REDUCED_PRECISION_REDUCTION = 2,
+  CUDNN_NUMERICAL_NOTE_FFT = 3,
+  CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC = 4,
+  CUDNN_NUMERICAL_NOTE_WINOGRAD = 5,
+  CUDNN_NUMERICAL_NOTE_WINOGRAD_TILE_4x4 = 6,
+  CUDNN_NUMERICAL_NOTE_WINOGRAD_TILE_6x6 = 7,
+  CUDNN_NUMERICAL_NOTE_WINOGRAD_TILE_13x13 = 8,
+  CUDNN_NUMERICAL_NOTE_STRICT_NAN_PROP = 9,
+  CUDNN_NUMERICAL_NOTE_TYPE_COUNT = 10,
+} cudnnBackendNumericalNote_t;
+
+typedef enum {
+  CUDNN_BEHAVIOR_NOTE_RUNTIME_COMPILATION = 0,
+  CUDNN_BEHAVIOR_NOTE_REQUIRES_FILTER_INT8x32_REORDER = 1,
+  CUDNN_BEHAVIOR_NOTE_REQUIRES_BIAS_INT8x32_REORDER = 2,
+  CUDNN_BEHAVIOR_NOTE_SUPPORTS_CUDA_GRAPH_NATIVE_API = 3,
+  CUDNN_BEHAVIOR_NOTE_CUBLASLT_DEPENDENCY = 4,
+  CUDNN_BEHAVIOR_NOTE_TYPE_COUNT = 5,
+} cudnnBackendBehaviorNote_t;
+
+// A knob's type. The emulated engines have no knobs; cutrain reads and writes the knobs of real
+// cuDNN's engine configurations as numbers below the count.
+typedef enum {
+  CUDNN_KNOB_TYPE_COUNTS = 44,
+} cudnnBackendKnobType_t;
+
+typedef enum {
+  CUDNN_HEUR_MODE_INSTANT = 0,
+  CUDNN_HEUR_MODE_B = 1,
+  CUDNN_HEUR_MODE_FALLBACK = 2,
+  CUDNN_HEUR_MODE_A = 3,
+  CUDNN_HEUR_MODES_COUNT = 4,
+} cudnnBackendHeurMode_t;
+
+// The last refusal of this thread's calls, as cudnnGetErrorString gives it, NUL-terminated and cut
+// to max_size bytes; empty when no call has failed.
+void cudnnGetLastErrorString(char* message, size_t max_size);
+
+cudnnStatus_t cudnnBackendCreateDescriptor(cudnnBackendDescriptorType_t descriptorType,
+                                           cudnnBackendDescriptor_t* descriptor);
+cudnnStatus_t cudnnBackendDestroyDescriptor(cudnnBackendDescriptor_t descriptor);
+cudnnStatus_t cudnnBackendFinalize(cudnnBackendDescriptor_t descriptor);
+cudnnStatus_t cudnnBackendSetAttribute(cudnnBackendDescriptor_t descriptor, cudnnBackendAttributeName_t attributeName,
+                                       cudnnBackendAttributeType_t attributeType, int64_t elementCount,
+                                       const void* arrayOfElements);
+cudnnStatus_t cudnnBackendGetAttribute(cudnnBackendDescriptor_t const descriptor,
+                                       cudnnBackendAttributeName_t attributeName,
+                                       cudnnBackendAttributeType_t attributeType, int64_t requestedElementCount,
+                                       int64_t* elementCount, void* arrayOfElements);
+cudnnStatus_t cudnnBackendExecute(cudnnHandle_t handle, cudnnBackendDescriptor_t executionPlan,
+                                  cudnnBackendDescriptor_t variantPack);
 
 // ---- batch norm (cudnn_ops_v9.h's legacy API), training only ----
 // Computed by the CPU reference of kernels/batchnorm.h on fp32 copies; the reserve space holds

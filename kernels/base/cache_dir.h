@@ -1,6 +1,6 @@
 // cache_dir.h: the folder where cutrain keeps what it makes once and reuses across runs and
-// clones: the synthetic dataset (app/datasets.h), cuDNN's measured algorithms
-// (nn/conv_algorithms.h) and the tests' Python environment (scripts/python_env.sh, which follows
+// clones: the synthetic dataset (app/datasets.h), cuDNN's measured engines
+// (nn/conv_engine_cache.h) and the tests' Python environment (scripts/python_env.sh, which follows
 // the same rule in shell).
 #pragma once
 

@@ -1,7 +1,7 @@
 // check.h: one error-check macro per NVIDIA library, all reporting through check_failed().
 //
 //   CUDA_CHECK(cudaMalloc(&p, n));
-//   CUDNN_CHECK(cudnnConvolutionForward(...));
+//   CUDNN_CHECK(cudnnBackendExecute(handle, plan, variant_pack));
 //   CUBLAS_CHECK(cublasGemmEx(...));
 //   NCCL_CHECK(ncclAllReduce(...));          // dist/ddp/nccl_check.h, since only dist/ links NCCL
 //

@@ -20,22 +20,17 @@
 #include "kernels/conv2d_cpu.h"
 #include "tests/batchnorm_buffers.h"
 #include "tests/device_buffer.h"
+#include "tests/emu/cudnn_convolution.h"
 #include "tests/gradcheck.h"
 
 using namespace cutrain;
+using test::Convolution;
+using test::cudnn_type;
 using test::DeviceBuffer;
+using test::FaultScope;
+using test::Pass;
 
 namespace {
-
-template <typename T>
-constexpr cudnnDataType_t cudnn_type() {
-  return std::is_same_v<T, float> ? CUDNN_DATA_FLOAT : CUDNN_DATA_BFLOAT16;
-}
-
-// The convolution by its definition, in double: x NHWC, w KRSC, y NHWC.
-//   y[n,p,q,k] = sum_{r,s,c} x[n, p*stride - pad + r, q*stride - pad + s, c] * w[k,r,s,c]
-// Each pass visits the same (output pixel, filter tap) pairs and accumulates where it writes.
-enum class Pass { forward, backward_data, backward_filter };
 
 // Beside each sum, `magnitude` holds the sum of its terms' absolute values, which bounds the
 // rounding error of adding the terms in any order (Note [Summation error] below).
@@ -43,6 +38,9 @@ struct Exact {
   std::vector<double> value, magnitude;
 };
 
+// The convolution by its definition, in double: x NHWC, w KRSC, y NHWC.
+//   y[n,p,q,k] = sum_{r,s,c} x[n, p*stride - pad + r, q*stride - pad + s, c] * w[k,r,s,c]
+// Each pass visits the same (output pixel, filter tap) pairs and accumulates where it writes.
 Exact naive(Pass pass, const ConvShape& s, const std::vector<float>& x, const std::vector<float>& w,
             const std::vector<float>& dy) {
   const size_t size = pass == Pass::forward         ? size_t(s.N) * s.P() * s.Q() * s.K
@@ -98,70 +96,6 @@ void require_close(const std::vector<float>& got, const Exact& exact, float alph
   CHECK(wrong == 0);
 }
 
-// A handle on its own stream and the four descriptors of one convolution.
-struct Convolution {
-  cudaStream_t stream = nullptr;
-  cudnnHandle_t handle = nullptr;
-  cudnnTensorDescriptor_t x = nullptr, y = nullptr;
-  cudnnFilterDescriptor_t w = nullptr;
-  cudnnConvolutionDescriptor_t conv = nullptr;
-
-  Convolution(const ConvShape& s, cudnnDataType_t type, cudnnTensorFormat_t format = CUDNN_TENSOR_NHWC) {
-    CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-    CUDNN_CHECK(cudnnCreate(&handle));
-    CUDNN_CHECK(cudnnSetStream(handle, stream));
-    CUDNN_CHECK(cudnnCreateTensorDescriptor(&x));
-    CUDNN_CHECK(cudnnSetTensor4dDescriptor(x, format, type, s.N, s.C, s.H, s.W));
-    CUDNN_CHECK(cudnnCreateTensorDescriptor(&y));
-    CUDNN_CHECK(cudnnSetTensor4dDescriptor(y, format, type, s.N, s.K, s.P(), s.Q()));
-    CUDNN_CHECK(cudnnCreateFilterDescriptor(&w));
-    CUDNN_CHECK(cudnnSetFilter4dDescriptor(w, type, format, s.K, s.C, s.R, s.S));
-    CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&conv));
-    CUDNN_CHECK(cudnnSetConvolution2dDescriptor(conv, s.pad, s.pad, s.stride, s.stride, 1, 1, CUDNN_CROSS_CORRELATION,
-                                                CUDNN_DATA_FLOAT));
-  }
-  ~Convolution() {
-    cudnnDestroyConvolutionDescriptor(conv);
-    cudnnDestroyFilterDescriptor(w);
-    cudnnDestroyTensorDescriptor(y);
-    cudnnDestroyTensorDescriptor(x);
-    cudnnDestroy(handle);
-    cudaStreamDestroy(stream);
-  }
-  Convolution(const Convolution&) = delete;
-  Convolution& operator=(const Convolution&) = delete;
-
-  size_t workspace(Pass pass, int algo) const {
-    size_t bytes = 0;
-    if (pass == Pass::forward)
-      CUDNN_CHECK(
-          cudnnGetConvolutionForwardWorkspaceSize(handle, x, w, conv, y, cudnnConvolutionFwdAlgo_t(algo), &bytes));
-    if (pass == Pass::backward_data)
-      CUDNN_CHECK(cudnnGetConvolutionBackwardDataWorkspaceSize(handle, w, y, conv, x,
-                                                               cudnnConvolutionBwdDataAlgo_t(algo), &bytes));
-    if (pass == Pass::backward_filter)
-      CUDNN_CHECK(cudnnGetConvolutionBackwardFilterWorkspaceSize(handle, x, y, conv, w,
-                                                                 cudnnConvolutionBwdFilterAlgo_t(algo), &bytes));
-    return bytes;
-  }
-
-  // One pass: reads two of x, w, dy and writes the third, `out`.
-  cudnnStatus_t run(Pass pass, int algo, float alpha, const void* a, const void* b, float beta, void* out,
-                    void* workspace, size_t workspace_bytes) const {
-    switch (pass) {
-      case Pass::forward:
-        return cudnnConvolutionForward(handle, &alpha, x, a, w, b, conv, cudnnConvolutionFwdAlgo_t(algo), workspace,
-                                       workspace_bytes, &beta, y, out);
-      case Pass::backward_data:
-        return cudnnConvolutionBackwardData(handle, &alpha, w, a, y, b, conv, cudnnConvolutionBwdDataAlgo_t(algo),
-                                            workspace, workspace_bytes, &beta, x, out);
-      default:
-        return cudnnConvolutionBackwardFilter(handle, &alpha, x, a, y, b, conv, cudnnConvolutionBwdFilterAlgo_t(algo),
-                                              workspace, workspace_bytes, &beta, w, out);
-    }
-  }
-};
-
 // cutrain's shapes: a 3x3 stride-2 padded convolution, a 1x1 stride-2 downsample, the 7x7 stem
 // (three input channels padded to four, as the GPU stem's), and a 3x3 stride-1 one.
 const ConvShape kShapes[] = {{2, 9, 9, 3, 4, 3, 3, 2, 1},
@@ -176,13 +110,6 @@ int algo_for(Pass pass) {
   if (pass == Pass::backward_filter) return CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1;
   return CUDNN_CONVOLUTION_BWD_DATA_ALGO_1;
 }
-
-// Sets CUTRAIN_EMU_CUDNN_FAIL for one scope.
-class FaultScope {
- public:
-  explicit FaultScope(const char* spec) { setenv("CUTRAIN_EMU_CUDNN_FAIL", spec, 1); }
-  ~FaultScope() { unsetenv("CUTRAIN_EMU_CUDNN_FAIL"); }
-};
 
 }  // namespace
 
