@@ -150,9 +150,9 @@ ConvPlan::ConvPlan(EngineConfig config, BackendDescriptor engine, std::vector<Ba
 
 ConvGraph::ConvGraph(ConvPass pass, const ConvShape& s, DType dtype)
     : pass_(pass),
-      x_(nhwc_tensor(kUidX, dtype == DType::bf16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT, s.N, s.C, s.H, s.W)),
-      w_(nhwc_tensor(kUidW, dtype == DType::bf16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT, s.K, s.C, s.R, s.S)),
-      y_(nhwc_tensor(kUidY, dtype == DType::bf16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT, s.N, s.K, s.P(), s.Q())),
+      x_(nhwc_tensor(kUidX, cudnn_type(dtype), s.N, s.C, s.H, s.W)),
+      w_(nhwc_tensor(kUidW, cudnn_type(dtype), s.K, s.C, s.R, s.S)),
+      y_(nhwc_tensor(kUidY, cudnn_type(dtype), s.N, s.K, s.P(), s.Q())),
       convolution_(convolution(s)),
       operation_(attributes(pass).type),
       graph_(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR) {
@@ -193,32 +193,28 @@ std::vector<EngineConfig> ConvGraph::usable_configs(const Context& ctx) const {
   return usable;
 }
 
-std::unique_ptr<ConvPlan> ConvGraph::build_plan(const EngineConfig& config, cudnnStatus_t* declined) const {
-  auto decline = [&](cudnnStatus_t status) -> std::unique_ptr<ConvPlan> {
-    if (declined) *declined = status;
-    return nullptr;
-  };
+std::unique_ptr<ConvPlan> ConvGraph::build_plan(const EngineConfig& config) const {
   BackendDescriptor engine(CUDNN_BACKEND_ENGINE_DESCRIPTOR);
   engine.set(CUDNN_ATTR_ENGINE_OPERATION_GRAPH, graph_)
       .set(CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, config.engine);
-  if (cudnnStatus_t s = engine.try_finalize(); s != CUDNN_STATUS_SUCCESS) return decline(s);
+  if (engine.try_finalize() != CUDNN_STATUS_SUCCESS) return nullptr;
   std::vector<BackendDescriptor> knobs;
   std::vector<cudnnBackendDescriptor_t> raw_knobs;
   for (const auto& [type, value] : config.knobs) {
     BackendDescriptor& knob = knobs.emplace_back(CUDNN_BACKEND_KNOB_CHOICE_DESCRIPTOR);
     knob.set(CUDNN_ATTR_KNOB_CHOICE_KNOB_TYPE, CUDNN_TYPE_KNOB_TYPE, cudnnBackendKnobType_t(type))
         .set(CUDNN_ATTR_KNOB_CHOICE_KNOB_VALUE, CUDNN_TYPE_INT64, value);
-    if (cudnnStatus_t s = knob.try_finalize(); s != CUDNN_STATUS_SUCCESS) return decline(s);
+    if (knob.try_finalize() != CUDNN_STATUS_SUCCESS) return nullptr;
     raw_knobs.push_back(knob.get());
   }
   BackendDescriptor engine_config(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR);
   engine_config.set(CUDNN_ATTR_ENGINECFG_ENGINE, engine);
   if (!raw_knobs.empty())
     engine_config.set(CUDNN_ATTR_ENGINECFG_KNOB_CHOICES, CUDNN_TYPE_BACKEND_DESCRIPTOR, raw_knobs);
-  if (cudnnStatus_t s = engine_config.try_finalize(); s != CUDNN_STATUS_SUCCESS) return decline(s);
+  if (engine_config.try_finalize() != CUDNN_STATUS_SUCCESS) return nullptr;
   BackendDescriptor plan(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR);
   plan.set(CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, engine_config);
-  if (cudnnStatus_t s = plan.try_finalize(); s != CUDNN_STATUS_SUCCESS) return decline(s);
+  if (plan.try_finalize() != CUDNN_STATUS_SUCCESS) return nullptr;
   return std::unique_ptr<ConvPlan>(
       new ConvPlan(config, std::move(engine), std::move(knobs), std::move(engine_config), std::move(plan)));
 }

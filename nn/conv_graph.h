@@ -93,9 +93,8 @@ class ConvGraph {
 
   // The configurations of Note [Engine filter], best first; empty when cuDNN has none.
   std::vector<EngineConfig> usable_configs(const Context& ctx) const;
-  // The plan for `config`, or null when cuDNN declines to build it (with its status in *declined,
-  // when given).
-  std::unique_ptr<ConvPlan> build_plan(const EngineConfig& config, cudnnStatus_t* declined = nullptr) const;
+  // The plan for `config`, or null when cuDNN declines to build it.
+  std::unique_ptr<ConvPlan> build_plan(const EngineConfig& config) const;
 
   // A finalized variant pack for these pointers. Plans of any graph of the same pass and shape run
   // with it.
