@@ -36,8 +36,8 @@
 // only, and each stream has its own cuDNN handle and cuDNN workspace.
 //
 // TF32 is off unless allow_tf32, so fp32 on the GPU matches the CPU reference to about 1e-6.
-// With deterministic, convolutions use only algorithms whose results are reproducible bit for
-// bit. With cudnn_benchmark, convolution algorithms are measured rather than predicted.
+// With deterministic, convolutions use only engines whose results are reproducible bit for bit.
+// With cudnn_benchmark, convolution engines are measured rather than predicted.
 // The batch-norm choice picks which of the GPU's batch-norm implementations runs. The CPU has
 // only its reference.
 #pragma once
@@ -65,7 +65,7 @@ struct ContextOptions {
   DType dtype = DType::f32;  // activation dtype; bf16 needs Device::cuda
   bool allow_tf32 = false;
   bool deterministic = false;
-  bool cudnn_benchmark = false;  // measure cuDNN's algorithms and keep them on disk
+  bool cudnn_benchmark = false;  // measure cuDNN's engines and keep them on disk
   BatchNormImplementation batchnorm = BatchNormImplementation::cooperative;
   int streams = 2;  // with 1, the side stream is the main stream (Note [Side stream])
   int cuda_device = 0;
@@ -75,6 +75,8 @@ Device parse_device(const std::string& name);    // "cpu" / "cuda", else throws 
 DType parse_precision(const std::string& name);  // "fp32" / "bf16", else throws naming the value
 // "cooperative" / "split" / "cudnn", else throws naming the value.
 BatchNormImplementation parse_batchnorm(const std::string& name);
+// cuDNN's data type for tensors of `dtype`.
+inline cudnnDataType_t cudnn_type(DType dtype) { return dtype == DType::bf16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT; }
 
 class Context {
  public:

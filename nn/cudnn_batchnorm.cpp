@@ -13,8 +13,6 @@ namespace cutrain {
 
 namespace {
 
-cudnnDataType_t cudnn_type(DType dtype) { return dtype == DType::bf16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT; }
-
 cudnnBatchNormOps_t ops_of(BatchNormFusion fusion) {
   if (fusion.residual) return CUDNN_BATCHNORM_OPS_BN_ADD_ACTIVATION;
   return fusion.relu ? CUDNN_BATCHNORM_OPS_BN_ACTIVATION : CUDNN_BATCHNORM_OPS_BN;
