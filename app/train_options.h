@@ -59,7 +59,7 @@ struct TrainOptions {
   std::string device = "auto";  // auto | cuda | cpu
   std::string precision;        // fp32 | bf16; empty: bf16 on a GPU, fp32 on the CPU
   bool deterministic = false;
-  bool cudnn_benchmark = false;  // measure convolution algorithms, cached on disk
+  bool cudnn_benchmark = false;  // measure convolution engines, cached on disk
   double bucket_cap_mb = 25;
   bool sync_bn = false;
   std::string cuda_graphs = "on";         // on | off
