@@ -23,7 +23,7 @@ parts=("$@")
 clang="$(command -v clang++-14 || command -v clang++ || true)"
 [ -n "$clang" ] || { echo "test-sanitizers: error: no clang++ (scripts/setup.sh --with-tests installs it)" >&2; exit 1; }
 
-# Under ASan at -O0 these take from 25 s to over 10 minutes each (trainings, the float64 and bf16
+# Under ASan at -O0 these take from 10 s to over 10 minutes each (trainings, the float64 and bf16
 # step bounds, the evaluator's runs, the largest convolutions), and run the same CPU code as the short tests: the release
 # build runs them (and the bench/ script tests, which sanitized builds leave out).
 long_trainings='^(training learns|sync-bn: 2 and 3 ranks|images/s and training time|synthetic: a linear model|'
@@ -37,7 +37,12 @@ long_trainings+='a run with --save-every-steps also saves|step lines come after 
 long_trainings+='without --device, a machine with no GPU warns|SIGINT to cutrun during a step longer|'
 long_trainings+='a rank blocked writing to a full pipe|train --threads 1 and --threads 3|'
 long_trainings+='torchrun --max-restarts 1: after|the average of --model-ema|SIGTERM to one rank alone|'
-long_trainings+='a resume keeps the run.s recipe|eval takes checkpoint-best)'
+long_trainings+='a resume keeps the run.s recipe|eval takes checkpoint-best|'
+long_trainings+='ResNet-18.s block with (a downsample|an identity shortcut) matches finite differences|'
+long_trainings+='ranks that would resume from different checkpoints|a checkpoint says what made it|'
+long_trainings+='metrics begin with the run|with --clip-grad-norm, 2 ranks take one process|'
+long_trainings+='a resume keeps the step schedule|a resume keeps --clip-grad-norm|'
+long_trainings+='train --normalize-mean and --normalize-std)'
 
 # build FOLDER SANITIZERS OPTIMIZATION [CMAKE OPTIONS]: configures and builds the targets of the
 # array `targets` (and what they run) with them. Built for speed: clang (twice as quick as GCC here,
