@@ -17,7 +17,7 @@ cutrain::test::Process::Result bench_step(const std::string& cache_dir, std::vec
                                           const std::string& fault = "") {
   std::vector<std::string> argv = {"/usr/bin/env", "CUTRAIN_EMU_CUDNN_FAIL=" + fault, "CUTRAIN_CACHE_DIR=" + cache_dir,
                                    cutrain::test::binary("cutrain"), "bench-step", "--device", "cuda", "--batch-size",
-                                   "32", "--width", std::to_string(kGpuTestWidth), "--steps", "2", "--warmup", "1"};
+                                   "8", "--width", std::to_string(kGpuTestWidth), "--steps", "1", "--warmup", "1"};
   argv.insert(argv.end(), extra.begin(), extra.end());
   return cutrain::test::run(argv);
 }
