@@ -178,3 +178,47 @@ TEST_CASE("GPU training resumes exactly, and evaluation on the GPU agrees with t
   };
   CHECK(accuracy("cuda") == accuracy("cpu"));
 }
+
+TEST_CASE(
+    "--fusion on trains near --fusion off, and with every fused graph declined equals it bit for bit, one line a unit",
+    CUTRAIN_GPU_TAG) {
+  // Note [The fused unit bn-relu-conv]: fused, bn1's statistics are the unfused ones, and only its
+  // activation and ReLU mask may differ, by the rounding of y1*scale + shift against
+  // (y1 - mean)*scale + beta; a flipped ReLU (Note [A flipped ReLU]) spreads that as in the test
+  // above. Declined, every unit runs the unfused launches in the unfused order: the same bits.
+  CUTRAIN_REQUIRE_GPU();
+  const std::string precision = GENERATE("fp32", "bf16");
+  const std::string stem = GENERATE("cifar", "imagenet");
+  INFO(precision << ", " << stem << " stem");
+  TempDir dir;
+  const std::string data = small_dataset(dir);
+  const std::vector<std::string> run = {"--device", "cuda",      "--precision",  precision, "--stem",         stem,
+                                        "--epochs", "1",         "--eval-every", "0",       "--max-steps",    "4",
+                                        "--deterministic", "--cuda-graphs", "off"};
+  train_small(dir, data, "off", run, {"--fusion", "off"});
+  const std::string on = train_small(dir, data, "on", run, {"--fusion", "on"});
+  CHECK_THAT(on, Catch::Contains("fusion on"));
+  CHECK_THAT(on, !Catch::Contains("runs unfused"));
+  // After 4 steps. The bound is the one that the GPU's fp32 steps keep from the CPU's (a flipped
+  // ReLU), and bf16's own rounding of the activation (4e-3 of it) on top for bf16.
+  for (const char* kind : {".safetensors", ".optim.safetensors"}) {
+    INFO(kind);
+    const auto d = cutrain::test::model_difference(checkpoint(dir, "on", 4, kind), checkpoint(dir, "off", 4, kind));
+    INFO("the tensor furthest from --fusion off's: " << d.worst_tensor);
+    CHECK(d.worst_tensor_relative <= (precision == "fp32" ? 6e-3 : 3e-2));
+    WARN("--fusion on against off after 4 steps, " << precision << ", " << stem << " stem, " << kind << ": relative "
+                                                   << d.relative << ", " << d.worst_tensor_relative << " in "
+                                                   << d.worst_tensor);
+  }
+  const std::string declined =
+      train_small(dir, data, "declined", run, {"--fusion", "on"}, {"CUTRAIN_EMU_CUDNN_REFUSE=fusion"});
+  int lines = 0;
+  for (size_t at = declined.find("runs unfused: cuDNN declines the graph"); at != std::string::npos;
+       at = declined.find("runs unfused: cuDNN declines the graph", at + 1))
+    ++lines;
+  CHECK(lines == 8);
+  CHECK_THAT(declined, Catch::Contains("layer4.1.bn1+conv2 runs unfused"));
+  cutrain::test::require_identical(checkpoint(dir, "declined", 4), checkpoint(dir, "off", 4));
+  cutrain::test::require_identical(checkpoint(dir, "declined", 4, ".optim.safetensors"),
+                                   checkpoint(dir, "off", 4, ".optim.safetensors"));
+}

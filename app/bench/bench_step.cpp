@@ -52,6 +52,7 @@ struct BenchStepOptions {
   bool cuda_graph = false;
   bool cudnn_benchmark = false;
   std::string batchnorm = "cooperative";
+  std::string fusion = "off";
   int streams = 2;
   std::string profile_steps;  // "A:B" of the timed steps
   bool plan = false;
@@ -116,12 +117,14 @@ Measurement measure(const BenchStepOptions& o) {
   context_options.dtype = resolve_precision(o.precision, context_options.device);
   context_options.cudnn_benchmark = o.cudnn_benchmark;
   context_options.batchnorm = parse_batchnorm(o.batchnorm);
+  context_options.fusion = o.fusion == "on";
   context_options.streams = o.streams;
   if (o.threads > 0) set_cpu_threads(o.threads);
   const auto setup_start = std::chrono::steady_clock::now();
   Context ctx(context_options);
   const bool gpu = ctx.on_gpu();
   if (o.cuda_graph && !gpu) throw std::runtime_error("--cuda-graph: needs --device cuda");
+  if (context_options.fusion && !gpu) throw std::runtime_error("--fusion on: needs --device cuda");
   StepProfiler profiler(o.profile_steps.empty() ? StepRange{} : parse_step_range(o.profile_steps), gpu);
 
   ResNetConfig config;
@@ -193,11 +196,11 @@ void run_bench_step(const BenchStepOptions& o) {
   const ResNetConfig& config = m.config;
   const double ms = m.median_ms();
   const auto [fastest, slowest] = std::minmax_element(m.step_ms.begin(), m.step_ms.end());
-  std::printf("bench-step: ResNet-18 %s stem, width %d, %d classes, %s, %s, batch %d, %dx%d images%s%s%s%s\n",
+  std::printf("bench-step: ResNet-18 %s stem, width %d, %d classes, %s, %s, batch %d, %dx%d images%s%s%s%s%s\n",
               stem_name(config.stem), config.width, config.num_classes, m.gpu ? "cuda" : "cpu", precision_name(m.dtype),
               config.batch_size, config.image_size, config.image_size, o.cuda_graph ? ", CUDA graph" : "",
               m.gpu ? ", batch norm " : "", m.gpu ? o.batchnorm.c_str() : "",
-              m.gpu ? (o.streams == 1 ? ", 1 stream" : ", 2 streams") : "");
+              m.gpu && o.fusion == "on" ? ", fusion on" : "", m.gpu ? (o.streams == 1 ? ", 1 stream" : ", 2 streams") : "");
   if (!m.gpu) std::printf("  %d CPU threads\n", cpu_threads());
   std::printf("  %lld parameters, %.1f MiB planned (activations, their gradients, workspace)\n", m.parameters,
               m.planned_mib);
@@ -303,6 +306,7 @@ void run_layers(const BenchStepOptions& o) {
   options.context.device = Device::cuda;
   options.context.dtype = resolve_precision(o.precision, Device::cuda);
   options.context.cudnn_benchmark = o.cudnn_benchmark;
+  options.context.fusion = o.fusion == "on";
   options.batchnorm = o.batchnorm;
   options.config.stem = parse_stem(o.stem);
   options.config.width = o.width;
@@ -337,6 +341,7 @@ void add_bench_step_command(CLI::App& app, int& exit_code) {
   add_switch(cmd, "--cudnn-benchmark", options->cudnn_benchmark,
              "time cuDNN's convolution engines (kept in ~/.cache/cutrain for later runs)");
   add_batchnorm_option(cmd, options->batchnorm);
+  add_fusion_option(cmd, options->fusion);
   add_streams_option(cmd, options->streams);
   cmd->add_option("--profile-steps", options->profile_steps,
                   "A:B: run timed steps A to B (0-based) between cudaProfilerStart and cudaProfilerStop, for "

@@ -174,7 +174,7 @@ std::string roofline(double ms, const Costs* planned, double flops, const GpuPea
 void print_layer_table(const LayerBenchOptions& o, const std::string& batchnorm, const CallTimes& t,
                        const PlannedCalls* plan) {
   const ResNetConfig& c = o.config;
-  const std::vector<LayerSpec> specs = resnet18_layout(c).layers;
+  const std::vector<LayerSpec> specs = resnet18_layout(c, o.context.fusion).layers;
   std::printf(
       "bench-step --layers: ResNet-18 %s stem, width %d, %s, batch %d, %dx%d images, batch norm %s, 1 stream, "
       "eager, on %s\n",
@@ -242,7 +242,7 @@ void print_layer_table(const LayerBenchOptions& o, const std::string& batchnorm,
 // median forward and backward over every pass of every layer of that shape.
 // `times`: each implementation that cuDNN took, by name.
 void print_batchnorm_shapes(const LayerBenchOptions& o, const std::vector<std::pair<const char*, CallTimes>>& times) {
-  const std::vector<LayerSpec> specs = resnet18_layout(o.config).layers;
+  const std::vector<LayerSpec> specs = resnet18_layout(o.config, o.context.fusion).layers;
   std::vector<std::string> keys;
   std::map<std::string, std::vector<size_t>> layers_of;  // "shape op" -> the layers of that key
   for (size_t i = 0; i < specs.size(); ++i) {
