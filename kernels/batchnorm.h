@@ -146,7 +146,7 @@ void bn_backward_apply_cpu(const BatchNormShape& shape, const BatchNormBackward<
 // Note [Batch norm before a fused convolution]: the forward's statistics, and scale and shift
 // (fp32 [C]); f.y and f.relu_mask are not used. The backward with the mask recomputed from b.x,
 // scale and shift (b.relu_mask is not used), and activation = max(z, 0) written. shape.fusion must
-// be a ReLU without the residual.
+// be a ReLU without the residual (std::invalid_argument otherwise).
 void bn_forward_statistics_cpu(const BatchNormShape& shape, const BatchNormForward<float>& f, float* scale,
                                float* shift);
 void bn_backward_recompute_cpu(const BatchNormShape& shape, const BatchNormBackward<float>& b, const float* scale,
