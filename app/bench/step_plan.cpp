@@ -218,6 +218,7 @@ PlanSummary summarize(const std::vector<RecordedOp>& ops, const GpuPeak& peak) {
         break;
       case Kind::library:
         ++s.library_calls;
+        s.library_bytes += double(op.bytes.read + op.bytes.written);
         if (op.name.starts_with("cudnnConvolution")) s.conv_flops += op.flops;
         break;
       case Kind::collective: ++s.collectives; break;
@@ -226,6 +227,7 @@ PlanSummary summarize(const std::vector<RecordedOp>& ops, const GpuPeak& peak) {
       case Kind::wait: ++s.waits; break;
       case Kind::host_wait: ++s.host_waits; break;
     }
+    if (op.kind != Kind::collective) s.step_bytes += double(op.bytes.read + op.bytes.written);
     s.estimated_seconds += op_seconds(op, peak);
   }
   s.graph_nodes = s.kernels + s.library_calls + s.collectives + s.memsets + s.memcpys;
@@ -275,6 +277,11 @@ void print_plan(std::FILE* out, const StepPlanConfig& c, const Recorder& plan, c
                (long long)s.kernels, (long long)s.library_calls, (long long)s.collectives, (long long)s.memsets,
                (long long)s.memcpys, (long long)s.waits, (long long)s.host_waits);
   print_streams(out, plan, peak, world);
+  std::fprintf(out,
+               "  whole step: %.2f GB moved, %.2f GB by custom kernels, %.2f GB by cuDNN and cuBLAS calls, %.2f GB "
+               "by memsets and copies (collectives not counted)\n",
+               s.step_bytes / 1e9, s.custom_bytes / 1e9, s.library_bytes / 1e9,
+               (s.step_bytes - s.custom_bytes - s.library_bytes) / 1e9);
   std::fprintf(out,
                "plan: %lld graph nodes, %lld memsets, %.2f GB moved by custom kernels, %.1f GFLOP in convolutions, "
                "estimated %.2f ms/step, a lower bound (at most %.0f images/s per GPU)\n",

@@ -1,8 +1,9 @@
 // `cutrain bench-step --plan`, recorded by the emulated device (Note [Record-only device] in
 // emu/runtime.h): the step's inventory scales as the arithmetic says it must with batch,
 // width and world size; its streams fork and join as Note [Side stream] and Note [The step] put
-// them; its figures for the full-size step are the ones docs/emulated-gpu.md quotes;
-// and the binary's last line is the one scripts/gpu-check.sh reads. tests/emu/test_plan_against_graph.cpp
+// them; its figures for the full-size step are the ones docs/emulated-gpu.md quotes; it prints
+// the whole step's bytes beside the custom kernels'; and the binary's last line is the one
+// scripts/gpu-check.sh reads. tests/emu/test_plan_against_graph.cpp
 // holds it against a captured graph. The GPU build has no recording device
 // (tests/test_app_step_plan.cpp).
 #include <catch2/catch.hpp>
@@ -281,3 +282,34 @@ TEST_CASE("bench-step --plan keeps its figures for the full-size step", CUTRAIN_
   }
 }
 
+
+TEST_CASE("bench-step --plan prints the whole step's bytes, convolutions and every library call included, beside "
+          "the custom kernels'",
+          CUTRAIN_GPU_TAG) {
+  // The summary's whole step is every operation's bytes but the collectives', which cross the link.
+  const Recorder plan = plan_step(small(16, 8, 2));
+  const PlanSummary s = summarize(plan.ops(), GpuPeak{});
+  double custom = 0, library = 0, convolutions = 0, others = 0;
+  for (const RecordedOp& op : plan.ops()) {
+    const double bytes = double(op.bytes.read + op.bytes.written);
+    if (op.kind == Kind::kernel) custom += bytes;
+    if (op.kind == Kind::library) library += bytes;
+    if (op.name.starts_with("cudnnConvolution")) convolutions += bytes;
+    if (op.kind == Kind::memset || op.kind == Kind::memcpy) others += bytes;
+  }
+  CHECK(s.custom_bytes == custom);
+  CHECK(s.library_bytes == library);
+  CHECK(s.step_bytes == custom + library + others);
+  CHECK(convolutions > 0.9 * library);  // the convolutions are most of the libraries' bytes
+  CHECK(count(plan, "ncclAllReduce") > 0);
+  // The full-size step: the line before the last, with the custom kernels' figure of the last line.
+  const auto r = test::run({test::binary("cutrain"), "bench-step", "--plan", "--stem", "cifar", "--precision", "bf16"});
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  const size_t last = r.output.rfind("plan: ");
+  const size_t line = r.output.rfind("  whole step: ", last);
+  REQUIRE(line != std::string::npos);
+  CHECK(r.output.substr(line, last - line) ==
+        "  whole step: 4.56 GB moved, 2.39 GB by custom kernels, 2.16 GB by cuDNN and cuBLAS calls, 0.00 GB by "
+        "memsets and copies (collectives not counted)\n");
+}
