@@ -145,12 +145,13 @@ std::unique_ptr<ConvPlan> fastest(const Context& ctx, const Choice& c, const Con
   return best;
 }
 
-// cuDNN's status in words, with the detail of its last error when it has one.
+// cuDNN's status in words, with the detail of its last error when it has one that the words do
+// not already hold.
 std::string cudnn_reason(cudnnStatus_t status) {
   char detail[512] = {};
   cudnnGetLastErrorString(detail, sizeof detail);
   std::string reason = cudnnGetErrorString(status);
-  if (detail[0] != '\0') reason += std::string(": ") + detail;
+  if (detail[0] != '\0' && reason.find(detail) == std::string::npos) reason += std::string(": ") + detail;
   return reason;
 }
 
