@@ -225,7 +225,12 @@ TEST_CASE("The table of --fusion on has one bn-relu-conv entry per block in plac
       CHECK(l.kind == plain.layers[p].kind);
       CHECK(l.output == plain.layers[p].output);
       CHECK(l.adds_input_grad == plain.layers[p].adds_input_grad);
-      const auto name_of = [](const ResNetLayout& t, int i) { return i < 0 ? std::string("image") : t.layers[size_t(i)].name; };
+      // The layer whose output an entry reads: a unit's is its convolution's.
+      const auto name_of = [](const ResNetLayout& t, int i) {
+        if (i < 0) return std::string("image");
+        const LayerSpec& read = t.layers[size_t(i)];
+        return read.kind == LayerKind::bn_relu_conv ? read.conv_name : read.name;
+      };
       CHECK(name_of(fused, l.input) == name_of(plain, plain.layers[p].input));
       CHECK(name_of(fused, l.residual) == name_of(plain, plain.layers[p].residual));
       ++p;
