@@ -189,6 +189,7 @@ Recorder plan_step(const StepPlanConfig& c) {
   options.dtype = parse_precision(c.precision);
   options.batchnorm = parse_batchnorm(c.batchnorm);
   options.streams = c.streams;
+  options.fusion = c.fusion;
   Context ctx(options);
   recorder.name_stream(ctx.main_stream(), "main");
   if (ctx.side_stream() != ctx.main_stream()) recorder.name_stream(ctx.side_stream(), "side");
@@ -251,9 +252,9 @@ void print_plan(std::FILE* out, const StepPlanConfig& c, const Recorder& plan, c
   const PlanSummary s = summarize(ops, peak);
   std::fprintf(out,
                "plan of one training step: ResNet-18 %s stem, width %d, %s, batch %d, %dx%d images, rank 0 of %d, "
-               "batch norm %s, %s\n",
+               "batch norm %s, %s%s\n",
                c.stem.c_str(), c.width, c.precision.c_str(), c.batch_size, c.image_size, c.image_size, c.world_size,
-               c.batchnorm.c_str(), counted(c.streams, "stream").c_str());
+               c.batchnorm.c_str(), counted(c.streams, "stream").c_str(), c.fusion ? ", fusion on" : "");
   const BatchNormDevice h200 = planned_device();
   std::fprintf(out,
                "  GPU: %.0f TFLOP/s, %.2f TB/s, a %.0f GB/s link each way to the others; every operation takes at "

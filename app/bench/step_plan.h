@@ -58,6 +58,7 @@ struct StepPlanConfig {
   int world_size = 1;                     // plan one rank of this many
   std::string batchnorm = "cooperative";  // nn/context.h's BatchNormImplementation
   int streams = 2;                        // ContextOptions::streams
+  bool fusion = false;                    // ContextOptions::fusion: the fused unit bn-relu-conv
 };
 
 struct PlanSummary {

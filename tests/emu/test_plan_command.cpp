@@ -313,3 +313,50 @@ TEST_CASE("bench-step --plan prints the whole step's bytes, convolutions and eve
         "  whole step: 4.56 GB moved, 2.39 GB by custom kernels, 2.16 GB by cuDNN and cuBLAS calls, 0.00 GB by "
         "memsets and copies (collectives not counted)\n");
 }
+
+// --fusion on (Note [The fused unit bn-relu-conv] in nn/bn_relu_conv.h): each basic block's bn1 computes only its
+// statistics, conv2 reads y1 through its prologue, and bn1's backward writes the a1 that conv2's
+// weight gradient then reads. The step keeps its nodes and its FLOPs; forward's custom kernels
+// move less (no a1, no mask), backward's more (a1 written), and the whole step a little less:
+// docs/cudnn-fusion.md section 5 counts why bf16 on sm_90 saves so little.
+TEST_CASE("bench-step --plan --fusion on: eight fused units, the same nodes and FLOPs, fewer custom-kernel bytes",
+          CUTRAIN_GPU_TAG) {
+  StepPlanConfig fused = small(16, 8);
+  fused.fusion = true;
+  const Recorder off = plan_step(small(16, 8)), on = plan_step(fused);
+  const PlanSummary a = summarize(off.ops(), GpuPeak{}), b = summarize(on.ops(), GpuPeak{});
+  // ResNet-18 has eight basic blocks, so eight units; the other twelve batch norms stay as they are.
+  CHECK(count(off, "bn_forward_statistics_kernel") == 0);
+  CHECK(count(on, "bn_forward_statistics_kernel") == 8);
+  CHECK(count(on, "bn_backward_recompute_kernel") == 8);
+  CHECK(count(on, "cudnnConvolutionForwardFused") == 8);
+  CHECK(count(on, "bn_forward_train_kernel") == 12);
+  CHECK(count(on, "bn_backward_kernel") == 12);
+  CHECK(count(on, "cudnnConvolutionForward") == 12);
+  CHECK(b.graph_nodes == a.graph_nodes);
+  CHECK(b.conv_flops == a.conv_flops);
+  auto custom_bytes = [](const Recorder& plan, const char* phase) {
+    double bytes = 0;
+    for (const RecordedOp& op : plan.ops())
+      if (op.kind == Kind::kernel && op.phase == phase) bytes += double(op.bytes.read + op.bytes.written);
+    return bytes;
+  };
+  CHECK(custom_bytes(on, "forward") < custom_bytes(off, "forward"));
+  CHECK(custom_bytes(on, "backward") > custom_bytes(off, "backward"));
+  CHECK(b.custom_bytes < a.custom_bytes);
+  CHECK(b.step_bytes < a.step_bytes);
+  // The full-size step: the whole step's line with --fusion on, beside --fusion off's 4.56 and 2.39 GB
+  // above. Issue 33 asked for at most 75% of off's bytes and 1.2 GB of custom kernels; the
+  // documented bf16 engines allow neither (docs/cudnn-fusion.md section 5).
+  const auto r = test::run(
+      {test::binary("cutrain"), "bench-step", "--plan", "--stem", "cifar", "--precision", "bf16", "--fusion", "on"});
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  CHECK(r.output.find("batch norm cooperative, 2 streams, fusion on\n") != std::string::npos);
+  const size_t last = r.output.rfind("plan: ");
+  const size_t line = r.output.rfind("  whole step: ", last);
+  REQUIRE(line != std::string::npos);
+  CHECK(r.output.substr(line, last - line) ==
+        "  whole step: 4.52 GB moved, 2.36 GB by custom kernels, 2.16 GB by cuDNN and cuBLAS calls, 0.00 GB by "
+        "memsets and copies (collectives not counted)\n");
+}
