@@ -214,7 +214,8 @@ void run_bench_step(const BenchStepOptions& o) {
 }
 
 // Every batch-norm implementation x one and two streams x eager and graph, one row each; then the
-// fastest. The plan's estimate needs a build that can plan (the emulated one), else it shows "-".
+// fastest. With --fusion on, every row runs the fused units, and cuDNN's batch norm, under which they
+// run unfused, gets one line in place of its rows. The plan's estimate needs a build that can plan (the emulated one), else it shows "-".
 // An implementation that cuDNN refuses (Note [cuDNN's batch norm types]) gets one line in place of its
 // rows, and the others go on: cuDNN's own comes last.
 void run_matrix(const BenchStepOptions& o) {
@@ -226,6 +227,13 @@ void run_matrix(const BenchStepOptions& o) {
   std::map<std::string, double> ms_of;  // "<batch norm> <streams> <graph>" -> the median ms/step
   std::vector<const char*> measured;    // the batch norms that cuDNN took
   for (const char* batchnorm : {"cooperative", "split", "cudnn"}) {
+    // Under --batchnorm cudnn the fused unit runs unfused (Note [The fused unit bn-relu-conv]): its
+    // rows would be --fusion off's, measured again.
+    if (o.fusion == "on" && std::string(batchnorm) == "cudnn") {
+      std::printf("  cudnn: --fusion on does not apply (its batch norm has no statistics-only form): see --fusion off\n");
+      std::fflush(stdout);
+      continue;
+    }
     bool refused = false;
     for (int streams : {2, 1}) {
       double planned_ms = -1;
@@ -248,9 +256,9 @@ void run_matrix(const BenchStepOptions& o) {
         const ResNetConfig& c = m.config;
         if (!header) {
           peak_tflops = peak_for(o, precision_name(m.dtype)).tflops;
-          std::printf("bench-step --matrix: ResNet-18 %s stem, width %d, %s, batch %d, %dx%d images, on %s\n",
+          std::printf("bench-step --matrix: ResNet-18 %s stem, width %d, %s, batch %d, %dx%d images%s, on %s\n",
                       stem_name(c.stem), c.width, precision_name(m.dtype), c.batch_size, c.image_size, c.image_size,
-                      cuda_device_description(0).c_str());
+                      o.fusion == "on" ? ", fusion on" : "", cuda_device_description(0).c_str());
           std::printf(
               "  each row: the median of %s after %d warm-up; %.2f GFLOP per step; %% of a peak of %.0f "
               "TFLOP/s\n",
