@@ -179,6 +179,17 @@ inline CLI::Option* add_batchnorm_option(CLI::App* cmd, std::string& value) {
       ->check(CLI::IsMember({"cooperative", "split", "cudnn"}));
 }
 
+// --fusion, for train and bench-step: whether each basic block's bn1 and conv2 run as one fused
+// unit (ContextOptions::fusion in nn/context.h). Off until a GPU has measured it.
+inline CLI::Option* add_fusion_option(CLI::App* cmd, std::string& value) {
+  return cmd
+      ->add_option("--fusion", value,
+                   "on: each basic block's bn1 and ReLU are applied by conv2 as it reads its input (a cuDNN graph "
+                   "with a pointwise prologue), and bn1 computes only its statistics (GPU); off: as before")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"off", "on"}));
+}
+
 // --streams, for train and bench-step: the GPU's two streams, or the main stream alone
 // (Note [Side stream] in nn/context.h).
 inline CLI::Option* add_streams_option(CLI::App* cmd, int& value) {

@@ -108,6 +108,7 @@ void add_train_command(CLI::App& app, int& exit_code) {
       ->capture_default_str();
   add_switch(cmd, "--sync-bn", o.sync_bn, "Synchronise batch norm statistics across ranks (SyncBatchNorm)");
   add_batchnorm_option(cmd, o.batchnorm);
+  add_fusion_option(cmd, o.fusion);
   add_streams_option(cmd, o.streams);
   add_number(cmd, "--collective-timeout", o.collective_timeout_s,
              "Seconds a collective (Gloo or NCCL) may wait for the other ranks before the run fails", 1, 86400)

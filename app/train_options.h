@@ -17,9 +17,9 @@ inline constexpr int kMaxBatchSize = 1 << 20;
 
 // The flags that only a GPU run reads. Given to a run on the CPU, each is refused in one line,
 // as --precision bf16 is, rather than ignored.
-inline constexpr const char* kGpuOnlyFlags[] = {"--batchnorm",       "--streams",       "--cuda-graphs",
-                                                "--cudnn-benchmark", "--deterministic", "--profile-steps",
-                                                "--gpu-tflops"};
+inline constexpr const char* kGpuOnlyFlags[] = {"--batchnorm",     "--fusion",          "--streams",
+                                                "--cuda-graphs",   "--cudnn-benchmark", "--deterministic",
+                                                "--profile-steps", "--gpu-tflops"};
 
 struct TrainOptions {
   // data
@@ -65,6 +65,7 @@ struct TrainOptions {
   std::string cuda_graphs = "on";         // on | off
   int streams = 2;                        // the GPU's streams: 2, or 1 (nn/context.h, Note [Side stream])
   std::string batchnorm = "cooperative";  // the GPU's batch norm: cooperative | split | cudnn (nn/context.h)
+  std::string fusion = "off";             // on | off: ContextOptions::fusion (nn/context.h)
   int collective_timeout_s = 600;         // a collective waiting longer for the other ranks fails
   std::string profile_steps;              // "A:B": those steps between cudaProfilerStart and Stop (app/profiler.h)
   double gpu_tflops = 0;                  // the GPU's peak for the MFU; 0: its known one (kernels/base/device.h)

@@ -282,6 +282,7 @@ void Trainer::connect() {
   co.deterministic = opt_.deterministic;
   co.cudnn_benchmark = opt_.cudnn_benchmark;
   co.batchnorm = parse_batchnorm(opt_.batchnorm);
+  co.fusion = opt_.fusion == "on";
   co.streams = opt_.streams;
   if (device_ == Device::cuda) {
     int count = 0;
@@ -460,6 +461,7 @@ nlohmann::json Trainer::run_record() const {
   const bool gpu = device_ == Device::cuda;
   settings["cuda_graphs"] = gpu ? nlohmann::json(opt_.cuda_graphs) : nlohmann::json(nullptr);
   settings["batchnorm"] = gpu ? opt_.batchnorm : "cpu";
+  settings["fusion"] = gpu ? nlohmann::json(opt_.fusion) : nlohmann::json(nullptr);
   settings["streams"] = gpu ? nlohmann::json(opt_.streams) : nlohmann::json(nullptr);
   nlohmann::json record(describe_run(data_, opt_.seed, normalization_));
   record["settings"] = settings;
@@ -585,9 +587,10 @@ void Trainer::print_banner() const {
   const ResNetConfig& c = model_->config();
   log_->print("%s: ResNet-18, %s stem, width %d, %d classes, %lld parameters", version_line().c_str(),
               stem_name(c.stem), c.width, c.num_classes, static_cast<long long>(model_->num_parameters()));
-  log_->print("  world size %d, precision %s, CUDA graphs %s, batch norm %s%s", env_.world_size,
+  log_->print("  world size %d, precision %s, CUDA graphs %s, batch norm %s%s%s", env_.world_size,
               dtype_ == DType::bf16 ? "bf16" : "fp32", device_ == Device::cuda ? opt_.cuda_graphs.c_str() : "n/a",
               device_ == Device::cuda ? opt_.batchnorm.c_str() : "cpu",
+              device_ == Device::cuda ? (", fusion " + opt_.fusion).c_str() : "",
               device_ == Device::cuda ? (", " + counted(opt_.streams, "stream")).c_str() : "");
   for (int r = 0; r < env_.world_size; ++r) log_->print("  rank %d: %s", r, rank_devices_[size_t(r)].c_str());
   if (device_ == Device::cpu)

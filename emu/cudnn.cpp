@@ -29,6 +29,7 @@
 #include "emu/refusal.h"
 #include "emu/runtime.h"
 #include "kernels/batchnorm.h"
+#include "kernels/numeric.cuh"
 
 struct cudnnActivationStruct {
   bool set = false;
@@ -313,6 +314,11 @@ namespace {
 // make each cudnnBackendExecute of such a plan fail, as a kernel that fails at launch. Heuristics
 // still list the engine, since they run nothing. The variable is read at every call, so a test may
 // set and clear it. A malformed value ends the program with one line saying what is wrong.
+// CUTRAIN_EMU_CUDNN_REFUSE=fusion makes the finalize of every operation graph of more than one
+// operation fail with CUDNN_STATUS_NOT_SUPPORTED, before any other check, with a reason that
+// cudnnGetLastErrorString gives, as a cuDNN with no engine for fused graphs (Note [Emulated fusion]
+// in cudnn_graph.cpp); graphs of one operation are untouched. It too is read at every finalize, and
+// any other value ends the program with one line.
 [[noreturn]] void refuse_fault_spec(const std::string& entry, const char* what) {
   std::fprintf(stderr,
                "CUTRAIN_EMU_CUDNN_FAIL: '%s': %s (expected pass:algo=N:status or pass:engine=N:status, such as "
@@ -371,6 +377,18 @@ cudnnStatus_t injected_fault(const std::string& pass, const std::string& kind, c
       return fail(fault.status, std::string("injected by CUTRAIN_EMU_CUDNN_FAIL=") + spec);
   }
   return CUDNN_STATUS_SUCCESS;
+}
+
+cudnnStatus_t refused_fusion(int64_t operations) {
+  const char* refuse = std::getenv("CUTRAIN_EMU_CUDNN_REFUSE");
+  if (!refuse || !*refuse) return CUDNN_STATUS_SUCCESS;
+  if (std::string(refuse) != "fusion") {
+    std::fprintf(stderr, "CUTRAIN_EMU_CUDNN_REFUSE: '%s': the one value is fusion\n", refuse);
+    std::exit(2);
+  }
+  if (operations <= 1) return CUDNN_STATUS_SUCCESS;
+  return fail(CUDNN_STATUS_NOT_SUPPORTED,
+              "a graph of " + std::to_string(operations) + " operations, declined by CUTRAIN_EMU_CUDNN_REFUSE=fusion");
 }
 
 namespace {
@@ -500,15 +518,36 @@ std::vector<float> backward_data_atomic(const ConvShape& s, const float* dy, con
   return add_in_order(partials, atomic_order(slices));
 }
 
+// Applies `prologue` to x (NHWC, fp32, `channels` per pixel) element by element in fp32, each
+// operation rounded once, and rounds the result to `type`, the convolution's operand type, as the
+// convolution then takes it (Note [Emulated fusion] in cudnn_graph.cpp).
+void apply_prologue(const std::vector<PointwiseStep>& prologue, int channels, cudnnDataType_t type,
+                    std::vector<float>& x) {
+  for (size_t i = 0; i < x.size(); ++i) {
+    const size_t c = i % size_t(channels);
+    float v = x[i];
+    for (const PointwiseStep& step : prologue) {
+      if (step.mode == CUDNN_POINTWISE_MUL) v = mul_rn(v, step.operand[c]);
+      if (step.mode == CUDNN_POINTWISE_ADD) v = add_rn(v, step.operand[c]);
+      if (step.mode == CUDNN_POINTWISE_RELU_FWD) v = v > 0.0f ? v : 0.0f;
+    }
+    x[i] = type == CUDNN_DATA_BFLOAT16 ? cutrain_emu_bf16_bits_to_float(cutrain_emu_float_to_bf16_bits(v)) : v;
+  }
+}
+
 // Computes one pass on NHWC fp32 copies (the CPU twins), into `out` with alpha and beta; a
 // non-deterministic algorithm adds its partial sums in an order of its own (Note [Emulated atomics]).
-void compute(Pass pass, const Problem& p, const Operands& o, float alpha, float beta, bool atomic) {
+// A forward pass first applies `prologue` to its copy of x.
+void compute(Pass pass, const Problem& p, const Operands& o, float alpha, float beta, bool atomic,
+             const std::vector<PointwiseStep>& prologue) {
   const ConvShape& s = p.shape;
   std::vector<float> result;
   switch (pass) {
     case Pass::forward: {
       result.resize(elements(p.y));
-      conv2d_forward_cpu(to_nhwc(p.x, o.a).data(), to_nhwc(p.w, o.b).data(), s, result.data());
+      std::vector<float> x = to_nhwc(p.x, o.a);
+      if (!prologue.empty()) apply_prologue(prologue, p.x.c, p.x.type, x);
+      conv2d_forward_cpu(x.data(), to_nhwc(p.w, o.b).data(), s, result.data());
       blend(p.y, result, alpha, beta, o.out);
       break;
     }
@@ -553,8 +592,10 @@ namespace {
 // What one convolution call computes and moves, for the step's record: each of the three passes
 // is 2*N*P*Q*K*R*S*C FLOPs; it reads its two inputs and writes its output (and reads that too when
 // beta adds to what is there).
+// A forward pass with a pointwise prologue is one fused call, "cudnnConvolutionForwardFused", which
+// also reads each of the prologue's operands, one float per channel of x, once.
 RecordedOp convolution_record(Pass pass, const Problem& p, const Dims4& a, const Dims4& b, const Dims4& out, float beta,
-                              cudaStream_t stream) {
+                              const std::vector<PointwiseStep>& prologue, cudaStream_t stream) {
   static const char* const kCalls[] = {"cudnnConvolutionForward", "cudnnConvolutionBackwardData",
                                        "cudnnConvolutionBackwardFilter"};
   const ConvShape& s = p.shape;
@@ -562,11 +603,18 @@ RecordedOp convolution_record(Pass pass, const Problem& p, const Dims4& a, const
   std::snprintf(detail, sizeof detail, "N=%d H=%d W=%d C=%d K=%d R=%d S=%d stride=%d pad=%d", s.N, s.H, s.W, s.C, s.K,
                 s.R, s.S, s.stride, s.pad);
   const int64_t out_bytes = int64_t(bytes_of(out));
+  int64_t operand_bytes = 0;
+  std::string fused;
+  for (const PointwiseStep& step : prologue) {
+    if (step.operand) operand_bytes += int64_t(s.C) * int64_t(sizeof(float));
+    fused += fused.empty() ? ", prologue on x: " : " ";
+    fused += step.mode == CUDNN_POINTWISE_MUL ? "MUL" : step.mode == CUDNN_POINTWISE_ADD ? "ADD" : "RELU_FWD";
+  }
   RecordedOp op;
   op.kind = RecordedOp::Kind::library;
-  op.name = kCalls[int(pass)];
-  op.detail = detail;
-  op.bytes = {int64_t(bytes_of(a) + bytes_of(b)) + (beta != 0 ? out_bytes : 0), out_bytes};
+  op.name = prologue.empty() ? kCalls[int(pass)] : "cudnnConvolutionForwardFused";
+  op.detail = detail + fused;
+  op.bytes = {int64_t(bytes_of(a) + bytes_of(b)) + operand_bytes + (beta != 0 ? out_bytes : 0), out_bytes};
   op.flops = 2.0 * s.N * s.P() * s.Q() * s.K * s.R * s.S * s.C;
   op.stream = stream;
   return op;
@@ -592,11 +640,12 @@ RecordedOp batchnorm_record(const char* name, size_t bytes_read, size_t bytes_wr
 // streams, no event between) finds the other's garbage and writes NaN, where real cuDNN's
 // corrupted intermediate results would give some wrong output.
 cudnnStatus_t launch(cudnnHandle_t handle, Pass pass, const Problem& p, const Operands& o, float alpha, float beta,
-                     void* workspace, size_t needed, bool atomic) {
+                     void* workspace, size_t needed, bool atomic, const std::vector<PointwiseStep>& prologue) {
   const Dims4& a = pass == Pass::backward_data ? p.w : p.x;
   const Dims4& b = pass == Pass::forward ? p.w : p.y;
   const Dims4& out = pass == Pass::forward ? p.y : pass == Pass::backward_data ? p.x : p.w;
-  if (record_instead(convolution_record(pass, p, a, b, out, beta, handle->stream))) return CUDNN_STATUS_SUCCESS;
+  if (record_instead(convolution_record(pass, p, a, b, out, beta, prologue, handle->stream)))
+    return CUDNN_STATUS_SUCCESS;
   const uint64_t stamp = next_stamp();
   if (needed > 0) {
     if (enqueue(handle->stream, "cudnn workspace", [=] { fill_garbage(workspace, needed, stamp); }) != cudaSuccess)
@@ -607,7 +656,7 @@ cudnnStatus_t launch(cudnnHandle_t handle, Pass pass, const Problem& p, const Op
       std::vector<float> nan(elements(out), std::numeric_limits<float>::quiet_NaN());
       blend(out, nan, 1.0f, 0.0f, o.out);
     } else {
-      compute(pass, p, o, alpha, beta, atomic);
+      compute(pass, p, o, alpha, beta, atomic, prologue);
     }
   });
   if (queued != cudaSuccess) return fail(CUDNN_STATUS_EXECUTION_FAILED, "the handle's stream does not take work");

@@ -7,8 +7,10 @@
 
 #include <cudnn.h>
 
+#include <cstdint>
 #include <initializer_list>
 #include <string>
+#include <vector>
 
 #include "kernels/conv2d_cpu.h"
 
@@ -73,6 +75,11 @@ cudnnStatus_t injected_fault(const std::string& pass, const std::string& kind, c
                              std::initializer_list<cudnnStatus_t> statuses = {
                                  CUDNN_STATUS_NOT_SUPPORTED, CUDNN_STATUS_EXECUTION_FAILED, CUDNN_STATUS_BAD_PARAM});
 
+// CUTRAIN_EMU_CUDNN_REFUSE=fusion (Note [Emulated cuDNN faults]): when set, the refusal of a graph
+// of `operations` operations, more than one, as CUDNN_STATUS_NOT_SUPPORTED with the reason;
+// CUDNN_STATUS_SUCCESS otherwise.
+cudnnStatus_t refused_fusion(int64_t operations);
+
 // Device memory of at least `bytes` at `p`, or CUDNN_STATUS_BAD_PARAM naming `what`.
 cudnnStatus_t check_device(const void* p, size_t bytes, const char* what);
 
@@ -83,10 +90,19 @@ struct Operands {
   void* out;      // forward: y; backward data: dx; backward filter: dw
 };
 
+// One pointwise operation of a prologue on a forward convolution's X (Note [Emulated fusion] in
+// cudnn_graph.cpp): x = x * operand[c], x = x + operand[c], or x = max(x, 0), in fp32.
+struct PointwiseStep {
+  cudnnPointwiseMode_t mode;  // CUDNN_POINTWISE_MUL, CUDNN_POINTWISE_ADD or CUDNN_POINTWISE_RELU_FWD
+  const float* operand;       // MUL and ADD: one float per channel of X, in device memory; RELU_FWD: null
+};
+
 // Records or enqueues one pass whose arguments passed every check: the workspace's garbage, then
 // the computation on the handle's stream, with alpha and beta as given (cudnn.cpp's convolve says
-// how). `atomic` adds partial sums as an algorithm with atomics does.
+// how). `atomic` adds partial sums as an algorithm with atomics does. A forward pass with a
+// `prologue` computes on X as the prologue leaves it, rounded to X's type, and is recorded as one
+// fused call that also reads the prologue's operands.
 cudnnStatus_t launch(cudnnHandle_t handle, Pass pass, const Problem& p, const Operands& o, float alpha, float beta,
-                     void* workspace, size_t needed, bool atomic);
+                     void* workspace, size_t needed, bool atomic, const std::vector<PointwiseStep>& prologue = {});
 
 }  // namespace cutrain::emu::cudnn

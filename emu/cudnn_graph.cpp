@@ -1,7 +1,9 @@
 // cudnn_graph.cpp: the emulated cuDNN's graph (backend) API of emu/include/cudnn.h, for graphs of one
-// convolution. The API in brief, as cutrain uses it:
+// convolution and for the fused graph of a pointwise prologue on a forward convolution's X (Note
+// [Emulated fusion]). The API in brief, as cutrain uses it:
 //   1. TENSOR descriptors (X, W, Y), a CONVOLUTION descriptor and one OPERATION_CONVOLUTION_*
-//      descriptor that names them, then an OPERATIONGRAPH of that one operation;
+//      descriptor that names them, then an OPERATIONGRAPH of that one operation (a fused graph adds
+//      POINTWISE descriptors and the OPERATION_POINTWISE descriptors that make X);
 //   2. ENGINEHEUR on the graph answers a ranked list of ENGINECFGs, each naming an ENGINE with its
 //      numerical and behavior notes;
 //   3. an EXECUTION_PLAN of one engine config says how much workspace it needs;
@@ -13,7 +15,8 @@
 // more attributes. Execution checks the variant pack's pointers against the device's allocations and
 // runs the legacy convolution's launch (cudnn_convolution.h), so a graph gives the bits of the legacy
 // call with the same algorithm, is captured as the legacy call is, and is written in a step's record
-// under the legacy call's name (cudnnConvolutionForward and so on).
+// under the legacy call's name (cudnnConvolutionForward and so on; a fused graph as
+// cudnnConvolutionForwardFused).
 #include <cudnn.h>
 
 #include <algorithm>
@@ -59,14 +62,40 @@ struct ConvolutionSpec {
   std::vector<int64_t> pre, post, strides, dilations;
 };
 
+// One pointwise operation of a fused graph's prologue, in the order it applies: its mode, and for
+// MUL and ADD the [1,C,1,1] FLOAT tensor it takes (Note [Emulated fusion]).
+struct PrologueOperation {
+  cudnnPointwiseMode_t mode{};
+  bool has_operand = false;
+  Tensor operand;
+};
+
 // A graph's one convolution. Its tensors are named as the forward names them: backward data's DX is
-// x and DY is y, backward filter's DW is w. The graph's finalize adds the legacy problem.
+// x and DY is y, backward filter's DW is w. The graph's finalize adds the legacy problem. In a fused
+// graph, x is the graph's input, from which the prologue makes the convolution's virtual X.
 struct Convolution {
   Pass pass{};
   Tensor x, w, y;
   ConvolutionSpec conv;
   float alpha = 1, beta = 0;
   Problem problem{};
+  std::vector<PrologueOperation> prologue;  // empty but in a fused graph
+};
+
+// A pointwise descriptor, as finalize reads it.
+struct PointwiseSpec {
+  cudnnPointwiseMode_t mode{};
+  cudnnDataType_t precision{};
+};
+
+// An operation other than a convolution, as the graph's finalize reads it: what it computes, and the
+// tensors it reads and writes (pointwise: X, then B when set, and Y; reduction: X and Y; GenStats: X,
+// and SUM and SQSUM).
+struct Node {
+  cudnnBackendDescriptorType_t type{};
+  PointwiseSpec pointwise;       // pointwise
+  float alpha1 = 1, alpha2 = 1;  // pointwise
+  std::vector<Tensor> inputs, outputs;
 };
 
 struct Descriptor {
@@ -74,9 +103,11 @@ struct Descriptor {
   bool finalized = false;
   std::map<cudnnBackendAttributeName_t, Value> values;
   // What finalize derives, for the types that have it.
-  Tensor tensor;          // TENSOR
-  ConvolutionSpec conv;   // CONVOLUTION
-  Convolution operation;  // an operation, and the graph's for OPERATIONGRAPH, ENGINE, ENGINECFG, EXECUTION_PLAN
+  Tensor tensor;            // TENSOR
+  ConvolutionSpec conv;     // CONVOLUTION
+  PointwiseSpec pointwise;  // POINTWISE
+  Node node;                // OPERATION_POINTWISE, OPERATION_REDUCTION, OPERATION_GEN_STATS
+  Convolution operation;    // a convolution, and the graph's for OPERATIONGRAPH, ENGINE, ENGINECFG, EXECUTION_PLAN
   int64_t engine = -1;    // ENGINE, ENGINECFG, EXECUTION_PLAN: the global index
   size_t workspace = 0;   // EXECUTION_PLAN
 };
@@ -101,7 +132,10 @@ const TypeInfo kTypes[] = {
     {CUDNN_TYPE_CONVOLUTION_MODE, "CUDNN_TYPE_CONVOLUTION_MODE", sizeof(cudnnConvolutionMode_t)},
     {CUDNN_TYPE_HEUR_MODE, "CUDNN_TYPE_HEUR_MODE", sizeof(cudnnBackendHeurMode_t)},
     {CUDNN_TYPE_NUMERICAL_NOTE, "CUDNN_TYPE_NUMERICAL_NOTE", sizeof(cudnnBackendNumericalNote_t)},
+    {CUDNN_TYPE_POINTWISE_MODE, "CUDNN_TYPE_POINTWISE_MODE", sizeof(cudnnPointwiseMode_t)},
     {CUDNN_TYPE_BACKEND_DESCRIPTOR, "CUDNN_TYPE_BACKEND_DESCRIPTOR", sizeof(cudnnBackendDescriptor_t)},
+    {CUDNN_TYPE_GENSTATS_MODE, "CUDNN_TYPE_GENSTATS_MODE", sizeof(cudnnGenStatsMode_t)},
+    {CUDNN_TYPE_REDUCTION_OPERATOR_TYPE, "CUDNN_TYPE_REDUCTION_OPERATOR_TYPE", sizeof(cudnnReduceTensorOp_t)},
     {CUDNN_TYPE_BEHAVIOR_NOTE, "CUDNN_TYPE_BEHAVIOR_NOTE", sizeof(cudnnBackendBehaviorNote_t)},
 };
 
@@ -143,7 +177,8 @@ struct Attribute {
 // except where the emulation takes less: one spatial dimension per element of a convolution's
 // vectors at most CUDNN_DIM_MAX - 2 = 6, and engine configs without knob choices, since the emulated
 // engines have no knobs. The two handle attributes are deprecated in cuDNN 9.19 [cudnn_graph.h], so
-// the emulation takes them and needs neither.
+// the emulation takes them and needs neither. Of the pointwise, reduction and GenStats descriptors
+// it takes the attributes that a scale, bias and ReLU prologue and a statistics epilogue set.
 const Attribute kAttributes[] = {
     {CUDNN_BACKEND_TENSOR_DESCRIPTOR, ATTR(CUDNN_ATTR_TENSOR_DATA_TYPE), CUDNN_TYPE_DATA_TYPE, 1, 1, Use::required},
     {CUDNN_BACKEND_TENSOR_DESCRIPTOR, ATTR(CUDNN_ATTR_TENSOR_DIMENSIONS), CUDNN_TYPE_INT64, 1, 8, Use::required},
@@ -213,6 +248,47 @@ const Attribute kAttributes[] = {
      ATTR(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_BETA), CUDNN_TYPE_FLOAT, 1, 1, Use::required, kNoDescriptor,
      true},
 
+    {CUDNN_BACKEND_POINTWISE_DESCRIPTOR, ATTR(CUDNN_ATTR_POINTWISE_MODE), CUDNN_TYPE_POINTWISE_MODE, 1, 1,
+     Use::required},
+    {CUDNN_BACKEND_POINTWISE_DESCRIPTOR, ATTR(CUDNN_ATTR_POINTWISE_MATH_PREC), CUDNN_TYPE_DATA_TYPE, 1, 1,
+     Use::required},
+
+    {CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR, ATTR(CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR),
+     CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, 1, Use::required, CUDNN_BACKEND_POINTWISE_DESCRIPTOR},
+    {CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR, ATTR(CUDNN_ATTR_OPERATION_POINTWISE_XDESC),
+     CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, 1, Use::required, CUDNN_BACKEND_TENSOR_DESCRIPTOR},
+    {CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR, ATTR(CUDNN_ATTR_OPERATION_POINTWISE_BDESC),
+     CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, 1, Use::optional, CUDNN_BACKEND_TENSOR_DESCRIPTOR},
+    {CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR, ATTR(CUDNN_ATTR_OPERATION_POINTWISE_YDESC),
+     CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, 1, Use::required, CUDNN_BACKEND_TENSOR_DESCRIPTOR},
+    {CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR, ATTR(CUDNN_ATTR_OPERATION_POINTWISE_ALPHA1), CUDNN_TYPE_FLOAT, 1, 1,
+     Use::optional, kNoDescriptor, true},
+    {CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR, ATTR(CUDNN_ATTR_OPERATION_POINTWISE_ALPHA2), CUDNN_TYPE_FLOAT, 1, 1,
+     Use::optional, kNoDescriptor, true},
+
+    {CUDNN_BACKEND_REDUCTION_DESCRIPTOR, ATTR(CUDNN_ATTR_REDUCTION_OPERATOR), CUDNN_TYPE_REDUCTION_OPERATOR_TYPE, 1, 1,
+     Use::required},
+    {CUDNN_BACKEND_REDUCTION_DESCRIPTOR, ATTR(CUDNN_ATTR_REDUCTION_COMP_TYPE), CUDNN_TYPE_DATA_TYPE, 1, 1,
+     Use::required},
+
+    {CUDNN_BACKEND_OPERATION_REDUCTION_DESCRIPTOR, ATTR(CUDNN_ATTR_OPERATION_REDUCTION_XDESC),
+     CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, 1, Use::required, CUDNN_BACKEND_TENSOR_DESCRIPTOR},
+    {CUDNN_BACKEND_OPERATION_REDUCTION_DESCRIPTOR, ATTR(CUDNN_ATTR_OPERATION_REDUCTION_YDESC),
+     CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, 1, Use::required, CUDNN_BACKEND_TENSOR_DESCRIPTOR},
+    {CUDNN_BACKEND_OPERATION_REDUCTION_DESCRIPTOR, ATTR(CUDNN_ATTR_OPERATION_REDUCTION_DESC),
+     CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, 1, Use::required, CUDNN_BACKEND_REDUCTION_DESCRIPTOR},
+
+    {CUDNN_BACKEND_OPERATION_GEN_STATS_DESCRIPTOR, ATTR(CUDNN_ATTR_OPERATION_GENSTATS_MODE), CUDNN_TYPE_GENSTATS_MODE,
+     1, 1, Use::required},
+    {CUDNN_BACKEND_OPERATION_GEN_STATS_DESCRIPTOR, ATTR(CUDNN_ATTR_OPERATION_GENSTATS_MATH_PREC), CUDNN_TYPE_DATA_TYPE,
+     1, 1, Use::required},
+    {CUDNN_BACKEND_OPERATION_GEN_STATS_DESCRIPTOR, ATTR(CUDNN_ATTR_OPERATION_GENSTATS_XDESC),
+     CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, 1, Use::required, CUDNN_BACKEND_TENSOR_DESCRIPTOR},
+    {CUDNN_BACKEND_OPERATION_GEN_STATS_DESCRIPTOR, ATTR(CUDNN_ATTR_OPERATION_GENSTATS_SUMDESC),
+     CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, 1, Use::required, CUDNN_BACKEND_TENSOR_DESCRIPTOR},
+    {CUDNN_BACKEND_OPERATION_GEN_STATS_DESCRIPTOR, ATTR(CUDNN_ATTR_OPERATION_GENSTATS_SQSUMDESC),
+     CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, 1, Use::required, CUDNN_BACKEND_TENSOR_DESCRIPTOR},
+
     {CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR, ATTR(CUDNN_ATTR_OPERATIONGRAPH_OPS), CUDNN_TYPE_BACKEND_DESCRIPTOR, 1,
      kMany, Use::required, kAnyOperation},
     {CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR, ATTR(CUDNN_ATTR_OPERATIONGRAPH_HANDLE), CUDNN_TYPE_HANDLE, 1, 1,
@@ -259,10 +335,15 @@ const Attribute* attribute_of(cudnnBackendDescriptorType_t owner, cudnnBackendAt
   return nullptr;
 }
 
-bool is_operation(cudnnBackendDescriptorType_t type) {
+bool is_convolution(cudnnBackendDescriptorType_t type) {
   return type == CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR ||
          type == CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_DATA_DESCRIPTOR ||
          type == CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_FILTER_DESCRIPTOR;
+}
+
+bool is_operation(cudnnBackendDescriptorType_t type) {
+  return is_convolution(type) || type == CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR ||
+         type == CUDNN_BACKEND_OPERATION_REDUCTION_DESCRIPTOR || type == CUDNN_BACKEND_OPERATION_GEN_STATS_DESCRIPTOR;
 }
 
 // ---- reading a descriptor's values (each present: finalize checked the required ones) ----
@@ -336,25 +417,34 @@ float scale_of(const Descriptor& d, cudnnBackendAttributeName_t name) {
 // CUDNN_HEUR_MODE_FALLBACK answers engine 2 alone. Every engine computes every shape that the
 // graph's finalize takes. CUTRAIN_EMU_CUDNN_FAIL="pass:engine=N:status" makes engine N fail (Note
 // [Emulated cuDNN faults]).
+// A fused graph (Note [Emulated fusion]) has an engine of its own kind instead, as cuDNN's generic
+// runtime fusion engine, which compiles for the graph when its plan is built (cuDNN's graph guide,
+// "Supported Graph Patterns"): forward engine 3, with the behavior note RUNTIME_COMPILATION and no
+// numerical note, which computes the prologue and then the convolution as IMPLICIT_GEMM with no
+// workspace. Every mode of the heuristics answers it, ranked as above; engines 0 to 2 do not take a
+// fused graph (CUDNN_STATUS_NOT_SUPPORTED at the engine's finalize), nor engine 3 a graph of one
+// convolution, whose engines stay the three above.
 struct Engine {
   Pass pass;
   int64_t index;  // CUDNN_ATTR_ENGINE_GLOBAL_INDEX
   int algo;       // the legacy algorithm it computes as
   bool tensor_core;
   bool fallback;  // answered by CUDNN_HEUR_MODE_FALLBACK
+  bool fusion;    // the runtime fusion engine of fused graphs, not of a graph of one convolution
 };
 const Engine kEngines[] = {
-    {Pass::forward, 0, CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM, true, false},
-    {Pass::forward, 1, CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM, false, false},
-    {Pass::forward, 2, CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM, false, true},
-    {Pass::backward_data, 0, CUDNN_CONVOLUTION_BWD_DATA_ALGO_1, true, false},
-    {Pass::backward_data, 1, CUDNN_CONVOLUTION_BWD_DATA_ALGO_0, false, false},
-    {Pass::backward_data, 2, CUDNN_CONVOLUTION_BWD_DATA_ALGO_1, false, true},
-    {Pass::backward_filter, 0, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1, true, false},
-    {Pass::backward_filter, 1, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_0, false, false},
-    {Pass::backward_filter, 2, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1, false, true},
+    {Pass::forward, 0, CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM, true, false, false},
+    {Pass::forward, 1, CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM, false, false, false},
+    {Pass::forward, 2, CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM, false, true, false},
+    {Pass::forward, 3, CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM, false, true, true},
+    {Pass::backward_data, 0, CUDNN_CONVOLUTION_BWD_DATA_ALGO_1, true, false, false},
+    {Pass::backward_data, 1, CUDNN_CONVOLUTION_BWD_DATA_ALGO_0, false, false, false},
+    {Pass::backward_data, 2, CUDNN_CONVOLUTION_BWD_DATA_ALGO_1, false, true, false},
+    {Pass::backward_filter, 0, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1, true, false, false},
+    {Pass::backward_filter, 1, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_0, false, false, false},
+    {Pass::backward_filter, 2, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1, false, true, false},
 };
-constexpr int64_t kEnginesPerPass = 3;
+constexpr int64_t kEnginesPerPass = 3;  // of a graph of one convolution; a fused graph's are 0 to 3
 
 const Engine* engine_of(Pass pass, int64_t index) {
   for (const Engine& e : kEngines)
@@ -379,10 +469,13 @@ std::vector<cudnnBackendNumericalNote_t> notes_of(const Engine& e) {
 // required must be set ([ref]: each such attribute is "Required attribute"). What the emulation does
 // not compute, which the real library may, is refused with CUDNN_STATUS_NOT_SUPPORTED (or one of its
 // finer statuses) when the graph is finalized, with the reason, as a real graph that no engine
-// supports is refused before a plan is made: more than one operation, other than 2-d convolutions,
-// groups, dilation, CUDNN_CONVOLUTION mode (a flipped filter), other than float compute, data other
-// than float or bf16, layouts other than packed NHWC (a filter: KRSC), and padding that differs
-// before and after or along height and width.
+// supports is refused before a plan is made: graphs other than one convolution or the fused graph
+// of Note [Emulated fusion], other than 2-d convolutions, groups, dilation, CUDNN_CONVOLUTION mode
+// (a flipped filter), other than float compute, data other than float or bf16, layouts other than
+// packed NHWC (a filter: KRSC), and padding that differs before and after or along height and width.
+// What the engines of a fused graph document they do not support is refused there too, with
+// CUDNN_STATUS_NOT_SUPPORTED_GRAPH_PATTERN (or _DATA_TYPE), each rule citing [G], cuDNN's graph
+// guide ("Graphs", docs.nvidia.com/cudnn/developer/graph-api; docs/cudnn-fusion.md, section 1).
 
 cudnnStatus_t finalize_tensor(Descriptor& d) {
   Tensor t;
@@ -509,6 +602,55 @@ cudnnStatus_t finalize_operation(Descriptor& d) {
   return CUDNN_STATUS_SUCCESS;
 }
 
+cudnnStatus_t finalize_pointwise(Descriptor& d) {
+  d.pointwise.mode = one<cudnnPointwiseMode_t>(d, CUDNN_ATTR_POINTWISE_MODE);
+  d.pointwise.precision = one<cudnnDataType_t>(d, CUDNN_ATTR_POINTWISE_MATH_PREC);
+  return CUDNN_STATUS_SUCCESS;
+}
+
+// Whether a pointwise mode of the emulated cudnn.h takes two inputs, X and B.
+bool binary_mode(cudnnPointwiseMode_t mode) {
+  return mode == CUDNN_POINTWISE_ADD || mode == CUDNN_POINTWISE_MUL || mode == CUDNN_POINTWISE_MIN ||
+         mode == CUDNN_POINTWISE_MAX || mode == CUDNN_POINTWISE_SUB || mode == CUDNN_POINTWISE_CMP_GT;
+}
+
+cudnnStatus_t finalize_pointwise_operation(Descriptor& d) {
+  Node n;
+  n.type = d.type;
+  n.pointwise = child(d, CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR).pointwise;
+  n.inputs.push_back(child(d, CUDNN_ATTR_OPERATION_POINTWISE_XDESC).tensor);
+  const bool has_b = d.values.count(CUDNN_ATTR_OPERATION_POINTWISE_BDESC) != 0;
+  if (has_b) n.inputs.push_back(child(d, CUDNN_ATTR_OPERATION_POINTWISE_BDESC).tensor);
+  n.outputs.push_back(child(d, CUDNN_ATTR_OPERATION_POINTWISE_YDESC).tensor);
+  n.alpha1 =
+      d.values.count(CUDNN_ATTR_OPERATION_POINTWISE_ALPHA1) ? scale_of(d, CUDNN_ATTR_OPERATION_POINTWISE_ALPHA1) : 1.0f;
+  n.alpha2 =
+      d.values.count(CUDNN_ATTR_OPERATION_POINTWISE_ALPHA2) ? scale_of(d, CUDNN_ATTR_OPERATION_POINTWISE_ALPHA2) : 1.0f;
+  // [ref] CUDNN_ATTR_OPERATION_POINTWISE_BDESC is required for a mode with two inputs.
+  if (binary_mode(n.pointwise.mode) && !has_b)
+    return fail(CUDNN_STATUS_BAD_PARAM, "pointwise mode " + std::to_string(int(n.pointwise.mode)) +
+                                            " takes two inputs, and CUDNN_ATTR_OPERATION_POINTWISE_BDESC is not set");
+  d.node = n;
+  return CUDNN_STATUS_SUCCESS;
+}
+
+cudnnStatus_t finalize_reduction(Descriptor&) { return CUDNN_STATUS_SUCCESS; }
+
+cudnnStatus_t finalize_reduction_operation(Descriptor& d) {
+  d.node.type = d.type;
+  d.node.inputs = {child(d, CUDNN_ATTR_OPERATION_REDUCTION_XDESC).tensor};
+  d.node.outputs = {child(d, CUDNN_ATTR_OPERATION_REDUCTION_YDESC).tensor};
+  return CUDNN_STATUS_SUCCESS;
+}
+
+cudnnStatus_t finalize_gen_stats(Descriptor& d) {
+  d.node.type = d.type;
+  d.node.inputs = {child(d, CUDNN_ATTR_OPERATION_GENSTATS_XDESC).tensor};
+  d.node.outputs = {child(d, CUDNN_ATTR_OPERATION_GENSTATS_SUMDESC).tensor,
+                    child(d, CUDNN_ATTR_OPERATION_GENSTATS_SQSUMDESC).tensor};
+  return CUDNN_STATUS_SUCCESS;
+}
+
 // Whether `t` is a packed NHWC tensor (a filter: KRSC) of dimensions (n, c, h, w).
 bool packed_nhwc(const Tensor& t) {
   const std::vector<int64_t>& d = t.dims;
@@ -516,13 +658,183 @@ bool packed_nhwc(const Tensor& t) {
   return t.strides == nhwc;
 }
 
-cudnnStatus_t finalize_graph(Descriptor& d) {
-  const Value& ops = d.values.at(CUDNN_ATTR_OPERATIONGRAPH_OPS);
-  if (ops.count != 1)
+// Note [Emulated fusion]
+// ~~~~~~~~~~~~~~~~~~~~~~~
+// A graph of more than one operation is taken, and computed, in one form: the fused unit of
+// bn-relu-conv, a chain of pointwise operations that makes a forward convolution's X from the
+// graph's input x, each MUL or ADD by a [1,C,1,1] FLOAT tensor (its B) or a RELU_FWD, with every
+// tensor between them virtual and the math precision FLOAT. It runs on its own engine (Note
+// [Emulated engines]) as one call on the handle's stream: x is read as floats, each operation applied
+// element by element in fp32 and rounded once (mul_rn, add_rn of kernels/numeric.cuh; ReLU as
+// x > 0 ? x : 0), the result rounded to x's type, which make_problem requires W and Y to have too
+// (bf16 for bf16: the type the tensor cores take), and then the same reference convolution as a
+// graph of one convolution computes, into Y (cudnn.cpp's compute). The step's record has it as one
+// call, cudnnConvolutionForwardFused, which reads x, W and each B once and writes Y.
+// Finalize refuses first what cuDNN's engines document they do not support [G]; then what the
+// emulation does not compute, which [G] allows: any other pattern, an epilogue, a backward pass with
+// a fusion, a reduction or GenStats. CUTRAIN_EMU_CUDNN_REFUSE=fusion declines every such graph (Note
+// [Emulated cuDNN faults] in cudnn.cpp).
+
+// The tensors that an operation of a graph reads and writes, a convolution's as its pass names them.
+struct GraphOperation {
+  const Descriptor* d;
+  std::vector<Tensor> inputs, outputs;
+};
+
+GraphOperation graph_operation(const Descriptor& d) {
+  if (!is_convolution(d.type)) return {&d, d.node.inputs, d.node.outputs};
+  const Convolution& c = d.operation;
+  if (c.pass == Pass::forward) return {&d, {c.x, c.w}, {c.y}};
+  if (c.pass == Pass::backward_data) return {&d, {c.w, c.y}, {c.x}};
+  return {&d, {c.x, c.y}, {c.w}};
+}
+
+bool same_tensor(const Tensor& a, const Tensor& b) {
+  return a.type == b.type && a.dims == b.dims && a.strides == b.strides && a.alignment == b.alignment &&
+         a.is_virtual == b.is_virtual;
+}
+
+std::string uid_text(const Tensor& t) { return "UID " + std::to_string(t.uid); }
+
+// The convolution of a fused graph, its x the graph's input and its prologue the chain that makes its
+// X (Note [Emulated fusion]).
+cudnnStatus_t fused_convolution(const std::vector<Snapshot>& descriptors, Convolution* out) {
+  std::vector<GraphOperation> ops;
+  for (const Snapshot& d : descriptors) ops.push_back(graph_operation(*d));
+  // [ref] CUDNN_ATTR_TENSOR_UNIQUE_ID identifies a tensor within its graph: the operations that share
+  // a tensor name it by one UID, and two different tensors do not share one; one operation makes each.
+  std::map<int64_t, Tensor> tensors;
+  std::map<int64_t, size_t> maker;
+  std::vector<size_t> convolutions;
+  for (size_t i = 0; i < ops.size(); ++i) {
+    if (is_convolution(ops[i].d->type)) convolutions.push_back(i);
+    for (const std::vector<Tensor>* list : {&ops[i].inputs, &ops[i].outputs})
+      for (const Tensor& t : *list)
+        if (const auto [at, added] = tensors.emplace(t.uid, t); !added && !same_tensor(at->second, t))
+          return fail(CUDNN_STATUS_BAD_PARAM, "two tensors of the graph share a UID (" + uid_text(t) + ")");
+    for (const Tensor& t : ops[i].outputs)
+      if (!maker.emplace(t.uid, i).second)
+        return fail(CUDNN_STATUS_BAD_PARAM, "two operations of the graph write " + uid_text(t));
+  }
+  // [ref] A virtual tensor is an intermediate of the graph, made by one of its operations.
+  for (const auto& [uid, t] : tensors)
+    if (t.is_virtual && !maker.count(uid))
+      return fail(CUDNN_STATUS_BAD_PARAM, uid_text(t) + " is virtual, but no operation of the graph makes it");
+  if (convolutions.size() != 1)
     return fail(
         CUDNN_STATUS_NOT_SUPPORTED_GRAPH_PATTERN,
-        "the emulation runs graphs of one convolution; this one has " + std::to_string(ops.count) + " operations");
-  Convolution op = ops.descriptors[0]->operation;
+        "the emulation runs fused graphs of one convolution; this one has " + std::to_string(convolutions.size()));
+  const Convolution& conv = ops[convolutions[0]].d->operation;
+  // The documented rules: cuDNN's engines support none of these [G].
+  int reductions = 0;
+  for (const GraphOperation& o : ops) {
+    const cudnnBackendDescriptorType_t type = o.d->type;
+    // [G, "Operation Specific Constraints", GenStats] GenStats' X is HALF, or FLOAT on Ampere and
+    // later; never BFLOAT16.
+    if (type == CUDNN_BACKEND_OPERATION_GEN_STATS_DESCRIPTOR && o.inputs[0].type == CUDNN_DATA_BFLOAT16)
+      return fail(CUDNN_STATUS_NOT_SUPPORTED_DATA_TYPE,
+                  "GenStats on a BFLOAT16 X (" + uid_text(o.inputs[0]) + "): its X is HALF or FLOAT [G]");
+    if (type == CUDNN_BACKEND_OPERATION_REDUCTION_DESCRIPTOR) {
+      // [G, "Support Surface 90"] g2 holds at most one reduction, and it is the exit node.
+      if (++reductions > 1)
+        return fail(CUDNN_STATUS_NOT_SUPPORTED_GRAPH_PATTERN, "more than one reduction in a graph [G, SS90]");
+      for (const GraphOperation& reader : ops)
+        for (const Tensor& t : reader.inputs)
+          if (t.uid == o.outputs[0].uid)
+            return fail(
+                CUDNN_STATUS_NOT_SUPPORTED_GRAPH_PATTERN,
+                "a reduction that is not the exit node: an operation reads its output (" + uid_text(t) + ") [G, SS90]");
+    }
+    // [G, "Operation Specific Constraints"] Support surfaces 90 and 80 take pointwise operations
+    // with ALPHA1 = ALPHA2 = 1.
+    if (type == CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR && (o.d->node.alpha1 != 1 || o.d->node.alpha2 != 1))
+      return fail(CUDNN_STATUS_NOT_SUPPORTED_GRAPH_PATTERN,
+                  "a pointwise operation with ALPHA1 or ALPHA2 other than 1 [G, Operation Specific Constraints]");
+  }
+  // g1: the operations that the convolution's inputs come from.
+  std::vector<bool> in_g1(ops.size(), false);
+  std::vector<Tensor> pending = ops[convolutions[0]].inputs;
+  while (!pending.empty()) {
+    const Tensor t = pending.back();
+    pending.pop_back();
+    const auto m = maker.find(t.uid);
+    if (m == maker.end() || in_g1[m->second]) continue;
+    in_g1[m->second] = true;
+    pending.insert(pending.end(), ops[m->second].inputs.begin(), ops[m->second].inputs.end());
+  }
+  const size_t g1 = size_t(std::count(in_g1.begin(), in_g1.end(), true));
+  // [G, "Support Surface 90"] ConvolutionBwdFilter fusions: "Fusion operation in g1 is not supported".
+  if (conv.pass == Pass::backward_filter && g1 > 0)
+    return fail(
+        CUDNN_STATUS_NOT_SUPPORTED_GRAPH_PATTERN,
+        "a prologue (g1) on a backward-filter convolution: \"Fusion operation in g1 is not supported\" [G, SS90]");
+  // [G, "Support Surface 90"] "Strided ConvolutionBwdData fusions are not supported".
+  if (conv.pass == Pass::backward_data &&
+      std::any_of(conv.conv.strides.begin(), conv.conv.strides.end(), [](int64_t stride) { return stride != 1; }))
+    return fail(CUDNN_STATUS_NOT_SUPPORTED_GRAPH_PATTERN,
+                "a fusion with a strided backward-data convolution: \"Strided ConvolutionBwdData fusions are not "
+                "supported\" [G, SS90]");
+  for (size_t i = 0; i < ops.size(); ++i) {
+    if (!in_g1[i]) continue;
+    // [G, "Support Surface 90"] g1's inputs are 128-bit aligned, and its intermediates virtual.
+    for (const Tensor& t : ops[i].inputs)
+      if (!maker.count(t.uid) && t.alignment < 16)
+        return fail(CUDNN_STATUS_NOT_SUPPORTED_GRAPH_PATTERN, "an input of a prologue (g1), " + uid_text(t) +
+                                                                  ", aligned to " + std::to_string(t.alignment) +
+                                                                  " bytes, not 16 [G, SS90]");
+    for (const Tensor& t : ops[i].outputs)
+      if (!t.is_virtual)
+        return fail(CUDNN_STATUS_NOT_SUPPORTED_GRAPH_PATTERN,
+                    "an intermediate of a prologue (g1), " + uid_text(t) + ", that is not virtual [G, SS90]");
+  }
+  // What the emulation computes: a chain of MUL, ADD and RELU_FWD into a forward convolution's X.
+  const auto unsupported = [](const std::string& why) {
+    return fail(
+        CUDNN_STATUS_NOT_SUPPORTED_GRAPH_PATTERN,
+        "the emulation computes a fused graph of a pointwise prologue on a forward convolution's X alone: " + why);
+  };
+  if (conv.pass != Pass::forward) return unsupported("this is a " + kPassNames[int(conv.pass)] + " convolution");
+  if (g1 != ops.size() - 1) return unsupported("an operation of the graph is not on the way to the convolution's X");
+  Convolution fused = conv;
+  Tensor t = conv.x;
+  for (auto m = maker.find(t.uid); m != maker.end(); m = maker.find(t.uid)) {
+    const Node& n = ops[m->second].d->node;
+    if (n.type != CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR) return unsupported("a reduction or GenStats in g1");
+    const cudnnPointwiseMode_t mode = n.pointwise.mode;
+    if (mode != CUDNN_POINTWISE_MUL && mode != CUDNN_POINTWISE_ADD && mode != CUDNN_POINTWISE_RELU_FWD)
+      return unsupported("pointwise mode " + std::to_string(int(mode)) + " (it computes MUL, ADD and RELU_FWD)");
+    if (n.pointwise.precision != CUDNN_DATA_FLOAT) return unsupported("a math precision other than FLOAT");
+    if (n.inputs[0].dims != n.outputs[0].dims) return unsupported("a pointwise X of another shape than its Y");
+    PrologueOperation step{mode, n.inputs.size() > 1, {}};
+    if (step.has_operand) {
+      const Tensor& b = n.inputs[1];
+      const std::vector<int64_t> channel = {1, t.dims.size() > 1 ? t.dims[1] : 0, 1, 1};
+      if (b.type != CUDNN_DATA_FLOAT || b.dims != channel || b.strides[1] != 1)
+        return unsupported("a B (" + uid_text(b) + ") other than a packed [1,C,1,1] FLOAT tensor");
+      step.operand = b;
+    }
+    fused.prologue.insert(fused.prologue.begin(), step);
+    t = n.inputs[0];
+  }
+  if (fused.prologue.size() != g1) return unsupported("a prologue that is not one chain of operations on X");
+  if (t.dims != conv.x.dims) return unsupported("a graph input of another shape than the convolution's X");
+  fused.x = t;
+  *out = fused;
+  return CUDNN_STATUS_SUCCESS;
+}
+
+cudnnStatus_t finalize_graph(Descriptor& d) {
+  const Value& ops = d.values.at(CUDNN_ATTR_OPERATIONGRAPH_OPS);
+  if (cudnnStatus_t s = refused_fusion(ops.count); s != CUDNN_STATUS_SUCCESS) return s;
+  Convolution op;
+  if (ops.count > 1) {
+    if (cudnnStatus_t s = fused_convolution(ops.descriptors, &op); s != CUDNN_STATUS_SUCCESS) return s;
+  } else if (!is_convolution(ops.descriptors[0]->type)) {
+    return fail(CUDNN_STATUS_NOT_SUPPORTED_GRAPH_PATTERN,
+                "the emulation runs no graph of one pointwise operation, reduction or GenStats");
+  } else {
+    op = ops.descriptors[0]->operation;
+  }
   const OperationNames& names = names_of(op.pass);
   const Tensor* tensors[] = {&op.x, &op.w, &op.y};
   // [ref] CUDNN_ATTR_TENSOR_UNIQUE_ID identifies a tensor within its graph (the variant pack maps
@@ -575,12 +887,18 @@ cudnnStatus_t finalize_graph(Descriptor& d) {
 cudnnStatus_t finalize_engine(Descriptor& d) {
   const Descriptor& graph = child(d, CUDNN_ATTR_ENGINE_OPERATION_GRAPH);
   const int64_t index = one<int64_t>(d, CUDNN_ATTR_ENGINE_GLOBAL_INDEX);
+  const bool fused = !graph.operation.prologue.empty();
   const Engine* engine = engine_of(graph.operation.pass, index);
   // [H] CUDNN_ATTR_OPERATIONGRAPH_ENGINE_GLOBAL_COUNT: a graph's engines have the global indices
   // 0 to that count - 1.
-  if (!engine)
+  if (!engine || (engine->fusion && !fused))
     return fail(CUDNN_STATUS_BAD_PARAM, "no engine " + std::to_string(index) + ": the graph's engines are 0 to " +
-                                            std::to_string(kEnginesPerPass - 1));
+                                            std::to_string(fused ? kEnginesPerPass : kEnginesPerPass - 1));
+  if (fused && !engine->fusion)
+    return fail(CUDNN_STATUS_NOT_SUPPORTED, "engine " + std::to_string(index) +
+                                                " is a pre-compiled single-operation engine; a fused graph takes the "
+                                                "runtime fusion engine " +
+                                                std::to_string(kEnginesPerPass));
   size_t workspace = 0;
   if (cudnnStatus_t s = algo_workspace(engine->pass, engine->algo, graph.operation.problem, &workspace);
       s != CUDNN_STATUS_SUCCESS)
@@ -589,7 +907,8 @@ cudnnStatus_t finalize_engine(Descriptor& d) {
   d.engine = index;
   d.values[CUDNN_ATTR_ENGINE_NUMERICAL_NOTE] = value_of(CUDNN_TYPE_NUMERICAL_NOTE, notes_of(*engine));
   d.values[CUDNN_ATTR_ENGINE_BEHAVIOR_NOTE] =
-      value_of(CUDNN_TYPE_BEHAVIOR_NOTE, std::vector<cudnnBackendBehaviorNote_t>{});
+      value_of(CUDNN_TYPE_BEHAVIOR_NOTE, engine->fusion ? std::vector{CUDNN_BEHAVIOR_NOTE_RUNTIME_COMPILATION}
+                                                        : std::vector<cudnnBackendBehaviorNote_t>{});
   return CUDNN_STATUS_SUCCESS;
 }
 
@@ -627,8 +946,10 @@ cudnnStatus_t finalize_heuristics(Descriptor& d) {
     Snapshot config;
   };
   std::vector<Ranked> ranked;  // in engine index order
+  const bool fused = !graph->operation.prologue.empty();
   for (const Engine& e : kEngines) {
-    if (e.pass != graph->operation.pass || (mode == CUDNN_HEUR_MODE_FALLBACK && !e.fallback)) continue;
+    if (e.pass != graph->operation.pass || e.fusion != fused || (mode == CUDNN_HEUR_MODE_FALLBACK && !e.fallback))
+      continue;
     Snapshot config = engine_config(graph, e.index);
     size_t workspace = 0;
     if (!config || algo_workspace(e.pass, e.algo, problem, &workspace) != CUDNN_STATUS_SUCCESS) continue;
@@ -688,6 +1009,13 @@ const DescriptorKind kKinds[] = {
      "CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_DATA_DESCRIPTOR", finalize_operation},
     {CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_FILTER_DESCRIPTOR,
      "CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_FILTER_DESCRIPTOR", finalize_operation},
+    {CUDNN_BACKEND_POINTWISE_DESCRIPTOR, "CUDNN_BACKEND_POINTWISE_DESCRIPTOR", finalize_pointwise},
+    {CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR, "CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR",
+     finalize_pointwise_operation},
+    {CUDNN_BACKEND_REDUCTION_DESCRIPTOR, "CUDNN_BACKEND_REDUCTION_DESCRIPTOR", finalize_reduction},
+    {CUDNN_BACKEND_OPERATION_REDUCTION_DESCRIPTOR, "CUDNN_BACKEND_OPERATION_REDUCTION_DESCRIPTOR",
+     finalize_reduction_operation},
+    {CUDNN_BACKEND_OPERATION_GEN_STATS_DESCRIPTOR, "CUDNN_BACKEND_OPERATION_GEN_STATS_DESCRIPTOR", finalize_gen_stats},
     {CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR, "CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR", finalize_graph},
     {CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR, "CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR", finalize_heuristics},
     {CUDNN_BACKEND_ENGINE_DESCRIPTOR, "CUDNN_BACKEND_ENGINE_DESCRIPTOR", finalize_engine},
@@ -791,22 +1119,31 @@ cudnnStatus_t get_attribute(const Descriptor& d, cudnnBackendAttributeName_t nam
 // [ref] cudnnBackendExecute: CUDNN_STATUS_BAD_PARAM for a plan or variant pack that is not finalized
 // or does not fit. The emulation checks what a GPU cannot: that every tensor's UID has a pointer,
 // each inside one live device allocation of the tensor's size and aligned to its byte alignment
-// (CUDNN_STATUS_BAD_PARAM_MISALIGNED_POINTER), and the workspace inside one of the plan's size. Then
-// the work goes on the handle's stream, as the legacy call's does.
+// (CUDNN_STATUS_BAD_PARAM_MISALIGNED_POINTER), and the workspace inside one of the plan's size; a
+// fused graph's prologue operands too. Then the work goes on the handle's stream, as the legacy
+// call's does.
 cudnnStatus_t execute(cudnnHandle_t handle, const Descriptor& plan, const Descriptor& pack) {
   const Convolution& op = plan.operation;
   const OperationNames& names = names_of(op.pass);
   const std::vector<int64_t> uids = elements_of<int64_t>(pack, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS);
   const std::vector<void*> pointers = elements_of<void*>(pack, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS);
-  const Tensor* tensors[] = {&op.x, &op.w, &op.y};
-  const Dims4* dims[] = {&op.problem.x, &op.problem.w, &op.problem.y};
-  void* data[3] = {};
-  for (int i = 0; i < 3; ++i) {
-    const std::string what = std::string(names.labels[i]) + " (UID " + std::to_string(tensors[i]->uid) + ")";
+  // x, w and y, then the prologue's operands, each with its label and bytes.
+  std::vector<const Tensor*> tensors = {&op.x, &op.w, &op.y};
+  std::vector<std::string> labels = {names.labels[0], names.labels[1], names.labels[2]};
+  std::vector<size_t> bytes = {bytes_of(op.problem.x), bytes_of(op.problem.w), bytes_of(op.problem.y)};
+  for (const PrologueOperation& step : op.prologue) {
+    if (!step.has_operand) continue;
+    tensors.push_back(&step.operand);
+    labels.push_back("the prologue's B");
+    bytes.push_back(size_t(step.operand.dims[1]) * sizeof(float));
+  }
+  std::vector<void*> data(tensors.size());
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const std::string what = labels[i] + " (UID " + std::to_string(tensors[i]->uid) + ")";
     const auto at = std::find(uids.begin(), uids.end(), tensors[i]->uid);
     if (at == uids.end()) return fail(CUDNN_STATUS_BAD_PARAM, "the variant pack has no pointer for " + what);
     data[i] = pointers[size_t(at - uids.begin())];
-    if (cudnnStatus_t s = check_device(data[i], bytes_of(*dims[i]), what.c_str()); s != CUDNN_STATUS_SUCCESS) return s;
+    if (cudnnStatus_t s = check_device(data[i], bytes[i], what.c_str()); s != CUDNN_STATUS_SUCCESS) return s;
     if (reinterpret_cast<uintptr_t>(data[i]) % uintptr_t(tensors[i]->alignment) != 0)
       return fail(CUDNN_STATUS_BAD_PARAM_MISALIGNED_POINTER,
                   what + " is not aligned to " + std::to_string(tensors[i]->alignment) + " bytes");
@@ -823,8 +1160,12 @@ cudnnStatus_t execute(cudnnHandle_t handle, const Descriptor& plan, const Descri
   const Operands operands = op.pass == Pass::forward         ? Operands{data[0], data[1], data[2]}
                             : op.pass == Pass::backward_data ? Operands{data[1], data[2], data[0]}
                                                              : Operands{data[0], data[2], data[1]};
+  std::vector<PointwiseStep> prologue;
+  size_t next_operand = 3;
+  for (const PrologueOperation& step : op.prologue)
+    prologue.push_back({step.mode, step.has_operand ? static_cast<const float*>(data[next_operand++]) : nullptr});
   return launch(handle, op.pass, op.problem, operands, op.alpha, op.beta, workspace, plan.workspace,
-                algo_is_atomic(engine.pass, engine.algo));
+                algo_is_atomic(engine.pass, engine.algo), prologue);
 }
 
 }  // namespace

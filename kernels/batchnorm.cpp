@@ -9,6 +9,8 @@
 #include "kernels/batchnorm.h"
 
 #include <algorithm>
+#include <stdexcept>
+#include <string>
 #include <type_traits>
 #include <vector>
 
@@ -170,15 +172,36 @@ void backward_sums(const BatchNormShape& shape, const BatchNormBackward<float>& 
   });
 }
 
-}  // namespace
-
-void bn_forward_train_cpu(const BatchNormShape& shape, const BatchNormForward<float>& f) {
+// The training forward's statistics: mean, invstd and the running statistics.
+void batch_statistics(const BatchNormShape& shape, const BatchNormForward<float>& f) {
   std::vector<double> mean, m2;
   channel_statistics(f.x, shape.rows, shape.channels, mean, m2);
   for (int c = 0; c < shape.channels; ++c)
     bn_finalize_channel(double(shape.rows), mean[c], m2[c], f.eps, f.momentum, &f.mean[c], &f.invstd[c],
                         &f.running_mean[c], &f.running_var[c]);
+}
+
+// Note [Batch norm before a fused convolution]: its two forms take a ReLU without the residual.
+void check_prologue_fusion(const BatchNormShape& shape, const char* function) {
+  if (!shape.fusion.relu || shape.fusion.residual)
+    throw std::invalid_argument(std::string(function) + ": the fusion must be a ReLU without the residual");
+}
+
+}  // namespace
+
+void bn_forward_train_cpu(const BatchNormShape& shape, const BatchNormForward<float>& f) {
+  batch_statistics(shape, f);
   apply(shape, f, f.mean, f.invstd);
+}
+
+void bn_forward_statistics_cpu(const BatchNormShape& shape, const BatchNormForward<float>& f, float* scale,
+                               float* shift) {
+  check_prologue_fusion(shape, "bn_forward_statistics_cpu");
+  batch_statistics(shape, f);
+  for (int c = 0; c < shape.channels; ++c) {
+    scale[c] = bn_prologue_scale(f.gamma[c], f.invstd[c]);
+    shift[c] = bn_prologue_shift(f.beta[c], f.mean[c], scale[c]);
+  }
 }
 
 void bn_forward_eval_cpu(const BatchNormShape& shape, const BatchNormForward<float>& f) {
@@ -242,6 +265,27 @@ void bn_backward_cpu(const BatchNormShape& shape, const BatchNormBackward<float>
   std::vector<float> sums(2 * size_t(shape.channels));
   bn_backward_sums_cpu(shape, b, sums.data());
   bn_backward_apply_cpu(shape, b, sums.data(), double(shape.rows));
+}
+
+// The mask [z > 0] and the activation max(z, 0) of the prologue's z, then bn_backward with that mask.
+void bn_backward_recompute_cpu(const BatchNormShape& shape, const BatchNormBackward<float>& b, const float* scale,
+                               const float* shift, float* activation) {
+  check_prologue_fusion(shape, "bn_backward_recompute_cpu");
+  const int C = shape.channels;
+  std::vector<uint8_t> mask(size_t(bn_mask_bytes(shape)));
+  for_row_pieces(shape.rows, C, [&](int64_t begin, int64_t end) {
+    std::vector<float> z(C);
+    for (int64_t m = begin; m < end; ++m) {
+      for (int c = 0; c < C; ++c) {
+        z[c] = bn_prologue_preactivation(b.x[m * C + c], scale[c], shift[c]);
+        activation[m * C + c] = bn_activation(z[c], shape.fusion);
+      }
+      pack_mask_row(z.data(), C, mask.data() + m * mask_bytes(C));
+    }
+  });
+  BatchNormBackward<float> with_mask = b;
+  with_mask.relu_mask = mask.data();
+  bn_backward_cpu(shape, with_mask);
 }
 
 }  // namespace cutrain

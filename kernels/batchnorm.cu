@@ -111,13 +111,41 @@ __device__ Byte& mask_byte(Byte* mask, int64_t m, int C, int c0) {
   return mask[m * ceil_div(C, 8) + c0 / kGroup];
 }
 
-// dz = dy * act'(z) for the group of row m: dy's elements, the mask's bits under a ReLU.
+// dz = dy * act'(z) for the group of row m: dy's elements, and under a ReLU the bits [z > 0].
+template <bool VECTOR, typename T>
+__device__ void load_dz(const T* dy, unsigned bits, int64_t m, int C, int c0, BatchNormFusion fusion,
+                        float (&dz)[kGroup]) {
+  const Group<T> dys = load_group<VECTOR>(dy + m * C, c0, C);
+  for (int v = 0; v < kGroup; ++v) dz[v] = bn_dz(to_float(dys[v]), (bits >> v) & 1u, fusion);
+}
+
+// ... with the bits from the ReLU mask.
 template <bool VECTOR, typename T>
 __device__ void load_dz(const T* dy, const uint8_t* mask, int64_t m, int C, int c0, BatchNormFusion fusion,
                         float (&dz)[kGroup]) {
-  const Group<T> dys = load_group<VECTOR>(dy + m * C, c0, C);
-  const unsigned bits = fusion.relu ? mask_byte(mask, m, C, c0) : 0u;
-  for (int v = 0; v < kGroup; ++v) dz[v] = bn_dz(to_float(dys[v]), (bits >> v) & 1u, fusion);
+  load_dz<VECTOR>(dy, fusion.relu ? unsigned(mask_byte(mask, m, C, c0)) : 0u, m, C, c0, fusion, dz);
+}
+
+// What bn_backward_recompute takes instead of the mask (Note [Batch norm before a fused
+// convolution]): the prologue's constants, and where its activation goes (null: nowhere).
+template <typename T>
+struct Recompute {
+  const float* scale;
+  const float* shift;
+  T* activation;
+};
+
+// The prologue's z of a group: its mask bits [z > 0], and its activation max(z, 0) into `as`.
+template <typename T>
+__device__ unsigned prologue_group(const Group<T>& xs, const float (&scale)[kGroup], const float (&shift)[kGroup],
+                                   int c0, int C, BatchNormFusion fusion, Group<T>& as) {
+  unsigned bits = 0;
+  for (int v = 0; v < kGroup; ++v) {
+    const float z = bn_prologue_preactivation(to_float(xs[v]), scale[v], shift[v]);
+    as[v] = from_float<T>(bn_activation(z, fusion));
+    bits |= unsigned(z > 0.0f && c0 + v < C) << v;
+  }
+  return bits;
 }
 
 // The backward's constants of the thread's channels (batchnorm.cuh), from the sums t1 and t2.
@@ -302,14 +330,21 @@ __device__ Group<T>* cache_memory(float4* shared, const Tiling& t) {
   return reinterpret_cast<Group<T>*>(reinterpret_cast<unsigned char*>(shared) + t.scratch_bytes);
 }
 
+// What bn_forward_train_kernel writes in step 3, and whether it goes on to step 4.
+enum class ForwardWrites {
+  train,            // the statistics and running statistics, then y and the mask
+  rank_statistics,  // SyncBatchNorm: this rank's statistics, to s, and stops
+  prologue,         // Note [Batch norm before a fused convolution]: the statistics, running
+                    // statistics, scale and shift, and stops
+};
+
 // Training forward in one launch: Welford statistics, running statistics, y and the ReLU mask.
-// statistics_only (SyncBatchNorm): stops after step 3, which then writes this rank's statistics
-// to s instead. Split (t.split): stops after step 3 too, and bn_apply_kernel does step 4.
+// Or less, as `writes` says. Split (t.split): stops after step 3, and bn_apply_kernel does step 4.
 //   y = act((x - mean)*gamma*invstd + beta [+ residual]),  mask = [pre-activation > 0]
 template <typename T, bool VECTOR>
 __global__ void __launch_bounds__(1024, 1)
-    bn_forward_train_kernel(Tiling t, BatchNormForward<T> f, BatchNormRankStats s, Welford* partials, unsigned* ticket,
-                            bool statistics_only) {
+    bn_forward_train_kernel(Tiling t, BatchNormForward<T> f, BatchNormRankStats s, float* prologue_scale,
+                            float* prologue_shift, Welford* partials, unsigned* ticket, ForwardWrites writes) {
   CUTRAIN_DYNAMIC_SHARED(float4, shared);
   Welford* scratch = scratch_memory<Welford>(shared);
   Group<T>* cache = cache_memory<T>(shared, t);
@@ -337,7 +372,7 @@ __global__ void __launch_bounds__(1024, 1)
 
   // 3. Every chunk's partials merged, for this block's share of the channels.
   const auto finish = [&](int c, const Welford& total) {
-    if (statistics_only) {
+    if (writes == ForwardWrites::rank_statistics) {
       s.local_mean[c] = total.mean;
       s.local_m2[c] = total.m2;
       s.sum[c] = float(double(t.M) * total.mean);
@@ -345,9 +380,13 @@ __global__ void __launch_bounds__(1024, 1)
       bn_finalize_channel(double(t.M), total.mean, total.m2, f.eps, f.momentum, &f.mean[c], &f.invstd[c],
                           &f.running_mean[c], &f.running_var[c]);
     }
+    if (writes == ForwardWrites::prologue) {
+      prologue_scale[c] = bn_prologue_scale(f.gamma[c], f.invstd[c]);
+      prologue_shift[c] = bn_prologue_shift(f.beta[c], f.mean[c], prologue_scale[c]);
+    }
   };
   const bool apply = merge_partials(t.split, ticket, partials, C, scratch, t.scratch_bytes, finish);
-  if (statistics_only || !apply) return;
+  if (writes != ForwardWrites::train || !apply) return;
 
   // 4. Every thread applies its channels' statistics to its rows.
   cooperative_groups::this_grid().sync();  // every channel's statistics written
@@ -378,10 +417,12 @@ __global__ void __launch_bounds__(1024, 1)
 // Backward in one launch: t1 = sum dz, t2 = sum dz*xhat (dbeta and dgamma), d_residual = dz, and
 //   dx = gamma*invstd*(dz - t1/M - xhat*t2/M).
 // sums (SyncBatchNorm): also writes [t1 | t2] there, and stops after step 3. Split (t.split):
-// stops after step 3 too, and bn_backward_apply_kernel does step 4.
-template <typename T, bool VECTOR>
-__global__ void __launch_bounds__(1024, 1)
-    bn_backward_kernel(Tiling t, BatchNormBackward<T> b, float* sums, Sums* partials, unsigned* ticket) {
+// stops after step 3 too, and bn_backward_apply_kernel does step 4. RECOMPUTE (Note [Batch norm
+// before a fused convolution]): the mask bits from x and r's constants instead of b.relu_mask, and
+// step 1 writes r.activation.
+template <typename T, bool VECTOR, bool RECOMPUTE>
+__global__ void __launch_bounds__(1024, 1) bn_backward_kernel(Tiling t, BatchNormBackward<T> b, float* sums,
+                                                              Recompute<T> r, Sums* partials, unsigned* ticket) {
   CUTRAIN_DYNAMIC_SHARED(float4, shared);
   Sums* scratch = scratch_memory<Sums>(shared);
   Group<T>* cache = cache_memory<T>(shared, t);  // per kept row: x, then dz
@@ -389,16 +430,28 @@ __global__ void __launch_bounds__(1024, 1)
   const ThreadRows rows(t);
   float mean[kGroup];
   load_channels(b.mean, c0, C, mean);
+  float prologue_scale[kGroup], prologue_shift[kGroup];
+  if constexpr (RECOMPUTE) {
+    load_channels(r.scale, c0, C, prologue_scale);
+    load_channels(r.shift, c0, C, prologue_shift);
+  }
 
-  // 1. This thread's rows: the two sums (t2 still without its factor invstd), d_residual, the
-  //    first rows kept.
+  // 1. This thread's rows: the two sums (t2 still without its factor invstd), d_residual (or the
+  //    activation), the first rows kept.
   Sums mine[kGroup] = {};
   if (c0 < C) {
     int k = 0;
     for (int64_t m = rows.first; m < rows.end; m += rows.stride, ++k) {
       const Group<T> xs = load_group<VECTOR>(b.x + m * C, c0, C);
       float dz[kGroup];
-      load_dz<VECTOR>(b.dy, b.relu_mask, m, C, c0, t.fusion, dz);
+      if constexpr (RECOMPUTE) {
+        Group<T> as;
+        const unsigned bits = prologue_group(xs, prologue_scale, prologue_shift, c0, C, t.fusion, as);
+        store_group<VECTOR>(r.activation + m * C, c0, C, as);
+        load_dz<VECTOR>(b.dy, bits, m, C, c0, t.fusion, dz);
+      } else {
+        load_dz<VECTOR>(b.dy, b.relu_mask, m, C, c0, t.fusion, dz);
+      }
       Group<T> dzs;
       for (int v = 0; v < kGroup; ++v) {
         mine[v].t1 += dz[v];
@@ -445,7 +498,13 @@ __global__ void __launch_bounds__(1024, 1)
     } else {
       xs = load_group<VECTOR>(b.x + m * C, c0, C);
       float dz[kGroup];
-      load_dz<VECTOR>(b.dy, b.relu_mask, m, C, c0, t.fusion, dz);
+      if constexpr (RECOMPUTE) {
+        Group<T> unused;
+        load_dz<VECTOR>(b.dy, prologue_group(xs, prologue_scale, prologue_shift, c0, C, t.fusion, unused), m, C, c0,
+                        t.fusion, dz);
+      } else {
+        load_dz<VECTOR>(b.dy, b.relu_mask, m, C, c0, t.fusion, dz);
+      }
       for (int v = 0; v < kGroup; ++v) dzs[v] = from_float<T>(dz[v]);
     }
     Group<T> dxs;
@@ -526,21 +585,33 @@ __global__ void bn_rank_m2_kernel(int64_t rows, int C, BatchNormRankStats s, dou
 }
 
 // dx = gamma*invstd*(dz - t1/count - xhat*t2/count): SyncBatchNorm's, with t1 and t2 over all
-// ranks, and a split backward's, with this batch's (dbeta and dgamma).
-template <typename T, bool VECTOR>
+// ranks, and a split backward's, with this batch's (dbeta and dgamma). RECOMPUTE: the mask bits
+// from x and r's constants, as bn_backward_kernel's.
+template <typename T, bool VECTOR, bool RECOMPUTE>
 __global__ void bn_backward_apply_kernel(int64_t M, int C, BatchNormFusion fusion, BatchNormBackward<T> b,
-                                         const float* t1, const float* t2, float inv_count) {
+                                         Recompute<T> r, const float* t1, const float* t2, float inv_count) {
   const int c0 = thread_channel();
   if (c0 >= C) return;
   float mean[kGroup];
   load_channels(b.mean, c0, C, mean);
   BackwardChannel coefficients[kGroup];
   load_backward_channels(b, t1, t2, c0, C, inv_count, coefficients);
+  float prologue_scale[kGroup], prologue_shift[kGroup];
+  if constexpr (RECOMPUTE) {
+    load_channels(r.scale, c0, C, prologue_scale);
+    load_channels(r.shift, c0, C, prologue_shift);
+  }
   const GridRows rows;
   for (int64_t m = rows.first; m < M; m += rows.stride) {
     const Group<T> xs = load_group<VECTOR>(b.x + m * C, c0, C);
     float dz[kGroup];
-    load_dz<VECTOR>(b.dy, b.relu_mask, m, C, c0, fusion, dz);
+    if constexpr (RECOMPUTE) {
+      Group<T> unused;
+      load_dz<VECTOR>(b.dy, prologue_group(xs, prologue_scale, prologue_shift, c0, C, fusion, unused), m, C, c0, fusion,
+                      dz);
+    } else {
+      load_dz<VECTOR>(b.dy, b.relu_mask, m, C, c0, fusion, dz);
+    }
     Group<T> dxs;
     for (int v = 0; v < kGroup; ++v)
       dxs[v] = from_float<T>(bn_backward_dx(dz[v], to_float(xs[v]), mean[v], coefficients[v]));
@@ -591,11 +662,13 @@ __global__ void bn_activation_backward_kernel(int64_t M, int C, BatchNormFusion 
 
 bool cooperative(BatchNormPass pass) {
   return pass == BatchNormPass::forward_train || pass == BatchNormPass::backward ||
-         pass == BatchNormPass::rank_statistics || pass == BatchNormPass::backward_sums;
+         pass == BatchNormPass::rank_statistics || pass == BatchNormPass::backward_sums ||
+         pass == BatchNormPass::forward_statistics || pass == BatchNormPass::backward_recompute;
 }
 
 bool forward_pass(BatchNormPass pass) {
-  return pass == BatchNormPass::forward_train || pass == BatchNormPass::rank_statistics;
+  return pass == BatchNormPass::forward_train || pass == BatchNormPass::rank_statistics ||
+         pass == BatchNormPass::forward_statistics;
 }
 
 void check_pass(const BatchNormPlan& plan, BatchNormPass want, const char* launcher) {
@@ -681,6 +754,9 @@ BatchNormPlan bn_plan(BatchNormPass pass, const BatchNormShape& shape, size_t el
   if (M < 1 || C < 1) throw std::invalid_argument("batch norm plan: no rows or no channels");
   if (element_bytes != 2 && element_bytes != 4)
     throw std::invalid_argument("batch norm plan: elements of 2 or 4 bytes");
+  const bool prologue = pass == BatchNormPass::forward_statistics || pass == BatchNormPass::backward_recompute;
+  if (prologue && (!shape.fusion.relu || shape.fusion.residual))
+    throw std::invalid_argument("batch norm plan: before a fused convolution, a ReLU without the residual");
   BatchNormPlan plan{};
   plan.pass = pass;
   plan.shape = shape;
@@ -755,7 +831,8 @@ BatchNormPlan bn_plan(BatchNormPass pass, const BatchNormShape& shape, size_t el
   // Kept rows: x forward, x and dz backward; none when nothing is applied, or when a split plan's
   // second launch applies.
   const bool split = launch == BatchNormLaunch::split;
-  const int kept = split ? 0 : pass == BatchNormPass::forward_train ? 1 : pass == BatchNormPass::backward ? 2 : 0;
+  const bool backward = pass == BatchNormPass::backward || pass == BatchNormPass::backward_recompute;
+  const int kept = split ? 0 : pass == BatchNormPass::forward_train ? 1 : backward ? 2 : 0;
   if (split && scratch / stat_bytes < size_t(chunks))
     throw std::invalid_argument("batch norm plan: a split launch's last block merges " + std::to_string(chunks) +
                                 " chunks of partials in " + std::to_string(scratch / stat_bytes) + " entries");
@@ -776,6 +853,16 @@ BatchNormPlan bn_plan(BatchNormPass pass, const BatchNormShape& shape, size_t el
   const int64_t partials = plan.partial_floats * int64_t(sizeof(float));
   const int64_t channel_reads = int64_t(chunks) * per_channel;  // each chunk's blocks read their channels
   plan.partial_bytes_read = partials;
+  if (split && pass == BatchNormPass::backward_recompute) {
+    // As a split backward's, with x, scale and shift for the mask, and the activation written.
+    elementwise_grid(M, groups, across, plan.apply_grid, plan.apply_block);
+    const int64_t apply_channel_reads = int64_t(plan.apply_grid.y) * per_channel;
+    plan.apply_bytes_read = 2 * tensor + 7 * apply_channel_reads;
+    plan.apply_bytes_written = tensor;
+    plan.bytes_read = plan.apply_bytes_read + 2 * tensor + partials + 3 * channel_reads + per_channel;
+    plan.bytes_written = plan.apply_bytes_written + tensor + partials + 2 * per_channel;
+    return plan;
+  }
   if (split && (pass == BatchNormPass::forward_train || pass == BatchNormPass::backward)) {
     // The statistics (sums) launch reads x (and dy, the mask) once; the apply launch reads them
     // again, and the per-channel results once per row of its blocks.
@@ -799,9 +886,17 @@ BatchNormPlan bn_plan(BatchNormPass pass, const BatchNormShape& shape, size_t el
       plan.bytes_read = tensor + partials;
       plan.bytes_written = partials + 3 * per_channel;
       break;
+    case BatchNormPass::forward_statistics:  // also gamma and beta; also scale and shift
+      plan.bytes_read = tensor + partials + 4 * per_channel;
+      plan.bytes_written = partials + 6 * per_channel;
+      break;
     case BatchNormPass::backward:
       plan.bytes_read = 2 * tensor + 2 * reread_tensor + mask + reread_mask + partials + 5 * channel_reads;
       plan.bytes_written = tensor + residual + partials + 2 * per_channel;
+      break;
+    case BatchNormPass::backward_recompute:  // no mask: x, scale and shift instead; the activation written
+      plan.bytes_read = 2 * tensor + 2 * reread_tensor + partials + 7 * channel_reads;
+      plan.bytes_written = 2 * tensor + partials + 2 * per_channel;
       break;
     default:  // backward_sums
       plan.bytes_read = 2 * tensor + mask + partials + 2 * channel_reads;
@@ -818,10 +913,17 @@ template <typename T>
 void prepare_merging(const BatchNormPlan& plan) {
   const bool forward = forward_pass(plan.pass);
   const char* name = forward ? "bn_forward_train_kernel" : "bn_backward_kernel";
-  const void* kernels[] = {forward ? reinterpret_cast<const void*>(bn_forward_train_kernel<T, false>)
-                                   : reinterpret_cast<const void*>(bn_backward_kernel<T, false>),
-                           forward ? reinterpret_cast<const void*>(bn_forward_train_kernel<T, true>)
-                                   : reinterpret_cast<const void*>(bn_backward_kernel<T, true>)};
+  const void* kernels[2];
+  if (forward) {
+    kernels[0] = reinterpret_cast<const void*>(bn_forward_train_kernel<T, false>);
+    kernels[1] = reinterpret_cast<const void*>(bn_forward_train_kernel<T, true>);
+  } else if (plan.pass == BatchNormPass::backward_recompute) {
+    kernels[0] = reinterpret_cast<const void*>(bn_backward_kernel<T, false, true>);
+    kernels[1] = reinterpret_cast<const void*>(bn_backward_kernel<T, true, true>);
+  } else {
+    kernels[0] = reinterpret_cast<const void*>(bn_backward_kernel<T, false, false>);
+    kernels[1] = reinterpret_cast<const void*>(bn_backward_kernel<T, true, false>);
+  }
   for (const void* kernel : kernels) {
     if (plan.shared_bytes > kDefaultDynamicSharedBytes) raise_dynamic_shared_limit(kernel, plan.shared_bytes);
     if (plan.launch == BatchNormLaunch::cooperative)
@@ -862,8 +964,8 @@ void bn_forward_train_cuda(const BatchNormPlan& plan, const BatchNormForward<T>&
   const BatchNormFusion fusion = plan.shape.fusion;
   with_groups<T>(plan.shape.channels, {f.x, f.y, fusion.residual ? f.residual : nullptr}, [&](auto vector) {
     launch_merging_kernel(plan, "bn_forward_train_kernel", bn_forward_train_kernel<T, decltype(vector)::value>, stream,
-                          tiling(plan), f, BatchNormRankStats{}, partials_of<Welford>(plan, partials),
-                          ticket_of(plan, partials), false);
+                          tiling(plan), f, BatchNormRankStats{}, nullptr, nullptr, partials_of<Welford>(plan, partials),
+                          ticket_of(plan, partials), ForwardWrites::train);
     if (plan.launch == BatchNormLaunch::split)
       launch_kernel({"bn_apply_kernel", apply_traffic(plan)}, bn_apply_kernel<T, decltype(vector)::value>,
                     plan.apply_grid, plan.apply_block, 0, stream, plan.shape.rows, plan.shape.channels, fusion, f,
@@ -879,7 +981,21 @@ void bn_rank_statistics_cuda(const BatchNormPlan& plan, const T* x, const BatchN
   f.x = x;
   with_groups<T>(plan.shape.channels, {x}, [&](auto vector) {
     launch_merging_kernel(plan, "bn_forward_train_kernel", bn_forward_train_kernel<T, decltype(vector)::value>, stream,
-                          tiling(plan), f, s, partials_of<Welford>(plan, partials), ticket_of(plan, partials), true);
+                          tiling(plan), f, s, nullptr, nullptr, partials_of<Welford>(plan, partials),
+                          ticket_of(plan, partials), ForwardWrites::rank_statistics);
+  });
+}
+
+// The launch is labelled with its pass's name, for the step's inventory; the kernel is the training
+// forward's.
+template <typename T>
+void bn_forward_statistics_cuda(const BatchNormPlan& plan, const BatchNormForward<T>& f, float* scale, float* shift,
+                                float* partials, cudaStream_t stream) {
+  check_pass(plan, BatchNormPass::forward_statistics, "bn_forward_statistics_cuda");
+  with_groups<T>(plan.shape.channels, {f.x}, [&](auto vector) {
+    launch_merging_kernel(plan, "bn_forward_statistics_kernel", bn_forward_train_kernel<T, decltype(vector)::value>,
+                          stream, tiling(plan), f, BatchNormRankStats{}, scale, shift,
+                          partials_of<Welford>(plan, partials), ticket_of(plan, partials), ForwardWrites::prologue);
   });
 }
 
@@ -888,13 +1004,32 @@ void bn_backward_cuda(const BatchNormPlan& plan, const BatchNormBackward<T>& b, 
   check_pass(plan, BatchNormPass::backward, "bn_backward_cuda");
   const BatchNormFusion fusion = plan.shape.fusion;
   with_groups<T>(plan.shape.channels, {b.x, b.dy, b.dx, fusion.residual ? b.d_residual : nullptr}, [&](auto vector) {
-    launch_merging_kernel(plan, "bn_backward_kernel", bn_backward_kernel<T, decltype(vector)::value>, stream,
-                          tiling(plan), b, nullptr, partials_of<Sums>(plan, partials), ticket_of(plan, partials));
+    launch_merging_kernel(plan, "bn_backward_kernel", bn_backward_kernel<T, decltype(vector)::value, false>, stream,
+                          tiling(plan), b, nullptr, Recompute<T>{}, partials_of<Sums>(plan, partials),
+                          ticket_of(plan, partials));
     if (plan.launch == BatchNormLaunch::split)
       launch_kernel({"bn_backward_apply_kernel", apply_traffic(plan)},
-                    bn_backward_apply_kernel<T, decltype(vector)::value>, plan.apply_grid, plan.apply_block, 0, stream,
-                    plan.shape.rows, plan.shape.channels, fusion, b, b.dbeta, b.dgamma,
+                    bn_backward_apply_kernel<T, decltype(vector)::value, false>, plan.apply_grid, plan.apply_block, 0,
+                    stream, plan.shape.rows, plan.shape.channels, fusion, b, Recompute<T>{}, b.dbeta, b.dgamma,
                     float(1.0 / double(plan.shape.rows)));
+  });
+}
+
+// Labelled with its pass's name, as bn_forward_statistics_cuda's; the kernels are the backward's.
+template <typename T>
+void bn_backward_recompute_cuda(const BatchNormPlan& plan, const BatchNormBackward<T>& b, const float* scale,
+                                const float* shift, T* activation, float* partials, cudaStream_t stream) {
+  check_pass(plan, BatchNormPass::backward_recompute, "bn_backward_recompute_cuda");
+  const BatchNormFusion fusion = plan.shape.fusion;
+  with_groups<T>(plan.shape.channels, {b.x, b.dy, b.dx, activation}, [&](auto vector) {
+    launch_merging_kernel(plan, "bn_backward_recompute_kernel", bn_backward_kernel<T, decltype(vector)::value, true>,
+                          stream, tiling(plan), b, nullptr, Recompute<T>{scale, shift, activation},
+                          partials_of<Sums>(plan, partials), ticket_of(plan, partials));
+    if (plan.launch == BatchNormLaunch::split)
+      launch_kernel({"bn_backward_recompute_apply_kernel", apply_traffic(plan)},
+                    bn_backward_apply_kernel<T, decltype(vector)::value, true>, plan.apply_grid, plan.apply_block, 0,
+                    stream, plan.shape.rows, plan.shape.channels, fusion, b, Recompute<T>{scale, shift, nullptr},
+                    b.dbeta, b.dgamma, float(1.0 / double(plan.shape.rows)));
   });
 }
 
@@ -904,8 +1039,9 @@ void bn_backward_sums_cuda(const BatchNormPlan& plan, const BatchNormBackward<T>
   check_pass(plan, BatchNormPass::backward_sums, "bn_backward_sums_cuda");
   const BatchNormFusion fusion = plan.shape.fusion;
   with_groups<T>(plan.shape.channels, {b.x, b.dy, fusion.residual ? b.d_residual : nullptr}, [&](auto vector) {
-    launch_merging_kernel(plan, "bn_backward_kernel", bn_backward_kernel<T, decltype(vector)::value>, stream,
-                          tiling(plan), b, sums, partials_of<Sums>(plan, partials), ticket_of(plan, partials));
+    launch_merging_kernel(plan, "bn_backward_kernel", bn_backward_kernel<T, decltype(vector)::value, false>, stream,
+                          tiling(plan), b, sums, Recompute<T>{}, partials_of<Sums>(plan, partials),
+                          ticket_of(plan, partials));
   });
 }
 
@@ -944,9 +1080,9 @@ void bn_backward_apply_cuda(const BatchNormPlan& plan, const BatchNormBackward<T
   check_pass(plan, BatchNormPass::backward_apply, "bn_backward_apply_cuda");
   with_groups<T>(plan.shape.channels, {b.x, b.dy, b.dx}, [&](auto vector) {
     launch_kernel({"bn_backward_apply_kernel", plan_traffic(plan)},
-                  bn_backward_apply_kernel<T, decltype(vector)::value>, plan.grid, plan.block, 0, stream,
-                  plan.shape.rows, plan.shape.channels, plan.shape.fusion, b, sums, sums + plan.shape.channels,
-                  float(1.0 / count));
+                  bn_backward_apply_kernel<T, decltype(vector)::value, false>, plan.grid, plan.block, 0, stream,
+                  plan.shape.rows, plan.shape.channels, plan.shape.fusion, b, Recompute<T>{}, sums,
+                  sums + plan.shape.channels, float(1.0 / count));
   });
 }
 
@@ -985,7 +1121,11 @@ void bn_activation_backward_cuda(const BatchNormPlan& plan, const T* dy, const u
   template void bn_backward_apply_cuda<T>(const BatchNormPlan&, const BatchNormBackward<T>&, const float*, double,    \
                                           cudaStream_t);                                                              \
   template void bn_activation_cuda<T>(const BatchNormPlan&, T*, const T*, uint8_t*, cudaStream_t);                    \
-  template void bn_activation_backward_cuda<T>(const BatchNormPlan&, const T*, const uint8_t*, T*, cudaStream_t);
+  template void bn_activation_backward_cuda<T>(const BatchNormPlan&, const T*, const uint8_t*, T*, cudaStream_t);     \
+  template void bn_forward_statistics_cuda<T>(const BatchNormPlan&, const BatchNormForward<T>&, float*, float*,       \
+                                              float*, cudaStream_t);                                                  \
+  template void bn_backward_recompute_cuda<T>(const BatchNormPlan&, const BatchNormBackward<T>&, const float*,        \
+                                              const float*, T*, float*, cudaStream_t);
 CUTRAIN_INSTANTIATE_BATCHNORM(float)
 CUTRAIN_INSTANTIATE_BATCHNORM(__nv_bfloat16)
 

@@ -113,6 +113,17 @@ __host__ __device__ inline float bn_dz(float dy, bool z_positive, BatchNormFusio
 
 __host__ __device__ inline bool bn_mask_bit(const uint8_t* mask_row, int c) { return (mask_row[c / 8] >> (c % 8)) & 1; }
 
+// The fused convolution's prologue (Note [Batch norm before a fused convolution] in batchnorm.h):
+// its two constants of a channel, and its pre-activation z = x*scale + shift, each product and sum
+// rounded once, so that the kernels, the CPU twin and the emulated cuDNN agree on every mask bit.
+__host__ __device__ inline float bn_prologue_scale(float gamma, float invstd) { return mul_rn(gamma, invstd); }
+__host__ __device__ inline float bn_prologue_shift(float beta, float mean, float scale) {
+  return sub_rn(beta, mul_rn(mean, scale));
+}
+__host__ __device__ inline float bn_prologue_preactivation(float x, float scale, float shift) {
+  return add_rn(mul_rn(x, scale), shift);
+}
+
 // Backward, one channel: dx = gamma*invstd*(dz - t1/count - xhat*t2/count), rewritten as
 //   dx = scale*dz + shift + slope*(x - mean),
 //   scale = gamma*invstd,  shift = -scale*t1/count,  slope = -scale*invstd*t2/count:

@@ -41,6 +41,24 @@
 //             all-reduce t1|t2 -> bn_backward_apply (dx with count = rows over all ranks)
 // Every term all-reduced is a plain sum of non-negative m2 shares or of x: nothing cancels.
 //
+// Note [Batch norm before a fused convolution]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// In the fused unit bn-relu-conv (docs/cudnn-fusion.md) the convolution that follows the batch norm
+// applies it in its own prologue, a = act_type(max(z, 0)) with
+//   z = add_rn(mul_rn(x, scale), shift),  scale = mul_rn(gamma, invstd),  shift = sub_rn(beta, mul_rn(mean, scale)),
+// two fp32 vectors of C, each product and sum rounded once (Note [Rounding that contraction cannot
+// change]). The batch norm then runs in two other forms, with a ReLU and no residual:
+//   forward:  bn_forward_statistics: the training forward's statistics alone, the same bits as
+//             bn_forward_train's for the same plan (mean, invstd, running statistics), and scale
+//             and shift; no y and no mask.
+//   backward: bn_backward_recompute: bn_backward's dgamma, dbeta and dx, the same formulas and
+//             order of sums, with the mask recomputed from x as [z > 0] with the z above, the
+//             prologue's own; it also writes the activation a, which the forward never wrote, for
+//             the convolution's filter gradient.
+// The mask is the prologue's, not bn_forward_train's: z here is x*scale + shift, not
+// (x - mean)*scale + beta, so the two may differ where z is within a rounding of zero. Given the
+// same mask, the backward's results are bn_backward's, bit for bit.
+//
 // Statistics are fp32 arrays of C; x, y, residual and gradients are activations of type T (float,
 // or __nv_bfloat16 on the GPU). The _cpu functions are the fp32 reference (sums in double).
 // Pointers a fusion does not use may be null. Training needs more than one row over all ranks.
@@ -125,6 +143,14 @@ void bn_forward_apply_cpu(const BatchNormShape& shape, const BatchNormForward<fl
 void bn_backward_sums_cpu(const BatchNormShape& shape, const BatchNormBackward<float>& b, float* sums);
 void bn_backward_apply_cpu(const BatchNormShape& shape, const BatchNormBackward<float>& b, const float* sums,
                            double count);
+// Note [Batch norm before a fused convolution]: the forward's statistics, and scale and shift
+// (fp32 [C]); f.y and f.relu_mask are not used. The backward with the mask recomputed from b.x,
+// scale and shift (b.relu_mask is not used), and activation = max(z, 0) written. shape.fusion must
+// be a ReLU without the residual (std::invalid_argument otherwise).
+void bn_forward_statistics_cpu(const BatchNormShape& shape, const BatchNormForward<float>& f, float* scale,
+                               float* shift);
+void bn_backward_recompute_cpu(const BatchNormShape& shape, const BatchNormBackward<float>& b, const float* scale,
+                               const float* shift, float* activation);
 
 // ---- CUDA: plans -------------------------------------------------------------------------------
 
@@ -153,6 +179,8 @@ enum class BatchNormPass {
   backward_apply,       //   bn_backward_apply_cuda
   activation,           // a batch norm that did not fuse its activation: bn_activation_cuda
   activation_backward,  //   bn_activation_backward_cuda
+  forward_statistics,   // Note [Batch norm before a fused convolution]: bn_forward_statistics_cuda (cooperative)
+  backward_recompute,   //   bn_backward_recompute_cuda (cooperative)
 };
 
 // One launch, planned once: its grid, what each block keeps in shared memory, the scratch it needs
@@ -213,6 +241,21 @@ void bn_backward_sums_cuda(const BatchNormPlan& plan, const BatchNormBackward<T>
 template <typename T>
 void bn_backward_apply_cuda(const BatchNormPlan& plan, const BatchNormBackward<T>& b, const float* sums, double count,
                             cudaStream_t stream);
+
+// Note [Batch norm before a fused convolution]. The plans' shape.fusion must be a ReLU without the
+// residual (bn_plan throws std::invalid_argument otherwise); partials as above, so a batch norm's
+// two passes may share one buffer. bn_forward_statistics_cuda writes f.mean, f.invstd, updates
+// f.running_mean and f.running_var, and writes scale and shift (fp32 [C]); f.y and f.relu_mask are
+// not used. Its statistics are bn_forward_train_cuda's, bit for bit, under a plan of the same shape,
+// device and launch. bn_backward_recompute_cuda writes b.dgamma, b.dbeta and b.dx as
+// bn_backward_cuda does, with the mask [z > 0] recomputed from b.x, scale and shift (b.relu_mask
+// is not used), and activation[rows, channels] = T(max(z, 0)).
+template <typename T>
+void bn_forward_statistics_cuda(const BatchNormPlan& plan, const BatchNormForward<T>& f, float* scale, float* shift,
+                                float* partials, cudaStream_t stream);
+template <typename T>
+void bn_backward_recompute_cuda(const BatchNormPlan& plan, const BatchNormBackward<T>& b, const float* scale,
+                                const float* shift, T* activation, float* partials, cudaStream_t stream);
 
 // The activation after a batch norm that did not fuse it (cuDNN's plain batch norm, under
 // --batchnorm cudnn where cuDNN refuses its fused ops: Note [cuDNN's batch norm types] in

@@ -9,24 +9,35 @@
 namespace cutrain {
 
 int64_t BatchNorm2d::GpuPlans::partial_floats() const {
-  return std::max({forward_train.partial_floats, backward.partial_floats, rank_statistics.partial_floats,
-                   backward_sums.partial_floats});
+  int64_t floats = std::max({forward_train.partial_floats, backward.partial_floats, rank_statistics.partial_floats,
+                             backward_sums.partial_floats});
+  for (const auto& fused : {forward_statistics, backward_recompute})
+    if (fused) floats = std::max(floats, fused->partial_floats);
+  return floats;
 }
 
-BatchNorm2d::GpuPlans BatchNorm2d::plan_gpu(const BatchNormShape& shape, size_t element_bytes, BatchNormLaunch launch) {
+BatchNorm2d::GpuPlans BatchNorm2d::plan_gpu(const BatchNormShape& shape, size_t element_bytes, BatchNormLaunch launch,
+                                            bool before_fused_conv) {
   const BatchNormDevice device = bn_device_of_current_gpu();
   const auto plan = [&](BatchNormPass pass) {
     BatchNormPlan p = bn_plan(pass, shape, element_bytes, device, launch);
     bn_prepare_launch(p);
     return p;
   };
-  return {plan(BatchNormPass::forward_train),   plan(BatchNormPass::forward_eval),  plan(BatchNormPass::backward),
-          plan(BatchNormPass::rank_statistics), plan(BatchNormPass::rank_m2),       plan(BatchNormPass::forward_apply),
-          plan(BatchNormPass::backward_sums),   plan(BatchNormPass::backward_apply)};
+  GpuPlans plans{plan(BatchNormPass::forward_train),   plan(BatchNormPass::forward_eval),
+                 plan(BatchNormPass::backward),        plan(BatchNormPass::rank_statistics),
+                 plan(BatchNormPass::rank_m2),         plan(BatchNormPass::forward_apply),
+                 plan(BatchNormPass::backward_sums),   plan(BatchNormPass::backward_apply),
+                 std::nullopt,                         std::nullopt};
+  if (before_fused_conv) {
+    plans.forward_statistics = plan(BatchNormPass::forward_statistics);
+    plans.backward_recompute = plan(BatchNormPass::backward_recompute);
+  }
+  return plans;
 }
 
 BatchNorm2d::BatchNorm2d(ModelResources& resources, const std::string& name, Activation& x, bool relu,
-                         Activation* residual)
+                         Activation* residual, bool before_fused_conv)
     : weight(resources.params.add(name + ".weight", {x.value.dim(-1)}, false, Init::ones, 0)),
       bias(resources.params.add(name + ".bias", {x.value.dim(-1)}, false, Init::zeros, 0)),
       running_mean(resources.params.add_buffer(name + ".running_mean", x.value.dim(-1), 0.0f)),
@@ -40,7 +51,8 @@ BatchNorm2d::BatchNorm2d(ModelResources& resources, const std::string& name, Act
       plans_(resources.ctx.on_gpu() ? plan_gpu(shape_, dtype_size(resources.act_dtype()),
                                                resources.ctx.options.batchnorm == BatchNormImplementation::split
                                                    ? BatchNormLaunch::split
-                                                   : BatchNormLaunch::cooperative)
+                                                   : BatchNormLaunch::cooperative,
+                                               before_fused_conv)
                                     : GpuPlans{}),
       mean_(resources.plan.tensor(DType::f32, {shape_.channels})),
       invstd_(resources.plan.tensor(DType::f32, {shape_.channels})),
@@ -98,12 +110,16 @@ BatchNormBackward<T> BatchNorm2d::backward_tensors() const {
 // Under SyncBatchNorm the forward is staged. Each rank computes its statistics, the sums are
 // all-reduced, each rank computes its share of m2 about the global mean, that is all-reduced too,
 // and then the apply stage runs.
-void BatchNorm2d::forward(bool train) {
-  if (train && count() < 2) {  // PyTorch's rule too, since the unbiased variance needs two values
+void BatchNorm2d::check_count() const {
+  if (count() < 2) {  // PyTorch's rule too, since the unbiased variance needs two values
     throw std::runtime_error(name_ + ": batch norm in training needs more than one value per channel (batch " +
                              std::to_string(x_.value.dim(0)) + " x " + std::to_string(shape_.rows / x_.value.dim(0)) +
                              " pixels)");
   }
+}
+
+void BatchNorm2d::forward(bool train) {
+  if (train) check_count();
   const int C = shape_.channels;
   const BatchNormRankStats stats = BatchNormRankStats::in(sync_stats_.as<float>(), C);
   if (!resources_.ctx.on_gpu()) {
@@ -172,6 +188,25 @@ void BatchNorm2d::backward() {
       }
     });
   }
+}
+
+void BatchNorm2d::forward_statistics(float* scale, float* shift) {
+  if (!plans_.forward_statistics) throw std::logic_error(name_ + ": not planned before a fused convolution");
+  check_count();
+  dispatch_activation(resources_.act_dtype(), [&](auto zero) {
+    using T = decltype(zero);
+    bn_forward_statistics_cuda<T>(*plans_.forward_statistics, forward_tensors<T>(), scale, shift, partials_.as<float>(),
+                                  resources_.ctx.main_stream());
+  });
+}
+
+void BatchNorm2d::backward_recompute(const float* scale, const float* shift) {
+  if (!plans_.backward_recompute) throw std::logic_error(name_ + ": not planned before a fused convolution");
+  dispatch_activation(resources_.act_dtype(), [&](auto zero) {
+    using T = decltype(zero);
+    bn_backward_recompute_cuda<T>(*plans_.backward_recompute, backward_tensors<T>(), scale, shift, y.value.as<T>(),
+                                  partials_.as<float>(), resources_.ctx.main_stream());
+  });
 }
 
 void BatchNorm2d::reduce_across_ranks(float* data, int count) const {

@@ -16,9 +16,14 @@
 // --batchnorm split they are two (Note [Split batch norm] in kernels/batchnorm.h), and with
 // --batchnorm cudnn they are cuDNN's own calls. SyncBatchNorm (resources.sync_batchnorm) takes the
 // staged kernels instead and all-reduces between them.
+//
+// A batch norm with its ReLU and without the residual that is planned `before_fused_conv` also
+// has the two forms of Note [Batch norm before a fused convolution] (kernels/batchnorm.h), on the
+// GPU with cutrain's kernels: the fused unit bn-relu-conv (nn/bn_relu_conv.h) runs them.
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "kernels/batchnorm.h"
@@ -33,11 +38,17 @@ class BatchNorm2d {
   static constexpr float kMomentum = 0.1f;
 
   BatchNorm2d(ModelResources& resources, const std::string& name, Activation& x, bool relu,
-              Activation* residual = nullptr);
+              Activation* residual = nullptr, bool before_fused_conv = false);
   ~BatchNorm2d();
 
   void forward(bool train);
   void backward();
+  // The fused unit's forms, GPU only, on the main stream. forward_statistics is the training
+  // forward's statistics (mean, invstd, running statistics) and scale and shift (fp32 [C]), with
+  // neither y nor the mask written. backward_recompute is the backward with the mask recomputed
+  // from x, scale and shift, and it writes y = relu(x*scale + shift), which the forward did not.
+  void forward_statistics(float* scale, float* shift);
+  void backward_recompute(const float* scale, const float* shift);
 
   Parameter& weight;  // gamma [C]
   Parameter& bias;    // beta [C]
@@ -52,12 +63,15 @@ class BatchNorm2d {
   struct GpuPlans {
     BatchNormPlan forward_train, forward_eval, backward;
     BatchNormPlan rank_statistics, rank_m2, forward_apply, backward_sums, backward_apply;  // SyncBatchNorm
+    std::optional<BatchNormPlan> forward_statistics, backward_recompute;                   // before_fused_conv
     int64_t partial_floats() const;
   };
   // Also readies this GPU for the plans' launches (bn_prepare_launch).
-  static GpuPlans plan_gpu(const BatchNormShape& shape, size_t element_bytes, BatchNormLaunch launch);
+  static GpuPlans plan_gpu(const BatchNormShape& shape, size_t element_bytes, BatchNormLaunch launch,
+                           bool before_fused_conv);
 
   double count() const;
+  void check_count() const;  // throws in one line unless training has more than one value per channel
   bool synced() const { return resources_.sync_batchnorm.enabled(); }
   void reduce_across_ranks(float* data, int count) const;
   template <typename T>

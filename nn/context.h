@@ -67,6 +67,9 @@ struct ContextOptions {
   bool deterministic = false;
   bool cudnn_benchmark = false;  // measure cuDNN's engines and keep them on disk
   BatchNormImplementation batchnorm = BatchNormImplementation::cooperative;
+  // --fusion on: each basic block's bn1 and conv2 run as the fused unit bn-relu-conv (Note [The
+  // fused unit bn-relu-conv] in nn/bn_relu_conv.h). The GPU's only; off leaves everything as it was.
+  bool fusion = false;
   int streams = 2;  // with 1, the side stream is the main stream (Note [Side stream])
   int cuda_device = 0;
 };

@@ -23,6 +23,10 @@ struct Conv2d::Pass {
 // parameter's own (the padded stem's filter, and dW in bf16 or padded).
 struct Conv2d::Gpu {
   std::optional<Pass> forward, backward_data, backward_filter;
+  std::optional<Pass> forward_with_prologue;  // and what its prologue reads:
+  const Activation* raw = nullptr;
+  const Tensor* scale = nullptr;
+  const Tensor* shift = nullptr;
   Tensor* filter = nullptr;  // the padded filter [K,R,S,C], or null to read the parameter's copy
   Tensor* dw = nullptr;      // dW in the activation dtype, or null to write the fp32 gradient
 };
@@ -98,6 +102,10 @@ void Conv2d::bind() {
     }
   };
   finalize_packs(gpu_->forward, {x_.value.data, filter_data(), y.value.data});
+  if (gpu_->forward_with_prologue) {
+    finalize_packs(gpu_->forward_with_prologue, {gpu_->raw->value.data, filter_data(), y.value.data, nullptr,
+                                                 gpu_->scale->as<float>(), gpu_->shift->as<float>()});
+  }
   finalize_packs(gpu_->backward_data, {x_.grad.data, filter_data(), y.grad.data});
   finalize_packs(gpu_->backward_filter, {x_.value.data, dw, y.grad.data});
 }
@@ -105,23 +113,69 @@ void Conv2d::bind() {
 // Runs one pass on `stream`. A plan that fails when it runs is replaced and the pass runs again
 // (Note [Engine fallback]).
 void Conv2d::run(Pass& pass, cudaStream_t stream) {
+  const cudnnStatus_t status = try_run(pass, stream);
+  if (status != CUDNN_STATUS_SUCCESS) {
+    const std::string call = std::string("cudnnBackendExecute (") + conv_pass_name(pass.pass) + ")";
+    check_failed(call.c_str(), __FILE__, __LINE__, status);
+  }
+}
+
+cudnnStatus_t Conv2d::try_run(Pass& pass, cudaStream_t stream) {
   const Context& ctx = resources_.ctx;
   const std::optional<BackendDescriptor>& pack = pass.packs[stream == ctx.side_stream() ? 1 : 0];
   if (!pack) throw std::logic_error("Conv2d: run before bind()");
   for (;;) {
     const cudnnStatus_t status = cudnnBackendExecute(ctx.cudnn(stream), pass.plan->get(), pack->get());
-    if (status == CUDNN_STATUS_SUCCESS) return;
+    if (status == CUDNN_STATUS_SUCCESS) return status;
     cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
     CUDA_CHECK(cudaStreamIsCapturing(stream, &capture));
     const ConvPlan* next = nullptr;
     if (replaceable_failure(status) && capture == cudaStreamCaptureStatusNone)
       next = replace_failed_plan(ctx, pass.pass, shape_, *pass.plan, status, resources_.plan.workspace_bytes());
-    if (!next) {
-      const std::string call = std::string("cudnnBackendExecute (") + conv_pass_name(pass.pass) + ")";
-      check_failed(call.c_str(), __FILE__, __LINE__, status);
-    }
+    if (!next) return status;
     pass.plan = next;
   }
+}
+
+bool Conv2d::plan_prologue(Activation& raw, const Tensor& scale, const Tensor& shift, std::string& why) {
+  if (!gpu_) throw std::logic_error("Conv2d::plan_prologue: GPU only");
+  if (raw.value.shape != x_.value.shape) throw std::logic_error("Conv2d::plan_prologue: raw is not x's shape");
+  const ConvPlan* plan = try_conv_plan(resources_.ctx, ConvPass::forward_scale_shift_relu, shape_, why);
+  if (!plan) return false;
+  resources_.plan.reserve_workspace(plan->workspace());
+  gpu_->forward_with_prologue = Pass{ConvPass::forward_scale_shift_relu, plan, {}};
+  gpu_->raw = &raw;
+  gpu_->scale = &scale;
+  gpu_->shift = &shift;
+  return true;
+}
+
+bool Conv2d::try_prologue(std::string& why) {
+  if (!gpu_ || !gpu_->forward_with_prologue) throw std::logic_error("Conv2d::try_prologue: no prologue planned");
+  const Context& ctx = resources_.ctx;
+  const cudnnStatus_t status = try_run(*gpu_->forward_with_prologue, ctx.main_stream());
+  if (status == CUDNN_STATUS_SUCCESS) {
+    ctx.synchronize();
+    return true;
+  }
+  why = std::string("its plan failed to run: ") + cudnnGetErrorString(status);
+  gpu_->forward_with_prologue.reset();
+  return false;
+}
+
+void Conv2d::forward_with_prologue(cudaStream_t stream) {
+  if (!gpu_ || !gpu_->forward_with_prologue) throw std::logic_error("Conv2d::forward_with_prologue: none planned");
+  run(*gpu_->forward_with_prologue, stream);
+}
+
+void Conv2d::backward_data() {
+  if (!gpu_ || !gpu_->backward_data) throw std::logic_error("Conv2d::backward_data: GPU only, with a dx");
+  run(*gpu_->backward_data, resources_.ctx.main_stream());
+}
+
+void Conv2d::backward_filter() {
+  if (!gpu_) throw std::logic_error("Conv2d::backward_filter: GPU only");
+  run(*gpu_->backward_filter, resources_.ctx.main_stream());
 }
 
 void Conv2d::forward(cudaStream_t stream) {

@@ -17,6 +17,11 @@
 // Forward runs on the stream its caller passes. Backward computes dW on the side stream while dX
 // runs on the main one, and joins the two before it returns (Note [Side stream]).
 //
+// The convolution of the fused unit bn-relu-conv (nn/bn_relu_conv.h) can also run its forward
+// with the prologue of nn/conv_graph.h: it then reads the batch norm's input and its scale and
+// shift instead of x, which that forward leaves unwritten. Its unit runs the two halves of
+// backward apart, since the batch norm's backward, which writes x, comes between them.
+//
 // What cuDNN reads and writes is where SGD reads and writes it, so no kernel copies filters or
 // their gradients in a step. In bf16, cuDNN reads the parameter's bf16 copy and writes dW in
 // bf16. The GPU stem is padded, because cuDNN's tensor cores want input channels in multiples of
@@ -51,6 +56,20 @@ class Conv2d {
   // Writes dW, and writes or adds dx (see the constructor).
   void backward();
 
+  // GPU only, before the model's memory is allocated: plans the forward whose prologue computes
+  // x = relu(raw*scale + shift) as it reads (ConvPass::forward_scale_shift_relu), for
+  // forward_with_prologue. Returns false, with cuDNN's reason in `why`, when cuDNN has no plan.
+  bool plan_prologue(Activation& raw, const Tensor& scale, const Tensor& shift, std::string& why);
+  // After bind(): runs the planned forward with the prologue once on the main stream and waits,
+  // replacing a plan that fails as Note [Engine fallback] does. Returns false, with cuDNN's reason
+  // in `why`, when no plan runs; the layer then forgets the prologue.
+  bool try_prologue(std::string& why);
+  // y from raw, scale and shift, on `stream`.
+  void forward_with_prologue(cudaStream_t stream);
+  // backward()'s two halves, apart and both on the main stream: dx, then dW.
+  void backward_data();
+  void backward_filter();
+
   Parameter& weight;  // torchvision [K, C_in, R, S], stored OHWI
   Activation& y;      // [N,P,Q,K]
 
@@ -58,6 +77,8 @@ class Conv2d {
   struct Pass;  // one pass's plan and variant packs
   const void* filter_data() const;
   void run(Pass& pass, cudaStream_t stream);
+  // Runs `pass` on `stream`; returns cuDNN's status where run() would throw.
+  cudnnStatus_t try_run(Pass& pass, cudaStream_t stream);
 
   struct Gpu;  // the passes, the padded filter and the gradient copy
   ModelResources& resources_;

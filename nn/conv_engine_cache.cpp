@@ -13,8 +13,8 @@ namespace cutrain {
 namespace {
 
 constexpr const char* kCacheHeader = "cutrain cuDNN convolution engines v2";
-constexpr ConvPass kPasses[] = {ConvPass::forward, ConvPass::backward_data, ConvPass::backward_data_accumulate,
-                                ConvPass::backward_filter};
+constexpr ConvPass kPasses[] = {ConvPass::forward, ConvPass::forward_scale_shift_relu, ConvPass::backward_data,
+                                ConvPass::backward_data_accumulate, ConvPass::backward_filter};
 
 std::optional<ConvPass> parse_pass(const std::string& name) {
   for (ConvPass pass : kPasses)

@@ -24,6 +24,7 @@ namespace {
 // fallback]). Plans are never destroyed, since layers point at them.
 struct Choice {
   std::unique_ptr<ConvGraph> graph;
+  std::string declined;  // why no plan could be chosen, when none could
   std::vector<EngineConfig> ranked;
   std::vector<std::unique_ptr<ConvPlan>> plans;
   std::vector<EngineConfig> failed;
@@ -116,7 +117,12 @@ std::unique_ptr<ConvPlan> fastest(const Context& ctx, const Choice& c, const Con
   const DeviceBuffer w(Device::cuda, size_t(s.K) * s.R * s.S * s.C * element);
   const DeviceBuffer y(Device::cuda, size_t(s.N) * s.P() * s.Q() * s.K * element);
   const DeviceBuffer scratch(Device::cuda, workspace);
-  const BackendDescriptor pack = ConvGraph::variant_pack({x.data(), w.data(), y.data(), scratch.data()});
+  const bool prologue = c.graph->pass() == ConvPass::forward_scale_shift_relu;
+  const DeviceBuffer scale(Device::cuda, prologue ? size_t(s.C) * sizeof(float) : 0);
+  const DeviceBuffer shift(Device::cuda, prologue ? size_t(s.C) * sizeof(float) : 0);
+  const BackendDescriptor pack =
+      ConvGraph::variant_pack({x.data(), w.data(), y.data(), scratch.data(), static_cast<const float*>(scale.data()),
+                               static_cast<const float*>(shift.data())});
   const cudaStream_t stream = ctx.main_stream();
   const cudnnHandle_t cudnn = ctx.cudnn(stream);
   const EventPair events;
@@ -139,9 +145,25 @@ std::unique_ptr<ConvPlan> fastest(const Context& ctx, const Choice& c, const Con
   return best;
 }
 
-// The choice for a pass and shape not chosen before in this process.
+// cuDNN's status in words, with the detail of its last error when it has one that the words do
+// not already hold.
+std::string cudnn_reason(cudnnStatus_t status) {
+  char detail[512] = {};
+  cudnnGetLastErrorString(detail, sizeof detail);
+  std::string reason = cudnnGetErrorString(status);
+  if (detail[0] != '\0' && reason.find(detail) == std::string::npos) reason += std::string(": ") + detail;
+  return reason;
+}
+
+// The choice for a pass and shape not chosen before in this process. When none can be made, it
+// says why in c.declined.
 void choose(const Context& ctx, ConvPass pass, const ConvShape& shape, Choices& all, Choice& c) {
-  c.graph = std::make_unique<ConvGraph>(pass, shape, ctx.dtype());
+  try {
+    c.graph = std::make_unique<ConvGraph>(pass, shape, ctx.dtype());
+  } catch (const CudnnError& e) {
+    c.declined = "cuDNN declines the graph (" + cudnn_reason(e.status) + ")";
+    return;
+  }
   c.ranked = c.graph->usable_configs(ctx);
   if (ctx.options.cudnn_benchmark) {
     if (!all.disk) {
@@ -167,9 +189,10 @@ void choose(const Context& ctx, ConvPass pass, const ConvShape& shape, Choices& 
                  what(pass, shape).c_str());
   }
   auto predicted = first_usable(c);
-  if (!predicted)
-    throw std::runtime_error("cuDNN offers no usable engine for the " + what(pass, shape) + " (" +
-                             dtype_name(ctx.dtype()) + ")");
+  if (!predicted) {
+    c.declined = "cuDNN offers no usable engine for the " + what(pass, shape) + " (" + dtype_name(ctx.dtype()) + ")";
+    return;
+  }
   c.keep(std::move(predicted));
 }
 
@@ -180,12 +203,20 @@ bool replaceable_failure(cudnnStatus_t status) {
   return kind == CUDNN_STATUS_BAD_PARAM || kind == CUDNN_STATUS_NOT_SUPPORTED || kind == CUDNN_STATUS_EXECUTION_FAILED;
 }
 
-const ConvPlan& conv_plan(const Context& ctx, ConvPass pass, const ConvShape& shape) {
+const ConvPlan* try_conv_plan(const Context& ctx, ConvPass pass, const ConvShape& shape, std::string& why) {
   Choices& all = choices();
   std::lock_guard<std::mutex> lock(all.mutex);
   Choice& c = all.chosen[{choice_key(ctx, shape), pass}];
-  if (!c.current) choose(ctx, pass, shape, all, c);
-  return *c.current;
+  if (!c.current && c.declined.empty()) choose(ctx, pass, shape, all, c);
+  why = c.declined;
+  return c.current;
+}
+
+const ConvPlan& conv_plan(const Context& ctx, ConvPass pass, const ConvShape& shape) {
+  std::string why;
+  const ConvPlan* plan = try_conv_plan(ctx, pass, shape, why);
+  if (!plan) throw std::runtime_error(why);
+  return *plan;
 }
 
 const ConvPlan* replace_failed_plan(const Context& ctx, ConvPass pass, const ConvShape& shape, const ConvPlan& failed,

@@ -15,7 +15,9 @@
 // TF32, so that later runs start at once. A cached configuration that no longer builds is one
 // warning and a new measurement; a measurement in which no plan ran is one warning and the
 // heuristics' choice. A pass for which no configuration is usable at all cannot be built: an error
-// naming the pass and the shape.
+// naming the pass and the shape. The fused forward (ConvPass::forward_scale_shift_relu) asks with
+// try_conv_plan instead, and a graph that cuDNN declines or cannot run is an answer: its unit runs
+// unfused (Note [The fused unit bn-relu-conv] in nn/bn_relu_conv.h).
 //
 // Note [Engine fallback]
 // ~~~~~~~~~~~~~~~~~~~~~~
@@ -33,6 +35,7 @@
 #include <cudnn.h>
 
 #include <cstddef>
+#include <string>
 
 #include "kernels/conv2d_cpu.h"
 #include "nn/context.h"
@@ -43,6 +46,10 @@ namespace cutrain {
 // The plan for `pass` of a convolution of this shape in this context (see the note above). It
 // lives as long as the process.
 const ConvPlan& conv_plan(const Context& ctx, ConvPass pass, const ConvShape& shape);
+// The same, or null when cuDNN declines the graph or offers no usable engine for it, with `why`
+// saying so in a few words (cuDNN's status and its last error's detail). Asked again, it answers
+// the same without asking cuDNN.
+const ConvPlan* try_conv_plan(const Context& ctx, ConvPass pass, const ConvShape& shape, std::string& why);
 
 // The plan that replaces `failed` for this pass and shape from now on, needing at most
 // `workspace_bytes`; null when every candidate has failed. The first call for a failed plan

@@ -7,25 +7,51 @@
 namespace cutrain {
 namespace {
 
-// The unique ids of the graph's tensors, which a variant pack pairs with pointers.
-constexpr int64_t kUidX = 1, kUidW = 2, kUidY = 3;
+// The unique ids of the graph's tensors, which a variant pack pairs with pointers, and of the
+// prologue's virtual tensors, which no pack names.
+constexpr int64_t kUidX = 1, kUidW = 2, kUidY = 3, kUidScale = 4, kUidShift = 5;
+constexpr int64_t kUidScaled = 6, kUidShifted = 7, kUidActivated = 8;
 
 // cuDNN's vectorised kernels want 16-byte aligned tensors; every planned tensor starts on a
 // 256-byte boundary (kBufferAlignment), and parameters on a 128-byte one.
 constexpr int64_t kTensorAlignment = 16;
 
 // An NHWC tensor of logical dimensions [n, c, h, w], as the backend API describes layouts: by
-// strides over dimensions given in NCHW order.
-BackendDescriptor nhwc_tensor(int64_t uid, cudnnDataType_t type, int64_t n, int64_t c, int64_t h, int64_t w) {
+// strides over dimensions given in NCHW order. A virtual one lives only inside the graph.
+BackendDescriptor nhwc_tensor(int64_t uid, cudnnDataType_t type, int64_t n, int64_t c, int64_t h, int64_t w,
+                              bool is_virtual = false) {
   BackendDescriptor t(CUDNN_BACKEND_TENSOR_DESCRIPTOR);
   t.set(CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, type)
       .set(CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, std::vector<int64_t>{n, c, h, w})
       .set(CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, std::vector<int64_t>{h * w * c, 1, w * c, c})
       .set(CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_INT64, uid)
       .set(CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, kTensorAlignment);
+  if (is_virtual) t.set(CUDNN_ATTR_TENSOR_IS_VIRTUAL, CUDNN_TYPE_BOOLEAN, true);
   t.finalize();
   return t;
 }
+
+// A pointwise operation y = mode(x[, b]) computed in FLOAT, with alpha1 = alpha2 = 1, as Support
+// Surface 90 requires of its pointwise operations.
+BackendDescriptor pointwise(cudnnPointwiseMode_t mode, const BackendDescriptor& x, const BackendDescriptor* b,
+                            const BackendDescriptor& y, BackendDescriptor& math) {
+  math.set(CUDNN_ATTR_POINTWISE_MODE, CUDNN_TYPE_POINTWISE_MODE, mode)
+      .set(CUDNN_ATTR_POINTWISE_MATH_PREC, CUDNN_TYPE_DATA_TYPE, CUDNN_DATA_FLOAT);
+  math.finalize();
+  BackendDescriptor op(CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR);
+  op.set(CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR, math)
+      .set(CUDNN_ATTR_OPERATION_POINTWISE_XDESC, x)
+      .set(CUDNN_ATTR_OPERATION_POINTWISE_YDESC, y)
+      .set(CUDNN_ATTR_OPERATION_POINTWISE_ALPHA1, CUDNN_TYPE_FLOAT, 1.0f);
+  if (b) {
+    op.set(CUDNN_ATTR_OPERATION_POINTWISE_BDESC, *b).set(CUDNN_ATTR_OPERATION_POINTWISE_ALPHA2, CUDNN_TYPE_FLOAT, 1.0f);
+  }
+  op.finalize();
+  return op;
+}
+
+// A per-channel fp32 vector [1, c, 1, 1].
+BackendDescriptor channel_vector(int64_t uid, int64_t c) { return nhwc_tensor(uid, CUDNN_DATA_FLOAT, 1, c, 1, 1); }
 
 BackendDescriptor convolution(const ConvShape& s) {
   BackendDescriptor c(CUDNN_BACKEND_CONVOLUTION_DESCRIPTOR);
@@ -50,6 +76,7 @@ struct OperationAttributes {
 OperationAttributes attributes(ConvPass pass) {
   switch (pass) {
     case ConvPass::forward:
+    case ConvPass::forward_scale_shift_relu:
       return {CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR,
               CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X,
               CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W,
@@ -119,6 +146,7 @@ EngineConfig read_config(const BackendDescriptor& config, std::vector<cudnnBacke
 const char* conv_pass_name(ConvPass pass) {
   switch (pass) {
     case ConvPass::forward: return "forward";
+    case ConvPass::forward_scale_shift_relu: return "forward-scale-shift-relu";
     case ConvPass::backward_data: return "backward-data";
     case ConvPass::backward_data_accumulate: return "backward-data-accumulate";
     case ConvPass::backward_filter: return "backward-filter";
@@ -148,27 +176,51 @@ ConvPlan::ConvPlan(EngineConfig config, BackendDescriptor engine, std::vector<Ba
   workspace_ = size_t(std::max<int64_t>(bytes, 0));
 }
 
+// The prologue z = x*scale + shift, a = relu(z) on the convolution's input, whose output `a` the
+// convolution reads in place of x. Its intermediates are virtual FLOAT tensors of x's shape.
+struct ConvGraph::Prologue {
+  BackendDescriptor scale, shift, scaled, shifted, activated;
+  BackendDescriptor mul_math{CUDNN_BACKEND_POINTWISE_DESCRIPTOR}, add_math{CUDNN_BACKEND_POINTWISE_DESCRIPTOR},
+      relu_math{CUDNN_BACKEND_POINTWISE_DESCRIPTOR};
+  BackendDescriptor mul, add, relu;
+
+  Prologue(const BackendDescriptor& x, const ConvShape& s)
+      : scale(channel_vector(kUidScale, s.C)),
+        shift(channel_vector(kUidShift, s.C)),
+        scaled(nhwc_tensor(kUidScaled, CUDNN_DATA_FLOAT, s.N, s.C, s.H, s.W, /*is_virtual=*/true)),
+        shifted(nhwc_tensor(kUidShifted, CUDNN_DATA_FLOAT, s.N, s.C, s.H, s.W, /*is_virtual=*/true)),
+        activated(nhwc_tensor(kUidActivated, CUDNN_DATA_FLOAT, s.N, s.C, s.H, s.W, /*is_virtual=*/true)),
+        mul(pointwise(CUDNN_POINTWISE_MUL, x, &scale, scaled, mul_math)),
+        add(pointwise(CUDNN_POINTWISE_ADD, scaled, &shift, shifted, add_math)),
+        relu(pointwise(CUDNN_POINTWISE_RELU_FWD, shifted, nullptr, activated, relu_math)) {}
+};
+
 ConvGraph::ConvGraph(ConvPass pass, const ConvShape& s, DType dtype)
     : pass_(pass),
       x_(nhwc_tensor(kUidX, cudnn_type(dtype), s.N, s.C, s.H, s.W)),
       w_(nhwc_tensor(kUidW, cudnn_type(dtype), s.K, s.C, s.R, s.S)),
       y_(nhwc_tensor(kUidY, cudnn_type(dtype), s.N, s.K, s.P(), s.Q())),
       convolution_(convolution(s)),
+      prologue_(pass == ConvPass::forward_scale_shift_relu ? std::make_unique<Prologue>(x_, s) : nullptr),
       operation_(attributes(pass).type),
       graph_(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR) {
   const OperationAttributes a = attributes(pass);
   const float alpha = 1.0f, beta = pass == ConvPass::backward_data_accumulate ? 1.0f : 0.0f;
-  operation_.set(a.x, x_)
+  operation_.set(a.x, prologue_ ? prologue_->activated : x_)
       .set(a.w, w_)
       .set(a.y, y_)
       .set(a.conv, convolution_)
       .set(a.alpha, CUDNN_TYPE_FLOAT, alpha)
       .set(a.beta, CUDNN_TYPE_FLOAT, beta);
   operation_.finalize();
-  graph_.set(CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR,
-             std::vector<cudnnBackendDescriptor_t>{operation_.get()});
+  std::vector<cudnnBackendDescriptor_t> operations;
+  if (prologue_) operations = {prologue_->mul.get(), prologue_->add.get(), prologue_->relu.get()};
+  operations.push_back(operation_.get());
+  graph_.set(CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, operations);
   graph_.finalize();
 }
+
+ConvGraph::~ConvGraph() = default;
 
 std::vector<EngineConfig> ConvGraph::usable_configs(const Context& ctx) const {
   std::vector<EngineConfig> usable, listed;
@@ -221,8 +273,12 @@ std::unique_ptr<ConvPlan> ConvGraph::build_plan(const EngineConfig& config) cons
 
 BackendDescriptor ConvGraph::variant_pack(const ConvPointers& p) {
   BackendDescriptor pack(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR);
-  const std::vector<int64_t> uids = {kUidX, kUidW, kUidY};
-  const std::vector<void*> pointers = {const_cast<void*>(p.x), const_cast<void*>(p.w), const_cast<void*>(p.y)};
+  std::vector<int64_t> uids = {kUidX, kUidW, kUidY};
+  std::vector<void*> pointers = {const_cast<void*>(p.x), const_cast<void*>(p.w), const_cast<void*>(p.y)};
+  if (p.scale) {
+    uids.insert(uids.end(), {kUidScale, kUidShift});
+    pointers.insert(pointers.end(), {const_cast<float*>(p.scale), const_cast<float*>(p.shift)});
+  }
   pack.set(CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, uids)
       .set(CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, pointers)
       .set(CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, p.workspace);

@@ -1,7 +1,16 @@
 // conv_graph.h: one pass of a 2-D convolution (forward, backward-data or backward-filter) as an
-// operation graph of cuDNN's backend API (cudnn_graph.h), with one operation and no fusion: the
-// tensors x [N,C,H,W], w [K,C,R,S] and y [N,K,P,Q], all NHWC in memory (the filter KRSC), of the
-// activation dtype and computed in fp32, cross-correlation with the shape's stride and padding.
+// operation graph of cuDNN's backend API (cudnn_graph.h): the tensors x [N,C,H,W], w [K,C,R,S] and
+// y [N,K,P,Q], all NHWC in memory (the filter KRSC), of the activation dtype and computed in fp32,
+// cross-correlation with the shape's stride and padding. Every pass but one is that one operation.
+// The forward of the fused unit bn-relu-conv (Note [The fused unit bn-relu-conv] in
+// nn/bn_relu_conv.h) puts a pointwise prologue in front of it, which applies the batch norm before
+// the convolution as the convolution reads x:
+//
+//   z = add(mul(x, scale), shift),  a = relu(z),  y = conv(a, w)
+//
+// with scale and shift fp32 [1,C,1,1], and z, a and the product virtual FLOAT tensors (alpha 1):
+// the pattern "g1 -> ConvFwd" of cuDNN's Support Surface 90, documented for bf16 and fp32 on sm_90
+// (docs/cudnn-fusion.md, section 1 (a)).
 //
 // A ConvGraph is built and finalized once. Its heuristics rank the engine configurations that can
 // run it, and build_plan() finalizes an execution plan for one of them. A plan runs with a variant
@@ -36,9 +45,12 @@
 namespace cutrain {
 
 // The passes, with backward-data's beta folded in: it is an attribute of the graph, and a layer
-// whose input gradient also receives a residual branch's adds into it (beta = 1).
-enum class ConvPass { forward, backward_data, backward_data_accumulate, backward_filter };
-// "forward", "backward-data", "backward-data-accumulate", "backward-filter".
+// whose input gradient also receives a residual branch's adds into it (beta = 1). The forward
+// with the prologue above is a pass of its own, so that its plans, and the engines that
+// --cudnn-benchmark keeps on disk, are never a plain forward's.
+enum class ConvPass { forward, forward_scale_shift_relu, backward_data, backward_data_accumulate, backward_filter };
+// "forward", "forward-scale-shift-relu", "backward-data", "backward-data-accumulate",
+// "backward-filter".
 const char* conv_pass_name(ConvPass pass);
 
 // A workspace beyond this buys little speed for ResNet-18's shapes and would crowd out the batch.
@@ -75,17 +87,23 @@ class ConvPlan {
 };
 
 // The device pointers of one execution: x, w and y as the graph names them (the pass reads two of
-// them and writes the third: dx is x, dw is w, dy is y), and the workspace.
+// them and writes the third: dx is x, dw is w, dy is y), the workspace, and the prologue's scale
+// and shift (fp32 [C]) for forward_scale_shift_relu, null for every other pass.
 struct ConvPointers {
   const void* x = nullptr;
   const void* w = nullptr;
   const void* y = nullptr;
   void* workspace = nullptr;
+  const float* scale = nullptr;
+  const float* shift = nullptr;
 };
 
 class ConvGraph {
  public:
+  // Throws a CudnnError when cuDNN rejects a descriptor, which for the fused pass means that this
+  // cuDNN cannot express the graph (the caller then runs the unit unfused).
   ConvGraph(ConvPass pass, const ConvShape& shape, DType dtype);
+  ~ConvGraph();
   ConvGraph(const ConvGraph&) = delete;
   ConvGraph& operator=(const ConvGraph&) = delete;
 
@@ -97,12 +115,16 @@ class ConvGraph {
   std::unique_ptr<ConvPlan> build_plan(const EngineConfig& config) const;
 
   // A finalized variant pack for these pointers. Plans of any graph of the same pass and shape run
-  // with it.
+  // with it; the pack of a fused pass names scale and shift too.
   static BackendDescriptor variant_pack(const ConvPointers& pointers);
 
  private:
+  // The prologue of forward_scale_shift_relu: its tensors, pointwise descriptors and operations.
+  struct Prologue;
   ConvPass pass_;
-  BackendDescriptor x_, w_, y_, convolution_, operation_, graph_;
+  BackendDescriptor x_, w_, y_, convolution_;
+  std::unique_ptr<Prologue> prologue_;  // null unless the pass has one
+  BackendDescriptor operation_, graph_;
 };
 
 }  // namespace cutrain

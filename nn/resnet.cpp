@@ -1,6 +1,7 @@
 #include "nn/resnet.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <stdexcept>
 
 namespace cutrain {
@@ -11,7 +12,7 @@ constexpr int kGpuInputChannels = 8;  // cuDNN's tensor-core kernels want channe
 
 ResNet18::ResNet18(Context& ctx, const ResNetConfig& config)
     : config_(config),
-      layout_(resnet18_layout(config)),
+      layout_(resnet18_layout(config, ctx.on_gpu() && ctx.options.fusion)),
       resources_(ctx),
       input_(resources_.plan.activation(
           ctx.dtype(),
@@ -38,6 +39,13 @@ ResNet18::ResNet18(Context& ctx, const ResNetConfig& config)
         layer.parameters = {&layer.batchnorm->weight, &layer.batchnorm->bias};
         outputs.push_back(&layer.batchnorm->y);
         break;
+      case LayerKind::bn_relu_conv:
+        layer.bn_relu_conv = std::make_unique<BnReluConv>(resources_, spec.name, spec.conv_name, x, spec.output[3],
+                                                          spec.kernel, spec.stride, spec.pad);
+        layer.parameters = {&layer.bn_relu_conv->batchnorm->weight, &layer.bn_relu_conv->batchnorm->bias,
+                            &layer.bn_relu_conv->conv->weight};
+        outputs.push_back(&layer.bn_relu_conv->conv->y);
+        break;
       case LayerKind::maxpool:
         layer.maxpool = std::make_unique<MaxPool2d>(resources_, x);
         outputs.push_back(&layer.maxpool->y);
@@ -58,8 +66,13 @@ ResNet18::ResNet18(Context& ctx, const ResNetConfig& config)
     }
   }
   resources_.allocate(config.seed);
-  for (Layer& layer : built_)
+  if (ctx.on_gpu() && ctx.options.fusion && ctx.options.batchnorm == BatchNormImplementation::cudnn)
+    std::fprintf(stderr, "cutrain: note: --fusion on runs unfused with --batchnorm cudnn, whose batch norm has no "
+                         "statistics-only form\n");
+  for (Layer& layer : built_) {
     if (layer.conv) layer.conv->bind();
+    if (layer.bn_relu_conv) layer.bn_relu_conv->bind();
+  }
   // Backward runs the table in reverse, and the layout is the reverse of the order of
   // registration, so the layers from the last down to any one fill a prefix of the layout.
   int64_t end = 0;
@@ -101,6 +114,7 @@ void ResNet18::forward_layer(int index, bool train, cudaStream_t stream) {
   switch (layout_.layers[size_t(index)].kind) {
     case LayerKind::conv: layer.conv->forward(stream); break;
     case LayerKind::batchnorm: layer.batchnorm->forward(train); break;
+    case LayerKind::bn_relu_conv: layer.bn_relu_conv->forward(train, stream); break;
     case LayerKind::maxpool: layer.maxpool->forward(); break;
     case LayerKind::avgpool: layer.avgpool->forward(); break;
     case LayerKind::linear: layer.linear->forward(); break;
@@ -116,6 +130,7 @@ void ResNet18::backward_layer(int index) {
   switch (spec.kind) {
     case LayerKind::conv: layer.conv->backward(); break;
     case LayerKind::batchnorm: layer.batchnorm->backward(); break;
+    case LayerKind::bn_relu_conv: layer.bn_relu_conv->backward(); break;
     case LayerKind::maxpool: layer.maxpool->backward(); break;
     case LayerKind::avgpool: layer.avgpool->backward(); break;
     case LayerKind::linear: layer.linear->backward(); break;
@@ -125,6 +140,18 @@ void ResNet18::backward_layer(int index) {
 
 void ResNet18::backward() {
   for (int i = int(built_.size()) - 1; i >= 0; --i) backward_layer(i);
+}
+
+int ResNet18::fused_units() const {
+  return int(std::count_if(built_.begin(), built_.end(),
+                           [](const Layer& layer) { return layer.bn_relu_conv && layer.bn_relu_conv->fused(); }));
+}
+
+void ResNet18::set_sync_batchnorm(SyncBatchNorm sync) {
+  resources_.sync_batchnorm = std::move(sync);
+  if (resources_.sync_batchnorm.enabled() && std::any_of(built_.begin(), built_.end(), [](const Layer& l) { return bool(l.bn_relu_conv); }))
+    std::fprintf(stderr, "cutrain: note: --fusion on runs unfused under SyncBatchNorm, whose statistics are "
+                         "all-reduced between stages\n");
 }
 
 void ResNet18::sync_weight_copies() {

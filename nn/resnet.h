@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "nn/batchnorm2d.h"
+#include "nn/bn_relu_conv.h"
 #include "nn/conv2d.h"
 #include "nn/pooling_linear_loss.h"
 #include "nn/resnet_layout.h"
@@ -41,8 +42,11 @@ class ResNet18 {
   const Tensor& input() const;   // [B, H, W, input_channels()], activation dtype
   const Tensor& labels() const;  // [B] int32
 
-  // The layer table, in the order the layers were built (Note [ResNet-18's layer table]).
+  // The layer table, in the order the layers were built (Note [ResNet-18's layer table]): with
+  // ContextOptions::fusion on the GPU, the table of --fusion on.
   const std::vector<LayerSpec>& layers() const { return layout_.layers; }
+  // How many fused units run fused (Note [The fused unit bn-relu-conv]); 0 without --fusion on.
+  int fused_units() const;
 
   // Every layer in forward's order, on the main stream and, for the downsamples, the side stream.
   void forward(bool train);
@@ -80,7 +84,7 @@ class ResNet18 {
   // stem's layout) into the fp32 gradient buffer, params().grads(), so that the host can read
   // them outside a step.
   void gather_grads();
-  void set_sync_batchnorm(SyncBatchNorm sync) { resources_.sync_batchnorm = std::move(sync); }
+  void set_sync_batchnorm(SyncBatchNorm sync);
   size_t planned_bytes() const { return resources_.plan.bytes(); }
 
  private:
@@ -88,6 +92,7 @@ class ResNet18 {
   struct Layer {
     std::unique_ptr<Conv2d> conv;
     std::unique_ptr<BatchNorm2d> batchnorm;
+    std::unique_ptr<BnReluConv> bn_relu_conv;
     std::unique_ptr<MaxPool2d> maxpool;
     std::unique_ptr<GlobalAvgPool2d> avgpool;
     std::unique_ptr<Linear> linear;

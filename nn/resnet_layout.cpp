@@ -26,7 +26,7 @@ LayerSpec spec(std::string name, LayerKind kind, int input) {
 
 }  // namespace
 
-ResNetLayout resnet18_layout(const ResNetConfig& c) {
+ResNetLayout resnet18_layout(const ResNetConfig& c, bool fused) {
   ResNetLayout layout;
   std::vector<LayerSpec>& layers = layout.layers;
   std::vector<int>& forward_order = layout.forward_order;
@@ -82,8 +82,20 @@ ResNetLayout resnet18_layout(const ResNetConfig& c) {
         forward_order.pop_back();  // its batch norm runs after conv2, below
       }
       int y = conv(name + ".conv1", x, out, 3, stride, 1);
-      y = batchnorm(name + ".bn1", y, /*relu=*/true);
-      y = conv(name + ".conv2", y, out, 3, 1, 1);
+      if (fused) {
+        // conv2 with the fields of bn1 that it does not have: bn1's name and its ReLU.
+        const int bn_input = y;
+        y = conv(name + ".conv2", y, out, 3, 1, 1);
+        LayerSpec& unit = layers[size_t(y)];
+        unit.conv_name = unit.name;
+        unit.name = name + ".bn1";
+        unit.kind = LayerKind::bn_relu_conv;
+        unit.relu = true;
+        unit.input = bn_input;
+      } else {
+        y = batchnorm(name + ".bn1", y, /*relu=*/true);
+        y = conv(name + ".conv2", y, out, 3, 1, 1);
+      }
       if (shortcut != x) forward_order.push_back(shortcut);
       x = batchnorm(name + ".bn2", y, /*relu=*/true, shortcut);
     }
@@ -121,6 +133,7 @@ std::string describe(const LayerSpec& layer) {
   switch (layer.kind) {
     case LayerKind::conv: return "conv " + window;
     case LayerKind::batchnorm: return layer.residual >= 0 ? "bn+add+relu" : layer.relu ? "bn+relu" : "bn";
+    case LayerKind::bn_relu_conv: return "bn+relu+conv " + window;
     case LayerKind::maxpool: return "maxpool " + window;
     case LayerKind::avgpool: return "avgpool";
     case LayerKind::linear: return "linear";

@@ -15,6 +15,12 @@
 // after backward has run the layers from the last down to any one of them, their gradients fill a
 // prefix of the flat gradient buffer, which is what lets DDP's buckets go out during backward.
 //
+// With --fusion on (the GPU only) each block's bn1 and conv2 are one entry of their own kind,
+// bn_relu_conv (Note [The fused unit bn-relu-conv] in nn/bn_relu_conv.h), named after the batch
+// norm, with the convolution's name beside it. It registers bn1's parameters and then conv2's, as
+// the two entries did, so the parameters, their order and the flat layout are the same; its
+// gradients become final together, once its backward has run.
+//
 // Forward runs the table in its order too, with one change (forward_order): a block's downsample
 // runs beside the block's main path. Its convolution is marked `beside`: it runs on the side stream,
 // at the start of the block, while the main stream runs conv1, bn1 and conv2 (Note [Side stream] in
@@ -55,16 +61,17 @@ struct ResNetConfig {
   uint64_t seed = 0;  // initial weights
 };
 
-enum class LayerKind { conv, batchnorm, maxpool, avgpool, linear, loss };
+enum class LayerKind { conv, batchnorm, bn_relu_conv, maxpool, avgpool, linear, loss };
 
 struct LayerSpec {
   std::string name;  // torchvision's: "conv1", "layer2.0.downsample.0"; "maxpool", "avgpool", "loss"
+  std::string conv_name;  // bn_relu_conv: its convolution's ("layer1.0.conv2"); `name` is its batch norm's
   LayerKind kind = LayerKind::conv;
   int input = -1;                       // the index of the layer whose output this one reads; -1: the image
   int residual = -1;                    // batch norm: the layer whose output it adds before the ReLU; -1: none
-  bool relu = false;                    // batch norm: fused with the ReLU
-  int in_channels = 0;                  // a convolution's: the image's 3 for the stem
-  int kernel = 0, stride = 1, pad = 0;  // a convolution's, and the max-pool's
+  bool relu = false;                    // batch norm (and bn_relu_conv): fused with the ReLU
+  int in_channels = 0;                  // a convolution's (and bn_relu_conv's): the image's 3 for the stem
+  int kernel = 0, stride = 1, pad = 0;  // a convolution's (and bn_relu_conv's), and the max-pool's
   // A convolution's backward adds its data gradient to its input's gradient (beta 1) rather than
   // writing it, because a later layer reads the same input, and backward ran that layer first.
   bool adds_input_grad = false;
@@ -79,12 +86,14 @@ struct ResNetLayout {
   std::vector<int> forward_order;  // the order forward runs them (Note [ResNet-18's layer table])
 };
 
-ResNetLayout resnet18_layout(const ResNetConfig& config);
+// With `fused`, the table of --fusion on (the note above); the GPU's only.
+ResNetLayout resnet18_layout(const ResNetConfig& config, bool fused = false);
 
 // The model's FLOPs in one training step: the sum over the table of forward and backward.
 double step_flops(const ResNetConfig& config);
 
-// "conv 3x3/2", "bn+add+relu", "maxpool 3x3/2", ...: what the layer computes, in a few characters.
+// "conv 3x3/2", "bn+add+relu", "bn+relu+conv 3x3/1", "maxpool 3x3/2", ...: what the layer computes,
+// in a few characters.
 std::string describe(const LayerSpec& layer);
 // "256x32x32x64": its output's shape.
 std::string shape_text(const std::vector<int>& shape);

@@ -40,10 +40,14 @@
 #   bench-step   fp32 and bf16, eager and graph, and bf16 graph with --cudnn-benchmark (as PyTorch's side):
 #                ms/step at batch 256 (about 60 steps each)                                          60 s each
 #   matrix       `bench-step --matrix`: each batch norm x 1 and 2 streams x eager and graph, bf16    240 s
+#   matrix --fusion on   the same with the fused units (Note [The fused unit bn-relu-conv]), for the
+#                batch norms they apply to (cooperative and split): 8 rows                           160 s
+#   fusion       each of those rows against its --fusion off twin, from the two matrices              10 s
 #   choices      which batch norm and streams win: the emulated plan's estimates on 1 and 2 ranks
 #                (package-prebuilt.sh's plan.txt), beside the matrix's rows                            30 s
 #   layers       `bench-step --layers`: each layer's forward and backward alone, and batch norm by
 #                shape with each implementation (10 passes after 3 warm-up; about 30 s)             60 s
+#   layers --fusion on   the same with the fused units, whose rows are bn1 and conv2 as one       60 s
 #   plan         `cutrain bench-step --plan`'s predicted ms/step next to the measured one, when the
 #                binary has --plan (until then the row says so)                                        30 s
 #   compare      bench/compare.sh --quick: cutrain against PyTorch eager and compiled           what is left
@@ -53,7 +57,7 @@
 # that did not pass, and is rewritten into --out after every step, so even a run cut short leaves it.
 # --out receives 8 files (the device machines return at most 8): gpu-check.log (everything), summary.txt,
 # tables.txt (the speed tables in full: the matrix, the choices, the best configuration against PyTorch, each layer,
-# batch norm by shape), logs.tar.gz (each step's and each test's own log, the comparison's runs and parity
+# batch norm by shape; each with --fusion on too, and fusion on against off), logs.tar.gz (each step's and each test's own log, the comparison's runs and parity
 # files), train.jsonl, results.json, compare.png and curves.png (the last three from the comparison).
 set -euo pipefail
 
@@ -159,7 +163,7 @@ write_summary() {
 # they have run.
 write_tables() {
   local name
-  for name in targets matrix choices layers; do
+  for name in targets matrix matrix-fusion fusion choices layers layers-fusion; do
     [ -f "$work/$name.txt" ] || continue
     printf '==== %s\n' "$name"
     cat "$work/$name.txt"
@@ -242,9 +246,10 @@ result_of() {
         tr -d '\n' | cut -c1-100 ;;
     train) train_result | tail -n 1 ;;
     bench-step*) grep -E 'ms/step' "$step_out" | tail -n 1 | sed 's/^ *//' | cut -c1-100 ;;
-    matrix) grep -E '^matrix: ' "$step_out" | tail -n 1 | cut -c1-100 ;;
+    matrix*) grep -E '^matrix: ' "$step_out" | tail -n 1 | cut -c1-100 ;;
+    fusion) grep -E '^fusion: ' "$step_out" | tail -n 1 | sed 's/^fusion: //' | cut -c1-100 ;;
     choices) grep -E '^  1 rank, .*, graph: ' "$step_out" | sed -E 's/^  1 rank, .*, graph: +/1 rank, graph: /; s/ \(.*//' ;;
-    layers) grep -E '^layers: ' "$step_out" | tail -n 1 | sed 's/^layers: //' | cut -c1-100 ;;
+    layers*) grep -E '^layers: ' "$step_out" | tail -n 1 | sed 's/^layers: //' | cut -c1-100 ;;
     targets) echo "table below" ;;
     plan) plan_result ;;
     compare*) echo "table below" ;;
@@ -450,6 +455,39 @@ if step matrix 240 "$bin/cutrain" bench-step --matrix --device cuda --stem cifar
   keep_table matrix '^(bench-step --matrix|  )'
 fi
 
+# ---- the matrix again with --fusion on (Note [The fused unit bn-relu-conv]): each basic block's bn1 and conv2 as
+# one unit, for cooperative and split batch norm (under cuDNN's the units run unfused: one line says so). Then
+# each fused row against its unfused twin. --fusion stays off by default until these rows say otherwise.
+if step "matrix --fusion on" 160 "$bin/cutrain" bench-step --matrix --fusion on --device cuda --stem cifar \
+  --precision bf16 "${matrix_size[@]}"; then
+  keep_table matrix-fusion '^bench-step --matrix: '
+fi
+fusion_table() {
+  echo "--fusion on against off, bf16 (median ms/step of the two matrices; a positive figure is the time fusion saves):"
+  awk '
+    FNR == 1 { fused = FILENAME ~ /matrix-fusion\.txt$/ }
+    $1 ~ /^(cooperative|split)$/ && $2 ~ /^[12]$/ && $3 ~ /^(eager|graph)$/ {
+      key = $1 ", " $2 " stream(s), " $3
+      if (fused) { on[key] = $4; if (best_on == "" || $4 < on[best_on]) best_on = key }
+      else { off[key] = $4; order[++n] = key; if (best_off == "" || $4 < off[best_off]) best_off = key }
+    }
+    END {
+      for (i = 1; i <= n; ++i) {
+        k = order[i]
+        if (k in on) printf "  %-34s off %9.2f, on %9.2f: %+.1f%%\n", k ":", off[k], on[k], 100 * (off[k] - on[k]) / off[k]
+      }
+      if (best_on == "" || best_off == "") { print "fusion: no rows to compare"; exit 1 }
+      printf "fusion: fastest on %.2f ms (%s), fastest off %.2f ms (%s)\n", on[best_on], best_on, off[best_off], best_off
+    }' "$work/matrix.txt" "$work/matrix-fusion.txt"
+}
+export -f fusion_table
+export work
+if [ -f "$work/matrix.txt" ] && [ -f "$work/matrix-fusion.txt" ]; then
+  step fusion 10 bash -c fusion_table && keep_table fusion '^(--fusion on against off|  (cooperative|split), )'
+else
+  record fusion SKIPPED - "no matrix to compare: both matrix steps must pass"
+fi
+
 # ---- which batch norm (cooperative or split) and which streams win, on one rank and on two: the emulated plan's
 # estimates (scripts/plan_choices.sh says what they cannot tell), beside the matrix's measured rows. bench-step
 # times one GPU without a communicator, so two ranks are not measured here. The default stays cooperative on two
@@ -496,6 +534,10 @@ layers_size=(--batch-size 256 --steps 10 --warmup 3)
 [ -z "$emulated" ] || layers_size=(--batch-size 4 --width 4 --steps 1 --warmup 1)
 if step layers 60 "$bin/cutrain" bench-step --layers --device cuda --stem cifar --precision bf16 "${layers_size[@]}"; then
   keep_table layers '^(layers: |batch norm in all )'
+fi
+if step "layers --fusion on" 60 "$bin/cutrain" bench-step --layers --fusion on --device cuda --stem cifar \
+  --precision bf16 "${layers_size[@]}"; then
+  keep_table layers-fusion '^layers: '
 fi
 
 # ---- THE STEP INVENTORY: `cutrain bench-step --plan` predicts ms/step from what one step launches (its last

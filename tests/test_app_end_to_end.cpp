@@ -321,6 +321,7 @@ TEST_CASE("bad input to train: one line naming what is wrong, non-zero exit", "[
       {data, {"--metrics", fifo}, "--metrics " + fifo + ": a FIFO that no process reads"},
       // The GPU's own flags on the CPU: refused as --precision bf16 is, not ignored.
       {data, {"--batchnorm", "cudnn"}, "cutrain: error: --batchnorm: needs a GPU (this run is on the CPU)"},
+      {data, {"--fusion", "on"}, "cutrain: error: --fusion: needs a GPU (this run is on the CPU)"},
       {data, {"--streams", "1"}, "cutrain: error: --streams: needs a GPU (this run is on the CPU)"},
       {data, {"--cuda-graphs", "off"}, "cutrain: error: --cuda-graphs: needs a GPU (this run is on the CPU)"},
       {data, {"--cudnn-benchmark"}, "cutrain: error: --cudnn-benchmark: needs a GPU (this run is on the CPU)"},
@@ -585,6 +586,7 @@ TEST_CASE("metrics begin with the run, time every record and hold the test loss,
   // The GPU's settings as they applied: none on the CPU (before, the defaults "on" and "cooperative").
   CHECK(settings["cuda_graphs"].is_null());
   CHECK(settings["batchnorm"] == "cpu");
+  CHECK(settings["fusion"].is_null());
   CHECK(settings["streams"].is_null());
   double last_time = before - 1;
   for (const nlohmann::json& record : records) {

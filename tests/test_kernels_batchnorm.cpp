@@ -1,7 +1,8 @@
 // Batch norm's CPU reference: finite-difference gradients of the whole training forward for every
 // fusion (x, gamma, beta, and the residual), SyncBatchNorm's staged path split over two "ranks",
-// and the statistics by hand. Then the CUDA launch plans, which need no GPU: their grids, what
-// they keep in shared memory, and the bytes they move.
+// and the statistics by hand, and the two forms before a fused convolution against the training
+// forward and the backward. Then the CUDA launch plans, which need no GPU: their grids, what they
+// keep in shared memory, and the bytes they move.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -322,4 +323,116 @@ TEST_CASE("batch norm split plans: the cooperative grid, nothing kept, x read ag
   CHECK_THROWS_WITH(bn_plan(BatchNormPass::forward_train, BatchNormShape{100000, 8, {}}, 4,
                             BatchNormDevice{4096, 32, 1 << 20}, BatchNormLaunch::split),
                     Catch::Contains("a split launch's last block merges"));
+}
+
+namespace {
+
+// The prologue's z (Note [Batch norm before a fused convolution]), each product and sum rounded
+// to fp32 on its own: the volatile keeps the compiler from fusing them.
+float prologue_z(float x, float scale, float shift) {
+  const volatile float product = x * scale;
+  return product + shift;
+}
+
+}  // namespace
+
+TEST_CASE("batch norm's statistics form has the training forward's statistics, and scale and shift by their formula",
+          "[kernels]") {
+  std::mt19937 rng(31);
+  const BatchNormCase bn(200, 12, BatchNormFusion{true, false}, rng);
+  const test::HostBatchNorm train = bn.forward();
+  test::HostBatchNorm o(bn.shape, bn.in);
+  std::fill(o.y.begin(), o.y.end(), -7.0f);
+  std::fill(o.mask.begin(), o.mask.end(), uint8_t(0xAB));
+  std::vector<float> scale(12), shift(12);
+  bn_forward_statistics_cpu(bn.shape, o.forward(), scale.data(), shift.data());
+  CHECK(o.mean == train.mean);
+  CHECK(o.invstd == train.invstd);
+  CHECK(o.running_mean == train.running_mean);
+  CHECK(o.running_var == train.running_var);
+  for (int c = 0; c < 12; ++c) {
+    INFO("channel " << c);
+    const float expected_scale = bn.in.gamma[c] * o.invstd[c];
+    const volatile float mean_times_scale = o.mean[c] * expected_scale;
+    CHECK(scale[c] == expected_scale);
+    CHECK(shift[c] == bn.in.beta[c] - mean_times_scale);
+  }
+  CHECK(o.y == std::vector<float>(o.y.size(), -7.0f));  // no y, no mask
+  CHECK(o.mask == std::vector<uint8_t>(o.mask.size(), uint8_t(0xAB)));
+  const BatchNormShape with_residual{200, 12, BatchNormFusion{true, true}};
+  CHECK_THROWS_WITH(bn_forward_statistics_cpu(with_residual, o.forward(), scale.data(), shift.data()),
+                    Catch::Contains("a ReLU without the residual"));
+}
+
+TEST_CASE("batch norm's recompute backward is the backward with the prologue's mask, and writes its activation",
+          "[kernels]") {
+  // The mask of z = x*scale + shift, built here, given to bn_backward: the recompute form must give
+  // the same bits, and max(z, 0) as the activation. Some 40 % of z are cut by the ReLU.
+  std::mt19937 rng(32);
+  const int64_t M = 300;
+  const int C = 20;  // two and a half mask bytes a row
+  BatchNormCase bn(M, C, BatchNormFusion{true, false}, rng);
+  bn.in.dy = test::random_vector(M * C, rng);
+  test::HostBatchNorm with_mask(bn.shape, bn.in);
+  std::vector<float> scale(C), shift(C);
+  bn_forward_statistics_cpu(bn.shape, with_mask.forward(), scale.data(), shift.data());
+  test::HostBatchNorm recompute = with_mask;
+
+  std::vector<float> activation(size_t(M * C)), expected_activation(size_t(M * C));
+  std::fill(with_mask.mask.begin(), with_mask.mask.end(), uint8_t(0));
+  int64_t cut = 0;
+  for (int64_t m = 0; m < M; ++m)
+    for (int c = 0; c < C; ++c) {
+      const float z = prologue_z(bn.in.x[m * C + c], scale[c], shift[c]);
+      expected_activation[m * C + c] = std::max(z, 0.0f);
+      if (z > 0.0f)
+        with_mask.mask[size_t(m * ((C + 7) / 8) + c / 8)] |= uint8_t(1u << (c % 8));
+      else
+        ++cut;
+    }
+  CHECK(cut > M * C / 5);
+  CHECK(cut < M * C * 4 / 5);
+  bn_backward_cpu(bn.shape, with_mask.backward());
+  bn_backward_recompute_cpu(bn.shape, recompute.backward(), scale.data(), shift.data(), activation.data());
+  CHECK(recompute.dx == with_mask.dx);
+  CHECK(recompute.dgamma == with_mask.dgamma);
+  CHECK(recompute.dbeta == with_mask.dbeta);
+  CHECK(activation == expected_activation);
+}
+
+TEST_CASE("batch norm plans before a fused convolution: the training passes' grids, a ReLU without the residual",
+          "[kernels]") {
+  const BatchNormShape shape{256 * 32 * 32, 64, BatchNormFusion{true, false}};
+  const int64_t tensor = shape.rows * 64 * 2, mask = shape.rows * 64 / 8;
+  for (BatchNormLaunch launch : {BatchNormLaunch::cooperative, BatchNormLaunch::split}) {
+    INFO((launch == BatchNormLaunch::split ? "split" : "cooperative"));
+    const BatchNormPlan train = bn_plan(BatchNormPass::forward_train, shape, 2, kH200, launch);
+    const BatchNormPlan statistics = bn_plan(BatchNormPass::forward_statistics, shape, 2, kH200, launch);
+    const BatchNormPlan backward = bn_plan(BatchNormPass::backward, shape, 2, kH200, launch);
+    const BatchNormPlan recompute = bn_plan(BatchNormPass::backward_recompute, shape, 2, kH200, launch);
+    // The same grids write the same partials, merged in the same order.
+    CHECK((statistics.grid.x == train.grid.x && statistics.grid.y == train.grid.y));
+    CHECK((statistics.block.x == train.block.x && statistics.block.y == train.block.y));
+    CHECK(statistics.partial_floats == train.partial_floats);
+    CHECK((recompute.grid.x == backward.grid.x && recompute.grid.y == backward.grid.y));
+    CHECK((recompute.block.x == backward.block.x && recompute.block.y == backward.block.y));
+    CHECK(recompute.partial_floats == backward.partial_floats);
+    CHECK(recompute.cached_rows == backward.cached_rows);
+    // The statistics read x once and write no tensor; the recompute reads x and dy, no mask, and
+    // writes dx and the activation.
+    const int64_t small = 64 * int64_t(std::max(train.grid.y, train.apply_grid.y)) * 64 + train.partial_floats * 8;
+    CHECK(statistics.cached_rows == 0);
+    CHECK(statistics.apply_bytes_read == 0);
+    CHECK(statistics.bytes_read >= tensor);
+    CHECK(statistics.bytes_read <= tensor + small);
+    CHECK(statistics.bytes_written <= small);
+    CHECK(recompute.bytes_written >= 2 * tensor);
+    CHECK(recompute.bytes_written <= 2 * tensor + small);
+    CHECK(recompute.bytes_read - recompute.apply_bytes_read >= 2 * tensor);
+    CHECK(recompute.bytes_read + mask <= backward.bytes_read + small);
+  }
+  for (BatchNormPass pass : {BatchNormPass::forward_statistics, BatchNormPass::backward_recompute})
+    for (BatchNormFusion fusion : {BatchNormFusion{false, false}, BatchNormFusion{true, true}})
+      CHECK_THROWS_WITH(bn_plan(pass, BatchNormShape{1000, 64, fusion}, 2, kH200),
+                        Catch::Contains("before a fused convolution, a ReLU without the residual"));
 }

@@ -5,7 +5,9 @@
 // Also SyncBatchNorm's staged path over two ranks, eval mode, data of mean 1000 and std 1, and
 // two runs (under the emulation, in two thread orders) that must agree bit for bit. The training
 // passes are tested as cooperative launches and as split ones (Note [Split batch norm]), which
-// must also agree with each other bit for bit, and run grids the device cannot hold at once.
+// must also agree with each other bit for bit, and run grids the device cannot hold at once. And
+// the two forms before a fused convolution (Note [Batch norm before a fused convolution]): the
+// training forward's statistics to the bit, and the backward's results to the bit given the same mask.
 #include <catch2/catch.hpp>
 
 #include <cuda_bf16.h>
@@ -572,4 +574,211 @@ TEST_CASE("batch norm refuses, when it plans, a cooperative grid that cannot be 
   CHECK_THROWS_WITH(bn_prepare_launch(too_wide),
                     Catch::Contains("bn_backward_kernel") && Catch::Contains("cannot be resident at once"));
   CHECK_NOTHROW(bn_prepare_launch(bn_plan(BatchNormPass::backward, shape, sizeof(float), real)));
+}
+
+namespace {
+
+// Note [Batch norm before a fused convolution], on the device: the statistics form, then the
+// recompute backward, on buffers of their own, every output poisoned beforehand.
+template <typename T>
+struct PrologueRun {
+  PrologueRun(const Case<T>& c, int offset, const BatchNormDevice& device, BatchNormLaunch launch)
+      : statistics_plan(bn_plan(BatchNormPass::forward_statistics, c.shape, sizeof(T), device, launch)),
+        recompute_plan(bn_plan(BatchNormPass::backward_recompute, c.shape, sizeof(T), device, launch)),
+        on(c.shape, c.in, offset),
+        scale(size_t(c.shape.channels)),
+        shift(size_t(c.shape.channels)),
+        activation(size_t(c.numel()), offset),
+        partials(partials_for(statistics_plan, recompute_plan)) {}
+
+  void statistics() {
+    bn_forward_statistics_cuda<T>(statistics_plan, on.forward(), scale.get(), shift.get(), partials.get(), nullptr);
+  }
+  void backward() {
+    bn_backward_recompute_cuda<T>(recompute_plan, on.backward(), scale.get(), shift.get(), activation.get(),
+                                  partials.get(), nullptr);
+  }
+
+  BatchNormPlan statistics_plan, recompute_plan;
+  test::BatchNormBuffers<T> on;
+  DeviceBuffer<float> scale, shift;
+  test::Activations<T> activation;
+  DeviceBuffer<float> partials;
+};
+
+// The prologue's z, each product and sum rounded to fp32 on its own: the volatile keeps the
+// compiler from fusing them.
+float prologue_z(float x, float scale, float shift) {
+  const volatile float product = x * scale;
+  return product + shift;
+}
+
+// What the prologue makes of x with these constants: the mask [z > 0], and max(z, 0) in fp32.
+struct HostPrologue {
+  std::vector<uint8_t> mask;
+  std::vector<float> activation;
+  int64_t cut = 0;  // how many z are not positive
+  HostPrologue(const BatchNormShape& shape, const std::vector<float>& x, const std::vector<float>& scale,
+               const std::vector<float>& shift)
+      : mask(size_t(bn_mask_bytes(shape)), 0), activation(x.size()) {
+    const int C = shape.channels, row_bytes = (C + 7) / 8;
+    for (int64_t m = 0; m < shape.rows; ++m)
+      for (int c = 0; c < C; ++c) {
+        const float z = prologue_z(x[size_t(m * C + c)], scale[c], shift[c]);
+        activation[size_t(m * C + c)] = std::max(z, 0.0f);
+        if (z > 0.0f)
+          mask[size_t(m * row_bytes + c / 8)] |= uint8_t(1u << (c % 8));
+        else
+          ++cut;
+      }
+  }
+};
+
+// The parity cases' shapes and plans, under the one fusion the fused unit has: a ReLU alone.
+std::vector<ParityCase> prologue_cases() {
+  std::vector<ParityCase> cases;
+  for (const ParityCase& c : parity_cases())
+    if (c.fusion.relu && !c.fusion.residual) cases.push_back(c);
+  cases.push_back({512, 64, 0, {0, 0, 0}, {true, false}});
+  return cases;
+}
+
+}  // namespace
+
+TEMPLATE_TEST_CASE("batch norm CUDA statistics form gives the training forward's statistics to the bit, and scale "
+                   "and shift by their formula",
+                   CUTRAIN_GPU_TAG, float, __nv_bfloat16) {
+  CUTRAIN_REQUIRE_GPU();
+  using T = TestType;
+  const ParityCase p = GENERATE(from_range(prologue_cases()));
+  const BatchNormLaunch launch = GENERATE(BatchNormLaunch::cooperative, BatchNormLaunch::split);
+  const auto [M, C, offset, device, fusion] = p;
+  INFO("M " << M << ", C " << C << ", offset " << offset << ", blocks " << device.blocks << ", "
+            << launch_name(launch));
+  std::mt19937 rng(41);
+  const Case<T> c(M, C, fusion, rng);
+  GpuRun<T> train(c, cpu_reference(c), offset, device.get(), launch);
+  train.forward();
+  PrologueRun<T> fused(c, offset, device.get(), launch);
+  const std::vector<T> y_before = fused.on.y.raw();
+  const std::vector<uint8_t> mask_before = fused.on.mask.copy_to_host();
+  fused.statistics();
+
+  CHECK(same_bits_as(fused.on.mean.copy_to_host(), train.on.mean.copy_to_host()));
+  CHECK(same_bits_as(fused.on.invstd.copy_to_host(), train.on.invstd.copy_to_host()));
+  CHECK(same_bits_as(fused.on.running_mean.copy_to_host(), train.on.running_mean.copy_to_host()));
+  CHECK(same_bits_as(fused.on.running_var.copy_to_host(), train.on.running_var.copy_to_host()));
+  const std::vector<float> mean = fused.on.mean.copy_to_host(), invstd = fused.on.invstd.copy_to_host();
+  const std::vector<float> scale = fused.scale.copy_to_host(), shift = fused.shift.copy_to_host();
+  for (int ch = 0; ch < C; ++ch) {
+    INFO("channel " << ch);
+    const float expected_scale = c.in.gamma[ch] * invstd[ch];
+    const volatile float mean_times_scale = mean[ch] * expected_scale;
+    CHECK(same_bits_as(std::vector<float>{scale[ch]}, std::vector<float>{expected_scale}));
+    CHECK(same_bits_as(std::vector<float>{shift[ch]}, std::vector<float>{c.in.beta[ch] - mean_times_scale}));
+  }
+  CHECK(same_bits_as(fused.on.y.raw(), y_before));  // no y, no mask
+  CHECK(same_bits_as(fused.on.mask.copy_to_host(), mask_before));
+  if (launch == BatchNormLaunch::split) CHECK(ticket_in(fused.partials) == 0);
+}
+
+TEMPLATE_TEST_CASE("batch norm CUDA recompute backward is the backward with the prologue's mask to the bit, and "
+                   "writes the prologue's activation",
+                   CUTRAIN_GPU_TAG, float, __nv_bfloat16) {
+  // The mask of z = x*scale + shift, built on the host from the device's scale and shift and given
+  // to bn_backward_cuda under a plan of the same shape: the recompute form must give the same bits,
+  // and max(z, 0) rounded to T as the activation. The CPU twin, given the device's statistics,
+  // builds the same mask: its dx within the parity bound, its activation the same once rounded.
+  CUTRAIN_REQUIRE_GPU();
+  using T = TestType;
+  const ParityCase p = GENERATE(from_range(prologue_cases()));
+  const BatchNormLaunch launch = GENERATE(BatchNormLaunch::cooperative, BatchNormLaunch::split);
+  const auto [M, C, offset, device, fusion] = p;
+  INFO("M " << M << ", C " << C << ", offset " << offset << ", blocks " << device.blocks << ", "
+            << launch_name(launch));
+  std::mt19937 rng(43);
+  const Case<T> c(M, C, fusion, rng);
+  PrologueRun<T> fused(c, offset, device.get(), launch);
+  fused.statistics();
+  const std::vector<float> scale = fused.scale.copy_to_host(), shift = fused.shift.copy_to_host();
+  const HostPrologue host(c.shape, c.in.x, scale, shift);
+  CHECK(host.cut > c.numel() / 5);  // the ReLU cuts some, not all
+  CHECK(host.cut < c.numel() * 4 / 5);
+
+  test::BatchNormBuffers<T> unfused(c.shape, c.in, offset);
+  const DeviceBuffer<uint8_t> mask(host.mask);
+  BatchNormBackward<T> b = unfused.backward();
+  b.relu_mask = mask.get();
+  b.mean = fused.on.mean.get();
+  b.invstd = fused.on.invstd.get();
+  const BatchNormPlan backward_plan = bn_plan(BatchNormPass::backward, c.shape, sizeof(T), device.get(), launch);
+  DeviceBuffer<float> partials(partials_for(backward_plan, backward_plan));
+  bn_backward_cuda<T>(backward_plan, b, partials.get(), nullptr);
+  const std::vector<T> d_residual_before = fused.on.d_residual.raw();
+  fused.backward();
+
+  CHECK(same_bits_as(fused.on.dx.raw(), unfused.dx.raw()));
+  CHECK(same_bits_as(fused.on.dgamma.copy_to_host(), unfused.dgamma.copy_to_host()));
+  CHECK(same_bits_as(fused.on.dbeta.copy_to_host(), unfused.dbeta.copy_to_host()));
+  CHECK(fused.activation.download() == test::rounded_to<T>(host.activation));
+  CHECK(same_bits_as(fused.on.d_residual.raw(), d_residual_before));  // no residual
+  if (launch == BatchNormLaunch::split) CHECK(ticket_in(fused.partials) == 0);
+
+  test::HostBatchNorm cpu(c.shape, c.in);
+  cpu.mean = fused.on.mean.copy_to_host();
+  cpu.invstd = fused.on.invstd.copy_to_host();
+  std::vector<float> cpu_activation(size_t(c.numel()));
+  bn_backward_recompute_cpu(c.shape, cpu.backward(), scale.data(), shift.data(), cpu_activation.data());
+  CHECK(cpu_activation == host.activation);
+  CHECK(test::relative_error(fused.on.dx.download(), cpu.dx) <= test::parity_tolerance<T>());
+  CHECK(test::relative_error(test::download(fused.on.dgamma), cpu.dgamma) <= kStatisticsTolerance);
+  CHECK(test::relative_error(test::download(fused.on.dbeta), cpu.dbeta) <= kStatisticsTolerance);
+}
+
+TEMPLATE_TEST_CASE("batch norm before a fused convolution holds for data of mean 1000 and std 1", CUTRAIN_GPU_TAG,
+                   float, __nv_bfloat16) {
+  // The statistics form's statistics are the training forward's, bit for bit, so they keep its
+  // bounds (the test of mean 1000 above). The prologue then computes z = x*scale + shift, where
+  // x*scale and shift are near 1000*gamma and cancel: each carries a rounding of about 3e-5
+  // (half the spacing of floats near 1000), against z of typical size 1. So its activation is the
+  // unfused forward's y to about 5e-5 (fp32; bf16 rounds more), and its mask may differ from the
+  // unfused forward's only where z is that close to zero: here in none of the 65536 bits, and in
+  // no more than a few on other data.
+  CUTRAIN_REQUIRE_GPU();
+  using T = TestType;
+  const BatchNormLaunch launch = GENERATE(BatchNormLaunch::cooperative, BatchNormLaunch::split);
+  INFO(launch_name(launch));
+  std::mt19937 rng(29);
+  const Case<T> c(4096, 16, BatchNormFusion{true, false}, rng, 1000.0f, 1.0f);
+  const test::HostBatchNorm cpu = cpu_reference(c);
+  const BatchNormDevice device{6, 128, 8 * 1024};
+  GpuRun<T> train(c, cpu, 0, device, launch);
+  train.forward();
+  PrologueRun<T> fused(c, 0, device, launch);
+  fused.statistics();
+  fused.backward();
+  CHECK(same_bits_as(fused.on.mean.copy_to_host(), train.on.mean.copy_to_host()));
+  CHECK(same_bits_as(fused.on.invstd.copy_to_host(), train.on.invstd.copy_to_host()));
+  CHECK(same_bits_as(fused.on.running_var.copy_to_host(), train.on.running_var.copy_to_host()));
+
+  const std::vector<float> scale = fused.scale.copy_to_host(), shift = fused.shift.copy_to_host();
+  const HostPrologue host(c.shape, c.in.x, scale, shift);
+  const std::vector<uint8_t> train_mask = train.on.mask.copy_to_host();
+  int differing_bits = 0;
+  for (size_t i = 0; i < train_mask.size(); ++i) differing_bits += __builtin_popcount(train_mask[i] ^ host.mask[i]);
+  const double activation_error = test::relative_error(fused.activation.download(), cpu.y);
+  INFO("activation against the unfused forward's y: " << activation_error << ", mask bits that differ: "
+                                                       << differing_bits);
+  CHECK(activation_error <= std::max(2e-4, test::parity_tolerance<T>()));
+  CHECK(differing_bits <= 4);
+  CHECK(fused.activation.download() == test::rounded_to<T>(host.activation));
+
+  // The backward with that mask: the CPU twin's, from the device's statistics.
+  test::HostBatchNorm twin(c.shape, c.in);
+  twin.mean = fused.on.mean.copy_to_host();
+  twin.invstd = fused.on.invstd.copy_to_host();
+  std::vector<float> twin_activation(size_t(c.numel()));
+  bn_backward_recompute_cpu(c.shape, twin.backward(), scale.data(), shift.data(), twin_activation.data());
+  CHECK(test::relative_error(fused.on.dx.download(), twin.dx) <= test::parity_tolerance<T>());
+  CHECK(test::relative_error(test::download(fused.on.dgamma), twin.dgamma) <= kStatisticsTolerance);
 }

@@ -39,12 +39,16 @@ TEST_CASE("Measured engines kept on disk are found again by the next process", "
     CHECK(cache.put(key(), ConvPass::forward, some_config(1)).empty());
     CHECK(cache.put(key(), ConvPass::backward_data_accumulate, EngineConfig{7, {}}).empty());
     CHECK(cache.put(key(other), ConvPass::forward, some_config(2)).empty());
+    CHECK(cache.put(key(), ConvPass::forward_scale_shift_relu, some_config(3)).empty());
   }
   ConvEngineCache again(path);
   CHECK(again.warning().empty());
   CHECK(again.find(key(), ConvPass::forward) == some_config(1));
   CHECK(again.find(key(), ConvPass::backward_data_accumulate) == EngineConfig{7, {}});
   CHECK(!again.find(key(), ConvPass::backward_data));  // beta 0 is another graph
+  // The forward with the fused unit's prologue is another graph too: its plan is never a plain one's.
+  CHECK(again.find(key(), ConvPass::forward_scale_shift_relu) == some_config(3));
+  CHECK(!again.find(key(other), ConvPass::forward_scale_shift_relu));
   CHECK(again.find(key(other), ConvPass::forward) == some_config(2));
   CHECK(describe(some_config(1)) == "engine 1 (knobs 2=1 14=-2)");
 }

@@ -4,10 +4,15 @@
 // cache file costs one warning line and a new measurement.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <random>
 #include <sstream>
 
+#include "nn/conv_engines.h"
+#include "tests/device_buffer.h"
 #include "tests/gpu.h"
 #include "tests/process.h"
 
@@ -43,6 +48,59 @@ TEST_CASE("cuDNN's heuristics choose a usable engine for every convolution", CUT
     }
   }
   CHECK(!std::filesystem::exists(dir / "cudnn-conv-algorithms.txt"));  // heuristics keep nothing
+}
+
+TEST_CASE("The fused forward's graph is the convolution of relu(x*scale + shift), its prologue in fp32",
+          CUTRAIN_GPU_TAG) {
+  // nn/conv_graph.h's forward-scale-shift-relu against the CPU's convolution of the activation
+  // computed on the host, each product and sum rounded once (Note [Batch norm before a fused
+  // convolution] in kernels/batchnorm.h). The two convolutions add in their own orders: 1e-5 of the
+  // output's largest value. A prologue without its shift, or with scale and shift swapped, is off
+  // by O(1).
+  CUTRAIN_REQUIRE_GPU();
+  using cutrain::test::DeviceBuffer;
+  cutrain::ContextOptions options;
+  options.device = cutrain::Device::cuda;
+  options.deterministic = true;
+  cutrain::Context ctx(options);
+  const cutrain::ConvShape s{4, 6, 6, 16, 8, 3, 3, 1, 1};
+  std::string why;
+  const cutrain::ConvPlan* plan = cutrain::try_conv_plan(ctx, cutrain::ConvPass::forward_scale_shift_relu, s, why);
+  INFO(why);
+  REQUIRE(plan);
+  std::mt19937 rng(5);
+  std::normal_distribution<float> normal;
+  auto random = [&](size_t n, float mean) {
+    std::vector<float> v(n);
+    for (float& e : v) e = mean + normal(rng);
+    return v;
+  };
+  const std::vector<float> x = random(size_t(s.N) * s.H * s.W * s.C, 2.0f), w = random(size_t(s.K) * 9 * s.C, 0.0f),
+                           scale = random(size_t(s.C), 0.5f), shift = random(size_t(s.C), -1.0f);
+  DeviceBuffer<float> x_d(x), w_d(w), scale_d(scale), shift_d(shift), y_d(size_t(s.N) * s.P() * s.Q() * s.K);
+  DeviceBuffer<char> workspace(std::max<size_t>(plan->workspace(), 1));
+  const cutrain::BackendDescriptor pack = cutrain::ConvGraph::variant_pack(
+      {x_d.get(), w_d.get(), y_d.get(), workspace.get(), scale_d.get(), shift_d.get()});
+  CUDNN_CHECK(cudnnBackendExecute(ctx.cudnn(ctx.main_stream()), plan->get(), pack.get()));
+  const std::vector<float> got = y_d.copy_to_host();
+
+  std::vector<float> activation(x.size()), want(got.size());
+  int zeros = 0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    const float product = x[i] * scale[i % size_t(s.C)];
+    const float z = product + shift[i % size_t(s.C)];
+    activation[i] = z > 0 ? z : 0;
+    zeros += z <= 0;
+  }
+  REQUIRE(zeros > int(x.size()) / 10);  // the ReLU is at work
+  cutrain::conv2d_forward_cpu(activation.data(), w.data(), s, want.data());
+  double largest = 0, error = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    largest = std::max(largest, double(std::fabs(want[i])));
+    error = std::max(error, double(std::fabs(got[i] - want[i])));
+  }
+  INFO("largest difference " << error << " of " << largest);
+  CHECK(error <= 1e-5 * largest);
 }
 
 TEST_CASE("Timed engines (--cudnn-benchmark) are kept on disk, and a damaged file is one warning", CUTRAIN_GPU_TAG) {

@@ -190,3 +190,52 @@ TEST_CASE("The first training forward sets bn1's running statistics as PyTorch d
     CHECK(var.value.as<float>()[ch] == Approx(0.9 + 0.1 * unbiased).epsilon(1e-5));
   }
 }
+
+TEST_CASE("The table of --fusion on has one bn-relu-conv entry per block in place of bn1 and conv2", "[nn]") {
+  // Note [ResNet-18's layer table]: the fused unit takes conv2's place, with bn1's name and input,
+  // so the table loses one entry per block and keeps its FLOPs; every other entry is the same.
+  const Stem stem = GENERATE(Stem::cifar, Stem::imagenet);
+  INFO(stem_name(stem));
+  ResNetConfig config = test::tiny_resnet();
+  config.stem = stem;
+  const ResNetLayout plain = resnet18_layout(config), fused = resnet18_layout(config, /*fused=*/true);
+  REQUIRE(fused.layers.size() == plain.layers.size() - 8);
+  REQUIRE(fused.forward_order.size() == plain.forward_order.size() - 8);
+  double plain_flops = 0, fused_flops = 0;
+  for (const LayerSpec& l : plain.layers) plain_flops += l.forward_flops + l.backward_flops;
+  size_t p = 0;
+  for (const LayerSpec& l : fused.layers) {
+    fused_flops += l.forward_flops + l.backward_flops;
+    INFO(l.name);
+    if (l.kind == LayerKind::bn_relu_conv) {
+      const LayerSpec &bn = plain.layers[p], &conv = plain.layers[p + 1];
+      CHECK(bn.kind == LayerKind::batchnorm);
+      CHECK(bn.name == l.name);
+      CHECK(conv.name == l.conv_name);
+      CHECK(l.name.substr(l.name.size() - 4) == ".bn1");
+      CHECK(l.conv_name.substr(l.conv_name.size() - 6) == ".conv2");
+      CHECK(describe(l) == "bn+relu+conv 3x3/1");
+      CHECK(l.output == conv.output);
+      CHECK(l.forward_flops == conv.forward_flops);
+      CHECK_FALSE(l.adds_input_grad);
+      CHECK(fused.layers[size_t(l.input)].name == plain.layers[size_t(bn.input)].name);
+      p += 2;
+    } else {
+      CHECK(l.name == plain.layers[p].name);
+      CHECK(l.kind == plain.layers[p].kind);
+      CHECK(l.output == plain.layers[p].output);
+      CHECK(l.adds_input_grad == plain.layers[p].adds_input_grad);
+      // The layer whose output an entry reads: a unit's is its convolution's.
+      const auto name_of = [](const ResNetLayout& t, int i) {
+        if (i < 0) return std::string("image");
+        const LayerSpec& read = t.layers[size_t(i)];
+        return read.kind == LayerKind::bn_relu_conv ? read.conv_name : read.name;
+      };
+      CHECK(name_of(fused, l.input) == name_of(plain, plain.layers[p].input));
+      CHECK(name_of(fused, l.residual) == name_of(plain, plain.layers[p].residual));
+      ++p;
+    }
+  }
+  CHECK(p == plain.layers.size());
+  CHECK(fused_flops == plain_flops);
+}

@@ -52,6 +52,7 @@ struct BenchStepOptions {
   bool cuda_graph = false;
   bool cudnn_benchmark = false;
   std::string batchnorm = "cooperative";
+  std::string fusion = "off";
   int streams = 2;
   std::string profile_steps;  // "A:B" of the timed steps
   bool plan = false;
@@ -73,6 +74,7 @@ StepPlanConfig plan_config(const BenchStepOptions& o) {
   c.world_size = o.world_size;
   c.batchnorm = o.batchnorm;
   c.streams = o.streams;
+  c.fusion = o.fusion == "on";
   return c;
 }
 
@@ -116,12 +118,14 @@ Measurement measure(const BenchStepOptions& o) {
   context_options.dtype = resolve_precision(o.precision, context_options.device);
   context_options.cudnn_benchmark = o.cudnn_benchmark;
   context_options.batchnorm = parse_batchnorm(o.batchnorm);
+  context_options.fusion = o.fusion == "on";
   context_options.streams = o.streams;
   if (o.threads > 0) set_cpu_threads(o.threads);
   const auto setup_start = std::chrono::steady_clock::now();
   Context ctx(context_options);
   const bool gpu = ctx.on_gpu();
   if (o.cuda_graph && !gpu) throw std::runtime_error("--cuda-graph: needs --device cuda");
+  if (context_options.fusion && !gpu) throw std::runtime_error("--fusion on: needs --device cuda");
   StepProfiler profiler(o.profile_steps.empty() ? StepRange{} : parse_step_range(o.profile_steps), gpu);
 
   ResNetConfig config;
@@ -193,11 +197,11 @@ void run_bench_step(const BenchStepOptions& o) {
   const ResNetConfig& config = m.config;
   const double ms = m.median_ms();
   const auto [fastest, slowest] = std::minmax_element(m.step_ms.begin(), m.step_ms.end());
-  std::printf("bench-step: ResNet-18 %s stem, width %d, %d classes, %s, %s, batch %d, %dx%d images%s%s%s%s\n",
+  std::printf("bench-step: ResNet-18 %s stem, width %d, %d classes, %s, %s, batch %d, %dx%d images%s%s%s%s%s\n",
               stem_name(config.stem), config.width, config.num_classes, m.gpu ? "cuda" : "cpu", precision_name(m.dtype),
               config.batch_size, config.image_size, config.image_size, o.cuda_graph ? ", CUDA graph" : "",
               m.gpu ? ", batch norm " : "", m.gpu ? o.batchnorm.c_str() : "",
-              m.gpu ? (o.streams == 1 ? ", 1 stream" : ", 2 streams") : "");
+              m.gpu && o.fusion == "on" ? ", fusion on" : "", m.gpu ? (o.streams == 1 ? ", 1 stream" : ", 2 streams") : "");
   if (!m.gpu) std::printf("  %d CPU threads\n", cpu_threads());
   std::printf("  %lld parameters, %.1f MiB planned (activations, their gradients, workspace)\n", m.parameters,
               m.planned_mib);
@@ -210,7 +214,8 @@ void run_bench_step(const BenchStepOptions& o) {
 }
 
 // Every batch-norm implementation x one and two streams x eager and graph, one row each; then the
-// fastest. The plan's estimate needs a build that can plan (the emulated one), else it shows "-".
+// fastest. With --fusion on, every row runs the fused units, and cuDNN's batch norm, under which they
+// run unfused, gets one line in place of its rows. The plan's estimate needs a build that can plan (the emulated one), else it shows "-".
 // An implementation that cuDNN refuses (Note [cuDNN's batch norm types]) gets one line in place of its
 // rows, and the others go on: cuDNN's own comes last.
 void run_matrix(const BenchStepOptions& o) {
@@ -222,6 +227,13 @@ void run_matrix(const BenchStepOptions& o) {
   std::map<std::string, double> ms_of;  // "<batch norm> <streams> <graph>" -> the median ms/step
   std::vector<const char*> measured;    // the batch norms that cuDNN took
   for (const char* batchnorm : {"cooperative", "split", "cudnn"}) {
+    // Under --batchnorm cudnn the fused unit runs unfused (Note [The fused unit bn-relu-conv]): its
+    // rows would be --fusion off's, measured again.
+    if (o.fusion == "on" && std::string(batchnorm) == "cudnn") {
+      std::printf("  cudnn: --fusion on does not apply (its batch norm has no statistics-only form): see --fusion off\n");
+      std::fflush(stdout);
+      continue;
+    }
     bool refused = false;
     for (int streams : {2, 1}) {
       double planned_ms = -1;
@@ -244,9 +256,9 @@ void run_matrix(const BenchStepOptions& o) {
         const ResNetConfig& c = m.config;
         if (!header) {
           peak_tflops = peak_for(o, precision_name(m.dtype)).tflops;
-          std::printf("bench-step --matrix: ResNet-18 %s stem, width %d, %s, batch %d, %dx%d images, on %s\n",
+          std::printf("bench-step --matrix: ResNet-18 %s stem, width %d, %s, batch %d, %dx%d images%s, on %s\n",
                       stem_name(c.stem), c.width, precision_name(m.dtype), c.batch_size, c.image_size, c.image_size,
-                      cuda_device_description(0).c_str());
+                      o.fusion == "on" ? ", fusion on" : "", cuda_device_description(0).c_str());
           std::printf(
               "  each row: the median of %s after %d warm-up; %.2f GFLOP per step; %% of a peak of %.0f "
               "TFLOP/s\n",
@@ -303,6 +315,7 @@ void run_layers(const BenchStepOptions& o) {
   options.context.device = Device::cuda;
   options.context.dtype = resolve_precision(o.precision, Device::cuda);
   options.context.cudnn_benchmark = o.cudnn_benchmark;
+  options.context.fusion = o.fusion == "on";
   options.batchnorm = o.batchnorm;
   options.config.stem = parse_stem(o.stem);
   options.config.width = o.width;
@@ -337,6 +350,7 @@ void add_bench_step_command(CLI::App& app, int& exit_code) {
   add_switch(cmd, "--cudnn-benchmark", options->cudnn_benchmark,
              "time cuDNN's convolution engines (kept in ~/.cache/cutrain for later runs)");
   add_batchnorm_option(cmd, options->batchnorm);
+  add_fusion_option(cmd, options->fusion);
   add_streams_option(cmd, options->streams);
   cmd->add_option("--profile-steps", options->profile_steps,
                   "A:B: run timed steps A to B (0-based) between cudaProfilerStart and cudaProfilerStop, for "

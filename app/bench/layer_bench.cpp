@@ -171,15 +171,18 @@ std::string roofline(double ms, const Costs* planned, double flops, const GpuPea
   return format("%.1f", 100.0 * seconds / (ms * 1e-3));
 }
 
+// ", fusion on" where the layer table holds the fused units (Note [The fused unit bn-relu-conv]).
+const char* fusion_text(const LayerBenchOptions& o) { return o.context.fusion ? ", fusion on" : ""; }
+
 void print_layer_table(const LayerBenchOptions& o, const std::string& batchnorm, const CallTimes& t,
                        const PlannedCalls* plan) {
   const ResNetConfig& c = o.config;
-  const std::vector<LayerSpec> specs = resnet18_layout(c).layers;
+  const std::vector<LayerSpec> specs = resnet18_layout(c, o.context.fusion).layers;
   std::printf(
-      "bench-step --layers: ResNet-18 %s stem, width %d, %s, batch %d, %dx%d images, batch norm %s, 1 stream, "
+      "bench-step --layers: ResNet-18 %s stem, width %d, %s, batch %d, %dx%d images, batch norm %s%s, 1 stream, "
       "eager, on %s\n",
       stem_name(c.stem), c.width, o.context.dtype == DType::bf16 ? "bf16" : "fp32", c.batch_size, c.image_size,
-      c.image_size, batchnorm.c_str(), cuda_device_description(0).c_str());
+      c.image_size, batchnorm.c_str(), fusion_text(o), cuda_device_description(0).c_str());
   std::printf(
       "  each time: the median of %s after %d warm-up, from CUDA events around the call; %.2f MFLOP per "
       "step (the model's)\n",
@@ -233,8 +236,8 @@ void print_layer_table(const LayerBenchOptions& o, const std::string& batchnorm,
   row("total", "", "", forward_ms, backward_ms + sgd_ms, forward_flops, backward_flops, plan ? &forward_total : nullptr,
       plan ? &backward_total : nullptr);
   std::printf(
-      "layers: forward %.3f ms, backward %.3f ms, SGD %.3f ms, %.3f ms per step layer by layer (batch norm %s)\n",
-      forward_ms, backward_ms, sgd_ms, forward_ms + backward_ms + sgd_ms, batchnorm.c_str());
+      "layers: forward %.3f ms, backward %.3f ms, SGD %.3f ms, %.3f ms per step layer by layer (batch norm %s%s)\n",
+      forward_ms, backward_ms, sgd_ms, forward_ms + backward_ms + sgd_ms, batchnorm.c_str(), fusion_text(o));
   std::fflush(stdout);
 }
 
@@ -242,7 +245,7 @@ void print_layer_table(const LayerBenchOptions& o, const std::string& batchnorm,
 // median forward and backward over every pass of every layer of that shape.
 // `times`: each implementation that cuDNN took, by name.
 void print_batchnorm_shapes(const LayerBenchOptions& o, const std::vector<std::pair<const char*, CallTimes>>& times) {
-  const std::vector<LayerSpec> specs = resnet18_layout(o.config).layers;
+  const std::vector<LayerSpec> specs = resnet18_layout(o.config, o.context.fusion).layers;
   std::vector<std::string> keys;
   std::map<std::string, std::vector<size_t>> layers_of;  // "shape op" -> the layers of that key
   for (size_t i = 0; i < specs.size(); ++i) {

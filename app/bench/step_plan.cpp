@@ -189,6 +189,7 @@ Recorder plan_step(const StepPlanConfig& c) {
   options.dtype = parse_precision(c.precision);
   options.batchnorm = parse_batchnorm(c.batchnorm);
   options.streams = c.streams;
+  options.fusion = c.fusion;
   Context ctx(options);
   recorder.name_stream(ctx.main_stream(), "main");
   if (ctx.side_stream() != ctx.main_stream()) recorder.name_stream(ctx.side_stream(), "side");
@@ -218,6 +219,7 @@ PlanSummary summarize(const std::vector<RecordedOp>& ops, const GpuPeak& peak) {
         break;
       case Kind::library:
         ++s.library_calls;
+        s.library_bytes += double(op.bytes.read + op.bytes.written);
         if (op.name.starts_with("cudnnConvolution")) s.conv_flops += op.flops;
         break;
       case Kind::collective: ++s.collectives; break;
@@ -226,6 +228,7 @@ PlanSummary summarize(const std::vector<RecordedOp>& ops, const GpuPeak& peak) {
       case Kind::wait: ++s.waits; break;
       case Kind::host_wait: ++s.host_waits; break;
     }
+    if (op.kind != Kind::collective) s.step_bytes += double(op.bytes.read + op.bytes.written);
     s.estimated_seconds += op_seconds(op, peak);
   }
   s.graph_nodes = s.kernels + s.library_calls + s.collectives + s.memsets + s.memcpys;
@@ -249,9 +252,9 @@ void print_plan(std::FILE* out, const StepPlanConfig& c, const Recorder& plan, c
   const PlanSummary s = summarize(ops, peak);
   std::fprintf(out,
                "plan of one training step: ResNet-18 %s stem, width %d, %s, batch %d, %dx%d images, rank 0 of %d, "
-               "batch norm %s, %s\n",
+               "batch norm %s, %s%s\n",
                c.stem.c_str(), c.width, c.precision.c_str(), c.batch_size, c.image_size, c.image_size, c.world_size,
-               c.batchnorm.c_str(), counted(c.streams, "stream").c_str());
+               c.batchnorm.c_str(), counted(c.streams, "stream").c_str(), c.fusion ? ", fusion on" : "");
   const BatchNormDevice h200 = planned_device();
   std::fprintf(out,
                "  GPU: %.0f TFLOP/s, %.2f TB/s, a %.0f GB/s link each way to the others; every operation takes at "
@@ -275,6 +278,11 @@ void print_plan(std::FILE* out, const StepPlanConfig& c, const Recorder& plan, c
                (long long)s.kernels, (long long)s.library_calls, (long long)s.collectives, (long long)s.memsets,
                (long long)s.memcpys, (long long)s.waits, (long long)s.host_waits);
   print_streams(out, plan, peak, world);
+  std::fprintf(out,
+               "  whole step: %.2f GB moved, %.2f GB by custom kernels, %.2f GB by cuDNN and cuBLAS calls, %.2f GB "
+               "by memsets and copies (collectives not counted)\n",
+               s.step_bytes / 1e9, s.custom_bytes / 1e9, s.library_bytes / 1e9,
+               (s.step_bytes - s.custom_bytes - s.library_bytes) / 1e9);
   std::fprintf(out,
                "plan: %lld graph nodes, %lld memsets, %.2f GB moved by custom kernels, %.1f GFLOP in convolutions, "
                "estimated %.2f ms/step, a lower bound (at most %.0f images/s per GPU)\n",

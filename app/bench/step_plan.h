@@ -6,8 +6,12 @@
 // each reads, writes and computes (emu/recording.h), and runs none of it. The collectives of a
 // planned world are written down by the planned rank's communicator, whose peers are not there.
 // From that list come the figures: what a CUDA graph of the step holds, the bytes the custom
-// kernels move, the FLOPs of the convolutions, and a roofline estimate of the step's time on a GPU
-// given by its peak FLOP/s and memory bandwidth.
+// kernels move, the bytes the whole step moves, the FLOPs of the convolutions, and a roofline
+// estimate of the step's time on a GPU given by its peak FLOP/s and memory bandwidth. The whole
+// step's bytes are those of every operation but the collectives: the custom kernels', the cuDNN and
+// cuBLAS calls' by the simple model of each reading its inputs and writing its outputs once (a fused
+// convolution reads its prologue's operands too), and the memsets' and copies'. A collective's bytes
+// cross the link between the GPUs, and are counted apart.
 //
 // Only the emulated build (scripts/build.sh --emulated) has that device, and only it compiles
 // step_plan.cpp (app/CMakeLists.txt); the GPU build's `bench-step --plan` says so in one line.
@@ -54,6 +58,7 @@ struct StepPlanConfig {
   int world_size = 1;                     // plan one rank of this many
   std::string batchnorm = "cooperative";  // nn/context.h's BatchNormImplementation
   int streams = 2;                        // ContextOptions::streams
+  bool fusion = false;                    // ContextOptions::fusion: the fused unit bn-relu-conv
 };
 
 struct PlanSummary {
@@ -66,6 +71,8 @@ struct PlanSummary {
   int64_t waits = 0;        // one stream waiting for another: edges of the graph, not nodes
   int64_t host_waits = 0;   // the host waiting for the device: none in a step
   double custom_bytes = 0;  // read + written by custom kernels
+  double library_bytes = 0;  // read + written by cuDNN and cuBLAS calls
+  double step_bytes = 0;     // read + written by every operation but the collectives
   double conv_flops = 0;    // cuDNN convolutions
   double estimated_seconds = 0;
 };
@@ -75,7 +82,11 @@ struct PlanSummary {
 Recorder plan_step(const StepPlanConfig& config);
 PlanSummary summarize(const std::vector<RecordedOp>& ops, const GpuPeak& peak);
 
-// The inventory, one table per kind and one line per stream, and last the line scripts read:
+// The inventory, one table per kind and one line per stream, then the whole step's bytes beside
+// the custom kernels':
+//   whole step: X.XX GB moved, Y.YY GB by custom kernels, Z.ZZ GB by cuDNN and cuBLAS calls, W.WW GB
+//   by memsets and copies (collectives not counted)
+// and last the line scripts read:
 //   plan: N graph nodes, M memsets, X.XX GB moved by custom kernels, Y.Y GFLOP in convolutions, estimated
 //   Z.ZZ ms/step, a lower bound (at most I images/s per GPU)
 void print_plan(std::FILE* out, const StepPlanConfig& config, const Recorder& plan, const GpuPeak& peak);

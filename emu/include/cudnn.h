@@ -22,6 +22,9 @@
 // not_supported or execution_failed. Read at every convolution call, so tests may setenv it.
 // "pass:engine=N:status" makes the graph API's engine N of that pass fail alike (Note [Emulated
 // engines] in cudnn_graph.cpp).
+// CUTRAIN_EMU_CUDNN_REFUSE=fusion makes the graph API decline every graph of more than one
+// operation when it is finalized, with CUDNN_STATUS_NOT_SUPPORTED and a reason that
+// cudnnGetLastErrorString gives, as a cuDNN with no engine for fused graphs.
 #pragma once
 
 #include <cstddef>
@@ -307,7 +310,8 @@ cudnnStatus_t cudnnConvolutionBackwardFilter(cudnnHandle_t handle, const void* a
                                              size_t workSpaceSizeInBytes, const void* beta,
                                              const cudnnFilterDescriptor_t dwDesc, void* dw);
 
-// ---- the graph (backend) API (cudnn_graph_v9.h), for graphs of one convolution ----
+// ---- the graph (backend) API (cudnn_graph_v9.h), for graphs of one convolution and the fused
+// ---- graph of a pointwise prologue on a forward convolution's X
 // Computed by emu/cudnn_graph.cpp with the same CPU twins as the legacy calls above, bit for bit.
 // The enumerations hold the values that cutrain uses, each with cuDNN 9.19's number; the calls
 // are cuDNN's. Its contract, the emulated engines and what finalize refuses: Note [Emulated
@@ -315,6 +319,32 @@ cudnnStatus_t cudnnConvolutionBackwardFilter(cudnnHandle_t handle, const void* a
 typedef void* cudnnBackendDescriptor_t;
 
 typedef enum {
+  CUDNN_POINTWISE_ADD = 0,
+  CUDNN_POINTWISE_MUL = 1,
+  CUDNN_POINTWISE_MIN = 2,
+  CUDNN_POINTWISE_MAX = 3,
+  CUDNN_POINTWISE_SUB = 9,
+  CUDNN_POINTWISE_IDENTITY = 21,
+  CUDNN_POINTWISE_RELU_FWD = 100,
+  CUDNN_POINTWISE_RELU_BWD = 200,
+  CUDNN_POINTWISE_CMP_GT = 302,
+} cudnnPointwiseMode_t;
+
+typedef enum {
+  CUDNN_REDUCE_TENSOR_ADD = 0,
+  CUDNN_REDUCE_TENSOR_MUL = 1,
+  CUDNN_REDUCE_TENSOR_MIN = 2,
+  CUDNN_REDUCE_TENSOR_MAX = 3,
+} cudnnReduceTensorOp_t;
+
+typedef enum {
+  CUDNN_GENSTATS_SUM_SQSUM = 0,
+} cudnnGenStatsMode_t;
+
+typedef enum {
+  CUDNN_ATTR_POINTWISE_MODE = 0,
+  CUDNN_ATTR_POINTWISE_MATH_PREC = 1,
+
   CUDNN_ATTR_CONVOLUTION_COMP_TYPE = 100,
   CUDNN_ATTR_CONVOLUTION_CONV_MODE = 101,
   CUDNN_ATTR_CONVOLUTION_DILATIONS = 102,
@@ -356,6 +386,19 @@ typedef enum {
   CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_X = 716,
   CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DY = 717,
 
+  CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR = 750,
+  CUDNN_ATTR_OPERATION_POINTWISE_XDESC = 751,
+  CUDNN_ATTR_OPERATION_POINTWISE_BDESC = 752,
+  CUDNN_ATTR_OPERATION_POINTWISE_YDESC = 753,
+  CUDNN_ATTR_OPERATION_POINTWISE_ALPHA1 = 754,
+  CUDNN_ATTR_OPERATION_POINTWISE_ALPHA2 = 755,
+
+  CUDNN_ATTR_OPERATION_GENSTATS_MODE = 770,
+  CUDNN_ATTR_OPERATION_GENSTATS_MATH_PREC = 771,
+  CUDNN_ATTR_OPERATION_GENSTATS_XDESC = 772,
+  CUDNN_ATTR_OPERATION_GENSTATS_SUMDESC = 773,
+  CUDNN_ATTR_OPERATION_GENSTATS_SQSUMDESC = 774,
+
   CUDNN_ATTR_OPERATIONGRAPH_HANDLE = 800,  // deprecated in cuDNN 9.19
   CUDNN_ATTR_OPERATIONGRAPH_OPS = 801,
 
@@ -374,13 +417,21 @@ typedef enum {
   CUDNN_ATTR_ENGINE_GLOBAL_INDEX = 1301,
   CUDNN_ATTR_ENGINE_NUMERICAL_NOTE = 1303,
   CUDNN_ATTR_ENGINE_BEHAVIOR_NOTE = 1305,
+
+  CUDNN_ATTR_REDUCTION_OPERATOR = 1600,
+  CUDNN_ATTR_REDUCTION_COMP_TYPE = 1601,
+
+  CUDNN_ATTR_OPERATION_REDUCTION_XDESC = 1610,
+  CUDNN_ATTR_OPERATION_REDUCTION_YDESC = 1611,
+  CUDNN_ATTR_OPERATION_REDUCTION_DESC = 1612,
 } cudnnBackendAttributeName_t;
 
 // What an attribute's elements are: HANDLE cudnnHandle_t, DATA_TYPE cudnnDataType_t, BOOLEAN bool,
 // INT64 int64_t, FLOAT float, DOUBLE double, VOID_PTR void*, CONVOLUTION_MODE
 // cudnnConvolutionMode_t, HEUR_MODE cudnnBackendHeurMode_t, KNOB_TYPE cudnnBackendKnobType_t, NUMERICAL_NOTE
-// cudnnBackendNumericalNote_t, BACKEND_DESCRIPTOR cudnnBackendDescriptor_t, BEHAVIOR_NOTE
-// cudnnBackendBehaviorNote_t.
+// cudnnBackendNumericalNote_t, POINTWISE_MODE cudnnPointwiseMode_t, BACKEND_DESCRIPTOR
+// cudnnBackendDescriptor_t, GENSTATS_MODE cudnnGenStatsMode_t, REDUCTION_OPERATOR_TYPE
+// cudnnReduceTensorOp_t, BEHAVIOR_NOTE cudnnBackendBehaviorNote_t.
 typedef enum {
   CUDNN_TYPE_HANDLE = 0,
   CUDNN_TYPE_DATA_TYPE = 1,
@@ -393,11 +444,15 @@ typedef enum {
   CUDNN_TYPE_HEUR_MODE = 8,
   CUDNN_TYPE_KNOB_TYPE = 9,
   CUDNN_TYPE_NUMERICAL_NOTE = 11,
+  CUDNN_TYPE_POINTWISE_MODE = 14,
   CUDNN_TYPE_BACKEND_DESCRIPTOR = 15,
+  CUDNN_TYPE_GENSTATS_MODE = 16,
+  CUDNN_TYPE_REDUCTION_OPERATOR_TYPE = 18,
   CUDNN_TYPE_BEHAVIOR_NOTE = 19,
 } cudnnBackendAttributeType_t;
 
 typedef enum {
+  CUDNN_BACKEND_POINTWISE_DESCRIPTOR = 0,
   CUDNN_BACKEND_CONVOLUTION_DESCRIPTOR = 1,
   CUDNN_BACKEND_ENGINE_DESCRIPTOR = 2,
   CUDNN_BACKEND_ENGINECFG_DESCRIPTOR = 3,
@@ -407,9 +462,13 @@ typedef enum {
   CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR = 10,
   CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_FILTER_DESCRIPTOR = 11,
   CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_DATA_DESCRIPTOR = 12,
+  CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR = 13,
+  CUDNN_BACKEND_OPERATION_GEN_STATS_DESCRIPTOR = 14,
   CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR = 15,
   CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR = 16,
   CUDNN_BACKEND_TENSOR_DESCRIPTOR = 17,
+  CUDNN_BACKEND_REDUCTION_DESCRIPTOR = 21,
+  CUDNN_BACKEND_OPERATION_REDUCTION_DESCRIPTOR = 22,
 } cudnnBackendDescriptorType_t;
 
 typedef enum {

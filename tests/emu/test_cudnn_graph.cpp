@@ -1,7 +1,10 @@
 // The emulated cuDNN's graph API (emu/cudnn_graph.cpp): a graph of each convolution gives the legacy
 // call's bits, finalize refuses what cuDNN documents and what the emulation does not compute, the
 // variant pack's pointers are checked, the heuristics rank the engines with their notes and
-// workspaces, and CUTRAIN_EMU_CUDNN_FAIL makes an engine fail.
+// workspaces, and CUTRAIN_EMU_CUDNN_FAIL makes an engine fail. A fused graph (a pointwise prologue on
+// a forward convolution's X) computes the prologue and then the convolution, runs on an engine of its
+// own, is recorded as one fused call, and is refused by the rules cuDNN documents and by
+// CUTRAIN_EMU_CUDNN_REFUSE=fusion.
 #include <catch2/catch.hpp>
 
 #include <cuda_bf16.h>
@@ -15,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "emu/recording.h"
 #include "kernels/base/check.h"
 #include "kernels/conv2d_cpu.h"
 #include "tests/device_buffer.h"
@@ -432,4 +436,372 @@ TEST_CASE("emulated cuDNN: an execution on a capturing stream becomes part of th
   CUDA_CHECK(cudaStreamSynchronize(legacy.stream));
   CHECK(replayed.copy_to_host() == direct.copy_to_host());
   CUDA_CHECK(cudaGraphExecDestroy(exec));
+}
+
+namespace {
+
+// One change each from the fused graph that cutrain makes (Note [Emulated fusion] in
+// emu/cudnn_graph.cpp), for the refusals.
+struct FusionChanges {
+  Pass pass = Pass::forward;  // the prologue on X (backward data: on DY)
+  float alpha1 = 1;                           // of the MUL
+  int64_t scale_alignment = 16;               // the MUL's B
+  bool written_product = false;               // the MUL's Y is not virtual
+  cudnnPointwiseMode_t add = CUDNN_POINTWISE_ADD;
+  int reductions = 0;                         // over Y, into [1,K,1,1] FLOAT
+  bool reduction_read = false;                // one pointwise reads the (one) reduction's output
+  bool gen_stats = false;                     // GenStats over Y
+};
+
+// A fused graph over tensors of type `type`: x (UID 1), MUL by scale (UID 4, [1,C,1,1] FLOAT) into
+// UID 6, ADD shift (UID 5) into UID 7, RELU_FWD into UID 8, the convolution's X, virtual all three;
+// W (UID 2) and Y (UID 3). Backward data takes the prologue on DY (UIDs as forward's X) and writes DX.
+// `status` is the first failure of a set or finalize, and `failed_in` what it set or finalized.
+struct FusedGraph {
+  FusedGraph(const ConvShape& s, cudnnDataType_t type, const FusionChanges& c = {}) {
+    const bool data = c.pass == Pass::backward_data;
+    // The prologue's input, of the convolution's X (backward data: DY), and its other two tensors.
+    const std::vector<int64_t> in = data ? std::vector<int64_t>{s.N, s.K, s.P(), s.Q()}
+                                         : std::vector<int64_t>{s.N, s.C, s.H, s.W};
+    const std::vector<int64_t> out = data ? std::vector<int64_t>{s.N, s.C, s.H, s.W}
+                                          : std::vector<int64_t>{s.N, s.K, s.P(), s.Q()};
+    const std::vector<int64_t> channel = {1, in[1], 1, 1};
+    Descriptor &x = tensor(1, in, type), &w = tensor(2, {s.K, s.C, s.R, s.S}, type), &y = tensor(3, out, type);
+    Descriptor &scale = tensor(4, channel, CUDNN_DATA_FLOAT, false, c.scale_alignment),
+               &shift = tensor(5, channel, CUDNN_DATA_FLOAT);
+    Descriptor &product = tensor(6, in, CUDNN_DATA_FLOAT, !c.written_product), &sum = tensor(7, in, CUDNN_DATA_FLOAT, true),
+               &activation = tensor(8, in, type, true);
+    pointwise(CUDNN_POINTWISE_MUL, x, &scale, product, c.alpha1);
+    pointwise(c.add, product, &shift, sum);
+    pointwise(CUDNN_POINTWISE_RELU_FWD, sum, nullptr, activation);
+    Descriptor& conv = convolution(s);
+    stage = "operation";
+    static constexpr cudnnBackendDescriptorType_t kTypes[] = {
+        CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR,
+        CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_DATA_DESCRIPTOR,
+        CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_FILTER_DESCRIPTOR};
+    Descriptor& op = make(kTypes[int(c.pass)]);
+    const float one = 1, zero = 0;
+    if (c.pass == Pass::forward) {
+      step(op.set(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X, activation));
+      step(op.set(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W, w));
+      step(op.set(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y, y));
+      step(op.set(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_CONV_DESC, conv));
+      step(op.set(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA, CUDNN_TYPE_FLOAT, std::vector{one}));
+      step(op.set(CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA, CUDNN_TYPE_FLOAT, std::vector{zero}));
+    } else if (data) {
+      step(op.set(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DY, activation));
+      step(op.set(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_W, w));
+      step(op.set(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DX, y));
+      step(op.set(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_CONV_DESC, conv));
+      step(op.set(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_ALPHA, CUDNN_TYPE_FLOAT, std::vector{one}));
+      step(op.set(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_BETA, CUDNN_TYPE_FLOAT, std::vector{zero}));
+    } else {  // backward filter: the prologue on X, Y is DY, and W is DW
+      step(op.set(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_X, activation));
+      step(op.set(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DW, w));
+      step(op.set(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DY, y));
+      step(op.set(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_CONV_DESC, conv));
+      step(op.set(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_ALPHA, CUDNN_TYPE_FLOAT, std::vector{one}));
+      step(op.set(CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_BETA, CUDNN_TYPE_FLOAT, std::vector{zero}));
+    }
+    step(op.finalize());
+    ops.push_back(op.get());
+    // The epilogue's statistics over Y: [1,K,1,1] FLOAT.
+    const std::vector<int64_t> stats = {1, out[1], 1, 1};
+    for (int i = 0; i < c.reductions; ++i) {
+      Descriptor& result = tensor(20 + i, stats, CUDNN_DATA_FLOAT, c.reduction_read);
+      Descriptor& reduction = make(CUDNN_BACKEND_REDUCTION_DESCRIPTOR);
+      stage = "reduction";
+      step(reduction.set(CUDNN_ATTR_REDUCTION_OPERATOR, CUDNN_TYPE_REDUCTION_OPERATOR_TYPE,
+                         std::vector{CUDNN_REDUCE_TENSOR_ADD}));
+      step(reduction.set(CUDNN_ATTR_REDUCTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, std::vector{CUDNN_DATA_FLOAT}));
+      step(reduction.finalize());
+      Descriptor& op_reduction = make(CUDNN_BACKEND_OPERATION_REDUCTION_DESCRIPTOR);
+      step(op_reduction.set(CUDNN_ATTR_OPERATION_REDUCTION_XDESC, y));
+      step(op_reduction.set(CUDNN_ATTR_OPERATION_REDUCTION_YDESC, result));
+      step(op_reduction.set(CUDNN_ATTR_OPERATION_REDUCTION_DESC, reduction));
+      step(op_reduction.finalize());
+      ops.push_back(op_reduction.get());
+      if (c.reduction_read) pointwise(CUDNN_POINTWISE_RELU_FWD, result, nullptr, tensor(30, stats, CUDNN_DATA_FLOAT));
+    }
+    if (c.gen_stats) {
+      Descriptor &sums = tensor(40, stats, CUDNN_DATA_FLOAT), &squares = tensor(41, stats, CUDNN_DATA_FLOAT);
+      Descriptor& gen = make(CUDNN_BACKEND_OPERATION_GEN_STATS_DESCRIPTOR);
+      stage = "GenStats";
+      step(gen.set(CUDNN_ATTR_OPERATION_GENSTATS_MODE, CUDNN_TYPE_GENSTATS_MODE, std::vector{CUDNN_GENSTATS_SUM_SQSUM}));
+      step(gen.set(CUDNN_ATTR_OPERATION_GENSTATS_MATH_PREC, CUDNN_TYPE_DATA_TYPE, std::vector{CUDNN_DATA_FLOAT}));
+      step(gen.set(CUDNN_ATTR_OPERATION_GENSTATS_XDESC, y));
+      step(gen.set(CUDNN_ATTR_OPERATION_GENSTATS_SUMDESC, sums));
+      step(gen.set(CUDNN_ATTR_OPERATION_GENSTATS_SQSUMDESC, squares));
+      step(gen.finalize());
+      ops.push_back(gen.get());
+    }
+    stage = "graph";
+    step(graph.set(CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, ops));
+    step(graph.finalize());
+  }
+
+  Descriptor graph{CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR};
+  cudnnStatus_t status = CUDNN_STATUS_SUCCESS;
+  std::string failed_in;
+
+ private:
+  std::vector<std::unique_ptr<Descriptor>> owned;
+  std::vector<cudnnBackendDescriptor_t> ops;
+  const char* stage = "tensor";
+
+  void step(cudnnStatus_t s) {
+    if (status != CUDNN_STATUS_SUCCESS || s == CUDNN_STATUS_SUCCESS) return;
+    status = s;
+    failed_in = stage;
+  }
+  Descriptor& make(cudnnBackendDescriptorType_t type) {
+    owned.push_back(std::make_unique<Descriptor>(type));
+    return *owned.back();
+  }
+  // A packed NHWC tensor (a filter: KRSC).
+  Descriptor& tensor(int64_t uid, const std::vector<int64_t>& d, cudnnDataType_t type, bool is_virtual = false,
+                     int64_t alignment = 16) {
+    Descriptor& t = make(CUDNN_BACKEND_TENSOR_DESCRIPTOR);
+    stage = "tensor";
+    step(t.set(CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, std::vector{type}));
+    step(t.set(CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, d));
+    step(t.set(CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64,
+               std::vector<int64_t>{d[1] * d[2] * d[3], 1, d[3] * d[1], d[1]}));
+    step(t.set(CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_INT64, std::vector{uid}));
+    step(t.set(CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, std::vector{alignment}));
+    step(cudnnBackendSetAttribute(t.get(), CUDNN_ATTR_TENSOR_IS_VIRTUAL, CUDNN_TYPE_BOOLEAN, 1, &is_virtual));
+    step(t.finalize());
+    return t;
+  }
+  void pointwise(cudnnPointwiseMode_t mode, const Descriptor& x, const Descriptor* b, const Descriptor& y,
+                 float alpha1 = 1) {
+    Descriptor& pw = make(CUDNN_BACKEND_POINTWISE_DESCRIPTOR);
+    stage = "pointwise";
+    step(pw.set(CUDNN_ATTR_POINTWISE_MODE, CUDNN_TYPE_POINTWISE_MODE, std::vector{mode}));
+    step(pw.set(CUDNN_ATTR_POINTWISE_MATH_PREC, CUDNN_TYPE_DATA_TYPE, std::vector{CUDNN_DATA_FLOAT}));
+    step(pw.finalize());
+    Descriptor& op = make(CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR);
+    step(op.set(CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR, pw));
+    step(op.set(CUDNN_ATTR_OPERATION_POINTWISE_XDESC, x));
+    if (b) step(op.set(CUDNN_ATTR_OPERATION_POINTWISE_BDESC, *b));
+    step(op.set(CUDNN_ATTR_OPERATION_POINTWISE_YDESC, y));
+    step(op.set(CUDNN_ATTR_OPERATION_POINTWISE_ALPHA1, CUDNN_TYPE_FLOAT, std::vector{alpha1}));
+    step(op.finalize());
+    ops.push_back(op.get());
+  }
+  Descriptor& convolution(const ConvShape& s) {
+    Descriptor& conv = make(CUDNN_BACKEND_CONVOLUTION_DESCRIPTOR);
+    stage = "convolution";
+    const std::vector<int64_t> pads(2, s.pad), strides(2, s.stride), dilations(2, 1);
+    step(conv.set(CUDNN_ATTR_CONVOLUTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, std::vector{CUDNN_DATA_FLOAT}));
+    step(conv.set(CUDNN_ATTR_CONVOLUTION_CONV_MODE, CUDNN_TYPE_CONVOLUTION_MODE, std::vector{CUDNN_CROSS_CORRELATION}));
+    step(conv.set(CUDNN_ATTR_CONVOLUTION_SPATIAL_DIMS, CUDNN_TYPE_INT64, std::vector<int64_t>{2}));
+    step(conv.set(CUDNN_ATTR_CONVOLUTION_PRE_PADDINGS, CUDNN_TYPE_INT64, pads));
+    step(conv.set(CUDNN_ATTR_CONVOLUTION_POST_PADDINGS, CUDNN_TYPE_INT64, pads));
+    step(conv.set(CUDNN_ATTR_CONVOLUTION_FILTER_STRIDES, CUDNN_TYPE_INT64, strides));
+    step(conv.set(CUDNN_ATTR_CONVOLUTION_DILATIONS, CUDNN_TYPE_INT64, dilations));
+    step(conv.finalize());
+    return conv;
+  }
+};
+
+// The fused graph's prologue by hand, per element of NHWC x (Note [Emulated fusion]): each step
+// rounded once in fp32, then the result rounded to T.
+template <typename T>
+std::vector<float> prologue_by_hand(const std::vector<float>& x, const std::vector<float>& scale,
+                                    const std::vector<float>& shift) {
+  std::vector<float> a(x.size());
+  for (size_t i = 0; i < x.size(); ++i) {
+    const size_t c = i % scale.size();
+    const float z = add_rn(mul_rn(x[i], scale[c]), shift[c]);
+    a[i] = z > 0 ? z : 0.0f;
+  }
+  return test::rounded_to<T>(a);
+}
+
+}  // namespace
+
+TEMPLATE_TEST_CASE("emulated cuDNN: a fused graph computes its prologue in fp32, then the convolution of the result",
+                   "[emu]", float, __nv_bfloat16) {
+  std::mt19937 rng(34);
+  for (const ConvShape& s : {ConvShape{2, 7, 7, 8, 4, 3, 3, 1, 1}, ConvShape{2, 8, 8, 8, 16, 3, 3, 2, 1}}) {
+    CAPTURE(s.C, s.K, s.stride);
+    Convolution legacy(s, cudnn_type<TestType>());  // for its handle
+    const size_t x_n = size_t(s.N) * s.H * s.W * s.C, w_n = size_t(s.K) * s.R * s.S * s.C,
+                 y_n = size_t(s.N) * s.P() * s.Q() * s.K;
+    const std::vector<float> x = test::rounded_to<TestType>(test::random_vector(x_n, rng, -2.0f, 2.0f)),
+                             w = test::rounded_to<TestType>(test::random_vector(w_n, rng)),
+                             scale = test::random_vector(size_t(s.C), rng, 0.25f, 3.0f),
+                             shift = test::random_vector(size_t(s.C), rng);
+    DeviceBuffer<TestType> x_device(test::convert_to<TestType>(x)), w_device(test::convert_to<TestType>(w)),
+        y(y_n);
+    DeviceBuffer<float> scale_device(scale), shift_device(shift);
+    const FusedGraph g(s, cudnn_type<TestType>());
+    REQUIRE(g.status == CUDNN_STATUS_SUCCESS);
+    const Plan plan(*config_of(g.graph, 3));
+    REQUIRE(plan.status == CUDNN_STATUS_SUCCESS);
+    REQUIRE(execute(legacy.handle, plan, {x_device.get(), w_device.get(), y.get(), scale_device.get(), shift_device.get()},
+                    nullptr, {1, 2, 3, 4, 5}) == CUDNN_STATUS_SUCCESS);
+    std::vector<float> expected(y_n);
+    conv2d_forward_cpu(prologue_by_hand<TestType>(x, scale, shift).data(), w.data(), s, expected.data());
+    CHECK(test::download(y) == test::rounded_to<TestType>(expected));
+    // The prologue mattered: it is not the convolution of x.
+    std::vector<float> of_x(y_n);
+    conv2d_forward_cpu(x.data(), w.data(), s, of_x.data());
+    CHECK(test::download(y) != test::rounded_to<TestType>(of_x));
+  }
+}
+
+TEST_CASE("emulated cuDNN: a fused graph has one runtime-fusion engine, and a graph of one convolution keeps its three",
+          "[emu]") {
+  const ConvShape s{2, 8, 8, 8, 8, 3, 3, 1, 1};
+  const FusedGraph g(s, CUDNN_DATA_BFLOAT16);
+  REQUIRE(g.status == CUDNN_STATUS_SUCCESS);
+  for (cudnnBackendHeurMode_t mode : {CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_B, CUDNN_HEUR_MODE_FALLBACK}) {
+    const auto configs = ranked_configs(g.graph, mode);
+    REQUIRE(configs.size() == 1);
+    CHECK(global_index(*configs[0]) == 3);
+    const auto engine = engine_of(*configs[0]);
+    CHECK(engine->get<cudnnBackendBehaviorNote_t>(CUDNN_ATTR_ENGINE_BEHAVIOR_NOTE, CUDNN_TYPE_BEHAVIOR_NOTE) ==
+          std::vector{CUDNN_BEHAVIOR_NOTE_RUNTIME_COMPILATION});
+    CHECK(engine->get<cudnnBackendNumericalNote_t>(CUDNN_ATTR_ENGINE_NUMERICAL_NOTE, CUDNN_TYPE_NUMERICAL_NOTE)
+              .empty());
+    const Plan plan(*configs[0]);
+    REQUIRE(plan.status == CUDNN_STATUS_SUCCESS);
+    CHECK(plan.workspace == 0);
+  }
+  // The single-operation engines decline a fused graph; engine 3 is no engine of a graph of one
+  // convolution, whose heuristics answer what they did before.
+  for (int64_t index : {0, 1, 2, 3}) {
+    CAPTURE(index);
+    Descriptor engine(CUDNN_BACKEND_ENGINE_DESCRIPTOR);
+    CUDNN_CHECK(engine.set(CUDNN_ATTR_ENGINE_OPERATION_GRAPH, g.graph));
+    CUDNN_CHECK(engine.set(CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, std::vector{index}));
+    CHECK(engine.finalize() == (index == 3 ? CUDNN_STATUS_SUCCESS : CUDNN_STATUS_NOT_SUPPORTED));
+  }
+  const ConvGraph single(Pass::forward, s, CUDNN_DATA_BFLOAT16, 1.0f, 0.0f);
+  REQUIRE(single.status == CUDNN_STATUS_SUCCESS);
+  Descriptor engine(CUDNN_BACKEND_ENGINE_DESCRIPTOR);
+  CUDNN_CHECK(engine.set(CUDNN_ATTR_ENGINE_OPERATION_GRAPH, single.graph));
+  CUDNN_CHECK(engine.set(CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, std::vector<int64_t>{3}));
+  CHECK(engine.finalize() == CUDNN_STATUS_BAD_PARAM);
+  std::vector<int64_t> order;
+  for (const auto& config : ranked_configs(single.graph, CUDNN_HEUR_MODE_A)) order.push_back(global_index(*config));
+  CHECK(order == std::vector<int64_t>{2, 0, 1});
+}
+
+TEST_CASE("emulated cuDNN: graph finalize refuses the fusions that cuDNN documents no engine for, each by its rule",
+          "[emu]") {
+  const ConvShape s{2, 8, 8, 8, 8, 3, 3, 1, 1};
+  struct Case {
+    const char* what;
+    FusionChanges changes;
+    cudnnDataType_t type;
+    cudnnStatus_t status;
+    const char* reason;  // in cudnnGetLastErrorString
+    int stride = 1;
+  };
+  const cudnnStatus_t pattern = CUDNN_STATUS_NOT_SUPPORTED_GRAPH_PATTERN;
+  for (const Case& c : {
+           Case{"the fused graph cutrain makes", {}, CUDNN_DATA_BFLOAT16, CUDNN_STATUS_SUCCESS, ""},
+           Case{"a prologue on backward filter", {.pass = Pass::backward_filter}, CUDNN_DATA_BFLOAT16, pattern,
+                "Fusion operation in g1 is not supported"},
+           Case{"a strided backward-data fusion", {.pass = Pass::backward_data}, CUDNN_DATA_FLOAT, pattern,
+                "Strided ConvolutionBwdData fusions are not supported", 2},
+           Case{"ALPHA1 other than 1", {.alpha1 = 2}, CUDNN_DATA_BFLOAT16, pattern, "ALPHA1 or ALPHA2 other than 1"},
+           Case{"a prologue input aligned to 8 bytes", {.scale_alignment = 8}, CUDNN_DATA_FLOAT, pattern,
+                "aligned to 8 bytes, not 16"},
+           Case{"an intermediate that is not virtual", {.written_product = true}, CUDNN_DATA_BFLOAT16, pattern,
+                "UID 6, that is not virtual"},
+           Case{"two reductions", {.reductions = 2}, CUDNN_DATA_FLOAT, pattern, "more than one reduction"},
+           Case{"a reduction that is not the exit node", {.reductions = 1, .reduction_read = true}, CUDNN_DATA_FLOAT,
+                pattern, "a reduction that is not the exit node"},
+           Case{"GenStats on BFLOAT16", {.gen_stats = true}, CUDNN_DATA_BFLOAT16, CUDNN_STATUS_NOT_SUPPORTED_DATA_TYPE,
+                "GenStats on a BFLOAT16 X"},
+           // What cuDNN documents as supported, which the emulation does not compute.
+           Case{"one reduction, the exit node", {.reductions = 1}, CUDNN_DATA_FLOAT, pattern,
+                "the emulation computes a fused graph of a pointwise prologue on a forward convolution's X alone"},
+           Case{"a prologue on an unstrided backward data", {.pass = Pass::backward_data}, CUDNN_DATA_FLOAT, pattern,
+                "this is a backward_data convolution"},
+           Case{"SUB in the prologue", {.add = CUDNN_POINTWISE_SUB}, CUDNN_DATA_FLOAT, pattern, "pointwise mode 9"},
+       }) {
+    CAPTURE(c.what);
+    ConvShape shape = s;
+    shape.stride = c.stride;
+    const FusedGraph g(shape, c.type, c.changes);
+    CHECK(g.status == c.status);
+    if (c.status == CUDNN_STATUS_SUCCESS) continue;
+    CHECK(g.failed_in == "graph");
+    CHECK_THAT(last_error(), Catch::Contains(c.reason));
+  }
+}
+
+TEST_CASE("emulated cuDNN: CUTRAIN_EMU_CUDNN_REFUSE=fusion declines every graph of more than one operation",
+          "[emu]") {
+  const ConvShape s{1, 6, 6, 8, 8, 3, 3, 1, 1};
+  setenv("CUTRAIN_EMU_CUDNN_REFUSE", "fusion", 1);
+  const FusedGraph fused(s, CUDNN_DATA_FLOAT);
+  const std::string reason = last_error();
+  const ConvGraph single(Pass::forward, s, CUDNN_DATA_FLOAT, 1.0f, 0.0f);
+  unsetenv("CUTRAIN_EMU_CUDNN_REFUSE");
+  CHECK(fused.status == CUDNN_STATUS_NOT_SUPPORTED);
+  CHECK(fused.failed_in == "graph");
+  CHECK_THAT(reason, Catch::Contains("a graph of 4 operations, declined by CUTRAIN_EMU_CUDNN_REFUSE=fusion"));
+  CHECK(single.status == CUDNN_STATUS_SUCCESS);
+  CHECK(FusedGraph(s, CUDNN_DATA_FLOAT).status == CUDNN_STATUS_SUCCESS);
+}
+
+TEST_CASE("emulated cuDNN: a fused graph's scale and shift pointers must lie in device allocations", "[emu]") {
+  const ConvShape s{1, 6, 6, 8, 8, 3, 3, 1, 1};
+  Convolution legacy(s, CUDNN_DATA_FLOAT);  // for its handle
+  const FusedGraph g(s, CUDNN_DATA_FLOAT);
+  REQUIRE(g.status == CUDNN_STATUS_SUCCESS);
+  const Plan plan(*config_of(g.graph, 3));
+  const size_t n = size_t(s.N) * s.H * s.W * s.C;
+  DeviceBuffer<float> x(n), w(size_t(s.K) * s.R * s.S * s.C), y(n), scale(size_t(s.C)), shift(size_t(s.C)),
+      short_shift(size_t(s.C) - 1);
+  std::vector<float> host_scale(size_t(s.C));
+  const std::vector<int64_t> uids = {1, 2, 3, 4, 5};
+  CHECK(execute(legacy.handle, plan, {x.get(), w.get(), y.get(), scale.get(), shift.get()}, nullptr, uids) ==
+        CUDNN_STATUS_SUCCESS);
+  CHECK(execute(legacy.handle, plan, {x.get(), w.get(), y.get(), host_scale.data(), shift.get()}, nullptr, uids) ==
+        CUDNN_STATUS_BAD_PARAM);
+  CHECK_THAT(last_error(), Catch::Contains("the prologue's B (UID 4) is not"));
+  CHECK(execute(legacy.handle, plan, {x.get(), w.get(), y.get(), scale.get(), short_shift.get()}, nullptr, uids) ==
+        CUDNN_STATUS_BAD_PARAM);
+  CHECK(execute(legacy.handle, plan, {x.get(), w.get(), y.get(), scale.get()}, nullptr, {1, 2, 3, 4}) ==
+        CUDNN_STATUS_BAD_PARAM);
+  CHECK_THAT(last_error(), Catch::Contains("no pointer for the prologue's B (UID 5)"));
+  CUDA_CHECK(cudaDeviceSynchronize());
+}
+
+TEST_CASE("emulated cuDNN: a fused graph is recorded as one fused call that reads x, W, scale and shift and writes Y",
+          "[emu]") {
+  const ConvShape s{4, 8, 8, 16, 32, 3, 3, 1, 1};
+  Convolution legacy(s, CUDNN_DATA_BFLOAT16);  // for its handle
+  const FusedGraph g(s, CUDNN_DATA_BFLOAT16);
+  REQUIRE(g.status == CUDNN_STATUS_SUCCESS);
+  const Plan plan(*config_of(g.graph, 3));
+  const size_t x_n = size_t(s.N) * s.H * s.W * s.C, w_n = size_t(s.K) * s.R * s.S * s.C,
+               y_n = size_t(s.N) * s.P() * s.Q() * s.K;
+  Recorder recorder;
+  {
+    RecordingScope scope(recorder);
+    DeviceBuffer<__nv_bfloat16> x(x_n), w(w_n), y(y_n);
+    DeviceBuffer<float> scale(size_t(s.C)), shift(size_t(s.C));
+    recorder.clear();
+    REQUIRE(execute(legacy.handle, plan, {x.get(), w.get(), y.get(), scale.get(), shift.get()}, nullptr,
+                    {1, 2, 3, 4, 5}) == CUDNN_STATUS_SUCCESS);
+  }
+  std::vector<RecordedOp> calls;
+  for (const RecordedOp& op : recorder.ops())
+    if (op.kind == RecordedOp::Kind::library) calls.push_back(op);
+  REQUIRE(calls.size() == 1);
+  const RecordedOp& op = calls[0];
+  CHECK(op.name == "cudnnConvolutionForwardFused");
+  CHECK(op.bytes.read == int64_t(2 * (x_n + w_n) + 2 * 4 * size_t(s.C)));
+  CHECK(op.bytes.written == int64_t(2 * y_n));
+  CHECK(op.flops == 2.0 * s.N * s.P() * s.Q() * s.K * s.R * s.S * s.C);
+  CHECK_THAT(op.detail, Catch::Contains("prologue on x: MUL ADD RELU_FWD"));
 }

@@ -133,6 +133,10 @@ expect_row '^bench-step bf16 graph +ok .*4\.00 ms/step'
 expect_row '^bench-step bf16 graph --cudnn-benchmark +ok .*4\.00 ms/step'
 expect_row '^matrix +ok .*fastest split, 2 streams, graph, 3\.80 ms/step'
 expect_row '^  split +2 +graph +3\.80'
+expect_row '^matrix --fusion on +ok .*fastest split, 2 streams, graph, 3\.80 ms/step'
+expect_row '^fusion +ok .*fastest on 3\.80 ms \(split, 2 stream\(s\), graph\), fastest off 3\.80 ms'
+expect_row '^  cooperative, 2 stream\(s\), graph: +off +3\.90, on +3\.90: \+0\.0%$'
+expect_row '^layers --fusion on +ok .*3\.100 ms per step layer by layer'
 expect_row '^plan +n/a .*plan\.txt \(package-prebuilt\.sh writes it from an emulated build\); measured 4\.00 ms/step'
 expect_row '^compare --quick +ok '
 expect_row '^layers +ok .*3\.100 ms per step layer by layer'
@@ -142,7 +146,7 @@ expect_row '^targets +ok '
 expect_row '^  torch-eager-bf16-cl +8\.00 +32000 +2\.11x +>= 2\.0x +yes$'
 expect_row '^  torch-compile-bf16-cl +4\.27 +60000 +1\.12x +>= 1\.3x +no$'
 expect_row '^  cutrain: share of the bf16 peak +23\.6% +>= 35% +no$'
-for heading in targets matrix layers; do
+for heading in targets matrix matrix-fusion fusion layers layers-fusion; do
   grep -qx "==== $heading" "$scratch/out/tables.txt" || fail "no $heading table in tables.txt: $(cat "$scratch/out/tables.txt")"
 done
 expect_row 'closest call: conv1\.weight gradient'
