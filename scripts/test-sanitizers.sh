@@ -8,7 +8,7 @@
 #   emu   build-emulated-asan/: the emulated build (Note [Emulated build]) with AddressSanitizer and
 #         UBSan's alignment check, the emulated device's tests and the CUDA kernels' (label `emu`):
 #         where a GPU faults on an access out of bounds or misaligned, the kernel stops there.
-# scripts/test.sh runs this; alone:
+# scripts/test.sh runs asan and tsan (Note [What the test command leaves out] in scripts/test.sh); alone:
 #
 #   scripts/test-sanitizers.sh [--build-only] [asan] [tsan] [emu]   (default: all; ctest arguments in CTEST_ARGS)
 set -euo pipefail
