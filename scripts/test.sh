@@ -37,9 +37,18 @@ part() {
   "$@" || { result=FAILED; status=1; }
   summary+=("$(printf '  %-26s %-7s %4d s' "$name" "$result" $((SECONDS - start)))")
 }
+# The names of the tests that failed, from each build's CTest record written during this run, so
+# that they stand in the last lines of the output, which is all that a CI log may show.
+started="$(mktemp)"
+trap 'rm -f "$started"' EXIT
 print_summary() {
   echo "test.sh: $((SECONDS / 60)) min $((SECONDS % 60)) s in all"
   printf '%s\n' "${summary[@]}"
+  local failed
+  for failed in build*/Testing/Temporary/LastTestsFailed.log; do
+    [ "$failed" -nt "$started" ] || continue
+    sed "s|^[0-9]*:|  failed in ${failed%%/*}: |" "$failed"
+  done
 }
 
 part "setup" scripts/setup.sh --with-tests
