@@ -161,6 +161,9 @@ void choose(const Context& ctx, ConvPass pass, const ConvShape& shape, Choices& 
   try {
     c.graph = std::make_unique<ConvGraph>(pass, shape, ctx.dtype());
   } catch (const CudnnError& e) {
+    // A fused graph that cuDNN declines is an answer (its unit runs unfused); a plain one is an
+    // error, as the check macro reported it, with the call, file and line.
+    if (pass != ConvPass::forward_scale_shift_relu) throw;
     c.declined = "cuDNN declines the graph (" + cudnn_reason(e.status) + ")";
     return;
   }

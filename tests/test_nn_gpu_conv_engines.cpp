@@ -103,6 +103,23 @@ TEST_CASE("The fused forward's graph is the convolution of relu(x*scale + shift)
   CHECK(error <= 1e-5 * largest);
 }
 
+TEST_CASE("A plain convolution's graph that cuDNN declines is an error naming the call; a fused one's is an answer",
+          CUTRAIN_GPU_TAG) {
+  // A 5x5 filter over a 2x2 image without padding has no output: cuDNN refuses the graph's
+  // tensors. For a plain pass that is a bug, reported by the check macro with its call, file and
+  // line; the fused forward's refusal is the reason its unit runs unfused.
+  CUTRAIN_REQUIRE_GPU();
+  cutrain::ContextOptions options;
+  options.device = cutrain::Device::cuda;
+  cutrain::Context ctx(options);
+  const cutrain::ConvShape no_output{1, 2, 2, 8, 8, 5, 5, 1, 0};
+  CHECK_THROWS_WITH(cutrain::conv_plan(ctx, cutrain::ConvPass::forward, no_output),
+                    Catch::Contains("cudnnBackendFinalize(descriptor_) failed at ") && Catch::Contains("tensor"));
+  std::string why;
+  CHECK(cutrain::try_conv_plan(ctx, cutrain::ConvPass::forward_scale_shift_relu, no_output, why) == nullptr);
+  CHECK_THAT(why, Catch::StartsWith("cuDNN declines the graph ("));
+}
+
 TEST_CASE("Timed engines (--cudnn-benchmark) are kept on disk, and a damaged file is one warning", CUTRAIN_GPU_TAG) {
   CUTRAIN_REQUIRE_GPU();
   cutrain::test::TempDir dir;
