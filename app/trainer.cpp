@@ -587,10 +587,17 @@ void Trainer::print_banner() const {
   const ResNetConfig& c = model_->config();
   log_->print("%s: ResNet-18, %s stem, width %d, %d classes, %lld parameters", version_line().c_str(),
               stem_name(c.stem), c.width, c.num_classes, static_cast<long long>(model_->num_parameters()));
+  // With --fusion on, how many of the fused units run fused; a unit that fell back said why in a line of its own.
+  std::string fusion = ", fusion " + opt_.fusion;
+  if (opt_.fusion == "on") {
+    const auto& layers = model_->layers();
+    const auto units = std::count_if(layers.begin(), layers.end(),
+                                     [](const LayerSpec& spec) { return spec.kind == LayerKind::bn_relu_conv; });
+    fusion += " (" + std::to_string(model_->fused_units()) + " of " + std::to_string(units) + " units fused)";
+  }
   log_->print("  world size %d, precision %s, CUDA graphs %s, batch norm %s%s%s", env_.world_size,
               dtype_ == DType::bf16 ? "bf16" : "fp32", device_ == Device::cuda ? opt_.cuda_graphs.c_str() : "n/a",
-              device_ == Device::cuda ? opt_.batchnorm.c_str() : "cpu",
-              device_ == Device::cuda ? (", fusion " + opt_.fusion).c_str() : "",
+              device_ == Device::cuda ? opt_.batchnorm.c_str() : "cpu", device_ == Device::cuda ? fusion.c_str() : "",
               device_ == Device::cuda ? (", " + counted(opt_.streams, "stream")).c_str() : "");
   for (int r = 0; r < env_.world_size; ++r) log_->print("  rank %d: %s", r, rank_devices_[size_t(r)].c_str());
   if (device_ == Device::cpu)

@@ -45,7 +45,8 @@ class ResNet18 {
   // The layer table, in the order the layers were built (Note [ResNet-18's layer table]): with
   // ContextOptions::fusion on the GPU, the table of --fusion on.
   const std::vector<LayerSpec>& layers() const { return layout_.layers; }
-  // How many fused units run fused (Note [The fused unit bn-relu-conv]); 0 without --fusion on.
+  // How many fused units run fused (Note [The fused unit bn-relu-conv]), which the banner says; 0
+  // without --fusion on.
   int fused_units() const;
 
   // Every layer in forward's order, on the main stream and, for the downsamples, the side stream.

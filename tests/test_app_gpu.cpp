@@ -199,7 +199,7 @@ TEST_CASE(
                                         "--deterministic", "--cuda-graphs", "off"};
   train_small(dir, data, "off", run, {"--fusion", "off"});
   const std::string on = train_small(dir, data, "on", run, {"--fusion", "on"});
-  CHECK_THAT(on, Catch::Contains("fusion on"));
+  CHECK_THAT(on, Catch::Contains("fusion on (8 of 8 units fused)"));
   CHECK_THAT(on, !Catch::Contains("runs unfused"));
   // After 4 steps, the bounds that the GPU's steps keep from the CPU's in the test above: in fp32
   // every tensor of the weights and of the momentum within 6e-3 of its norm (a flipped ReLU); in
@@ -225,6 +225,7 @@ TEST_CASE(
        at = declined.find("runs unfused: cuDNN declines the graph", at + 1))
     ++lines;
   CHECK(lines == 8);
+  CHECK_THAT(declined, Catch::Contains("fusion on (0 of 8 units fused)"));
   CHECK_THAT(declined, Catch::Contains("layer4.1.bn1+conv2 runs unfused"));
   cutrain::test::require_identical(checkpoint(dir, "declined", 4), checkpoint(dir, "off", 4));
   cutrain::test::require_identical(checkpoint(dir, "declined", 4, ".optim.safetensors"),
