@@ -16,6 +16,9 @@
 //             scale and shift, which also writes a1 (BatchNorm2d::backward_recompute); then
 //             conv2's backward-filter, which reads that a1. conv2's filter gradient is therefore
 //             final only after bn1's backward, and the unit's gradients all become final together.
+//             The backward-filter runs on the main stream: unfused it runs on the side stream beside
+//             the backward-data (Note [Side stream]), but here it needs the a1 that bn1's backward
+//             writes last, so nothing of the unit is left to run beside it.
 // bn1's backward writes dy1 while conv2's backward-filter has yet to read dy2, so the unit keeps
 // the two gradients apart in memory (MemoryPlan::reads). Evaluation runs unfused, with the running
 // statistics.

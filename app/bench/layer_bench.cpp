@@ -202,12 +202,12 @@ void print_layer_table(const LayerBenchOptions& o, const std::string& batchnorm,
     std::printf(
         "  EMULATED DEVICE: its kernels run on the CPU, so the times (ms, roofline %%) mean nothing; the "
         "shapes, the FLOPs and the plan's bytes mean what they mean on a GPU\n");
-  std::printf("  %-24s %-13s %-15s %9s %9s %11s %11s %9s %9s %7s %7s\n", "layer", "op", "output", "fwd ms", "bwd ms",
+  std::printf("  %-24s %-18s %-15s %9s %9s %11s %11s %9s %9s %7s %7s\n", "layer", "op", "output", "fwd ms", "bwd ms",
               "fwd MFLOP", "bwd MFLOP", "fwd MB", "bwd MB", "fwd %", "bwd %");
   auto megabytes = [&](const Costs* planned) { return planned ? format("%.2f", planned->bytes / 1e6) : "-"; };
   auto row = [&](const std::string& name, const std::string& op, const std::string& output, double fwd_ms,
                  double bwd_ms, double fwd_flops, double bwd_flops, const Costs* fwd_plan, const Costs* bwd_plan) {
-    std::printf("  %-24s %-13s %-15s %9s %9s %11.2f %11.2f %9s %9s %7s %7s\n", name.c_str(), op.c_str(), output.c_str(),
+    std::printf("  %-24s %-18s %-15s %9s %9s %11.2f %11.2f %9s %9s %7s %7s\n", name.c_str(), op.c_str(), output.c_str(),
                 fwd_ms < 0 ? "-" : format("%.3f", fwd_ms).c_str(), bwd_ms < 0 ? "-" : format("%.3f", bwd_ms).c_str(),
                 fwd_flops / 1e6, bwd_flops / 1e6, megabytes(fwd_plan).c_str(), megabytes(bwd_plan).c_str(),
                 fwd_ms < 0 ? "-" : roofline(fwd_ms, fwd_plan, fwd_flops, o.peak).c_str(),
