@@ -103,7 +103,7 @@ TEST_CASE("The fused forward's graph is the convolution of relu(x*scale + shift)
   CHECK(error <= 1e-5 * largest);
 }
 
-TEST_CASE("A plain convolution's graph that cuDNN declines is an error naming the call; a fused one's is an answer",
+TEST_CASE("A plain convolution's graph that cuDNN declines is an error naming the call, and a fused one's an answer",
           CUTRAIN_GPU_TAG) {
   // A 5x5 filter over a 2x2 image without padding has no output: cuDNN refuses the graph's
   // tensors. For a plain pass that is a bug, reported by the check macro with its call, file and
