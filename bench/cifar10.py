@@ -62,11 +62,11 @@ def class_counts(labels):
     return np.bincount(labels, minlength=NUM_CLASSES)
 
 
-def normalize(images):
+def normalize(images, mean=MEAN, std=STD):
     """uint8 HWC -> float32 NCHW, (x / 255 - mean) / std: ToTensor then Normalize, without augmentation."""
     x = images.astype(np.float32).transpose(0, 3, 1, 2) / 255.0
-    mean = np.asarray(MEAN, np.float32).reshape(1, 3, 1, 1)
-    std = np.asarray(STD, np.float32).reshape(1, 3, 1, 1)
+    mean = np.asarray(mean, np.float32).reshape(1, 3, 1, 1)
+    std = np.asarray(std, np.float32).reshape(1, 3, 1, 1)
     return (x - mean) / std
 
 

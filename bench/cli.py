@@ -1,6 +1,8 @@
-"""argparse as the bench scripts use it: a bad flag is one line on stderr and exit status 2; NAME=FILE arguments;
-and the interpreter the scripts that need torch run under."""
+"""argparse as the bench scripts use it: a bad flag is one line on stderr and exit status 2; numbers and lists of
+numbers in a range, as cutrain's flags take them; NAME=FILE arguments; and the interpreter the scripts that need
+torch run under."""
 import argparse
+import math
 import os
 import shutil
 import subprocess
@@ -49,6 +51,53 @@ def use_python_with(module, prog):
             os.execv(wanted, [wanted] + sys.argv)
     fail(prog, f"{module} not importable by {sys.executable} ({missing}), nor by the project's environment or "
                f"/usr/bin/python3: scripts/setup.sh installs it")
+
+
+def _range_text(low, high):
+    """"[0, 1]", "[0, 1e+06]", "[1, 1073741824]": a range as cutrain's flags say it (app/flags.h)."""
+    def text(v):
+        return str(v) if isinstance(v, int) else f"{v:g}"
+    return f"[{text(low)}, {text(high)}]"
+
+
+def _decimal(text):
+    """A finite decimal number, or None."""
+    try:
+        value = float(text)
+    except ValueError:
+        return None
+    return value if math.isfinite(value) else None
+
+
+def number_in(low, high, integer=False):
+    """An argparse type: one number in [low, high] (an integer with integer=True), as cutrain's add_number takes
+    it; anything else is the parser's one-line error, naming the range."""
+    kind = "an integer" if integer else "a finite decimal number"
+
+    def parse(text):
+        if integer:
+            value = int(text) if text.strip().lstrip("+-").isdigit() else None
+        else:
+            value = _decimal(text)
+        if value is None or not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"{text} is not {kind} in {_range_text(low, high)}")
+        return value
+    return parse
+
+
+def number_list(low, high, min_count, max_count, increasing=False):
+    """An argparse type: comma-separated numbers in [low, high], min_count to max_count of them, increasing when
+    asked (--lr-milestones 0.5,0.75), as cutrain's add_number_list takes them; returns a tuple."""
+    count = str(min_count) if min_count == max_count else f"{min_count} to {max_count}"
+    kind = f"a list of {count}{' increasing' if increasing else ''} finite decimal numbers in {_range_text(low, high)}"
+
+    def parse(text):
+        values = [_decimal(part) for part in text.split(",")]
+        if (not min_count <= len(values) <= max_count or any(v is None or not low <= v <= high for v in values)
+                or (increasing and any(a >= b for a, b in zip(values, values[1:])))):
+            raise argparse.ArgumentTypeError(f"{text} is not {kind}")
+        return tuple(values)
+    return parse
 
 
 class Parser(argparse.ArgumentParser):

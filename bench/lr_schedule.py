@@ -5,6 +5,7 @@ on machines without it.
 import math
 
 KINDS = ("constant", "cosine", "onecycle", "step")
+MAX_MILESTONES = 8  # the most --lr-milestones, kMaxLrMilestones
 
 
 def _cosine_between(start, end, fraction):

@@ -34,7 +34,34 @@ def parse_args(argv=None):
     p.add_argument("--nesterov", action=argparse.BooleanOptionalAction, default=True,
                    help="Nesterov momentum (default on)")
     p.add_argument("--weight-decay", type=float, default=1e-4)
+    p.add_argument("--norm-weight-decay", type=cli.number_in(0, 1), metavar="WD",
+                   help="weight decay of batch norm's weights and biases alone, torchvision's set_weight_decay "
+                        "(default: --weight-decay's; fc.bias keeps --weight-decay), as cutrain's")
+    p.add_argument("--clip-grad-norm", type=cli.number_in(0, 1e6), default=0, metavar="MAX",
+                   help="torch.nn.utils.clip_grad_norm_ to this 2-norm after backward (after DDP's average), "
+                        "before the step, as cutrain's (default 0: no clipping)")
+    p.add_argument("--lr-milestones", type=cli.number_list(0, 1, 1, lr_schedule.MAX_MILESTONES, increasing=True),
+                   metavar="M,M", help="where --lr-schedule step multiplies the rate by --lr-gamma, as fractions "
+                                      "of the run's steps (default 0.5,0.75), as cutrain's")
+    p.add_argument("--lr-gamma", type=cli.number_in(0, 1), metavar="G",
+                   help="the factor of --lr-schedule step at each milestone (default 0.1)")
+    p.add_argument("--label-smoothing", type=cli.number_in(0, 1), default=0, metavar="E",
+                   help="nn.CrossEntropyLoss's label_smoothing (default 0)")
+    p.add_argument("--model-ema", action=argparse.BooleanOptionalAction, default=False,
+                   help="torchvision's ExponentialMovingAverage of the weights and batch norm's statistics, "
+                        "updated and evaluated as its reference script does (default off); --export-final also "
+                        "writes it, as PATH's .ema.safetensors")
+    p.add_argument("--model-ema-steps", type=cli.number_in(1, 1 << 30, integer=True), metavar="N",
+                   help="update the average after each batch of an epoch whose index (from 0) is a multiple of N "
+                        "(default 32)")
+    p.add_argument("--model-ema-decay", type=cli.number_in(0, 1), metavar="D",
+                   help="the decay before torchvision's adjustment to the world size, batch size, "
+                        "--model-ema-steps and --epochs (default 0.99998)")
     p.add_argument("--workers", type=int, default=4, help="DataLoader worker processes per rank")
+    p.add_argument("--normalize-mean", type=cli.number_list(0, 1, 3, 3), metavar="R,G,B",
+                   help="the mean subtracted from pixels in [0, 1] (default: CIFAR-10's), as cutrain's")
+    p.add_argument("--normalize-std", type=cli.number_list(0.001, 1, 3, 3), metavar="R,G,B",
+                   help="the std they are then divided by (default: CIFAR-10's), as cutrain's")
     p.add_argument("--stem", choices=["cifar", "imagenet"], default="cifar",
                    help="cifar: conv1 3x3 stride 1 and no max-pool; imagenet: torchvision's own")
     p.add_argument("--width", type=int, default=64,
@@ -70,6 +97,14 @@ def parse_args(argv=None):
     p.add_argument("--dump-fp64", metavar="PATH",
                    help="with --dump-first-step: the same step in float64 too, the yardstick for both programs")
     args = p.parse_args(argv)
+    # The step schedule's and the average's settings would change nothing without them: refused, as cutrain does.
+    step, ema = (args.lr_schedule == "step", "to --lr-schedule step"), (args.model_ema, "with --model-ema")
+    for flag, (applies, where), default in (("lr_milestones", step, (0.5, 0.75)), ("lr_gamma", step, 0.1),
+                                            ("model_ema_steps", ema, 32), ("model_ema_decay", ema, 0.99998)):
+        if getattr(args, flag) is None:
+            setattr(args, flag, default)
+        elif not applies:
+            p.error(f"--{flag.replace('_', '-')}: applies {where} only")
     for flag in ("epochs", "batch_size", "log_every", "width"):
         if getattr(args, flag) <= 0:
             p.error(f"--{flag.replace('_', '-')} must be positive")

@@ -10,6 +10,9 @@ Everything a careful PyTorch user would do, and nothing cutrain-specific:
   so no step waits for the host; an interval's time runs from one such read-back to the next, on cutrain's
   clock (time_to_accuracy.py): evaluation and the epoch-start wait are left out.
 - Schedule and evaluation as cutrain's: lr_schedule.py, --eval-every-steps, --target-accuracy, --tta flip.
+- The options of torchvision's classification reference script that cutrain takes, as that script implements
+  them: --norm-weight-decay (set_weight_decay), --clip-grad-norm (clip_grad_norm_), --label-smoothing
+  (CrossEntropyLoss), --model-ema (ExponentialMovingAverage, evaluated beside the model).
 """
 import copy
 import json
@@ -89,12 +92,12 @@ def export_weights(model, path):
 # ----------------------------------------------------------------------------------------------- data
 
 class AugmentedCifar(Dataset):
-    """The recipe's training set: PIL image -> RandomCrop(32, 4) -> flip -> ToTensor -> Normalize."""
+    """The recipe's training set: PIL image -> RandomCrop(32, 4) -> flip -> ToTensor -> Normalize(mean, std)."""
 
-    def __init__(self, images, labels):
+    def __init__(self, images, labels, mean, std):
         self.images, self.labels = images, labels
         self.transform = T.Compose([T.RandomCrop(32, padding=4), T.RandomHorizontalFlip(), T.ToTensor(),
-                                    T.Normalize(cifar10.MEAN, cifar10.STD)])
+                                    T.Normalize(mean, std)])
 
     def __len__(self):
         return len(self.labels)
@@ -141,12 +144,12 @@ class ResidentBatches:
     """The fast CIFAR trainers' input pipeline: the uint8 dataset lives on the device; a batch is an index
     gather and gpu_augment, with no host work but the epoch's sampler order."""
 
-    def __init__(self, images, labels, sampler, batch_size, device):
+    def __init__(self, images, labels, sampler, batch_size, device, mean, std):
         self.images = torch.from_numpy(images).to(device).permute(0, 3, 1, 2).contiguous()
         self.labels = torch.from_numpy(labels).to(device)
         self.sampler, self.batch_size, self.device = sampler, batch_size, device
-        self.mean = torch.tensor(cifar10.MEAN, device=device).view(1, 3, 1, 1)
-        self.std = torch.tensor(cifar10.STD, device=device).view(1, 3, 1, 1)
+        self.mean = torch.tensor(mean, device=device).view(1, 3, 1, 1)
+        self.std = torch.tensor(std, device=device).view(1, 3, 1, 1)
 
     def __call__(self):
         order = torch.tensor(list(self.sampler), device=self.device)
@@ -160,15 +163,16 @@ class CutrainBatches:
     DistributedSampler, which cutrain's data/sampler.h follows) and cutrain's crop and flip draws, for the
     multi-step parity check. Numpy on the host, one batch at a time: a check's pace, not a benchmark's."""
 
-    def __init__(self, images, labels, sampler, batch_size, seed, device):
+    def __init__(self, images, labels, sampler, batch_size, seed, device, mean, std):
         self.images, self.labels = images, labels
         self.sampler, self.batch_size, self.seed, self.device = sampler, batch_size, seed, device
+        self.mean, self.std = mean, std
 
     def __call__(self):
         order = np.fromiter(self.sampler, np.int64)
         for start in range(0, len(order) - self.batch_size + 1, self.batch_size):  # last partial batch dropped
             idx = order[start:start + self.batch_size]
-            x = augment_draws.augment(self.images, idx, self.sampler.epoch, self.seed, cifar10.MEAN, cifar10.STD)
+            x = augment_draws.augment(self.images, idx, self.sampler.epoch, self.seed, self.mean, self.std)
             yield torch.from_numpy(x).to(self.device), torch.from_numpy(self.labels[idx]).to(self.device)
 
 
@@ -213,20 +217,22 @@ class Metrics:
 
 # ------------------------------------------------------------------------------------- first-step dump
 
-def dump_first_step(model, train_images, train_labels, batch_size, path, dtype=torch.float32):
+def dump_first_step(model, train_images, train_labels, batch_size, path, normalization, label_smoothing=0.0,
+                    dtype=torch.float32):
     """Loss and gradients of one forward + backward (train-mode batch statistics, no update) on the first
-    batch-size train images in file order, normalized only: what `cutrain train --dump-first-step` writes,
-    for a tensor-by-tensor comparison. fp32 without TF32; in float64 (a copy of the model) it is the
-    yardstick that tells how far any fp32 computation of this step may stray (check_parity.py --fp64)."""
+    batch-size train images in file order, normalized only (normalization: (mean, std)), with the run's label
+    smoothing: what `cutrain train --dump-first-step` writes, for a tensor-by-tensor comparison. fp32 without
+    TF32; in float64 (a copy of the model) it is the yardstick that tells how far any fp32 computation of this
+    step may stray (check_parity.py --fp64)."""
     torch.backends.cudnn.allow_tf32 = False
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.deterministic = True
     device = next(model.parameters()).device
     model = copy.deepcopy(model).to(dtype).train()
     n = min(batch_size, len(train_labels))
-    x = torch.from_numpy(cifar10.normalize(train_images[:n])).to(device, dtype)
+    x = torch.from_numpy(cifar10.normalize(train_images[:n], *normalization)).to(device, dtype)
     y = torch.from_numpy(train_labels[:n]).to(device)
-    loss = F.cross_entropy(model(x), y)
+    loss = nn.CrossEntropyLoss(label_smoothing=label_smoothing)(model(x), y)
     loss.backward()
     numpy_dtype = np.float64 if dtype == torch.float64 else np.float32
     tensors = {"loss": np.array([loss.item()], dtype=numpy_dtype)}
@@ -257,6 +263,57 @@ def evaluate(model, test_x, test_y, env, amp, tta="none"):
     return env.sum(correct).item() / len(test_y)
 
 
+def normalization(args):
+    """(mean, std) of --normalize-mean and --normalize-std, CIFAR-10's where not given."""
+    return args.normalize_mean or cifar10.MEAN, args.normalize_std or cifar10.STD
+
+
+def ema_path_for(path):
+    """"final.safetensors" -> "final.ema.safetensors": where --export-final's average goes, as cutrain names a
+    checkpoint's (app/checkpoint_folder.h)."""
+    return path.removesuffix(".safetensors") + ".ema.safetensors"
+
+
+def set_weight_decay(model, weight_decay, norm_weight_decay=None):
+    """torchvision's set_weight_decay (references/classification/utils.py) without its custom keys, which cutrain
+    has no flags for: the parameters of normalization layers in a group of their own with norm_weight_decay
+    when it is given, every other one in a group with weight_decay, in the model's order."""
+    norm_classes = (nn.modules.batchnorm._BatchNorm, nn.LayerNorm, nn.GroupNorm,
+                    nn.modules.instancenorm._InstanceNorm, nn.LocalResponseNorm)
+    params = {"other": [], "norm": []}
+    decays = {"other": weight_decay, "norm": norm_weight_decay}
+
+    def add_params(module):
+        for _, p in module.named_parameters(recurse=False):
+            if p.requires_grad:
+                norm = norm_weight_decay is not None and isinstance(module, norm_classes)
+                params["norm" if norm else "other"].append(p)
+        for child in module.children():
+            add_params(child)
+
+    add_params(model)
+    return [{"params": params[key], "weight_decay": decays[key]} for key in params if params[key]]
+
+
+class ExponentialMovingAverage(torch.optim.swa_utils.AveragedModel):
+    """torchvision's (references/classification/utils.py): an AveragedModel of the parameters and the buffers,
+    average = decay * average + (1 - decay) * model at each update_parameters, the first of which copies."""
+
+    def __init__(self, model, decay, device="cpu"):
+        def ema_avg(avg_model_param, model_param, num_averaged):
+            return decay * avg_model_param + (1 - decay) * model_param
+
+        super().__init__(model, device, ema_avg, use_buffers=True)
+
+
+def model_ema_decay(world_size, batch_size, steps, epochs, decay):
+    """The reference script's decay per update: --model-ema-decay adjusted to the run's shape, so that the
+    average spans about the same share of the run whatever the world, batch, --model-ema-steps and epochs."""
+    adjust = world_size * batch_size * steps / epochs
+    alpha = min(1.0, (1.0 - decay) * adjust)
+    return 1.0 - alpha
+
+
 def run(args):
     env = Env(args.device)
     device = env.device
@@ -273,20 +330,25 @@ def run(args):
     train_x, train_y = cifar10.load_split(args.data, train=True)
     if args.dump_first_step:
         if env.rank == 0:
-            dump_first_step(model, train_x, train_y, args.batch_size, args.dump_first_step)
+            step = (train_x, train_y, args.batch_size)
+            dump_first_step(model, *step, args.dump_first_step, normalization(args), args.label_smoothing)
             if args.dump_fp64:
-                dump_first_step(model, train_x, train_y, args.batch_size, args.dump_fp64, torch.float64)
+                dump_first_step(model, *step, args.dump_fp64, normalization(args), args.label_smoothing, torch.float64)
         return
     test_x, test_y = cifar10.load_split(args.data, train=False)
-    train(model, env, args, (train_x, train_y), (test_x, test_y))
+    ema = train(model, env, args, (train_x, train_y), (test_x, test_y))
     if args.export_final and env.rank == 0:
         export_weights(model, args.export_final)
         print(f"final weights -> {args.export_final}", flush=True)
+        if ema is not None:  # the average beside them, named as cutrain names its checkpoint's
+            export_weights(ema.module, ema_path_for(args.export_final))
+            print(f"final average of the weights -> {ema_path_for(args.export_final)}", flush=True)
     if env.distributed:
         dist.destroy_process_group()
 
 
 def train(model, env, args, train_set, test_set):
+    """Trains `model` in place; returns the average of its weights with --model-ema, else None."""
     device = env.device
     memory_format = torch.channels_last if args.channels_last else torch.contiguous_format
     torch.backends.cudnn.benchmark = True
@@ -295,8 +357,14 @@ def train(model, env, args, train_set, test_set):
         if env.distributed else model
     if args.compile:
         net = torch.compile(net, mode=args.compile)
-    opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=args.momentum, nesterov=args.nesterov,
+    parameters = set_weight_decay(model, args.weight_decay, args.norm_weight_decay)
+    opt = torch.optim.SGD(parameters, lr=args.lr, momentum=args.momentum, nesterov=args.nesterov,
                           weight_decay=args.weight_decay)
+    criterion = nn.CrossEntropyLoss(label_smoothing=args.label_smoothing)
+    ema = None
+    if args.model_ema:  # of the model without DDP's wrapper, on its device, as the reference script's
+        decay = model_ema_decay(env.world, args.batch_size, args.model_ema_steps, args.epochs, args.model_ema_decay)
+        ema = ExponentialMovingAverage(model, decay, device=device)
 
     def amp():
         return torch.autocast(device.type, dtype=torch.bfloat16, enabled=args.amp == "bf16")
@@ -307,13 +375,15 @@ def train(model, env, args, train_set, test_set):
     steps_per_epoch = len(sampler) // args.batch_size
     if steps_per_epoch == 0:
         raise ValueError(f"--batch-size {args.batch_size}: larger than this rank's {len(sampler)} train images")
+    mean, std = normalization(args)
     if args.cutrain_augment:
-        batches = CutrainBatches(*train_set, sampler, args.batch_size, args.seed, device)
+        batches = CutrainBatches(*train_set, sampler, args.batch_size, args.seed, device, mean, std)
     elif args.data_on_gpu:
-        batches = ResidentBatches(*train_set, sampler, args.batch_size, device)
+        batches = ResidentBatches(*train_set, sampler, args.batch_size, device, mean, std)
     else:
-        batches = LoaderBatches(AugmentedCifar(*train_set), sampler, args, device)
-    test_x = torch.from_numpy(cifar10.normalize(test_set[0])).to(device).contiguous(memory_format=memory_format)
+        batches = LoaderBatches(AugmentedCifar(*train_set, mean, std), sampler, args, device)
+    test_x = torch.from_numpy(cifar10.normalize(test_set[0], mean, std)).to(device)
+    test_x = test_x.contiguous(memory_format=memory_format)
     test_y = torch.from_numpy(test_set[1]).to(device)
 
     schedule_steps = args.epochs * steps_per_epoch  # the schedule spans --epochs, as cutrain's
@@ -322,6 +392,9 @@ def train(model, env, args, train_set, test_set):
     epochs = -(-total_steps // steps_per_epoch)
     precision = "bf16" if args.amp == "bf16" else "fp32"
     print_banner(env, args, model, (n_train, len(test_y)), steps_per_epoch, total_steps)
+    if ema is not None:  # cutrain's banner line
+        env.print(f"  EMA of the weights: decay {decay:.9g} per update (--model-ema-decay {args.model_ema_decay:g}), "
+                  f"every {args.model_ema_steps} step(s) of an epoch from its first")
     metrics = Metrics(args.metrics, env)
     images_per_step = args.batch_size * env.world
     tracker = AccuracyTracker(args.eval_every, args.eval_every_steps, epochs, args.target_accuracy, steps_per_epoch)
@@ -336,23 +409,25 @@ def train(model, env, args, train_set, test_set):
             torch.cuda.synchronize(device)
 
     def evaluate_if_due(epoch, epoch_end):
-        """The test accuracy when an evaluation is due (None otherwise), measured off the training clock; the
-        tracker learns whether it reached the target."""
+        """(the test accuracy, the average's with --model-ema, else None) when an evaluation is due (None
+        otherwise), measured off the training clock; the tracker learns whether the model reached the target."""
         if not tracker.due(epoch, epoch_end, global_step):
             return None
         sync()  # the steps so far are training time
         clock.pause(EVALUATION)
         start = time.perf_counter()
         accuracy = evaluate(model, test_x, test_y, env, amp, args.tta)
+        ema_accuracy = None if ema is None else evaluate(ema, test_x, test_y, env, amp, args.tta)
         seconds = time.perf_counter() - start
         clock.resume()
         tracker.add_evaluation(accuracy, global_step, clock)
+        ema_fields = {} if ema is None else {"test_acc_ema": ema_accuracy}  # cutrain's names
         metrics.write(kind="eval", epoch=epoch, global_step=global_step, epoch_end=epoch_end, test_acc=accuracy,
-                      eval_time_s=seconds, training_time_s=clock.training_s())
+                      eval_time_s=seconds, training_time_s=clock.training_s(), **ema_fields)
         if not epoch_end:
-            env.print(f"== eval: step {global_step} [{epoch}/{epochs}] | test acc: {100 * accuracy:.2f}% "
-                      f"| {seconds:.1f} s")
-        return accuracy
+            env.print(f"== eval: step {global_step} [{epoch}/{epochs}] | test acc: {100 * accuracy:.2f}%"
+                      f"{ema_accuracy_text(ema_accuracy)} | {seconds:.1f} s")
+        return accuracy, ema_accuracy
 
     for epoch in range(1, epochs + 1):
         sampler.set_epoch(epoch - 1)
@@ -368,15 +443,24 @@ def train(model, env, args, train_set, test_set):
             data_seconds += time.perf_counter() - asked
             clock.resume()
             x = x.contiguous(memory_format=memory_format)
-            lr = lr_schedule.lr_at(args.lr_schedule, args.lr, schedule_steps, warmup_steps, global_step)
+            lr = lr_schedule.lr_at(args.lr_schedule, args.lr, schedule_steps, warmup_steps, global_step,
+                                   args.lr_milestones, args.lr_gamma)
             for group in opt.param_groups:
                 group["lr"] = lr
             with amp():
                 logits = net(x)
-                loss = F.cross_entropy(logits, y)
+                loss = criterion(logits, y)
             opt.zero_grad(set_to_none=True)
             loss.backward()
+            if args.clip_grad_norm > 0:  # the norm before clipping, what the step line reports
+                clipped_norm = nn.utils.clip_grad_norm_(model.parameters(), args.clip_grad_norm)
             opt.step()
+            # The reference script's update, with `step` its i, the batch's index in the epoch, and its restarts
+            # while the warm-up lasts (Note [The EMA of the weights] in nn/model_ema.h).
+            if ema is not None and step % args.model_ema_steps == 0:
+                ema.update_parameters(model)
+                if epoch - 1 < args.warmup_epochs:
+                    ema.n_averaged.fill_(0)
             loss_sum += loss.detach()
             correct += (logits.argmax(1) == y).sum()
             seen += len(y)
@@ -392,8 +476,12 @@ def train(model, env, args, train_set, test_set):
                 seconds = clock.step_s() - interval_start
                 ms = seconds * 1000 / steps
                 rate = images_per_step * 1000 / ms
-                # the last step's gradient norm after DDP's average, clip_grad_norm_'s total norm, as cutrain's
-                grad_norm = torch.nn.utils.get_total_norm([p.grad for p in model.parameters()]).item()
+                # the last step's gradient norm after DDP's average, clip_grad_norm_'s total norm (before it
+                # scaled the gradient), as cutrain's
+                if args.clip_grad_norm > 0:
+                    grad_norm = clipped_norm.item()
+                else:
+                    grad_norm = torch.nn.utils.get_total_norm([p.grad for p in model.parameters()]).item()
                 if warm:
                     warm_images += images_per_step * steps
                     warm_seconds += seconds
@@ -430,11 +518,13 @@ def train(model, env, args, train_set, test_set):
                       loss=totals[0].item() / (step * env.world), acc=totals[1].item() / totals[2].item(),
                       lr=opt.param_groups[0]["lr"], images_per_s=images_per_step * step / epoch_time,
                       epoch_time_s=epoch_time)
-        accuracy = evaluate_if_due(epoch, True)
+        evaluation = evaluate_if_due(epoch, True)
         test = ""
-        if accuracy is not None:
-            record["test_acc"] = accuracy
-            test = f" | test acc: {100 * accuracy:.2f}%"
+        if evaluation is not None:
+            record["test_acc"], ema_accuracy = evaluation
+            test = f" | test acc: {100 * record['test_acc']:.2f}%{ema_accuracy_text(ema_accuracy)}"
+            if ema is not None:
+                record["test_acc_ema"] = ema_accuracy
         record["peak_memory_bytes"] = peak_memory(device)
         env.print(f"== epoch {epoch}/{epochs} | loss: {record['loss']:.3f} | train acc: {100 * record['acc']:.3f}%{test} "
                   f"| {epoch_time:.1f} s | {record['images_per_s']:.0f} img/s")
@@ -458,6 +548,13 @@ def train(model, env, args, train_set, test_set):
               f"{mean_rate or 0:.0f} images/s after warm-up{accuracy}")  # cutrain's closing line
     if tracker.target is not None:
         env.print(tracker.summary_line(epoch))
+    return ema
+
+
+def ema_accuracy_text(accuracy):
+    """" | test acc (EMA): 91.20%" where the average of the weights was evaluated (--model-ema), else "", as
+    cutrain's lines say it."""
+    return "" if accuracy is None else f" | test acc (EMA): {100 * accuracy:.2f}%"
 
 
 def clock_text(seconds):

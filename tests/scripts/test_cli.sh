@@ -28,6 +28,16 @@ one_line_error "accuracy.sh --lr-schedule linear" 2 bash "$repo/bench/accuracy.s
 one_line_error "pytorch_reference.py --target-accuracy 94" 2 python3 "$repo/bench/pytorch_reference.py" --data x \
   --target-accuracy 94
 one_line_error "pytorch_reference.py --batch-size 0" 2 python3 "$repo/bench/pytorch_reference.py" --data x --batch-size 0
+# The options of torchvision's reference script take cutrain's ranges, and refuse what they would not apply to.
+for bad in "--clip-grad-norm -1" "--norm-weight-decay 2" "--label-smoothing nan" "--normalize-std 0.2,0,0.2" \
+           "--normalize-mean 0.5,0.5" "--lr-schedule step --lr-milestones 0.75,0.5" "--lr-schedule step --lr-gamma 2" \
+           "--lr-gamma 0.5" "--lr-milestones 0.5" "--model-ema-steps 4" "--model-ema --model-ema-steps 0" \
+           "--no-model-ema --model-ema-decay 0.9"; do
+  read -ra flags <<<"$bad"
+  one_line_error "pytorch_reference.py $bad" 2 python3 "$repo/bench/pytorch_reference.py" --data x "${flags[@]}"
+done
+grep -q "^pytorch_reference.py: error: --model-ema-decay: applies with --model-ema only (see --help)$" "$scratch/stderr" ||
+  fail "pytorch_reference.py --model-ema-decay without --model-ema: $(cat "$scratch/stderr")"
 
 # No GPU / no torch: a stub cutrain gets compare.sh past its binary check to the torch and GPU check.
 mkdir -p "$scratch/bin"
