@@ -36,7 +36,9 @@ usage: bench/compare.sh [options]
   --target-accuracy A  run each configuration until its test accuracy reaches A (a fraction, e.g. 0.94),
                      --epochs at most, and add the time to A to the table
   --eval-every-steps N  evaluate every N steps, not every epoch (a finer time to target)
-  --lr LR, --lr-schedule S, --warmup-epochs E, --weight-decay WD, --width W, --tta none|flip
+  --lr LR, --lr-schedule S, --warmup-epochs E, --weight-decay WD, --width W, --tta none|flip,
+  --lr-milestones F,F, --lr-gamma G, --clip-grad-norm N, --norm-weight-decay WD, --label-smoothing S,
+  --normalize-mean M,M,M, --normalize-std S,S,S, --model-ema, --model-ema-steps N, --model-ema-decay D
                      the recipe, the same for both programs (default: their shared defaults)
   --torch-data D     gpu (the fast configurations keep the data on the GPU) or loader (DataLoader for all)
   --no-parity        skip the two correctness checks
@@ -55,7 +57,8 @@ source "$here/../scripts/cli.sh"
 source "$here/../scripts/python_env.sh"
 nproc=1 quick=0 data="" out="bench-out" bin="$here/../build/bin" epochs="" batch="" stem=cifar repeats=1
 compile_mode=default torch_data=gpu parity=1 device=cuda budget=
-recipe=()  # flags both programs take alike
+recipe=()    # flags with a value that both programs take alike
+switches=()  # and switches
 while (($#)); do
   case "$1" in
     --nproc) nproc="$(value_of "$@")"; shift ;;
@@ -72,8 +75,11 @@ while (($#)); do
     --no-parity) parity=0 ;;
     --device) device="$(value_of "$@")"; shift ;;
     --budget) budget="$(value_of "$@")"; shift ;;
-    --target-accuracy|--eval-every-steps|--lr|--lr-schedule|--warmup-epochs|--weight-decay|--width|--tta)
+    --target-accuracy|--eval-every-steps|--lr|--lr-schedule|--warmup-epochs|--weight-decay|--width|--tta | \
+      --lr-milestones|--lr-gamma|--clip-grad-norm|--norm-weight-decay|--label-smoothing|--normalize-mean | \
+      --normalize-std|--model-ema-steps|--model-ema-decay)
       recipe+=("$1" "$(value_of "$@")"); shift ;;
+    --model-ema) switches+=("$1") ;;
     -h|--help) usage; exit 0 ;;
     *) bad_usage "unknown option '$1'" ;;
   esac
@@ -86,16 +92,20 @@ done
 [[ "$compile_mode" =~ ^(default|max-autotune)$ ]] || bad_usage "--compile-mode must be default or max-autotune"
 [[ "$torch_data" =~ ^(gpu|loader)$ ]] || bad_usage "--torch-data must be gpu or loader"
 [[ "$device" =~ ^(cuda|cpu)$ ]] || bad_usage "--device must be cuda or cpu"
+number='[0-9]*\.?[0-9]+([eE][-+]?[0-9]+)?'  # the programs check each value's range themselves
 for ((i = 0; i < ${#recipe[@]}; i += 2)); do
   flag="${recipe[i]}" value="${recipe[i + 1]}"
   case "$flag" in
     --lr-schedule) [[ "$value" =~ ^(constant|cosine|onecycle|step)$ ]] ||
                      bad_usage "--lr-schedule must be constant, cosine, onecycle or step" ;;
     --tta) [[ "$value" =~ ^(none|flip)$ ]] || bad_usage "--tta must be none or flip" ;;
-    --eval-every-steps|--width) [[ "$value" =~ ^[1-9][0-9]*$ ]] || bad_usage "$flag: '$value' is not a positive integer" ;;
+    --eval-every-steps|--width|--model-ema-steps)
+      [[ "$value" =~ ^[1-9][0-9]*$ ]] || bad_usage "$flag: '$value' is not a positive integer" ;;
+    --lr-milestones|--normalize-mean|--normalize-std)
+      [[ "$value" =~ ^$number(,$number)*$ ]] || bad_usage "$flag: '$value' is not a comma-separated list of numbers" ;;
     --target-accuracy) [[ "$value" =~ ^(0?\.[0-9]*[1-9][0-9]*|1(\.0*)?)$ ]] ||
                          bad_usage "--target-accuracy: '$value' is not a fraction in (0, 1], e.g. 0.94" ;;
-    *) [[ "$value" =~ ^[0-9]*\.?[0-9]+([eE][-+]?[0-9]+)?$ ]] || bad_usage "$flag: '$value' is not a number" ;;
+    *) [[ "$value" =~ ^$number$ ]] || bad_usage "$flag: '$value' is not a number" ;;
   esac
 done
 
@@ -188,9 +198,9 @@ if ((nproc > 1)); then
   torch_launch=("$PYTHON" -m torch.distributed.run --standalone --nproc-per-node "$nproc" "$here/pytorch_reference.py")
 fi
 common=(--data "$data" --epochs "$epochs" --batch-size "$batch" --stem "$stem" --seed 0 --device "$device"
-        --log-every "$log_every" "${recipe[@]}")
+        --log-every "$log_every" "${recipe[@]}" "${switches[@]}")
 say "compare: $nproc process(es) on $device, resnet18 $stem stem, batch $batch per process, $epochs epochs, data $data" \
-  "${recipe[*]}"
+  "${recipe[*]} ${switches[*]}"
 
 # ---- correctness first: same initial weights, same fixed batch, fp32
 if ((parity)); then

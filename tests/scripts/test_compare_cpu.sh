@@ -8,8 +8,9 @@ mkdir -p "$copy/scripts" "$copy/bench" "$copy/build/bin"
 cp "$repo/scripts/cli.sh" "$repo/scripts/python_env.sh" "$copy/scripts/"
 cp "$repo/bench/compare.sh" "$repo/bench/summarize.py" "$repo/bench/cli.py" "$copy/bench/"
 stub() { printf '#!/usr/bin/env bash\n%s\n' "$2" >"$1"; chmod +x "$1"; }
-# Both stand-ins write what a run of 16 steps writes: step records, then the summary.
-write_metrics='metrics=""; precision=fp32
+# Both stand-ins write what a run of 16 steps writes: step records, then the summary. Each writes its
+# command line to argv.txt first.
+write_metrics='echo "$(basename "$0") $*" >>"'"$scratch"'/argv.txt"; metrics=""; precision=fp32
 while (($#)); do case "$1" in --metrics) metrics="$2" ;; --precision) precision="$2" ;; --amp) precision="$2" ;; esac; shift; done
 for s in 4 8 12 16; do echo "{\"kind\": \"step\", \"global_step\": $s, \"images_per_s\": 100$s, \"ms_per_step\": 3$s}" >>"$metrics"; done
 echo "{\"kind\": \"summary\", \"precision\": \"$precision\", \"stem\": \"cifar\", \"batch_size\": 32, \"world_size\": 1}" >>"$metrics"'
@@ -32,10 +33,11 @@ export PYTHON="$scratch/python"
 require_python matplotlib
 cd "$scratch"
 
-compare() {  # compare OUT: the quick CPU comparison, without the parity checks, into OUT; its stdout in OUT.txt
-  local status=0
-  bash "$copy/bench/compare.sh" --device cpu --quick --no-parity --out "$1" >"$1.txt" 2>&1 || status=$?
-  [ "$status" = 0 ] || fail "compare.sh --device cpu: exit $status: $(tail -n 3 "$1.txt")"
+compare() {  # compare OUT [FLAGS...]: the quick CPU comparison, without the parity checks, into OUT; its stdout in OUT.txt
+  local out="$1" status=0
+  shift
+  bash "$copy/bench/compare.sh" --device cpu --quick --no-parity --out "$out" "$@" >"$out.txt" 2>&1 || status=$?
+  [ "$status" = 0 ] || fail "compare.sh --device cpu: exit $status: $(tail -n 3 "$out.txt")"
 }
 compare with-compile
 grep -qE '^cutrain-bf16\.r1 +SKIPPED \(needs a GPU: cutrain computes bf16 on CUDA only\)$' with-compile.txt ||
@@ -59,4 +61,20 @@ PY
 NO_COMPILE=1 compare without-compile
 grep -qE '^torch-compile-bf16-cl\.r1 +SKIPPED \(torch 1\.13\.1 has no torch\.compile, which came in 2\.0\)$' \
   without-compile.txt || fail "torch-compile-bf16-cl is not skipped with its reason: $(cat without-compile.txt)"
-echo "ok: $(grep -c " ok " with-compile.txt) runs; cutrain-bf16 skipped on the CPU, and torch-compile-bf16-cl without torch.compile, each saying why"
+# The recipe's options reach both programs alike, and a list that is not one is refused in one line.
+rm -f argv.txt
+compare recipe --lr-schedule step --lr-milestones 0.5,0.75 --clip-grad-norm 0.5 --label-smoothing 0.1 --model-ema \
+  --normalize-mean 0.5,0.5,0.5
+for program in cutrain pytorch_reference.py; do
+  grep -q "^$program " argv.txt || fail "$program did not run: $(cat argv.txt)"
+done
+while read -r program argv; do
+  for flag in "--lr-schedule step" "--lr-milestones 0.5,0.75" "--clip-grad-norm 0.5" "--label-smoothing 0.1" \
+    "--model-ema" "--normalize-mean 0.5,0.5,0.5"; do
+    [[ " $argv " == *" $flag "* ]] || fail "$program did not get $flag: $argv"
+  done
+done <argv.txt
+one_line_error "a list with a word" 2 bash "$copy/bench/compare.sh" --device cpu --lr-milestones 0.5,x
+grep -q "comma-separated list of numbers" "$scratch/stderr" || fail "the list's line: $(cat "$scratch/stderr")"
+
+echo "ok: $(grep -c " ok " with-compile.txt) runs; cutrain-bf16 skipped on the CPU, and torch-compile-bf16-cl without torch.compile, each saying why; the recipe's options reach both programs"
