@@ -29,6 +29,9 @@ usage: bench/accuracy.sh [options]
   --warmup-epochs E  linear warm-up (default 0)
   --precision P      fp32 (default) or bf16 (cutrain --precision bf16, PyTorch --amp bf16; GPU only)
   --tta T            none (default) or flip
+  --lr-milestones F,F, --lr-gamma G, --clip-grad-norm N, --norm-weight-decay WD, --label-smoothing S,
+  --normalize-mean M,M,M, --normalize-std S,S,S, --model-ema, --model-ema-steps N, --model-ema-decay D
+                     the options of torchvision's reference script, the same for both programs (default: none)
   --out DIR          where the logs, metrics, initial weights and accuracy.json go (default accuracy-out)
   --bin DIR          where cutrain is (default build/bin)
   -h, --help         this text
@@ -42,6 +45,7 @@ source "$here/../scripts/cli.sh"
 source "$here/../scripts/python_env.sh"
 seeds=3 device="" data="" train_n="" test_n="" epochs="" width="" batch="" lr="" schedule="" warmup=0
 precision=fp32 tta=none out=accuracy-out bin=build/bin
+options=() switches=()  # the options of torchvision's reference script, given to both programs
 while (($#)); do
   case "$1" in
     --seeds) seeds="$(value_of "$@")"; shift ;;
@@ -59,11 +63,14 @@ while (($#)); do
     --tta) tta="$(value_of "$@")"; shift ;;
     --out) out="$(value_of "$@")"; shift ;;
     --bin) bin="$(value_of "$@")"; shift ;;
+    --model-ema) switches+=("$1") ;;
     -h|--help) usage; exit 0 ;;
-    *) bad_usage "unknown option '$1'" ;;
+    *) reference_script_option "$1" || bad_usage "unknown option '$1'"
+       options+=("$1" "$(value_of "$@")"); shift ;;
   esac
   shift
 done
+for ((i = 0; i < ${#options[@]}; i += 2)); do check_number_form "${options[i]}" "${options[i + 1]}"; done
 for n in "$seeds" ${train_n:+"$train_n"} ${test_n:+"$test_n"} ${epochs:+"$epochs"} ${width:+"$width"} \
          ${batch:+"$batch"}; do
   [[ "$n" =~ ^[1-9][0-9]*$ ]] || bad_usage "'$n' is not a positive integer"
@@ -130,11 +137,12 @@ fi
 [ -d "$data" ] || die "--data $data: no such folder"
 
 recipe=(--data "$data" --device "$device" --width "$width" --epochs "$epochs" --batch-size "$batch" --lr "$lr"
-        --lr-schedule "$schedule" --warmup-epochs "$warmup" --tta "$tta" --eval-every 1 --workers "$workers")
+        --lr-schedule "$schedule" --warmup-epochs "$warmup" --tta "$tta" --eval-every 1 --workers "$workers"
+        "${options[@]}" "${switches[@]}")
 torch_precision=()
 [ "$precision" = bf16 ] && torch_precision=(--amp bf16)
 say "accuracy: $seeds seed(s) on $device, resnet18 width $width, $epochs epochs, batch $batch, lr $lr ($schedule)," \
-  "$precision, data $data"
+  "$precision, data $data" "${options[*]}" "${switches[*]}"
 table_args=()
 for ((s = 0; s < seeds; s++)); do
   init="$out/init-seed$s.safetensors"

@@ -75,13 +75,12 @@ while (($#)); do
     --no-parity) parity=0 ;;
     --device) device="$(value_of "$@")"; shift ;;
     --budget) budget="$(value_of "$@")"; shift ;;
-    --target-accuracy|--eval-every-steps|--lr|--lr-schedule|--warmup-epochs|--weight-decay|--width|--tta | \
-      --lr-milestones|--lr-gamma|--clip-grad-norm|--norm-weight-decay|--label-smoothing|--normalize-mean | \
-      --normalize-std|--model-ema-steps|--model-ema-decay)
+    --target-accuracy|--eval-every-steps|--lr|--lr-schedule|--warmup-epochs|--weight-decay|--width|--tta)
       recipe+=("$1" "$(value_of "$@")"); shift ;;
     --model-ema) switches+=("$1") ;;
     -h|--help) usage; exit 0 ;;
-    *) bad_usage "unknown option '$1'" ;;
+    *) reference_script_option "$1" || bad_usage "unknown option '$1'"
+       recipe+=("$1" "$(value_of "$@")"); shift ;;
   esac
   shift
 done
@@ -92,20 +91,15 @@ done
 [[ "$compile_mode" =~ ^(default|max-autotune)$ ]] || bad_usage "--compile-mode must be default or max-autotune"
 [[ "$torch_data" =~ ^(gpu|loader)$ ]] || bad_usage "--torch-data must be gpu or loader"
 [[ "$device" =~ ^(cuda|cpu)$ ]] || bad_usage "--device must be cuda or cpu"
-number='[0-9]*\.?[0-9]+([eE][-+]?[0-9]+)?'  # the programs check each value's range themselves
 for ((i = 0; i < ${#recipe[@]}; i += 2)); do
   flag="${recipe[i]}" value="${recipe[i + 1]}"
   case "$flag" in
     --lr-schedule) [[ "$value" =~ ^(constant|cosine|onecycle|step)$ ]] ||
                      bad_usage "--lr-schedule must be constant, cosine, onecycle or step" ;;
     --tta) [[ "$value" =~ ^(none|flip)$ ]] || bad_usage "--tta must be none or flip" ;;
-    --eval-every-steps|--width|--model-ema-steps)
-      [[ "$value" =~ ^[1-9][0-9]*$ ]] || bad_usage "$flag: '$value' is not a positive integer" ;;
-    --lr-milestones|--normalize-mean|--normalize-std)
-      [[ "$value" =~ ^$number(,$number)*$ ]] || bad_usage "$flag: '$value' is not a comma-separated list of numbers" ;;
     --target-accuracy) [[ "$value" =~ ^(0?\.[0-9]*[1-9][0-9]*|1(\.0*)?)$ ]] ||
                          bad_usage "--target-accuracy: '$value' is not a fraction in (0, 1], e.g. 0.94" ;;
-    *) [[ "$value" =~ ^$number$ ]] || bad_usage "$flag: '$value' is not a number" ;;
+    *) check_number_form "$flag" "$value" ;;
   esac
 done
 
