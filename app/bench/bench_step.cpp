@@ -201,7 +201,8 @@ void run_bench_step(const BenchStepOptions& o) {
               stem_name(config.stem), config.width, config.num_classes, m.gpu ? "cuda" : "cpu", precision_name(m.dtype),
               config.batch_size, config.image_size, config.image_size, o.cuda_graph ? ", CUDA graph" : "",
               m.gpu ? ", batch norm " : "", m.gpu ? o.batchnorm.c_str() : "",
-              m.gpu && o.fusion == "on" ? ", fusion on" : "", m.gpu ? (o.streams == 1 ? ", 1 stream" : ", 2 streams") : "");
+              m.gpu && o.fusion == "on" ? ", fusion on" : "",
+              m.gpu ? (o.streams == 1 ? ", 1 stream" : ", 2 streams") : "");
   if (!m.gpu) std::printf("  %d CPU threads\n", cpu_threads());
   std::printf("  %lld parameters, %.1f MiB planned (activations, their gradients, workspace)\n", m.parameters,
               m.planned_mib);
@@ -215,7 +216,8 @@ void run_bench_step(const BenchStepOptions& o) {
 
 // Every batch-norm implementation x one and two streams x eager and graph, one row each; then the
 // fastest. With --fusion on, every row runs the fused units, and cuDNN's batch norm, under which they
-// run unfused, gets one line in place of its rows. The plan's estimate needs a build that can plan (the emulated one), else it shows "-".
+// run unfused, gets one line in place of its rows. The plan's estimate needs a build that can plan
+// (the emulated one), else it shows "-".
 // An implementation that cuDNN refuses (Note [cuDNN's batch norm types]) gets one line in place of its
 // rows, and the others go on: cuDNN's own comes last.
 void run_matrix(const BenchStepOptions& o) {
@@ -230,7 +232,8 @@ void run_matrix(const BenchStepOptions& o) {
     // Under --batchnorm cudnn the fused unit runs unfused (Note [The fused unit bn-relu-conv]): its
     // rows would be --fusion off's, measured again.
     if (o.fusion == "on" && std::string(batchnorm) == "cudnn") {
-      std::printf("  cudnn: --fusion on does not apply (its batch norm has no statistics-only form): see --fusion off\n");
+      std::printf(
+          "  cudnn: --fusion on does not apply (its batch norm has no statistics-only form): see --fusion off\n");
       std::fflush(stdout);
       continue;
     }
