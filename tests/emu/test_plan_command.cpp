@@ -13,6 +13,7 @@
 #include <map>
 #include <regex>
 #include <string>
+#include <vector>
 
 #include "app/bench/step_plan.h"
 #include "nn/context.h"
@@ -51,6 +52,25 @@ int count(const Recorder& plan, const std::string& name, const std::string& stre
   for (const RecordedOp& op : plan.ops())
     n += op.name == name && (stream.empty() || plan.stream_name(op.stream) == stream);
   return n;
+}
+
+// What `bench-step --plan` prints for the full-size step, CIFAR stem, bf16, with `extra` flags.
+std::string full_size_plan(const std::vector<std::string>& extra = {}) {
+  std::vector<std::string> argv = {test::binary("cutrain"), "bench-step", "--plan", "--stem", "cifar", "--precision",
+                                   "bf16"};
+  argv.insert(argv.end(), extra.begin(), extra.end());
+  const auto r = test::run(argv);
+  INFO(r.output);
+  REQUIRE(r.exit_code == 0);
+  return r.output;
+}
+
+// The whole step's line of such a plan: the line before its last, "plan: ...".
+std::string whole_step_line(const std::string& plan) {
+  const size_t last = plan.rfind("plan: ");
+  const size_t line = plan.rfind("  whole step: ", last);
+  REQUIRE(line != std::string::npos);
+  return plan.substr(line, last - line);
 }
 
 }  // namespace
@@ -303,13 +323,7 @@ TEST_CASE("bench-step --plan prints the whole step's bytes, convolutions and eve
   CHECK(convolutions > 0.9 * library);  // the convolutions are most of the libraries' bytes
   CHECK(count(plan, "ncclAllReduce") > 0);
   // The full-size step: the line before the last, with the custom kernels' figure of the last line.
-  const auto r = test::run({test::binary("cutrain"), "bench-step", "--plan", "--stem", "cifar", "--precision", "bf16"});
-  INFO(r.output);
-  REQUIRE(r.exit_code == 0);
-  const size_t last = r.output.rfind("plan: ");
-  const size_t line = r.output.rfind("  whole step: ", last);
-  REQUIRE(line != std::string::npos);
-  CHECK(r.output.substr(line, last - line) ==
+  CHECK(whole_step_line(full_size_plan()) ==
         "  whole step: 4.56 GB moved, 2.39 GB by custom kernels, 2.16 GB by cuDNN and cuBLAS calls, 0.00 GB by "
         "memsets and copies (collectives not counted)\n");
 }
@@ -348,15 +362,10 @@ TEST_CASE("bench-step --plan --fusion on: eight fused units, the same nodes and 
   // The full-size step: the whole step's line with --fusion on, beside --fusion off's 4.56 and 2.39 GB
   // above. Issue 33 asked for at most 75% of off's bytes and 1.2 GB of custom kernels; the
   // documented bf16 engines allow neither (docs/cudnn-fusion.md section 5).
-  const auto r = test::run(
-      {test::binary("cutrain"), "bench-step", "--plan", "--stem", "cifar", "--precision", "bf16", "--fusion", "on"});
-  INFO(r.output);
-  REQUIRE(r.exit_code == 0);
-  CHECK(r.output.find("batch norm cooperative, 2 streams, fusion on\n") != std::string::npos);
-  const size_t last = r.output.rfind("plan: ");
-  const size_t line = r.output.rfind("  whole step: ", last);
-  REQUIRE(line != std::string::npos);
-  CHECK(r.output.substr(line, last - line) ==
+  const std::string plan = full_size_plan({"--fusion", "on"});
+  INFO(plan);
+  CHECK(plan.find("batch norm cooperative, 2 streams, fusion on\n") != std::string::npos);
+  CHECK(whole_step_line(plan) ==
         "  whole step: 4.52 GB moved, 2.36 GB by custom kernels, 2.16 GB by cuDNN and cuBLAS calls, 0.00 GB by "
         "memsets and copies (collectives not counted)\n");
 }
