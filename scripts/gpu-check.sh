@@ -57,8 +57,9 @@
 # that did not pass, and is rewritten into --out after every step, so even a run cut short leaves it.
 # --out receives 8 files (the device machines return at most 8): gpu-check.log (everything), summary.txt,
 # tables.txt (the speed tables in full: the matrix, the choices, the best configuration against PyTorch, each layer,
-# batch norm by shape; each with --fusion on too, and fusion on against off), logs.tar.gz (each step's and each test's own log, the comparison's runs and parity
-# files), train.jsonl, results.json, compare.png and curves.png (the last three from the comparison).
+# batch norm by shape; each with --fusion on too, and fusion on against off), logs.tar.gz (each step's and each
+# test's own log, the comparison's runs and parity files), train.jsonl, results.json, compare.png and curves.png
+# (the last three from the comparison).
 set -euo pipefail
 
 repo="$(cd "$(dirname "$0")/.." && pwd)"
