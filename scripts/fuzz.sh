@@ -12,10 +12,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build_only=0
-if [ "${1:-}" = --build-only ]; then
-  build_only=1
-  shift
-fi
+if [[ ${1:-} == --build-only ]]; then build_only=1; shift; fi
 seconds="${1:-25}"
 case "$seconds" in
   '' | *[!0-9]*) echo "fuzz: error: '$seconds' is not a whole number of seconds (usage: scripts/fuzz.sh [SECONDS] [TARGET...])" >&2; exit 2 ;;

@@ -11,10 +11,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build_only=0
-if [ "${1:-}" = --build-only ]; then
-  build_only=1
-  shift
-fi
+if [[ ${1:-} == --build-only ]]; then build_only=1; shift; fi
 build=(scripts/build.sh --emulated)
 
 toolkit="$(readlink -f /usr/local/cuda 2>/dev/null || true)"

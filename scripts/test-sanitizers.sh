@@ -14,10 +14,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build_only=0
-if [ "${1:-}" = --build-only ]; then
-  build_only=1
-  shift
-fi
+if [[ ${1:-} == --build-only ]]; then build_only=1; shift; fi
 parts=("$@")
 ((${#parts[@]})) || parts=(asan tsan emu)
 clang="$(command -v clang++-14 || command -v clang++ || true)"
