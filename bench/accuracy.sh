@@ -9,24 +9,25 @@
 # after each epoch as mean +- standard deviation over the seeds for both, the difference of the final
 # means, and whether it lies within the seed-to-seed spread (2 standard errors of the difference).
 #
-# On the CPU the defaults are the README's CPU quickstart (width 16, 5,000 synthetic images, 5 epochs,
-# batch 64, one-cycle lr 0.05): 3 seeds take about an hour on two busy cores. On a GPU they are the
-# reference recipe on the data given (width 64, batch 256, 20 epochs, lr 0.002).
+# On the CPU the defaults are the README's CPU quickstart (Note [The CPU recipe] in scripts/cpu_recipe.sh:
+# width 16, 5,000 synthetic images, 5 epochs, batch 64, one-cycle lr 0.05): a seed of both programs
+# takes about two and a half minutes on two idle cores. On a GPU they are the reference recipe on the
+# data given (width 64, batch 256, 20 epochs, lr 0.002).
 set -euo pipefail
 
 usage() {
-  cat <<'EOF'
+  cat <<EOF
 usage: bench/accuracy.sh [options]
   --seeds S          seeds per program (default 3)
   --device D         cpu or cuda (default: cuda when PyTorch sees one, else cpu)
   --data DIR         CIFAR-10 binary folder (default: cutrain's synthetic default, --train/--test images)
-  --train N, --test M  sizes of the synthetic default (cpu: 5000, 1000; cuda: 50000, 10000)
-  --epochs E         (cpu: 5; cuda: 20)
-  --width W          base width of ResNet-18 (cpu: 16; cuda: 64)
-  --batch-size B     (cpu: 64; cuda: 256)
-  --lr LR            (cpu: 0.05; cuda: 0.002)
-  --lr-schedule S    constant, cosine, onecycle or step (cpu: onecycle; cuda: constant)
-  --warmup-epochs E  linear warm-up (default 0)
+  --train N, --test M  sizes of the synthetic default (cpu: $(cpu_recipe_value --synthetic-train), $(cpu_recipe_value --synthetic-test); cuda: 50000, 10000)
+  --epochs E         (cpu: $(cpu_recipe_value --epochs); cuda: 20)
+  --width W          base width of ResNet-18 (cpu: $(cpu_recipe_value --width); cuda: 64)
+  --batch-size B     (cpu: $(cpu_recipe_value --batch-size); cuda: 256)
+  --lr LR            (cpu: $(cpu_recipe_value --lr); cuda: 0.002)
+  --lr-schedule S    constant, cosine, onecycle or step (cpu: $(cpu_recipe_value --lr-schedule); cuda: constant)
+  --warmup-epochs E  linear warm-up (cpu: $(cpu_recipe_value --warmup-epochs); cuda: 0)
   --precision P      fp32 (default) or bf16 (cutrain --precision bf16, PyTorch --amp bf16; GPU only)
   --tta T            none (default) or flip
   --lr-milestones F,F, --lr-gamma G, --clip-grad-norm N, --norm-weight-decay WD, --label-smoothing S,
@@ -43,7 +44,8 @@ EOF
 here="$(cd "$(dirname "$0")" && pwd)"
 source "$here/../scripts/cli.sh"
 source "$here/../scripts/python_env.sh"
-seeds=3 device="" data="" train_n="" test_n="" epochs="" width="" batch="" lr="" schedule="" warmup=0
+source "$here/../scripts/cpu_recipe.sh"
+seeds=3 device="" data="" train_n="" test_n="" epochs="" width="" batch="" lr="" schedule="" warmup=""
 precision=fp32 tta=none out=accuracy-out bin=build/bin
 options=() switches=()  # the options of torchvision's reference script, given to both programs
 while (($#)); do
@@ -75,7 +77,7 @@ for n in "$seeds" ${train_n:+"$train_n"} ${test_n:+"$test_n"} ${epochs:+"$epochs
          ${batch:+"$batch"}; do
   [[ "$n" =~ ^[1-9][0-9]*$ ]] || bad_usage "'$n' is not a positive integer"
 done
-for x in ${lr:+"$lr"} "$warmup"; do
+for x in ${lr:+"$lr"} ${warmup:+"$warmup"}; do
   [[ "$x" =~ ^[0-9]*\.?[0-9]+([eE][-+]?[0-9]+)?$ ]] || bad_usage "'$x' is not a number"
 done
 [[ -z "$device" || "$device" =~ ^(cuda|cpu)$ ]] || bad_usage "--device must be cuda or cpu"
@@ -103,12 +105,14 @@ EOF
 device="$found"
 [ "$precision" = fp32 ] || [ "$device" = cuda ] || bad_usage "--precision bf16 needs a GPU"
 if [ "$device" = cpu ]; then
-  : "${train_n:=5000}" "${test_n:=1000}" "${epochs:=5}" "${width:=16}" "${batch:=64}" "${lr:=0.05}"
-  : "${schedule:=onecycle}"
+  : "${train_n:=$(cpu_recipe_value --synthetic-train)}" "${test_n:=$(cpu_recipe_value --synthetic-test)}"
+  : "${epochs:=$(cpu_recipe_value --epochs)}" "${width:=$(cpu_recipe_value --width)}"
+  : "${batch:=$(cpu_recipe_value --batch-size)}" "${lr:=$(cpu_recipe_value --lr)}"
+  : "${schedule:=$(cpu_recipe_value --lr-schedule)}" "${warmup:=$(cpu_recipe_value --warmup-epochs)}"
   workers=2
 else
   : "${train_n:=50000}" "${test_n:=10000}" "${epochs:=20}" "${width:=64}" "${batch:=256}" "${lr:=0.002}"
-  : "${schedule:=constant}"
+  : "${schedule:=constant}" "${warmup:=0}"
   workers=4
 fi
 

@@ -3,9 +3,9 @@
 # default, a synthetic CIFAR-format dataset (made once, cached in ~/.cache/cutrain).
 #
 # With a GPU it runs the reference recipe as is (20 epochs, batch 256, bf16). Without one it runs
-# a CPU-sized version that trains in about two and a half minutes on two idle cores (after the
-# first build, which takes about three) and visibly learns: a narrower network (width 16), a tenth
-# of the data, five epochs with a one-cycle learning rate.
+# a CPU-sized version (scripts/cpu_recipe.sh) that trains in about a minute on two idle cores (after
+# the first build, which takes about three) and visibly learns: a narrower network (width 16), a
+# tenth of the data, five epochs with a one-cycle learning rate.
 # Extra arguments go to `cutrain train`, e.g. scripts/quickstart.sh --data path/to/cifar-10-batches-bin
 # It builds only the trainer (the tests are scripts/test.sh's), and ends with the commands that
 # evaluate the run, plot it and resume it.
@@ -19,9 +19,9 @@ case " $* " in *" --resume"*) ;; *) set -- --new-run "$@" ;; esac
 if build/bin/cutrain info | grep -q '^cuda:'; then
   build/bin/cutrain train --metrics runs/quickstart.jsonl --save runs/quickstart "$@"
 else
-  echo "quickstart: no GPU on this machine, so a CPU-sized run (width 16, 5000 images, 5 epochs)"
-  build/bin/cutrain train --device cpu --width 16 --synthetic-train 5000 --synthetic-test 1000 \
-    --epochs 5 --batch-size 64 --lr 0.05 --lr-schedule onecycle --log-every 10 \
+  source scripts/cpu_recipe.sh
+  echo "quickstart: no GPU on this machine, so a CPU-sized run (scripts/cpu_recipe.sh): ${cpu_recipe[*]}"
+  build/bin/cutrain train --device cpu "${cpu_recipe[@]}" --log-every 10 \
     --metrics runs/quickstart.jsonl --save runs/quickstart "$@"
 fi
 # After a finished run, or one stopped by Ctrl-C (which saves and exits 0).
