@@ -46,7 +46,6 @@ Tta parse_tta(const std::string& name) {
 Evaluator::Evaluator(ResNet18& model, const Dataset& test, Communicator* comm, int rank, int world_size, Tta tta,
                      const AugmentConfig& normalization)
     : model_(model),
-      test_(test),
       comm_(comm),
       feed_(test, eval_loader_config(model, false, normalization), model),
       counts_(model.context().device(), sizeof(int64_t) * (1 + 2 * size_t(model.config().num_classes))) {

@@ -64,7 +64,6 @@ class Evaluator {
 
  private:
   ResNet18& model_;
-  const Dataset& test_;
   Communicator* comm_;
   std::vector<int64_t> shard_;  // this rank's test indices
   int64_t common_batches_ = 0;  // the batches of the smallest shard: those every rank runs

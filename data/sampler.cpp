@@ -24,8 +24,7 @@ DistributedSampler::DistributedSampler(int64_t dataset_size, int world_size, int
       world_size_(world_size),
       rank_(rank),
       shuffle_(shuffle),
-      seed_(seed),
-      drop_last_(drop_last) {
+      seed_(seed) {
   if (dataset_size < 1) throw std::invalid_argument("sampler: the dataset is empty");
   if (world_size < 1) throw std::invalid_argument("sampler: world size " + std::to_string(world_size) + " < 1");
   if (rank < 0 || rank >= world_size)

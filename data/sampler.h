@@ -38,7 +38,6 @@ class DistributedSampler {
   int rank_;
   bool shuffle_;
   uint64_t seed_;
-  bool drop_last_;
   int64_t epoch_ = 0;
   int64_t num_samples_;
 };
