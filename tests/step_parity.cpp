@@ -69,7 +69,7 @@ StepBounds fp32_bounds(const ResNetConfig& c) {
   b.name = "fp32 vs float64";
   b.forward = 36 * eps;
   b.fc = 1e-4;
-  b.behind = [eps, smallest](int decisions) {
+  b.behind = [smallest](int decisions) {
     return 1e-4 + 3 * std::sqrt(16 * eps * decisions) + 2 / std::sqrt(smallest);
   };
   return b;

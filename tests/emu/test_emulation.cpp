@@ -120,7 +120,7 @@ __global__ void shuffle_kernel(Shuffle what, int arg, int width, int* out) {
     case Shuffle::ballot: r = int(__ballot_sync(0xffffffffu, lane % 3 == 0)); break;
     case Shuffle::any_all:
       r = __any_sync(0xffffffffu, lane == 5) + 2 * __all_sync(0xffffffffu, lane < 31) +
-          4 * __all_sync(0x0000ffffu & (lane < 16 ? ~0u : 0u) | (lane < 16 ? 0u : 0xffff0000u), lane < 20);
+          4 * __all_sync((0x0000ffffu & (lane < 16 ? ~0u : 0u)) | (lane < 16 ? 0u : 0xffff0000u), lane < 20);
       break;
   }
   __syncwarp();
