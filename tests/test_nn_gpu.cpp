@@ -160,10 +160,14 @@ TEST_CASE("A training step with --fusion on is within the bounds of --fusion off
   SGD off_sgd(off_ctx, off.params(), kSgd, constant_lr(float(kLr)));
   SGD on_sgd(on_ctx, on.params(), kSgd, constant_lr(float(kLr)));
   const StepBounds bounds = dtype == DType::f32 ? fp32_bounds(config) : bf16_bounds();
-  // The first step, and in fp32 a third, after two more from states that the first has set apart.
-  // (bf16's own rounding sets such states apart faster than the one-step bounds allow: measured,
-  // 1 - cosine up to 0.83 in the third step's gradients, where the first's is 6e-5.)
-  for (int step = 1; step <= (dtype == DType::f32 ? 3 : 1); ++step) {
+  // The first step, and in fp32 with the CIFAR stem a third, after two more from states that the
+  // first has set apart. (bf16's own rounding sets such states apart faster than the one-step bounds
+  // allow: measured, 1 - cosine up to 0.83 in the third step's gradients, where the first's is 6e-5.
+  // So does the imagenet stem in fp32, docs/cudnn-fusion.md's section 6 measured: 2.6e-2 apart after
+  // 12 steps, where the CIFAR stem's were 6e-8. Its third step passed on an AVX-512 host, and on an
+  // AVX2 one, whose CPU kernels round otherwise, fc.weight's update was 2.9e-3 off, bound 1e-4.)
+  const int steps = dtype == DType::f32 && stem == Stem::cifar ? 3 : 1;
+  for (int step = 1; step <= steps; ++step) {
     const StepResult want = take_step(off, off_sgd);
     const StepResult got = take_step(on, on_sgd);
     if (step == 2) continue;
