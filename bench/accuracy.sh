@@ -16,12 +16,14 @@
 set -euo pipefail
 
 usage() {
+  local train test
+  train="$(cpu_recipe_value --synthetic-train)" test="$(cpu_recipe_value --synthetic-test)"
   cat <<EOF
 usage: bench/accuracy.sh [options]
   --seeds S          seeds per program (default 3)
   --device D         cpu or cuda (default: cuda when PyTorch sees one, else cpu)
   --data DIR         CIFAR-10 binary folder (default: cutrain's synthetic default, --train/--test images)
-  --train N, --test M  sizes of the synthetic default (cpu: $(cpu_recipe_value --synthetic-train), $(cpu_recipe_value --synthetic-test); cuda: 50000, 10000)
+  --train N, --test M  sizes of the synthetic default (cpu: $train, $test; cuda: 50000, 10000)
   --epochs E         (cpu: $(cpu_recipe_value --epochs); cuda: 20)
   --width W          base width of ResNet-18 (cpu: $(cpu_recipe_value --width); cuda: 64)
   --batch-size B     (cpu: $(cpu_recipe_value --batch-size); cuda: 256)
