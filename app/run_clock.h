@@ -25,7 +25,6 @@ class RunClock {
   // Until resume(), the time goes to `reason`. Pausing a paused clock changes nothing.
   void pause(Pause reason);
   void resume();
-  bool paused() const { return paused_; }
 
   double training_s() const;  // since start(), less evaluations and checkpoints
   double step_s() const;      // training_s() less the epoch-start waits
