@@ -3,9 +3,9 @@
 # default, a synthetic CIFAR-format dataset (made once, cached in ~/.cache/cutrain).
 #
 # With a GPU it runs the reference recipe as is (20 epochs, batch 256, bf16). Without one it runs
-# a CPU-sized version (scripts/cpu_recipe.sh) that trains in about a minute on two idle cores (after
-# the first build, which takes about three) and visibly learns: a narrower network (width 16), a
-# tenth of the data, five epochs with a one-cycle learning rate.
+# a CPU-sized version (scripts/cpu_recipe.sh) that trains in a little over a minute on two idle cores
+# (after the first build, which takes about three) and visibly learns: a narrower network (width 16), a
+# fifth of the data, three epochs with a one-cycle learning rate.
 # Extra arguments go to `cutrain train`, e.g. scripts/quickstart.sh --data path/to/cifar-10-batches-bin
 # It builds only the trainer (the tests are scripts/test.sh's), and ends with the commands that
 # evaluate the run, plot it and resume it.
