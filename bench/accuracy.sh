@@ -9,9 +9,8 @@
 # after each epoch as mean +- standard deviation over the seeds for both, the difference of the final
 # means, and whether it lies within the seed-to-seed spread (2 standard errors of the difference).
 #
-# On the CPU the defaults are the README's CPU quickstart (Note [The CPU recipe] in scripts/cpu_recipe.sh:
-# width 16, 5,000 synthetic images, 5 epochs, batch 64, one-cycle lr 0.05): a seed of both programs
-# takes about two and a half minutes on two idle cores. On a GPU they are the reference recipe on the
+# On the CPU the defaults are the README's CPU quickstart (Note [The CPU recipe] in scripts/cpu_recipe.sh,
+# which they are read from): a seed of both programs takes about three minutes on two cores. On a GPU they are the reference recipe on the
 # data given (width 64, batch 256, 20 epochs, lr 0.002).
 set -euo pipefail
 
