@@ -78,7 +78,7 @@ __global__ void sgd_grad_squares_kernel(const SgdSegment* segments, int count, d
   sums[threadIdx.x] = sum;
   __syncthreads();
   for (int half = blockDim.x / 2; half > 0; half /= 2) {
-    if (threadIdx.x < half) sums[threadIdx.x] += sums[threadIdx.x + half];
+    if (threadIdx.x < unsigned(half)) sums[threadIdx.x] += sums[threadIdx.x + half];
     __syncthreads();  // this level's sums written before the next level reads them
   }
   if (threadIdx.x == 0) {
