@@ -10,8 +10,8 @@
 # means, and whether it lies within the seed-to-seed spread (2 standard errors of the difference).
 #
 # On the CPU the defaults are the README's CPU quickstart (Note [The CPU recipe] in scripts/cpu_recipe.sh,
-# which they are read from): a seed of both programs takes about three minutes on two cores. On a GPU they are the reference recipe on the
-# data given (width 64, batch 256, 20 epochs, lr 0.002).
+# which they are read from): a seed of both programs takes about three minutes on two cores. On a GPU
+# they are the reference recipe on the data given (width 64, batch 256, 20 epochs, lr 0.002).
 set -euo pipefail
 
 usage() {
