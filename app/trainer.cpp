@@ -29,7 +29,6 @@
 #include "app/run_end.h"
 #include "app/run_log.h"
 #include "app/run_start.h"
-#include "app/step_graph.h"
 #include "app/train_step.h"
 #include "app/version.h"
 #include "data/sampler.h"
@@ -200,7 +199,6 @@ class Trainer {
   std::unique_ptr<BatchFeed> feed_;
   std::unique_ptr<Evaluator> evaluator_;
   std::unique_ptr<StepMetrics> metrics_;
-  std::unique_ptr<StepGraph> graph_;
   std::unique_ptr<RunLog> log_;
   std::unique_ptr<AccuracyTracker> accuracy_;
   std::optional<CheckpointFolder> checkpoints_;
@@ -374,7 +372,9 @@ void Trainer::build_model() {
   so.broadcast_buffers = !opt_.sync_bn;
   so.sync_batchnorm = opt_.sync_bn;
   so.clip_grad_norm = opt_.clip_grad_norm;
-  step_ = std::make_unique<TrainStep>(*model_, comm_.get(), so);
+  std::unique_ptr<GraphCapture> capture;
+  if (ctx_->on_gpu() && opt_.cuda_graphs == "on") capture = cuda_graph_capture(ctx_->main_stream(), comm_.get());
+  step_ = std::make_unique<TrainStep>(*model_, comm_.get(), so, std::move(capture));
   if (opt_.model_ema)
     ema_ = std::make_unique<ModelEma>(*model_, model_ema_decay(env_.world_size, opt_.batch_size, opt_.model_ema_steps,
                                                                opt_.epochs, opt_.model_ema_decay));
@@ -400,12 +400,6 @@ void Trainer::build_model() {
     peak_flops_per_s_ = tflops * 1e12;
     flops_per_step_ = step_flops(mc);
   }
-  std::unique_ptr<GraphCapture> capture;
-  if (ctx_->on_gpu() && opt_.cuda_graphs == "on") {
-    capture = cuda_graph_capture(ctx_->main_stream(), comm_.get());
-  }
-  graph_ = std::make_unique<StepGraph>(std::move(capture), /*warmup=*/1,
-                                       comm_ && env_.is_distributed() ? comm_.get() : nullptr);
   if (!opt_.save.empty()) {
     CheckpointFolder::Report report;  // rank 0 writes the folder, and tidies it
     if (env_.is_main()) report = [this](const std::string& line) { log_->print("%s", line.c_str()); };
@@ -930,8 +924,8 @@ int Trainer::run() {
       }
       clock_.resume();
       // One step on the batch just loaded, which is Note [The step], run eagerly, captured or
-      // replayed (app/step_graph.h). Nothing here waits for the device.
-      graph_->replay([this](bool rehearsal) { rehearsal ? step_->rehearse() : step_->run(); });
+      // replayed (Note [The step's graph]). Nothing here waits for the device.
+      step_->run();
       ++model_->num_batches_tracked;  // here, once per step, since a replayed step runs no host code
       // Note [The EMA of the weights]: b is the reference script's i, the batch's index in the epoch. A launch
       // of its own after the step, on the same stream, which waits for nothing.
@@ -1043,7 +1037,7 @@ int Trainer::run() {
     std::snprintf(speed, sizeof speed, "images/s not measured: the run ended within its warm-up (steps up to %lld)",
                   static_cast<long long>(warm_until_));
   log_->print("done in %.1f s (training %.1f s, evaluation %.1f s): %s%s%s", wall, s.training_time_s, s.eval_time_s,
-              speed, accuracy, device_ == Device::cuda ? ("; CUDA graphs " + graph_->status()).c_str() : "");
+              speed, accuracy, device_ == Device::cuda ? ("; CUDA graphs " + step_->graph_status()).c_str() : "");
   if (accuracy_->target()) log_->print("%s", accuracy_->summary_line(state_.epoch).c_str());
   if (last_eval && (stop == StopReason::none || stop == StopReason::target)) print_class_accuracy(*last_eval);
   log_->finish();  // a metrics file that could not take every record fails the run here

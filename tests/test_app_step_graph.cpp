@@ -1,13 +1,13 @@
-// StepGraph's decisions, with CUDA's graph API stood in for (app/step_graph.h): when it captures,
-// replays or falls back; that each call's step reaches the device once; and, with several ranks,
-// that the fallback is agreed before any collective has been captured.
+// StepGraph's decisions (Note [The step's graph] in app/train_step.h), with CUDA's graph API stood
+// in for: when it captures, replays or falls back; that each call's step reaches the device once;
+// and, with several ranks, that the fallback is agreed before any collective has been captured.
 #include <catch2/catch.hpp>
 
 #include <deque>
 #include <string>
 #include <vector>
 
-#include "app/step_graph.h"
+#include "app/train_step.h"
 
 using namespace cutrain;
 

@@ -149,7 +149,7 @@ Measurement measure(const BenchStepOptions& o) {
     CUDA_CHECK(cudaStreamBeginCapture(ctx.main_stream(), cudaStreamCaptureModeThreadLocal));
     step();
     CUDA_CHECK(cudaStreamEndCapture(ctx.main_stream(), &graph));
-    // (Note [Graph node priorities], app/step_graph.h.)
+    // (Note [Graph node priorities], app/train_step.h.)
     CUDA_CHECK(cudaGraphInstantiate(&graph_exec, graph, cudaGraphInstantiateFlagUseNodePriority));
     CUDA_CHECK(cudaGraphDestroy(graph));
   }
