@@ -75,9 +75,9 @@ size_t MemoryPlan::pack_gradients() {
 
 void MemoryPlan::allocate() {
   if (allocated()) throw std::logic_error("MemoryPlan::allocate called twice");
-  gradient_bytes_ = pack_gradients();
+  const size_t gradient_bytes = pack_gradients();
   const size_t workspaces = 2 * align_up(workspace_bytes_);
-  size_t total = workspaces + gradient_bytes_;
+  size_t total = workspaces + gradient_bytes;
   for (const Tensor* t : planned_) total += align_up(t->bytes());
   arena_ = DeviceBuffer(device_, std::max<size_t>(total, kBufferAlignment));
   auto* base = static_cast<char*>(arena_.data());
@@ -85,7 +85,7 @@ void MemoryPlan::allocate() {
   side_workspace_ = workspace_bytes_ ? base + align_up(workspace_bytes_) : nullptr;
   char* gradients = base + workspaces;
   for (GradientSpan& g : gradients_) g.grad->data = gradients + g.offset;
-  size_t offset = workspaces + gradient_bytes_;
+  size_t offset = workspaces + gradient_bytes;
   for (Tensor* t : planned_) {
     t->data = base + offset;
     offset += align_up(t->bytes());

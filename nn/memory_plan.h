@@ -49,7 +49,6 @@ class MemoryPlan {
   void allocate();  // once, after every request; zero-fills the arena, then sets the constants
   bool allocated() const { return arena_.data() != nullptr; }
   size_t bytes() const { return arena_.bytes(); }
-  size_t gradient_bytes() const { return gradient_bytes_; }  // the shared gradient region
   void* workspace(bool side_stream) const { return side_stream ? side_workspace_ : workspace_; }
   size_t workspace_bytes() const { return workspace_bytes_; }
 
@@ -68,7 +67,6 @@ class MemoryPlan {
   std::vector<Tensor*> planned_;  // values, statistics, scratch: live for the whole step
   std::vector<GradientSpan> gradients_;
   std::vector<std::pair<Tensor*, float>> constants_;
-  size_t gradient_bytes_ = 0;
   size_t workspace_bytes_ = 0;
   void* workspace_ = nullptr;
   void* side_workspace_ = nullptr;
