@@ -138,10 +138,6 @@ int64_t ParameterSet::parameter_count() const {
 
 Tensor ParameterSet::values() const { return Tensor(values_.data(), DType::f32, device(), {numel_}); }
 Tensor ParameterSet::grads() const { return Tensor(grads_.data(), DType::f32, device(), {numel_}); }
-Tensor ParameterSet::values_bf16() const {
-  if (dtype_ != DType::bf16) return Tensor();
-  return Tensor(values_bf16_.data(), DType::bf16, device(), {numel_});
-}
 Tensor ParameterSet::buffer_values() const {
   return Tensor(buffer_values_.data(), DType::f32, device(), {buffer_numel_});
 }

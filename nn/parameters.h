@@ -106,9 +106,8 @@ class ParameterSet {
   int64_t numel() const { return numel_; }  // of the flat buffers, padding included
   int64_t parameter_count() const;          // the parameters' own elements (torchvision's count)
   Device device() const { return device_; }
-  Tensor values() const;       // [numel] fp32
-  Tensor grads() const;        // [numel] fp32
-  Tensor values_bf16() const;  // [numel] bf16, empty in f32 mode
+  Tensor values() const;  // [numel] fp32
+  Tensor grads() const;   // [numel] fp32
   Tensor buffer_values() const;
 
   // On the GPU, refreshes every copy of the weights that forward reads from the fp32 master, after
