@@ -1,7 +1,8 @@
 // train_step.h: one training step of DDP's recipe, the one that `cutrain train`, `cutrain
-// bench-step` and the step's inventory (`bench-step --plan`) all run. TrainStep::run is the step,
-// one call per stage, read top to bottom, and it is the hub: the model, the communicator and the
-// optimizer do not call each other, and the step calls each of them directly.
+// bench-step` and the step's inventory (`bench-step --plan`) all run. TrainStep::enqueue is the
+// step, one call per stage, read top to bottom, and it is the hub: the model, the communicator and
+// the optimizer do not call each other, and the step calls each of them directly. TrainStep::run
+// enqueues it, or replays it from a CUDA graph.
 //
 // Note [The step]
 // ~~~~~~~~~~~~~~~
