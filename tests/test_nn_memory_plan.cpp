@@ -51,6 +51,9 @@ TEST_CASE("Gradients share memory only when their lifetimes are disjoint", "[nn]
   for (const Activation* a : all) slots.insert(static_cast<const char*>(a->grad.data));
   REQUIRE(slots.size() == 3);
   CHECK(*slots.rbegin() - *slots.begin() == 2 * 256);
+  // The arena is the two workspaces, those three slots and the five tensors planned for the whole
+  // step (the four values and stats), each rounded up to 256 bytes, and nothing more.
+  CHECK(plan.bytes() == 2 * 1024 + 3 * 256 + 5 * 256);
   // Everything lies inside the arena, after the two streams' workspaces.
   auto* base = static_cast<char*>(plan.workspace(false));
   CHECK(static_cast<char*>(plan.workspace(true)) >= base + 1000);
