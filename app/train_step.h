@@ -138,9 +138,6 @@ class TrainStep {
 // (dist/ddp/nccl_communicator.h), so that a bucket's all-reduce starts as soon as its gradients are
 // ready; without the flag, the replay would lose that.
 
-// StepGraph makes the decisions of Note [The step's graph] for TrainStep. It takes the step as a
-// function so that tests can drive those decisions with a stand-in step and capture.
-
 // What StepGraph needs of CUDA's graph API on one stream; tests stand in for it without a GPU.
 class GraphCapture {
  public:
@@ -153,6 +150,8 @@ class GraphCapture {
 // `comm`, if given, watches each replay's collectives once it is enqueued (Communicator::watch_replay).
 std::unique_ptr<GraphCapture> cuda_graph_capture(cudaStream_t stream, Communicator* comm);
 
+// StepGraph makes the decisions of Note [The step's graph] for TrainStep. It takes the step as a
+// function so that tests can drive those decisions with a stand-in step and capture.
 class StepGraph {
  public:
   // One training step; a rehearsal leaves out every collective (TrainStep::enqueue).
