@@ -191,7 +191,7 @@ inline CLI::Option* add_fusion_option(CLI::App* cmd, std::string& value) {
 }
 
 // --streams, for train and bench-step: the GPU's two streams, or the main stream alone
-// (Note [Side stream] in nn/context.h).
+// (Note [Side stream] in nn/resnet.cpp).
 inline CLI::Option* add_streams_option(CLI::App* cmd, int& value) {
   return add_number(cmd, "--streams", value,
                     "GPU streams: 2 (weight gradients, downsample convolutions and SGD on a side stream) or 1 (all "

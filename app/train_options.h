@@ -63,7 +63,7 @@ struct TrainOptions {
   double bucket_cap_mb = 25;
   bool sync_bn = false;
   std::string cuda_graphs = "on";         // on | off
-  int streams = 2;                        // the GPU's streams: 2, or 1 (nn/context.h, Note [Side stream])
+  int streams = 2;                        // the GPU's streams: 2, or 1 (nn/resnet.cpp, Note [Side stream])
   std::string batchnorm = "cooperative";  // the GPU's batch norm: cooperative | split | cudnn (nn/context.h)
   std::string fusion = "off";             // on | off: ContextOptions::fusion (nn/context.h)
   int collective_timeout_s = 600;         // a collective waiting longer for the other ranks fails

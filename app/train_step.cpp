@@ -49,7 +49,45 @@ void TrainStep::run() {
 
 std::string TrainStep::graph_status() const { return graph_->status(); }
 
-// Note [The step], stage by stage.
+// Note [The step]
+// ~~~~~~~~~~~~~~~
+// The batch is already in the model's input. Then, on every rank at once:
+//   1. lr:        this step's learning rate, computed on the device from its step counter.
+//   2. buffers:   with several ranks and without --sync-bn, batch norm's running statistics are
+//                 broadcast from rank 0, as DDP's broadcast_buffers does.
+//   3. forward:   ResNet-18 and the softmax cross-entropy loss.
+//   4. backward:  gradients into the flat buffer, one layer at a time from the last
+//                 (Note [ResNet-18's layer table] in nn/resnet.cpp). After each layer, every
+//                 bucket whose gradients are now all final goes out, in bucket order, while
+//                 backward goes on:
+//                   one rank:  SGD for the bucket's parameters, on the side stream;
+//                   several:   the bucket's gradients gathered into the fp32 buffer on the main
+//                              stream, then on the communicator's stream the bucket's all-reduce
+//                              (an average over the ranks) and right behind it SGD for its
+//                              parameters.
+//   5. join:      the main stream waits for the side stream, or for the communicator's stream,
+//                 so that the next step sees every update. On the CPU, where Gloo's all-reduces
+//                 run on a thread of their own and have no stream to queue SGD behind, SGD runs
+//                 here, bucket by bucket, once the all-reduces are done.
+// With --clip-grad-norm, every update needs the norm of the whole gradient, after the ranks'
+// average, so stage 4 sends the buckets' all-reduces out as above but updates nothing, and stage 5
+// is, on the main stream once every all-reduce is done (torchvision's clip_grad_norm_ between
+// backward and optimizer.step()):
+//   5. clip:      the gradient's total norm and from it the clip factor, on the device, into
+//                 device memory (SGD::clip_grad_norm);
+//      update:    SGD for every parameter, in one launch, on the gradients times that factor.
+// Every rank issues the same collectives in the same order, which is what keeps the ranks'
+// queues in step. Everything is enqueued, and nothing allocates or waits for the device, so on
+// the GPU the step can be captured once as a CUDA graph and replayed.
+//
+// With one rank the buckets are planned all the same (1 MiB first, then --bucket-cap-mb, with the
+// parameters in backward order), but there they only group the optimizer's launches. There is one
+// launch per bucket (three for ResNet-18) rather than one per parameter (62), each right after the
+// bucket's last gradient rather than after the whole backward. Which work runs on which stream is
+// Note [Side stream] in nn/resnet.cpp. NVTX ranges name the parts of the step for Nsight Systems.
+//
+// On the GPU, TrainStep::run also captures the step as a CUDA graph and replays it: Note [The
+// step's graph] below.
 void TrainStep::enqueue(bool collectives) {
   Context& ctx = model_.context();
   collectives_ = collectives;
@@ -128,7 +166,35 @@ void TrainStep::clip_then_update(bool all_reduce) {
   sgd_->update(0, model_.params().numel(), ctx.main_stream());
 }
 
-// Note [The step's graph], and StepGraph that carries it out.
+// Note [The step's graph]
+// ~~~~~~~~~~~~~~~~~~~~~~~
+// A ResNet-18 step is a few hundred kernel launches; replaying them as one graph takes the CPU's
+// launch cost off the critical path. The step must be static (same pointers, no allocation, no
+// host synchronisation), which the memory plan guarantees. The first `warmup` calls run eagerly
+// (cuDNN and NCCL finish their lazy set-up), the next one captures and launches, the rest replay.
+//
+// The step's host code runs whenever the step function runs, which is on eager calls, while
+// capturing, and while rehearsing (below), so on one call it may run twice or not at all.
+// Bookkeeping that must count steps, such as batch norm's num_batches_tracked, belongs after
+// TrainStep::run, once, which is where the trainer keeps it.
+//
+// If capturing fails, the reason is printed once and every later step runs eagerly. The call
+// that failed runs its step eagerly too, so the device sees each step once. With several ranks
+// (`ranks` given), a capture that fails after a collective was captured could leave the ranks'
+// collective sequences out of step, so the decision comes first. Every rank rehearses the
+// capture with its collectives left out (the step is called with rehearsal = true, captured and
+// thrown away), and then all agree, in one all-reduce over `ranks` of the rehearsals that
+// failed. If any failed, all fall back to eager steps, with no collective captured. If all succeeded, the
+// real capture follows. Should that one still fail (in NCCL's own capture), replay() throws, since
+// no rank can tell whether the others' collectives are still in step.
+//
+// Note [Graph node priorities]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// A graph launches its nodes at the priority of the stream it is launched on, unless it was
+// instantiated with cudaGraphInstantiateFlagUseNodePriority: then each kernel node keeps the
+// priority of the stream it was captured from. The communicator's stream has the greatest priority
+// (dist/ddp/nccl_communicator.h), so that a bucket's all-reduce starts as soon as its gradients are
+// ready; without the flag, the replay would lose that.
 
 namespace {
 

@@ -213,7 +213,7 @@ class Trainer {
   int64_t memory_baseline_ = 0;
   int64_t peak_memory_ = 0;
   double peak_flops_per_s_ = 0;            // the GPU's, for the MFU: --gpu-tflops or its known peak; 0: none shown
-  double flops_per_step_ = 0;              // the model's in one step of this rank (nn/resnet_layout.h)
+  double flops_per_step_ = 0;              // the model's in one step of this rank (nn/resnet.h)
   std::vector<std::string> rank_devices_;  // rank 0: where each rank runs, for the banner
 
   // Throughput bookkeeping, on the step clock: the window since the last log line, and the run

@@ -2,38 +2,8 @@
 // of activations. That is f32, or bf16 on the GPU, where the activations and the weight copies
 // are bf16 and the master weights, statistics, logits and loss stay fp32. On the GPU it owns the
 // two streams that layers enqueue on and the cuDNN and cuBLAS handles bound to them. There is one
-// Context per process and device.
-//
-// Note [Side stream]
-// ~~~~~~~~~~~~~~~~~~
-// A GPU context has two streams. Everything runs on the main stream except three kinds of work,
-// which run on the side stream at the same time as the main stream's work:
-//   - the weight gradient of every convolution but the stem's, while the main stream computes its
-//     data gradient (both read the same dy and x and write different things);
-//   - the downsample convolution of a block, while the main stream runs the block's conv1, bn1
-//     and conv2, except under SyncBatchNorm, whose all-reduces follow the main stream only;
-//   - with one rank, or while several rehearse a capture, SGD for each bucket of parameters,
-//     while the main stream runs the rest of backward. (With several ranks, SGD runs on the
-//     communicator's own stream instead, right behind the bucket's all-reduce.)
-// With --streams 1 (ContextOptions::streams) the side stream is the main stream itself, and a fork
-// and a join do nothing. The same work then runs in the same order, one operation at a time, which
-// measures what the second stream buys.
-// The code that enqueues work passes the stream it chose, and nothing else decides. Work on the
-// side stream starts after a fork, in which the side stream waits for the main stream's work so
-// far, and the main stream takes it back with a join:
-//
-//   ctx.fork();                                  // the side stream waits for the main stream
-//   conv.forward(ctx.side_stream());             // enqueued on the side stream
-//   ...                                          // meanwhile, more work on the main stream
-//   ctx.join();                                  // the main stream waits for the side stream
-//
-// as PyTorch's `with torch.cuda.stream(side):` and wait_stream do. A fork or join is an event
-// recorded on one stream and waited for by the other, in an eager step as in a captured one,
-// where the events become the graph's edges. A layer's backward that computes on the side stream
-// joins it before it returns, so that a gradient's "final" keeps meaning "final once the main
-// stream's work so far is done". Batch norm runs on the main stream only, because each of its cooperative
-// grids wants every multiprocessor, so two must never run at once. cuBLAS runs on the main stream
-// only, and each stream has its own cuDNN handle and cuDNN workspace.
+// Context per process and device. Which work runs on which stream is Note [Side stream] in
+// nn/resnet.cpp; fork() and join() hand work from one stream to the other.
 //
 // TF32 is off unless allow_tf32, so fp32 on the GPU matches the CPU reference to about 1e-6.
 // With deterministic, convolutions use only engines whose results are reproducible bit for bit.

@@ -310,7 +310,7 @@ class Fp64ResNet {
     return dx;
   }
 
-  // The shapes come from the layer table (nn/resnet_layout.h): the stem's convolution, whether a
+  // The shapes come from the layer table (nn/resnet.h): the stem's convolution, whether a
   // max-pool follows it, and each block's width, stride and downsample. The math is this file's.
   void forward(StepResult& r) {
     const std::vector<LayerSpec> layers = resnet18_layout(config_).layers;

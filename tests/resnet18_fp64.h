@@ -3,7 +3,7 @@
 // the GPU's step are measured against (tests/step_parity.h).
 //
 // It uses nothing of kernels/ or nn/ but the model's names, weights and batch, and the shapes of
-// the layer table (nn/resnet_layout.h), on purpose: a formula wrong in the code under test and in
+// the layer table (nn/resnet.h), on purpose: a formula wrong in the code under test and in
 // its CPU twin (they share their element math) still shows here. Its own rounding (~1e-16) is far below anything the comparisons resolve,
 // so for them it is the exact step.
 #pragma once

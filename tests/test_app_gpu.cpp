@@ -12,7 +12,7 @@
 
 #include "data/load.h"
 #include "data/synthetic.h"
-#include "nn/resnet_layout.h"
+#include "nn/resnet.h"
 #include "tests/checkpoint_compare.h"
 #include "tests/gpu.h"
 #include "tests/metrics_file.h"

@@ -1,4 +1,4 @@
-// StepGraph's decisions (Note [The step's graph] in app/train_step.h), with CUDA's graph API stood
+// StepGraph's decisions (Note [The step's graph] in app/train_step.cpp), with CUDA's graph API stood
 // in for: when it captures, replays or falls back; that each call's step reaches the device once;
 // and, with several ranks, that the fallback is agreed before any collective has been captured.
 #include <catch2/catch.hpp>

@@ -139,7 +139,7 @@ void check_collectives(Rank& rank) {
 }
 
 // Each bucket all-reduced as soon as "backward" has written its last gradient, in bucket order,
-// while later gradients are still being written (Note [The step] in app/train_step.h).
+// while later gradients are still being written (Note [The step] in app/train_step.cpp).
 void check_bucketed_all_reduce(Rank& rank) {
   Communicator& comm = *rank.comm;
   const int n = rank.env.world_size, r = rank.env.rank;

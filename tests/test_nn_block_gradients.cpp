@@ -1,7 +1,7 @@
 // Two of ResNet-18's blocks against finite differences, on the CPU: the gradient of the model's
 // loss with respect to every parameter of layer1.0 (an identity shortcut) and of layer2.0 (a
 // downsample, stride 2), as backward computes them walking the layer table back
-// (Note [ResNet-18's layer table] in nn/resnet_layout.h).
+// (Note [ResNet-18's layer table] in nn/resnet.cpp).
 //
 // The model computes in fp32, so the check budget is that of tests/gradcheck.h: with h = 2e-3
 // each loss evaluation rounds to ~1e-7 of its size, ~1e-4 in the quotient; the truncation error

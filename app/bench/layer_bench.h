@@ -1,5 +1,5 @@
 // layer_bench.h: `cutrain bench-step --layers`, where a step's time goes. The bench runs ResNet-18's
-// layers one at a time (nn/resnet_layout.h), so that it can put CUDA events around each layer's
+// layers one at a time (nn/resnet.h), so that it can put CUDA events around each layer's
 // forward and each layer's backward, and around SGD: eager, on one stream, after a
 // warm-up, the median of several passes. Nothing in nn/ knows it is being timed, and nothing is
 // allocated or waited for between the events. An event times the GPU from the end of the previous
@@ -32,7 +32,7 @@
 namespace cutrain {
 
 // One training step of `model`, one layer at a time, as the bench times it: each layer's training
-// forward in table order (Note [ResNet-18's layer table] in nn/resnet_layout.h), then each layer's
+// forward in table order (Note [ResNet-18's layer table] in nn/resnet.cpp), then each layer's
 // backward in reverse order, then SGD over every parameter. `mark` is called before the first call
 // and after each of the 2 * model.layers().size() + 1 calls; each call is in an NVTX range named
 // "<layer> forward", "<layer> backward" or "sgd" (kernels/base/nvtx_range.h), under which the

@@ -3,7 +3,7 @@
 // All gradients live in one flat fp32 buffer, laid out in the order in which backward produces
 // them (the last layer's first), so a bucket is a contiguous span of it and needs no copies in or
 // out. The training step all-reduces each bucket as soon as backward has written its last
-// gradient, overlapped with the rest of backward (Note [The step] in app/train_step.h).
+// gradient, overlapped with the rest of backward (Note [The step] in app/train_step.cpp).
 //
 // The buckets follow DDP's rule. Parameters are never split, and a bucket closes once it holds at
 // least its cap. The first bucket's cap is 1 MiB, so that communication starts early, and the
