@@ -1,5 +1,5 @@
 // recording.h: the record of what a training step launches, which `cutrain bench-step --plan`
-// (app/bench/step_plan.h) lists and sums. The emulated device writes it (Note [Record-only device] in
+// (emu/plan/step_plan.h) lists and sums. The emulated device writes it (Note [Record-only device] in
 // emu/runtime.h): while a Recorder is installed on a thread (RecordingScope), the emulated
 // CUDA runtime, cuDNN and cuBLAS write down every kernel launch (with the bytes its launcher
 // declares, kernels/launch.cuh), memset, copy, library call (with the FLOPs and bytes its

@@ -3,7 +3,7 @@
 #
 # plan_choices CUTRAIN: one line per choice, "plan choice: R rank(s), BATCHNORM, S stream(s): estimated Z ms/step",
 # from CUTRAIN's `bench-step --plan` (the emulated build's, bf16, batch 256, full width). The estimate sums each
-# operation's roofline time one after another (app/bench/step_plan.h): it weighs the batch norms by the bytes they
+# operation's roofline time one after another (emu/plan/step_plan.h): it weighs the batch norms by the bytes they
 # move, but credits neither two streams' overlap nor the cooperative kernel's hold on the whole GPU, and leaves
 # the collectives out, so it cannot say which stream choice wins, nor what a running all-reduce costs either
 # batch norm: the GPU's matrix must.

@@ -3,7 +3,7 @@
 // communication, no host synchronisation inside the timed steps. With --cuda-graph the step is
 // captured once as a CUDA graph and replayed, as a trainer with static shapes can do.
 // With --plan nothing runs: it prints what one step launches, as the emulated build's record-only
-// device sees it (app/bench/step_plan.h); the GPU build says so in one line.
+// device sees it (emu/plan/step_plan.h); the GPU build says so in one line.
 //
 // Each timed step is timed alone, by CUDA events on the main stream around it (on the CPU, by the
 // clock), and the figure reported is the median with the fastest and slowest beside it: one slow
@@ -22,7 +22,6 @@
 #include <map>
 
 #include "app/bench/layer_bench.h"
-#include "app/bench/step_plan.h"
 #include "app/commands.h"
 #include "app/flags.h"
 #include "app/interval_times.h"
@@ -33,6 +32,9 @@
 #include "kernels/base/cpu_threads.h"
 #include "kernels/base/device.h"
 #include "nn/resnet.h"
+#ifdef CUTRAIN_CUDA_EMULATION
+#include "emu/plan/step_plan.h"
+#endif
 
 namespace cutrain {
 
@@ -62,6 +64,16 @@ struct BenchStepOptions {
   double gpu_tbps = GpuPeak{}.tbps;
 };
 
+// The GPU that estimates and fractions of the peak are for: --gpu-tflops and --gpu-tbps, or an
+// H200's peak for the precision ("fp32" or "bf16").
+GpuPeak peak_for(const BenchStepOptions& o, const std::string& precision) {
+  GpuPeak peak;
+  peak.tflops = o.gpu_tflops > 0 ? o.gpu_tflops : (precision == "bf16" ? GpuPeak{}.tflops : kH200Fp32Tflops);
+  peak.tbps = o.gpu_tbps;
+  return peak;
+}
+
+#ifdef CUTRAIN_CUDA_EMULATION
 // The step these options describe, as --plan plans it: bf16 at batch 256 unless told otherwise.
 StepPlanConfig plan_config(const BenchStepOptions& o) {
   StepPlanConfig c;
@@ -76,15 +88,7 @@ StepPlanConfig plan_config(const BenchStepOptions& o) {
   c.fusion = o.fusion == "on";
   return c;
 }
-
-// The GPU that estimates and fractions of the peak are for: --gpu-tflops and --gpu-tbps, or an
-// H200's peak for the precision ("fp32" or "bf16").
-GpuPeak peak_for(const BenchStepOptions& o, const std::string& precision) {
-  GpuPeak peak;
-  peak.tflops = o.gpu_tflops > 0 ? o.gpu_tflops : (precision == "bf16" ? GpuPeak{}.tflops : kH200Fp32Tflops);
-  peak.tbps = o.gpu_tbps;
-  return peak;
-}
+#endif
 
 void print_step_plan(const BenchStepOptions& o) {
 #ifdef CUTRAIN_CUDA_EMULATION

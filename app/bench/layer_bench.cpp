@@ -9,10 +9,12 @@
 
 #include "app/interval_times.h"
 #include "app/run_log.h"
-#include "emu/recording.h"
 #include "kernels/base/check.h"
 #include "kernels/base/device.h"
 #include "kernels/base/nvtx_range.h"
+#ifdef CUTRAIN_CUDA_EMULATION
+#include "emu/plan/step_plan.h"
+#endif
 
 namespace cutrain {
 
@@ -111,7 +113,7 @@ CallTimes time_layers(const LayerBenchOptions& o, const std::string& batchnorm) 
 }
 
 // What the plan says of one call: the bytes its operations move, their FLOPs, and their estimated
-// time on the GPU of the options' peak (app/bench/step_plan.h).
+// time on the GPU of the options' peak (emu/plan/step_plan.h).
 struct Costs {
   double bytes = 0, flops = 0, seconds = 0;
 };
@@ -189,7 +191,7 @@ void print_layer_table(const LayerBenchOptions& o, const std::string& batchnorm,
       counted(o.passes, "timed pass").c_str(), o.warmup, step_flops(c) / 1e6);
   if (plan) {
     std::printf(
-        "  roofline %%: the plan's time for the call at %.0f TFLOP/s and %.2f TB/s (app/bench/step_plan.h) over "
+        "  roofline %%: the plan's time for the call at %.0f TFLOP/s and %.2f TB/s (emu/plan/step_plan.h) over "
         "the measured time\n",
         o.peak.tflops, o.peak.tbps);
   } else {

@@ -9,7 +9,7 @@
 //
 // Two tables come out:
 //   - each layer in forward order with its output's shape, its forward and backward times, the
-//     model's FLOPs, and, where the build can plan (the emulated build, app/bench/step_plan.h), the
+//     model's FLOPs, and, where the build can plan (the emulated build, emu/plan/step_plan.h), the
 //     plan's bytes and the roofline fraction: the plan's estimated time on the GPU of --gpu-tflops
 //     and --gpu-tbps over the measured time. Without a plan the fraction counts the FLOPs alone, so
 //     it is left out for layers without products (batch norm, pooling, the loss, SGD);
@@ -24,7 +24,7 @@
 #include <string>
 #include <vector>
 
-#include "app/bench/step_plan.h"
+#include "app/bench/gpu_peak.h"
 #include "nn/context.h"
 #include "nn/resnet.h"
 #include "nn/sgd.h"

@@ -23,7 +23,7 @@
 #include <iostream>
 #include <map>
 
-#include "app/bench/step_plan.h"
+#include "emu/plan/step_plan.h"
 #include "app/train_step.h"
 #include "kernels/base/check.h"
 #include "kernels/batchnorm.h"

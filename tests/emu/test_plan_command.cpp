@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "app/bench/step_plan.h"
+#include "emu/plan/step_plan.h"
 #include "nn/context.h"
 #include "nn/resnet.h"
 #include "tests/gpu.h"

@@ -1,4 +1,4 @@
-#include "app/bench/step_plan.h"
+#include "emu/plan/step_plan.h"
 
 #include <algorithm>
 #include <map>

@@ -14,7 +14,8 @@
 // cross the link between the GPUs, and are counted apart.
 //
 // Only the emulated build (scripts/build.sh --emulated) has that device, and only it compiles
-// step_plan.cpp (app/CMakeLists.txt); the GPU build's `bench-step --plan` says so in one line.
+// step_plan.cpp into the cutrain binary (app/CMakeLists.txt); the GPU build's `bench-step --plan`
+// says so in one line. It sits in emu/, beside the device, although it runs app/'s step.
 //
 // The estimate is a sum over the step's operations, one after the other, of
 //   max(FLOPs / peak, bytes / bandwidth, kMinOperationSeconds)
@@ -32,19 +33,10 @@
 #include <string>
 #include <vector>
 
+#include "app/bench/gpu_peak.h"
 #include "emu/recording.h"
 
 namespace cutrain {
-
-// An H200 SXM: 989 TFLOP/s dense bf16 on the tensor cores, 4.8 TB/s of HBM3e, and NVLink 4 at
-// 900 GB/s, 450 GB/s each way; and its fp32 FMA peak (no tensor cores: TF32 is off in fp32),
-// 67 TFLOP/s.
-struct GpuPeak {
-  double tflops = 989.0;
-  double tbps = 4.8;
-  double link_gbps = 450.0;  // one way, between two GPUs of a node
-};
-inline constexpr double kH200Fp32Tflops = 67.0;
 
 // No operation of a replayed graph takes less (launch, ramp-up and drain of a kernel node).
 inline constexpr double kMinOperationSeconds = 2e-6;
