@@ -51,8 +51,7 @@ class TrainStep {
 
  private:
   // Enqueues Note [The step]. Without collectives, each bucket is updated as with one rank: that
-  // is the rehearsal of a capture on several ranks, captured and thrown away to learn whether a
-  // capture would succeed before any collective is captured.
+  // is a capture's rehearsal (Note [The step's graph]).
   void enqueue(bool collectives);
   void update(const Bucket& bucket);              // one rank, or a rehearsal
   void reduce(const Bucket& bucket);              // several ranks

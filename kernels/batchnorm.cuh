@@ -111,8 +111,6 @@ __host__ __device__ inline float bn_dz(float dy, bool z_positive, BatchNormFusio
   return (fusion.relu && !z_positive) ? 0.0f : dy;
 }
 
-__host__ __device__ inline bool bn_mask_bit(const uint8_t* mask_row, int c) { return (mask_row[c / 8] >> (c % 8)) & 1; }
-
 // The fused convolution's prologue (Note [Batch norm before a fused convolution] in batchnorm.h):
 // its two constants of a channel, and its pre-activation z = x*scale + shift, each product and sum
 // rounded once, so that the kernels, the CPU twin and the emulated cuDNN agree on every mask bit.

@@ -159,15 +159,4 @@ bool widest_packs_fit(int C, std::initializer_list<const void*> pointers) {
   return true;
 }
 
-// Calls launch(std::integral_constant<int, VEC>{}) with VEC the widest pack when it fits, else 1,
-// so each kernel is compiled for both and chosen per call.
-template <typename T, typename Launch>
-void with_pack_width(bool widest_fits, Launch&& launch) {
-  if (widest_fits) {
-    launch(std::integral_constant<int, kWidestPack<T>>{});
-  } else {
-    launch(std::integral_constant<int, 1>{});
-  }
-}
-
 }  // namespace cutrain

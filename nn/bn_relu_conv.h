@@ -60,8 +60,6 @@ class BnReluConv {
 
   // Whether the training step runs fused (nothing has made it fall back).
   bool fused() const;
-  // "layer1.0.bn1+conv2", for log lines.
-  const std::string& name() const { return name_; }
 
   std::unique_ptr<BatchNorm2d> batchnorm;
   std::unique_ptr<Conv2d> conv;

@@ -49,7 +49,6 @@ Conv2d::Conv2d(ModelResources& resources, const std::string& name, Activation& x
              kernel,
              stride,
              pad},
-      in_channels_(in_channels),
       dx_beta_(adds_input_grad ? 1.0f : 0.0f) {
   resources.plan.reads(x);
   if (shape_.C < in_channels) throw std::logic_error(name + ": input has fewer channels than the filter");

@@ -84,7 +84,6 @@ class Conv2d {
   ModelResources& resources_;
   Activation& x_;
   ConvShape shape_;  // with the padded channel count C of x
-  int in_channels_;  // channels of the parameter (C unless padded)
   float dx_beta_;    // the CPU's; the GPU's is in its backward-data graph
   std::unique_ptr<Gpu> gpu_;
 };

@@ -248,8 +248,7 @@ ResNet18::ResNet18(Context& ctx, const ResNetConfig& config)
     if (layer.conv) layer.conv->bind();
     if (layer.bn_relu_conv) layer.bn_relu_conv->bind();
   }
-  // Backward runs the table in reverse, and the layout is the reverse of the order of
-  // registration, so the layers from the last down to any one fill a prefix of the layout.
+  // The layers from the last down to any one fill a prefix of the layout (Note [ResNet-18's layer table]).
   int64_t end = 0;
   for (size_t i = built_.size(); i-- > 0;) {
     for (const Parameter* p : built_[i].parameters) end = std::max(end, p->offset + p->padded_numel);
@@ -295,13 +294,9 @@ const int32_t* ResNet18::correct() const { return built_.back().loss->correct.as
 // recorded on one stream and waited for by the other, in an eager step as in a captured one,
 // where the events become the graph's edges. A layer's backward that computes on the side stream
 // joins it before it returns, so that a gradient's "final" keeps meaning "final once the main
-// stream's work so far is done". Batch norm runs on the main stream only, because each of its cooperative
-// grids wants every multiprocessor, so two must never run at once. cuBLAS runs on the main stream
+// stream's work so far is done". Batch norm runs on the main stream only, because each of its
+// cooperative grids wants every multiprocessor, so two must never run at once. cuBLAS runs on the main stream
 // only, and each stream has its own cuDNN handle and cuDNN workspace.
-//
-//
-// The downsamples run beside their blocks (Note [ResNet-18's layer table]), except under
-// SyncBatchNorm, whose all-reduces follow the main stream only.
 void ResNet18::forward(bool train) {
   Context& ctx = resources_.ctx;
   const bool beside_allowed = !resources_.sync_batchnorm.enabled();

@@ -62,7 +62,6 @@ class SGD {
   // for the device, so it belongs between steps, as at a log line.
   double grad_norm(cudaStream_t stream);
 
-  const SgdConfig& config() const { return config_; }
   // Momentum buffers, laid out like the parameters (checkpointing); zero until the first step.
   Tensor momentum() const;
 

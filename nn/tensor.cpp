@@ -19,7 +19,6 @@ size_t dtype_size(DType dtype) {
   }
   return 4;
 }
-const char* device_name(Device device) { return device == Device::cpu ? "cpu" : "cuda"; }
 const char* dtype_name(DType dtype) {
   switch (dtype) {
     case DType::f32: return "f32";

@@ -16,7 +16,6 @@ enum class Device { cpu, cuda };
 enum class DType { f32, bf16, i32, u8 };  // i32: labels and counts; u8: bit masks
 
 size_t dtype_size(DType dtype);
-const char* device_name(Device device);  // "cpu" / "cuda"
 const char* dtype_name(DType dtype);     // "f32" / "bf16" / "i32"
 
 struct Tensor {
