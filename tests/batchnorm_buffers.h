@@ -33,7 +33,7 @@ class Activations {
   }
 
  private:
-  DeviceBuffer<T> buffer_;
+  PoisonedBuffer<T> buffer_;
   int offset_;
 };
 
@@ -143,8 +143,15 @@ struct BatchNormBuffers {
   }
 
   Activations<T> x, residual, dy, y, dx, d_residual;
-  DeviceBuffer<float> gamma, beta, running_mean, running_var, mean, invstd, dgamma, dbeta;
-  DeviceBuffer<uint8_t> mask;
+  PoisonedBuffer<float> gamma, beta, running_mean, running_var, mean, invstd, dgamma, dbeta;
+  PoisonedBuffer<uint8_t> mask;
 };
+
+// The prologue's z (Note [Batch norm before a fused convolution]), each product and sum rounded
+// to fp32 on its own: the volatile keeps the compiler from fusing them.
+inline float prologue_z(float x, float scale, float shift) {
+  const volatile float product = x * scale;
+  return product + shift;
+}
 
 }  // namespace cutrain::test

@@ -12,4 +12,7 @@ inline std::string binary(const std::string& name) {
   return (dir / name).string();
 }
 
+// The launcher, beside the tests' binary.
+inline const std::string kCutrun = binary("cutrun");
+
 }  // namespace cutrain::test

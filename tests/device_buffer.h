@@ -21,17 +21,17 @@
 namespace cutrain::test {
 
 template <typename T>
-class DeviceBuffer {
+class PoisonedBuffer {
  public:
-  explicit DeviceBuffer(size_t n) : size_(n) {
+  explicit PoisonedBuffer(size_t n) : size_(n) {
     CUDA_CHECK(cudaMalloc(&data_, bytes()));
     CUDA_CHECK(cudaMemset(data_, 0xFF, bytes()));
     CUDA_CHECK(cudaDeviceSynchronize());  // before a kernel on a non-blocking stream writes it
   }
-  explicit DeviceBuffer(const std::vector<T>& host) : DeviceBuffer(host.size()) { copy_from(host); }
-  ~DeviceBuffer() { cudaFree(data_); }
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  explicit PoisonedBuffer(const std::vector<T>& host) : PoisonedBuffer(host.size()) { copy_from(host); }
+  ~PoisonedBuffer() { cudaFree(data_); }
+  PoisonedBuffer(const PoisonedBuffer&) = delete;
+  PoisonedBuffer& operator=(const PoisonedBuffer&) = delete;
 
   T* get() const { return data_; }
   size_t size() const { return size_; }
@@ -71,7 +71,7 @@ std::vector<float> to_floats(const std::vector<T>& values) {
 }
 
 template <typename T>
-std::vector<float> download(const DeviceBuffer<T>& buffer) {
+std::vector<float> download(const PoisonedBuffer<T>& buffer) {
   return to_floats(buffer.copy_to_host());
 }
 

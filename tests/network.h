@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
+#include <cstdint>
 #include <iostream>
 #include <string>
 
@@ -34,6 +35,13 @@ inline int free_ipv6_port(std::string& why) {
     why = e.what();
     return -1;
   }
+}
+
+// `value` as the store's frames carry a 32-bit field: 4 bytes, little-endian.
+inline std::string u32(uint32_t value) {
+  std::string bytes;
+  for (int i = 0; i < 4; ++i) bytes.push_back(char((value >> (8 * i)) & 0xff));
+  return bytes;
 }
 
 }  // namespace cutrain::test

@@ -46,4 +46,11 @@ class HasLinesMatcher : public Catch::MatcherBase<std::string> {
 
 inline HasLinesMatcher HasLines(std::string pattern) { return HasLinesMatcher(std::move(pattern)); }
 
+// How many times `what` occurs in `text`, overlapping occurrences included.
+inline size_t count_of(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
 }  // namespace cutrain::test

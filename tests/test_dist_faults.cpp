@@ -41,7 +41,7 @@ Process start_training(int nproc, const std::vector<std::string>& cutrun_flags,
   return Process(argv);
 }
 
-struct Fault {
+struct InjectedFault {
   Process::Result result;
   double seconds = 0;  // from the fault until cutrun exited, every rank reaped
   pid_t victim = 0;
@@ -49,13 +49,13 @@ struct Fault {
 };
 
 // Starts the training, waits until steps run, sends `signum` to rank `victim`, and waits for cutrun.
-Fault inject(int nproc, int victim, int signum, const std::vector<std::string>& cutrun_flags,
+InjectedFault inject(int nproc, int victim, int signum, const std::vector<std::string>& cutrun_flags,
              const std::vector<std::string>& train_flags = {}, const char* device = "cpu") {
   Process p = start_training(nproc, cutrun_flags, train_flags, device);
   // The wait is for the third step line, however long the machine takes; the deadline only ends a run
   // that never gets there. Two emulated GPU ranks beside a loaded machine's builds took more than 60 s.
   REQUIRE(p.read_until("== step:", 3, 300));
-  Fault f;
+  InjectedFault f;
   f.ranks = cutrain::test::ranks_of(p.pid());
   REQUIRE(f.ranks.size() == size_t(nproc));
   f.victim = f.ranks.at(victim);
@@ -87,7 +87,7 @@ int next_quiet_ms(int fd) {
 TEST_CASE("a rank killed with SIGKILL stops every rank of 2 and of 3, and cutrun exits 137 naming it", "[dist]") {
   for (auto [nproc, victim] : {std::pair{2, 1}, std::pair{3, 0}}) {
     // A grace period longer than the test allows: the others must stop on SIGTERM or on their own.
-    Fault f = inject(nproc, victim, SIGKILL, {"--grace-period", "60"});
+    InjectedFault f = inject(nproc, victim, SIGKILL, {"--grace-period", "60"});
     INFO(f.result.output);
     CHECK(f.result.exit_code == 128 + SIGKILL);
     CHECK_THAT(f.result.output, Catch::Contains("cutrun: rank " + std::to_string(victim) + " (local rank " +
@@ -102,7 +102,7 @@ TEST_CASE("a rank stopped with SIGSTOP is found by its silence, named and killed
   for (auto [nproc, victim] : {std::pair{2, 1}, std::pair{3, 0}}) {
     // 5 s rather than 2: a step's own work must not look quiet (Note [A heartbeat means progress]),
     // and under ASan three ranks on two cores take over 2 s a step.
-    Fault f = inject(nproc, victim, SIGSTOP, {"--grace-period", "60", "--stall-timeout", "5"});
+    InjectedFault f = inject(nproc, victim, SIGSTOP, {"--grace-period", "60", "--stall-timeout", "5"});
     INFO(f.result.output);
     CHECK(f.result.exit_code == 128 + SIGKILL);
     CHECK_THAT(f.result.output, Catch::Contains("cutrun: rank " + std::to_string(victim) + " (local rank " +
@@ -194,7 +194,7 @@ TEST_CASE("a rank of a newer restart ends rank 0's older group at once, its cutr
 TEST_CASE("train --collective-timeout: the others give up on a stopped rank after it, not after 10 minutes",
           "[dist]") {
   // The stall watch off, so that only the collective timeout can end this.
-  Fault f = inject(2, 1, SIGSTOP, {"--grace-period", "1", "--stall-timeout", "0"}, {"--collective-timeout", "2"});
+  InjectedFault f = inject(2, 1, SIGSTOP, {"--grace-period", "1", "--stall-timeout", "0"}, {"--collective-timeout", "2"});
   INFO(f.result.output);
   CHECK(f.result.exit_code == 1);
   CHECK_THAT(f.result.output, Catch::Contains("[rank0]: cutrain: error: gloo "));  // an all_reduce or a broadcast
@@ -207,12 +207,12 @@ TEST_CASE("train --collective-timeout: the others give up on a stopped rank afte
 TEST_CASE("GPU ranks: a killed one, a stopped one and a collective that hangs in a graph replay each end the job",
           "[dist][multi-gpu]" CUTRAIN_GPU_TAG) {
   CUTRAIN_REQUIRE_GPUS(2);
-  Fault killed = inject(2, 1, SIGKILL, {"--grace-period", "60"}, {}, "cuda");
+  InjectedFault killed = inject(2, 1, SIGKILL, {"--grace-period", "60"}, {}, "cuda");
   CHECK(killed.result.exit_code == 128 + SIGKILL);
   CHECK_THAT(killed.result.output, Catch::Contains("cutrun: rank 1 (local rank 1, pid " + std::to_string(killed.victim) +
                                                    ") was killed by signal SIGKILL; stopping the other ranks"));
   // An emulated step may take longer than 2 s, and a rank is quiet between its steps' collectives.
-  Fault stopped = inject(2, 1, SIGSTOP, {"--grace-period", "60", "--stall-timeout", "6"}, {}, "cuda");
+  InjectedFault stopped = inject(2, 1, SIGSTOP, {"--grace-period", "60", "--stall-timeout", "6"}, {}, "cuda");
   CHECK(stopped.result.exit_code == 128 + SIGKILL);
   CHECK_THAT(stopped.result.output, Catch::Contains("(stopped or frozen?); killing it and stopping the other ranks"));
   // With the stall watch off, rank 0's NCCL watchdog finds its all-reduce, replayed from the step's
@@ -220,12 +220,12 @@ TEST_CASE("GPU ranks: a killed one, a stopped one and a collective that hangs in
   // when a collective is issued, and an emulated all-reduce waits for the other rank's backward,
   // which beside the test suite's builds took more than 10 s: the run ended before its third step
   // line. Hence 40 s, not 2.)
-  Fault hung = inject(2, 1, SIGSTOP, {"--grace-period", "1", "--stall-timeout", "0"}, {"--collective-timeout", "40"},
+  InjectedFault hung = inject(2, 1, SIGSTOP, {"--grace-period", "1", "--stall-timeout", "0"}, {"--collective-timeout", "40"},
                       "cuda");
   CHECK(hung.result.exit_code == 1);
   CHECK_THAT(hung.result.output, Catch::Contains("cutrain: error: rank 0: a collective made no progress for 40 s"));
   CHECK_THAT(hung.result.output, Catch::Contains("aborting the NCCL communicator"));
-  for (const Fault* f : {&killed, &stopped}) CHECK(f->seconds < 30);
+  for (const InjectedFault* f : {&killed, &stopped}) CHECK(f->seconds < 30);
   CHECK(hung.seconds < 40 + 30);
   WARN("GPU ranks: all stopped " << killed.seconds << " s after SIGKILL, " << stopped.seconds << " s after SIGSTOP, "
                                  << hung.seconds << " s after SIGSTOP with the collective timeout of 10 s");

@@ -17,7 +17,7 @@ using cutrain::test::TempDir;
 
 namespace {
 
-const std::string kCutrun = cutrain::test::binary("cutrun");
+using cutrain::test::kCutrun;
 
 std::vector<std::string> cutrun_sh(const std::vector<std::string>& flags, const std::string& script) {
   std::vector<std::string> argv{kCutrun};

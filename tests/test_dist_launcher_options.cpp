@@ -9,6 +9,7 @@
 
 #include "app/version.h"
 #include "dist/launch/slurm.h"
+#include "tests/output_lines.h"
 #include "tests/process.h"
 
 using cutrain::test::read_file;
@@ -17,7 +18,9 @@ using cutrain::test::TempDir;
 
 namespace {
 
-const std::string kCutrun = cutrain::test::binary("cutrun");
+using cutrain::test::count_of;
+
+using cutrain::test::kCutrun;
 
 // cutrun with `variables` ("NAME=value") added to its environment, running `script` in every rank.
 cutrain::test::Process::Result cutrun_with(const std::vector<std::string>& variables,
@@ -28,12 +31,6 @@ cutrain::test::Process::Result cutrun_with(const std::vector<std::string>& varia
   argv.insert(argv.end(), flags.begin(), flags.end());
   argv.insert(argv.end(), {"/bin/sh", "-c", script});
   return run(argv);
-}
-
-size_t count(const std::string& text, const std::string& what) {
-  size_t n = 0;
-  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
-  return n;
 }
 
 // srun --nodes 2 --ntasks-per-node 1: this is the task on the second node.
@@ -47,8 +44,8 @@ const std::vector<std::string> kSecondNode = {
 TEST_CASE("cutrun --nproc-per-node gpu starts one rank per visible GPU, and auto falls back to the cores", "[dist]") {
   auto gpus = cutrun_with({"CUDA_VISIBLE_DEVICES=0,1,2"}, {"--nproc-per-node", "gpu"}, "echo of $WORLD_SIZE");
   REQUIRE(gpus.exit_code == 0);
-  CHECK(count(gpus.output, "of 3\n") == 3);
-  CHECK(count(cutrun_with({"CUDA_VISIBLE_DEVICES=4,5"}, {"--nproc-per-node", "auto"}, "echo of $WORLD_SIZE").output,
+  CHECK(count_of(gpus.output, "of 3\n") == 3);
+  CHECK(count_of(cutrun_with({"CUDA_VISIBLE_DEVICES=4,5"}, {"--nproc-per-node", "auto"}, "echo of $WORLD_SIZE").output,
               "of 2\n") == 2);
 
   cpu_set_t cores;
@@ -56,7 +53,7 @@ TEST_CASE("cutrun --nproc-per-node gpu starts one rank per visible GPU, and auto
   const std::string cpus = std::to_string(CPU_COUNT(&cores));
   auto none = cutrun_with({"CUDA_VISIBLE_DEVICES="}, {"--nproc-per-node", "auto"}, "echo of $WORLD_SIZE");
   REQUIRE(none.exit_code == 0);
-  CHECK(count(none.output, "of " + cpus + "\n") == size_t(CPU_COUNT(&cores)));
+  CHECK(count_of(none.output, "of " + cpus + "\n") == size_t(CPU_COUNT(&cores)));
 
   auto no_gpu = cutrun_with({"CUDA_VISIBLE_DEVICES="}, {"--nproc-per-node", "gpu"}, "true");
   CHECK(no_gpu.exit_code == 2);
@@ -75,7 +72,7 @@ TEST_CASE("cutrun --max-restarts starts the group again after a failure, at most
                        "-c", "if [ $RANK = 0 ]; then echo start; touch " + marker + "; exec sleep 60; fi; "
                              "while [ ! -e " + marker + " ]; do sleep 0.01; done; exit 3"});
   CHECK(restarts.exit_code == 3);
-  CHECK(count(restarts.output, "[rank0]: start") == 3);
+  CHECK(count_of(restarts.output, "[rank0]: start") == 3);
   CHECK_THAT(restarts.output, Catch::Contains("cutrun: restart 2 of 2 in 0 s, after rank 1 exited with code 3: "
                                               "starting every rank again, which resume as their flags say"));
   CHECK(restarts.seconds < 60);  // each attempt stopped rank 0, or the first alone would take a minute

@@ -6,6 +6,7 @@
 
 #include "dist/launch/store_protocol.h"
 #include "dist/launch/store_state.h"
+#include "tests/network.h"
 
 using cutrain::Fields;
 using cutrain::kMaxFrameBytes;
@@ -18,11 +19,7 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-std::string u32(uint32_t value) {
-  std::string bytes;
-  for (int i = 0; i < 4; ++i) bytes.push_back(char((value >> (8 * i)) & 0xff));
-  return bytes;
-}
+using cutrain::test::u32;
 
 Request request(const Fields& fields) { return parse_request(fields); }
 

@@ -16,6 +16,7 @@
 #include "dist/launch/socket.h"
 #include "dist/launch/store.h"
 #include "dist/launch/store_server.h"
+#include "tests/network.h"
 
 using cutrain::Clock;
 using cutrain::DistEnv;
@@ -26,6 +27,8 @@ using cutrain::TcpStore;
 using namespace std::chrono_literals;
 
 namespace {
+
+using cutrain::test::u32;
 
 const std::string kRunId = "the-job-secret";
 
@@ -80,12 +83,6 @@ class RawClient {
  private:
   int fd_;
 };
-
-std::string u32(uint32_t value) {
-  std::string bytes;
-  for (int i = 0; i < 4; ++i) bytes.push_back(char((value >> (8 * i)) & 0xff));
-  return bytes;
-}
 
 double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
 

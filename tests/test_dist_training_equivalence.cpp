@@ -17,14 +17,14 @@ namespace {
 
 using cutrain::test::TempDir;
 
-struct Trained {
+struct TrainedRun {
   std::string checkpoint;
   double grad_norm;  // the last step's, from the main rank's metrics
 };
 
 // Trains `steps` steps with `world` processes of `batch` images each on `device` (fp32); with several
 // processes, with --sync-bn unless `sync_bn` is false; with --clip-grad-norm when clip_grad_norm is given.
-Trained train(const TempDir& dir, const std::string& data, int world, int batch, int steps,
+TrainedRun train(const TempDir& dir, const std::string& data, int world, int batch, int steps,
                   const std::string& device = "cpu", bool sync_bn = true, const std::string& clip_grad_norm = "") {
   const std::string save = (dir.path() / (device + "-world" + std::to_string(world) + (sync_bn ? "" : "-local-bn") +
                                           (clip_grad_norm.empty() ? "" : "-clip")))
@@ -76,7 +76,7 @@ std::string equivalence_data(const TempDir& dir) {
 // (relative 5e-7), and 5.2e-2 without --sync-bn. 2 GPU ranks against 2 CPU ranks without it were
 // 6.3e-5 and 2.4e-7 apart after three steps. Each figure is the same under every stream schedule with
 // --deterministic.
-void check_same_steps(const Trained& a, const Trained& b, double grad_norm_relative = 1e-3) {
+void check_same_steps(const TrainedRun& a, const TrainedRun& b, double grad_norm_relative = 1e-3) {
   const cutrain::test::ModelDifference d = cutrain::test::model_difference(a.checkpoint, b.checkpoint);
   CHECK(d.max_abs <= 1e-4);
   CHECK(d.relative <= 5e-5);
@@ -89,7 +89,7 @@ TEST_CASE("sync-bn: 2 and 3 ranks take the same steps as one process with the gl
   TempDir dir;
   const std::string data = equivalence_data(dir);
   const int steps = 3;
-  const Trained single = train(dir, data, 1, 24, steps);
+  const TrainedRun single = train(dir, data, 1, 24, steps);
   for (int world : {2, 3}) {
     INFO("world size " << world);
     check_same_steps(train(dir, data, world, 24 / world, steps), single);
@@ -101,12 +101,12 @@ TEST_CASE("with --clip-grad-norm, 2 ranks take one process's clipped steps: the 
   TempDir dir;
   const std::string data = equivalence_data(dir);
   const int steps = 3;
-  const Trained single = train(dir, data, 1, 24, steps, "cpu", true, "0.25");
+  const TrainedRun single = train(dir, data, 1, 24, steps, "cpu", true, "0.25");
   REQUIRE(single.grad_norm > 0.5);  // clipped to half or less: a norm of each rank's own gradient would differ
   check_same_steps(train(dir, data, 2, 12, steps, "cpu", true, "0.25"), single);
   // And the clipping is at work: the run without it is ten times further away than the ranks may be
   // (measured: 8.3e-4).
-  const Trained unclipped = train(dir, data, 1, 24, steps);
+  const TrainedRun unclipped = train(dir, data, 1, 24, steps);
   CHECK(cutrain::test::model_difference(single.checkpoint, unclipped.checkpoint).relative > 10 * 5e-5);
 }
 
@@ -126,7 +126,7 @@ TEST_CASE("with --clip-grad-norm, GPU ranks over NCCL take one GPU's clipped ste
   TempDir dir;
   const std::string data = equivalence_data(dir);
   const int steps = 3;
-  const Trained single = train(dir, data, 1, 24, steps, "cuda", true, "0.25");
+  const TrainedRun single = train(dir, data, 1, 24, steps, "cuda", true, "0.25");
   REQUIRE(single.grad_norm > 0.5);
   check_same_steps(train(dir, data, 2, 12, steps, "cuda", true, "0.25"), single, 6e-3);
 }

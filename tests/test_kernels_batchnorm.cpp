@@ -325,17 +325,6 @@ TEST_CASE("batch norm split plans: the cooperative grid, nothing kept, x read ag
                     Catch::Contains("a split launch's last block merges"));
 }
 
-namespace {
-
-// The prologue's z (Note [Batch norm before a fused convolution]), each product and sum rounded
-// to fp32 on its own: the volatile keeps the compiler from fusing them.
-float prologue_z(float x, float scale, float shift) {
-  const volatile float product = x * scale;
-  return product + shift;
-}
-
-}  // namespace
-
 TEST_CASE("batch norm's statistics form has the training forward's statistics, and scale and shift by their formula",
           "[kernels]") {
   std::mt19937 rng(31);
@@ -383,7 +372,7 @@ TEST_CASE("batch norm's recompute backward is the backward with the prologue's m
   int64_t cut = 0;
   for (int64_t m = 0; m < M; ++m)
     for (int c = 0; c < C; ++c) {
-      const float z = prologue_z(bn.in.x[m * C + c], scale[c], shift[c]);
+      const float z = test::prologue_z(bn.in.x[m * C + c], scale[c], shift[c]);
       expected_activation[m * C + c] = std::max(z, 0.0f);
       if (z > 0.0f)
         with_mask.mask[size_t(m * ((C + 7) / 8) + c / 8)] |= uint8_t(1u << (c % 8));

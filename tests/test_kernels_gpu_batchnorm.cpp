@@ -29,7 +29,7 @@
 #endif
 
 using namespace cutrain;
-using test::DeviceBuffer;
+using test::PoisonedBuffer;
 
 namespace {
 
@@ -86,7 +86,7 @@ std::vector<float> partials_for(const BatchNormPlan& a, const BatchNormPlan& b) 
 }
 
 // The ticket a split plan's launches leave behind them: zero, for the next launch.
-uint32_t ticket_in(const DeviceBuffer<float>& partials) {
+uint32_t ticket_in(const PoisonedBuffer<float>& partials) {
   const std::vector<float> host = partials.copy_to_host();
   uint32_t ticket;
   std::memcpy(&ticket, host.data(), sizeof ticket);
@@ -118,8 +118,8 @@ struct GpuRun {
 
   BatchNormPlan forward_plan, backward_plan;
   test::BatchNormBuffers<T> on;
-  DeviceBuffer<float> cpu_mean, cpu_invstd, partials;
-  DeviceBuffer<uint8_t> cpu_mask;
+  PoisonedBuffer<float> cpu_mean, cpu_invstd, partials;
+  PoisonedBuffer<uint8_t> cpu_mask;
 };
 
 // Whether every mask bit is [y > 0] of the y beside it (bits past the last channel: 0).
@@ -363,7 +363,7 @@ TEMPLATE_TEST_CASE("batch norm CUDA SyncBatchNorm's elementwise stages give the 
     std::vector<float> stats(4 * size_t(C));
     const BatchNormRankStats s = BatchNormRankStats::in(stats.data(), C);
     bn_rank_statistics_cpu(c.shape, c.in.x.data(), s);
-    DeviceBuffer<float> device_stats(stats);  // local mean, local m2 and sum; m2 from the device below
+    PoisonedBuffer<float> device_stats(stats);  // local mean, local m2 and sum; m2 from the device below
     bn_rank_m2_cpu(c.shape, s, count);
     bn_forward_apply_cpu(c.shape, cpu.forward(), s, count);
     std::vector<float> sums(2 * size_t(C));
@@ -383,7 +383,7 @@ TEMPLATE_TEST_CASE("batch norm CUDA SyncBatchNorm's elementwise stages give the 
     CHECK(test::download(on.running_var) == cpu.running_var);
     CHECK(on.y.download() == test::rounded_to<T>(cpu.y));
     CHECK(on.mask.copy_to_host() == cpu.mask);
-    const DeviceBuffer<float> device_sums(sums);
+    const PoisonedBuffer<float> device_sums(sums);
     bn_backward_apply_cuda<T>(bn_plan(BatchNormPass::backward_apply, c.shape, sizeof(T), device), on.backward(),
                               device_sums.get(), count, nullptr);
     CHECK(on.dx.download() == test::rounded_to<T>(cpu.dx));
@@ -411,7 +411,7 @@ TEMPLATE_TEST_CASE("batch norm CUDA SyncBatchNorm stages over two ranks equal th
   struct Rank {
     BatchNormShape shape;
     test::BatchNormBuffers<T> on;
-    DeviceBuffer<float> stats, sums, partials;
+    PoisonedBuffer<float> stats, sums, partials;
     Rank(const Case<T>& c, int64_t first, int64_t rows)
         : shape{rows, c.shape.channels, c.shape.fusion},
           on(shape, rows_of(c, first, rows)),
@@ -431,7 +431,7 @@ TEMPLATE_TEST_CASE("batch norm CUDA SyncBatchNorm stages over two ranks equal th
   };
   Rank r0(c, 0, rank_rows[0]), r1(c, rank_rows[0], rank_rows[1]);
   // The all-reduce: both ranks' [first, first + n) replaced by their sum.
-  const auto sum_over_ranks = [](DeviceBuffer<float>& a, DeviceBuffer<float>& b, size_t first, size_t n) {
+  const auto sum_over_ranks = [](PoisonedBuffer<float>& a, PoisonedBuffer<float>& b, size_t first, size_t n) {
     std::vector<float> ha = a.copy_to_host(), hb = b.copy_to_host();
     for (size_t i = first; i < first + n; ++i) ha[i] = hb[i] = ha[i] + hb[i];
     a.copy_from(ha);
@@ -500,7 +500,7 @@ TEMPLATE_TEST_CASE("batch norm CUDA activation after an unfused batch norm match
       bn_forward_train_cpu(plain_shape, plain.forward());
 
       test::Activations<T> y(plain.y, 0), residual(c.in.residual, 0), dy(c.in.dy, 0), dz(size_t(c.numel()), 0);
-      DeviceBuffer<uint8_t> mask(size_t(bn_mask_bytes(c.shape)));
+      PoisonedBuffer<uint8_t> mask(size_t(bn_mask_bytes(c.shape)));
       bn_activation_cuda<T>(bn_plan(BatchNormPass::activation, c.shape, sizeof(T), BatchNormDevice{}), y.get(),
                             residual.get(), mask.get(), nullptr);
       bn_activation_backward_cuda<T>(bn_plan(BatchNormPass::activation_backward, c.shape, sizeof(T), BatchNormDevice{}),
@@ -529,7 +529,7 @@ TEST_CASE("batch norm CUDA fails at launch when its plan's grid does not fit the
   // Twice the blocks the device holds, each with all the shared memory a block may have.
   const BatchNormPlan plan =
       bn_plan(BatchNormPass::forward_train, shape, sizeof(float), BatchNormDevice{2 * real.blocks, 1024, real.shared_bytes});
-  DeviceBuffer<float> x(size_t(shape.rows * 64)), y(size_t(shape.rows * 64)), per_channel(64 * 6),
+  PoisonedBuffer<float> x(size_t(shape.rows * 64)), y(size_t(shape.rows * 64)), per_channel(64 * 6),
       partials(size_t(plan.partial_floats));
   BatchNormForward<float> f;
   f.x = x.get();
@@ -601,17 +601,11 @@ struct PrologueRun {
 
   BatchNormPlan statistics_plan, recompute_plan;
   test::BatchNormBuffers<T> on;
-  DeviceBuffer<float> scale, shift;
+  PoisonedBuffer<float> scale, shift;
   test::Activations<T> activation;
-  DeviceBuffer<float> partials;
+  PoisonedBuffer<float> partials;
 };
 
-// The prologue's z, each product and sum rounded to fp32 on its own: the volatile keeps the
-// compiler from fusing them.
-float prologue_z(float x, float scale, float shift) {
-  const volatile float product = x * scale;
-  return product + shift;
-}
 
 // What the prologue makes of x with these constants: the mask [z > 0], and max(z, 0) in fp32.
 struct HostPrologue {
@@ -624,7 +618,7 @@ struct HostPrologue {
     const int C = shape.channels, row_bytes = (C + 7) / 8;
     for (int64_t m = 0; m < shape.rows; ++m)
       for (int c = 0; c < C; ++c) {
-        const float z = prologue_z(x[size_t(m * C + c)], scale[c], shift[c]);
+        const float z = test::prologue_z(x[size_t(m * C + c)], scale[c], shift[c]);
         activation[size_t(m * C + c)] = std::max(z, 0.0f);
         if (z > 0.0f)
           mask[size_t(m * row_bytes + c / 8)] |= uint8_t(1u << (c % 8));
@@ -706,13 +700,13 @@ TEMPLATE_TEST_CASE("batch norm CUDA recompute backward is the backward with the 
   CHECK(host.cut < c.numel() * 4 / 5);
 
   test::BatchNormBuffers<T> unfused(c.shape, c.in, offset);
-  const DeviceBuffer<uint8_t> mask(host.mask);
+  const PoisonedBuffer<uint8_t> mask(host.mask);
   BatchNormBackward<T> b = unfused.backward();
   b.relu_mask = mask.get();
   b.mean = fused.on.mean.get();
   b.invstd = fused.on.invstd.get();
   const BatchNormPlan backward_plan = bn_plan(BatchNormPass::backward, c.shape, sizeof(T), device.get(), launch);
-  DeviceBuffer<float> partials(partials_for(backward_plan, backward_plan));
+  PoisonedBuffer<float> partials(partials_for(backward_plan, backward_plan));
   bn_backward_cuda<T>(backward_plan, b, partials.get(), nullptr);
   const std::vector<T> d_residual_before = fused.on.d_residual.raw();
   fused.backward();

@@ -10,7 +10,7 @@
 #include "tests/gradcheck.h"
 
 using namespace cutrain;
-using test::DeviceBuffer;
+using test::PoisonedBuffer;
 
 namespace {
 
@@ -36,8 +36,8 @@ TEST_CASE("softmax cross-entropy CUDA matches the CPU reference", CUTRAIN_GPU_TA
   int32_t correct;
   softmax_cross_entropy_cpu(logits.data(), labels.data(), N, K, smoothing, &loss, dlogits.data(), &correct);
 
-  DeviceBuffer<float> glogits(logits), gdlogits(logits.size()), gloss(1);
-  DeviceBuffer<int32_t> glabels(labels), gcorrect(1);
+  PoisonedBuffer<float> glogits(logits), gdlogits(logits.size()), gloss(1);
+  PoisonedBuffer<int32_t> glabels(labels), gcorrect(1);
   softmax_cross_entropy_cuda(glogits.get(), glabels.get(), N, K, smoothing, gloss.get(), gdlogits.get(),
                              gcorrect.get(), nullptr);
   CHECK(gloss.copy_to_host()[0] == Approx(loss).epsilon(1e-5));
@@ -55,9 +55,9 @@ TEST_CASE("count_correct CUDA adds the same counts as the CPU reference", CUTRAI
   std::vector<int64_t> total(K, 2), right(K, 1);
   count_correct_cpu(logits.data(), labels.data(), N, K, &correct, total.data(), right.data());
 
-  DeviceBuffer<float> glogits(logits);
-  DeviceBuffer<int32_t> glabels(labels);
-  DeviceBuffer<int64_t> gcorrect(std::vector<int64_t>{5}), gtotal(std::vector<int64_t>(K, 2)),
+  PoisonedBuffer<float> glogits(logits);
+  PoisonedBuffer<int32_t> glabels(labels);
+  PoisonedBuffer<int64_t> gcorrect(std::vector<int64_t>{5}), gtotal(std::vector<int64_t>(K, 2)),
       gright(std::vector<int64_t>(K, 1));
   count_correct_cuda(glogits.get(), glabels.get(), N, K, gcorrect.get(), gtotal.get(), gright.get(), nullptr);
   CHECK(gcorrect.copy_to_host()[0] == correct);

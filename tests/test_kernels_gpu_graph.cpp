@@ -28,7 +28,7 @@
 #include "tests/gradcheck.h"
 
 using namespace cutrain;
-using test::DeviceBuffer;
+using test::PoisonedBuffer;
 
 namespace {
 
@@ -53,28 +53,28 @@ TEST_CASE("the CUDA kernels can be captured in a CUDA graph and replayed", CUTRA
                                  test::random_vector(C, rng), std::vector<float>(C, 0.0f), std::vector<float>(C, 1.0f)};
   const BatchNormShape shape{M, C, BatchNormFusion{true, true}};
   test::BatchNormBuffers<T> bn(shape, in);
-  DeviceBuffer<T> pooled(int64_t(N) * Ho * Wo * C), dpool(M * C), features(int64_t(N) * C), dfeatures(M * C);
-  DeviceBuffer<float> logits(test::random_vector(int64_t(N) * K, rng)), dlogits(int64_t(N) * K), loss(1),
+  PoisonedBuffer<T> pooled(int64_t(N) * Ho * Wo * C), dpool(M * C), features(int64_t(N) * C), dfeatures(M * C);
+  PoisonedBuffer<float> logits(test::random_vector(int64_t(N) * K, rng)), dlogits(int64_t(N) * K), loss(1),
       param(test::random_vector(1000, rng)), grad(test::random_vector(1000, rng)),
       momentum(std::vector<float>(1000, 0.0f)), lr(1), copied(1000);
-  DeviceBuffer<int32_t> labels(std::vector<int32_t>{1, 2, 3, 4}), correct(1);
-  DeviceBuffer<int64_t> total_correct(std::vector<int64_t>{0}), step(std::vector<int64_t>{0});
-  DeviceBuffer<T> param_bf16(1000), dlogits_bf16(int64_t(N) * K);
+  PoisonedBuffer<int32_t> labels(std::vector<int32_t>{1, 2, 3, 4}), correct(1);
+  PoisonedBuffer<int64_t> total_correct(std::vector<int64_t>{0}), step(std::vector<int64_t>{0});
+  PoisonedBuffer<T> param_bf16(1000), dlogits_bf16(int64_t(N) * K);
   SgdSegment segment;
   segment.numel = 1000;
   segment.grad = {grad.get()};
   segment.copy = {param_bf16.get(), true};
   segment.packed = true;
-  DeviceBuffer<SgdSegment> segments(std::vector<SgdSegment>{segment});
+  PoisonedBuffer<SgdSegment> segments(std::vector<SgdSegment>{segment});
   RowsCopy rows;
   rows.in = param.get();
   rows.out = copied.get();
   rows.rows = 100;
   rows.cols = rows.in_pitch = rows.out_pitch = 10;
-  DeviceBuffer<RowsCopy> copies(std::vector<RowsCopy>{rows});
+  PoisonedBuffer<RowsCopy> copies(std::vector<RowsCopy>{rows});
   const BatchNormPlan forward_plan = bn_plan(BatchNormPass::forward_train, shape, sizeof(T), bn_device_of_current_gpu());
   const BatchNormPlan backward_plan = bn_plan(BatchNormPass::backward, shape, sizeof(T), bn_device_of_current_gpu());
-  DeviceBuffer<float> partials(size_t(std::max(forward_plan.partial_floats, backward_plan.partial_floats)));
+  PoisonedBuffer<float> partials(size_t(std::max(forward_plan.partial_floats, backward_plan.partial_floats)));
   BatchNormBackward<T> b = bn.backward();
   b.dy = dfeatures.get();
   T* const y = bn.y.get();

@@ -19,7 +19,7 @@
 #include "tests/gradcheck.h"
 
 using namespace cutrain;
-using test::DeviceBuffer;
+using test::PoisonedBuffer;
 
 namespace {
 
@@ -30,10 +30,10 @@ class TwinArray {
   TwinArray(const std::vector<float>& values, bool bf16) : bf16_(bf16) {
     if (bf16) {
       host_bf16_ = test::convert_to<__nv_bfloat16>(values);
-      device_bf16_ = std::make_unique<DeviceBuffer<__nv_bfloat16>>(host_bf16_);
+      device_bf16_ = std::make_unique<PoisonedBuffer<__nv_bfloat16>>(host_bf16_);
     } else {
       host_f32_ = values;
-      device_f32_ = std::make_unique<DeviceBuffer<float>>(values);
+      device_f32_ = std::make_unique<PoisonedBuffer<float>>(values);
     }
   }
   bool bf16() const { return bf16_; }
@@ -48,8 +48,8 @@ class TwinArray {
   bool bf16_;
   std::vector<float> host_f32_;
   std::vector<__nv_bfloat16> host_bf16_;
-  std::unique_ptr<DeviceBuffer<float>> device_f32_;
-  std::unique_ptr<DeviceBuffer<__nv_bfloat16>> device_bf16_;
+  std::unique_ptr<PoisonedBuffer<float>> device_f32_;
+  std::unique_ptr<PoisonedBuffer<__nv_bfloat16>> device_bf16_;
 };
 
 // A parameter of the test: where it sits in the flat buffers, its gradient and its copy.
@@ -82,7 +82,7 @@ TEST_CASE("SGD over segments, clipped or not, and the gradients' sum of squares 
   const int64_t total = 13888;
   std::mt19937 rng(51);
   std::vector<float> param = test::random_vector(total, rng), momentum = test::random_vector(total, rng);
-  DeviceBuffer<float> device_param(param), device_momentum(momentum);
+  PoisonedBuffer<float> device_param(param), device_momentum(momentum);
   std::vector<std::unique_ptr<TwinArray>> grads, copies;
   std::vector<SgdSegment> host_segments, device_segments;
   for (const TestParameter& p : params) {
@@ -106,13 +106,13 @@ TEST_CASE("SGD over segments, clipped or not, and the gradients' sum of squares 
     host_segments.push_back(on_host);
     device_segments.push_back(on_device);
   }
-  DeviceBuffer<SgdSegment> segment_table(device_segments);
+  PoisonedBuffer<SgdSegment> segment_table(device_segments);
   // Three steps of a warm-up schedule, each rate from the step counter.
   const LrSchedule schedule{LrScheduleKind::constant, 0.2, 10, 3};
   int64_t step = 0;
   float lr = 0;
-  DeviceBuffer<int64_t> device_step(std::vector<int64_t>{0});
-  DeviceBuffer<float> device_lr(1);
+  PoisonedBuffer<int64_t> device_step(std::vector<int64_t>{0});
+  PoisonedBuffer<float> device_lr(1);
   for (int i = 0; i < 3; ++i) {
     lr_schedule_step_cpu(schedule, &step, &lr);
     sgd_update_cpu(param.data(), momentum.data(), host_segments.data(), int(host_segments.size()), &lr, cfg);
@@ -154,7 +154,7 @@ TEST_CASE("SGD over segments, clipped or not, and the gradients' sum of squares 
     }
   }
   CHECK(sgd_grad_squares_cpu(host_segments.data(), int(host_segments.size())) == Approx(squares).epsilon(1e-12));
-  DeviceBuffer<double> device_squares(1);
+  PoisonedBuffer<double> device_squares(1);
   sgd_grad_squares_cuda(host_segments.data(), segment_table.get(), int(host_segments.size()), device_squares.get(),
                         nullptr);
   CHECK(device_squares.copy_to_host()[0] == Approx(squares).epsilon(1e-12));
@@ -166,7 +166,7 @@ TEST_CASE("SGD over segments, clipped or not, and the gradients' sum of squares 
   const SgdClip host_clip{max_norm, &factor};
   sgd_grad_squares_cpu(host_segments.data(), int(host_segments.size()), &host_clip);
   CHECK(factor == Approx(0.5).epsilon(1e-6));
-  DeviceBuffer<float> device_factor(1);
+  PoisonedBuffer<float> device_factor(1);
   const SgdClip device_clip{max_norm, device_factor.get()};
   sgd_grad_squares_cuda(host_segments.data(), segment_table.get(), int(host_segments.size()), device_squares.get(),
                         nullptr, &device_clip);
@@ -185,8 +185,8 @@ TEST_CASE("the learning rate of every schedule, computed on the device from the 
                                        LrScheduleKind::step);
   const LrSchedule schedule{kind, 0.4, 50, kind == LrScheduleKind::onecycle ? 0 : 5};
   INFO("schedule " << int(kind));
-  DeviceBuffer<int64_t> step(std::vector<int64_t>{0});
-  DeviceBuffer<float> lr(1);
+  PoisonedBuffer<int64_t> step(std::vector<int64_t>{0});
+  PoisonedBuffer<float> lr(1);
   for (int64_t t = 0; t < 55; ++t) {  // past the end too
     lr_schedule_step_cuda(schedule, step.get(), lr.get(), nullptr);
     const float device = lr.copy_to_host()[0], host = float(schedule.at(t));
@@ -212,14 +212,14 @@ TEST_CASE("row copies of several blocks in one launch convert and keep what lies
     using Out = decltype(out_zero);
     std::vector<std::vector<In>> host_in;
     std::vector<std::vector<Out>> host_out;
-    std::vector<std::unique_ptr<DeviceBuffer<In>>> device_in;
-    std::vector<std::unique_ptr<DeviceBuffer<Out>>> device_out;
+    std::vector<std::unique_ptr<PoisonedBuffer<In>>> device_in;
+    std::vector<std::unique_ptr<PoisonedBuffer<Out>>> device_out;
     std::vector<RowsCopy> host_copies, device_copies;
     for (RowsCopy c : shapes) {
       host_in.push_back(test::convert_to<In>(test::random_vector(c.rows * c.in_pitch, rng)));
       host_out.push_back(test::convert_to<Out>(std::vector<float>(c.rows * c.out_pitch, 7.0f)));
-      device_in.push_back(std::make_unique<DeviceBuffer<In>>(host_in.back()));
-      device_out.push_back(std::make_unique<DeviceBuffer<Out>>(host_out.back()));
+      device_in.push_back(std::make_unique<PoisonedBuffer<In>>(host_in.back()));
+      device_out.push_back(std::make_unique<PoisonedBuffer<Out>>(host_out.back()));
       RowsCopy h = c, d = c;
       h.in = host_in.back().data();
       h.out = host_out.back().data();
@@ -228,7 +228,7 @@ TEST_CASE("row copies of several blocks in one launch convert and keep what lies
       host_copies.push_back(h);
       device_copies.push_back(d);
     }
-    DeviceBuffer<RowsCopy> table(device_copies);
+    PoisonedBuffer<RowsCopy> table(device_copies);
     copy_rows_cpu<In, Out>(host_copies.data(), int(host_copies.size()));
     copy_rows_cuda<In, Out>(host_copies.data(), table.get(), int(host_copies.size()), nullptr);
     for (size_t k = 0; k < shapes.size(); ++k) {
@@ -255,8 +255,8 @@ TEST_CASE("the fp32 to bf16 cast on the GPU rounds to nearest even like the host
   const int64_t n = 4099;
   std::mt19937 rng(52);
   const std::vector<float> values = test::random_vector(n, rng, -100.0f, 100.0f);
-  DeviceBuffer<float> gvalues(values);
-  DeviceBuffer<__nv_bfloat16> gbf16(n);
+  PoisonedBuffer<float> gvalues(values);
+  PoisonedBuffer<__nv_bfloat16> gbf16(n);
   cast_f32_to_bf16_cuda(gvalues.get(), gbf16.get(), n, nullptr);
   CHECK(test::download(gbf16) == test::rounded_to<__nv_bfloat16>(values));
 }

@@ -13,7 +13,7 @@
 #include "tests/gradcheck.h"
 
 using namespace cutrain;
-using test::DeviceBuffer;
+using test::PoisonedBuffer;
 
 TEMPLATE_TEST_CASE("max pool 3x3/2 CUDA matches the CPU reference", CUTRAIN_GPU_TAG, float, __nv_bfloat16) {
   CUTRAIN_REQUIRE_GPU();
@@ -28,7 +28,7 @@ TEMPLATE_TEST_CASE("max pool 3x3/2 CUDA matches the CPU reference", CUTRAIN_GPU_
   maxpool3x3s2_forward_cpu(x.data(), N, H, W, C, y.data());
   maxpool3x3s2_backward_cpu(x.data(), dy.data(), N, H, W, C, dx.data());
 
-  DeviceBuffer<T> gx(test::convert_to<T>(x)), gdy(test::convert_to<T>(dy)), gy(y.size()), gdx(dx.size());
+  PoisonedBuffer<T> gx(test::convert_to<T>(x)), gdy(test::convert_to<T>(dy)), gy(y.size()), gdx(dx.size());
   maxpool3x3s2_forward_cuda<T>(gx.get(), N, H, W, C, gy.get(), nullptr);
   maxpool3x3s2_backward_cuda<T>(gx.get(), gdy.get(), N, H, W, C, gdx.get(), nullptr);
   CHECK(test::relative_error(test::download(gy), y) == 0.0);  // a copy of an input element
@@ -47,7 +47,7 @@ TEMPLATE_TEST_CASE("global average pool CUDA matches the CPU reference", CUTRAIN
   global_avgpool_forward_cpu(x.data(), N, H, W, C, y.data());
   global_avgpool_backward_cpu(dy.data(), N, H, W, C, dx.data());
 
-  DeviceBuffer<T> gx(test::convert_to<T>(x)), gdy(test::convert_to<T>(dy)), gy(y.size()), gdx(dx.size());
+  PoisonedBuffer<T> gx(test::convert_to<T>(x)), gdy(test::convert_to<T>(dy)), gy(y.size()), gdx(dx.size());
   global_avgpool_forward_cuda<T>(gx.get(), N, H, W, C, gy.get(), nullptr);
   global_avgpool_backward_cuda<T>(gdy.get(), N, H, W, C, gdx.get(), nullptr);
   CHECK(test::relative_error(test::download(gy), y) <= test::parity_tolerance<T>());

@@ -14,9 +14,12 @@
 #include "nn/conv_engines.h"
 #include "tests/device_buffer.h"
 #include "tests/gpu.h"
+#include "tests/output_lines.h"
 #include "tests/process.h"
 
 namespace {
+
+using cutrain::test::count_of;
 
 cutrain::test::Process::Result bench_step(const std::string& cache_dir, std::vector<std::string> extra,
                                           const std::string& fault = "") {
@@ -25,12 +28,6 @@ cutrain::test::Process::Result bench_step(const std::string& cache_dir, std::vec
                                    "8", "--width", std::to_string(kGpuTestWidth), "--steps", "1", "--warmup", "1"};
   argv.insert(argv.end(), extra.begin(), extra.end());
   return cutrain::test::run(argv);
-}
-
-int count(const std::string& text, const std::string& what) {
-  int n = 0;
-  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
-  return n;
 }
 
 }  // namespace
@@ -43,8 +40,8 @@ TEST_CASE("cuDNN's heuristics choose a usable engine for every convolution", CUT
       auto r = bench_step(dir.path().string(), {"--stem", stem, "--precision", precision});
       INFO(r.output);
       CHECK(r.exit_code == 0);
-      CHECK(count(r.output, "warning") == 0);
-      CHECK(count(r.output, "cuDNN's engines by heuristics") == 1);
+      CHECK(count_of(r.output, "warning") == 0);
+      CHECK(count_of(r.output, "cuDNN's engines by heuristics") == 1);
     }
   }
   CHECK(!std::filesystem::exists(dir / "cudnn-conv-algorithms.txt"));  // heuristics keep nothing
@@ -58,7 +55,7 @@ TEST_CASE("The fused forward's graph is the convolution of relu(x*scale + shift)
   // output's largest value. A prologue without its shift, or with scale and shift swapped, is off
   // by O(1).
   CUTRAIN_REQUIRE_GPU();
-  using cutrain::test::DeviceBuffer;
+  using cutrain::test::PoisonedBuffer;
   cutrain::ContextOptions options;
   options.device = cutrain::Device::cuda;
   options.deterministic = true;
@@ -77,8 +74,8 @@ TEST_CASE("The fused forward's graph is the convolution of relu(x*scale + shift)
   };
   const std::vector<float> x = random(size_t(s.N) * s.H * s.W * s.C, 2.0f), w = random(size_t(s.K) * 9 * s.C, 0.0f),
                            scale = random(size_t(s.C), 0.5f), shift = random(size_t(s.C), -1.0f);
-  DeviceBuffer<float> x_d(x), w_d(w), scale_d(scale), shift_d(shift), y_d(size_t(s.N) * s.P() * s.Q() * s.K);
-  DeviceBuffer<char> workspace(std::max<size_t>(plan->workspace(), 1));
+  PoisonedBuffer<float> x_d(x), w_d(w), scale_d(scale), shift_d(shift), y_d(size_t(s.N) * s.P() * s.Q() * s.K);
+  PoisonedBuffer<char> workspace(std::max<size_t>(plan->workspace(), 1));
   const cutrain::BackendDescriptor pack = cutrain::ConvGraph::variant_pack(
       {x_d.get(), w_d.get(), y_d.get(), workspace.get(), scale_d.get(), shift_d.get()});
   CUDNN_CHECK(cudnnBackendExecute(ctx.cudnn(ctx.main_stream()), plan->get(), pack.get()));
@@ -133,21 +130,21 @@ TEST_CASE("Timed engines (--cudnn-benchmark) are kept on disk, and a damaged fil
   text << in.rdbuf();
   // ResNet-18 has more than 10 distinct convolution shapes, each with a forward and a
   // backward-filter line, and a header line.
-  CHECK(count(text.str(), "\n") > 20);
+  CHECK(count_of(text.str(), "\n") > 20);
   const auto written = std::filesystem::last_write_time(cache);
 
   auto second = bench_step(dir.path().string(), {"--cudnn-benchmark", "--precision", "bf16"});
   INFO(second.output);
   CHECK(second.exit_code == 0);
-  CHECK(count(second.output, "warning") == 0);
+  CHECK(count_of(second.output, "warning") == 0);
   CHECK(std::filesystem::last_write_time(cache) == written);  // everything found: nothing written
 
   std::ofstream(cache) << "not a cache\n";
   auto damaged = bench_step(dir.path().string(), {"--cudnn-benchmark", "--precision", "bf16"});
   INFO(damaged.output);
   CHECK(damaged.exit_code == 0);
-  CHECK(count(damaged.output, "warning") == 1);
-  CHECK(count(damaged.output, "cudnn-conv-algorithms.txt: line 1: not a cutrain engine cache") == 1);
+  CHECK(count_of(damaged.output, "warning") == 1);
+  CHECK(count_of(damaged.output, "cudnn-conv-algorithms.txt: line 1: not a cutrain engine cache") == 1);
   std::ifstream again(cache);
   std::string header;
   std::getline(again, header);
@@ -167,9 +164,9 @@ TEST_CASE("a cuDNN engine that fails when it runs is replaced, once per shape, a
   REQUIRE(faulty.exit_code == 0);
   // One line for each shape of convolution with an input gradient and each beta it is computed
   // with: 14, the ten shapes and again the four 3x3 stride-1 ones, which have layers of both.
-  CHECK(count(faulty.output, "engine 1 failed for N=") == 14);
-  CHECK(count(faulty.output, "; using engine 2 for that shape from now on") == 14);
-  CHECK(count(faulty.output, "(CUDNN_STATUS_EXECUTION_FAILED (emulated cuDNN: injected by CUTRAIN_EMU_CUDNN_FAIL") ==
+  CHECK(count_of(faulty.output, "engine 1 failed for N=") == 14);
+  CHECK(count_of(faulty.output, "; using engine 2 for that shape from now on") == 14);
+  CHECK(count_of(faulty.output, "(CUDNN_STATUS_EXECUTION_FAILED (emulated cuDNN: injected by CUTRAIN_EMU_CUDNN_FAIL") ==
         14);
   // Every emulated engine computes the same sums: the same loss.
   const auto last_loss = [](const std::string& output) {
@@ -184,8 +181,8 @@ TEST_CASE("a cuDNN engine that fails when it runs is replaced, once per shape, a
       bench_step(dir.path().string(), run, "backward_data:engine=1:bad_param,forward:engine=2:not_supported");
   INFO(bad_param.output);
   CHECK(bad_param.exit_code == 0);
-  CHECK(count(bad_param.output, "warning") == 14);
-  CHECK(count(bad_param.output, "(CUDNN_STATUS_BAD_PARAM (emulated cuDNN: injected by CUTRAIN_EMU_CUDNN_FAIL") ==
+  CHECK(count_of(bad_param.output, "warning") == 14);
+  CHECK(count_of(bad_param.output, "(CUDNN_STATUS_BAD_PARAM (emulated cuDNN: injected by CUTRAIN_EMU_CUDNN_FAIL") ==
         14);
   // With every engine failing there is nothing to fall back on: one error.
   const auto hopeless = bench_step(dir.path().string(), run, "backward_data:engine=any:execution_failed");

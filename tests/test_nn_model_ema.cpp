@@ -21,7 +21,7 @@ using namespace cutrain;
 namespace {
 
 // The run's shape that the decay is adjusted to, and the reference script's --model-ema-decay.
-constexpr int kWorld = 2, kBatch = 8, kSteps = 4, kEpochs = 3;
+constexpr int kWorld = 2, kEmaBatch = 8, kSteps = 4, kEpochs = 3;
 constexpr double kDecayFlag = 0.999;  // alpha = 0.001 * 2 * 8 * 4 / 3: about 0.0213, no clamp
 // The updates of the sequence below that fall in the warm-up, after which n_averaged is reset.
 constexpr int kUpdates = 6, kWarmupUpdates = 2;
@@ -99,7 +99,7 @@ TEST_CASE(
   ResNet18 model(ctx, test::tiny_resnet());
   std::mt19937 rng(11);
   new_values(model, rng);
-  const double decay = model_ema_decay(kWorld, kBatch, kSteps, kEpochs, kDecayFlag);
+  const double decay = model_ema_decay(kWorld, kEmaBatch, kSteps, kEpochs, kDecayFlag);
   ModelEma ema(model, decay);
   SafeTensorsFile steps;
   auto record = [&](const std::string& key) {
@@ -117,7 +117,7 @@ TEST_CASE(
   const std::string in = dir / "steps.safetensors", out = dir / "torch.safetensors";
   write_safetensors(in, steps);
   const test::Process::Result torch =
-      test::run({python, "-c", kTorchScript, in, out, std::to_string(kWorld), std::to_string(kBatch),
+      test::run({python, "-c", kTorchScript, in, out, std::to_string(kWorld), std::to_string(kEmaBatch),
                  std::to_string(kSteps), std::to_string(kEpochs), "0.999", std::to_string(kUpdates),
                  std::to_string(kWarmupUpdates)});
   INFO(torch.output);

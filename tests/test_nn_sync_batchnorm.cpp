@@ -35,7 +35,7 @@ class ThreadAllReduce {
   std::barrier<> barrier_;
 };
 
-double relative_error(const std::vector<float>& a, const std::vector<float>& b) {
+double rms_relative_error(const std::vector<float>& a, const std::vector<float>& b) {
   double diff = 0, norm = 0;
   for (size_t i = 0; i < a.size(); ++i) {
     diff += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
@@ -84,8 +84,8 @@ TEST_CASE("SyncBatchNorm over two ranks computes the whole batch's step", "[nn]"
     std::vector<float> logits = read_floats(ranks[r]->logits());
     std::vector<float> rows(whole_logits.begin() + int64_t(r * logits.size()),
                             whole_logits.begin() + int64_t((r + 1) * logits.size()));
-    CHECK(relative_error(logits, rows) < 1e-5);
-    CHECK(relative_error(read_floats(ranks[r]->params().buffer_values()), whole_buffers) < 1e-5);
+    CHECK(rms_relative_error(logits, rows) < 1e-5);
+    CHECK(rms_relative_error(read_floats(ranks[r]->params().buffer_values()), whole_buffers) < 1e-5);
     std::vector<float> grads = read_floats(ranks[r]->params().grads());
     for (size_t i = 0; i < grads.size(); ++i) mean_grads[i] += grads[i] / kWorld;
   }
@@ -94,6 +94,6 @@ TEST_CASE("SyncBatchNorm over two ranks computes the whole batch's step", "[nn]"
     INFO(p->name);
     std::vector<float> a(mean_grads.begin() + p->offset, mean_grads.begin() + p->offset + p->numel);
     std::vector<float> b(whole_grads.begin() + p->offset, whole_grads.begin() + p->offset + p->numel);
-    CHECK(relative_error(a, b) < 1e-4);
+    CHECK(rms_relative_error(a, b) < 1e-4);
   }
 }

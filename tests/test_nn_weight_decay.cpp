@@ -19,7 +19,7 @@ using namespace cutrain;
 
 namespace {
 
-constexpr float kLr = 0.1f, kMomentum = 0.9f, kDecay = 0.1f, kNormDecay = 0.0f;
+constexpr float kStepLr = 0.1f, kStepMomentum = 0.9f, kDecay = 0.1f, kNormDecay = 0.0f;
 
 // The parameters of a tiny model, one SGD step from random values and gradients, and the values that
 // torch.optim.SGD's first step gives from the same start, with each parameter's decay as decay_of says.
@@ -36,7 +36,7 @@ void check_one_step(const SgdConfig& cfg, DecayOf decay_of) {
     g[i] = normal(rng);
   }
   const std::vector<float> before(w, w + model.params().numel()), grads(g, g + model.params().numel());
-  SGD sgd(ctx, model.params(), cfg, test::constant_lr(kLr));
+  SGD sgd(ctx, model.params(), cfg, test::constant_lr(kStepLr));
   test::sgd_step(sgd, model);
   for (const Parameter* p : model.params().in_layout_order()) {
     const float decay = decay_of(*p);
@@ -47,8 +47,8 @@ void check_one_step(const SgdConfig& cfg, DecayOf decay_of) {
       float d_p = grads[size_t(i)];
       if (decay != 0) d_p = d_p + decay * before[size_t(i)];
       const float buf = d_p;
-      d_p = d_p + kMomentum * buf;
-      const float want = before[size_t(i)] + (-kLr) * d_p;
+      d_p = d_p + kStepMomentum * buf;
+      const float want = before[size_t(i)] + (-kStepLr) * d_p;
       worst = std::max(worst, double(std::abs(w[i] - want)));
     }
     // The same float operations, up to the compiler's choice of fused multiply-adds.
@@ -77,12 +77,12 @@ TEST_CASE(
     norm += p->norm;
   }
   CHECK(norm == 40);  // 20 batch norms, weight and bias each
-  check_one_step(SgdConfig{kMomentum, kDecay, true, kNormDecay},
+  check_one_step(SgdConfig{kStepMomentum, kDecay, true, kNormDecay},
                  [](const Parameter& p) { return p.norm ? kNormDecay : kDecay; });
 }
 
 TEST_CASE("without norm_weight_decay, every parameter takes weight_decay, batch norm's too", "[nn]") {
-  check_one_step(SgdConfig{kMomentum, kDecay, true}, [](const Parameter&) { return kDecay; });
+  check_one_step(SgdConfig{kStepMomentum, kDecay, true}, [](const Parameter&) { return kDecay; });
 }
 
 TEST_CASE("the parameters that SGD gives norm_weight_decay are those of torchvision's normalization group", "[nn]") {

@@ -17,7 +17,7 @@
 #include "tests/gradcheck.h"
 
 using namespace cutrain;
-using test::DeviceBuffer;
+using test::PoisonedBuffer;
 
 namespace {
 
@@ -57,16 +57,16 @@ TEST_CASE("emulated cuBLAS: GEMM with each pair of transposes equals a naive col
         const auto a = test::rounded_to<__nv_bfloat16>(test::random_vector(size_t(lda) * a_cols, rng));
         const auto b = test::rounded_to<__nv_bfloat16>(test::random_vector(size_t(ldb) * b_cols, rng));
         const auto c0 = test::random_vector(size_t(ldc) * n, rng);
-        DeviceBuffer<float> c(c0);
+        PoisonedBuffer<float> c(c0);
         const float alpha = 0.5f, beta = 1.0f;
         const cublasOperation_t op_a = ta ? CUBLAS_OP_T : CUBLAS_OP_N, op_b = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
         if (bf16) {
-          DeviceBuffer<__nv_bfloat16> a_d(test::convert_to<__nv_bfloat16>(a)), b_d(test::convert_to<__nv_bfloat16>(b));
+          PoisonedBuffer<__nv_bfloat16> a_d(test::convert_to<__nv_bfloat16>(a)), b_d(test::convert_to<__nv_bfloat16>(b));
           REQUIRE(cublasGemmEx(blas.handle, op_a, op_b, m, n, k, &alpha, a_d.get(), CUDA_R_16BF, lda, b_d.get(),
                                CUDA_R_16BF, ldb, &beta, c.get(), CUDA_R_32F, ldc, CUBLAS_COMPUTE_32F,
                                CUBLAS_GEMM_DEFAULT) == CUBLAS_STATUS_SUCCESS);
         } else {
-          DeviceBuffer<float> a_d(a), b_d(b);
+          PoisonedBuffer<float> a_d(a), b_d(b);
           REQUIRE(cublasSgemm(blas.handle, op_a, op_b, m, n, k, &alpha, a_d.get(), lda, b_d.get(), ldb, &beta,
                               c.get(), ldc) == CUBLAS_STATUS_SUCCESS);
         }
@@ -91,9 +91,9 @@ TEST_CASE("emulated cuBLAS: a bf16 GEMM output is rounded to nearest even, and b
   // two bf16 values (spacing 2^-7 near 1). Ties go to the even one: up to 1 + 2^-6, down to 1.
   // Truncation would give 1 + 2^-7 for the first, rounding half up 1 + 2^-7 for the second.
   const float e7 = 1.0f / 128, e8 = 1.0f / 256;
-  DeviceBuffer<__nv_bfloat16> a(test::convert_to<__nv_bfloat16>({1.0f, 1.0f}));
-  DeviceBuffer<__nv_bfloat16> b(test::convert_to<__nv_bfloat16>({1.0f + e7, e8, 1.0f, e8}));
-  DeviceBuffer<__nv_bfloat16> c(2);  // starts as NaN
+  PoisonedBuffer<__nv_bfloat16> a(test::convert_to<__nv_bfloat16>({1.0f, 1.0f}));
+  PoisonedBuffer<__nv_bfloat16> b(test::convert_to<__nv_bfloat16>({1.0f + e7, e8, 1.0f, e8}));
+  PoisonedBuffer<__nv_bfloat16> c(2);  // starts as NaN
   const float one = 1.0f, zero = 0.0f;
   REQUIRE(cublasGemmEx(blas.handle, CUBLAS_OP_N, CUBLAS_OP_N, 1, 2, 2, &one, a.get(), CUDA_R_16BF, 1, b.get(),
                        CUDA_R_16BF, 2, &zero, c.get(), CUDA_R_16BF, 1, CUBLAS_COMPUTE_32F,
@@ -108,13 +108,13 @@ TEST_CASE("emulated cuBLAS: GEMV both ways with strides, and AXPY", "[emu]") {
   Blas blas;
   const int m = 4, n = 3, lda = 6;
   const auto a = test::random_vector(size_t(lda) * n, rng);
-  DeviceBuffer<float> a_d(a);
+  PoisonedBuffer<float> a_d(a);
   for (bool transposed : {false, true}) {
     CAPTURE(transposed);
     const int x_n = transposed ? m : n, y_n = transposed ? n : m, incx = 2, incy = 3;
     const auto x = test::random_vector(size_t(x_n) * incx, rng);
     const auto y0 = test::random_vector(size_t(y_n) * incy, rng);
-    DeviceBuffer<float> x_d(x), y_d(y0);
+    PoisonedBuffer<float> x_d(x), y_d(y0);
     const float alpha = 2.0f, beta = 0.5f;
     REQUIRE(cublasSgemv(blas.handle, transposed ? CUBLAS_OP_T : CUBLAS_OP_N, m, n, &alpha, a_d.get(), lda, x_d.get(),
                         incx, &beta, y_d.get(), incy) == CUBLAS_STATUS_SUCCESS);
@@ -127,7 +127,7 @@ TEST_CASE("emulated cuBLAS: GEMV both ways with strides, and AXPY", "[emu]") {
     }
   }
   const auto x = test::random_vector(5, rng), y0 = test::random_vector(5, rng);
-  DeviceBuffer<float> x_d(x), y_d(y0);
+  PoisonedBuffer<float> x_d(x), y_d(y0);
   float alpha = 3.0f;
   REQUIRE(cublasSaxpy(blas.handle, 5, &alpha, x_d.get(), 1, y_d.get(), 1) == CUBLAS_STATUS_SUCCESS);
   alpha = 100.0f;  // alpha is read when the call is made, not when the work runs
@@ -138,7 +138,7 @@ TEST_CASE("emulated cuBLAS: GEMV both ways with strides, and AXPY", "[emu]") {
 TEST_CASE("emulated cuBLAS: arguments are checked as cuBLAS documents, and operands must be device memory", "[emu]") {
   Blas blas;
   const int m = 4, n = 3, k = 2;
-  DeviceBuffer<float> a(size_t(m) * k), b(size_t(k) * n), c(size_t(m) * n);
+  PoisonedBuffer<float> a(size_t(m) * k), b(size_t(k) * n), c(size_t(m) * n);
   std::vector<float> host(size_t(m) * n);
   const float one = 1.0f;
   auto sgemm = [&](int lda, const float* a_ptr, float* c_ptr) {
@@ -162,7 +162,7 @@ TEST_CASE("emulated cuBLAS: arguments are checked as cuBLAS documents, and opera
   CHECK(cublasSetMathMode(blas.handle, CUBLAS_TF32_TENSOR_OP_MATH) == CUBLAS_STATUS_SUCCESS);
   CHECK(cublasSetMathMode(blas.handle, cublasMath_t(5)) == CUBLAS_STATUS_INVALID_VALUE);
   CHECK(cublasSetWorkspace(blas.handle, host.data(), host.size() * sizeof(float)) != CUBLAS_STATUS_SUCCESS);
-  DeviceBuffer<unsigned char> workspace(4096);
+  PoisonedBuffer<unsigned char> workspace(4096);
   CHECK(cublasSetWorkspace(blas.handle, workspace.get(), 4096) == CUBLAS_STATUS_SUCCESS);
   int major = 0;
   CHECK(cublasGetProperty(MAJOR_VERSION, &major) == CUBLAS_STATUS_SUCCESS);

@@ -26,7 +26,7 @@
 using namespace cutrain;
 using test::Convolution;
 using test::cudnn_type;
-using test::DeviceBuffer;
+using test::PoisonedBuffer;
 using test::FaultScope;
 using test::Pass;
 
@@ -122,18 +122,18 @@ TEMPLATE_TEST_CASE("emulated cuDNN: the three convolutions equal naive loops, wi
     const auto x = test::rounded_to<TestType>(test::random_vector(size_t(s.N) * s.H * s.W * s.C, rng));
     const auto w = test::rounded_to<TestType>(test::random_vector(size_t(s.K) * s.R * s.S * s.C, rng));
     const auto dy = test::rounded_to<TestType>(test::random_vector(size_t(s.N) * s.P() * s.Q() * s.K, rng));
-    DeviceBuffer<TestType> x_d(test::convert_to<TestType>(x)), w_d(test::convert_to<TestType>(w)),
+    PoisonedBuffer<TestType> x_d(test::convert_to<TestType>(x)), w_d(test::convert_to<TestType>(w)),
         dy_d(test::convert_to<TestType>(dy));
     for (Pass pass : {Pass::forward, Pass::backward_data, Pass::backward_filter}) {
       CAPTURE(int(pass));
       const int algo = algo_for(pass);
       const size_t ws_bytes = c.workspace(pass, algo);
-      DeviceBuffer<unsigned char> ws(std::max<size_t>(ws_bytes, 1));
+      PoisonedBuffer<unsigned char> ws(std::max<size_t>(ws_bytes, 1));
       const void* a = pass == Pass::backward_data ? w_d.get() : x_d.get();
       const void* b = pass == Pass::forward ? w_d.get() : dy_d.get();
       const Exact exact = naive(pass, s, x, w, dy);
-      // beta = 0 overwrites: the output starts as NaN (DeviceBuffer's poison) and must not be read.
-      DeviceBuffer<TestType> out(exact.value.size());
+      // beta = 0 overwrites: the output starts as NaN (PoisonedBuffer's poison) and must not be read.
+      PoisonedBuffer<TestType> out(exact.value.size());
       REQUIRE(c.run(pass, algo, 1.0f, a, b, 0.0f, out.get(), ws.get(), ws_bytes) == CUDNN_STATUS_SUCCESS);
       const std::vector<float> first = test::download(out);
       require_close<TestType>(first, exact, 1.0f, 0.0f, first);
@@ -154,7 +154,7 @@ TEST_CASE("emulated cuDNN: the non-deterministic algorithms add in another order
   const auto x = test::random_vector(size_t(s.N) * s.H * s.W * s.C, rng);
   const auto w = test::random_vector(size_t(s.K) * s.R * s.S * s.C, rng);
   const auto dy = test::random_vector(size_t(s.N) * s.P() * s.Q() * s.K, rng);
-  DeviceBuffer<float> x_d(x), w_d(w), dy_d(dy);
+  PoisonedBuffer<float> x_d(x), w_d(w), dy_d(dy);
   struct Case {
     Pass pass;
     int algo;
@@ -167,10 +167,10 @@ TEST_CASE("emulated cuDNN: the non-deterministic algorithms add in another order
                         Case{Pass::backward_filter, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1, true}}) {
     CAPTURE(int(k.pass), k.algo);
     const size_t ws_bytes = c.workspace(k.pass, k.algo);
-    DeviceBuffer<unsigned char> ws(std::max<size_t>(ws_bytes, 1));
+    PoisonedBuffer<unsigned char> ws(std::max<size_t>(ws_bytes, 1));
     const void* a = k.pass == Pass::backward_data ? w_d.get() : x_d.get();
     const Exact exact = naive(k.pass, s, x, w, dy);
-    DeviceBuffer<float> out(exact.value.size());
+    PoisonedBuffer<float> out(exact.value.size());
     std::vector<std::vector<float>> results;
     for (int call = 0; call < 6; ++call) {
       REQUIRE(c.run(k.pass, k.algo, 1.0f, a, dy_d.get(), 0.0f, out.get(), ws.get(), ws_bytes) == CUDNN_STATUS_SUCCESS);
@@ -200,7 +200,7 @@ TEST_CASE("emulated cuDNN: NCHW tensors and KCRS filters are read and written in
       for (int t = 0; t < s.S; ++t)
         for (int ch = 0; ch < s.C; ++ch)
           w_kcrs[((size_t(k) * s.C + ch) * s.R + r) * s.S + t] = w[((size_t(k) * s.R + r) * s.S + t) * s.C + ch];
-  DeviceBuffer<float> x_d(x_nchw), w_d(w_kcrs), y_d(size_t(s.N) * s.K * s.P() * s.Q());
+  PoisonedBuffer<float> x_d(x_nchw), w_d(w_kcrs), y_d(size_t(s.N) * s.K * s.P() * s.Q());
   REQUIRE(c.run(Pass::forward, CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM, 1.0f, x_d.get(), w_d.get(), 0.0f, y_d.get(),
                 nullptr, 0) == CUDNN_STATUS_SUCCESS);
   const std::vector<float> y_nchw = y_d.copy_to_host();
@@ -281,7 +281,7 @@ TEST_CASE("emulated cuDNN: pointers outside a device allocation of the descripto
   Convolution c(s, CUDNN_DATA_FLOAT);
   const size_t x_n = size_t(s.N) * s.H * s.W * s.C, w_n = size_t(s.K) * s.R * s.S * s.C,
                y_n = size_t(s.N) * s.P() * s.Q() * s.K;
-  DeviceBuffer<float> x(x_n), w(w_n), y(y_n), short_y(y_n - 1);
+  PoisonedBuffer<float> x(x_n), w(w_n), y(y_n), short_y(y_n - 1);
   std::vector<float> host_x(x_n);
   const int algo = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM;
   REQUIRE(c.run(Pass::forward, algo, 1.0f, x.get(), w.get(), 0.0f, y.get(), nullptr, 0) == CUDNN_STATUS_SUCCESS);
@@ -302,7 +302,7 @@ TEST_CASE("emulated cuDNN: a workspace smaller than the algorithm asks for fails
           "[emu]") {
   const ConvShape s{2, 8, 8, 4, 6, 3, 3, 2, 1};
   Convolution c(s, CUDNN_DATA_FLOAT);
-  DeviceBuffer<float> x(size_t(s.N) * s.H * s.W * s.C), dy(size_t(s.N) * s.P() * s.Q() * s.K),
+  PoisonedBuffer<float> x(size_t(s.N) * s.H * s.W * s.C), dy(size_t(s.N) * s.P() * s.Q() * s.K),
       dw(size_t(s.K) * s.R * s.S * s.C);
   CUDA_CHECK(cudaMemset(x.get(), 0, x.size() * sizeof(float)));
   CUDA_CHECK(cudaMemset(dy.get(), 0, dy.size() * sizeof(float)));
@@ -310,7 +310,7 @@ TEST_CASE("emulated cuDNN: a workspace smaller than the algorithm asks for fails
     const int algo = algo_for(pass);
     const size_t needed = c.workspace(pass, algo);
     REQUIRE(needed > 0);
-    DeviceBuffer<unsigned char> ws(needed);
+    PoisonedBuffer<unsigned char> ws(needed);
     CUDA_CHECK(cudaMemset(ws.get(), 0, needed));
     // The legacy stream's memsets are not ordered before the handle's non-blocking stream: wait.
     CUDA_CHECK(cudaDeviceSynchronize());
@@ -368,7 +368,7 @@ TEST_CASE("emulated cuDNN: CUTRAIN_EMU_CUDNN_FAIL makes a chosen pass and algori
   const ConvShape s{1, 6, 6, 4, 4, 3, 3, 1, 1};
   Convolution c(s, CUDNN_DATA_FLOAT);
   const size_t x_n = size_t(s.N) * s.H * s.W * s.C, w_n = size_t(s.K) * s.R * s.S * s.C;
-  DeviceBuffer<float> x(test::random_vector(x_n, rng)), w(test::random_vector(w_n, rng)),
+  PoisonedBuffer<float> x(test::random_vector(x_n, rng)), w(test::random_vector(w_n, rng)),
       dy(test::random_vector(x_n, rng)), dx(x_n), y(x_n);
   const float zero = 0.0f;
   auto backward_data = [&](int algo) {

@@ -28,7 +28,7 @@
 using namespace cutrain;
 using test::Convolution;
 using test::cudnn_type;
-using test::DeviceBuffer;
+using test::PoisonedBuffer;
 using test::FaultScope;
 using test::Pass;
 
@@ -241,7 +241,7 @@ TEMPLATE_TEST_CASE("emulated cuDNN: a graph of each convolution gives the legacy
     const size_t x_n = size_t(s.N) * s.H * s.W * s.C, w_n = size_t(s.K) * s.R * s.S * s.C,
                  y_n = size_t(s.N) * s.P() * s.Q() * s.K;
     const auto values = [&](size_t n) { return test::convert_to<TestType>(test::random_vector(n, rng)); };
-    DeviceBuffer<TestType> x(values(x_n)), w(values(w_n)), y(values(y_n));
+    PoisonedBuffer<TestType> x(values(x_n)), w(values(w_n)), y(values(y_n));
     for (Pass pass : {Pass::forward, Pass::backward_data, Pass::backward_filter}) {
       CAPTURE(int(pass));
       const float alpha = 0.5f, beta = pass == Pass::backward_data ? 1.0f : 0.0f;
@@ -256,15 +256,15 @@ TEMPLATE_TEST_CASE("emulated cuDNN: a graph of each convolution gives the legacy
         CAPTURE(index);
         const Plan plan(*config_of(g.graph, index));
         REQUIRE(plan.status == CUDNN_STATUS_SUCCESS);
-        DeviceBuffer<unsigned char> workspace(std::max<size_t>(size_t(plan.workspace), 1));
-        DeviceBuffer<TestType> by_graph(prior), by_legacy(prior);
+        PoisonedBuffer<unsigned char> workspace(std::max<size_t>(size_t(plan.workspace), 1));
+        PoisonedBuffer<TestType> by_graph(prior), by_legacy(prior);
         const std::vector<void*> xwy = pass == Pass::forward         ? std::vector<void*>{x.get(), w.get(), by_graph.get()}
                                        : pass == Pass::backward_data ? std::vector<void*>{by_graph.get(), w.get(), y.get()}
                                                                      : std::vector<void*>{x.get(), by_graph.get(), y.get()};
         REQUIRE(execute(legacy.handle, plan, xwy, workspace.get()) == CUDNN_STATUS_SUCCESS);
         const int algo = legacy_algo(pass);
         const size_t legacy_bytes = legacy.workspace(pass, algo);
-        DeviceBuffer<unsigned char> legacy_workspace(std::max<size_t>(legacy_bytes, 1));
+        PoisonedBuffer<unsigned char> legacy_workspace(std::max<size_t>(legacy_bytes, 1));
         REQUIRE(legacy.run(pass, algo, alpha, a, b, beta, by_legacy.get(), legacy_workspace.get(), legacy_bytes) ==
                 CUDNN_STATUS_SUCCESS);
         CHECK(test::download(by_graph) == test::download(by_legacy));
@@ -376,8 +376,8 @@ TEST_CASE("emulated cuDNN: a variant pack's pointers must lie in device allocati
   REQUIRE(plan.workspace > 0);
   const size_t x_n = size_t(s.N) * s.H * s.W * s.C, w_n = size_t(s.K) * s.R * s.S * s.C,
                y_n = size_t(s.N) * s.P() * s.Q() * s.K;
-  DeviceBuffer<float> x(x_n), dw(w_n), dy(y_n), short_dw(w_n - 1), long_x(x_n + 1);
-  DeviceBuffer<unsigned char> workspace(size_t(plan.workspace)), short_workspace(size_t(plan.workspace) - 1);
+  PoisonedBuffer<float> x(x_n), dw(w_n), dy(y_n), short_dw(w_n - 1), long_x(x_n + 1);
+  PoisonedBuffer<unsigned char> workspace(size_t(plan.workspace)), short_workspace(size_t(plan.workspace) - 1);
   std::vector<float> host_x(x_n);
   CHECK(execute(legacy.handle, plan, {x.get(), dw.get(), dy.get()}, workspace.get()) == CUDNN_STATUS_SUCCESS);
   CHECK(execute(legacy.handle, plan, {host_x.data(), dw.get(), dy.get()}, workspace.get()) == CUDNN_STATUS_BAD_PARAM);
@@ -399,7 +399,7 @@ TEST_CASE("emulated cuDNN: CUTRAIN_EMU_CUDNN_FAIL with engine=N makes that engin
   const ConvGraph g(Pass::backward_data, s, CUDNN_DATA_FLOAT, 1.0f, 0.0f);
   REQUIRE(g.status == CUDNN_STATUS_SUCCESS);
   const size_t n = size_t(s.N) * s.H * s.W * s.C;
-  DeviceBuffer<float> dx(n), w(size_t(s.K) * s.R * s.S * s.C), dy(n);
+  PoisonedBuffer<float> dx(n), w(size_t(s.K) * s.R * s.S * s.C), dy(n);
   const auto engine0 = config_of(g.graph, 0), engine1 = config_of(g.graph, 1), engine2 = config_of(g.graph, 2);
   FaultScope fault("backward_data:engine=0:not_supported,backward_data:engine=1:execution_failed,forward:engine=2:"
                    "execution_failed");
@@ -420,9 +420,9 @@ TEST_CASE("emulated cuDNN: an execution on a capturing stream becomes part of th
   REQUIRE(g.status == CUDNN_STATUS_SUCCESS);
   const Plan plan(*config_of(g.graph, 0));  // with a workspace
   const size_t n = size_t(s.N) * s.H * s.W * s.C;
-  DeviceBuffer<float> x(test::random_vector(n, rng)), w(test::random_vector(size_t(s.K) * s.R * s.S * s.C, rng)),
+  PoisonedBuffer<float> x(test::random_vector(n, rng)), w(test::random_vector(size_t(s.K) * s.R * s.S * s.C, rng)),
       direct(n), replayed(n);
-  DeviceBuffer<unsigned char> workspace(size_t(plan.workspace));
+  PoisonedBuffer<unsigned char> workspace(size_t(plan.workspace));
   REQUIRE(execute(legacy.handle, plan, {x.get(), w.get(), direct.get()}, workspace.get()) == CUDNN_STATUS_SUCCESS);
   cudaGraph_t graph = nullptr;
   CUDA_CHECK(cudaStreamBeginCapture(legacy.stream, cudaStreamCaptureModeThreadLocal));
@@ -634,9 +634,9 @@ TEMPLATE_TEST_CASE("emulated cuDNN: a fused graph computes its prologue in fp32,
                              w = test::rounded_to<TestType>(test::random_vector(w_n, rng)),
                              scale = test::random_vector(size_t(s.C), rng, 0.25f, 3.0f),
                              shift = test::random_vector(size_t(s.C), rng);
-    DeviceBuffer<TestType> x_device(test::convert_to<TestType>(x)), w_device(test::convert_to<TestType>(w)),
+    PoisonedBuffer<TestType> x_device(test::convert_to<TestType>(x)), w_device(test::convert_to<TestType>(w)),
         y(y_n);
-    DeviceBuffer<float> scale_device(scale), shift_device(shift);
+    PoisonedBuffer<float> scale_device(scale), shift_device(shift);
     const FusedGraph g(s, cudnn_type<TestType>());
     REQUIRE(g.status == CUDNN_STATUS_SUCCESS);
     const Plan plan(*config_of(g.graph, 3));
@@ -759,7 +759,7 @@ TEST_CASE("emulated cuDNN: a fused graph's scale and shift pointers must lie in 
   REQUIRE(g.status == CUDNN_STATUS_SUCCESS);
   const Plan plan(*config_of(g.graph, 3));
   const size_t n = size_t(s.N) * s.H * s.W * s.C;
-  DeviceBuffer<float> x(n), w(size_t(s.K) * s.R * s.S * s.C), y(n), scale(size_t(s.C)), shift(size_t(s.C)),
+  PoisonedBuffer<float> x(n), w(size_t(s.K) * s.R * s.S * s.C), y(n), scale(size_t(s.C)), shift(size_t(s.C)),
       short_shift(size_t(s.C) - 1);
   std::vector<float> host_scale(size_t(s.C));
   const std::vector<int64_t> uids = {1, 2, 3, 4, 5};
@@ -788,8 +788,8 @@ TEST_CASE("emulated cuDNN: a fused graph is recorded as one fused call that read
   Recorder recorder;
   {
     RecordingScope scope(recorder);
-    DeviceBuffer<__nv_bfloat16> x(x_n), w(w_n), y(y_n);
-    DeviceBuffer<float> scale(size_t(s.C)), shift(size_t(s.C));
+    PoisonedBuffer<__nv_bfloat16> x(x_n), w(w_n), y(y_n);
+    PoisonedBuffer<float> scale(size_t(s.C)), shift(size_t(s.C));
     recorder.clear();
     REQUIRE(execute(legacy.handle, plan, {x.get(), w.get(), y.get(), scale.get(), shift.get()}, nullptr,
                     {1, 2, 3, 4, 5}) == CUDNN_STATUS_SUCCESS);

@@ -19,7 +19,7 @@
 #include "tests/device_buffer.h"
 
 using namespace cutrain;
-using test::DeviceBuffer;
+using test::PoisonedBuffer;
 
 namespace {
 
@@ -67,7 +67,7 @@ std::vector<float> iota_floats(size_t n) {
 }  // namespace
 
 TEST_CASE("emulation: launches a GPU refuses fail through the launch check", "[emu]") {
-  DeviceBuffer<int> out(4);
+  PoisonedBuffer<int> out(4);
   const auto launch = [&](dim3 grid, dim3 block, size_t shared) {
     launch_kernel("fill_kernel", fill_kernel, grid, block, shared, nullptr, out.get(), 1);
   };
@@ -90,7 +90,7 @@ TEST_CASE("emulation: __syncthreads orders shared memory, and without it every o
   const int n = 96;
   const std::vector<float> in = iota_floats(n);
   std::vector<float> reversed(in.rbegin(), in.rend());
-  DeviceBuffer<float> gin(in), gout(n);
+  PoisonedBuffer<float> gin(in), gout(n);
   for (emu::ThreadOrder order : kOrders) {
     ScheduleScope scope(order);
     for (bool barrier : {true, false}) {
@@ -128,7 +128,7 @@ __global__ void shuffle_kernel(Shuffle what, int arg, int width, int* out) {
 }
 
 std::vector<int> run_shuffle(Shuffle what, int arg = 0, int width = 32) {
-  DeviceBuffer<int> out(32);
+  PoisonedBuffer<int> out(32);
   launch_kernel("shuffle_kernel", shuffle_kernel, 1, 32, 0, nullptr, what, arg, width, out.get());
   return out.copy_to_host();
 }
@@ -177,7 +177,7 @@ __global__ void barrier_against_shuffle_kernel(int* out) {
 }  // namespace
 
 TEST_CASE("emulation: a warp collective that a lane never reaches fails with the kernel's name", "[emu]") {
-  DeviceBuffer<int> out(64);
+  PoisonedBuffer<int> out(64);
   CHECK_THROWS_WITH(LAUNCH_AND_WAIT(launch_kernel("diverged_kernel", diverged_kernel, 1, 32, 0, nullptr, 16, out.get())),
                     Catch::Contains("unspecified launch failure") &&
                         Catch::Contains("diverged_kernel: block (0,0,0)") &&
@@ -235,10 +235,10 @@ TEST_CASE("emulation: atomics and the last-block reduction", "[emu]") {
   const int n = 1000, threads = 128, blocks = (n + threads - 1) / threads;
   std::vector<int> in(n);
   std::iota(in.begin(), in.end(), -300);
-  DeviceBuffer<int> gin(in), partial(blocks), total(1);
-  DeviceBuffer<unsigned> ticket(std::vector<unsigned>{0});
-  DeviceBuffer<unsigned long long> count(std::vector<unsigned long long>{0});
-  DeviceBuffer<float> float_sum(std::vector<float>{0.0f});
+  PoisonedBuffer<int> gin(in), partial(blocks), total(1);
+  PoisonedBuffer<unsigned> ticket(std::vector<unsigned>{0});
+  PoisonedBuffer<unsigned long long> count(std::vector<unsigned long long>{0});
+  PoisonedBuffer<float> float_sum(std::vector<float>{0.0f});
   launch_kernel("last_block_sum_kernel", last_block_sum_kernel, blocks, threads, 0, nullptr, gin.get(), n,
                 partial.get(), ticket.get(), total.get(), count.get(), float_sum.get());
   CHECK(total.copy_to_host()[0] == std::accumulate(in.begin(), in.end(), 0));
@@ -246,7 +246,7 @@ TEST_CASE("emulation: atomics and the last-block reduction", "[emu]") {
   CHECK(count.copy_to_host()[0] == unsigned(n));
   CHECK(float_sum.copy_to_host()[0] == 500.0f);
 
-  DeviceBuffer<int> value(std::vector<int>{7}), old_cas(1), old_exch(1);
+  PoisonedBuffer<int> value(std::vector<int>{7}), old_cas(1), old_exch(1);
   launch_kernel("exchange_kernel", exchange_kernel, 1, 1, 0, nullptr, value.get(), old_cas.get(), old_exch.get());
   CHECK(old_cas.copy_to_host()[0] == 7);
   CHECK(old_exch.copy_to_host()[0] == 9);
@@ -310,8 +310,8 @@ __global__ void vector_copy_kernel(const float4* in, float4* out, int* bits) {
 TEST_CASE("emulation: vector types move 16 bytes at once, and the bit intrinsics count", "[emu]") {
   static_assert(alignof(float4) == 16 && alignof(int4) == 16 && alignof(uint4) == 16 && alignof(float2) == 8);
   const std::vector<float> values = iota_floats(4 * 32);
-  DeviceBuffer<float> in(values), out(values.size());
-  DeviceBuffer<int> bits(32);
+  PoisonedBuffer<float> in(values), out(values.size());
+  PoisonedBuffer<int> bits(32);
   launch_kernel("vector_copy_kernel", vector_copy_kernel, 1, 32, 0, nullptr, reinterpret_cast<const float4*>(in.get()),
                 reinterpret_cast<float4*>(out.get()), bits.get());
   CHECK(out.copy_to_host() == values);
@@ -355,7 +355,7 @@ TEST_CASE("emulation: a cooperative grid's barrier orders its blocks, and withou
     ScheduleScope scope(order);
     for (bool barrier : {true, false}) {
       INFO("order " << int(order) << ", barrier " << barrier);
-      DeviceBuffer<int> slots(blocks), sums(n);  // slots start at -1 (every byte 0xFF)
+      PoisonedBuffer<int> slots(blocks), sums(n);  // slots start at -1 (every byte 0xFF)
       launch_cooperative_kernel("grid_sum_kernel", grid_sum_kernel, blocks, threads, sizeof(int), nullptr,
                                 slots.get(), sums.get(), barrier);
       // With the barrier every block sees every slot, and keeps its own shared memory.
@@ -367,7 +367,7 @@ TEST_CASE("emulation: a cooperative grid's barrier orders its blocks, and withou
 }
 
 TEST_CASE("emulation: the grid's barrier fails outside a cooperative launch, or when a thread never comes", "[emu]") {
-  DeviceBuffer<int> slots(2), sums(64);
+  PoisonedBuffer<int> slots(2), sums(64);
   CHECK_THROWS_WITH(LAUNCH_AND_WAIT(launch_kernel("grid_sum_kernel", grid_sum_kernel, 2, 32, sizeof(int), nullptr,
                                                   slots.get(), sums.get(), true)),
       Catch::Contains("grid_sum_kernel: block (") &&  // the first the schedule runs
@@ -402,7 +402,7 @@ TEST_CASE("emulation: the emulated device's occupancy bounds a cooperative grid,
   CHECK(occupancy(64, 0) == 32);
   CHECK(occupancy(64, 228 * 1024) == 0);
 
-  DeviceBuffer<int> slots(9), sums(9 * 1024);
+  PoisonedBuffer<int> slots(9), sums(9 * 1024);
   const auto launch = [&](int blocks, size_t shared) {
     launch_cooperative_kernel("grid_sum_kernel", grid_sum_kernel, blocks, 1024, shared, nullptr, slots.get(),
                               sums.get(), true);
@@ -413,7 +413,7 @@ TEST_CASE("emulation: the emulated device's occupancy bounds a cooperative grid,
                                       Catch::Contains("too many blocks in cooperative launch"));
   CHECK_THROWS_WITH(launch(5, 200 * 1024), Catch::Contains("too many blocks in cooperative launch"));
   // An ordinary launch stays at 48 KiB unless the kernel opted in: fill_kernel never did.
-  DeviceBuffer<int> out(1);
+  PoisonedBuffer<int> out(1);
   CHECK_THROWS_WITH(launch_kernel("fill_kernel", fill_kernel, 1, 1, 100 * 1024, nullptr, out.get(), 1),
                     Catch::Contains("invalid argument"));
 }

@@ -29,7 +29,7 @@
 #include "tests/gradcheck.h"
 
 using namespace cutrain;
-using test::DeviceBuffer;
+using test::PoisonedBuffer;
 
 namespace {
 
@@ -84,24 +84,24 @@ TEST_CASE("the recording of kernels/ launches and memsets is what the device see
   int64_t partial_floats = 0;
   for (const BatchNormPlan& plan : plans) partial_floats = std::max(partial_floats, plan.partial_floats);
   T* const y = bn.y.get();
-  DeviceBuffer<T> pooled(int64_t(N) * 4 * 4 * C), dpool(M * C), features(int64_t(N) * C),
+  PoisonedBuffer<T> pooled(int64_t(N) * 4 * 4 * C), dpool(M * C), features(int64_t(N) * C),
       images_out(int64_t(N) * 32 * 32 * 8);
-  DeviceBuffer<float> partials(static_cast<size_t>(partial_floats)), sync_stats(4 * C), sums(2 * C),
+  PoisonedBuffer<float> partials(static_cast<size_t>(partial_floats)), sync_stats(4 * C), sums(2 * C),
       logits(test::random_vector(int64_t(N) * K, rng)), dlogits(int64_t(N) * K), loss(1),
       param(test::random_vector(100, rng)), grad(test::random_vector(100, rng)), momentum(std::vector<float>(100, 0)),
       lr(1), copied(100);
-  DeviceBuffer<int32_t> labels(std::vector<int32_t>{1, 2}), correct(1), labels_out(N),
+  PoisonedBuffer<int32_t> labels(std::vector<int32_t>{1, 2}), correct(1), labels_out(N),
       image_labels(std::vector<int32_t>{3, 4, 5});
-  DeviceBuffer<int64_t> total(std::vector<int64_t>{0}), step(std::vector<int64_t>{0}),
+  PoisonedBuffer<int64_t> total(std::vector<int64_t>{0}), step(std::vector<int64_t>{0}),
       indices(std::vector<int64_t>{2, 0});
-  DeviceBuffer<uint8_t> images(std::vector<uint8_t>(3 * 32 * 32 * 3, 100));
-  DeviceBuffer<T> dlogits_bf16(int64_t(N) * K);
+  PoisonedBuffer<uint8_t> images(std::vector<uint8_t>(3 * 32 * 32 * 3, 100));
+  PoisonedBuffer<T> dlogits_bf16(int64_t(N) * K);
   SgdSegment segment;
   segment.numel = 100;
   segment.grad = {grad.get()};
-  DeviceBuffer<SgdSegment> segments(std::vector<SgdSegment>{segment});
+  PoisonedBuffer<SgdSegment> segments(std::vector<SgdSegment>{segment});
   RowsCopy rows{param.get(), copied.get(), 10, 10, 10, 10};
-  DeviceBuffer<RowsCopy> copies(std::vector<RowsCopy>{rows});
+  PoisonedBuffer<RowsCopy> copies(std::vector<RowsCopy>{rows});
   const AugmentParams augment = make_augment_params(AugmentConfig{}, 32, 32, 8);
 
   // Every launcher of kernels/, in the order a training step (and the loader) calls them.

@@ -19,7 +19,7 @@
 #include "tests/device_buffer.h"
 
 using namespace cutrain;
-using test::DeviceBuffer;
+using test::PoisonedBuffer;
 
 namespace {
 
@@ -93,7 +93,7 @@ TEST_CASE("streams: a missing cudaStreamWaitEvent gives a wrong result under som
           "[emu]") {
   Stream producer, consumer;
   Event written;
-  DeviceBuffer<int> x(1), y(1);
+  PoisonedBuffer<int> x(1), y(1);
   for (bool wait : {true, false}) {
     int wrong = 0;
     for (int seed = 1; seed <= kSeeds; ++seed) {
@@ -117,7 +117,7 @@ TEST_CASE("streams: a missing cudaStreamWaitEvent gives a wrong result under som
 
 TEST_CASE("streams: an async copy reads pinned memory when it runs, pageable memory when it is called", "[emu]") {
   Stream stream;
-  DeviceBuffer<int> first(1), second(1);
+  PoisonedBuffer<int> first(1), second(1);
   for (bool pinned : {true, false}) {
     int* pinned_host = nullptr;
     CUDA_CHECK(cudaMallocHost(&pinned_host, sizeof(int)));
@@ -141,7 +141,7 @@ TEST_CASE("streams: an async copy reads pinned memory when it runs, pageable mem
 }
 
 TEST_CASE("streams: the legacy stream waits for blocking streams, not for non-blocking ones", "[emu]") {
-  DeviceBuffer<int> x(1), y(1);
+  PoisonedBuffer<int> x(1), y(1);
   for (unsigned flags : {cudaStreamDefault, cudaStreamNonBlocking}) {
     Stream other(flags);
     fill(nullptr, x.get(), 1, 0);
@@ -172,7 +172,7 @@ TEST_CASE("streams: enqueue_until waits without blocking the other streams", "[e
   Stream waiting, other;
   auto flag = std::make_shared<std::atomic<bool>>(false);
   auto polls = std::make_shared<std::atomic<int>>(0);
-  DeviceBuffer<int> x(1);
+  PoisonedBuffer<int> x(1);
   // A collective on `waiting` that only work enqueued on `other` while it waits can finish.
   CUDA_CHECK(emu::enqueue_until(waiting, "waits for the flag", [flag, polls] {
     ++*polls;
@@ -212,7 +212,7 @@ constexpr int kN = 48;
 // The work of a step on two streams: main forks to side, each computes a part, main joins.
 //   x = 2 * in; side: y = x + 1; main: z = 3 * x; main: out = y + z; a memset and a copy besides.
 struct TwoStreamWork {
-  DeviceBuffer<int> in{kN}, x{kN}, y{kN}, z{kN}, out{kN}, copy{kN};
+  PoisonedBuffer<int> in{kN}, x{kN}, y{kN}, z{kN}, out{kN}, copy{kN};
   Event forked, joined;
 
   void enqueue(cudaStream_t main, cudaStream_t side) {
@@ -303,7 +303,7 @@ namespace {
 // `error`), and ends the capture, which must fail as invalidated with no graph.
 template <typename Call>
 void check_forbidden(cudaStream_t stream, cudaStreamCaptureMode mode, cudaError_t error, Call forbidden) {
-  DeviceBuffer<int> x(1);
+  PoisonedBuffer<int> x(1);
   CUDA_CHECK(cudaStreamBeginCapture(stream, mode));
   fill(stream, x.get(), 1, 1);
   CHECK(forbidden(x.get()) == error);
@@ -367,7 +367,7 @@ TEST_CASE("graphs: the calls CUDA forbids in a capture fail with its error and i
 
 TEST_CASE("graphs: a relaxed capture allows cudaMalloc and a fork not joined back fails at the end", "[emu]") {
   Stream main, side;
-  DeviceBuffer<int> x(1);
+  PoisonedBuffer<int> x(1);
   cudaGraph_t graph = nullptr;
   CUDA_CHECK(cudaStreamBeginCapture(main, cudaStreamCaptureModeRelaxed));
   void* p = nullptr;
@@ -410,7 +410,7 @@ TEST_CASE("graphs: a kernel node is checked against its shared memory attribute 
   Stream stream;
   const int blocks = 4;
   const size_t shared = 64 * 1024;  // over the 48 KiB default: the kernel must opt in
-  DeviceBuffer<int> slots(blocks), out(blocks);
+  PoisonedBuffer<int> slots(blocks), out(blocks);
   cudaGraph_t graph = nullptr;
   CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
   // The launcher raises the kernel's attribute to this launch's size, outside the graph.
@@ -437,7 +437,7 @@ TEST_CASE("graphs: a kernel node is checked against its shared memory attribute 
 
 TEST_CASE("graphs: a kernel that fails in a replay is reported by the next synchronising call, by name", "[emu]") {
   Stream stream;
-  DeviceBuffer<int> slots(2), out(2);
+  PoisonedBuffer<int> slots(2), out(2);
   cudaGraph_t graph = nullptr;
   CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
   // Not cooperative: the grid's barrier fails when the kernel runs.
