@@ -1,8 +1,8 @@
 // resnet.h: ResNet-18 (torchvision's resnet18: BasicBlock x [2,2,2,2], widths w, 2w, 4w, 8w with
 // w = 64 by default), stated once as a table of its layers, and the model built from that table, on
-// NHWC activations. `bench-step --layers` times the table's layers one by one (app/bench/layer_bench.h),
-// and the table's FLOPs summed are the step's FLOPs (Note [ResNet-18's layer table] in nn/resnet.cpp).
-// There are two stems:
+// NHWC activations (Note [ResNet-18's layer table] in nn/resnet.cpp). `bench-step --layers` times
+// the table's layers one by one (app/bench/layer_bench.h), and the table's FLOPs summed are the
+// step's FLOPs. There are two stems:
 //   cifar:    conv1 3x3 stride 1, no max-pool          (11,173,962 parameters at 10 classes)
 //   imagenet: conv1 7x7 stride 2 + max-pool 3x3/2      (11,689,512 at 1000 classes, torchvision's)
 //
