@@ -16,7 +16,6 @@
 #include <cstdio>
 #include <initializer_list>
 #include <string>
-#include <type_traits>
 #include <utility>
 
 #include "kernels/base/check.h"
