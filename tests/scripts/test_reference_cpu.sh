@@ -21,7 +21,7 @@ grep -qE '^== step: \[  2/6\] \[1/2\] \| loss: [0-9.]+ \| grad norm: [0-9.]+ \| 
   fail "step line shape: $(grep -m1 '== step' "$scratch/out.txt")"
 grep -qE '^== epoch 1/2 \| loss: [0-9.]+ \| train acc: [0-9.]+% \| test acc: [0-9.]+% \| [0-9.]+ s \| [0-9]+ img/s$' "$scratch/out.txt" ||
   fail "epoch line shape: $(grep -m1 '== epoch' "$scratch/out.txt")"
-"${ref[@]}" --data "$scratch/d" --epochs 1 --max-steps 2 --data-on-gpu --amp bf16 --channels-last \
+"${ref[@]}" --data "$scratch/d" --epochs 1 --max-steps 2 --data-on-gpu --amp bf16 --channels-last --width 4 \
   --metrics "$scratch/g.jsonl" >"$scratch/out2.txt" 2>&1 || fail "resident data, bf16: $(tail -n 3 "$scratch/out2.txt")"
 "$py" - "$scratch/m.jsonl" "$scratch/g.jsonl" "$scratch/t.jsonl" <<'PY'
 import json, sys
