@@ -1143,42 +1143,43 @@ TEST_CASE("SIGINT to cutrun during a step longer than the grace period, or durin
   const std::string straight = dir / "straight";
   REQUIRE(cutrain::test::run(job(straight, {"--width", "32", "--eval-every", "0"})).exit_code == 0);
 
+  // Both cases in one pass: SECTIONs would run the straight job again for each.
   struct Case {
-    std::string name, wait_for;
+    std::string name, folder, wait_for;
     std::vector<std::string> flags;
   };
   // A step of width 32 takes about 0.5 s here, more than twice the grace period; an evaluation of
   // 2048 images at width 32, several seconds.
-  for (const Case& c : {Case{"during a step", "[rank0]: == step: [  2/", {"--width", "32", "--eval-every", "0"}},
-                        Case{"during an evaluation", "[rank0]: == eval: ",
+  for (const Case& c : {Case{"during a step", "stopped-in-step", "[rank0]: == step: [  2/",
+                             {"--width", "32", "--eval-every", "0"}},
+                        Case{"during an evaluation", "stopped-in-eval", "[rank0]: == eval: ",
                              {"--width", "32", "--eval-every-steps", "2"}}}) {
-    SECTION(c.name) {
-      const std::string save = dir / "stopped";
-      Process p(job(save, c.flags));
-      REQUIRE(p.read_until(c.wait_for, 1, 120));
-      // Inside step 3: rank 0 has worked 20 ms of CPU time into it, of about 500. Before, a sleep of 100 ms
-      // stood for that, which on a loaded machine could end after step 4, the job's last.
-      if (c.name == "during a step") REQUIRE(cutrain::test::wait_cpu_ticks(cutrain::test::ranks_of(p.pid())[0], 2));
-      p.signal(SIGINT);
-      // SIGTERM once cutrun has taken the first (SIGINT's lower number would go first anyway): the same stop.
-      REQUIRE(p.read_until("cutrun: got SIGINT; passing it to every rank", 1, 60));
-      p.signal(SIGTERM);
-      auto stopped = p.finish();
-      INFO(stopped.output);
-      CHECK(stopped.exit_code == 0);
-      CHECK_THAT(stopped.output, Catch::Contains("cutrun: got SIGTERM within 1 s of SIGINT: the same stop"));
-      REQUIRE_THAT(stopped.output, Catch::Contains("[rank0]: cutrain: stopped by signal 2 after step ") &&
-                                       Catch::Contains("; checkpoint: " + save + "/checkpoint-") &&
-                                       !Catch::Contains("did not stop within"));
-      if (c.name == "during an evaluation") CHECK_THAT(stopped.output, !Catch::Contains("test acc:"));
-      auto resumed = cutrain::test::run(job(save, {"--width", "32", "--eval-every", "0"}));
-      INFO(resumed.output);
-      REQUIRE(resumed.exit_code == 0);
-      CHECK_THAT(resumed.output, Catch::Contains("[rank0]: resumed from " + save + "/checkpoint-"));
-      const std::string last = "/checkpoint-00000004";
-      require_identical(straight + last + ".safetensors", save + last + ".safetensors");
-      require_identical(straight + last + ".optim.safetensors", save + last + ".optim.safetensors");
-    }
+    INFO(c.name);
+    const std::string save = dir / c.folder;
+    Process p(job(save, c.flags));
+    REQUIRE(p.read_until(c.wait_for, 1, 120));
+    // Inside step 3: rank 0 has worked 20 ms of CPU time into it, of about 500. Before, a sleep of 100 ms
+    // stood for that, which on a loaded machine could end after step 4, the job's last.
+    if (c.name == "during a step") REQUIRE(cutrain::test::wait_cpu_ticks(cutrain::test::ranks_of(p.pid())[0], 2));
+    p.signal(SIGINT);
+    // SIGTERM once cutrun has taken the first (SIGINT's lower number would go first anyway): the same stop.
+    REQUIRE(p.read_until("cutrun: got SIGINT; passing it to every rank", 1, 60));
+    p.signal(SIGTERM);
+    auto stopped = p.finish();
+    INFO(stopped.output);
+    CHECK(stopped.exit_code == 0);
+    CHECK_THAT(stopped.output, Catch::Contains("cutrun: got SIGTERM within 1 s of SIGINT: the same stop"));
+    REQUIRE_THAT(stopped.output, Catch::Contains("[rank0]: cutrain: stopped by signal 2 after step ") &&
+                                     Catch::Contains("; checkpoint: " + save + "/checkpoint-") &&
+                                     !Catch::Contains("did not stop within"));
+    if (c.name == "during an evaluation") CHECK_THAT(stopped.output, !Catch::Contains("test acc:"));
+    auto resumed = cutrain::test::run(job(save, {"--width", "32", "--eval-every", "0"}));
+    INFO(resumed.output);
+    REQUIRE(resumed.exit_code == 0);
+    CHECK_THAT(resumed.output, Catch::Contains("[rank0]: resumed from " + save + "/checkpoint-"));
+    const std::string last = "/checkpoint-00000004";
+    require_identical(straight + last + ".safetensors", save + last + ".safetensors");
+    require_identical(straight + last + ".optim.safetensors", save + last + ".optim.safetensors");
   }
 }
 
