@@ -43,7 +43,7 @@ enum class State { runnable, at_barrier, at_grid_barrier, at_collective, exited 
 using boost::context::detail::fcontext_t;
 
 struct Fiber {
-  fcontext_t context = nullptr;  // where it stopped (see resume)
+  fcontext_t context = nullptr;  // where it stopped (Note [Fiber to fiber])
   char* stack = nullptr;         // kStackBytes, above a guard page
   bool made = false;             // context set up to enter fiber_main
   State state = State::exited;
@@ -73,7 +73,12 @@ struct Scheduler {
   const Grid* grid = nullptr;
   std::vector<std::unique_ptr<Fiber>> fibers;  // a block's threads; a cooperative grid's, block after block
   Fiber* current = nullptr;
-  fcontext_t host = nullptr;        // where the launching thread waits while a fiber runs
+  fcontext_t host = nullptr;  // where the launching thread waits while fibers run
+  // The round being run: the block's fibers in turn order, and the position of the next to take
+  // its turn (Note [Fiber to fiber]).
+  std::vector<Fiber*> round;
+  size_t next_turn = 0;
+  bool from_host = false;           // the last switch left the host (for AddressSanitizer's view of it)
   unsigned char* shared = nullptr;  // the running block's dynamic shared memory
   Schedule schedule;
   std::mt19937_64 shuffle;  // seeded with schedule.seed
@@ -103,14 +108,25 @@ void finish_switch(void* fake_stack, const void** old_bottom, size_t* old_bytes)
 #endif
 }
 
-void fiber_main(boost::context::detail::transfer_t from_host);
+void fiber_main(boost::context::detail::transfer_t from);
 
-// Runs fiber f until it reaches a barrier, a collective or its end. Each switch is Boost.Context's
-// jump_fcontext, which saves and restores a few registers: ucontext's swapcontext also makes a
-// system call for the signal mask at every switch, which made it three quarters of an emulated
-// training step's time. A jump returns, on the side it lands on, where the other side stopped.
-void resume(Fiber& f) {
-  Scheduler& s = scheduler();
+// Note [Fiber to fiber]
+// ~~~~~~~~~~~~~~~~~~~~~
+// A round gives every runnable thread of a block one turn, in the schedule's order. A thread that
+// stops at a barrier, a collective or its end hands over to the next runnable thread of the round
+// itself, and only the last returns to the host, which then completes collectives and barriers.
+// That is one switch per turn where a return to the host between turns took two: warp shuffles,
+// a switch for every lane, were most of an emulated step's time, and the test of a graph-replayed
+// step took 36 CPU-seconds against 46. The threads take their turns in
+// the same order either way: a thread's state changes only on its own turn within a round.
+//
+// Each switch is Boost.Context's jump_fcontext, which saves and restores a few registers:
+// ucontext's swapcontext also makes a system call for the signal mask at every switch, which made
+// it three quarters of an emulated training step's time. A jump carries where the side that
+// jumps should have its own context saved, and the side that lands saves it there.
+
+// The context of fiber f, set up to enter fiber_main if it has none.
+fcontext_t context_of(Fiber& f) {
   if (!f.made) {
 #if defined(__SANITIZE_ADDRESS__)
     ASAN_UNPOISON_MEMORY_REGION(f.stack, kStackBytes);  // frames an abandoned kernel left
@@ -118,29 +134,72 @@ void resume(Fiber& f) {
     f.context = boost::context::detail::make_fcontext(f.stack + kStackBytes, kStackBytes, fiber_main);
     f.made = true;
   }
-  s.current = &f;
-  threadIdx = f.index;
-  start_switch(&s.host_fake_stack, f.stack, kStackBytes);
-  f.context = boost::context::detail::jump_fcontext(f.context, nullptr).fctx;
+  return f.context;
+}
+
+// Saves the context of the side that jumped here where that side asked.
+void landed(boost::context::detail::transfer_t from) { *static_cast<fcontext_t*>(from.data) = from.fctx; }
+
+// Tells AddressSanitizer that a fiber runs again; a switch from the host also tells where the
+// host's stack is, which the last switch of a round returns to.
+void landed_on_fiber(void* fake_stack) {
+  Scheduler& s = scheduler();
+  if (s.from_host)
+    finish_switch(fake_stack, &s.host_stack, &s.host_stack_bytes);
+  else
+    finish_switch(fake_stack, nullptr, nullptr);
+}
+
+// The next thread of the round that may run, or null when the round is over.
+Fiber* next_in_round() {
+  Scheduler& s = scheduler();
+  while (s.next_turn < s.round.size()) {
+    Fiber* f = s.round[s.next_turn++];
+    if (f->state == State::runnable) return f;
+  }
+  return nullptr;
+}
+
+// Called on the host: runs the round in s.round, from its first runnable thread to the end.
+void run_round() {
+  Scheduler& s = scheduler();
+  s.next_turn = 0;
+  Fiber* f = next_in_round();
+  if (!f) return;
+  s.current = f;
+  threadIdx = f->index;
+  s.from_host = true;
+  start_switch(&s.host_fake_stack, f->stack, kStackBytes);
+  landed(boost::context::detail::jump_fcontext(context_of(*f), &s.host));
   finish_switch(s.host_fake_stack, nullptr, nullptr);
   s.current = nullptr;
 }
 
-// Called on a fiber: back to the host, in state `state`, until the scheduler resumes it.
+// Called on a fiber: it stops in state `state`, and the next thread of the round runs (or the host,
+// after the last) until the fiber's next turn.
 void suspend(State state) {
   Scheduler& s = scheduler();
   Fiber& f = *s.current;
   f.state = state;
-  start_switch(&f.fake_stack, s.host_stack, s.host_stack_bytes);
-  s.host = boost::context::detail::jump_fcontext(s.host, nullptr).fctx;
-  finish_switch(f.fake_stack, &s.host_stack, &s.host_stack_bytes);
+  Fiber* next = next_in_round();
+  if (next) {
+    s.current = next;
+    threadIdx = next->index;
+    s.from_host = false;
+    start_switch(&f.fake_stack, next->stack, kStackBytes);
+    landed(boost::context::detail::jump_fcontext(context_of(*next), &f.context));
+  } else {
+    start_switch(&f.fake_stack, s.host_stack, s.host_stack_bytes);
+    landed(boost::context::detail::jump_fcontext(s.host, &f.context));
+  }
+  landed_on_fiber(f.fake_stack);
 }
 
 // A fiber runs one thread of the kernel after another, for as long as the program lives.
-void fiber_main(boost::context::detail::transfer_t from_host) {
+void fiber_main(boost::context::detail::transfer_t from) {
   Scheduler& s = scheduler();
-  s.host = from_host.fctx;
-  finish_switch(nullptr, &s.host_stack, &s.host_stack_bytes);
+  landed(from);
+  landed_on_fiber(nullptr);
   for (;;) {
     s.grid->body(s.grid->arguments);
     suspend(State::exited);
@@ -233,13 +292,13 @@ class Block {
   // Runs the block until it ends or waits at the grid's barrier; failed, with `failure` set,
   // when a thread would wait forever.
   Outcome run(std::string& failure) {
+    Scheduler& s = scheduler();
     blockIdx = index_;
-    scheduler().shared = shared_;
+    s.shared = shared_;
     for (;;) {
-      for (int i : turn_order(threads_)) {
-        Fiber& f = fiber(i);
-        if (f.state == State::runnable) resume(f);
-      }
+      s.round.clear();
+      for (int i : turn_order(threads_)) s.round.push_back(&fiber(i));
+      run_round();
       // Nothing can run: complete the collectives, else the barrier, else give up.
       const Progress progress = complete_collectives(failure);
       if (progress == Progress::failed) return Outcome::failed;
