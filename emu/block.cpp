@@ -117,8 +117,8 @@ void fiber_main(boost::context::detail::transfer_t from);
 // itself, and only the last returns to the host, which then completes collectives and barriers.
 // That is one switch per turn where a return to the host between turns took two: warp shuffles,
 // a switch for every lane, were most of an emulated step's time, and the test of a graph-replayed
-// step took 36 CPU-seconds against 46. The threads take their turns in
-// the same order either way: a thread's state changes only on its own turn within a round.
+// step took 36 CPU-seconds against 46. The threads take their turns in the same order either way:
+// a thread's state changes only on its own turn within a round.
 //
 // Each switch is Boost.Context's jump_fcontext, which saves and restores a few registers:
 // ucontext's swapcontext also makes a system call for the signal mask at every switch, which made
@@ -160,17 +160,24 @@ Fiber* next_in_round() {
   return nullptr;
 }
 
+// Gives fiber `next` its turn, from the host or from another fiber, whose context goes into `own`
+// and whose AddressSanitizer stack into `own_fake_stack`; returns when that side runs again.
+void enter(Fiber& next, fcontext_t* own, void** own_fake_stack, bool from_host) {
+  Scheduler& s = scheduler();
+  s.current = &next;
+  threadIdx = next.index;
+  s.from_host = from_host;
+  start_switch(own_fake_stack, next.stack, kStackBytes);
+  landed(boost::context::detail::jump_fcontext(context_of(next), own));
+}
+
 // Called on the host: runs the round in s.round, from its first runnable thread to the end.
 void run_round() {
   Scheduler& s = scheduler();
   s.next_turn = 0;
   Fiber* f = next_in_round();
   if (!f) return;
-  s.current = f;
-  threadIdx = f->index;
-  s.from_host = true;
-  start_switch(&s.host_fake_stack, f->stack, kStackBytes);
-  landed(boost::context::detail::jump_fcontext(context_of(*f), &s.host));
+  enter(*f, &s.host, &s.host_fake_stack, true);
   finish_switch(s.host_fake_stack, nullptr, nullptr);
   s.current = nullptr;
 }
@@ -183,11 +190,7 @@ void suspend(State state) {
   f.state = state;
   Fiber* next = next_in_round();
   if (next) {
-    s.current = next;
-    threadIdx = next->index;
-    s.from_host = false;
-    start_switch(&f.fake_stack, next->stack, kStackBytes);
-    landed(boost::context::detail::jump_fcontext(context_of(*next), &f.context));
+    enter(*next, &f.context, &f.fake_stack, false);
   } else {
     start_switch(&f.fake_stack, s.host_stack, s.host_stack_bytes);
     landed(boost::context::detail::jump_fcontext(s.host, &f.context));
