@@ -244,6 +244,17 @@ inline std::map<int, pid_t> ranks_of(pid_t parent) {
   return ranks;
 }
 
+// ranks_of once it finds `count` ranks, or what it finds after `seconds`. A rank inside an exec (a
+// shell's `exec sleep`, say) shows /proc no environment for that moment, and one look-up misses it.
+inline std::map<int, pid_t> wait_ranks_of(pid_t parent, size_t count, double seconds = 10) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  for (;;) {
+    std::map<int, pid_t> ranks = ranks_of(parent);
+    if (ranks.size() >= count || std::chrono::steady_clock::now() > deadline) return ranks;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+}
+
 // Note [Holding ranks still]
 // ~~~~~~~~~~~~~~~~~~~~~~~~~~
 // A test that saw ranks at work (a step line) and then looks them up to signal one races them: on a

@@ -187,16 +187,10 @@ namespace {
 // cutrun with two ranks that sleep for a minute.
 Process start_sleeping_ranks() { return Process(cutrun_sh({"--nproc-per-node", "2"}, "echo ready; exec sleep 60")); }
 
-// Their pids, once both run. A rank that has said "ready" may still be in its exec of sleep, when /proc
-// shows no environment for it, so the look-up is repeated until it finds both (or for ten seconds).
+// Their pids, once both run; each may still be in its exec of sleep (wait_ranks_of).
 std::vector<pid_t> rank_pids(Process& cutrun) {
   REQUIRE(cutrun.read_until("ready", 2));
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  std::map<int, pid_t> found = cutrain::test::ranks_of(cutrun.pid());
-  while (found.size() < 2 && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    found = cutrain::test::ranks_of(cutrun.pid());
-  }
+  const std::map<int, pid_t> found = cutrain::test::wait_ranks_of(cutrun.pid(), 2);
   REQUIRE(found.size() == 2);
   std::vector<pid_t> ranks;
   for (const auto& [rank, pid] : found) ranks.push_back(pid);
